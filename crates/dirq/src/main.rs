@@ -1,0 +1,61 @@
+//! `dirq`: interrupt delivery for virtual machines.
+//!
+//! One binary, one subcommand per job; each subcommand lives in its own
+//! module and owns its flags.
+
+mod calibrate;
+mod probe;
+mod report;
+mod run;
+mod sim;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "dirq",
+    version,
+    about = "Interrupt delivery for virtual machines: measure it on real KVM, model it, report it",
+    long_about = "dirq compares ways of delivering interrupts to virtual machines.\n\n\
+  dirq run      boots dirq's guest test kernel on /dev/kvm and counts every exit\n\
+  dirq probe    what this host's KVM supports and what one exit costs\n\
+  dirq sim      simulates vanilla KVM, APICv, ELI and DID on a modelled server\n\
+  dirq calibrate  measures this host's costs into a profile for `dirq sim --profile`\n\
+  dirq report   runs all of the above and writes one HTML report (the main job)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Boot the guest test kernel on KVM, run one benchmark, count every exit.
+    Run(run::Args),
+    /// Report this host's KVM capabilities and the cost of one exit.
+    Probe(probe::Args),
+    /// Simulate interrupt-delivery policies on a modelled server.
+    Sim(sim::Args),
+    /// Measure this host's costs and write a cost profile for `dirq sim --profile`.
+    Calibrate(calibrate::Args),
+    /// Run probe, calibration, real benchmarks and simulations; write an HTML report.
+    Report(report::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::execute(args),
+        Command::Probe(args) => probe::execute(args),
+        Command::Sim(args) => sim::execute(args),
+        Command::Calibrate(args) => calibrate::execute(args),
+        Command::Report(args) => report::execute(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("dirq: error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! `dirq sim` (not built yet).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn execute(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`dirq sim` is not built yet")
+}
