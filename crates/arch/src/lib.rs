@@ -1,1 +1,9 @@
 pub mod clock;
+pub mod ioapic;
+pub mod iommu;
+pub mod lapic;
+pub mod msi;
+pub mod pit;
+pub mod posted;
+pub mod vectors;
+pub mod vmcs;

@@ -1,0 +1,245 @@
+//! Property tests: random operation sequences against simple reference
+//! models.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{pit_control, FakeClock, PIT_ACCESS_LOW_THEN_HIGH};
+use dirq_arch::clock::Clock;
+use dirq_arch::ioapic::{Ioapic, NUM_PINS};
+use dirq_arch::lapic::{
+    DeliveryMode, Destination, Interrupt, Lapic, LapicConfig, TimerMode, TriggerMode,
+    MSR_IA32_APIC_BASE, MSR_IA32_TSC_DEADLINE,
+};
+use dirq_arch::msi::{MsiFormat, MsiMessage};
+use dirq_arch::pit::{Pit, PORT_CHANNEL0, PORT_CONTROL};
+use dirq_arch::vectors::VectorSet;
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum LapicOp {
+    Accept { vector: u8, level: bool },
+    Acknowledge,
+    Eoi,
+    SetTpr(u8),
+}
+
+fn lapic_op() -> impl Strategy<Value = LapicOp> {
+    prop_oneof![
+        4 => (16u8..=255, any::<bool>()).prop_map(|(vector, level)| LapicOp::Accept { vector, level }),
+        3 => Just(LapicOp::Acknowledge),
+        3 => Just(LapicOp::Eoi),
+        1 => (0u8..=0x9F).prop_map(LapicOp::SetTpr),
+    ]
+}
+
+proptest! {
+    /// No vector is dispatched at or below the in-service or task priority
+    /// class, and ISR behaves as a stack that EOI pops (SDM 10.8.3.1, 10.8.5).
+    #[test]
+    fn lapic_dispatch_respects_priority_and_isr_is_a_stack(ops in prop::collection::vec(lapic_op(), 1..300)) {
+        let mut lapic = Lapic::new(0, LapicConfig::new(1_000_000_000, 1_000_000_000).expect("rates"));
+        lapic.set_svr(0x1FF);
+        let mut in_service: Vec<u8> = Vec::new();
+        for op in ops {
+            match op {
+                LapicOp::Accept { vector, level } => {
+                    lapic.accept(vector, TriggerMode::from_level_bit(level));
+                    prop_assert!(lapic.irr().contains(vector));
+                    prop_assert_eq!(lapic.tmr().contains(vector), level);
+                }
+                LapicOp::Acknowledge => {
+                    let highest_pending = lapic.irr().highest();
+                    let floor = in_service.last().map_or(0, |v| v >> 4).max(lapic.tpr() >> 4);
+                    match lapic.acknowledge() {
+                        Some(vector) => {
+                            prop_assert_eq!(Some(vector), highest_pending);
+                            prop_assert!(vector >> 4 > floor, "{:#x} dispatched at floor class {:#x}", vector, floor);
+                            in_service.push(vector);
+                        }
+                        None => prop_assert!(highest_pending.is_none_or(|v| v >> 4 <= floor)),
+                    }
+                }
+                LapicOp::Eoi => {
+                    let expected = in_service.pop();
+                    let outcome = lapic.eoi();
+                    prop_assert_eq!(outcome.completed, expected);
+                    prop_assert_eq!(outcome.broadcast, expected.filter(|&v| lapic.tmr().contains(v)));
+                }
+                LapicOp::SetTpr(tpr) => lapic.set_tpr(tpr),
+            }
+            let model: VectorSet = in_service.iter().copied().collect();
+            prop_assert_eq!(*lapic.isr(), model);
+            prop_assert_eq!(lapic.isr().highest(), in_service.last().copied());
+            let isrv = in_service.last().copied().unwrap_or(0);
+            let expected_ppr = if lapic.tpr() >> 4 >= isrv >> 4 { lapic.tpr() } else { isrv & 0xF0 };
+            prop_assert_eq!(lapic.ppr(), expected_ppr);
+        }
+    }
+
+    #[test]
+    fn vector_set_matches_a_btree_set(ops in prop::collection::vec((any::<u8>(), any::<bool>()), 0..200)) {
+        let mut set = VectorSet::EMPTY;
+        let mut model = BTreeSet::new();
+        for (vector, insert) in ops {
+            if insert {
+                prop_assert_eq!(set.set(vector), model.insert(vector));
+            } else {
+                prop_assert_eq!(set.clear(vector), model.remove(&vector));
+            }
+            prop_assert_eq!(set.highest(), model.last().copied());
+            prop_assert_eq!(set.len() as usize, model.len());
+            prop_assert_eq!(set.is_empty(), model.is_empty());
+        }
+        prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.into_iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn msi_compose_decode_round_trip(
+        vector in any::<u8>(),
+        mode_bits in prop::sample::select(vec![0u32, 1, 2, 4, 5, 6, 7]),
+        level in any::<bool>(),
+        logical in any::<bool>(),
+        id in 0u32..=0xFF,
+    ) {
+        let interrupt = Interrupt {
+            vector,
+            delivery_mode: DeliveryMode::from_bits(mode_bits).expect("non-reserved encoding"),
+            trigger_mode: TriggerMode::from_level_bit(level),
+            destination: if logical { Destination::Logical(id) } else { Destination::Physical(id) },
+        };
+        let message = MsiMessage::compose(&interrupt).expect("8-bit destinations are representable");
+        prop_assert_eq!(message.decode(), Ok(MsiFormat::Compatibility(interrupt)));
+    }
+
+    /// Whatever the scale and the time, a rate generator reads back within
+    /// the range the guest programmed (tick scaling stays invisible).
+    #[test]
+    fn pit_rate_generator_reads_stay_in_range(count in 2u16..=0xFFFF, scale in 1u32..=100, at_ns in 0u64..10_000_000_000) {
+        let mut pit = Pit::new();
+        pit.set_reload_scale(scale).expect("non-zero scale");
+        let clock = FakeClock::default();
+        let [low, high] = count.to_le_bytes();
+        pit.write_port(PORT_CONTROL, pit_control(0, PIT_ACCESS_LOW_THEN_HIGH, 2, false), &clock).expect("control");
+        pit.write_port(PORT_CHANNEL0, low, &clock).expect("low");
+        pit.write_port(PORT_CHANNEL0, high, &clock).expect("high");
+        clock.set(at_ns);
+        pit.write_port(PORT_CONTROL, 0, &clock).expect("latch");
+        let read_low = pit.read_port(PORT_CHANNEL0, &clock).expect("low");
+        let read_high = pit.read_port(PORT_CHANNEL0, &clock).expect("high");
+        let read = u16::from_le_bytes([read_low, read_high]);
+        prop_assert!((1..=count).contains(&read), "read {} outside 1..={}", read, count);
+    }
+}
+
+#[derive(Clone, Debug)]
+enum RegisterOp {
+    WriteMmio { offset: u64, value: u32 },
+    ReadMmio { offset: u64 },
+    WriteMsr { msr: u32, value: u64 },
+    ReadMsr { msr: u32 },
+    AdvanceAndExpire { ns: u64 },
+}
+
+fn register_op() -> impl Strategy<Value = RegisterOp> {
+    let offset = prop_oneof![
+        (0u64..0x40).prop_map(|register| register << 4),
+        0u64..0x1000
+    ];
+    let msr = prop_oneof![
+        0x800u32..=0x8FF,
+        Just(MSR_IA32_APIC_BASE),
+        Just(MSR_IA32_TSC_DEADLINE),
+        any::<u32>()
+    ];
+    prop_oneof![
+        (offset.clone(), any::<u32>())
+            .prop_map(|(offset, value)| RegisterOp::WriteMmio { offset, value }),
+        offset.prop_map(|offset| RegisterOp::ReadMmio { offset }),
+        (msr.clone(), prop_oneof![any::<u64>(), 0u64..0x1_0000])
+            .prop_map(|(msr, value)| RegisterOp::WriteMsr { msr, value }),
+        msr.prop_map(|msr| RegisterOp::ReadMsr { msr }),
+        (0u64..1_000_000).prop_map(|ns| RegisterOp::AdvanceAndExpire { ns }),
+    ]
+}
+
+proptest! {
+    /// Arbitrary guest register traffic never panics and never breaks the
+    /// dispatch rule (a pending vector is always above the PPR's class).
+    #[test]
+    fn lapic_survives_arbitrary_register_traffic(ops in prop::collection::vec(register_op(), 1..200)) {
+        let mut lapic = Lapic::new(1, LapicConfig::new(100_000_000, 3_000_000_000).expect("rates"));
+        let clock = FakeClock::default();
+        for op in ops {
+            match op {
+                RegisterOp::WriteMmio { offset, value } => {
+                    lapic.write_mmio(offset, value, &clock);
+                }
+                RegisterOp::ReadMmio { offset } => {
+                    lapic.read_mmio(offset, &clock);
+                }
+                RegisterOp::WriteMsr { msr, value } => {
+                    let _ = lapic.write_msr(msr, value, &clock);
+                }
+                RegisterOp::ReadMsr { msr } => {
+                    let _ = lapic.read_msr(msr, &clock);
+                }
+                RegisterOp::AdvanceAndExpire { ns } => {
+                    clock.advance(ns);
+                    lapic.expire_timer(&clock);
+                    if let Some(deadline) = lapic.timer_deadline_ns() {
+                        prop_assert!(deadline > clock.now_ns() || lapic.timer_mode() == TimerMode::TscDeadline);
+                    }
+                }
+            }
+            if let Some(vector) = lapic.pending_vector() {
+                prop_assert!(vector >> 4 > lapic.ppr() >> 4);
+            }
+            lapic.acknowledge();
+        }
+    }
+
+    /// Arbitrary IOREGSEL/IOWIN traffic and line changes never panic, and
+    /// remote-IRR is only ever set on level-triggered pins.
+    #[test]
+    fn ioapic_survives_arbitrary_traffic(
+        ops in prop::collection::vec((any::<bool>(), 0u64..0x20, any::<u32>(), 0u32..30, any::<bool>()), 1..200),
+    ) {
+        let mut ioapic = Ioapic::default();
+        for (register_write, offset, value, pin, level) in ops {
+            if register_write {
+                ioapic.write_mmio(offset, value);
+                ioapic.read_mmio(offset);
+            } else {
+                let _ = ioapic.set_irq(pin, level);
+                ioapic.end_of_interrupt(value as u8, |_| {});
+            }
+            for pin in 0..NUM_PINS as u32 {
+                let entry = ioapic.redirection_entry(pin).expect("pin in range");
+                prop_assert!(!entry.remote_irr() || entry.trigger_mode() == TriggerMode::Level);
+            }
+        }
+    }
+
+    /// Arbitrary port traffic never panics.
+    #[test]
+    fn pit_survives_arbitrary_port_traffic(
+        ops in prop::collection::vec((0x3Eu16..0x46, any::<u8>(), any::<bool>(), 0u64..100_000_000), 1..200),
+    ) {
+        let mut pit = Pit::new();
+        let clock = FakeClock::default();
+        for (port, value, write, ns) in ops {
+            clock.advance(ns);
+            if write {
+                let _ = pit.write_port(port, value, &clock);
+            } else {
+                let _ = pit.read_port(port, &clock);
+            }
+            pit.expire(&clock);
+            if let Some(due) = pit.next_irq_ns() {
+                prop_assert!(due > clock.now_ns());
+            }
+        }
+    }
+}
