@@ -1,8 +1,144 @@
-//! `dirq run` (not built yet).
+//! `dirq run <bench>`: boot the guest test kernel on KVM, run one
+//! benchmark through the chosen interrupt path, count every exit.
+
+use anyhow::Context;
+use dirq_vmm::bench;
+use dirq_vmm::config::{
+    ApicMode, Bench, BenchConfig, FaultKind, GuestIdle, HaltMode, Inject, IrqSource, Irqchip,
+    TimerMode,
+};
 
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(after_help = "Examples:\n  \
+  dirq run irq-latency                                   # KVM's LAPIC, the VMM injects MSIs\n  \
+  dirq run irq-latency --irqchip userspace               # dirq's LAPIC model: every EOI exits to the VMM\n  \
+  dirq run irq-latency --inject irqfd --pv-eoi           # the kernel delivers, EOI through shared memory\n  \
+  dirq run irq-latency --compare                         # userspace vs kernel+irqfd+PV EOI, side by side\n  \
+  dirq run timer-latency --timer oneshot --period-ns 100000\n  \
+  dirq run ipi --guest-idle busy --json\n  \
+  dirq run whileloop --rate 20000\n  \
+  dirq run fault --fault triple-fault                    # fault handling self-test (exits non-zero)")]
+pub struct Args {
+    /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, fault.
+    #[arg(value_parser = parse::<Bench>)]
+    bench: Bench,
+    /// Interrupt controller: userspace (dirq's models, every access exits), kernel (KVM's), split (KVM LAPIC, dirq IOAPIC).
+    #[arg(long, value_parser = parse::<Irqchip>)]
+    irqchip: Option<Irqchip>,
+    /// How the device's MSI reaches the vCPU: vcpu (the VMM injects it) or irqfd (the kernel does).
+    #[arg(long, value_parser = parse::<Inject>)]
+    inject: Option<Inject>,
+    /// What the irq-latency device drives: msi, or ioapic (input 10 of the IOAPIC, routed by the guest).
+    #[arg(long, value_parser = parse::<IrqSource>)]
+    source: Option<IrqSource>,
+    /// Let the guest use KVM's PV EOI (EOI through a shared-memory flag, no exit).
+    #[arg(long)]
+    pv_eoi: bool,
+    /// HLT handling: exit (sleep at once), poll:<ns> (KVM halt polling), none (HLT does not exit).
+    #[arg(long, value_parser = parse::<HaltMode>)]
+    halt: Option<HaltMode>,
+    /// LAPIC interface the guest uses: xapic (MMIO) or x2apic (MSRs).
+    #[arg(long, value_parser = parse::<ApicMode>)]
+    apic: Option<ApicMode>,
+    /// What the guest does between events: halt or busy (spin).
+    #[arg(long, value_parser = parse::<GuestIdle>)]
+    guest_idle: Option<GuestIdle>,
+    /// LAPIC timer mode for timer-latency: oneshot or tsc-deadline.
+    #[arg(long, value_parser = parse::<TimerMode>)]
+    timer: Option<TimerMode>,
+    /// Events to measure (interrupts, timer expiries, IPI round trips, timed exits).
+    #[arg(long)]
+    count: Option<u64>,
+    /// Device interrupts per second for irq-latency and whileloop; 0 = back to back.
+    #[arg(long)]
+    rate: Option<u64>,
+    /// Timer period in ns for timer-latency.
+    #[arg(long)]
+    period_ns: Option<u64>,
+    /// Length of whileloop's unloaded loop, in ms.
+    #[arg(long)]
+    duration_ms: Option<u64>,
+    /// The fault bench's misbehaviour: triple-fault, hang, unowned-port, unowned-mmio, exception.
+    #[arg(long, value_parser = parse::<FaultKind>)]
+    fault: Option<FaultKind>,
+    /// Watchdog: fail the run if the guest has not finished after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// Print one JSON object instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Echo the guest's serial console to stderr.
+    #[arg(long)]
+    console: bool,
+    /// irq-latency only: compare the userspace path (--irqchip userspace --halt exit) with the best
+    /// in-kernel one (--irqchip kernel --inject irqfd --pv-eoi --halt poll:200000); --count, --rate,
+    /// --apic, --guest-idle and --source apply to both.
+    #[arg(long)]
+    compare: bool,
+}
 
-pub fn execute(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`dirq run` is not built yet")
+fn parse<T: std::str::FromStr>(value: &str) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    value.parse().map_err(|err: T::Err| err.to_string())
+}
+
+impl Args {
+    fn config(&self) -> anyhow::Result<BenchConfig> {
+        let mut config = BenchConfig::new(self.bench);
+        config.irqchip = self.irqchip.unwrap_or(config.irqchip);
+        config.inject = self.inject.unwrap_or(config.inject);
+        config.source = self.source.unwrap_or(config.source);
+        config.pv_eoi = self.pv_eoi;
+        config.halt = self.halt.unwrap_or(config.halt);
+        config.apic = self.apic.unwrap_or(config.apic);
+        config.guest_idle = self.guest_idle.unwrap_or(config.guest_idle);
+        config.timer = self.timer.unwrap_or(config.timer);
+        config.count = self.count.unwrap_or(config.count);
+        config.rate_hz = self.rate.unwrap_or(config.rate_hz);
+        config.period_ns = self.period_ns.unwrap_or(config.period_ns);
+        config.duration_ms = self.duration_ms.unwrap_or(config.duration_ms);
+        config.fault = self.fault.unwrap_or(config.fault);
+        if let Some(seconds) = self.timeout {
+            anyhow::ensure!(
+                seconds.is_finite() && seconds > 0.0,
+                "--timeout must be a positive number of seconds, got {seconds}"
+            );
+            config.timeout_ms = (seconds * 1000.0).ceil() as u64;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+pub fn execute(args: Args) -> anyhow::Result<()> {
+    let config = args.config()?;
+    if args.compare {
+        anyhow::ensure!(
+            config.bench == Bench::IrqLatency,
+            "--compare applies to irq-latency only"
+        );
+        let spinner = indicatif::ProgressBar::new_spinner().with_message(
+            "booting the guest three times: userspace path, best in-kernel path, exit costs",
+        );
+        spinner.enable_steady_tick(std::time::Duration::from_millis(100));
+        let comparison = bench::compare(&config);
+        spinner.finish_and_clear();
+        let comparison = comparison.context("comparison run failed")?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&comparison)?);
+        } else {
+            print!("{comparison}");
+        }
+        return Ok(());
+    }
+    let report = bench::run_with_console(&config, args.console)
+        .with_context(|| format!("{} run failed", config.bench))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
 }

@@ -1,0 +1,122 @@
+//! The contract with the guest test kernel: mirrors `guest/include/dirq_abi.h`.
+//! Offsets are asserted on both sides, so the two cannot drift silently.
+
+use std::mem::offset_of;
+
+use vm_memory::ByteValued;
+
+/// The guest kernel, built from `guest/` by build.rs.
+pub const GUEST_ELF: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dirq-guest.elf"));
+
+pub const MAGIC: u32 = 0x7172_6964;
+pub const VERSION: u32 = 1;
+
+pub const SHARED_GPA: u64 = 0x8000;
+pub const STACKS_GPA: u64 = 0x20000;
+pub const STACK_SIZE: u64 = 0x10000;
+pub const MAX_CPUS: usize = 2;
+pub const LAPIC_GPA: u64 = 0xfee0_0000;
+pub const IOAPIC_GPA: u64 = 0xfec0_0000;
+pub const DEVICE_IOAPIC_PIN: u32 = 10;
+
+pub const PORT_SERIAL: u16 = 0x3f8;
+pub const PORT_CONTROL: u16 = 0xf4;
+pub const PORT_NOOP: u16 = 0xf8;
+
+pub const CONTROL_BENCH_START: u32 = 1;
+pub const CONTROL_BENCH_END: u32 = 2;
+pub const CONTROL_DONE: u32 = 3;
+pub const CONTROL_FAILED: u32 = 4;
+
+pub const BENCH_IRQ_LATENCY: u32 = 1;
+pub const BENCH_TIMER_LATENCY: u32 = 2;
+pub const BENCH_IPI: u32 = 3;
+pub const BENCH_WHILELOOP: u32 = 4;
+pub const BENCH_EXIT_COST: u32 = 5;
+pub const BENCH_FAULT: u32 = 6;
+
+pub const FAULT_TRIPLE: u32 = 1;
+pub const FAULT_HANG: u32 = 2;
+pub const FAULT_UNOWNED_PORT: u32 = 3;
+pub const FAULT_UNOWNED_MMIO: u32 = 4;
+pub const FAULT_EXCEPTION: u32 = 5;
+
+pub const FAILURE_EXCEPTION: u32 = 1;
+pub const FAILURE_UNKNOWN_BENCH: u32 = 2;
+pub const FAILURE_MISSING_FEATURE: u32 = 3;
+pub const FAILURE_ABI_MISMATCH: u32 = 4;
+
+pub const VECTOR_DEVICE: u8 = 0x40;
+
+pub const RESULT_EXIT_COST_ITERATIONS: usize = 0;
+pub const RESULT_EXIT_COST_USERSPACE_CYCLES: usize = 1;
+pub const RESULT_EXIT_COST_KERNEL_CYCLES: usize = 2;
+pub const RESULT_WHILELOOP_ITERATIONS: usize = 0;
+pub const RESULT_WHILELOOP_BASELINE_CYCLES: usize = 1;
+pub const RESULT_WHILELOOP_LOADED_CYCLES: usize = 2;
+
+/// `struct dirq_shared`: boot parameters, device writes and guest results.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct SharedPage {
+    pub magic: u32,
+    pub abi_version: u32,
+    pub bench: u32,
+    pub fault: u32,
+    pub x2apic: u32,
+    pub pv_eoi: u32,
+    pub idle_busy: u32,
+    pub tsc_deadline: u32,
+    pub num_cpus: u32,
+    pub via_ioapic: u32,
+    pub count: u64,
+    pub period_ns: u64,
+    pub duration_ns: u64,
+    pub tsc_khz: u64,
+    pub apic_timer_hz: u64,
+    pub samples_gpa: u64,
+    pub samples_capacity: u64,
+    pub args: [u64; 4],
+    pub pad0: [u8; 0x100 - 0x80],
+    pub raise_seq: u64,
+    pub pad1: [u8; 0x40 - 8],
+    pub ack_seq: u64,
+    pub handled: [u64; MAX_CPUS],
+    pub samples_written: u64,
+    pub pv_eoi_skips: u64,
+    pub reserved1: u64,
+    pub cpus_online: u32,
+    pub failure: u32,
+    pub failure_detail: [u64; 4],
+    pub result: [u64; 8],
+}
+
+const _: () = {
+    assert!(offset_of!(SharedPage, raise_seq) == 0x100);
+    assert!(offset_of!(SharedPage, ack_seq) == 0x140);
+    assert!(offset_of!(SharedPage, handled) == 0x148);
+    assert!(offset_of!(SharedPage, pv_eoi_skips) == 0x160);
+    assert!(offset_of!(SharedPage, result) == 0x198);
+    assert!(std::mem::size_of::<SharedPage>() == 0x1d8);
+};
+
+impl Default for SharedPage {
+    fn default() -> Self {
+        // SAFETY: every field is an integer or an integer array, for which
+        // all-zero bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: SharedPage is repr(C), made only of integers and integer arrays,
+// with explicit padding arrays and no implicit padding (asserted above), so
+// every byte pattern is a valid value.
+unsafe impl ByteValued for SharedPage {}
+
+/// Guest-physical address of a field of the shared page.
+pub const fn shared_field_gpa(offset: usize) -> u64 {
+    SHARED_GPA + offset as u64
+}
+
+pub const RAISE_SEQ_GPA: u64 = shared_field_gpa(offset_of!(SharedPage, raise_seq));
+pub const ACK_SEQ_GPA: u64 = shared_field_gpa(offset_of!(SharedPage, ack_seq));

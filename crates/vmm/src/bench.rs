@@ -1,0 +1,302 @@
+//! `dirq run`: boot the guest for one benchmark and turn what the guest,
+//! the device thread and KVM counted into a `RunReport`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::abi;
+use crate::config::{Bench, BenchConfig, ConfigError};
+use crate::devices::msi_device::{self, DeviceEnv};
+use crate::exits::ExitSummary;
+use crate::machine::{self, DeviceThread, Extensions, MachineOutput};
+use crate::report::{LatencySummary, RunReport};
+
+pub use crate::config::{ApicMode, FaultKind, GuestIdle, HaltMode, Inject, Irqchip, TimerMode};
+pub use crate::devices::BusError;
+pub use crate::machine::MachineError;
+pub use crate::vcpu::VcpuError;
+
+/// The guest's END marker exits once inside the window; it is not the bench's.
+const WINDOW_MARKER_EXITS: u64 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("invalid configuration")]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Machine(#[from] MachineError),
+    #[error("{bench}: {raised} interrupts raised but {handled} handled (lost or doubled)")]
+    Delivery {
+        bench: &'static str,
+        raised: u64,
+        handled: u64,
+    },
+    #[error("the fault bench finished without faulting (fault {0})")]
+    FaultNotRaised(FaultKind),
+}
+
+/// Runs one benchmark; the guest's console is kept in the report.
+pub fn run(config: &BenchConfig) -> Result<RunReport, BenchError> {
+    run_with_console(config, false)
+}
+
+/// As `run`, also echoing the guest's console lines to stderr when asked.
+pub fn run_with_console(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
+    config.validate()?;
+    match config.bench {
+        Bench::IrqLatency => irq_latency(config, echo_console),
+        Bench::Whileloop => whileloop(config, echo_console),
+        Bench::TimerLatency | Bench::Ipi | Bench::ExitCost => {
+            let output = machine::run::<()>(config, echo_console, Extensions::default())?;
+            Ok(guest_measured(config, output))
+        }
+        Bench::Fault => {
+            machine::run::<()>(config, echo_console, Extensions::default())?;
+            Err(BenchError::FaultNotRaised(config.fault))
+        }
+    }
+}
+
+fn window_exits<T>(output: &MachineOutput<T>) -> (ExitSummary, f64) {
+    let window = &output.window;
+    match &window.end {
+        Some((end_time, end)) => (
+            ExitSummary::between(&window.start.1, end, WINDOW_MARKER_EXITS),
+            (*end_time - window.start.0).as_secs_f64(),
+        ),
+        None => (
+            ExitSummary::between(&window.start.1, &window.start.1, 0),
+            0.0,
+        ),
+    }
+}
+
+fn cycles_to_ns(cycles: u64, tsc_khz: u64) -> u64 {
+    if tsc_khz == 0 {
+        return 0;
+    }
+    (u128::from(cycles) * 1_000_000 / u128::from(tsc_khz)) as u64
+}
+
+fn irq_latency(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
+    let (count, rate) = (config.count, config.rate_hz);
+    let device: DeviceThread<Vec<u64>> =
+        Box::new(move |env: &DeviceEnv| msi_device::ping_pong(env, count, rate));
+    let output = machine::run(
+        config,
+        echo_console,
+        Extensions {
+            device: Some(device),
+            ..Extensions::default()
+        },
+    )?;
+    let shared = &output.shared;
+    let handled = shared.handled[0];
+    // The device raises the next interrupt only once the last was
+    // acknowledged (a loss fails the device thread), so a doubled
+    // delivery shows as more handled than raised.
+    if handled != count {
+        return Err(BenchError::Delivery {
+            bench: "irq-latency",
+            raised: count,
+            handled,
+        });
+    }
+    let (exits, duration_s) = window_exits(&output);
+    let round_trips = output.device.clone().unwrap_or_default();
+    let mut results = BTreeMap::new();
+    results.insert("pv_eoi_skips".into(), shared.pv_eoi_skips as f64);
+    Ok(RunReport::new(
+        config,
+        handled,
+        exits,
+        LatencySummary::from_samples_ns(&round_trips),
+        duration_s,
+        results,
+        output.console,
+    ))
+}
+
+fn whileloop(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
+    let rate = config.rate_hz;
+    let device: DeviceThread<u64> =
+        Box::new(move |env: &DeviceEnv| msi_device::periodic(env, rate));
+    let output = machine::run(
+        config,
+        echo_console,
+        Extensions {
+            device: Some(device),
+            ..Extensions::default()
+        },
+    )?;
+    let shared = &output.shared;
+    let baseline = shared.result[abi::RESULT_WHILELOOP_BASELINE_CYCLES];
+    let loaded = shared.result[abi::RESULT_WHILELOOP_LOADED_CYCLES];
+    let mut results = BTreeMap::new();
+    results.insert("raised".into(), output.device.unwrap_or(0) as f64);
+    results.insert(
+        "iterations".into(),
+        shared.result[abi::RESULT_WHILELOOP_ITERATIONS] as f64,
+    );
+    results.insert(
+        "baseline_ns".into(),
+        cycles_to_ns(baseline, output.tsc_khz) as f64,
+    );
+    results.insert(
+        "loaded_ns".into(),
+        cycles_to_ns(loaded, output.tsc_khz) as f64,
+    );
+    results.insert(
+        "guest_share".into(),
+        if loaded == 0 {
+            0.0
+        } else {
+            baseline as f64 / loaded as f64
+        },
+    );
+    let (exits, duration_s) = window_exits(&output);
+    Ok(RunReport::new(
+        config,
+        shared.handled[0],
+        exits,
+        None,
+        duration_s,
+        results,
+        output.console,
+    ))
+}
+
+/// Benches whose figures the guest measures itself with its TSC.
+fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport {
+    let shared = &output.shared;
+    let tsc_khz = output.tsc_khz;
+    let samples_ns: Vec<u64> = output
+        .samples
+        .iter()
+        .map(|&c| cycles_to_ns(c, tsc_khz))
+        .collect();
+    let mut results = BTreeMap::new();
+    let interrupts = match config.bench {
+        Bench::ExitCost => {
+            let iterations = shared.result[abi::RESULT_EXIT_COST_ITERATIONS].max(1);
+            let per_exit = |cycles| cycles_to_ns(cycles, tsc_khz) as f64 / iterations as f64;
+            results.insert(
+                "userspace_exit_ns".into(),
+                per_exit(shared.result[abi::RESULT_EXIT_COST_USERSPACE_CYCLES]),
+            );
+            results.insert(
+                "kernel_exit_ns".into(),
+                per_exit(shared.result[abi::RESULT_EXIT_COST_KERNEL_CYCLES]),
+            );
+            0
+        }
+        Bench::Ipi => {
+            results.insert("ipis_to_vcpu1".into(), shared.handled[1] as f64);
+            results.insert("ipis_to_vcpu0".into(), shared.handled[0] as f64);
+            shared.handled.iter().sum()
+        }
+        _ => shared.handled.iter().sum(),
+    };
+    results.insert("pv_eoi_skips".into(), shared.pv_eoi_skips as f64);
+    let (exits, duration_s) = window_exits(&output);
+    RunReport::new(
+        config,
+        interrupts,
+        exits,
+        LatencySummary::from_samples_ns(&samples_ns),
+        duration_s,
+        results,
+        output.console,
+    )
+}
+
+/// KVM's default halt_poll_ns: the best path polls as long as stock KVM would.
+pub const BEST_PATH_HALT_POLL_NS: u32 = 200_000;
+
+/// The irq-latency baseline (userspace irqchip) against the best in-kernel
+/// path (KVM LAPIC, irqfd, PV EOI, halt polling), with this host's exit
+/// costs for scale.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub baseline: RunReport,
+    pub best: RunReport,
+    pub userspace_exit_ns: f64,
+    pub kernel_exit_ns: f64,
+    /// baseline p50 / best p50: how many times faster the best path is.
+    pub p50_speedup: f64,
+    /// best p50 / one in-kernel exit.
+    pub best_p50_in_kernel_exits: f64,
+}
+
+/// Runs `base`'s irq-latency workload (count, rate, APIC mode, idle mode,
+/// source) on both paths, whose interrupt-path flags are fixed, and the
+/// exit-cost bench.
+pub fn compare(base: &BenchConfig) -> Result<Comparison, BenchError> {
+    let mut baseline_config = base.clone();
+    baseline_config.irqchip = Irqchip::Userspace;
+    baseline_config.inject = Inject::Vcpu;
+    baseline_config.pv_eoi = false;
+    baseline_config.halt = HaltMode::Exit;
+    let mut best_config = base.clone();
+    best_config.irqchip = Irqchip::Kernel;
+    best_config.inject = Inject::Irqfd;
+    best_config.pv_eoi = true;
+    best_config.halt = HaltMode::Poll {
+        ns: BEST_PATH_HALT_POLL_NS,
+    };
+
+    let baseline = run(&baseline_config)?;
+    let best = run(&best_config)?;
+    let exit_cost = run(&BenchConfig::new(Bench::ExitCost))?;
+    let figure = |name: &str| exit_cost.results.get(name).copied().unwrap_or(0.0);
+    let p50 = |report: &RunReport| {
+        report
+            .latency_ns
+            .as_ref()
+            .map_or(0.0, |latency| latency.p50 as f64)
+    };
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    Ok(Comparison {
+        p50_speedup: ratio(p50(&baseline), p50(&best)),
+        best_p50_in_kernel_exits: ratio(p50(&best), figure("kernel_exit_ns")),
+        userspace_exit_ns: figure("userspace_exit_ns"),
+        kernel_exit_ns: figure("kernel_exit_ns"),
+        baseline,
+        best,
+    })
+}
+
+impl fmt::Display for Comparison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:<58} {:>10} {:>10} {:>14} {:>14}",
+            "irq-latency path", "p50 (us)", "p99 (us)", "exits/irq", "userspace/irq"
+        )?;
+        for report in [&self.baseline, &self.best] {
+            let latency = report.latency_ns.as_ref();
+            writeln!(
+                f,
+                "{:<58} {:>10.2} {:>10.2} {:>14.2} {:>14.2}",
+                report.path(),
+                latency.map_or(0.0, |l| l.p50 as f64 / 1e3),
+                latency.map_or(0.0, |l| l.p99 as f64 / 1e3),
+                report.exits_per_interrupt,
+                report.userspace_exits_per_interrupt,
+            )?;
+        }
+        writeln!(
+            f,
+            "one exit: userspace {:.2} us, in-kernel {:.2} us",
+            self.userspace_exit_ns / 1e3,
+            self.kernel_exit_ns / 1e3
+        )?;
+        writeln!(
+            f,
+            "p50 speedup (userspace / best): {:.2}x (goal >= 3x); best p50 = {:.2} in-kernel exits (goal <= 2)",
+            self.p50_speedup, self.best_p50_in_kernel_exits
+        )
+    }
+}

@@ -1,0 +1,447 @@
+//! What a run boots and measures: every flag of `dirq run`, serde-friendly
+//! so reports can record and replay it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown {what} '{value}' (expected one of: {expected})")]
+    UnknownValue {
+        what: &'static str,
+        value: String,
+        expected: String,
+    },
+    #[error("invalid halt mode '{0}' (expected exit, none or poll:<ns>, e.g. poll:200000)")]
+    InvalidHalt(String),
+    #[error("{0}")]
+    Incompatible(String),
+    #[error("{what} must be between {min} and {max}, got {value}")]
+    OutOfRange {
+        what: &'static str,
+        value: u64,
+        min: u64,
+        max: u64,
+    },
+}
+
+/// Defines a string-valued enum: `FromStr`, `Display`, serde as the string.
+macro_rules! named_enum {
+    ($(#[$meta:meta])* $name:ident, $what:literal, { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// Every value's name, comma-separated.
+            pub fn names() -> String {
+                Self::ALL.iter().map(|value| value.name()).collect::<Vec<_>>().join(", ")
+            }
+
+            pub fn name(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ConfigError;
+            fn from_str(value: &str) -> Result<Self, ConfigError> {
+                match value {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(ConfigError::UnknownValue {
+                        what: $what,
+                        value: value.to_string(),
+                        expected: $name::names(),
+                    }),
+                }
+            }
+        }
+    };
+}
+
+named_enum!(
+    /// The benchmark the guest runs.
+    Bench, "bench", {
+        /// A device thread raises MSIs; the round trip to the guest's ack.
+        IrqLatency = "irq-latency",
+        /// The guest's LAPIC timer: how late each expiry is handled.
+        TimerLatency = "timer-latency",
+        /// vCPU 0 and vCPU 1 ping-pong IPIs.
+        Ipi = "ipi",
+        /// A compute loop's slowdown under an interrupt load.
+        Whileloop = "whileloop",
+        /// One userspace exit and one in-kernel exit, timed (`dirq probe`).
+        ExitCost = "exit-cost",
+        /// The guest misbehaves on purpose (see `FaultKind`).
+        Fault = "fault",
+    }
+);
+
+named_enum!(
+    /// Who emulates the interrupt controllers.
+    Irqchip, "irqchip", {
+        /// No KVM irqchip: dirq's LAPIC/IOAPIC models in this process.
+        Userspace = "userspace",
+        /// KVM's in-kernel LAPIC, IOAPIC and PIC.
+        Kernel = "kernel",
+        /// KVM's in-kernel LAPIC, dirq's IOAPIC model in this process.
+        Split = "split",
+    }
+);
+
+named_enum!(
+    /// How a device thread's interrupt reaches the vCPU.
+    Inject, "inject", {
+        /// The VMM injects it (KVM_SIGNAL_MSI, or KVM_INTERRUPT in userspace mode).
+        Vcpu = "vcpu",
+        /// An irqfd bound to an MSI route: the kernel delivers it.
+        Irqfd = "irqfd",
+    }
+);
+
+named_enum!(
+    /// What the irq-latency device is wired to.
+    IrqSource, "interrupt source", {
+        /// It sends MSIs straight to the LAPIC.
+        Msi = "msi",
+        /// It pulses IOAPIC input 10, which the guest routes to its vector.
+        Ioapic = "ioapic",
+    }
+);
+
+named_enum!(
+    /// How the guest talks to its LAPIC.
+    ApicMode, "apic mode", {
+        Xapic = "xapic",
+        X2apic = "x2apic",
+    }
+);
+
+named_enum!(
+    /// What the guest does while it waits for the next event.
+    GuestIdle, "guest idle", {
+        Halt = "halt",
+        Busy = "busy",
+    }
+);
+
+named_enum!(
+    /// The LAPIC timer mode of `timer-latency`.
+    TimerMode, "timer mode", {
+        Oneshot = "oneshot",
+        TscDeadline = "tsc-deadline",
+    }
+);
+
+named_enum!(
+    /// The misbehaviour of the `fault` bench.
+    FaultKind, "fault", {
+        /// An exception with no IDT: KVM_EXIT_SHUTDOWN.
+        TripleFault = "triple-fault",
+        /// Spins with interrupts off; only the watchdog ends it.
+        Hang = "hang",
+        /// An `out` to a port no device owns.
+        UnownedPort = "unowned-port",
+        /// A read of an address no RAM or device backs.
+        UnownedMmio = "unowned-mmio",
+        /// `ud2`: the guest's own exception handler reports it.
+        Exception = "exception",
+    }
+);
+
+/// What happens when the guest executes HLT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum HaltMode {
+    /// HLT exits and the vCPU thread sleeps at once (halt polling off).
+    Exit,
+    /// KVM polls this many ns for a wake-up before sleeping (KVM_CAP_HALT_POLL).
+    Poll { ns: u32 },
+    /// HLT does not exit (KVM_CAP_X86_DISABLE_EXITS).
+    None,
+}
+
+impl fmt::Display for HaltMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HaltMode::Exit => f.write_str("exit"),
+            HaltMode::Poll { ns } => write!(f, "poll:{ns}"),
+            HaltMode::None => f.write_str("none"),
+        }
+    }
+}
+
+impl FromStr for HaltMode {
+    type Err = ConfigError;
+    fn from_str(value: &str) -> Result<Self, ConfigError> {
+        match value {
+            "exit" => Ok(HaltMode::Exit),
+            "none" => Ok(HaltMode::None),
+            _ => value
+                .strip_prefix("poll:")
+                .and_then(|ns| ns.parse().ok())
+                .map(|ns| HaltMode::Poll { ns })
+                .ok_or_else(|| ConfigError::InvalidHalt(value.to_string())),
+        }
+    }
+}
+
+impl TryFrom<String> for HaltMode {
+    type Error = ConfigError;
+    fn try_from(value: String) -> Result<Self, ConfigError> {
+        value.parse()
+    }
+}
+
+impl From<HaltMode> for String {
+    fn from(mode: HaltMode) -> String {
+        mode.to_string()
+    }
+}
+
+/// Everything one run boots and measures. `BenchConfig::new` gives defaults
+/// that finish in about a second.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchConfig {
+    pub bench: Bench,
+    pub irqchip: Irqchip,
+    pub inject: Inject,
+    pub source: IrqSource,
+    pub pv_eoi: bool,
+    pub halt: HaltMode,
+    pub apic: ApicMode,
+    pub guest_idle: GuestIdle,
+    pub timer: TimerMode,
+    /// Events to measure: interrupts, timer expiries, IPI round trips, exits.
+    pub count: u64,
+    /// Device interrupts per second (irq-latency, whileloop); 0 = back to back.
+    pub rate_hz: u64,
+    /// Timer period (timer-latency).
+    pub period_ns: u64,
+    /// Length of the unloaded loop (whileloop).
+    pub duration_ms: u64,
+    /// The misbehaviour of the `fault` bench.
+    pub fault: FaultKind,
+    /// Free parameters for benches added later, passed to the guest as is.
+    #[serde(default)]
+    pub guest_args: [u64; 4],
+    /// The watchdog: a run that has not finished by then fails.
+    pub timeout_ms: u64,
+}
+
+/// The largest count the guest's sample area holds.
+pub const MAX_COUNT: u64 = crate::memory::SAMPLES_CAPACITY;
+
+impl BenchConfig {
+    /// The in-kernel path with defaults sized for about a second of work.
+    pub fn new(bench: Bench) -> Self {
+        let (count, rate_hz) = match bench {
+            Bench::IrqLatency => (5_000, 5_000),
+            Bench::TimerLatency => (5_000, 0),
+            Bench::Ipi => (5_000, 0),
+            Bench::Whileloop => (0, 10_000),
+            Bench::ExitCost => (20_000, 0),
+            Bench::Fault => (0, 0),
+        };
+        BenchConfig {
+            bench,
+            irqchip: Irqchip::Kernel,
+            inject: Inject::Vcpu,
+            source: IrqSource::Msi,
+            pv_eoi: false,
+            halt: HaltMode::Exit,
+            apic: ApicMode::X2apic,
+            guest_idle: GuestIdle::Halt,
+            timer: TimerMode::TscDeadline,
+            count,
+            rate_hz,
+            period_ns: 200_000,
+            duration_ms: 500,
+            fault: FaultKind::Exception,
+            guest_args: [0; 4],
+            timeout_ms: 30_000,
+        }
+    }
+
+    /// Rejects combinations KVM cannot provide, with the reason.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let incompatible = |why: &str| Err(ConfigError::Incompatible(why.to_string()));
+        if self.irqchip == Irqchip::Userspace {
+            if self.inject == Inject::Irqfd {
+                return incompatible(
+                    "--inject irqfd needs KVM's LAPIC: use --irqchip kernel or split",
+                );
+            }
+            if self.pv_eoi {
+                return incompatible(
+                    "--pv-eoi is a feature of KVM's LAPIC: use --irqchip kernel or split",
+                );
+            }
+            if matches!(self.halt, HaltMode::Poll { .. }) {
+                return incompatible(
+                    "--halt poll is KVM's in-kernel halt polling: with --irqchip userspace HLT always exits to the VMM",
+                );
+            }
+        }
+        if self.irqchip == Irqchip::Split
+            && self.source == IrqSource::Ioapic
+            && self.inject == Inject::Irqfd
+        {
+            return incompatible("--inject irqfd cannot drive the IOAPIC in the VMM (--irqchip split): use --inject vcpu");
+        }
+        let counted = matches!(
+            self.bench,
+            Bench::IrqLatency | Bench::TimerLatency | Bench::Ipi | Bench::ExitCost
+        );
+        if counted && !(1..=MAX_COUNT).contains(&self.count) {
+            return Err(ConfigError::OutOfRange {
+                what: "--count",
+                value: self.count,
+                min: 1,
+                max: MAX_COUNT,
+            });
+        }
+        if self.bench == Bench::TimerLatency && !(1_000..=1_000_000_000).contains(&self.period_ns) {
+            return Err(ConfigError::OutOfRange {
+                what: "--period-ns",
+                value: self.period_ns,
+                min: 1_000,
+                max: 1_000_000_000,
+            });
+        }
+        if self.bench == Bench::Whileloop && !(1..=60_000).contains(&self.duration_ms) {
+            return Err(ConfigError::OutOfRange {
+                what: "--duration-ms",
+                value: self.duration_ms,
+                min: 1,
+                max: 60_000,
+            });
+        }
+        if self.bench == Bench::Whileloop && self.rate_hz == 0 {
+            return incompatible("whileloop needs an interrupt rate: --rate must be at least 1");
+        }
+        if self.timeout_ms == 0 {
+            return incompatible("--timeout must be at least 1 ms");
+        }
+        Ok(())
+    }
+}
+
+impl Bench {
+    /// The guest's `enum dirq_bench` value.
+    pub fn abi_id(self) -> u32 {
+        match self {
+            Bench::IrqLatency => crate::abi::BENCH_IRQ_LATENCY,
+            Bench::TimerLatency => crate::abi::BENCH_TIMER_LATENCY,
+            Bench::Ipi => crate::abi::BENCH_IPI,
+            Bench::Whileloop => crate::abi::BENCH_WHILELOOP,
+            Bench::ExitCost => crate::abi::BENCH_EXIT_COST,
+            Bench::Fault => crate::abi::BENCH_FAULT,
+        }
+    }
+}
+
+impl FaultKind {
+    /// The guest's `enum dirq_fault` value.
+    pub fn abi_id(self) -> u32 {
+        match self {
+            FaultKind::TripleFault => crate::abi::FAULT_TRIPLE,
+            FaultKind::Hang => crate::abi::FAULT_HANG,
+            FaultKind::UnownedPort => crate::abi::FAULT_UNOWNED_PORT,
+            FaultKind::UnownedMmio => crate::abi::FAULT_UNOWNED_MMIO,
+            FaultKind::Exception => crate::abi::FAULT_EXCEPTION,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn halt_modes_parse_and_print_the_same_way() {
+        for text in ["exit", "none", "poll:200000"] {
+            let mode: HaltMode = text.parse().expect("valid halt mode");
+            assert_eq!(mode.to_string(), text);
+            let json = serde_json::to_string(&mode).expect("serializes");
+            assert_eq!(json, format!("\"{text}\""));
+            assert_eq!(
+                serde_json::from_str::<HaltMode>(&json).expect("deserializes"),
+                mode
+            );
+        }
+        assert!("poll:".parse::<HaltMode>().is_err());
+        assert!("poll:-1".parse::<HaltMode>().is_err());
+        assert!("sleep".parse::<HaltMode>().is_err());
+    }
+
+    #[test]
+    fn named_enums_round_trip_through_their_names() {
+        for bench in Bench::ALL {
+            assert_eq!(
+                bench.name().parse::<Bench>().expect("own name parses"),
+                *bench
+            );
+        }
+        let err = "fastest".parse::<Irqchip>().expect_err("unknown value");
+        assert!(
+            err.to_string().contains("userspace, kernel, split)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn kvm_only_features_are_refused_with_the_userspace_irqchip() {
+        let mut config = BenchConfig::new(Bench::IrqLatency);
+        config.irqchip = Irqchip::Userspace;
+        assert!(config.validate().is_ok());
+        for change in [
+            |c: &mut BenchConfig| c.inject = Inject::Irqfd,
+            |c: &mut BenchConfig| c.pv_eoi = true,
+            |c: &mut BenchConfig| c.halt = HaltMode::Poll { ns: 1000 },
+        ] {
+            let mut bad = config.clone();
+            change(&mut bad);
+            assert!(
+                matches!(bad.validate(), Err(ConfigError::Incompatible(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn counts_beyond_the_sample_area_are_refused() {
+        let mut config = BenchConfig::new(Bench::TimerLatency);
+        config.count = MAX_COUNT + 1;
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::OutOfRange {
+                what: "--count",
+                ..
+            })
+        ));
+        config.count = 0;
+        assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn every_bench_default_is_valid() {
+        for bench in Bench::ALL {
+            BenchConfig::new(*bench)
+                .validate()
+                .expect("defaults are valid");
+        }
+    }
+}

@@ -1,0 +1,490 @@
+//! One boot of the guest: builds the VM, its vCPUs and devices for a
+//! `BenchConfig`, runs them on their own threads under a watchdog, and
+//! hands back what the guest and the device measured.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kvm_bindings::{kvm_msr_entry, Msrs, KVM_MAX_CPUID_ENTRIES};
+use kvm_ioctls::{Cap, Kvm};
+use vm_memory::{Bytes, GuestAddress};
+
+use crate::abi::{self, SharedPage};
+use crate::boot::{self, BootError, CpuidOptions};
+use crate::config::{BenchConfig, GuestIdle, Inject, IrqSource, Irqchip, TimerMode};
+use crate::devices::control::{ControlPort, GuestEnd, NoopPort, RunControl, Window};
+use crate::devices::interrupt::{fixed_msi, InterruptSink, Irqfd, SignalMsi};
+use crate::devices::ioapic::{IoapicDevice, IoapicPin, KvmIrqLine, KvmLapics};
+use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
+use crate::devices::serial::{Serial, SERIAL_PORTS};
+use crate::devices::userspace_irqchip::{
+    GuestTscClock, LapicMmio, LapicMsrs, UserspaceIrqchip, UserspaceMsi,
+};
+use crate::devices::Bus;
+use crate::exits::ExitAccounting;
+use crate::memory::{self, GuestMemory, MemoryError};
+use crate::stats::{StatsError, StatsFd};
+use crate::vcpu::{Kicker, UserspaceInterruptController, Vcpu, VcpuContext, VcpuError};
+use crate::vm::{Vm, VmError, VmOptions};
+
+/// vCPUs every run boots: the benchmarks need at most two (ipi).
+pub const VCPUS: usize = abi::MAX_CPUS;
+/// The in-kernel LAPIC timer counts at 1 GHz (KVM's APIC_BUS_CYCLE_NS = 1).
+const KVM_APIC_TIMER_HZ: u64 = 1_000_000_000;
+/// The GSI the benchmark device's irqfd is routed on.
+const DEVICE_GSI: u32 = 24;
+const MSR_IA32_TSC: u32 = 0x10;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    #[error(transparent)]
+    Vm(#[from] VmError),
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    #[error(transparent)]
+    Boot(#[from] BootError),
+    #[error(transparent)]
+    Vcpu(#[from] VcpuError),
+    #[error("cannot open a vCPU stats fd")]
+    Stats(#[from] StatsError),
+    #[error("cannot access guest memory")]
+    GuestMemory(#[from] vm_memory::GuestMemoryError),
+    #[error("KVM_GET_SUPPORTED_CPUID failed")]
+    Cpuid(#[source] kvm_ioctls::Error),
+    #[error("KVM_GET_TSC_KHZ failed")]
+    TscKhz(#[source] kvm_ioctls::Error),
+    #[error("the guest hung: it did not finish within {timeout_ms} ms (watchdog); vCPUs stopped at {rips}")]
+    Timeout { timeout_ms: u64, rips: String },
+    #[error("the guest reported a failure: {0}")]
+    Guest(String),
+    #[error("the benchmark device failed")]
+    Device(#[from] MsiDeviceError),
+    #[error("the guest finished without {0}")]
+    Protocol(&'static str),
+    #[error("userspace irqchip: {0}")]
+    Irqchip(String),
+    #[error("cannot read the guest TSC")]
+    GuestTsc(#[source] kvm_ioctls::Error),
+    #[error("a VMM thread panicked: {0}")]
+    ThreadPanic(&'static str),
+}
+
+/// The host side of a benchmark: runs on its own thread while the guest runs.
+pub type DeviceThread<'a, T> = Box<dyn FnOnce(&DeviceEnv) -> Result<T, MsiDeviceError> + Send + 'a>;
+
+/// What one boot produced.
+pub struct MachineOutput<T> {
+    pub shared: SharedPage,
+    /// The guest's samples, in TSC cycles.
+    pub samples: Vec<u64>,
+    pub window: Window,
+    pub console: String,
+    pub tsc_khz: u64,
+    pub device: Option<T>,
+}
+
+/// What a bench may add devices to before the guest starts.
+pub struct Attach<'a> {
+    pub config: &'a BenchConfig,
+    pub bus: &'a mut Bus,
+    pub vm: &'a Arc<Vm>,
+    pub memory: &'a GuestMemory,
+    /// dirq's IOAPIC model, in userspace and split modes.
+    pub ioapic: Option<&'a Arc<IoapicDevice>>,
+    /// dirq's LAPIC models, in userspace mode.
+    pub irqchip: Option<&'a Arc<UserspaceIrqchip>>,
+}
+
+/// A bench's extra devices: called once, after the standard devices are on the bus.
+pub type AttachDevices<'a> = &'a dyn Fn(&mut Attach) -> Result<(), MachineError>;
+
+/// The host side of a run beyond the standard machine.
+pub struct Extensions<'a, T> {
+    pub attach: Option<AttachDevices<'a>>,
+    pub device: Option<DeviceThread<'a, T>>,
+}
+
+impl<T> Default for Extensions<'_, T> {
+    fn default() -> Self {
+        Extensions {
+            attach: None,
+            device: None,
+        }
+    }
+}
+
+/// Boots the guest for `config` and runs it to completion.
+pub fn run<T: Send>(
+    config: &BenchConfig,
+    echo_console: bool,
+    extensions: Extensions<'_, T>,
+) -> Result<MachineOutput<T>, MachineError> {
+    let Extensions { attach, device } = extensions;
+    let kvm = Kvm::new().map_err(VmError::OpenKvm)?;
+    let memory = memory::create_guest_memory()?;
+    let entry = memory::load_guest_kernel(&memory)?;
+    boot::write_boot_structures(&memory)?;
+
+    let vm = Arc::new(Vm::new(
+        &kvm,
+        &memory,
+        &VmOptions {
+            irqchip: config.irqchip,
+            halt: config.halt,
+        },
+    )?);
+    let vcpus = create_vcpus(&kvm, &vm, config, entry)?;
+    let tsc_khz = u64::from(vcpus[0].fd.get_tsc_khz().map_err(MachineError::TscKhz)?);
+    memory.write_obj(
+        boot_parameters(config, tsc_khz),
+        GuestAddress(abi::SHARED_GPA),
+    )?;
+
+    let stats = vcpus
+        .iter()
+        .map(|vcpu| StatsFd::open(&vcpu.fd))
+        .collect::<Result<_, _>>()?;
+    let accounting = Arc::new(ExitAccounting::new(stats));
+    let control = Arc::new(RunControl::default());
+    let kicker = Arc::new(Kicker::new(VCPUS)?);
+    let serial = Arc::new(Serial::new(echo_console));
+    let mut bus = Bus::default();
+    bus.add_pio(
+        abi::PORT_SERIAL..abi::PORT_SERIAL + SERIAL_PORTS,
+        serial.clone(),
+    );
+    bus.add_pio(
+        abi::PORT_CONTROL..abi::PORT_CONTROL + 1,
+        Arc::new(ControlPort::new(control.clone(), accounting.clone())),
+    );
+    bus.add_pio(abi::PORT_NOOP..abi::PORT_NOOP + 1, Arc::new(NoopPort));
+    let InterruptControllers { irqchip, ioapic } =
+        attach_interrupt_controllers(config, &vm, &mut bus, &vcpus[0], tsc_khz, &kicker)?;
+    if let Some(attach) = attach {
+        attach(&mut Attach {
+            config,
+            bus: &mut bus,
+            vm: &vm,
+            memory: &memory,
+            ioapic: ioapic.as_ref(),
+            irqchip: irqchip.as_ref(),
+        })?;
+    }
+    let sink = interrupt_sink(config, &vm, irqchip.as_ref(), ioapic.as_ref())?;
+
+    let deadline = Instant::now() + Duration::from_millis(config.timeout_ms);
+    let (vcpu_results, device_result, timers_ok, timed_out) = std::thread::scope(|scope| {
+        let vcpu_threads: Vec<_> = vcpus
+            .into_iter()
+            .map(|mut vcpu| {
+                let (bus, control, kicker, accounting) = (&bus, &control, &kicker, &accounting);
+                let irqchip = irqchip.as_deref();
+                let ioapic = ioapic.as_deref();
+                scope.spawn(move || {
+                    let ctx = VcpuContext {
+                        bus,
+                        control,
+                        counters: &accounting.counters[vcpu.index],
+                        kicker,
+                        irqchip: irqchip.map(|chip| chip as &dyn UserspaceInterruptController),
+                        ioapic,
+                    };
+                    let result = vcpu.run(&ctx);
+                    if result.is_err() {
+                        control.request_stop();
+                        kicker.kick_all();
+                    }
+                    (result, vcpu.current_rip())
+                })
+            })
+            .collect();
+        let timer_thread = irqchip
+            .as_deref()
+            .map(|chip| scope.spawn(|| chip.run_timers(&control)));
+        let device_thread = device.map(|device| {
+            let env = DeviceEnv {
+                memory: &memory,
+                control: &control,
+                sink: sink.as_ref(),
+            };
+            scope.spawn(move || device(&env))
+        });
+
+        let finished = control.wait_for_end(deadline);
+        control.request_stop();
+        kicker.kick_all();
+        let vcpu_results: Vec<_> = vcpu_threads
+            .into_iter()
+            .map(|thread| thread.join())
+            .collect();
+        let device_result = device_thread.map(|thread| thread.join());
+        let timers_ok = timer_thread.is_none_or(|thread| thread.join().is_ok());
+        (vcpu_results, device_result, timers_ok, !finished)
+    });
+    if !timers_ok {
+        return Err(MachineError::ThreadPanic("LAPIC timer"));
+    }
+
+    let mut rips = Vec::new();
+    for (cpu, joined) in vcpu_results.into_iter().enumerate() {
+        let (result, rip) = joined.map_err(|_| MachineError::ThreadPanic("vCPU"))?;
+        result?;
+        rips.push(match rip {
+            Some(rip) => format!("vCPU {cpu} rip {rip:#x}"),
+            None => format!("vCPU {cpu} rip unknown"),
+        });
+    }
+    if timed_out {
+        return Err(MachineError::Timeout {
+            timeout_ms: config.timeout_ms,
+            rips: rips.join(", "),
+        });
+    }
+    let shared: SharedPage = memory.read_obj(GuestAddress(abi::SHARED_GPA))?;
+    let console = serial.output();
+    if control.guest_end() == Some(GuestEnd::Failed) {
+        return Err(MachineError::Guest(describe_failure(&shared)));
+    }
+    let device = match device_result {
+        Some(joined) => Some(joined.map_err(|_| MachineError::ThreadPanic("device"))??),
+        None => None,
+    };
+    let window = control
+        .window()
+        .ok_or(MachineError::Protocol("opening its measured window"))?;
+    if window.end.is_none() {
+        return Err(MachineError::Protocol("closing its measured window"));
+    }
+    let samples = read_samples(&memory, shared.samples_written)?;
+    Ok(MachineOutput {
+        shared,
+        samples,
+        window,
+        console,
+        tsc_khz,
+        device,
+    })
+}
+
+/// Two vCPUs in long mode at the guest's entry, with this config's CPUID.
+fn create_vcpus(
+    kvm: &Kvm,
+    vm: &Vm,
+    config: &BenchConfig,
+    entry: GuestAddress,
+) -> Result<Vec<Vcpu>, MachineError> {
+    let supported = kvm
+        .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
+        .map_err(MachineError::Cpuid)?;
+    let cpuid_options = CpuidOptions {
+        tsc_deadline: config.irqchip == Irqchip::Userspace
+            || kvm.check_extension(Cap::TscDeadlineTimer),
+        pv_eoi: config.pv_eoi,
+    };
+    (0..VCPUS)
+        .map(|cpu| {
+            let fd = vm
+                .fd
+                .create_vcpu(cpu as u64)
+                .map_err(|source| VmError::Kvm {
+                    what: "KVM_CREATE_VCPU",
+                    source,
+                })?;
+            let cpuid = boot::vcpu_cpuid(&supported, cpu, &cpuid_options);
+            boot::configure_vcpu(&fd, cpu, entry, &cpuid)?;
+            Ok(Vcpu { index: cpu, fd })
+        })
+        .collect()
+}
+
+/// The interrupt controllers this VMM emulates (KVM's need nothing here).
+struct InterruptControllers {
+    /// dirq's LAPICs (userspace mode).
+    irqchip: Option<Arc<UserspaceIrqchip>>,
+    /// dirq's IOAPIC (userspace and split modes).
+    ioapic: Option<Arc<IoapicDevice>>,
+}
+
+fn attach_interrupt_controllers(
+    config: &BenchConfig,
+    vm: &Arc<Vm>,
+    bus: &mut Bus,
+    boot_vcpu: &Vcpu,
+    tsc_khz: u64,
+    kicker: &Arc<Kicker>,
+) -> Result<InterruptControllers, MachineError> {
+    let irqchip = match config.irqchip {
+        Irqchip::Userspace => {
+            let clock = guest_tsc_clock(boot_vcpu, tsc_khz)?;
+            let chip = Arc::new(
+                UserspaceIrqchip::new(VCPUS, KVM_APIC_TIMER_HZ, clock, kicker.clone())
+                    .map_err(|err| MachineError::Irqchip(err.to_string()))?,
+            );
+            bus.add_mmio(
+                abi::LAPIC_GPA..abi::LAPIC_GPA + LapicMmio::SIZE,
+                Arc::new(LapicMmio(chip.clone())),
+            );
+            let msrs = Arc::new(LapicMsrs(chip.clone()));
+            for range in LapicMsrs::RANGES {
+                bus.add_msr(range, msrs.clone());
+            }
+            Some(chip)
+        }
+        Irqchip::Kernel | Irqchip::Split => None,
+    };
+    let ioapic = match (&irqchip, config.irqchip) {
+        (Some(chip), _) => Some(chip.attach_ioapic()),
+        (None, Irqchip::Split) => {
+            Some(Arc::new(IoapicDevice::new(Box::new(KvmLapics(vm.clone())))))
+        }
+        (None, _) => None,
+    };
+    if let Some(ioapic) = &ioapic {
+        bus.add_mmio(
+            abi::IOAPIC_GPA..abi::IOAPIC_GPA + IoapicDevice::SIZE,
+            ioapic.clone(),
+        );
+    }
+    Ok(InterruptControllers { irqchip, ioapic })
+}
+
+fn boot_parameters(config: &BenchConfig, tsc_khz: u64) -> SharedPage {
+    SharedPage {
+        magic: abi::MAGIC,
+        abi_version: abi::VERSION,
+        bench: config.bench.abi_id(),
+        fault: config.fault.abi_id(),
+        x2apic: u32::from(config.apic == crate::config::ApicMode::X2apic),
+        pv_eoi: u32::from(config.pv_eoi),
+        idle_busy: u32::from(config.guest_idle == GuestIdle::Busy),
+        tsc_deadline: u32::from(config.timer == TimerMode::TscDeadline),
+        num_cpus: VCPUS as u32,
+        via_ioapic: u32::from(config.source == IrqSource::Ioapic),
+        count: config.count,
+        period_ns: config.period_ns,
+        duration_ns: config.duration_ms * 1_000_000,
+        args: config.guest_args,
+        tsc_khz,
+        apic_timer_hz: KVM_APIC_TIMER_HZ,
+        samples_gpa: memory::SAMPLES_GPA,
+        samples_capacity: memory::SAMPLES_CAPACITY,
+        ..SharedPage::default()
+    }
+}
+
+/// The path a device interrupt takes to vCPU 0, as configured.
+fn interrupt_sink(
+    config: &BenchConfig,
+    vm: &Arc<Vm>,
+    irqchip: Option<&Arc<UserspaceIrqchip>>,
+    ioapic: Option<&Arc<IoapicDevice>>,
+) -> Result<Box<dyn InterruptSink>, MachineError> {
+    let msi = fixed_msi(0, abi::VECTOR_DEVICE);
+    let pin = abi::DEVICE_IOAPIC_PIN;
+    Ok(match (config.source, irqchip, ioapic, config.inject) {
+        (IrqSource::Msi, Some(chip), _, _) => Box::new(UserspaceMsi {
+            chip: chip.clone(),
+            msi,
+        }),
+        (IrqSource::Msi, None, _, Inject::Vcpu) => Box::new(SignalMsi {
+            vm: vm.clone(),
+            msi,
+        }),
+        (IrqSource::Msi, None, _, Inject::Irqfd) => Box::new(Irqfd {
+            eventfd: vm.msi_irqfd(DEVICE_GSI, msi)?,
+        }),
+        (IrqSource::Ioapic, _, Some(ioapic), _) => Box::new(IoapicPin {
+            ioapic: ioapic.clone(),
+            pin,
+        }),
+        (IrqSource::Ioapic, _, None, Inject::Vcpu) => Box::new(KvmIrqLine {
+            vm: vm.clone(),
+            pin,
+        }),
+        (IrqSource::Ioapic, _, None, Inject::Irqfd) => Box::new(Irqfd {
+            eventfd: vm.irqfd(pin)?,
+        }),
+    })
+}
+
+/// Maps the guest's TSC onto the host's, for the userspace LAPIC timers.
+fn guest_tsc_clock(vcpu: &Vcpu, tsc_khz: u64) -> Result<GuestTscClock, MachineError> {
+    let mut msrs = Msrs::from_entries(&[kvm_msr_entry {
+        index: MSR_IA32_TSC,
+        ..Default::default()
+    }])
+    .map_err(|_| MachineError::Irqchip("cannot build a KVM_GET_MSRS request".into()))?;
+    let host_tsc = GuestTscClock::host_tsc();
+    let read = vcpu
+        .fd
+        .get_msrs(&mut msrs)
+        .map_err(MachineError::GuestTsc)?;
+    let guest_tsc = msrs
+        .as_slice()
+        .first()
+        .filter(|_| read == 1)
+        .map(|entry| entry.data);
+    let guest_tsc = guest_tsc.ok_or(MachineError::Irqchip(
+        "KVM_GET_MSRS returned no IA32_TSC".into(),
+    ))?;
+    Ok(GuestTscClock::new(guest_tsc, host_tsc, tsc_khz))
+}
+
+fn read_samples(memory: &GuestMemory, written: u64) -> Result<Vec<u64>, MachineError> {
+    let count = written.min(memory::SAMPLES_CAPACITY) as usize;
+    let mut bytes = vec![0u8; count * 8];
+    memory.read_slice(&mut bytes, GuestAddress(memory::SAMPLES_GPA))?;
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|chunk| u64::from_le_bytes(chunk.try_into().unwrap_or_default()))
+        .collect())
+}
+
+fn exception_name(vector: u64) -> &'static str {
+    const NAMES: [&str; 21] = [
+        "#DE",
+        "#DB",
+        "NMI",
+        "#BP",
+        "#OF",
+        "#BR",
+        "#UD",
+        "#NM",
+        "#DF",
+        "coprocessor overrun",
+        "#TS",
+        "#NP",
+        "#SS",
+        "#GP",
+        "#PF",
+        "reserved",
+        "#MF",
+        "#AC",
+        "#MC",
+        "#XM",
+        "#VE",
+    ];
+    NAMES.get(vector as usize).copied().unwrap_or("interrupt")
+}
+
+fn describe_failure(shared: &SharedPage) -> String {
+    let [d0, d1, d2, d3] = shared.failure_detail;
+    match shared.failure {
+        abi::FAILURE_EXCEPTION => format!(
+            "unexpected {} (vector {d0}, error code {d1:#x}) at rip {d2:#x} on CPU {d3}",
+            exception_name(d0)
+        ),
+        abi::FAILURE_MISSING_FEATURE => {
+            format!(
+                "the guest needs CPUID leaf {d0:#x} bits {d1:#x}, which this vCPU does not offer"
+            )
+        }
+        abi::FAILURE_UNKNOWN_BENCH => format!("the guest does not know benchmark {d0}"),
+        abi::FAILURE_ABI_MISMATCH => format!(
+            "the guest expects a different boot page (it read magic {d0:#x}, version {d1}; the VMM writes {:#x}, version {})",
+            abi::MAGIC,
+            abi::VERSION
+        ),
+        other => format!("unknown failure code {other}"),
+    }
+}

@@ -1,0 +1,184 @@
+//! The VM: its memory slot, interrupt controller mode, halt behaviour and
+//! MSR routing, fixed before any vCPU exists (KVM requires that order).
+
+use dirq_arch::lapic::{MSR_IA32_APIC_BASE, MSR_IA32_TSC_DEADLINE};
+use kvm_bindings::{
+    kvm_enable_cap, kvm_irq_routing_entry, kvm_userspace_memory_region, KvmIrqRouting,
+    KVM_CAP_HALT_POLL, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_DISABLE_EXITS,
+    KVM_CAP_X86_USER_SPACE_MSR, KVM_IRQ_ROUTING_MSI, KVM_MSR_EXIT_REASON_FILTER,
+    KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN, KVM_X86_DISABLE_EXITS_HLT,
+};
+use kvm_ioctls::{Kvm, MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VmFd};
+use vm_memory::{GuestMemoryBackend as _, GuestMemoryRegion};
+use vmm_sys_util::eventfd::EventFd;
+
+use crate::config::{HaltMode, Irqchip};
+use crate::memory::GuestMemory;
+use dirq_arch::msi::MsiMessage;
+
+/// IOAPIC pins KVM reserves routes for in split mode (the IOAPIC has 24).
+const SPLIT_IRQCHIP_IOAPIC_PINS: u64 = 24;
+
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    #[error("cannot open /dev/kvm")]
+    OpenKvm(#[source] kvm_ioctls::Error),
+    #[error("{what} failed")]
+    Kvm {
+        what: &'static str,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
+    #[error("this KVM lacks {0}, which the chosen configuration needs")]
+    MissingCapability(&'static str),
+    #[error("cannot create an eventfd")]
+    EventFd(#[source] std::io::Error),
+}
+
+fn kvm_call(what: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> VmError {
+    move |source| VmError::Kvm { what, source }
+}
+
+pub struct VmOptions {
+    pub irqchip: Irqchip,
+    pub halt: HaltMode,
+}
+
+pub struct Vm {
+    pub fd: VmFd,
+    pub irqchip: Irqchip,
+}
+
+impl Vm {
+    pub fn new(kvm: &Kvm, memory: &GuestMemory, options: &VmOptions) -> Result<Self, VmError> {
+        let fd = kvm.create_vm().map_err(kvm_call("KVM_CREATE_VM"))?;
+        let vm = Vm {
+            fd,
+            irqchip: options.irqchip,
+        };
+        vm.register_memory(memory)?;
+        vm.configure_halt(kvm, options.halt)?;
+        match options.irqchip {
+            Irqchip::Kernel => vm
+                .fd
+                .create_irq_chip()
+                .map_err(kvm_call("KVM_CREATE_IRQCHIP"))?,
+            Irqchip::Split => vm.enable_cap(
+                KVM_CAP_SPLIT_IRQCHIP,
+                SPLIT_IRQCHIP_IOAPIC_PINS,
+                "KVM_CAP_SPLIT_IRQCHIP",
+            )?,
+            Irqchip::Userspace => vm.route_lapic_msrs_to_userspace()?,
+        }
+        Ok(vm)
+    }
+
+    fn enable_cap(&self, cap: u32, arg: u64, what: &'static str) -> Result<(), VmError> {
+        let mut request = kvm_enable_cap {
+            cap,
+            ..Default::default()
+        };
+        request.args[0] = arg;
+        self.fd.enable_cap(&request).map_err(kvm_call(what))
+    }
+
+    fn register_memory(&self, memory: &GuestMemory) -> Result<(), VmError> {
+        for (slot, region) in memory.iter().enumerate() {
+            let region_desc = kvm_userspace_memory_region {
+                slot: slot as u32,
+                flags: 0,
+                guest_phys_addr: region.start_addr().0,
+                memory_size: region.len(),
+                userspace_addr: region.as_ptr() as u64,
+            };
+            // SAFETY: the region is a live mmap owned by `memory`, which the
+            // caller keeps alive for as long as the VM exists.
+            unsafe { self.fd.set_user_memory_region(region_desc) }
+                .map_err(kvm_call("KVM_SET_USER_MEMORY_REGION"))?;
+        }
+        Ok(())
+    }
+
+    /// `exit` switches halt polling off so HLT always sleeps: the host's
+    /// default halt_poll_ns would otherwise blur the comparison.
+    fn configure_halt(&self, kvm: &Kvm, halt: HaltMode) -> Result<(), VmError> {
+        match halt {
+            HaltMode::Exit => self.enable_halt_poll(kvm, 0),
+            HaltMode::Poll { ns } => self.enable_halt_poll(kvm, ns),
+            HaltMode::None => {
+                let allowed = kvm.check_extension_raw(u64::from(KVM_CAP_X86_DISABLE_EXITS)) as u32;
+                if allowed & KVM_X86_DISABLE_EXITS_HLT == 0 {
+                    return Err(VmError::MissingCapability("KVM_X86_DISABLE_EXITS_HLT"));
+                }
+                self.enable_cap(
+                    KVM_CAP_X86_DISABLE_EXITS,
+                    u64::from(KVM_X86_DISABLE_EXITS_HLT),
+                    "KVM_CAP_X86_DISABLE_EXITS",
+                )
+            }
+        }
+    }
+
+    fn enable_halt_poll(&self, kvm: &Kvm, ns: u32) -> Result<(), VmError> {
+        if kvm.check_extension_raw(u64::from(KVM_CAP_HALT_POLL)) == 0 {
+            return Err(VmError::MissingCapability("KVM_CAP_HALT_POLL"));
+        }
+        self.enable_cap(KVM_CAP_HALT_POLL, u64::from(ns), "KVM_CAP_HALT_POLL")
+    }
+
+    /// Without KVM's LAPIC, x2APIC MSR accesses fail inside KVM; this makes
+    /// them exit to the VMM instead. KVM would handle IA32_APIC_BASE itself
+    /// and ignore IA32_TSC_DEADLINE, so a filter sends those two to us too.
+    fn route_lapic_msrs_to_userspace(&self) -> Result<(), VmError> {
+        let reasons =
+            KVM_MSR_EXIT_REASON_INVAL | KVM_MSR_EXIT_REASON_UNKNOWN | KVM_MSR_EXIT_REASON_FILTER;
+        self.enable_cap(
+            KVM_CAP_X86_USER_SPACE_MSR,
+            u64::from(reasons),
+            "KVM_CAP_X86_USER_SPACE_MSR",
+        )?;
+        let deny_one = [0u8; 1];
+        let deny = |msr| MsrFilterRange {
+            flags: MsrFilterRangeFlags::READ | MsrFilterRangeFlags::WRITE,
+            base: msr,
+            msr_count: 1,
+            bitmap: &deny_one,
+        };
+        self.fd
+            .set_msr_filter(
+                MsrFilterDefaultAction::ALLOW,
+                &[deny(MSR_IA32_APIC_BASE), deny(MSR_IA32_TSC_DEADLINE)],
+            )
+            .map_err(kvm_call("KVM_X86_SET_MSR_FILTER"))
+    }
+
+    /// Binds a new irqfd to an MSI route on `gsi`: writing the eventfd
+    /// delivers `msi` with no VMM involvement. The route replaces KVM's
+    /// routing table, so a VM uses either this or IOAPIC-input irqfds.
+    pub fn msi_irqfd(&self, gsi: u32, msi: MsiMessage) -> Result<EventFd, VmError> {
+        let mut entry = kvm_irq_routing_entry {
+            gsi,
+            type_: KVM_IRQ_ROUTING_MSI,
+            ..Default::default()
+        };
+        entry.u.msi.address_lo = msi.address as u32;
+        entry.u.msi.address_hi = (msi.address >> 32) as u32;
+        entry.u.msi.data = msi.data;
+        let routing = KvmIrqRouting::from_entries(&[entry])
+            .map_err(|_| VmError::MissingCapability("IRQ routing"))?;
+        self.fd
+            .set_gsi_routing(&routing)
+            .map_err(kvm_call("KVM_SET_GSI_ROUTING"))?;
+        self.irqfd(gsi)
+    }
+
+    /// A new irqfd on `gsi`; KVM's default routes map GSI n to input n of
+    /// its in-kernel IOAPIC.
+    pub fn irqfd(&self, gsi: u32) -> Result<EventFd, VmError> {
+        let eventfd = EventFd::new(libc::EFD_NONBLOCK).map_err(VmError::EventFd)?;
+        self.fd
+            .register_irqfd(&eventfd, gsi)
+            .map_err(kvm_call("KVM_IRQFD"))?;
+        Ok(eventfd)
+    }
+}

@@ -1,0 +1,348 @@
+//! Runs the guest on /dev/kvm and asserts exit counts (never times).
+//! The tests take a shared lock: concurrent VMs on a small host would
+//! only make each other slower.
+
+use std::sync::Mutex;
+
+use dirq_vmm::bench::{self, BenchError, BusError, MachineError, VcpuError};
+use dirq_vmm::config::{
+    ApicMode, Bench, BenchConfig, FaultKind, GuestIdle, Inject, IrqSource, Irqchip, TimerMode,
+};
+use dirq_vmm::testing::require_kvm;
+use dirq_vmm::RunReport;
+
+static KVM: Mutex<()> = Mutex::new(());
+
+const INTERRUPTS: u64 = 300;
+
+fn run(config: &BenchConfig) -> Result<RunReport, BenchError> {
+    let _serial = KVM.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    bench::run(config)
+}
+
+fn irq_latency(irqchip: Irqchip, inject: Inject, apic: ApicMode) -> BenchConfig {
+    let mut config = BenchConfig::new(Bench::IrqLatency);
+    config.irqchip = irqchip;
+    config.inject = inject;
+    config.apic = apic;
+    config.count = INTERRUPTS;
+    config.rate_hz = 0;
+    config
+}
+
+fn userspace_exits(report: &RunReport, reason: &str) -> u64 {
+    report
+        .exits
+        .userspace_by_reason
+        .get(reason)
+        .copied()
+        .unwrap_or(0)
+}
+
+fn kernel_exits(report: &RunReport, reason: &str) -> u64 {
+    report.exits.by_reason.get(reason).copied().unwrap_or(0)
+}
+
+#[test]
+fn userspace_irqchip_costs_a_userspace_exit_per_interrupt() {
+    if !require_kvm("userspace_irqchip_costs_a_userspace_exit_per_interrupt") {
+        return;
+    }
+    for (apic, eoi_exit) in [(ApicMode::X2apic, "msr_write"), (ApicMode::Xapic, "mmio")] {
+        let report = run(&irq_latency(Irqchip::Userspace, Inject::Vcpu, apic))
+            .expect("userspace irq-latency runs");
+        assert_eq!(report.interrupts, INTERRUPTS, "{apic}");
+        assert!(
+            report.exits.userspace >= report.interrupts,
+            "{apic}: {:?}",
+            report.exits
+        );
+        // Each handler's EOI is one LAPIC register write, handled by the VMM.
+        assert_eq!(
+            userspace_exits(&report, eoi_exit),
+            INTERRUPTS,
+            "{apic}: {:?}",
+            report.exits
+        );
+    }
+}
+
+#[test]
+fn kernel_irqfd_pv_eoi_delivers_without_userspace_exits() {
+    if !require_kvm("kernel_irqfd_pv_eoi_delivers_without_userspace_exits") {
+        return;
+    }
+    let mut config = irq_latency(Irqchip::Kernel, Inject::Irqfd, ApicMode::X2apic);
+    config.pv_eoi = true;
+    let report = run(&config).expect("kernel irqfd irq-latency runs");
+    assert_eq!(report.interrupts, INTERRUPTS);
+    assert_eq!(report.exits.userspace, 0, "{:?}", report.exits);
+    // The guest halts between interrupts: one HLT exit each. Anything
+    // beyond that (an EOI exit would add one per interrupt) stays within
+    // a few stray host-interrupt exits.
+    let halts = kernel_exits(&report, "halt_exits");
+    assert!(halts <= INTERRUPTS, "{:?}", report.exits);
+    assert!(
+        report.exits.total - halts < INTERRUPTS / 10,
+        "EOIs must not exit: {:?}",
+        report.exits
+    );
+}
+
+#[test]
+fn every_raised_interrupt_is_delivered_exactly_once() {
+    if !require_kvm("every_raised_interrupt_is_delivered_exactly_once") {
+        return;
+    }
+    let paths = [
+        (
+            Irqchip::Userspace,
+            Inject::Vcpu,
+            IrqSource::Msi,
+            GuestIdle::Halt,
+        ),
+        (
+            Irqchip::Userspace,
+            Inject::Vcpu,
+            IrqSource::Msi,
+            GuestIdle::Busy,
+        ),
+        (
+            Irqchip::Userspace,
+            Inject::Vcpu,
+            IrqSource::Ioapic,
+            GuestIdle::Halt,
+        ),
+        (
+            Irqchip::Kernel,
+            Inject::Vcpu,
+            IrqSource::Msi,
+            GuestIdle::Halt,
+        ),
+        (
+            Irqchip::Kernel,
+            Inject::Irqfd,
+            IrqSource::Msi,
+            GuestIdle::Busy,
+        ),
+        (
+            Irqchip::Kernel,
+            Inject::Vcpu,
+            IrqSource::Ioapic,
+            GuestIdle::Halt,
+        ),
+        (
+            Irqchip::Kernel,
+            Inject::Irqfd,
+            IrqSource::Ioapic,
+            GuestIdle::Halt,
+        ),
+        (
+            Irqchip::Split,
+            Inject::Irqfd,
+            IrqSource::Msi,
+            GuestIdle::Halt,
+        ),
+        (
+            Irqchip::Split,
+            Inject::Vcpu,
+            IrqSource::Ioapic,
+            GuestIdle::Halt,
+        ),
+    ];
+    for (irqchip, inject, source, idle) in paths {
+        let path = format!("{irqchip}/{inject}/{source}/{idle}");
+        let mut config = irq_latency(irqchip, inject, ApicMode::X2apic);
+        config.source = source;
+        config.guest_idle = idle;
+        // bench::run fails unless the guest handled each raised interrupt
+        // once, in order (it checks the guest's count and sequence numbers).
+        let report = run(&config).unwrap_or_else(|err| panic!("{path}: {err}"));
+        assert_eq!(report.interrupts, INTERRUPTS, "{path}");
+        assert_eq!(
+            report.latency_ns.as_ref().map(|l| l.samples),
+            Some(INTERRUPTS),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn vcpu1_receives_ipis() {
+    if !require_kvm("vcpu1_receives_ipis") {
+        return;
+    }
+    for irqchip in [Irqchip::Kernel, Irqchip::Userspace] {
+        let mut config = BenchConfig::new(Bench::Ipi);
+        config.irqchip = irqchip;
+        config.count = 200;
+        let report = run(&config).expect("ipi runs");
+        assert_eq!(
+            report.results.get("ipis_to_vcpu1"),
+            Some(&200.0),
+            "{irqchip}"
+        );
+        assert_eq!(
+            report.results.get("ipis_to_vcpu0"),
+            Some(&200.0),
+            "{irqchip}"
+        );
+        assert_eq!(report.interrupts, 400, "{irqchip}");
+        if irqchip == Irqchip::Userspace {
+            // Per round trip: two ICR writes and two EOIs, all x2APIC MSR writes to the VMM.
+            assert_eq!(
+                userspace_exits(&report, "msr_write"),
+                4 * 200,
+                "{:?}",
+                report.exits
+            );
+        } else {
+            assert_eq!(report.exits.userspace, 0, "{:?}", report.exits);
+        }
+    }
+}
+
+#[test]
+fn timer_latency_exits_where_the_lapic_lives() {
+    if !require_kvm("timer_latency_exits_where_the_lapic_lives") {
+        return;
+    }
+    for (irqchip, timer) in [
+        (Irqchip::Kernel, TimerMode::TscDeadline),
+        (Irqchip::Userspace, TimerMode::TscDeadline),
+        (Irqchip::Userspace, TimerMode::Oneshot),
+    ] {
+        let mut config = BenchConfig::new(Bench::TimerLatency);
+        config.irqchip = irqchip;
+        config.timer = timer;
+        config.count = 200;
+        config.period_ns = 100_000;
+        let report = run(&config).expect("timer-latency runs");
+        assert_eq!(report.interrupts, 200, "{irqchip}/{timer}");
+        assert_eq!(report.latency_ns.as_ref().map(|l| l.samples), Some(200));
+        if irqchip == Irqchip::Userspace {
+            // Arming the timer and the EOI: two MSR writes per expiry.
+            assert_eq!(
+                userspace_exits(&report, "msr_write"),
+                2 * 200,
+                "{:?}",
+                report.exits
+            );
+        } else {
+            assert_eq!(report.exits.userspace, 0, "{:?}", report.exits);
+        }
+    }
+}
+
+fn fault(kind: FaultKind) -> BenchError {
+    let mut config = BenchConfig::new(Bench::Fault);
+    config.fault = kind;
+    config.timeout_ms = 1_000;
+    match run(&config) {
+        Ok(_) => panic!("the {kind} guest must fail"),
+        Err(err) => err,
+    }
+}
+
+#[test]
+fn triple_fault_is_reported() {
+    if !require_kvm("triple_fault_is_reported") {
+        return;
+    }
+    let err = fault(FaultKind::TripleFault);
+    assert!(
+        matches!(
+            err,
+            BenchError::Machine(MachineError::Vcpu(VcpuError::TripleFault { cpu: 0, .. }))
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn hung_guest_is_stopped_by_the_watchdog() {
+    if !require_kvm("hung_guest_is_stopped_by_the_watchdog") {
+        return;
+    }
+    let err = fault(FaultKind::Hang);
+    assert!(
+        matches!(
+            err,
+            BenchError::Machine(MachineError::Timeout {
+                timeout_ms: 1_000,
+                ..
+            })
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn unowned_port_and_address_are_reported() {
+    if !require_kvm("unowned_port_and_address_are_reported") {
+        return;
+    }
+    let err = fault(FaultKind::UnownedPort);
+    assert!(
+        matches!(
+            err,
+            BenchError::Machine(MachineError::Vcpu(VcpuError::Bus {
+                source: BusError::UnownedPort { port: 0x1234, .. },
+                ..
+            }))
+        ),
+        "{err}"
+    );
+    let err = fault(FaultKind::UnownedMmio);
+    assert!(
+        matches!(
+            err,
+            BenchError::Machine(MachineError::Vcpu(VcpuError::Bus {
+                source: BusError::UnownedMmio {
+                    address: 0xd000_0000,
+                    ..
+                },
+                ..
+            }))
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn guest_exception_is_reported_with_its_vector() {
+    if !require_kvm("guest_exception_is_reported_with_its_vector") {
+        return;
+    }
+    let err = fault(FaultKind::Exception);
+    let BenchError::Machine(MachineError::Guest(message)) = &err else {
+        panic!("expected a guest failure, got {err}");
+    };
+    assert!(message.contains("#UD (vector 6"), "{message}");
+}
+
+#[test]
+fn probe_times_both_kinds_of_exit() {
+    if !require_kvm("probe_times_both_kinds_of_exit") {
+        return;
+    }
+    let _serial = KVM.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let report = dirq_vmm::probe::probe().expect("probe runs");
+    assert!(
+        report.userspace_exit_ns > 0.0 && report.kernel_exit_ns > 0.0,
+        "{report:?}"
+    );
+    assert_eq!(report.capabilities.get("irqchip"), Some(&true));
+}
+
+#[test]
+fn exit_cost_run_counts_one_userspace_exit_per_out() {
+    if !require_kvm("exit_cost_run_counts_one_userspace_exit_per_out") {
+        return;
+    }
+    let mut config = BenchConfig::new(Bench::ExitCost);
+    config.count = 1_000;
+    let report = run(&config).expect("exit-cost runs");
+    assert_eq!(userspace_exits(&report, "io"), 1_000, "{:?}", report.exits);
+    assert_eq!(report.exits.userspace, 1_000, "{:?}", report.exits);
+}

@@ -1,0 +1,29 @@
+/* The local APIC through xAPIC MMIO or x2APIC MSRs, as the VMM asked. */
+#ifndef DIRQ_APIC_H
+#define DIRQ_APIC_H
+
+#include "types.h"
+
+/* xAPIC register offsets (SDM Vol. 3 Table 11-1). */
+#define APIC_REG_TPR 0x080
+#define APIC_REG_SVR 0x0f0
+#define APIC_REG_ICR_LOW 0x300
+#define APIC_REG_ICR_HIGH 0x310
+#define APIC_REG_LVT_TIMER 0x320
+#define APIC_REG_LVT_LINT0 0x350
+#define APIC_REG_TIMER_INITIAL 0x380
+#define APIC_REG_TIMER_DIVIDE 0x3e0
+
+/* Per-CPU PV EOI flags, registered with KVM when the VMM enables PV EOI. */
+extern volatile u32 pv_eoi_word[];
+
+void apic_init_cpu(u32 cpu);
+void apic_send_ipi(u32 dest_apic_id, u8 vector);
+/* Programs the LVT timer: one-shot or TSC-deadline mode (SDM 10.5.4). */
+void apic_timer_setup(u8 vector, int tsc_deadline);
+/* Arms a one-shot timer of `ticks` APIC timer ticks (divide-by-1). */
+void apic_timer_arm_oneshot(u32 ticks);
+/* Arms the TSC-deadline timer for absolute TSC value `deadline`. */
+void apic_timer_arm_deadline(u64 deadline);
+
+#endif

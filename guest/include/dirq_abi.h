@@ -1,0 +1,136 @@
+/*
+ * The contract between the dirq VMM and its guest test kernel.
+ *
+ * Mirrored by crates/vmm/src/abi.rs; both sides assert the offsets, so a
+ * change here that is not made there fails the build.
+ */
+#ifndef DIRQ_ABI_H
+#define DIRQ_ABI_H
+
+#define DIRQ_ABI_MAGIC 0x71726964u /* "dirq" */
+#define DIRQ_ABI_VERSION 1u
+
+/* Guest-physical layout chosen by the VMM. */
+#define DIRQ_SHARED_GPA 0x8000
+#define DIRQ_STACKS_GPA 0x20000
+#define DIRQ_STACK_SIZE 0x10000
+#define DIRQ_MAX_CPUS 2
+#define DIRQ_LAPIC_GPA 0xfee00000
+#define DIRQ_IOAPIC_GPA 0xfec00000
+#define DIRQ_DEVICE_IOAPIC_PIN 10
+
+/* I/O ports the VMM owns. */
+#define DIRQ_PORT_SERIAL 0x3f8
+#define DIRQ_PORT_CONTROL 0xf4 /* 32-bit writes: enum dirq_control */
+#define DIRQ_PORT_NOOP 0xf8    /* does nothing: the cost of one userspace exit */
+
+/* Interrupt vectors the guest uses. */
+#define DIRQ_VECTOR_DEVICE 0x40
+#define DIRQ_VECTOR_TIMER 0x41
+#define DIRQ_VECTOR_IPI_PING 0x42
+#define DIRQ_VECTOR_IPI_PONG 0x43
+#define DIRQ_VECTOR_SPURIOUS 0xff
+
+/* Offsets in struct dirq_shared that assembly code uses (asserted below). */
+#define DIRQ_SHARED_OFFSET_RAISE_SEQ 0x100
+#define DIRQ_SHARED_OFFSET_ACK_SEQ 0x140
+#define DIRQ_SHARED_OFFSET_HANDLED 0x148
+#define DIRQ_SHARED_OFFSET_PV_EOI_SKIPS 0x160
+
+/* Bench-specific results in dirq_shared.result[]. */
+#define DIRQ_RESULT_EXIT_COST_ITERATIONS 0
+#define DIRQ_RESULT_EXIT_COST_USERSPACE_CYCLES 1
+#define DIRQ_RESULT_EXIT_COST_KERNEL_CYCLES 2
+#define DIRQ_RESULT_WHILELOOP_ITERATIONS 0
+#define DIRQ_RESULT_WHILELOOP_BASELINE_CYCLES 1
+#define DIRQ_RESULT_WHILELOOP_LOADED_CYCLES 2
+
+#ifndef __ASSEMBLER__
+#include "types.h"
+
+enum dirq_control {
+    DIRQ_CONTROL_BENCH_START = 1, /* measured window opens; device starts */
+    DIRQ_CONTROL_BENCH_END = 2,   /* measured window closes; device stops */
+    DIRQ_CONTROL_DONE = 3,        /* benchmark finished, results are valid */
+    DIRQ_CONTROL_FAILED = 4,      /* guest failure, see failure fields */
+};
+
+enum dirq_bench {
+    DIRQ_BENCH_IRQ_LATENCY = 1,
+    DIRQ_BENCH_TIMER_LATENCY = 2,
+    DIRQ_BENCH_IPI = 3,
+    DIRQ_BENCH_WHILELOOP = 4,
+    DIRQ_BENCH_EXIT_COST = 5,
+    DIRQ_BENCH_FAULT = 6,
+};
+
+enum dirq_fault {
+    DIRQ_FAULT_TRIPLE = 1,
+    DIRQ_FAULT_HANG = 2,
+    DIRQ_FAULT_UNOWNED_PORT = 3,
+    DIRQ_FAULT_UNOWNED_MMIO = 4,
+    DIRQ_FAULT_EXCEPTION = 5,
+};
+
+enum dirq_failure {
+    DIRQ_FAILURE_EXCEPTION = 1,      /* detail[0..3] = vector, error, rip, cpu */
+    DIRQ_FAILURE_UNKNOWN_BENCH = 2,  /* detail[0] = bench */
+    DIRQ_FAILURE_MISSING_FEATURE = 3, /* detail[0] = CPUID leaf, detail[1] = bit mask */
+    DIRQ_FAILURE_ABI_MISMATCH = 4,    /* detail[0] = magic, detail[1] = version */
+};
+
+
+/*
+ * The shared page at DIRQ_SHARED_GPA. Three cache lines' worth of groups
+ * so that the device thread's writes and the guest's acks do not share a
+ * line with the read-mostly parameters.
+ */
+struct dirq_shared {
+    /* 0x000: boot parameters, written by the VMM before the first entry. */
+    u32 magic;
+    u32 abi_version;
+    u32 bench;        /* enum dirq_bench */
+    u32 fault;        /* enum dirq_fault, for DIRQ_BENCH_FAULT */
+    u32 x2apic;       /* 1: x2APIC MSRs, 0: xAPIC MMIO */
+    u32 pv_eoi;       /* 1: enable KVM PV EOI and use it */
+    u32 idle_busy;    /* 1: spin between events, 0: hlt */
+    u32 tsc_deadline; /* timer-latency: 1: TSC-deadline, 0: one-shot */
+    u32 num_cpus;
+    u32 via_ioapic;   /* irq-latency: 1: the device drives IOAPIC pin DIRQ_DEVICE_IOAPIC_PIN */
+    u64 count;         /* events to measure */
+    u64 period_ns;     /* timer period */
+    u64 duration_ns;   /* whileloop: baseline loop length */
+    u64 tsc_khz;
+    u64 apic_timer_hz; /* LAPIC timer input clock with divide-by-1 */
+    u64 samples_gpa;   /* u64 TSC-cycle samples written by the guest */
+    u64 samples_capacity;
+    u64 args[4];       /* bench-specific parameters (BenchConfig::guest_args) */
+    u8 pad0[0x100 - 0x80];
+
+    /* 0x100: written by the VMM's device thread while the bench runs. */
+    volatile u64 raise_seq;
+    u8 pad1[0x40 - 8];
+
+    /* 0x140: written by the guest. */
+    volatile u64 ack_seq;          /* last device interrupt handled */
+    volatile u64 handled[DIRQ_MAX_CPUS]; /* interrupts handled per CPU */
+    volatile u64 samples_written;
+    volatile u64 pv_eoi_skips;     /* EOIs done by clearing KVM's PV EOI flag */
+    volatile u64 reserved1;
+    volatile u32 cpus_online;
+    volatile u32 failure;          /* enum dirq_failure */
+    volatile u64 failure_detail[4];
+    volatile u64 result[8];
+};
+
+#define DIRQ_ASSERT_OFFSET(field, offset) \
+    _Static_assert(__builtin_offsetof(struct dirq_shared, field) == (offset), #field " offset")
+DIRQ_ASSERT_OFFSET(raise_seq, DIRQ_SHARED_OFFSET_RAISE_SEQ);
+DIRQ_ASSERT_OFFSET(ack_seq, DIRQ_SHARED_OFFSET_ACK_SEQ);
+DIRQ_ASSERT_OFFSET(handled, DIRQ_SHARED_OFFSET_HANDLED);
+DIRQ_ASSERT_OFFSET(pv_eoi_skips, DIRQ_SHARED_OFFSET_PV_EOI_SKIPS);
+_Static_assert(__builtin_offsetof(struct dirq_shared, result) == 0x198, "result offset");
+_Static_assert(sizeof(struct dirq_shared) == 0x1d8, "dirq_shared size");
+#endif /* __ASSEMBLER__ */
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * The benchmarks' interrupt handlers, in assembly and as short as they can
+ * be. On kvm_pvm every instruction from interrupt delivery to iretq is
+ * emulated by KVM (insn_emulation grows by the handler's length, at about
+ * a microsecond each), so a C handler behind the generic register-saving
+ * stub (~80 emulated instructions) would dominate what the benchmarks
+ * measure; these cost 12-16. Each handler exists once per EOI flavour
+ * (x2APIC, xAPIC, each with or without PV EOI), chosen at setup by
+ * set_irq_entries(), so none branches on the mode. No `lock` prefixes:
+ * every counter here has one writer, the CPU that takes the vector.
+ */
+#include "dirq_abi.h"
+
+#define SHARED(offset) (DIRQ_SHARED_GPA + (offset))
+#define HANDLED(cpu) SHARED(DIRQ_SHARED_OFFSET_HANDLED + 8 * (cpu))
+#define MSR_X2APIC_EOI 0x80b
+#define MSR_X2APIC_ICR 0x830
+#define APIC_REG_EOI 0xb0
+#define APIC_REG_ICR_LOW 0x300
+#define APIC_REG_ICR_HIGH 0x310
+
+.macro SAVE
+    push %rax
+    push %rcx
+    push %rdx
+.endm
+
+.macro RESTORE_IRET
+    pop %rdx
+    pop %rcx
+    pop %rax
+    iretq
+.endm
+
+/* rdx:rax = TSC, folded into %rax. */
+.macro RDTSC_RAX
+    rdtsc
+    shl $32, %rdx
+    or %rdx, %rax
+.endm
+
+.macro EOI_x2apic cpu
+    mov $MSR_X2APIC_EOI, %ecx
+    xor %eax, %eax
+    xor %edx, %edx
+    wrmsr
+.endm
+
+.macro EOI_xapic cpu
+    mov $(DIRQ_LAPIC_GPA + APIC_REG_EOI), %rcx
+    movl $0, (%rcx)
+.endm
+
+/* KVM's PV EOI: if KVM set this CPU's flag, clearing it is the whole EOI. */
+.macro EOI_pv_x2apic cpu
+    btrl $0, pv_eoi_word + 4 * \cpu(%rip)
+    jnc 1f
+    incq SHARED(DIRQ_SHARED_OFFSET_PV_EOI_SKIPS)
+    jmp 2f
+1:  EOI_x2apic \cpu
+2:
+.endm
+
+.macro EOI_pv_xapic cpu
+    btrl $0, pv_eoi_word + 4 * \cpu(%rip)
+    jnc 1f
+    incq SHARED(DIRQ_SHARED_OFFSET_PV_EOI_SKIPS)
+    jmp 2f
+1:  EOI_xapic \cpu
+2:
+.endm
+
+/* Fixed IPI to APIC ID 0 (SDM 10.6.1). */
+.macro SEND_TO_CPU0_x2apic vector
+    mov $MSR_X2APIC_ICR, %ecx
+    mov $\vector, %eax
+    xor %edx, %edx
+    wrmsr
+.endm
+
+.macro SEND_TO_CPU0_xapic vector
+    mov $(DIRQ_LAPIC_GPA + APIC_REG_ICR_HIGH), %rcx
+    movl $0, (%rcx)
+    mov $(DIRQ_LAPIC_GPA + APIC_REG_ICR_LOW), %rcx
+    movl $\vector, (%rcx)
+.endm
+
+/* Defines \name_<flavour> for every EOI flavour; \body takes (apic, eoi). */
+.macro FOR_EACH_FLAVOUR name, body
+    \body \name, x2apic, x2apic
+    \body \name, xapic, xapic
+    \body \name, x2apic, pv_x2apic
+    \body \name, xapic, pv_xapic
+.endm
+
+/* irq-latency and whileloop, on CPU 0: ack the device's sequence number. */
+.macro DEVICE name, apic, eoi
+    .global \name\()_\eoi
+\name\()_\eoi:
+    SAVE
+    mov SHARED(DIRQ_SHARED_OFFSET_RAISE_SEQ), %rax
+    mov %rax, SHARED(DIRQ_SHARED_OFFSET_ACK_SEQ)
+    incq HANDLED(0)
+    EOI_\eoi 0
+    RESTORE_IRET
+.endm
+
+/* timer-latency, on CPU 0: when did the handler start. */
+.macro TIMER name, apic, eoi
+    .global \name\()_\eoi
+\name\()_\eoi:
+    SAVE
+    RDTSC_RAX
+    mov %rax, timer_fired_tsc(%rip)
+    incq HANDLED(0)
+    EOI_\eoi 0
+    RESTORE_IRET
+.endm
+
+/* ipi, on CPU 1: answer the ping. */
+.macro IPI_PING name, apic, eoi
+    .global \name\()_\eoi
+\name\()_\eoi:
+    SAVE
+    incq HANDLED(1)
+    SEND_TO_CPU0_\apic DIRQ_VECTOR_IPI_PONG
+    EOI_\eoi 1
+    RESTORE_IRET
+.endm
+
+/* ipi, on CPU 0: when did the pong arrive. */
+.macro IPI_PONG name, apic, eoi
+    .global \name\()_\eoi
+\name\()_\eoi:
+    SAVE
+    RDTSC_RAX
+    mov %rax, pong_tsc(%rip)
+    incq HANDLED(0)
+    EOI_\eoi 0
+    RESTORE_IRET
+.endm
+
+    .section .note.GNU-stack, "", @progbits
+    .text
+FOR_EACH_FLAVOUR device_irq, DEVICE
+FOR_EACH_FLAVOUR timer_irq, TIMER
+FOR_EACH_FLAVOUR ipi_ping_irq, IPI_PING
+FOR_EACH_FLAVOUR ipi_pong_irq, IPI_PONG
