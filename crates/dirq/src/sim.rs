@@ -1,8 +1,224 @@
-//! `dirq sim` (not built yet).
+//! `dirq sim`: run a simulation scenario and print its results.
 
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use dirq_sim::scenario::{self, Scenario};
+use dirq_sim::{CostProfile, RunOptions, RunResult, ScenarioResult};
+
+/// Simulate interrupt-delivery policies on a modelled server.
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(
+    after_help = "Runs a scenario in the deterministic discrete-event simulator: the same \
+workload under several interrupt-delivery policies (bare, vanilla, apicv, eli-delivery, \
+eli, did, naive-direct-eoi), with every interrupt checked for mis-delivery, loss, \
+priority inversion and wrong EOIs.\n\n\
+Examples:\n  dirq sim --list\n  dirq sim --all                                      (every built-in scenario: the speed benchmark)\n  dirq sim did-udp-rx\n  dirq sim did-udp-rx --json --seed 7\n  \
+dirq sim scenarios/eli.toml --trace eli-trace.json   (open in ui.perfetto.dev)\n  \
+dirq sim did-fio --profile my-host.toml              (a profile from `dirq calibrate`)"
+)]
+pub struct Args {
+    /// A built-in scenario name (see --list) or a path to a scenario TOML file.
+    #[arg(required_unless_present_any = ["list", "all"], conflicts_with_all = ["list", "all"])]
+    scenario: Option<String>,
+    /// List the built-in scenarios and exit.
+    #[arg(long, conflicts_with = "all")]
+    list: bool,
+    /// Run every built-in scenario and print events per second and wall
+    /// time per scenario and in total (with --json: a list of results).
+    #[arg(long, conflicts_with = "trace")]
+    all: bool,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Seed of the random streams: same seed, same result.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write a Chrome/Perfetto trace (one track per core) to this file.
+    #[arg(long, value_name = "OUT.json")]
+    trace: Option<PathBuf>,
+    /// A cost-profile TOML replacing the built-in did-2015 profile.
+    #[arg(long, value_name = "FILE.toml")]
+    profile: Option<PathBuf>,
+}
 
-pub fn execute(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`dirq sim` is not built yet")
+pub fn execute(args: Args) -> anyhow::Result<()> {
+    if args.list {
+        for name in scenario::builtin_names() {
+            let scenario = scenario::builtin(name)?;
+            let summary = scenario.description.lines().next().unwrap_or_default();
+            println!("{name:<16} {summary}");
+        }
+        return Ok(());
+    }
+    let profile = match &args.profile {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read profile {}", path.display()))?;
+            Some(CostProfile::from_toml(&text).with_context(|| format!("in {}", path.display()))?)
+        }
+        None => None,
+    };
+    let options = RunOptions {
+        seed: args.seed,
+        profile,
+        trace: args.trace.is_some(),
+    };
+    if args.all {
+        return run_all(&options, args.json);
+    }
+    let name = args
+        .scenario
+        .context("a scenario name or file is required")?;
+    let scenario = resolve(&name)?;
+    let total = scenario.expand().len();
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_message(format!("simulating {}", scenario.name));
+    let output = dirq_sim::run_scenario_with_progress(&scenario, &options, |done, _| {
+        bar.set_position(done as u64)
+    })?;
+    bar.finish_and_clear();
+    if let (Some(path), Some(trace)) = (&args.trace, &output.trace) {
+        std::fs::write(path, serde_json::to_vec(trace)?)
+            .with_context(|| format!("cannot write trace {}", path.display()))?;
+        eprintln!("trace written to {}", path.display());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&output.result)?);
+    } else {
+        print_tables(&output.result);
+    }
+    Ok(())
+}
+
+/// Every built-in scenario, timed: the simulator's speed benchmark.
+fn run_all(options: &RunOptions, json: bool) -> anyhow::Result<()> {
+    let names = scenario::builtin_names();
+    let bar = indicatif::ProgressBar::new(names.len() as u64);
+    let mut results = Vec::with_capacity(names.len());
+    for name in names {
+        bar.set_message(name);
+        let scenario = scenario::builtin(name)?;
+        results.push(dirq_sim::run_scenario(&scenario, options)?.result);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+        return Ok(());
+    }
+    println!(
+        "{:<16} {:>5} {:>12} {:>9} {:>12}",
+        "scenario", "runs", "events", "wall s", "M events/s"
+    );
+    for result in &results {
+        let (events, wall) = (result.total_events(), result.total_wall_s());
+        println!(
+            "{:<16} {:>5} {events:>12} {wall:>9.3} {:>12.1}",
+            result.scenario,
+            result.runs.len(),
+            events as f64 / wall.max(1e-9) / 1e6
+        );
+    }
+    let events: u64 = results.iter().map(ScenarioResult::total_events).sum();
+    let wall: f64 = results.iter().map(ScenarioResult::total_wall_s).sum();
+    let runs: usize = results.iter().map(|result| result.runs.len()).sum();
+    println!(
+        "{:<16} {runs:>5} {events:>12} {wall:>9.3} {:>12.1}",
+        "total",
+        events as f64 / wall.max(1e-9) / 1e6
+    );
+    Ok(())
+}
+
+/// A built-in name, or else a file path.
+fn resolve(name: &str) -> anyhow::Result<Scenario> {
+    if scenario::builtin_names().contains(&name) {
+        return Ok(scenario::builtin(name)?);
+    }
+    let path = Path::new(name);
+    if path.exists() {
+        return Ok(scenario::load(path)?);
+    }
+    anyhow::bail!(
+        "{name:?} is neither a built-in scenario ({}) nor an existing file",
+        scenario::builtin_names().join(", ")
+    )
+}
+
+fn print_tables(result: &ScenarioResult) {
+    println!(
+        "scenario {} (seed {}, profile {})",
+        result.scenario, result.seed, result.profile
+    );
+    for run in &result.runs {
+        print_run(run);
+    }
+    let events = result.total_events();
+    let wall = result.total_wall_s();
+    println!(
+        "\n{} runs, {events} events in {wall:.2} s: {:.1} M events/s",
+        result.runs.len(),
+        events as f64 / wall.max(1e-9) / 1e6
+    );
+}
+
+fn print_run(run: &RunResult) {
+    let params: Vec<String> = run
+        .params
+        .iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    println!("\n== {} [{}]", run.policy, params.join(" "));
+    println!(
+        "  exits/s {:>12.0}   time in guest {:>7.2} %   cpu busy {:>7.2} %",
+        run.exits_per_s,
+        run.time_in_guest * 100.0,
+        run.cpu_busy * 100.0
+    );
+    let reasons: Vec<String> = run
+        .exits_by_reason_per_s
+        .iter()
+        .filter(|(_, rate)| **rate > 0.0)
+        .map(|(reason, rate)| format!("{reason} {rate:.0}"))
+        .collect();
+    if !reasons.is_empty() {
+        println!("  by reason: {}", reasons.join(", "));
+    }
+    if let Some(latency) = &run.latency_ns {
+        println!(
+            "  latency ns: mean {:.0}  p50 {}  p99 {}  max {}  ({} samples)",
+            latency.mean, latency.p50, latency.p99, latency.max, latency.samples
+        );
+    }
+    if let Some(throughput) = &run.throughput {
+        println!("  throughput: {:.4} {}", throughput.value, throughput.unit);
+    }
+    let violations: Vec<String> = run
+        .invariant_violations
+        .iter()
+        .filter(|(_, count)| **count > 0)
+        .map(|(invariant, count)| format!("{invariant:?} {count}"))
+        .collect();
+    println!(
+        "  invariant violations: {}   interrupts raised {} handled {} coalesced {}",
+        if violations.is_empty() {
+            "none".to_string()
+        } else {
+            violations.join(", ")
+        },
+        run.interrupts.raised,
+        run.interrupts.handled,
+        run.interrupts.coalesced
+    );
+    println!(
+        "  events {}  wall {:.3} s  ({:.1} M events/s)",
+        run.events,
+        run.wall_s,
+        run.events as f64 / run.wall_s.max(1e-9) / 1e6
+    );
 }

@@ -1,1 +1,194 @@
+//! `dirq-sim`: a deterministic discrete-event simulator of a virtualized
+//! server, comparing interrupt-delivery policies (vanilla KVM, APICv, ELI,
+//! DID and a broken naive design) on the `dirq_arch` hardware models.
+//!
+//! ```no_run
+//! let scenario = dirq_sim::scenario::builtin("did-udp-rx").unwrap();
+//! let options = dirq_sim::RunOptions { seed: 1, profile: None, trace: false };
+//! let result = dirq_sim::run_scenario(&scenario, &options).unwrap();
+//! println!("{}", serde_json::to_string_pretty(&result.result).unwrap());
+//! ```
 
+mod machine;
+pub mod metrics;
+pub mod policy;
+pub mod profile;
+mod queue;
+pub mod rng;
+pub mod scenario;
+pub mod trace;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use thiserror::Error;
+
+pub use metrics::{ExitReason, Invariant, RunResult, ScenarioResult};
+pub use profile::CostProfile;
+pub use scenario::Scenario;
+
+use machine::Machine;
+use metrics::{InterruptCounts, LatencyNs, Throughput};
+use scenario::{RunSpec, WorkloadKind};
+use trace::TraceFile;
+
+#[derive(Debug, Error)]
+pub enum SimError {
+    #[error("hardware model rejected the setup: {0}")]
+    Model(dirq_arch::lapic::LapicError),
+}
+
+/// How to run a scenario.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    pub seed: u64,
+    /// Overrides the built-in `did-2015` profile.
+    pub profile: Option<CostProfile>,
+    /// Collect a Chrome/Perfetto trace.
+    pub trace: bool,
+}
+
+/// A scenario's results, plus the trace when asked for.
+pub struct ScenarioOutput {
+    pub result: ScenarioResult,
+    pub trace: Option<serde_json::Value>,
+}
+
+/// Runs every run of `scenario`.
+pub fn run_scenario(scenario: &Scenario, options: &RunOptions) -> Result<ScenarioOutput, SimError> {
+    run_scenario_with_progress(scenario, options, |_, _| {})
+}
+
+/// [`run_scenario`], calling `progress(done, total)` after each run.
+pub fn run_scenario_with_progress(
+    scenario: &Scenario,
+    options: &RunOptions,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<ScenarioOutput, SimError> {
+    let profile = options
+        .profile
+        .clone()
+        .unwrap_or_else(CostProfile::did_2015);
+    let specs = scenario.expand();
+    let mut runs = Vec::with_capacity(specs.len());
+    let mut trace_file = options.trace.then(TraceFile::default);
+    for (index, spec) in specs.iter().enumerate() {
+        let started = Instant::now();
+        let mut machine = Machine::new(spec, &profile, options.seed, options.trace)?;
+        machine.run();
+        let mut run = summarize(spec, &machine);
+        run.wall_s = started.elapsed().as_secs_f64();
+        if let (Some(file), Some(trace)) = (trace_file.as_mut(), machine.trace.take()) {
+            let label = format!("{} {}", run.policy, spec_label(spec));
+            file.add_run(index as u32, &label, spec.group.host.cores as usize, trace);
+        }
+        runs.push(run);
+        progress(index + 1, specs.len());
+    }
+    Ok(ScenarioOutput {
+        result: ScenarioResult {
+            scenario: scenario.name.clone(),
+            seed: options.seed,
+            profile: profile.name.clone(),
+            runs,
+        },
+        trace: trace_file.map(|file| file.to_json()),
+    })
+}
+
+fn spec_label(spec: &RunSpec) -> String {
+    match spec.rate_pps {
+        Some(rate) => format!("{} {rate} pps", spec.workload.name()),
+        None => spec.workload.name().to_string(),
+    }
+}
+
+fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
+    let counters = &machine.counters;
+    let seconds = spec.duration_ns as f64 / 1e9;
+    let exits_by_reason_per_s: BTreeMap<String, f64> = ExitReason::ALL
+        .iter()
+        .map(|reason| {
+            (
+                reason.name().to_string(),
+                counters.exits[reason.index()] as f64 / seconds,
+            )
+        })
+        .collect();
+    let total_exits: u64 = counters.exits.iter().sum();
+    let invariant_violations = Invariant::ALL
+        .iter()
+        .map(|&invariant| (invariant, counters.violations[invariant as usize]))
+        .collect();
+    let core_ns = counters.guest_core_ns.max(1) as f64;
+    let time_in_guest = counters.guest_ns as f64 / core_ns;
+    let cpu_busy = 1.0 - counters.asleep_ns as f64 / core_ns;
+    let mut params = spec.params();
+    let blocked = machine.iommu_blocked();
+    if blocked > 0 {
+        params.insert("iommu_blocked".into(), blocked.into());
+    }
+    let dropped = machine.dropped_packets();
+    if dropped > 0 {
+        params.insert("dropped_packets".into(), dropped.into());
+    }
+    RunResult {
+        policy: spec.policy.name().to_string(),
+        params,
+        exits_per_s: total_exits as f64 / seconds,
+        exits_by_reason_per_s,
+        time_in_guest,
+        cpu_busy,
+        latency_ns: latency(&counters.latencies),
+        throughput: throughput(spec, counters, seconds),
+        invariant_violations,
+        interrupts: InterruptCounts {
+            raised: counters.raised,
+            handled: counters.handled,
+            coalesced: counters.coalesced,
+            pending_at_end: counters.pending_at_end,
+        },
+        events: counters.events,
+        wall_s: 0.0,
+    }
+}
+
+fn latency(samples: &[u64]) -> Option<LatencyNs> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    let at = |fraction: f64| {
+        let index = ((sorted.len() as f64 * fraction).ceil() as usize).clamp(1, sorted.len()) - 1;
+        sorted[index]
+    };
+    Some(LatencyNs {
+        mean: sorted.iter().map(|&ns| ns as f64).sum::<f64>() / sorted.len() as f64,
+        p50: at(0.50),
+        p99: at(0.99),
+        max: sorted[sorted.len() - 1],
+        samples: sorted.len() as u64,
+    })
+}
+
+fn throughput(spec: &RunSpec, counters: &machine::Counters, seconds: f64) -> Option<Throughput> {
+    let (value, unit) = match spec.workload {
+        WorkloadKind::UdpRx => (counters.packets_processed as f64 / seconds, "packets/s"),
+        WorkloadKind::Iperf => (
+            counters.packets_processed as f64 * 1500.0 * 8.0 / seconds / 1e9,
+            "Gbit/s",
+        ),
+        WorkloadKind::Fio => (counters.requests_done as f64 / seconds, "IOPS"),
+        WorkloadKind::NetperfRr => (counters.requests_done as f64 / seconds, "transactions/s"),
+        WorkloadKind::Whileloop => (
+            counters.spin_ns as f64 / counters.guest_core_ns.max(1) as f64,
+            "fraction of the core running the loop",
+        ),
+        _ => return None,
+    };
+    Some(Throughput {
+        value,
+        unit: unit.to_string(),
+    })
+}

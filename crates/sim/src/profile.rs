@@ -1,0 +1,207 @@
+//! Cost profiles: the measured (or assumed) costs the simulator takes as
+//! input. The `did-2015` profile ships embedded; `dirq calibrate` writes
+//! files of the same shape for `dirq sim --profile`.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::metrics::ExitReason;
+
+#[derive(Debug, Error)]
+pub enum ProfileError {
+    #[error("cannot parse cost profile")]
+    Parse(#[from] toml::de::Error),
+    #[error("cost profile field {field} must be {rule}")]
+    Invalid {
+        field: &'static str,
+        rule: &'static str,
+    },
+}
+
+/// Exit-to-re-entry service time per exit reason, ns.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExitServiceNs {
+    /// EXTINT: a physical interrupt arrived in guest mode.
+    pub external_interrupt: u64,
+    /// MSRWR of the x2APIC EOI register.
+    pub eoi_write: u64,
+    /// IOINSR: port I/O (virtio notify, device setup).
+    pub io_instruction: u64,
+    /// EPT_VIOLATION: MMIO emulation or a missing mapping.
+    pub ept_violation: u64,
+    /// MSRWR of TMICT (timer programming).
+    pub timer_write: u64,
+    /// MSRWR of the ICR (guest IPI), before the IPI is sent.
+    pub icr_write: u64,
+    /// PENDVINT: the interrupt window opened.
+    pub interrupt_window: u64,
+    /// HLT, the exit itself (sleeping and waking are `HostNs` costs).
+    pub hlt: u64,
+    /// NMI exit (DID's host IPIs and NMI-mode IRTEs).
+    pub nmi: u64,
+    /// EXCEPTION exit (ELI's #NP from the shadow IDT).
+    pub exception: u64,
+    /// APIC_ACCESS: xAPIC MMIO.
+    pub apic_access: u64,
+    /// OTHER: preemption timer, EOI-induced exits.
+    pub other: u64,
+}
+
+/// Host-side costs that are not a single exit's service time, ns.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostNs {
+    /// Hardware VM exit plus VM entry, paid on every exit on top of the
+    /// software-measured service time.
+    pub exit_entry_transition: u64,
+    /// A physical interrupt taken while the core is already in host mode.
+    pub irq_in_host_mode: u64,
+    /// Sending one IPI from the host (per target of an emulated ICR write).
+    pub send_ipi: u64,
+    /// Switching vCPU threads on a core.
+    pub context_switch: u64,
+    /// Waking a halted vCPU thread.
+    pub wakeup: u64,
+    /// Time slice of vCPUs sharing a core.
+    pub sched_quantum: u64,
+    /// Delay before retrying a time-slice end that found the guest inside
+    /// a directly delivered handler.
+    pub preemption_retry: u64,
+    /// How long the host polls before sleeping a halted vCPU
+    /// (`idle = "halt-poll"`).
+    pub halt_poll: u64,
+    /// Backend (vhost) work per virtio request or packet.
+    pub virtio_backend_per_request: u64,
+    /// Storage latency of one 4 KB random read.
+    pub block_device_service: u64,
+}
+
+/// Guest-side work, ns of guest CPU time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestNs {
+    /// Timer interrupt to the user-level handler on bare metal.
+    pub timer_irq_to_user: u64,
+    /// Hardirq entry and handler body before the EOI.
+    pub irq_entry: u64,
+    /// NAPI receive work per 128-byte packet.
+    pub rx_packet: u64,
+    /// NAPI receive work per 1500-byte packet.
+    pub rx_mtu_packet: u64,
+    /// User work per netperf transaction or fio request.
+    pub request_work: u64,
+    /// Network one way: NIC, switch and the remote host.
+    pub wire_one_way: u64,
+}
+
+/// Background exits of an idle VM, per second.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdleExitsPerS {
+    /// Background IOINSR exits per second per vCPU.
+    pub io_instruction: f64,
+    /// Background EPT_VIOLATION exits per second per vCPU.
+    pub ept_violation: f64,
+}
+
+/// Every cost the simulator uses. See `profiles/did-2015.toml` for the
+/// meaning and provenance of each field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostProfile {
+    /// Shown in results (`profile`).
+    pub name: String,
+    pub exit_service_ns: ExitServiceNs,
+    pub host_ns: HostNs,
+    pub guest_ns: GuestNs,
+    pub idle_exits_per_s: IdleExitsPerS,
+}
+
+/// The `did-2015` profile text, embedded so the binary needs no data files.
+pub const DID_2015_TOML: &str = include_str!("../../../profiles/did-2015.toml");
+
+impl CostProfile {
+    /// The DID testbed (calibration.md).
+    pub fn did_2015() -> CostProfile {
+        match Self::from_toml(DID_2015_TOML) {
+            Ok(profile) => profile,
+            // The embedded text is checked by a unit test.
+            Err(err) => unreachable!("embedded did-2015 profile is invalid: {err}"),
+        }
+    }
+
+    pub fn from_toml(text: &str) -> Result<CostProfile, ProfileError> {
+        let profile: CostProfile = toml::from_str(text)?;
+        profile.validate()?;
+        Ok(profile)
+    }
+
+    fn validate(&self) -> Result<(), ProfileError> {
+        let rates = [
+            self.idle_exits_per_s.io_instruction,
+            self.idle_exits_per_s.ept_violation,
+        ];
+        if rates.iter().any(|rate| !rate.is_finite() || *rate < 0.0) {
+            return Err(ProfileError::Invalid {
+                field: "idle_exits_per_s",
+                rule: "finite and non-negative",
+            });
+        }
+        if self.host_ns.sched_quantum == 0 || self.host_ns.preemption_retry == 0 {
+            return Err(ProfileError::Invalid {
+                field: "host_ns.sched_quantum / preemption_retry",
+                rule: "positive",
+            });
+        }
+        Ok(())
+    }
+
+    /// Service time of one exit of `reason` (for MSRWR the caller picks the
+    /// MSR-specific field).
+    pub fn exit_cost(&self, reason: ExitReason) -> u64 {
+        let service = &self.exit_service_ns;
+        let base = match reason {
+            ExitReason::ExtInt => service.external_interrupt,
+            ExitReason::PendVInt => service.interrupt_window,
+            ExitReason::MsrWr => service.eoi_write,
+            ExitReason::ApicAccess => service.apic_access,
+            ExitReason::IoInsr => service.io_instruction,
+            ExitReason::Hlt => service.hlt,
+            ExitReason::EptViolation => service.ept_violation,
+            ExitReason::Nmi => service.nmi,
+            ExitReason::Exception => service.exception,
+            ExitReason::Other => service.other,
+        };
+        base + self.host_ns.exit_entry_transition
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_profile_parses_with_measured_values() {
+        let profile = CostProfile::did_2015();
+        assert_eq!(profile.exit_service_ns.external_interrupt, 1970);
+        assert_eq!(profile.exit_service_ns.eoi_write, 850);
+        assert_eq!(profile.exit_service_ns.io_instruction, 8650);
+        assert_eq!(profile.exit_service_ns.ept_violation, 9900);
+    }
+
+    #[test]
+    fn unknown_field_is_rejected() {
+        let text = DID_2015_TOML.replace("[guest_ns]", "[guest_ns]\nbogus = 1");
+        assert!(CostProfile::from_toml(&text).is_err());
+    }
+
+    #[test]
+    fn negative_rate_is_rejected() {
+        let text = DID_2015_TOML.replace("io_instruction = 65.5", "io_instruction = -1.0");
+        assert!(matches!(
+            CostProfile::from_toml(&text),
+            Err(ProfileError::Invalid { .. })
+        ));
+    }
+}

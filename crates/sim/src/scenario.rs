@@ -1,0 +1,429 @@
+//! Scenarios: which workloads to run under which policies on which host.
+//! Built-in scenarios are the TOML files in `scenarios/`, embedded.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::policy::PolicyKind;
+
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    #[error("no built-in scenario named {0:?} (see `dirq sim --list`)")]
+    UnknownBuiltin(String),
+    #[error("cannot read scenario file {path}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot parse scenario")]
+    Parse(#[from] toml::de::Error),
+    #[error("invalid scenario: {0}")]
+    Invalid(String),
+}
+
+/// The workloads the simulator knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// 128-byte UDP packets received at `rates_pps`.
+    UdpRx,
+    /// A 1 kHz guest timer; latency from expiry to the user-level handler.
+    Cyclictest,
+    /// Fixed compute in the background of a `udp-rx` at `rates_pps`.
+    Whileloop,
+    /// Request/response, one outstanding; one-way latency.
+    NetperfRr,
+    /// Bulk receive of MTU-sized packets at line rate.
+    Iperf,
+    /// virtio-blk 4 KB random reads, one outstanding, guard timer per request.
+    Fio,
+    /// Guest IPIs from vCPU 0 to the others.
+    Ipi,
+    /// An idle VM: only background exits.
+    Idle,
+}
+
+impl WorkloadKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::UdpRx => "udp-rx",
+            WorkloadKind::Cyclictest => "cyclictest",
+            WorkloadKind::Whileloop => "whileloop",
+            WorkloadKind::NetperfRr => "netperf-rr",
+            WorkloadKind::Iperf => "iperf",
+            WorkloadKind::Fio => "fio",
+            WorkloadKind::Ipi => "ipi",
+            WorkloadKind::Idle => "idle",
+        }
+    }
+}
+
+/// Where network traffic enters the VM.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// An SR-IOV virtual function assigned to the VM.
+    #[default]
+    Sriov,
+    /// virtio-net with a vhost backend thread on the housekeeping core.
+    Pv,
+    /// Both at once, each at the given rate.
+    Both,
+}
+
+/// What an idle vCPU does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdleMode {
+    /// Guest idle=poll: never halts (the DID testbed's setting).
+    #[default]
+    Poll,
+    /// HLT exits and the vCPU thread sleeps.
+    Hlt,
+    /// HLT exits; the host polls `halt_poll` ns before sleeping.
+    HaltPoll,
+}
+
+/// Unicast to vCPU 1 or broadcast to all other vCPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IpiMode {
+    #[default]
+    Unicast,
+    Broadcast,
+}
+
+/// The SR-IOV VF's interrupt coalescing (82599-style): an interrupt fires
+/// when `packets_per_interrupt` packets are waiting or `interrupt_timeout_ns`
+/// after the first waiting packet, whichever comes first, and only while
+/// the driver has the interrupt unmasked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicCoalescing {
+    pub packets_per_interrupt: u32,
+    pub interrupt_timeout_ns: u64,
+}
+
+impl NicCoalescing {
+    /// Fitted to the vanilla column of the calibration table (see
+    /// scenarios/did-udp-rx.toml); fixed for every scenario.
+    pub const FITTED: NicCoalescing = NicCoalescing {
+        packets_per_interrupt: 7,
+        interrupt_timeout_ns: 80_000,
+    };
+}
+
+impl Default for NicCoalescing {
+    fn default() -> Self {
+        Self::FITTED
+    }
+}
+
+/// The simulated host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostShape {
+    /// Physical cores. Core 0 is the housekeeping core (backends, DID's
+    /// designated timer core); vCPUs are pinned round-robin to the rest.
+    pub cores: u32,
+    pub vms: u32,
+    pub vcpus_per_vm: u32,
+}
+
+impl Default for HostShape {
+    fn default() -> Self {
+        HostShape {
+            cores: 2,
+            vms: 1,
+            vcpus_per_vm: 1,
+        }
+    }
+}
+
+/// One group of runs: a workload under each listed policy, at each rate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunGroup {
+    pub workload: WorkloadKind,
+    pub policies: Vec<PolicyKind>,
+    /// Packet rates for udp-rx and whileloop (and the SR-IOV part of
+    /// `transport = "both"`).
+    #[serde(default)]
+    pub rates_pps: Vec<u64>,
+    #[serde(default)]
+    pub transport: Transport,
+    #[serde(default)]
+    pub idle: IdleMode,
+    #[serde(default)]
+    pub ipi_mode: IpiMode,
+    /// IPIs per second sent by vCPU 0 (ipi workload).
+    #[serde(default = "default_ipi_rate")]
+    pub ipi_rate_per_s: u64,
+    #[serde(default)]
+    pub host: HostShape,
+    /// Guest handlers re-enable interrupts (older Linux, Windows), so a
+    /// higher-priority interrupt can nest inside a lower one's handler.
+    #[serde(default)]
+    pub nested_interrupts: bool,
+    /// Add a guest 1 kHz timer (cyclictest) to the workload's traffic.
+    #[serde(default)]
+    pub with_timer: bool,
+}
+
+fn default_ipi_rate() -> u64 {
+    10_000
+}
+
+fn default_duration_ms() -> u64 {
+    1000
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    /// Simulated time per run.
+    #[serde(default = "default_duration_ms")]
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub nic: NicCoalescing,
+    pub runs: Vec<RunGroup>,
+}
+
+/// One fully specified run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSpec {
+    pub policy: PolicyKind,
+    pub workload: WorkloadKind,
+    pub rate_pps: Option<u64>,
+    pub group: RunGroup,
+    pub nic: NicCoalescing,
+    pub duration_ns: u64,
+}
+
+impl RunSpec {
+    /// The `params` object of the run's JSON.
+    pub fn params(&self) -> BTreeMap<String, serde_json::Value> {
+        let mut params = BTreeMap::new();
+        params.insert("workload".into(), self.workload.name().into());
+        if let Some(rate) = self.rate_pps {
+            params.insert("rate_pps".into(), rate.into());
+        }
+        let uses_network = matches!(
+            self.workload,
+            WorkloadKind::UdpRx | WorkloadKind::NetperfRr | WorkloadKind::Iperf
+        );
+        if uses_network {
+            params.insert("transport".into(), enum_name(&self.group.transport));
+        }
+        if self.workload == WorkloadKind::Ipi {
+            params.insert("ipi_mode".into(), enum_name(&self.group.ipi_mode));
+            params.insert("ipi_rate_per_s".into(), self.group.ipi_rate_per_s.into());
+        }
+        if self.group.idle != IdleMode::Poll || self.workload == WorkloadKind::Ipi {
+            params.insert("idle".into(), enum_name(&self.group.idle));
+        }
+        let host = self.group.host;
+        if host != HostShape::default() {
+            params.insert("cores".into(), host.cores.into());
+            params.insert("vms".into(), host.vms.into());
+            params.insert("vcpus_per_vm".into(), host.vcpus_per_vm.into());
+        }
+        if self.group.nested_interrupts {
+            params.insert("nested_interrupts".into(), true.into());
+        }
+        if self.group.with_timer {
+            params.insert("with_timer".into(), true.into());
+        }
+        params
+    }
+}
+
+fn enum_name<T: Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}
+
+/// The most VMs a host may hold: each VM's VF gets its own host vector.
+pub const MAX_VMS: u32 = 32;
+
+impl Scenario {
+    pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario = toml::from_str(text)?;
+        scenario.validate()?;
+        Ok(scenario)
+    }
+
+    fn validate(&self) -> Result<(), ScenarioError> {
+        let invalid = |message: String| Err(ScenarioError::Invalid(message));
+        if self.duration_ms == 0 || self.duration_ms > 600_000 {
+            return invalid("duration_ms must be 1..=600000".into());
+        }
+        if self.nic.packets_per_interrupt == 0 {
+            return invalid("nic.packets_per_interrupt must be at least 1".into());
+        }
+        if self.runs.is_empty() {
+            return invalid("a scenario needs at least one [[runs]] group".into());
+        }
+        for group in &self.runs {
+            let host = group.host;
+            if host.cores < 2 || host.cores > 256 {
+                return invalid("host.cores must be 2..=256 (core 0 is housekeeping)".into());
+            }
+            if host.vms == 0 || host.vms > MAX_VMS {
+                return invalid(format!("host.vms must be 1..={MAX_VMS}"));
+            }
+            if host.vcpus_per_vm == 0 || host.vcpus_per_vm > 64 {
+                return invalid("host.vcpus_per_vm must be 1..=64".into());
+            }
+            if group.policies.is_empty() {
+                return invalid(format!("{} group lists no policies", group.workload.name()));
+            }
+            let needs_rate = matches!(
+                group.workload,
+                WorkloadKind::UdpRx | WorkloadKind::Whileloop
+            );
+            if needs_rate && group.rates_pps.is_empty() {
+                return invalid(format!("{} needs rates_pps", group.workload.name()));
+            }
+            if group
+                .rates_pps
+                .iter()
+                .any(|&rate| rate == 0 || rate > 100_000_000)
+            {
+                return invalid("rates_pps must be 1..=100000000".into());
+            }
+            if group.workload == WorkloadKind::Ipi && host.vcpus_per_vm < 2 {
+                return invalid("ipi needs host.vcpus_per_vm >= 2".into());
+            }
+            if group.workload == WorkloadKind::Ipi
+                && (group.ipi_rate_per_s == 0 || group.ipi_rate_per_s > 10_000_000)
+            {
+                return invalid("ipi_rate_per_s must be 1..=10000000".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Every run, in order: group by group, rate by rate, policy by policy.
+    pub fn expand(&self) -> Vec<RunSpec> {
+        let mut specs = Vec::new();
+        for group in &self.runs {
+            let rates: Vec<Option<u64>> = if group.rates_pps.is_empty() {
+                vec![None]
+            } else {
+                group.rates_pps.iter().copied().map(Some).collect()
+            };
+            for rate_pps in rates {
+                for &policy in &group.policies {
+                    specs.push(RunSpec {
+                        policy,
+                        workload: group.workload,
+                        rate_pps,
+                        group: group.clone(),
+                        nic: self.nic,
+                        duration_ns: self.duration_ms * 1_000_000,
+                    });
+                }
+            }
+        }
+        specs
+    }
+}
+
+const BUILTINS: [(&str, &str); 8] = [
+    (
+        "did-udp-rx",
+        include_str!("../../../scenarios/did-udp-rx.toml"),
+    ),
+    (
+        "did-cyclictest",
+        include_str!("../../../scenarios/did-cyclictest.toml"),
+    ),
+    (
+        "did-whileloop",
+        include_str!("../../../scenarios/did-whileloop.toml"),
+    ),
+    (
+        "did-apicv",
+        include_str!("../../../scenarios/did-apicv.toml"),
+    ),
+    ("did-fio", include_str!("../../../scenarios/did-fio.toml")),
+    ("eli", include_str!("../../../scenarios/eli.toml")),
+    (
+        "did-overcommit",
+        include_str!("../../../scenarios/did-overcommit.toml"),
+    ),
+    ("ipi", include_str!("../../../scenarios/ipi.toml")),
+];
+
+/// Names of the built-in scenarios.
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTINS.iter().map(|(name, _)| *name).collect()
+}
+
+/// A built-in scenario by name.
+pub fn builtin(name: &str) -> Result<Scenario, ScenarioError> {
+    let (_, text) = BUILTINS
+        .iter()
+        .find(|(builtin, _)| *builtin == name)
+        .ok_or_else(|| ScenarioError::UnknownBuiltin(name.to_string()))?;
+    Scenario::from_toml(text)
+}
+
+/// A scenario from a TOML file.
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    Scenario::from_toml(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_parses_and_is_named_after_its_file() {
+        for name in builtin_names() {
+            let scenario = builtin(name).unwrap_or_else(|err| panic!("{name}: {err}"));
+            assert_eq!(scenario.name, name);
+            assert_eq!(
+                scenario.nic,
+                NicCoalescing::FITTED,
+                "{name} must not refit the NIC"
+            );
+            assert!(!scenario.expand().is_empty());
+        }
+    }
+
+    #[test]
+    fn udp_rx_expands_rates_times_policies() {
+        let scenario = builtin("did-udp-rx").unwrap();
+        assert_eq!(scenario.expand().len(), 8);
+    }
+
+    #[test]
+    fn bad_inputs_are_errors_not_panics() {
+        assert!(matches!(
+            builtin("nope"),
+            Err(ScenarioError::UnknownBuiltin(_))
+        ));
+        assert!(Scenario::from_toml("name = 1").is_err());
+        let no_rate = r#"
+            name = "x"
+            description = "x"
+            [[runs]]
+            workload = "udp-rx"
+            policies = ["did"]
+        "#;
+        assert!(matches!(
+            Scenario::from_toml(no_rate),
+            Err(ScenarioError::Invalid(_))
+        ));
+    }
+}

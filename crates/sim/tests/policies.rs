@@ -1,0 +1,423 @@
+//! Each policy's exit behaviour, the invariant checker, determinism and the
+//! calibration target, asserted on exit counts (never on wall time).
+
+use dirq_sim::metrics::{Invariant, RunResult, ScenarioResult};
+use dirq_sim::scenario::{self, Scenario};
+use dirq_sim::{run_scenario, CostProfile, RunOptions};
+
+fn scenario(body: &str) -> Scenario {
+    let text = format!("name = \"test\"\ndescription = \"test\"\n{body}");
+    Scenario::from_toml(&text).expect("test scenario parses")
+}
+
+/// The did-2015 profile without the idle VM's background exits, so that
+/// every exit counted comes from the mechanism under test.
+fn quiet_profile() -> CostProfile {
+    let mut profile = CostProfile::did_2015();
+    profile.idle_exits_per_s.io_instruction = 0.0;
+    profile.idle_exits_per_s.ept_violation = 0.0;
+    profile
+}
+
+fn run_with(scenario: &Scenario, profile: CostProfile, trace: bool) -> dirq_sim::ScenarioOutput {
+    let options = RunOptions {
+        seed: 1,
+        profile: Some(profile),
+        trace,
+    };
+    run_scenario(scenario, &options).expect("scenario runs")
+}
+
+fn run_quiet(body: &str) -> ScenarioResult {
+    run_with(&scenario(body), quiet_profile(), false).result
+}
+
+fn exits(run: &RunResult, reason: &str) -> f64 {
+    run.exits_by_reason_per_s[reason]
+}
+
+fn violations(run: &RunResult, invariant: Invariant) -> u64 {
+    run.invariant_violations[&invariant]
+}
+
+fn assert_clean(run: &RunResult) {
+    let dirty: Vec<_> = run
+        .invariant_violations
+        .iter()
+        .filter(|(_, count)| **count > 0)
+        .collect();
+    assert!(
+        dirty.is_empty(),
+        "{} {:?}: {dirty:?}",
+        run.policy,
+        run.params
+    );
+}
+
+#[test]
+fn did_sriov_interrupt_to_running_vm_causes_no_exit() {
+    let result = run_quiet(
+        r#"
+        [[runs]]
+        workload = "udp-rx"
+        policies = ["did"]
+        rates_pps = [300000]
+    "#,
+    );
+    let run = &result.runs[0];
+    assert!(run.interrupts.handled > 10_000, "{:?}", run.interrupts);
+    assert_eq!(run.exits_per_s, 0.0, "{:?}", run.exits_by_reason_per_s);
+    assert_clean(run);
+}
+
+#[test]
+fn vanilla_sriov_interrupt_exits_extint_then_msrwr_for_the_eoi() {
+    let body = r#"
+        duration_ms = 20
+        [[runs]]
+        workload = "udp-rx"
+        policies = ["vanilla"]
+        rates_pps = [100000]
+    "#;
+    let output = run_with(&scenario(body), quiet_profile(), true);
+    let run = &output.result.runs[0];
+    let handled = run.interrupts.handled as f64 / 0.02;
+    assert!(handled > 0.0);
+    assert_eq!(exits(run, "EXTINT"), handled);
+    assert_eq!(exits(run, "MSRWR"), handled);
+    // On the vCPU's core: EXTINT, then the handler, then the EOI's MSRWR.
+    let trace = output.trace.expect("trace requested");
+    let sequence: Vec<&str> = trace["traceEvents"]
+        .as_array()
+        .expect("event list")
+        .iter()
+        .filter(|event| event["tid"] == 1 && event["ph"] == "i")
+        .filter_map(|event| event["name"].as_str())
+        .filter(|name| matches!(*name, "EXTINT" | "MSRWR" | "handle 0x41"))
+        .collect();
+    assert!(sequence.len() >= 30, "{sequence:?}");
+    for triple in sequence.chunks_exact(3) {
+        assert_eq!(triple, ["EXTINT", "handle 0x41", "MSRWR"]);
+    }
+}
+
+#[test]
+fn eli_virtual_interrupt_uses_injection_mode_until_its_eoi() {
+    let result = run_quiet(
+        r#"
+        [[runs]]
+        workload = "udp-rx"
+        transport = "pv"
+        policies = ["eli"]
+        rates_pps = [50000]
+        [[runs]]
+        workload = "udp-rx"
+        transport = "sriov"
+        policies = ["eli"]
+        rates_pps = [50000]
+    "#,
+    );
+    let (virtual_run, direct_run) = (&result.runs[0], &result.runs[1]);
+    // Virtual (virtio) interrupts: the host kick arrives through the shadow
+    // IDT (#NP exit), and the EOI exits because the vCPU is in injection
+    // mode until then.
+    let handled = virtual_run.interrupts.handled as f64;
+    assert!(handled > 1000.0);
+    assert_eq!(exits(virtual_run, "MSRWR"), handled);
+    assert!(exits(virtual_run, "EXCEPTION") > 0.0);
+    // Assigned interrupts in direct mode: delivered and completed with no exit.
+    assert!(direct_run.interrupts.handled > 1000);
+    assert_eq!(direct_run.exits_per_s, 0.0);
+    assert_clean(virtual_run);
+    assert_clean(direct_run);
+}
+
+#[test]
+fn eli_delivery_traps_every_eoi_but_delivers_directly() {
+    let result = run_quiet(
+        r#"
+        [[runs]]
+        workload = "udp-rx"
+        policies = ["eli-delivery"]
+        rates_pps = [100000]
+    "#,
+    );
+    let run = &result.runs[0];
+    assert_eq!(exits(run, "EXTINT"), 0.0);
+    assert_eq!(exits(run, "MSRWR"), run.interrupts.handled as f64);
+    assert_clean(run);
+}
+
+#[test]
+fn apicv_posts_virtual_interrupts_and_virtualizes_their_eoi() {
+    let result = run_quiet(
+        r#"
+        [[runs]]
+        workload = "udp-rx"
+        transport = "pv"
+        policies = ["apicv"]
+        rates_pps = [100000]
+        [[runs]]
+        workload = "udp-rx"
+        transport = "sriov"
+        policies = ["apicv"]
+        rates_pps = [100000]
+    "#,
+    );
+    let (posted, assigned) = (&result.runs[0], &result.runs[1]);
+    assert!(posted.interrupts.handled > 1000);
+    assert_eq!(
+        posted.exits_per_s, 0.0,
+        "{:?}",
+        posted.exits_by_reason_per_s
+    );
+    // Without VT-d posting the VF's MSI is a host interrupt; its EOI is
+    // virtualized.
+    assert_eq!(
+        exits(assigned, "EXTINT"),
+        assigned.interrupts.handled as f64
+    );
+    assert_eq!(exits(assigned, "MSRWR"), 0.0);
+    assert_clean(posted);
+    assert_clean(assigned);
+}
+
+#[test]
+fn fio_request_costs_three_msr_writes_and_one_io_exit_under_vanilla() {
+    let result = run_quiet(
+        r#"
+        duration_ms = 100
+        [[runs]]
+        workload = "fio"
+        policies = ["vanilla", "did"]
+    "#,
+    );
+    let (vanilla, did) = (&result.runs[0], &result.runs[1]);
+    let requests = vanilla.throughput.as_ref().expect("IOPS").value;
+    assert!(requests > 1000.0);
+    // Within one request in flight at the end of the run.
+    assert!((exits(vanilla, "MSRWR") - 3.0 * requests).abs() <= 3.0 / 0.1);
+    assert!((exits(vanilla, "IOINSR") - requests).abs() <= 1.0 / 0.1);
+    // DID: the TMICT writes and the EOI go straight to hardware; the
+    // virtio notify still exits.
+    assert_eq!(exits(did, "MSRWR"), 0.0);
+    assert!(exits(did, "IOINSR") > 0.0);
+}
+
+#[test]
+fn cyclictest_timer_exits_under_vanilla_not_under_did() {
+    let result = run_quiet(
+        r#"
+        [[runs]]
+        workload = "cyclictest"
+        policies = ["bare", "vanilla", "did"]
+    "#,
+    );
+    let [bare, vanilla, did] = [&result.runs[0], &result.runs[1], &result.runs[2]];
+    let ticks = bare.latency_ns.as_ref().expect("latency").samples as f64;
+    assert!(ticks > 900.0);
+    // Vanilla: the hrtimer's EXTINT, and two MSR writes (TMICT, EOI) per tick.
+    assert_eq!(exits(vanilla, "EXTINT"), ticks);
+    assert_eq!(exits(vanilla, "MSRWR"), 2.0 * ticks);
+    assert_eq!(did.exits_per_s, 0.0);
+    let latency = |run: &RunResult| run.latency_ns.as_ref().expect("latency").mean;
+    assert!(latency(vanilla) > latency(did));
+    assert!(latency(did) >= latency(bare));
+}
+
+#[test]
+fn ipi_idle_modes_trade_halt_exits() {
+    let result = run_quiet(
+        r#"
+        duration_ms = 100
+        [[runs]]
+        workload = "ipi"
+        idle = "hlt"
+        policies = ["vanilla"]
+        host = { cores = 3, vms = 1, vcpus_per_vm = 2 }
+        [[runs]]
+        workload = "ipi"
+        idle = "poll"
+        policies = ["vanilla"]
+        host = { cores = 3, vms = 1, vcpus_per_vm = 2 }
+        [[runs]]
+        workload = "ipi"
+        idle = "hlt"
+        ipi_mode = "broadcast"
+        policies = ["did"]
+        host = { cores = 4, vms = 1, vcpus_per_vm = 3 }
+    "#,
+    );
+    let (hlt, poll, broadcast) = (&result.runs[0], &result.runs[1], &result.runs[2]);
+    let sent = 10_000.0;
+    assert!(
+        exits(hlt, "HLT") > 0.9 * sent,
+        "{:?}",
+        hlt.exits_by_reason_per_s
+    );
+    assert_eq!(exits(poll, "HLT"), 0.0);
+    // Per IPI: the sender's ICR write exits and the target's EOI exits.
+    let ipis_per_s = poll.interrupts.handled as f64 / 0.1;
+    assert_eq!(exits(poll, "MSRWR"), 2.0 * ipis_per_s);
+    assert_eq!(exits(poll, "EXTINT"), ipis_per_s, "the kick of the target");
+    let latency = |run: &RunResult| run.latency_ns.as_ref().expect("latency").mean;
+    assert!(latency(hlt) > latency(poll));
+    // Two targets, 100 ms.
+    assert!(broadcast.interrupts.handled as f64 > 2.0 * sent * 0.1 * 0.95);
+    for run in &result.runs {
+        assert_clean(run);
+    }
+}
+
+#[test]
+fn idle_vm_takes_only_background_io_and_ept_exits() {
+    let scenario = scenario(
+        r#"
+        duration_ms = 10000
+        [[runs]]
+        workload = "idle"
+        policies = ["vanilla", "did"]
+    "#,
+    );
+    let result = run_with(&scenario, CostProfile::did_2015(), false).result;
+    for run in &result.runs {
+        let background = exits(run, "IOINSR") + exits(run, "EPT_VIOLATION");
+        assert_eq!(run.exits_per_s, background);
+        // 65.5 + 9.91 exits/s in the profile.
+        assert!((background - 75.4).abs() < 8.0, "{background}");
+    }
+}
+
+/// Many nesting interrupts of three kinds (assigned VF, virtio, timer).
+const MIXED: &str = r#"
+    [[runs]]
+    workload = "udp-rx"
+    transport = "both"
+    with_timer = true
+    nested_interrupts = true
+    policies = ["naive-direct-eoi", "eli", "did"]
+    rates_pps = [300000]
+    [[runs]]
+    workload = "udp-rx"
+    transport = "both"
+    with_timer = true
+    nested_interrupts = true
+    policies = ["naive-direct-eoi", "eli", "did"]
+    rates_pps = [40000]
+    host = { cores = 5, vms = 8, vcpus_per_vm = 1 }
+"#;
+
+#[test]
+fn naive_direct_eoi_breaks_priority_and_eoi_while_eli_and_did_hold() {
+    let scenario = scenario(&format!("duration_ms = 3500\n{MIXED}"));
+    let result = run_with(&scenario, CostProfile::did_2015(), false).result;
+    for run in &result.runs {
+        if run.policy == "naive-direct-eoi" {
+            assert!(
+                violations(run, Invariant::PriorityInversion) > 0,
+                "{:?}",
+                run.params
+            );
+            assert!(violations(run, Invariant::EoiNothingInService) > 0);
+            assert!(violations(run, Invariant::EoiWrongVector) > 0);
+        } else {
+            assert_clean(run);
+        }
+    }
+    for policy in ["eli", "did"] {
+        let handled: u64 = result
+            .runs
+            .iter()
+            .filter(|run| run.policy == policy)
+            .map(|run| run.interrupts.handled)
+            .sum();
+        assert!(handled > 1_000_000, "{policy} handled only {handled}");
+    }
+    // The overcommitted runs time-slice: DID's NMI path is exercised.
+    let did_overcommitted = &result.runs[5];
+    assert_eq!(did_overcommitted.policy, "did");
+    assert!(exits(did_overcommitted, "NMI") > 0.0);
+}
+
+#[test]
+fn same_seed_same_json_except_wall_time() {
+    let scenario = scenario::builtin("did-overcommit").expect("built-in");
+    let options = RunOptions {
+        seed: 7,
+        profile: None,
+        trace: false,
+    };
+    let strip = |mut result: ScenarioResult| {
+        for run in &mut result.runs {
+            run.wall_s = 0.0;
+        }
+        serde_json::to_string(&result).expect("serializes")
+    };
+    let first = strip(run_scenario(&scenario, &options).expect("runs").result);
+    let second = strip(run_scenario(&scenario, &options).expect("runs").result);
+    assert_eq!(first, second);
+    let other_seed = RunOptions { seed: 8, ..options };
+    let third = strip(run_scenario(&scenario, &other_seed).expect("runs").result);
+    assert_ne!(first, third);
+}
+
+#[test]
+fn did_udp_rx_meets_the_calibration_tolerance() {
+    let scenario = scenario::builtin("did-udp-rx").expect("built-in");
+    let result = run_with(&scenario, CostProfile::did_2015(), false).result;
+    let vanilla_targets = [
+        (28e3, 0.9610),
+        (62e3, 0.8748),
+        (90e3, 0.8330),
+        (118e3, 0.8042),
+    ];
+    let runs: Vec<&RunResult> = result.runs.iter().collect();
+    for (pair, (exit_target, guest_target)) in runs.chunks(2).zip(vanilla_targets) {
+        let (vanilla, did) = (pair[0], pair[1]);
+        assert_eq!(
+            (vanilla.policy.as_str(), did.policy.as_str()),
+            ("vanilla", "did")
+        );
+        let exit_error = (vanilla.exits_per_s / exit_target - 1.0).abs();
+        assert!(
+            exit_error <= 0.15,
+            "vanilla exits {} vs {exit_target}",
+            vanilla.exits_per_s
+        );
+        assert!((vanilla.time_in_guest - guest_target).abs() <= 0.02);
+        assert!(did.exits_per_s < 1000.0);
+        assert!((did.time_in_guest - 0.998).abs() <= 0.02);
+        assert_clean(vanilla);
+        assert_clean(did);
+    }
+}
+
+#[test]
+fn a_profile_override_changes_the_prediction() {
+    let scenario = scenario(
+        r#"
+        [[runs]]
+        workload = "udp-rx"
+        policies = ["vanilla"]
+        rates_pps = [250000]
+    "#,
+    );
+    let base = run_with(&scenario, CostProfile::did_2015(), false).result;
+    let mut slow = CostProfile::did_2015();
+    slow.exit_service_ns.external_interrupt *= 2;
+    let slowed = run_with(&scenario, slow, false).result;
+    assert!(slowed.runs[0].time_in_guest < base.runs[0].time_in_guest - 0.01);
+}
+
+#[test]
+fn every_builtin_scenario_runs_clean_for_correct_policies() {
+    for name in scenario::builtin_names() {
+        let scenario = scenario::builtin(name).expect("built-in");
+        let result = run_with(&scenario, CostProfile::did_2015(), false).result;
+        assert_eq!(result.runs.len(), scenario.expand().len());
+        for run in &result.runs {
+            assert!(run.events > 0);
+            assert_clean(run);
+        }
+    }
+}
