@@ -1,1 +1,34 @@
+//! dirq-vmm: a small KVM VMM that boots dirq's guest test kernel, delivers
+//! interrupts to it through a chosen path and counts every exit.
+//!
+//! Entry points: [`bench::run`] (one benchmark, a [`report::RunReport`]),
+//! [`probe::probe`] (capabilities and exit costs), and
+//! [`testing::require_kvm`] for tests.
+//!
+//! Adding a benchmark: a guest file `guest/bench_<name>.c` defining a
+//! `struct bench` (one line in guest/bench.c's table; hot interrupt
+//! handlers go in guest/irq_entries.S, see why there), a `Bench` variant
+//! with its ABI id, and a host side in `bench.rs` that calls
+//! [`machine::run`] with [`machine::Extensions`]: an `attach` hook that puts
+//! new devices (`devices::{PioDevice, MmioDevice, MsrDevice}`) on the bus and
+//! a device thread that raises interrupts through the run's `InterruptSink`.
+//! Free guest parameters travel in `BenchConfig::guest_args`.
 
+pub mod abi;
+pub mod bench;
+mod boot;
+pub mod config;
+pub mod designs;
+pub mod devices;
+pub mod exits;
+pub mod machine;
+pub mod memory;
+pub mod probe;
+pub mod report;
+mod stats;
+pub mod testing;
+pub mod vcpu;
+pub mod vm;
+
+pub use config::BenchConfig;
+pub use report::RunReport;

@@ -1,0 +1,37 @@
+//! The report's calibration section: this host's measured costs, and the
+//! simulator profile made from them.
+
+use crate::calibrate::Calibration;
+
+use super::charts::format_value;
+use super::data::{Section, Table, TableRow};
+
+pub fn calibration_section(calibration: &Calibration, profile_file: &str) -> Section {
+    let costs = Table {
+        title: "What one event costs on this host".into(),
+        columns: vec!["cost".into(), "ns".into(), "how it was measured".into()],
+        rows: calibration
+            .costs
+            .rows()
+            .iter()
+            .map(|(name, measured)| {
+                TableRow::new(vec![
+                    name.to_string(),
+                    format_value(measured.ns),
+                    measured.source.clone(),
+                ])
+            })
+            .collect(),
+    };
+    Section {
+        id: "calibration".into(),
+        title: "Calibration: this host's costs".into(),
+        intro: vec![format!(
+            "`dirq calibrate` measured these costs with the real VMM and wrote them as the \
+             simulator profile {profile_file} (use it with `dirq sim <scenario> --profile \
+             {profile_file}`). The model checks and the extrapolation below use that profile."
+        )],
+        figures: Vec::new(),
+        tables: vec![costs],
+    }
+}

@@ -1,0 +1,619 @@
+//! Model against reality, and extrapolation. Each real run the simulator
+//! can express gets a simulated twin: the same workload shape, the vanilla
+//! (emulated-LAPIC) policy, and this host's calibrated costs for the path
+//! the real run took. The twins then run under APICv, ELI and DID with the
+//! same costs: what those designs would save on this host.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+use dirq_sim::policy::PolicyKind;
+use dirq_sim::scenario::Scenario;
+use dirq_sim::CostProfile;
+use dirq_vmm::config::{Bench, BenchConfig, GuestIdle, HaltMode, Irqchip};
+use indicatif::ProgressBar;
+use serde::Serialize;
+
+use crate::calibrate::costs::HostCosts;
+
+use super::charts::{exit_bars, exit_table, format_percent, format_value};
+use super::data::{Figure, Section, Table, TableRow};
+use super::figures::compact_number;
+use super::model::{comparison_figure, Comparison, Metric};
+use super::plan::path_label;
+use super::real::{RealCase, GUEST_SHARE};
+use super::views::SimRun;
+
+/// The only timer rate the simulator's cyclictest runs: 1 kHz.
+pub const CYCLICTEST_PERIOD_NS: u64 = 1_000_000;
+
+/// Simulated time per twin run: long enough for thousands of interrupts at
+/// the rates the real benches use.
+const TWIN_DURATION_MS: u64 = 500;
+
+/// The policies the extrapolation compares with vanilla.
+const EXTRAPOLATED: [PolicyKind; 3] = [PolicyKind::Apicv, PolicyKind::Eli, PolicyKind::Did];
+
+/// A real run's simulated twin: a one-group scenario and the path's costs.
+struct Twin {
+    /// The scenario's `[[runs]]` group, without `policies`.
+    group: String,
+    profile: CostProfile,
+}
+
+/// The costs of one real path. Our guest test kernel has no background
+/// device or paging activity, so the idle VM's exits (a property of the
+/// guest OS in did-2015) are zero. With the userspace irqchip every
+/// interrupt-controller exit is served by the VMM: a userspace exit.
+fn path_profile(base: &CostProfile, costs: &HostCosts, config: &BenchConfig) -> CostProfile {
+    let mut profile = base.clone();
+    profile.idle_exits_per_s.io_instruction = 0.0;
+    profile.idle_exits_per_s.ept_violation = 0.0;
+    if config.irqchip == Irqchip::Userspace {
+        let userspace = costs.userspace_exit.ns.round() as u64;
+        let service = &mut profile.exit_service_ns;
+        service.external_interrupt = userspace;
+        service.eoi_write = userspace;
+        service.interrupt_window = userspace;
+        service.timer_write = userspace;
+        service.icr_write = userspace;
+        service.hlt = userspace;
+        service.apic_access = userspace;
+    }
+    if let HaltMode::Poll { ns } = config.halt {
+        profile.host_ns.halt_poll = u64::from(ns);
+    }
+    profile
+}
+
+fn idle_mode(config: &BenchConfig) -> &'static str {
+    match (config.guest_idle, config.halt) {
+        (GuestIdle::Busy, _) | (GuestIdle::Halt, HaltMode::None) => "poll",
+        (GuestIdle::Halt, HaltMode::Exit) => "hlt",
+        (GuestIdle::Halt, HaltMode::Poll { .. }) => "halt-poll",
+    }
+}
+
+/// The simulated twin of a real run, or why there is none.
+fn twin(config: &BenchConfig, base: &CostProfile, costs: &HostCosts) -> Result<Twin, String> {
+    if config.pv_eoi {
+        return Err("PV EOI: the simulator has no PV EOI mechanism".into());
+    }
+    let idle = idle_mode(config);
+    let group = match config.bench {
+        // The device thread's MSIs are virtual-device interrupts: a backend
+        // on another core kicks the vCPU, as virtio does.
+        Bench::IrqLatency if config.rate_hz > 0 => format!(
+            "workload = \"udp-rx\"\ntransport = \"pv\"\nrates_pps = [{}]\nidle = \"{idle}\"\n",
+            config.rate_hz
+        ),
+        Bench::TimerLatency if config.period_ns == CYCLICTEST_PERIOD_NS => {
+            format!("workload = \"cyclictest\"\nidle = \"{idle}\"\n")
+        }
+        Bench::Ipi => format!(
+            "workload = \"ipi\"\nidle = \"{idle}\"\nipi_mode = \"unicast\"\n\
+             host = {{ cores = 3, vms = 1, vcpus_per_vm = 2 }}\n"
+        ),
+        Bench::Whileloop => format!(
+            "workload = \"whileloop\"\ntransport = \"pv\"\nrates_pps = [{}]\n",
+            config.rate_hz
+        ),
+        _ => return Err("no simulated workload of this shape".into()),
+    };
+    Ok(Twin {
+        group,
+        profile: path_profile(base, costs, config),
+    })
+}
+
+/// One simulated twin run under one policy.
+fn simulate(twin: &Twin, policy: PolicyKind, seed: u64) -> Result<SimRun> {
+    let text = format!(
+        "name = \"twin\"\ndescription = \"simulated twin of a real run\"\nduration_ms = {TWIN_DURATION_MS}\n\
+         [[runs]]\npolicies = [\"{}\"]\n{}",
+        policy.name(),
+        twin.group
+    );
+    let scenario = Scenario::from_toml(&text).context("twin scenario")?;
+    let options = dirq_sim::RunOptions {
+        seed,
+        profile: Some(twin.profile.clone()),
+        trace: false,
+    };
+    let output = dirq_sim::run_scenario(&scenario, &options)?;
+    let run = output
+        .result
+        .runs
+        .into_iter()
+        .next()
+        .context("the twin scenario made no run")?;
+    Ok(serde_json::from_value(serde_json::to_value(run)?)?)
+}
+
+/// Exits per handled interrupt of a simulated run.
+fn exits_per_interrupt(run: &SimRun) -> Option<f64> {
+    let handled = run.interrupts_handled()?;
+    (handled > 0).then(|| run.exits_per_s * (TWIN_DURATION_MS as f64 / 1e3) / handled as f64)
+}
+
+/// "whileloop · kernel · 10K/s": the bench, the path and, where the bench
+/// has one, the interrupt rate.
+fn configuration_name(case: &RealCase) -> String {
+    let mut name = format!("{} · {}", case.run.bench, case.label);
+    if matches!(case.config.bench, Bench::Whileloop | Bench::IrqLatency) {
+        name.push_str(&format!(
+            " · {}/s",
+            compact_number(case.config.rate_hz as f64)
+        ));
+    }
+    name
+}
+
+/// The numbers a real run and its twin are compared on.
+fn compare(case: &RealCase, predicted: &SimRun) -> Vec<Comparison> {
+    let name = configuration_name(case);
+    let mut comparisons = Vec::new();
+    if let Some(exits) = exits_per_interrupt(predicted) {
+        comparisons.push(Comparison::new(
+            name.clone(),
+            Metric::ExitsPerInterrupt,
+            case.run.exits_per_interrupt,
+            exits,
+        ));
+    }
+    let measured_latency = case.run.latency_ns.map(|l| match case.run.bench.as_str() {
+        // The real IPI bench times a round trip; the simulator one way.
+        "ipi" => l.p50 / 2.0,
+        _ => l.p50,
+    });
+    if let (Some(measured), Some(latency)) = (measured_latency, predicted.latency_ns) {
+        comparisons.push(Comparison::new(
+            name.clone(),
+            Metric::LatencyP50Ns,
+            measured,
+            latency.p50,
+        ));
+    }
+    if let (Some(share), Some(loop_share)) = (
+        case.run.results.get(GUEST_SHARE),
+        predicted.throughput_value(),
+    ) {
+        comparisons.push(Comparison::new(
+            name,
+            Metric::TimeInGuest,
+            *share,
+            loop_share,
+        ));
+    }
+    comparisons
+}
+
+/// A real run with no twin, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unmodelled {
+    pub configuration: String,
+    pub reason: String,
+}
+
+/// One twin under one policy, for the extrapolation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Extrapolated {
+    pub workload: String,
+    pub policy: String,
+    pub exits_per_interrupt: Option<f64>,
+    /// Empty when the run handled no interrupt.
+    pub exits_per_interrupt_by_reason: BTreeMap<String, f64>,
+    pub latency_p50_ns: Option<f64>,
+    pub time_in_guest: f64,
+}
+
+impl Extrapolated {
+    fn new(workload: String, policy: PolicyKind, run: &SimRun) -> Self {
+        let seconds_per_interrupt = run
+            .interrupts_handled()
+            .filter(|handled| *handled > 0)
+            .map(|handled| (TWIN_DURATION_MS as f64 / 1e3) / handled as f64);
+        Self {
+            workload,
+            policy: policy.name().to_string(),
+            exits_per_interrupt: exits_per_interrupt(run),
+            exits_per_interrupt_by_reason: seconds_per_interrupt
+                .map(|per| {
+                    run.exits_by_reason_per_s
+                        .iter()
+                        .map(|(reason, rate)| (reason.clone(), rate * per))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            latency_p50_ns: run.latency_ns.map(|l| l.p50),
+            time_in_guest: run.time_in_guest,
+        }
+    }
+}
+
+/// Everything the model checks produced, as it goes into data.json.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelChecks {
+    pub comparisons: Vec<Comparison>,
+    pub unmodelled: Vec<Unmodelled>,
+    pub extrapolation: Vec<Extrapolated>,
+    /// Simulation failures, one line each.
+    pub failures: Vec<String>,
+}
+
+/// Runs each real case's twin under vanilla (the comparison) and under
+/// the extrapolated policies. `bar` advances once per real case.
+pub fn run_checks(
+    cases: &[RealCase],
+    base: &CostProfile,
+    costs: &HostCosts,
+    seed: u64,
+    bar: &ProgressBar,
+) -> ModelChecks {
+    let mut checks = ModelChecks {
+        comparisons: Vec::new(),
+        unmodelled: Vec::new(),
+        extrapolation: Vec::new(),
+        failures: Vec::new(),
+    };
+    // Twins already extrapolated: paths that differ only where APICv, ELI
+    // and DID would replace them (how the VMM injects, PV EOI) share a twin.
+    let mut extrapolated: Vec<String> = Vec::new();
+    for case in cases {
+        let configuration = configuration_name(case);
+        bar.set_message(configuration.clone());
+        match twin(&case.config, base, costs) {
+            Err(reason) => checks.unmodelled.push(Unmodelled {
+                configuration,
+                reason,
+            }),
+            Ok(twin) => {
+                let key = format!("{}{}", twin.group, twin.profile.host_ns.halt_poll);
+                // The designs replace KVM's in-kernel LAPIC, so only its
+                // twins are extrapolated.
+                let extrapolate =
+                    case.config.irqchip == Irqchip::Kernel && !extrapolated.contains(&key);
+                if extrapolate {
+                    extrapolated.push(key);
+                }
+                let others: &[PolicyKind] = if extrapolate { &EXTRAPOLATED } else { &[] };
+                for &policy in std::iter::once(&PolicyKind::Vanilla).chain(others) {
+                    match simulate(&twin, policy, seed) {
+                        Ok(run) => {
+                            if policy == PolicyKind::Vanilla {
+                                checks.comparisons.extend(compare(case, &run));
+                            }
+                            if extrapolate {
+                                checks.extrapolation.push(Extrapolated::new(
+                                    workload_name(&case.config),
+                                    policy,
+                                    &run,
+                                ));
+                            }
+                        }
+                        Err(err) => checks.failures.push(format!(
+                            "simulating the twin of {configuration} under {}: {err:#}",
+                            policy.name()
+                        )),
+                    }
+                }
+            }
+        }
+        bar.inc(1);
+    }
+    checks
+}
+
+/// The workload a twin simulates, without the real path that ran it.
+fn workload_name(config: &BenchConfig) -> String {
+    let rate = || compact_number(config.rate_hz as f64);
+    match config.bench {
+        Bench::IrqLatency => {
+            let idle = match config.guest_idle {
+                GuestIdle::Busy => "busy",
+                GuestIdle::Halt => "halted",
+            };
+            format!("irq-latency · {idle} · {}/s", rate())
+        }
+        Bench::TimerLatency => "timer-latency · 1 kHz".into(),
+        Bench::Ipi => format!("ipi · {}", path_label(config)),
+        Bench::Whileloop => format!("whileloop · {}/s", rate()),
+        Bench::ExitCost | Bench::Fault => config.bench.to_string(),
+    }
+}
+
+/// The model-vs-reality section: every comparison, misses flagged, and the
+/// real runs the model cannot express.
+pub fn model_section(checks: &ModelChecks, profile_file: &str) -> Section {
+    let misses = checks
+        .comparisons
+        .iter()
+        .filter(|c| !c.within_tolerance)
+        .count();
+    let mut figures = Vec::new();
+    if !checks.comparisons.is_empty() {
+        figures.push(comparison_figure(
+            &checks.comparisons,
+            format!(
+                "Ran every real run in the section above, then its simulated twin: `dirq sim` on \
+                 a one-group scenario of the same shape (irq-latency as udp-rx over virtio at the \
+                 same rate, timer-latency as cyclictest, ipi as ipi, whileloop as whileloop), \
+                 vanilla policy, {TWIN_DURATION_MS} ms simulated, with {profile_file} adjusted \
+                 for the path (userspace-irqchip exits cost a userspace exit; halt polling \
+                 window; no idle-VM exits, which dirq's guest does not make). The IPI bench \
+                 measures a round trip, so its p50 is halved to compare with the one-way \
+                 prediction; whileloop's time in guest is the loop's share of the core."
+            ),
+        ));
+    }
+    let unmodelled = Table {
+        title: "Real runs the model does not express".into(),
+        columns: vec!["configuration".into(), "why".into()],
+        rows: checks
+            .unmodelled
+            .iter()
+            .map(|u| TableRow::new(vec![u.configuration.clone(), u.reason.clone()]))
+            .collect(),
+    };
+    let mut tables = Vec::new();
+    if !unmodelled.rows.is_empty() {
+        tables.push(unmodelled);
+    }
+    Section {
+        id: "model-vs-reality".into(),
+        title: "Model against reality".into(),
+        intro: vec![
+            format!(
+                "{} of {} predictions are within 20% of the measurement; every miss is flagged \
+                 in the table, none is hidden. Nothing was tuned to make a prediction match: \
+                 the costs come from the calibration above and the simulator's mechanisms are \
+                 unchanged.",
+                checks.comparisons.len() - misses,
+                checks.comparisons.len()
+            ),
+            format!(
+                "Within 20%, by metric: {}.",
+                hits_by_metric(&checks.comparisons)
+            ),
+            "Measured exits are KVM's `exits` statistic. The model counts every EOI and timer \
+             write as an exit, as VMX does; a KVM backend that emulates privileged guest \
+             instructions without a VM exit (kvm_pvm does, see the instruction emulations per \
+             interrupt in the real runs table) does not count them, so its exits per interrupt \
+             can be lower than the model's."
+                .into(),
+        ],
+        figures,
+        tables,
+    }
+}
+
+/// "exits per interrupt 6 of 20, latency p50 (ns) 3 of 8, ...".
+fn hits_by_metric(comparisons: &[Comparison]) -> String {
+    [
+        Metric::ExitsPerInterrupt,
+        Metric::LatencyP50Ns,
+        Metric::TimeInGuest,
+    ]
+    .iter()
+    .filter_map(|metric| {
+        let of_metric: Vec<&Comparison> =
+            comparisons.iter().filter(|c| c.metric == *metric).collect();
+        let hits = of_metric.iter().filter(|c| c.within_tolerance).count();
+        (!of_metric.is_empty()).then(|| format!("{} {hits} of {}", metric.label(), of_metric.len()))
+    })
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+/// The extrapolation section: the twins under APICv, ELI and DID.
+pub fn extrapolation_section(checks: &ModelChecks, profile_file: &str) -> Option<Section> {
+    if checks.extrapolation.is_empty() {
+        return None;
+    }
+    let label = |e: &Extrapolated| format!("{} · {}", e.workload, e.policy);
+    let entries: Vec<(String, BTreeMap<String, f64>)> = checks
+        .extrapolation
+        .iter()
+        .map(|e| (label(e), e.exits_per_interrupt_by_reason.clone()))
+        .collect();
+    let chart = exit_bars("predicted exits per interrupt", &entries);
+    let exits_figure = Figure {
+        id: "extrapolation-exits".into(),
+        title: "What each design would do on this host: exits per interrupt by reason".into(),
+        caption: format!(
+            "Ran the simulated twin of each workload measured on KVM's in-kernel LAPIC (see \
+             the model-vs-reality section) under vanilla, apicv, eli and did with this host's \
+             profile {profile_file}."
+        ),
+        table: exit_table("workload · policy", &chart, "exits/interrupt"),
+        chart,
+    };
+    let vanilla_of = |workload: &str| {
+        checks
+            .extrapolation
+            .iter()
+            .find(|e| e.workload == workload && e.policy == PolicyKind::Vanilla.name())
+    };
+    let savings = Table {
+        title: "Predicted per workload: exits per interrupt, latency, time in guest".into(),
+        columns: [
+            "workload",
+            "policy",
+            "exits per interrupt",
+            "exits saved vs vanilla",
+            "latency p50 (ns)",
+            "time in guest",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: checks
+            .extrapolation
+            .iter()
+            .map(|e| {
+                let saved = vanilla_of(&e.workload)
+                    .and_then(|v| Some((v.exits_per_interrupt?, e.exits_per_interrupt?)))
+                    .filter(|(vanilla, _)| *vanilla > 0.0)
+                    .map_or_else(
+                        || "-".into(),
+                        |(vanilla, this)| format_percent((vanilla - this) / vanilla),
+                    );
+                TableRow::new(vec![
+                    e.workload.clone(),
+                    e.policy.clone(),
+                    e.exits_per_interrupt
+                        .map_or_else(|| "-".into(), format_value),
+                    saved,
+                    e.latency_p50_ns.map_or_else(|| "-".into(), format_value),
+                    format_percent(e.time_in_guest),
+                ])
+            })
+            .collect(),
+    };
+    Some(Section {
+        id: "extrapolation".into(),
+        title: "Extrapolation: APICv, ELI and DID with this host's costs".into(),
+        intro: vec![
+            "This host has no VT-x, so none of these designs can run here; the simulator \
+             predicts what each would save with the exit costs measured on this host."
+                .into(),
+        ],
+        figures: vec![exits_figure],
+        tables: vec![savings],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibrate::costs::{derive_costs, Commands, Observations};
+    use crate::report::views::RealRun;
+
+    fn host_costs() -> HostCosts {
+        derive_costs(&Observations {
+            userspace_exit_ns: 10_000.0,
+            kernel_exit_ns: 4_000.0,
+            inject_running_p50_ns: 30_000.0,
+            inject_halted_p50_ns: 36_000.0,
+            commands: Commands::default(),
+        })
+    }
+
+    fn config(bench: Bench, irqchip: Irqchip) -> BenchConfig {
+        let mut config = BenchConfig::new(bench);
+        config.irqchip = irqchip;
+        config
+    }
+
+    #[test]
+    fn each_real_bench_gets_the_twin_of_its_shape() {
+        let base = CostProfile::did_2015();
+        let costs = host_costs();
+        let irq = twin(&config(Bench::IrqLatency, Irqchip::Kernel), &base, &costs)
+            .expect("irq-latency has a twin");
+        assert!(irq.group.contains("udp-rx") && irq.group.contains("[5000]"));
+        assert_eq!(irq.profile.idle_exits_per_s.io_instruction, 0.0);
+
+        let mut timer = config(Bench::TimerLatency, Irqchip::Userspace);
+        assert!(
+            twin(&timer, &base, &costs).is_err(),
+            "only 1 kHz timers have a twin"
+        );
+        timer.period_ns = CYCLICTEST_PERIOD_NS;
+        let timer_twin = twin(&timer, &base, &costs).expect("1 kHz timer has a twin");
+        assert!(timer_twin.group.contains("cyclictest"));
+        // The userspace irqchip serves every interrupt-controller exit in the VMM.
+        assert_eq!(timer_twin.profile.exit_service_ns.eoi_write, 10_000);
+        assert_eq!(timer_twin.profile.exit_service_ns.timer_write, 10_000);
+
+        let mut ipi = config(Bench::Ipi, Irqchip::Kernel);
+        ipi.halt = HaltMode::Poll { ns: 50_000 };
+        let ipi_twin = twin(&ipi, &base, &costs).expect("ipi has a twin");
+        assert!(ipi_twin.group.contains("halt-poll"));
+        assert_eq!(ipi_twin.profile.host_ns.halt_poll, 50_000);
+
+        let mut pv = config(Bench::IrqLatency, Irqchip::Kernel);
+        pv.pv_eoi = true;
+        assert!(twin(&pv, &base, &costs).is_err());
+    }
+
+    fn timer_case(exits_per_interrupt: f64) -> RealCase {
+        let mut config = config(Bench::TimerLatency, Irqchip::Kernel);
+        config.period_ns = CYCLICTEST_PERIOD_NS;
+        let run: RealRun = serde_json::from_value(serde_json::json!({
+            "bench": "timer-latency",
+            "config": serde_json::to_value(&config).expect("config serializes"),
+            "interrupts": 1000,
+            "exits": {"total": 3000, "userspace": 0, "kernel": 3000, "by_reason": {}},
+            "exits_per_interrupt": exits_per_interrupt,
+            "latency_ns": {"mean": 40000.0, "p50": 40000.0, "p99": 60000.0, "max": 90000.0},
+            "duration_s": 1.0
+        }))
+        .expect("contract parses");
+        RealCase {
+            label: "kernel".into(),
+            command: "dirq run timer-latency".into(),
+            config,
+            run,
+            cpu_cores: 1.0,
+        }
+    }
+
+    #[test]
+    fn checks_compare_real_runs_with_their_twins_and_extrapolate() {
+        let costs = host_costs();
+        let checks = run_checks(
+            &[timer_case(3.0)],
+            &CostProfile::did_2015(),
+            &costs,
+            1,
+            &ProgressBar::hidden(),
+        );
+        assert!(checks.failures.is_empty(), "{:?}", checks.failures);
+        let exits = checks
+            .comparisons
+            .iter()
+            .find(|c| c.metric == Metric::ExitsPerInterrupt)
+            .expect("exits compared");
+        assert_eq!(exits.measured, 3.0);
+        // Vanilla: the expiry wakes the halted vCPU (HLT), then EOI and the
+        // next TSC-deadline write exit.
+        assert!((exits.predicted - 3.0).abs() < 0.05, "{}", exits.predicted);
+        assert!(checks
+            .comparisons
+            .iter()
+            .any(|c| c.metric == Metric::LatencyP50Ns && c.measured == 40_000.0));
+        let policies: Vec<&str> = checks
+            .extrapolation
+            .iter()
+            .map(|e| e.policy.as_str())
+            .collect();
+        assert_eq!(policies, ["vanilla", "apicv", "eli", "did"]);
+        let exits_of = |policy: &str| {
+            checks
+                .extrapolation
+                .iter()
+                .find(|e| e.policy == policy)
+                .and_then(|e| e.exits_per_interrupt)
+                .expect("predicted")
+        };
+        assert!(exits_of("did") < exits_of("vanilla"));
+    }
+
+    #[test]
+    fn a_second_run_of_the_same_twin_is_compared_but_not_extrapolated_again() {
+        let checks = run_checks(
+            &[timer_case(3.0), timer_case(2.5)],
+            &CostProfile::did_2015(),
+            &host_costs(),
+            1,
+            &ProgressBar::hidden(),
+        );
+        let exit_checks = checks
+            .comparisons
+            .iter()
+            .filter(|c| c.metric == Metric::ExitsPerInterrupt)
+            .count();
+        assert_eq!(exit_checks, 2);
+        assert_eq!(checks.extrapolation.len(), 4);
+    }
+}

@@ -1,0 +1,67 @@
+//! The report's section on this host's KVM: capabilities and exit costs.
+
+use dirq_vmm::probe::ProbeReport;
+
+use super::charts::format_value;
+use super::data::{Section, Table, TableRow};
+
+pub fn host_section(probe: &ProbeReport) -> Section {
+    let row = |name: &str, value: String| TableRow::new(vec![name.to_string(), value]);
+    let available: Vec<&str> = probe
+        .capabilities
+        .iter()
+        .filter(|(_, present)| **present)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let missing: Vec<&str> = probe
+        .capabilities
+        .iter()
+        .filter(|(_, present)| !**present)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let table = Table {
+        title: "`dirq probe`".into(),
+        columns: vec!["what".into(), "this host".into()],
+        rows: vec![
+            row(
+                "KVM backend",
+                probe.backend.clone().unwrap_or_else(|| "unknown".into()),
+            ),
+            row("KVM API version", probe.api_version.to_string()),
+            row(
+                "vCPUs (recommended / max)",
+                format!("{} / {}", probe.recommended_vcpus, probe.max_vcpus),
+            ),
+            row(
+                "one userspace exit (ns, guest round trip)",
+                format_value(probe.userspace_exit_ns),
+            ),
+            row(
+                "one in-kernel exit (ns, guest round trip)",
+                format_value(probe.kernel_exit_ns),
+            ),
+            row("exits timed per figure", probe.exit_samples.to_string()),
+            row(
+                "default halt_poll_ns",
+                probe
+                    .default_halt_poll_ns
+                    .map_or_else(|| "unknown".into(), |ns| ns.to_string()),
+            ),
+            row("capabilities", available.join(" ")),
+            row("capabilities missing", missing.join(" ")),
+            row("KVM PV features", probe.pv_features.join(" ")),
+        ],
+    };
+    Section {
+        id: "host".into(),
+        title: "This host's KVM".into(),
+        intro: vec![format!(
+            "An exit handled by the VMM in userspace costs {} ns here and one handled inside KVM \
+             {} ns: every exit a design saves is worth that much.",
+            format_value(probe.userspace_exit_ns),
+            format_value(probe.kernel_exit_ns)
+        )],
+        figures: Vec::new(),
+        tables: vec![table],
+    }
+}

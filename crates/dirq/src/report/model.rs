@@ -1,0 +1,164 @@
+//! Model against reality: the simulator's predictions for configurations the
+//! real VMM also ran, side by side with the measurements, every miss shown.
+
+use serde::Serialize;
+
+use super::charts::{format_percent, format_value};
+use super::data::{Axis, Chart, Figure, Scale, Series, SeriesStyle, Table, TableRow};
+
+/// The goal of issue 5: predictions within 20% of measurements.
+pub const TOLERANCE: f64 = 0.20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    ExitsPerInterrupt,
+    LatencyP50Ns,
+    TimeInGuest,
+}
+
+impl Metric {
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::ExitsPerInterrupt => "exits per interrupt",
+            Metric::LatencyP50Ns => "latency p50 (ns)",
+            Metric::TimeInGuest => "time in guest",
+        }
+    }
+
+    fn format(self, value: f64) -> String {
+        match self {
+            Metric::TimeInGuest => format_percent(value),
+            _ => format_value(value),
+        }
+    }
+}
+
+/// One measured number and the model's prediction of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// The real configuration, e.g. "irq-latency, kernel + irqfd + PV EOI".
+    pub configuration: String,
+    pub metric: Metric,
+    pub measured: f64,
+    pub predicted: f64,
+    /// (predicted - measured) / measured; absent when nothing was measured
+    /// to divide by.
+    pub relative_error: Option<f64>,
+    pub within_tolerance: bool,
+}
+
+impl Comparison {
+    pub fn new(configuration: String, metric: Metric, measured: f64, predicted: f64) -> Self {
+        let relative_error = (measured != 0.0).then(|| (predicted - measured) / measured);
+        let within_tolerance = match relative_error {
+            Some(error) => error.abs() <= TOLERANCE,
+            // Nothing measured: only a prediction of nothing is right.
+            None => predicted == 0.0,
+        };
+        Self {
+            configuration,
+            metric,
+            measured,
+            predicted,
+            relative_error,
+            within_tolerance,
+        }
+    }
+}
+
+/// Measured against predicted on log-log axes with the y = x line, one
+/// colour per metric, and the full table with every miss flagged.
+pub fn comparison_figure(comparisons: &[Comparison], caption: String) -> Figure {
+    let metrics = [
+        Metric::ExitsPerInterrupt,
+        Metric::LatencyP50Ns,
+        Metric::TimeInGuest,
+    ];
+    let chart = Chart::Xy {
+        x_axis: Axis {
+            label: "measured (log scale)".into(),
+            scale: Scale::Log,
+        },
+        y_axis: Axis {
+            label: "predicted (log scale)".into(),
+            scale: Scale::Log,
+        },
+        series: metrics
+            .iter()
+            .map(|metric| Series {
+                name: metric.label().to_string(),
+                style: SeriesStyle::Points,
+                points: comparisons
+                    .iter()
+                    .filter(|c| c.metric == *metric)
+                    .map(|c| [c.measured, c.predicted])
+                    .collect(),
+            })
+            .filter(|series| !series.points.is_empty())
+            .collect(),
+        identity_line: true,
+    };
+    let table = Table {
+        title: String::new(),
+        columns: [
+            "configuration",
+            "metric",
+            "measured",
+            "predicted",
+            "error",
+            "within 20%",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: comparisons
+            .iter()
+            .map(|c| {
+                TableRow::flagged(
+                    vec![
+                        c.configuration.clone(),
+                        c.metric.label().to_string(),
+                        c.metric.format(c.measured),
+                        c.metric.format(c.predicted),
+                        c.relative_error
+                            .map_or_else(|| "n/a".into(), |e| format!("{:+.1}%", e * 100.0)),
+                        if c.within_tolerance { "yes" } else { "MISS" }.into(),
+                    ],
+                    !c.within_tolerance,
+                )
+            })
+            .collect(),
+    };
+    Figure {
+        id: "model-vs-reality".into(),
+        title: "Measured against predicted".into(),
+        caption,
+        chart,
+        table,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_relative_to_the_measurement_and_misses_are_flagged() {
+        let close = Comparison::new("a".into(), Metric::LatencyP50Ns, 10_000.0, 11_500.0);
+        assert_eq!(close.relative_error, Some(0.15));
+        assert!(close.within_tolerance);
+        let miss = Comparison::new("b".into(), Metric::ExitsPerInterrupt, 2.0, 1.0);
+        assert_eq!(miss.relative_error, Some(-0.5));
+        assert!(!miss.within_tolerance);
+        let zero = Comparison::new("c".into(), Metric::ExitsPerInterrupt, 0.0, 0.0);
+        assert!(zero.relative_error.is_none() && zero.within_tolerance);
+        let phantom = Comparison::new("d".into(), Metric::ExitsPerInterrupt, 0.0, 0.3);
+        assert!(!phantom.within_tolerance);
+
+        let figure = comparison_figure(&[close, miss, zero, phantom], "Ran x.".into());
+        let flags: Vec<bool> = figure.table.rows.iter().map(|r| r.flagged).collect();
+        assert_eq!(flags, [false, true, false, true]);
+        assert_eq!(figure.table.rows[1].cells[4], "-50.0%");
+        assert!(figure.chart.has_data());
+    }
+}

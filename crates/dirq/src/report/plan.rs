@@ -1,0 +1,255 @@
+//! Which real runs `dirq report` makes at each depth, and running them.
+
+use dirq_vmm::config::{Bench, BenchConfig, GuestIdle, HaltMode, Inject, Irqchip};
+use indicatif::ProgressBar;
+
+use super::checks::CYCLICTEST_PERIOD_NS;
+use super::data::Depth;
+use super::real::{process_cpu_seconds, RealCase};
+use super::views::RealRun;
+
+/// The delivery paths compared, cheapest last.
+const PATHS: [(Irqchip, Inject, bool); 5] = [
+    (Irqchip::Userspace, Inject::Vcpu, false),
+    (Irqchip::Split, Inject::Vcpu, false),
+    (Irqchip::Kernel, Inject::Vcpu, false),
+    (Irqchip::Kernel, Inject::Irqfd, false),
+    (Irqchip::Kernel, Inject::Irqfd, true),
+];
+
+fn with_path(bench: Bench, (irqchip, inject, pv_eoi): (Irqchip, Inject, bool)) -> BenchConfig {
+    let mut config = BenchConfig::new(bench);
+    config.irqchip = irqchip;
+    config.inject = inject;
+    config.pv_eoi = pv_eoi;
+    config
+}
+
+/// Events per counted run at each depth.
+fn count(depth: Depth) -> u64 {
+    match depth {
+        Depth::Smoke => 200,
+        Depth::Quick => 1_000,
+        Depth::Full => 5_000,
+    }
+}
+
+/// The real runs of one report, in the order they run.
+pub fn real_plan(depth: Depth) -> Vec<BenchConfig> {
+    let events = count(depth);
+    let mut plan = Vec::new();
+    let paths: &[usize] = match depth {
+        Depth::Smoke => &[0, 4],
+        Depth::Quick => &[0, 2, 4],
+        Depth::Full => &[0, 1, 2, 3, 4],
+    };
+    // irq-latency: every path with the guest busy (injection into a running
+    // vCPU) and with the guest halted (injection plus wake-up).
+    for idle in [GuestIdle::Busy, GuestIdle::Halt] {
+        for &path in paths {
+            let mut config = with_path(Bench::IrqLatency, PATHS[path]);
+            config.guest_idle = idle;
+            config.count = events;
+            plan.push(config);
+        }
+    }
+    // timer-latency: the timer programmed through the VMM and through KVM,
+    // at the simulator's cyclictest rate (1 kHz) so the model can follow.
+    for &path in &[0, 2, 4] {
+        let mut config = with_path(Bench::TimerLatency, PATHS[path]);
+        config.count = events / 4;
+        config.period_ns = CYCLICTEST_PERIOD_NS;
+        plan.push(config);
+    }
+    // ipi: latency against CPU burned across the halt choices.
+    let halts: &[(HaltMode, GuestIdle)] = match depth {
+        Depth::Smoke => &[
+            (HaltMode::Exit, GuestIdle::Halt),
+            (HaltMode::None, GuestIdle::Halt),
+        ],
+        _ => &[
+            (HaltMode::Exit, GuestIdle::Halt),
+            (HaltMode::Poll { ns: 50_000 }, GuestIdle::Halt),
+            (HaltMode::Poll { ns: 500_000 }, GuestIdle::Halt),
+            (HaltMode::None, GuestIdle::Halt),
+            (HaltMode::Exit, GuestIdle::Busy),
+        ],
+    };
+    for &(halt, idle) in halts {
+        // KVM's LAPIC without PV EOI: the path the simulator models.
+        let mut config = with_path(Bench::Ipi, PATHS[2]);
+        config.halt = halt;
+        config.guest_idle = idle;
+        config.count = events;
+        plan.push(config);
+    }
+    // whileloop: the share of time the guest keeps as the rate grows.
+    let (rates, duration_ms): (&[u64], u64) = match depth {
+        Depth::Smoke => (&[5_000], 20),
+        Depth::Quick => (&[2_000, 10_000, 20_000], 100),
+        Depth::Full => (&[1_000, 2_000, 5_000, 10_000, 20_000, 40_000], 300),
+    };
+    for &path in &[0, 2, 4] {
+        for &rate in rates {
+            let mut config = with_path(Bench::Whileloop, PATHS[path]);
+            config.rate_hz = rate;
+            config.duration_ms = duration_ms;
+            plan.push(config);
+        }
+    }
+    plan
+}
+
+/// "kernel + irqfd + PV EOI · busy": what tells the runs of one bench apart.
+pub fn path_label(config: &BenchConfig) -> String {
+    let mut label = config.irqchip.to_string();
+    if config.irqchip != Irqchip::Userspace {
+        if config.inject == Inject::Irqfd {
+            label.push_str(" + irqfd");
+        }
+        if config.pv_eoi {
+            label.push_str(" + PV EOI");
+        }
+    }
+    match config.bench {
+        Bench::IrqLatency => {
+            label.push_str(match config.guest_idle {
+                GuestIdle::Busy => " · busy",
+                GuestIdle::Halt => " · halted",
+            });
+        }
+        Bench::TimerLatency => label.push_str(&format!(" · {}", config.timer)),
+        Bench::Ipi => {
+            label = match (config.guest_idle, config.halt) {
+                (GuestIdle::Busy, _) => "guest polls (idle=poll)".to_string(),
+                (GuestIdle::Halt, HaltMode::Exit) => "HLT exits".to_string(),
+                (GuestIdle::Halt, HaltMode::None) => "HLT does not exit".to_string(),
+                (GuestIdle::Halt, HaltMode::Poll { ns }) => {
+                    format!("halt polling {} us", ns / 1_000)
+                }
+            };
+        }
+        Bench::Whileloop | Bench::ExitCost | Bench::Fault => {}
+    }
+    label
+}
+
+/// The `dirq run` command line that repeats a run.
+pub fn command_line(config: &BenchConfig) -> String {
+    let mut command = format!(
+        "dirq run {} --irqchip {} --inject {}{} --halt {} --guest-idle {}",
+        config.bench,
+        config.irqchip,
+        config.inject,
+        if config.pv_eoi { " --pv-eoi" } else { "" },
+        config.halt,
+        config.guest_idle
+    );
+    match config.bench {
+        Bench::IrqLatency => command.push_str(&format!(
+            " --count {} --rate {}",
+            config.count, config.rate_hz
+        )),
+        Bench::TimerLatency => command.push_str(&format!(
+            " --timer {} --period-ns {} --count {}",
+            config.timer, config.period_ns, config.count
+        )),
+        Bench::Ipi | Bench::ExitCost => command.push_str(&format!(" --count {}", config.count)),
+        Bench::Whileloop => command.push_str(&format!(
+            " --rate {} --duration-ms {}",
+            config.rate_hz, config.duration_ms
+        )),
+        Bench::Fault => {}
+    }
+    command
+}
+
+/// One real run with the host CPU it burned. The raw report is kept for
+/// data.json next to the view the figures read.
+pub fn run_case(config: &BenchConfig) -> anyhow::Result<(RealCase, serde_json::Value)> {
+    let cpu_before = process_cpu_seconds();
+    let report = dirq_vmm::bench::run(config)?;
+    let cpu_after = process_cpu_seconds();
+    let raw = serde_json::to_value(&report)?;
+    let run: RealRun = serde_json::from_value(raw.clone())?;
+    let cpu_cores = match (cpu_before, cpu_after) {
+        (Some(before), Some(after)) if report.duration_s > 0.0 => {
+            (after - before) / report.duration_s
+        }
+        _ => 0.0,
+    };
+    Ok((
+        RealCase {
+            label: path_label(config),
+            command: command_line(config),
+            config: config.clone(),
+            run,
+            cpu_cores,
+        },
+        raw,
+    ))
+}
+
+/// Runs every config, advancing `bar`; failures are returned as notes so
+/// one broken path does not cost the reader the rest of the report.
+pub fn run_all(
+    plan: &[BenchConfig],
+    bar: &ProgressBar,
+) -> (Vec<RealCase>, Vec<serde_json::Value>, Vec<String>) {
+    let mut cases = Vec::new();
+    let mut raws = Vec::new();
+    let mut failures = Vec::new();
+    for config in plan {
+        bar.set_message(format!("{} {}", config.bench, path_label(config)));
+        match run_case(config) {
+            Ok((case, raw)) => {
+                cases.push(case);
+                raws.push(raw);
+            }
+            Err(err) => failures.push(format!("`{}` failed: {err:#}", command_line(config))),
+        }
+        bar.inc(1);
+    }
+    (cases, raws, failures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_planned_run_is_a_valid_configuration() {
+        for depth in [Depth::Smoke, Depth::Quick, Depth::Full] {
+            let plan = real_plan(depth);
+            assert!(!plan.is_empty());
+            for config in &plan {
+                config
+                    .validate()
+                    .unwrap_or_else(|err| panic!("{}: {err}", command_line(config)));
+            }
+        }
+    }
+
+    #[test]
+    fn deeper_reports_run_more() {
+        let sizes: Vec<usize> = [Depth::Smoke, Depth::Quick, Depth::Full]
+            .map(|d| real_plan(d).len())
+            .to_vec();
+        assert!(sizes[0] < sizes[1] && sizes[1] < sizes[2], "{sizes:?}");
+    }
+
+    #[test]
+    fn labels_and_commands_name_the_path() {
+        let mut config = with_path(Bench::IrqLatency, PATHS[4]);
+        config.guest_idle = GuestIdle::Busy;
+        assert_eq!(path_label(&config), "kernel + irqfd + PV EOI · busy");
+        assert_eq!(
+            command_line(&config),
+            "dirq run irq-latency --irqchip kernel --inject irqfd --pv-eoi --halt exit \
+             --guest-idle busy --count 5000 --rate 5000"
+        );
+        let mut ipi = with_path(Bench::Ipi, PATHS[2]);
+        ipi.halt = HaltMode::Poll { ns: 50_000 };
+        assert_eq!(path_label(&ipi), "halt polling 50 us");
+    }
+}

@@ -1,0 +1,46 @@
+//! Step lines and progress bars for long work. Step lines always go to
+//! stderr; the bars draw only when stderr is a terminal (indicatif hides
+//! them otherwise), so logs stay readable.
+
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::data::StepTiming;
+
+pub struct Steps {
+    timings: Vec<StepTiming>,
+}
+
+impl Steps {
+    pub fn new() -> Self {
+        Self {
+            timings: Vec::new(),
+        }
+    }
+
+    /// Runs one step with a bar of `items` units of work; `work` advances it.
+    pub fn run<T>(&mut self, name: &str, items: u64, work: impl FnOnce(&ProgressBar) -> T) -> T {
+        eprintln!("dirq report: {name} ...");
+        let bar = ProgressBar::new(items);
+        bar.set_style(
+            ProgressStyle::with_template("  [{bar:32}] {pos}/{len} {msg} ({elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        let started = Instant::now();
+        let result = work(&bar);
+        bar.finish_and_clear();
+        let wall_s = started.elapsed().as_secs_f64();
+        eprintln!("dirq report: {name}: done in {wall_s:.1} s");
+        self.timings.push(StepTiming {
+            step: name.to_string(),
+            wall_s,
+        });
+        result
+    }
+
+    pub fn finish(self) -> Vec<StepTiming> {
+        self.timings
+    }
+}

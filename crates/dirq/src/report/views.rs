@@ -1,0 +1,285 @@
+//! The report reads the other tools' results through their documented JSON
+//! contracts (`dirq sim --json`, `dirq run --json`), whose field names are
+//! kept stable, rather than through their Rust types, which may grow. Fields
+//! a tool leaves out stay optional here.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::data::Series;
+use super::data::SeriesStyle;
+use super::figures::compact_number;
+
+/// `latency_ns` in both contracts (`min` only in `dirq run`'s).
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Latency {
+    #[serde(default)]
+    pub min: Option<f64>,
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    /// The empirical CDF through the points the contracts report: none
+    /// below min, half the samples at or below p50, 99% at or below p99,
+    /// all at or below max.
+    pub fn cdf_series(&self, name: &str) -> Series {
+        let from_min = self.min.map(|min| [min, 0.0]);
+        Series {
+            name: name.to_string(),
+            style: SeriesStyle::Line,
+            points: from_min
+                .into_iter()
+                .chain([[self.p50, 0.5], [self.p99, 0.99], [self.max, 1.0]])
+                .collect(),
+        }
+    }
+}
+
+/// One run of `dirq sim --json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SimRun {
+    pub policy: String,
+    #[serde(default)]
+    pub params: serde_json::Map<String, serde_json::Value>,
+    pub exits_per_s: f64,
+    #[serde(default)]
+    pub exits_by_reason_per_s: BTreeMap<String, f64>,
+    pub time_in_guest: f64,
+    #[serde(default)]
+    pub latency_ns: Option<Latency>,
+    #[serde(default)]
+    pub throughput: Option<serde_json::Value>,
+    #[serde(default)]
+    pub invariant_violations: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub interrupts: Option<SimInterrupts>,
+    #[serde(default)]
+    pub events: u64,
+    #[serde(default)]
+    pub wall_s: f64,
+}
+
+/// `interrupts` of a `dirq sim --json` run.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct SimInterrupts {
+    pub handled: u64,
+}
+
+impl SimRun {
+    pub fn interrupts_handled(&self) -> Option<u64> {
+        self.interrupts.map(|i| i.handled)
+    }
+
+    /// The throughput's number, whether given bare or as `{value, unit}`.
+    pub fn throughput_value(&self) -> Option<f64> {
+        match self.throughput.as_ref()? {
+            serde_json::Value::Object(fields) => fields.get("value")?.as_f64(),
+            other => other.as_f64(),
+        }
+    }
+
+    /// "vanilla · 100K pps": the policy and the parameters named in `keys`
+    /// (those that tell the runs of one scenario apart).
+    pub fn label(&self, keys: &[String]) -> String {
+        let mut parts = vec![self.policy.clone()];
+        for key in keys {
+            if let Some(value) = self.params.get(key) {
+                parts.push(param_text(key, value));
+            }
+        }
+        parts.join(" · ")
+    }
+
+    /// The run's rate parameter (`rate_pps` or another `rate*` key), if any.
+    pub fn rate(&self) -> Option<(String, f64)> {
+        self.params
+            .iter()
+            .find(|(key, value)| key.starts_with("rate") && value.is_number())
+            .and_then(|(key, value)| Some((key.clone(), value.as_f64()?)))
+    }
+
+    pub fn violations(&self) -> u64 {
+        self.invariant_violations.values().sum()
+    }
+}
+
+fn param_text(key: &str, value: &serde_json::Value) -> String {
+    match (key, value.as_f64()) {
+        (_, Some(number)) if key.starts_with("rate") => {
+            let unit = key
+                .rsplit('_')
+                .next()
+                .filter(|u| *u != "rate")
+                .unwrap_or("");
+            format!("{} {unit}", compact_number(number))
+                .trim()
+                .to_string()
+        }
+        (_, Some(number)) => format!("{key} {}", compact_number(number)),
+        _ => match value {
+            serde_json::Value::String(text) => text.clone(),
+            other => format!("{key} {other}"),
+        },
+    }
+}
+
+/// `dirq sim --json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SimScenario {
+    pub scenario: String,
+    pub runs: Vec<SimRun>,
+}
+
+impl SimScenario {
+    /// The parameters whose value differs between runs (a parameter every
+    /// run shares says nothing in a label).
+    pub fn varying_params(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .runs
+            .iter()
+            .flat_map(|run| run.params.keys().cloned())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys.retain(|key| {
+            let first = self.runs.first().and_then(|run| run.params.get(key));
+            self.runs.iter().any(|run| run.params.get(key) != first)
+        });
+        keys
+    }
+
+    /// Every run's label, in run order.
+    pub fn labels(&self) -> Vec<String> {
+        let keys = self.varying_params();
+        self.runs.iter().map(|run| run.label(&keys)).collect()
+    }
+}
+
+/// `exits` of `dirq run --json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RealExits {
+    pub total: u64,
+    pub userspace: u64,
+    pub kernel: u64,
+    #[serde(default)]
+    pub by_reason: BTreeMap<String, u64>,
+}
+
+/// Exits KVM counted without a category (`exits` minus the category stats).
+pub const UNCATEGORIZED: &str = "other (no KVM category)";
+
+/// `dirq run --json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RealRun {
+    pub bench: String,
+    #[serde(default)]
+    pub config: serde_json::Map<String, serde_json::Value>,
+    pub interrupts: u64,
+    pub exits: RealExits,
+    pub exits_per_interrupt: f64,
+    #[serde(default)]
+    pub latency_ns: Option<Latency>,
+    pub duration_s: f64,
+    /// Bench-specific figures, e.g. whileloop's `guest_share`.
+    #[serde(default)]
+    pub results: BTreeMap<String, f64>,
+}
+
+impl RealRun {
+    /// A numeric field of the run's configuration, e.g. `rate_hz`.
+    pub fn config_number(&self, key: &str) -> Option<f64> {
+        self.config.get(key).and_then(serde_json::Value::as_f64)
+    }
+
+    /// A KVM stat of the run per delivered interrupt.
+    pub fn per_interrupt(&self, stat: &str) -> Option<f64> {
+        let count = self.exits.by_reason.get(stat)?;
+        (self.interrupts > 0).then(|| *count as f64 / self.interrupts as f64)
+    }
+
+    /// Exits by KVM's exit categories, with what no category claims as
+    /// "other". KVM's stats also count events that are not exits (e.g.
+    /// `insn_emulation`), which are left out so the stack sums to the total.
+    pub fn exits_by_category(&self) -> BTreeMap<String, u64> {
+        let mut categories: BTreeMap<String, u64> = self
+            .exits
+            .by_reason
+            .iter()
+            .filter(|(name, _)| name.ends_with("_exits") || name.as_str() == "hypercalls")
+            .map(|(name, count)| (name.clone(), *count))
+            .collect();
+        let categorized: u64 = categories.values().sum();
+        let other = self.exits.total.saturating_sub(categorized);
+        if other > 0 {
+            categories.insert(UNCATEGORIZED.into(), other);
+        }
+        categories
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sim_run_reads_the_documented_contract_and_labels_itself() {
+        let run: SimRun = serde_json::from_value(serde_json::json!({
+            "policy": "vanilla",
+            "params": {"rate_pps": 250000},
+            "exits_per_s": 62000.0,
+            "exits_by_reason_per_s": {"EXTINT": 31000.0, "MSRWR": 31000.0},
+            "time_in_guest": 0.8748,
+            "invariant_violations": {"lost": 0, "priority": 2},
+            "events": 10, "wall_s": 0.1
+        }))
+        .expect("contract parses");
+        assert_eq!(run.label(&["rate_pps".to_string()]), "vanilla · 250K pps");
+        assert_eq!(run.label(&[]), "vanilla");
+        assert_eq!(run.rate(), Some(("rate_pps".to_string(), 250_000.0)));
+        assert_eq!(run.violations(), 2);
+        assert!(run.latency_ns.is_none());
+    }
+
+    #[test]
+    fn labels_name_only_the_parameters_that_vary() {
+        let scenario: SimScenario = serde_json::from_value(serde_json::json!({
+            "scenario": "x",
+            "runs": [
+                {"policy": "vanilla", "params": {"workload": "udp-rx", "rate_pps": 100000},
+                 "exits_per_s": 1.0, "time_in_guest": 1.0},
+                {"policy": "did", "params": {"workload": "udp-rx", "rate_pps": 600000},
+                 "exits_per_s": 1.0, "time_in_guest": 1.0},
+                {"policy": "did", "params": {"workload": "udp-rx"},
+                 "exits_per_s": 1.0, "time_in_guest": 1.0}
+            ]
+        }))
+        .expect("contract parses");
+        assert_eq!(scenario.varying_params(), ["rate_pps"]);
+        assert_eq!(
+            scenario.labels(),
+            ["vanilla · 100K pps", "did · 600K pps", "did"]
+        );
+    }
+
+    #[test]
+    fn latency_cdf_passes_through_the_reported_percentiles() {
+        let latency = Latency {
+            min: None,
+            mean: 3.0,
+            p50: 2.0,
+            p99: 9.0,
+            max: 20.0,
+        };
+        let series = latency.cdf_series("did");
+        assert_eq!(series.points, vec![[2.0, 0.5], [9.0, 0.99], [20.0, 1.0]]);
+        let with_min = Latency {
+            min: Some(1.0),
+            ..latency
+        };
+        assert_eq!(with_min.cdf_series("did").points[0], [1.0, 0.0]);
+    }
+}

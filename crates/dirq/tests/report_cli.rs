@@ -1,0 +1,189 @@
+//! `dirq report` end to end: the page parses, and every figure on it has its
+//! numbers in data.json.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dirq-test-{name}-{}", std::process::id()));
+    // A leftover from an earlier run of this process id would hide a missing file.
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn run_report(out: &Path, extra: &[&str]) {
+    let output = Command::new(env!("CARGO_BIN_EXE_dirq"))
+        .args(["report", "--smoke", "--out"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .expect("dirq runs");
+    assert!(
+        output.status.success(),
+        "dirq report failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Figure ids in data.json whose chart has at least one number.
+fn figures_with_data(data: &serde_json::Value) -> BTreeSet<String> {
+    let mut ids = BTreeSet::new();
+    for section in data["sections"].as_array().expect("sections list") {
+        for figure in section["figures"].as_array().expect("figures list") {
+            let chart = &figure["chart"];
+            let has_numbers = match chart["kind"].as_str() {
+                Some("bars") => chart["stacks"].as_array().is_some_and(|stacks| {
+                    stacks
+                        .iter()
+                        .any(|s| s["values"].as_array().is_some_and(|v| !v.is_empty()))
+                }),
+                Some("xy") => chart["series"].as_array().is_some_and(|series| {
+                    series
+                        .iter()
+                        .any(|s| s["points"].as_array().is_some_and(|p| !p.is_empty()))
+                }),
+                _ => false,
+            };
+            if has_numbers {
+                ids.insert(figure["id"].as_str().expect("figure id").to_string());
+            }
+        }
+    }
+    ids
+}
+
+/// Checks the written report; returns data.json.
+fn check_report(out: &Path) -> serde_json::Value {
+    let page = std::fs::read_to_string(out.join("index.html")).expect("index.html written");
+    let document = scraper::Html::parse_document(&page);
+    assert!(
+        document.errors.is_empty(),
+        "HTML errors: {:?}",
+        document.errors
+    );
+
+    let data: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("data.json")).expect("data.json written"),
+    )
+    .expect("data.json is JSON");
+
+    let figure_selector = scraper::Selector::parse("figure[data-figure]").expect("selector");
+    let svg_selector = scraper::Selector::parse("svg").expect("selector");
+    let mut on_page = BTreeSet::new();
+    for figure in document.select(&figure_selector) {
+        let id = figure.value().attr("data-figure").expect("id").to_string();
+        assert!(
+            figure.select(&svg_selector).next().is_some(),
+            "figure {id} has no drawing"
+        );
+        on_page.insert(id);
+    }
+    assert!(!on_page.is_empty(), "the report has no figure");
+    assert_eq!(on_page, figures_with_data(&data));
+
+    let no_kvm_banner = scraper::Selector::parse("#no-kvm").expect("selector");
+    let kvm_available = data["kvm"]["available"].as_bool().expect("kvm.available");
+    assert_eq!(
+        document.select(&no_kvm_banner).next().is_some(),
+        !kvm_available
+    );
+
+    let traces = data["raw"]["traces"].as_array().expect("trace list");
+    assert!(!traces.is_empty());
+    for trace in traces {
+        let name = trace.as_str().expect("trace file name");
+        let text = std::fs::read_to_string(out.join("traces").join(name)).expect("trace written");
+        serde_json::from_str::<serde_json::Value>(&text).expect("trace is JSON");
+    }
+    data
+}
+
+#[test]
+fn simulation_only_report_parses_and_every_figure_has_data() {
+    let out = scratch_dir("sim-only");
+    run_report(&out, &["--sim-only"]);
+    let data = check_report(&out);
+    assert_eq!(data["kvm"]["available"], false);
+    assert!(data["raw"]["sim_scenarios"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty()));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn full_pipeline_report_builds_model_checks_from_real_runs() {
+    if !dirq_vmm::testing::require_kvm("full_pipeline_report_builds_model_checks_from_real_runs") {
+        return;
+    }
+    let out = scratch_dir("kvm");
+    run_report(&out, &[]);
+    let data = check_report(&out);
+    assert_eq!(data["kvm"]["available"], true);
+    let real_runs = data["raw"]["real_runs"]
+        .as_array()
+        .expect("real runs recorded");
+    assert!(!real_runs.is_empty());
+    // Every measured exits-per-interrupt in the model table is a real run's.
+    let comparisons = data["raw"]["model_checks"]["comparisons"]
+        .as_array()
+        .expect("model checks recorded");
+    let measured_exits: Vec<f64> = real_runs
+        .iter()
+        .filter_map(|run| run["exits_per_interrupt"].as_f64())
+        .collect();
+    let exit_comparisons: Vec<f64> = comparisons
+        .iter()
+        .filter(|c| c["metric"] == "exits_per_interrupt")
+        .filter_map(|c| c["measured"].as_f64())
+        .collect();
+    assert!(
+        !exit_comparisons.is_empty(),
+        "no model-vs-reality comparison"
+    );
+    for measured in exit_comparisons {
+        assert!(
+            measured_exits.contains(&measured),
+            "{measured} is not from a real run"
+        );
+    }
+    let sections: Vec<&str> = data["sections"]
+        .as_array()
+        .expect("sections")
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    for id in [
+        "host",
+        "calibration",
+        "real",
+        "model-vs-reality",
+        "extrapolation",
+    ] {
+        assert!(sections.contains(&id), "section {id} missing: {sections:?}");
+    }
+    // The calibrated profile is written next to the page and the sim accepts it.
+    let profile = out.join("host-profile.toml");
+    let output = Command::new(env!("CARGO_BIN_EXE_dirq"))
+        .args(["sim", "did-cyclictest", "--json", "--profile"])
+        .arg(&profile)
+        .output()
+        .expect("dirq runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_flags_are_rejected_with_a_clear_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_dirq"))
+        .args(["report", "--quick", "--smoke"])
+        .output()
+        .expect("dirq runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
