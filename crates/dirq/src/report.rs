@@ -147,6 +147,9 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, depth: Depth, seed:
         }
     };
 
+    let statistic = checks::ExitStatistic::of_backend(
+        probe.as_ref().and_then(|probe| probe.backend.as_deref()),
+    );
     let calibration = match probe {
         Some(probe) => steps.run(
             "calibrate: this host's costs",
@@ -190,6 +193,7 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, depth: Depth, seed:
                 &cases,
                 &calibration.host.profile,
                 &calibration.costs,
+                statistic,
                 seed,
                 bar,
             )
