@@ -54,6 +54,7 @@ pub const RESULT_EXIT_COST_KERNEL_CYCLES: usize = 2;
 pub const RESULT_WHILELOOP_ITERATIONS: usize = 0;
 pub const RESULT_WHILELOOP_BASELINE_CYCLES: usize = 1;
 pub const RESULT_WHILELOOP_LOADED_CYCLES: usize = 2;
+pub const RESULT_WHILELOOP_LOADED_ITERATIONS: usize = 3;
 
 /// `struct dirq_shared`: boot parameters, device writes and guest results.
 #[repr(C)]

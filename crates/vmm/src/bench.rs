@@ -134,12 +134,13 @@ fn whileloop(config: &BenchConfig, echo_console: bool) -> Result<RunReport, Benc
     let shared = &output.shared;
     let baseline = shared.result[abi::RESULT_WHILELOOP_BASELINE_CYCLES];
     let loaded = shared.result[abi::RESULT_WHILELOOP_LOADED_CYCLES];
+    let iterations = shared.result[abi::RESULT_WHILELOOP_ITERATIONS];
+    let loaded_iterations = shared.result[abi::RESULT_WHILELOOP_LOADED_ITERATIONS];
     let mut results = BTreeMap::new();
     results.insert("raised".into(), output.device.unwrap_or(0) as f64);
-    results.insert(
-        "iterations".into(),
-        shared.result[abi::RESULT_WHILELOOP_ITERATIONS] as f64,
-    );
+    results.insert("iterations".into(), iterations as f64);
+    // Below `iterations` when the guest gave up at its slowdown cap.
+    results.insert("loaded_iterations".into(), loaded_iterations as f64);
     results.insert(
         "baseline_ns".into(),
         cycles_to_ns(baseline, output.tsc_khz) as f64,
@@ -148,12 +149,13 @@ fn whileloop(config: &BenchConfig, echo_console: bool) -> Result<RunReport, Benc
         "loaded_ns".into(),
         cycles_to_ns(loaded, output.tsc_khz) as f64,
     );
+    // Iterations per cycle loaded, against iterations per cycle unloaded.
     results.insert(
         "guest_share".into(),
-        if loaded == 0 {
+        if loaded == 0 || iterations == 0 {
             0.0
         } else {
-            baseline as f64 / loaded as f64
+            (loaded_iterations as f64 * baseline as f64) / (iterations as f64 * loaded as f64)
         },
     );
     let (exits, duration_s) = window_exits(&output);

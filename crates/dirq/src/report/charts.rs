@@ -153,6 +153,30 @@ pub fn grouped_lines(
     (chart, table)
 }
 
+/// Latency against CPU burned, one point per labelled `(label, cpu, p50)`:
+/// the trade-off of every halt and polling mode.
+pub fn latency_cpu_scatter(cpu_label: &str, points: &[(String, f64, f64)]) -> Chart {
+    Chart::Xy {
+        x_axis: Axis {
+            label: cpu_label.into(),
+            scale: Scale::Linear,
+        },
+        y_axis: Axis {
+            label: "IPI latency p50 (ns, log scale)".into(),
+            scale: Scale::Log,
+        },
+        series: points
+            .iter()
+            .map(|(name, cpu, p50)| Series {
+                name: name.clone(),
+                style: SeriesStyle::Points,
+                points: vec![[*cpu, *p50]],
+            })
+            .collect(),
+        identity_line: false,
+    }
+}
+
 /// Table cell for a measured or predicted number: three significant digits.
 pub fn format_value(value: f64) -> String {
     if !value.is_finite() {

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use super::charts::{
     exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_cdf,
+    latency_cpu_scatter,
 };
-use super::data::{Axis, Chart, Figure, Scale, Section, Series, SeriesStyle, Table, TableRow};
+use super::data::{Axis, Figure, Scale, Section, Table, TableRow};
 use super::views::RealRun;
 use dirq_vmm::config::BenchConfig;
 
@@ -142,25 +143,13 @@ fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
     if measured.is_empty() {
         return None;
     }
-    let chart = Chart::Xy {
-        x_axis: Axis {
-            label: "host CPU burned (cores)".into(),
-            scale: Scale::Linear,
-        },
-        y_axis: Axis {
-            label: "IPI round trip p50 (ns, log scale)".into(),
-            scale: Scale::Log,
-        },
-        series: measured
+    let chart = latency_cpu_scatter(
+        "host CPU burned (cores)",
+        &measured
             .iter()
-            .map(|(case, p50)| Series {
-                name: case.label.clone(),
-                style: SeriesStyle::Points,
-                points: vec![[case.cpu_cores, *p50]],
-            })
-            .collect(),
-        identity_line: false,
-    };
+            .map(|(case, p50)| (case.label.clone(), case.cpu_cores, *p50))
+            .collect::<Vec<_>>(),
+    );
     let table = Table {
         title: String::new(),
         columns: [
@@ -298,6 +287,7 @@ pub fn process_cpu_seconds() -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::data::Chart;
     use super::super::views::UNCATEGORIZED;
     use super::*;
 
