@@ -12,6 +12,10 @@
 #define APIC_BASE_GLOBAL_ENABLE (1ul << 11)
 #define MSR_X2APIC_BASE 0x800
 #define MSR_X2APIC_ICR 0x830
+#define MSR_X2APIC_EOI 0x80b
+#define MSR_X2APIC_IRR0 0x820
+#define APIC_REG_EOI 0x0b0
+#define ICR_ALL_BUT_SELF (3u << 18)
 #define MSR_IA32_TSC_DEADLINE 0x6e0
 #define MSR_KVM_PV_EOI_EN 0x4b564d04
 #define KVM_MSR_ENABLED 1ul
@@ -88,6 +92,29 @@ void apic_send_ipi(u32 dest_apic_id, u8 vector)
     }
     apic_write(APIC_REG_ICR_HIGH, dest_apic_id << 24);
     apic_write(APIC_REG_ICR_LOW, vector);
+}
+
+void apic_send_ipi_all_but_self(u8 vector)
+{
+    if (shared->x2apic) {
+        wrmsr(MSR_X2APIC_ICR, ICR_ALL_BUT_SELF | vector);
+        return;
+    }
+    apic_write(APIC_REG_ICR_LOW, ICR_ALL_BUT_SELF | vector);
+}
+
+void apic_eoi(void)
+{
+    if (shared->x2apic)
+        wrmsr(MSR_X2APIC_EOI, 0);
+    else
+        mmio_write32(DIRQ_LAPIC_GPA + APIC_REG_EOI, 0);
+}
+
+int apic_irr_pending(u8 vector)
+{
+    /* IRR bits 32n..32n+31 are in MSR 0x820 + n (SDM 10.12.1.2). */
+    return (rdmsr(MSR_X2APIC_IRR0 + vector / 32) >> (vector % 32)) & 1;
 }
 
 void apic_timer_setup(u8 vector, int tsc_deadline)

@@ -14,7 +14,7 @@ static void run(void)
 {
     set_irq_entries(DIRQ_VECTOR_DEVICE, &device_irq);
     if (shared->via_ioapic)
-        ioapic_route(DIRQ_DEVICE_IOAPIC_PIN, DIRQ_VECTOR_DEVICE, 0);
+        ioapic_route(DIRQ_DEVICE_IOAPIC_PIN, DIRQ_VECTOR_DEVICE, 0, 0);
     control(DIRQ_CONTROL_BENCH_START);
     wait_until_at_least(&shared->handled[0], shared->count);
     control(DIRQ_CONTROL_BENCH_END);

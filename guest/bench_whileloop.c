@@ -7,53 +7,30 @@
  * the baseline and reports how far it got, so the run always ends.
  */
 #include "bench.h"
+#include "compute.h"
 #include "irq_entries.h"
 #include "kernel.h"
 #include "x86.h"
 
-#define CHUNK 4096
 #define MAX_SLOWDOWN 20
 
-/* A dependency chain the compiler cannot fold away. */
-static u64 work(u64 iterations, u64 seed)
+static void interrupts_on(void)
 {
-    volatile u64 sink = seed;
-    u64 x = seed;
-    for (u64 i = 0; i < iterations; i++)
-        x = x * 6364136223846793005ul + 1442695040888963407ul;
-    sink = x;
-    return sink;
+    irq_enable();
+    control(DIRQ_CONTROL_BENCH_START);
 }
 
 static void run(void)
 {
-    u64 budget = ns_to_tsc(shared->duration_ns);
-    u64 iterations = 0;
-    u64 seed = 1;
-
+    struct loop_timing timing;
     set_irq_entries(DIRQ_VECTOR_DEVICE, &device_irq);
-    u64 start = rdtsc();
-    while (rdtsc() - start < budget) {
-        seed = work(CHUNK, seed);
-        iterations += CHUNK;
-    }
-    u64 baseline = rdtsc() - start;
-
-    irq_enable();
-    control(DIRQ_CONTROL_BENCH_START);
-    start = rdtsc();
-    u64 done = 0;
-    while (done < iterations && rdtsc() - start < MAX_SLOWDOWN * baseline) {
-        seed = work(CHUNK, seed);
-        done += CHUNK;
-    }
-    u64 loaded = rdtsc() - start;
+    time_under_load(ns_to_tsc(shared->duration_ns), MAX_SLOWDOWN, interrupts_on, 0, &timing);
     control(DIRQ_CONTROL_BENCH_END);
 
-    shared->result[DIRQ_RESULT_WHILELOOP_ITERATIONS] = iterations;
-    shared->result[DIRQ_RESULT_WHILELOOP_LOADED_ITERATIONS] = done;
-    shared->result[DIRQ_RESULT_WHILELOOP_BASELINE_CYCLES] = baseline;
-    shared->result[DIRQ_RESULT_WHILELOOP_LOADED_CYCLES] = loaded;
+    shared->result[DIRQ_RESULT_WHILELOOP_ITERATIONS] = timing.iterations;
+    shared->result[DIRQ_RESULT_WHILELOOP_LOADED_ITERATIONS] = timing.loaded_iterations;
+    shared->result[DIRQ_RESULT_WHILELOOP_BASELINE_CYCLES] = timing.baseline_cycles;
+    shared->result[DIRQ_RESULT_WHILELOOP_LOADED_CYCLES] = timing.loaded_cycles;
 }
 
 const struct bench bench_whileloop = {DIRQ_BENCH_WHILELOOP, "whileloop", run, 0};

@@ -39,36 +39,40 @@
     or %rdx, %rax
 .endm
 
-.macro EOI_x2apic cpu
+/* Each EOI flavour takes the address of this CPU's PV EOI flag (pv_eoi_word
+ * entry); only the PV flavours use it. */
+.macro EOI_x2apic flag
     mov $MSR_X2APIC_EOI, %ecx
     xor %eax, %eax
     xor %edx, %edx
     wrmsr
 .endm
 
-.macro EOI_xapic cpu
+.macro EOI_xapic flag
     mov $(DIRQ_LAPIC_GPA + APIC_REG_EOI), %rcx
     movl $0, (%rcx)
 .endm
 
 /* KVM's PV EOI: if KVM set this CPU's flag, clearing it is the whole EOI. */
-.macro EOI_pv_x2apic cpu
-    btrl $0, pv_eoi_word + 4 * \cpu(%rip)
+.macro EOI_pv_x2apic flag
+    btrl $0, \flag
     jnc 1f
     incq SHARED(DIRQ_SHARED_OFFSET_PV_EOI_SKIPS)
     jmp 2f
-1:  EOI_x2apic \cpu
+1:  EOI_x2apic
 2:
 .endm
 
-.macro EOI_pv_xapic cpu
-    btrl $0, pv_eoi_word + 4 * \cpu(%rip)
+.macro EOI_pv_xapic flag
+    btrl $0, \flag
     jnc 1f
     incq SHARED(DIRQ_SHARED_OFFSET_PV_EOI_SKIPS)
     jmp 2f
-1:  EOI_xapic \cpu
+1:  EOI_xapic
 2:
 .endm
+
+#define CPU0_PV_EOI_FLAG pv_eoi_word(%rip)
 
 /* Fixed IPI to APIC ID 0 (SDM 10.6.1). */
 .macro SEND_TO_CPU0_x2apic vector
@@ -101,7 +105,17 @@
     mov SHARED(DIRQ_SHARED_OFFSET_RAISE_SEQ), %rax
     mov %rax, SHARED(DIRQ_SHARED_OFFSET_ACK_SEQ)
     incq HANDLED(0)
-    EOI_\eoi 0
+    EOI_\eoi CPU0_PV_EOI_FLAG
+    RESTORE_IRET
+.endm
+
+/* tick, on CPU 0: count. */
+.macro COUNT name, apic, eoi
+    .global \name\()_\eoi
+\name\()_\eoi:
+    SAVE
+    incq HANDLED(0)
+    EOI_\eoi CPU0_PV_EOI_FLAG
     RESTORE_IRET
 .endm
 
@@ -113,18 +127,22 @@
     RDTSC_RAX
     mov %rax, timer_fired_tsc(%rip)
     incq HANDLED(0)
-    EOI_\eoi 0
+    EOI_\eoi CPU0_PV_EOI_FLAG
     RESTORE_IRET
 .endm
 
-/* ipi, on CPU 1: answer the ping. */
+/* ipi, on a pinged CPU: answer the ping, count in handled[this CPU]
+ * (the CPU index is the stack's, as in kernel.c's this_cpu()). */
 .macro IPI_PING name, apic, eoi
     .global \name\()_\eoi
 \name\()_\eoi:
     SAVE
-    incq HANDLED(1)
+    mov %rsp, %rax
+    sub $DIRQ_STACKS_GPA, %rax
+    shr $DIRQ_STACK_SHIFT, %rax
+    incq HANDLED(0)(,%rax,8)
+    EOI_\eoi "pv_eoi_word(,%rax,4)"
     SEND_TO_CPU0_\apic DIRQ_VECTOR_IPI_PONG
-    EOI_\eoi 1
     RESTORE_IRET
 .endm
 
@@ -136,13 +154,24 @@
     RDTSC_RAX
     mov %rax, pong_tsc(%rip)
     incq HANDLED(0)
-    EOI_\eoi 0
+    EOI_\eoi CPU0_PV_EOI_FLAG
     RESTORE_IRET
 .endm
 
     .section .note.GNU-stack, "", @progbits
     .text
+/*
+ * vioapic, on CPU 0: only note the interrupt. The main loop services it
+ * (controller registers, device, EOI), like a threaded handler whose line
+ * stays in service until then; so no EOI here and one flavour for all.
+ */
+    .global level_irq
+level_irq:
+    incq level_irq_count(%rip)
+    iretq
+
 FOR_EACH_FLAVOUR device_irq, DEVICE
 FOR_EACH_FLAVOUR timer_irq, TIMER
+FOR_EACH_FLAVOUR tick_irq, COUNT
 FOR_EACH_FLAVOUR ipi_ping_irq, IPI_PING
 FOR_EACH_FLAVOUR ipi_pong_irq, IPI_PONG

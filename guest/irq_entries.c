@@ -10,9 +10,11 @@
 
 IRQ_ENTRIES(device_irq);
 IRQ_ENTRIES(timer_irq);
+IRQ_ENTRIES(tick_irq);
 IRQ_ENTRIES(ipi_ping_irq);
 IRQ_ENTRIES(ipi_pong_irq);
 
+volatile u64 level_irq_count;
 volatile u64 timer_fired_tsc;
 volatile u64 pong_tsc;
 

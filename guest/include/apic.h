@@ -19,6 +19,12 @@ extern volatile u32 pv_eoi_word[];
 
 void apic_init_cpu(u32 cpu);
 void apic_send_ipi(u32 dest_apic_id, u8 vector);
+/* Fixed IPI to every CPU but this one (ICR shorthand, SDM 10.6.1). */
+void apic_send_ipi_all_but_self(u8 vector);
+/* End of interrupt: clears the highest in-service vector (SDM 10.8.5). */
+void apic_eoi(void);
+/* Whether `vector` waits in this LAPIC's IRR (x2APIC only). */
+int apic_irr_pending(u8 vector);
 /* Programs the LVT timer: one-shot or TSC-deadline mode (SDM 10.5.4). */
 void apic_timer_setup(u8 vector, int tsc_deadline);
 /* Arms a one-shot timer of `ticks` APIC timer ticks (divide-by-1). */

@@ -22,5 +22,8 @@ extern const struct bench bench_ipi;
 extern const struct bench bench_whileloop;
 extern const struct bench bench_exit_cost;
 extern const struct bench bench_fault;
+extern const struct bench bench_vioapic;
+extern const struct bench bench_io_batch;
+extern const struct bench bench_tick;
 
 #endif

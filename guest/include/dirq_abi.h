@@ -8,34 +8,51 @@
 #define DIRQ_ABI_H
 
 #define DIRQ_ABI_MAGIC 0x71726964u /* "dirq" */
-#define DIRQ_ABI_VERSION 1u
+#define DIRQ_ABI_VERSION 2u
 
 /* Guest-physical layout chosen by the VMM. */
 #define DIRQ_SHARED_GPA 0x8000
 #define DIRQ_STACKS_GPA 0x20000
 #define DIRQ_STACK_SIZE 0x10000
-#define DIRQ_MAX_CPUS 2
+#define DIRQ_STACK_SHIFT 16 /* log2(DIRQ_STACK_SIZE) */
+#define DIRQ_MAX_CPUS 8
 #define DIRQ_LAPIC_GPA 0xfee00000
 #define DIRQ_IOAPIC_GPA 0xfec00000
 #define DIRQ_DEVICE_IOAPIC_PIN 10
+/* The VIOAPIC's register page, and its paravirtual page in guest RAM. */
+#define DIRQ_VIOAPIC_GPA 0xfed00000
+#define DIRQ_VIOAPIC_PV_GPA 0x9000
+#define DIRQ_VIOAPIC_LINE 0
+/* PIT channel 0 (IRQ0) reaches this IOAPIC input, as on PCs (ACPI override). */
+#define DIRQ_PIT_IOAPIC_PIN 2
 
 /* I/O ports the VMM owns. */
 #define DIRQ_PORT_SERIAL 0x3f8
 #define DIRQ_PORT_CONTROL 0xf4 /* 32-bit writes: enum dirq_control */
 #define DIRQ_PORT_NOOP 0xf8    /* does nothing: the cost of one userspace exit */
+#define DIRQ_PORT_IO_BATCH 0xfc /* 32-bit write: GPA of a struct dirq_io_batch to replay */
+#define DIRQ_PORT_TASK_FILE 0x1f0 /* the io-batch disk's task file, 0x1f0-0x1f7 */
+
+/* VIOAPIC registers (crates/arch/src/vioapic.rs). */
+#define DIRQ_VIOAPIC_REG_IRR 0x00
+#define DIRQ_VIOAPIC_REG_ISR 0x04
+#define DIRQ_VIOAPIC_REG_MASK 0x08
+#define DIRQ_VIOAPIC_REG_UNMASK 0x0c
+#define DIRQ_VIOAPIC_REG_ROUTE(line) (0x40 + 4 * (line))
 
 /* Interrupt vectors the guest uses. */
 #define DIRQ_VECTOR_DEVICE 0x40
 #define DIRQ_VECTOR_TIMER 0x41
 #define DIRQ_VECTOR_IPI_PING 0x42
 #define DIRQ_VECTOR_IPI_PONG 0x43
+#define DIRQ_VECTOR_TICK 0x44
 #define DIRQ_VECTOR_SPURIOUS 0xff
 
 /* Offsets in struct dirq_shared that assembly code uses (asserted below). */
 #define DIRQ_SHARED_OFFSET_RAISE_SEQ 0x100
 #define DIRQ_SHARED_OFFSET_ACK_SEQ 0x140
 #define DIRQ_SHARED_OFFSET_HANDLED 0x148
-#define DIRQ_SHARED_OFFSET_PV_EOI_SKIPS 0x160
+#define DIRQ_SHARED_OFFSET_PV_EOI_SKIPS 0x190
 
 /* Bench-specific results in dirq_shared.result[]. */
 #define DIRQ_RESULT_EXIT_COST_ITERATIONS 0
@@ -45,6 +62,24 @@
 #define DIRQ_RESULT_WHILELOOP_BASELINE_CYCLES 1
 #define DIRQ_RESULT_WHILELOOP_LOADED_CYCLES 2
 #define DIRQ_RESULT_WHILELOOP_LOADED_ITERATIONS 3
+#define DIRQ_RESULT_VIOAPIC_READS 0      /* controller register reads per interrupt */
+#define DIRQ_RESULT_VIOAPIC_WRITES 1     /* controller register writes per interrupt */
+#define DIRQ_RESULT_VIOAPIC_EVENTS 2     /* device events consumed */
+#define DIRQ_RESULT_VIOAPIC_SPURIOUS 3   /* interrupts with nothing to service */
+#define DIRQ_RESULT_VIOAPIC_MISORDERED 4 /* back-to-back events not consumed one by one */
+#define DIRQ_RESULT_VIOAPIC_MASKED_ARRIVALS 5 /* race test: arrived while masked, none in flight */
+#define DIRQ_RESULT_VIOAPIC_MASK_TOGGLES 6 /* race test: mask/unmask pairs done outside the handler */
+#define DIRQ_RESULT_VIOAPIC_CYCLES 7     /* TSC cycles over the measured interrupts */
+#define DIRQ_RESULT_IO_BATCH_COMMANDS 0
+#define DIRQ_RESULT_IO_BATCH_CYCLES 1
+#define DIRQ_RESULT_TICK_TICKS 0          /* timer interrupts in the loaded loop */
+#define DIRQ_RESULT_TICK_ITERATIONS 1
+#define DIRQ_RESULT_TICK_BASELINE_CYCLES 2 /* the loop with the PIT stopped */
+#define DIRQ_RESULT_TICK_LOADED_CYCLES 3   /* the same loop under the tick */
+#define DIRQ_RESULT_TICK_MAX_COUNT_READ 4  /* the highest channel-0 count read back */
+#define DIRQ_RESULT_TICK_RELOAD 5          /* the count the guest programmed */
+#define DIRQ_RESULT_TICK_LOADED_ITERATIONS 6
+#define DIRQ_RESULT_COUNT 16
 
 #ifndef __ASSEMBLER__
 #include "types.h"
@@ -63,6 +98,47 @@ enum dirq_bench {
     DIRQ_BENCH_WHILELOOP = 4,
     DIRQ_BENCH_EXIT_COST = 5,
     DIRQ_BENCH_FAULT = 6,
+    DIRQ_BENCH_VIOAPIC = 7,
+    DIRQ_BENCH_IO_BATCH = 8,
+    DIRQ_BENCH_TICK = 9,
+};
+
+/* args[0] of the vioapic bench: where the I/O interrupt controller lives. */
+enum dirq_vioapic_mode {
+    DIRQ_VIOAPIC_USERSPACE = 1, /* the VIOAPIC in the VMM: every access exits */
+    DIRQ_VIOAPIC_KERNEL = 2,    /* KVM's in-kernel IOAPIC, level-triggered */
+    DIRQ_VIOAPIC_RO_PAGE = 3,   /* reads from a read-only mirror, writes exit */
+    DIRQ_VIOAPIC_PV = 4,        /* MASK in shared memory, only UNMASK exits */
+};
+
+/* args[0] of the ipi bench. */
+enum dirq_ipi_kind {
+    DIRQ_IPI_UNICAST = 0,           /* CPU 0 pings CPU 1 */
+    DIRQ_IPI_BROADCAST = 1,         /* CPU 0 pings all others (ICR shorthand) */
+    DIRQ_IPI_BROADCAST_PV = 2,      /* ... with one KVM_HC_SEND_IPI hypercall */
+};
+
+/* The paravirtual VIOAPIC page: MASK moved into memory (section 6). The
+ * guest and the VMM update mask and isr only while holding lock. */
+struct dirq_vioapic_pv {
+    volatile u32 lock;
+    volatile u32 irr;
+    volatile u32 isr;
+    volatile u32 mask;
+};
+
+/* What one DIRQ_PORT_IO_BATCH doorbell replays, in order. */
+#define DIRQ_IO_BATCH_MAX 32
+struct dirq_io_batch_entry {
+    u16 port;
+    u8 size; /* 1, 2 or 4 */
+    u8 reserved;
+    u32 value;
+};
+struct dirq_io_batch {
+    u32 count;
+    u32 reserved;
+    struct dirq_io_batch_entry entries[DIRQ_IO_BATCH_MAX];
 };
 
 enum dirq_fault {
@@ -121,7 +197,7 @@ struct dirq_shared {
     volatile u32 cpus_online;
     volatile u32 failure;          /* enum dirq_failure */
     volatile u64 failure_detail[4];
-    volatile u64 result[8];
+    volatile u64 result[DIRQ_RESULT_COUNT];
 };
 
 #define DIRQ_ASSERT_OFFSET(field, offset) \
@@ -130,8 +206,10 @@ DIRQ_ASSERT_OFFSET(raise_seq, DIRQ_SHARED_OFFSET_RAISE_SEQ);
 DIRQ_ASSERT_OFFSET(ack_seq, DIRQ_SHARED_OFFSET_ACK_SEQ);
 DIRQ_ASSERT_OFFSET(handled, DIRQ_SHARED_OFFSET_HANDLED);
 DIRQ_ASSERT_OFFSET(pv_eoi_skips, DIRQ_SHARED_OFFSET_PV_EOI_SKIPS);
-_Static_assert(__builtin_offsetof(struct dirq_shared, result) == 0x198, "result offset");
-_Static_assert(sizeof(struct dirq_shared) == 0x1d8, "dirq_shared size");
+_Static_assert(__builtin_offsetof(struct dirq_shared, result) == 0x1c8, "result offset");
+_Static_assert(sizeof(struct dirq_shared) == 0x248, "dirq_shared size");
+_Static_assert(1 << DIRQ_STACK_SHIFT == DIRQ_STACK_SIZE, "stack shift");
+_Static_assert(sizeof(struct dirq_io_batch) == 8 + 8 * DIRQ_IO_BATCH_MAX, "dirq_io_batch size");
 #endif /* __ASSEMBLER__ */
 
 #endif

@@ -4,8 +4,17 @@
 
 #include "types.h"
 
-static inline void outb(u16 port, u8 value) { __asm__ volatile("outb %0, %1" ::"a"(value), "Nd"(port)); }
-static inline void outl(u16 port, u32 value) { __asm__ volatile("outl %0, %1" ::"a"(value), "Nd"(port)); }
+/* Port writes clobber memory: a device may read what the guest stored before
+ * (the io-batch doorbell reads a whole array). */
+static inline void outb(u16 port, u8 value) { __asm__ volatile("outb %0, %1" ::"a"(value), "Nd"(port) : "memory"); }
+static inline void outl(u16 port, u32 value) { __asm__ volatile("outl %0, %1" ::"a"(value), "Nd"(port) : "memory"); }
+
+static inline u8 inb(u16 port)
+{
+    u8 value;
+    __asm__ volatile("inb %1, %0" : "=a"(value) : "Nd"(port) : "memory");
+    return value;
+}
 
 static inline u64 rdtsc(void)
 {

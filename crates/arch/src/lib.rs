@@ -6,4 +6,5 @@ pub mod msi;
 pub mod pit;
 pub mod posted;
 pub mod vectors;
+pub mod vioapic;
 pub mod vmcs;

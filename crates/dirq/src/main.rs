@@ -4,6 +4,7 @@
 //! module and owns its flags.
 
 mod calibrate;
+mod designs;
 mod probe;
 mod report;
 mod run;
@@ -20,6 +21,7 @@ use clap::{Parser, Subcommand};
   dirq run      boots dirq's guest test kernel on /dev/kvm and counts every exit\n\
   dirq probe    what this host's KVM supports and what one exit costs\n\
   dirq sim      simulates vanilla KVM, APICv, ELI and DID on a modelled server\n\
+  dirq designs  the software-only designs on /dev/kvm: VIOAPIC levels, batched I/O, tick scaling, IPI/HLT\n\
   dirq calibrate  measures this host's costs into a profile for `dirq sim --profile`\n\
   dirq report   runs all of the above and writes one HTML report (the main job)"
 )]
@@ -36,6 +38,8 @@ enum Command {
     Probe(probe::Args),
     /// Simulate interrupt-delivery policies on a modelled server.
     Sim(sim::Args),
+    /// Measure the software-only designs on KVM, every mode side by side.
+    Designs(designs::Args),
     /// Measure this host's costs and write a cost profile for `dirq sim --profile`.
     Calibrate(calibrate::Args),
     /// Run probe, calibration, real benchmarks and simulations; write an HTML report.
@@ -48,6 +52,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => run::execute(args),
         Command::Probe(args) => probe::execute(args),
         Command::Sim(args) => sim::execute(args),
+        Command::Designs(args) => designs::execute(args),
         Command::Calibrate(args) => calibrate::execute(args),
         Command::Report(args) => report::execute(args),
     };

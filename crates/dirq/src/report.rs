@@ -6,6 +6,7 @@ mod calibration;
 mod charts;
 mod checks;
 mod data;
+mod designs;
 mod figures;
 mod host;
 mod html;
@@ -106,6 +107,7 @@ pub fn execute(args: Args) -> Result<()> {
     };
     if report.kvm.available {
         run_real_half(&mut report, &mut steps, depth, args.seed, &args.out);
+        run_designs(&mut report, &mut steps, depth);
     } else {
         report.notes.push(format!(
             "Simulation only ({}): no probe, calibration, real runs or model checks.",
@@ -244,6 +246,31 @@ fn record_checks(report: &mut ReportData, checks: &checks::ModelChecks) {
         report.sections.push(section);
     }
     insert_raw(report, "model_checks", checks);
+}
+
+/// The software-only designs on this host's KVM, as `dirq designs` measures
+/// them; a design that fails is a note, the others still report.
+fn run_designs(report: &mut ReportData, steps: &mut Steps, depth: Depth) {
+    let all = crate::designs::Design::ALL;
+    let (scale, command) = match depth {
+        Depth::Full => (dirq_vmm::designs::Scale::Full, "dirq designs"),
+        Depth::Quick | Depth::Smoke => (dirq_vmm::designs::Scale::Quick, "dirq designs --quick"),
+    };
+    let tables = steps.run(
+        "software-only designs: VIOAPIC, batched I/O, tick scaling, IPI/HLT",
+        all.len() as u64,
+        |bar| crate::designs::measure(&all, scale, bar),
+    );
+    report.notes.extend(
+        tables
+            .failures
+            .iter()
+            .map(|failure| format!("`{command}`: {failure}")),
+    );
+    if let Some(section) = designs::designs_section(&tables, command) {
+        report.sections.push(section);
+    }
+    insert_raw(report, "designs", &tables);
 }
 
 /// The built-in scenarios with the published did-2015 profile, and one

@@ -4,8 +4,8 @@
 use anyhow::Context;
 use dirq_vmm::bench;
 use dirq_vmm::config::{
-    ApicMode, Bench, BenchConfig, FaultKind, GuestIdle, HaltMode, Inject, IrqSource, Irqchip,
-    TimerMode,
+    ApicMode, Bench, BenchConfig, FaultKind, GuestIdle, HaltMode, Inject, IpiKind, IrqSource,
+    Irqchip, TimerMode, VioapicMode,
 };
 
 #[derive(clap::Args)]
@@ -17,9 +17,14 @@ use dirq_vmm::config::{
   dirq run timer-latency --timer oneshot --period-ns 100000\n  \
   dirq run ipi --guest-idle busy --json\n  \
   dirq run whileloop --rate 20000\n  \
-  dirq run fault --fault triple-fault                    # fault handling self-test (exits non-zero)")]
+  dirq run vioapic --vioapic pv                          # level-triggered interrupts, MASK in shared memory\n  \
+  dirq run io-batch --io-batch                           # 11 port writes per disk command, one exit\n  \
+  dirq run tick --tick-scale 10                          # the guest's 1000 Hz PIT tick, 10x slower\n  \
+  dirq run ipi --ipi broadcast --vcpus 4 --pv-send-ipi   # one hypercall pings three vCPUs\n  \
+  dirq run fault --fault triple-fault                    # fault handling self-test (exits non-zero)\n\n\
+`dirq designs` runs vioapic, io-batch, tick and ipi in every mode and prints them side by side.")]
 pub struct Args {
-    /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, fault.
+    /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, vioapic, io-batch, tick, fault.
     #[arg(value_parser = parse::<Bench>)]
     bench: Bench,
     /// Interrupt controller: userspace (dirq's models, every access exits), kernel (KVM's), split (KVM LAPIC, dirq IOAPIC).
@@ -61,6 +66,27 @@ pub struct Args {
     /// The fault bench's misbehaviour: triple-fault, hang, unowned-port, unowned-mmio, exception.
     #[arg(long, value_parser = parse::<FaultKind>)]
     fault: Option<FaultKind>,
+    /// vioapic: where the I/O interrupt controller lives: userspace, kernel, ro-page or pv.
+    #[arg(long, value_parser = parse::<VioapicMode>)]
+    vioapic: Option<VioapicMode>,
+    /// vioapic race test: the device raises at random times while the guest masks and unmasks.
+    #[arg(long)]
+    race: bool,
+    /// io-batch: record each disk command's port writes and ring one doorbell.
+    #[arg(long)]
+    io_batch: bool,
+    /// tick: run the guest's PIT this many times slower, unseen by the guest.
+    #[arg(long, value_name = "K")]
+    tick_scale: Option<u32>,
+    /// ipi: unicast (CPU 0 pings CPU 1) or broadcast (CPU 0 pings every other vCPU).
+    #[arg(long, value_parser = parse::<IpiKind>)]
+    ipi: Option<IpiKind>,
+    /// ipi broadcast: send with one KVM PV send-IPI hypercall instead of an ICR write.
+    #[arg(long)]
+    pv_send_ipi: bool,
+    /// vCPUs to boot (1-8; more than the host's cores is allowed).
+    #[arg(long)]
+    vcpus: Option<u32>,
     /// Watchdog: fail the run if the guest has not finished after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
@@ -100,6 +126,14 @@ impl Args {
         config.period_ns = self.period_ns.unwrap_or(config.period_ns);
         config.duration_ms = self.duration_ms.unwrap_or(config.duration_ms);
         config.fault = self.fault.unwrap_or(config.fault);
+        config.vioapic = self.vioapic.unwrap_or(config.vioapic);
+        config.vioapic_race = self.race;
+        config.io_batch = self.io_batch;
+        config.tick_scale = self.tick_scale.unwrap_or(config.tick_scale);
+        config.ipi = self.ipi.unwrap_or(config.ipi);
+        config.pv_send_ipi = self.pv_send_ipi;
+        config.vcpus = self.vcpus.unwrap_or(config.vcpus);
+        self.refuse_flags_of_other_benches()?;
         if let Some(seconds) = self.timeout {
             anyhow::ensure!(
                 seconds.is_finite() && seconds > 0.0,
@@ -109,6 +143,27 @@ impl Args {
         }
         config.validate()?;
         Ok(config)
+    }
+}
+
+impl Args {
+    /// A design's flag on another bench would be silently ignored: refuse it.
+    fn refuse_flags_of_other_benches(&self) -> anyhow::Result<()> {
+        let owned = [
+            ("--vioapic", self.vioapic.is_some(), Bench::Vioapic),
+            ("--race", self.race, Bench::Vioapic),
+            ("--io-batch", self.io_batch, Bench::IoBatch),
+            ("--tick-scale", self.tick_scale.is_some(), Bench::Tick),
+            ("--ipi", self.ipi.is_some(), Bench::Ipi),
+            ("--pv-send-ipi", self.pv_send_ipi, Bench::Ipi),
+        ];
+        for (flag, given, bench) in owned {
+            anyhow::ensure!(
+                !given || self.bench == bench,
+                "{flag} applies to the {bench} bench only"
+            );
+        }
+        Ok(())
     }
 }
 

@@ -159,8 +159,19 @@ fn full_pipeline_report_builds_model_checks_from_real_runs() {
         "real",
         "model-vs-reality",
         "extrapolation",
+        "designs",
     ] {
         assert!(sections.contains(&id), "section {id} missing: {sections:?}");
+    }
+    // Every software-only design was measured, and its table kept.
+    let designs = &data["raw"]["designs"];
+    assert_eq!(designs["failures"], serde_json::json!([]), "{designs}");
+    for (table, rows) in [("vioapic", 4), ("io_batch", 2), ("tick", 2)] {
+        assert_eq!(
+            designs[table]["rows"].as_array().map(Vec::len),
+            Some(rows),
+            "{table}: {designs}"
+        );
     }
     // The calibrated profile is written next to the page and the sim accepts it.
     let profile = out.join("host-profile.toml");

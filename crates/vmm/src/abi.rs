@@ -9,19 +9,25 @@ use vm_memory::ByteValued;
 pub const GUEST_ELF: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dirq-guest.elf"));
 
 pub const MAGIC: u32 = 0x7172_6964;
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 pub const SHARED_GPA: u64 = 0x8000;
 pub const STACKS_GPA: u64 = 0x20000;
 pub const STACK_SIZE: u64 = 0x10000;
-pub const MAX_CPUS: usize = 2;
+pub const MAX_CPUS: usize = 8;
 pub const LAPIC_GPA: u64 = 0xfee0_0000;
 pub const IOAPIC_GPA: u64 = 0xfec0_0000;
 pub const DEVICE_IOAPIC_PIN: u32 = 10;
+pub const VIOAPIC_GPA: u64 = 0xfed0_0000;
+pub const VIOAPIC_PV_GPA: u64 = 0x9000;
+pub const VIOAPIC_LINE: u32 = 0;
+pub const PIT_IOAPIC_PIN: u32 = 2;
 
 pub const PORT_SERIAL: u16 = 0x3f8;
 pub const PORT_CONTROL: u16 = 0xf4;
 pub const PORT_NOOP: u16 = 0xf8;
+pub const PORT_IO_BATCH: u16 = 0xfc;
+pub const PORT_TASK_FILE: u16 = 0x1f0;
 
 pub const CONTROL_BENCH_START: u32 = 1;
 pub const CONTROL_BENCH_END: u32 = 2;
@@ -34,6 +40,18 @@ pub const BENCH_IPI: u32 = 3;
 pub const BENCH_WHILELOOP: u32 = 4;
 pub const BENCH_EXIT_COST: u32 = 5;
 pub const BENCH_FAULT: u32 = 6;
+pub const BENCH_VIOAPIC: u32 = 7;
+pub const BENCH_IO_BATCH: u32 = 8;
+pub const BENCH_TICK: u32 = 9;
+
+pub const VIOAPIC_USERSPACE: u64 = 1;
+pub const VIOAPIC_KERNEL: u64 = 2;
+pub const VIOAPIC_RO_PAGE: u64 = 3;
+pub const VIOAPIC_PV: u64 = 4;
+
+pub const IPI_UNICAST: u64 = 0;
+pub const IPI_BROADCAST: u64 = 1;
+pub const IPI_BROADCAST_PV: u64 = 2;
 
 pub const FAULT_TRIPLE: u32 = 1;
 pub const FAULT_HANG: u32 = 2;
@@ -55,6 +73,24 @@ pub const RESULT_WHILELOOP_ITERATIONS: usize = 0;
 pub const RESULT_WHILELOOP_BASELINE_CYCLES: usize = 1;
 pub const RESULT_WHILELOOP_LOADED_CYCLES: usize = 2;
 pub const RESULT_WHILELOOP_LOADED_ITERATIONS: usize = 3;
+pub const RESULT_VIOAPIC_READS: usize = 0;
+pub const RESULT_VIOAPIC_WRITES: usize = 1;
+pub const RESULT_VIOAPIC_EVENTS: usize = 2;
+pub const RESULT_VIOAPIC_SPURIOUS: usize = 3;
+pub const RESULT_VIOAPIC_MISORDERED: usize = 4;
+pub const RESULT_VIOAPIC_MASKED_ARRIVALS: usize = 5;
+pub const RESULT_VIOAPIC_MASK_TOGGLES: usize = 6;
+pub const RESULT_VIOAPIC_CYCLES: usize = 7;
+pub const RESULT_IO_BATCH_COMMANDS: usize = 0;
+pub const RESULT_IO_BATCH_CYCLES: usize = 1;
+pub const RESULT_TICK_TICKS: usize = 0;
+pub const RESULT_TICK_ITERATIONS: usize = 1;
+pub const RESULT_TICK_BASELINE_CYCLES: usize = 2;
+pub const RESULT_TICK_LOADED_CYCLES: usize = 3;
+pub const RESULT_TICK_MAX_COUNT_READ: usize = 4;
+pub const RESULT_TICK_RELOAD: usize = 5;
+pub const RESULT_TICK_LOADED_ITERATIONS: usize = 6;
+pub const RESULT_COUNT: usize = 16;
 
 /// `struct dirq_shared`: boot parameters, device writes and guest results.
 #[repr(C)]
@@ -89,16 +125,16 @@ pub struct SharedPage {
     pub cpus_online: u32,
     pub failure: u32,
     pub failure_detail: [u64; 4],
-    pub result: [u64; 8],
+    pub result: [u64; RESULT_COUNT],
 }
 
 const _: () = {
     assert!(offset_of!(SharedPage, raise_seq) == 0x100);
     assert!(offset_of!(SharedPage, ack_seq) == 0x140);
     assert!(offset_of!(SharedPage, handled) == 0x148);
-    assert!(offset_of!(SharedPage, pv_eoi_skips) == 0x160);
-    assert!(offset_of!(SharedPage, result) == 0x198);
-    assert!(std::mem::size_of::<SharedPage>() == 0x1d8);
+    assert!(offset_of!(SharedPage, pv_eoi_skips) == 0x190);
+    assert!(offset_of!(SharedPage, result) == 0x1c8);
+    assert!(std::mem::size_of::<SharedPage>() == 0x248);
 };
 
 impl Default for SharedPage {
@@ -120,4 +156,16 @@ pub const fn shared_field_gpa(offset: usize) -> u64 {
 }
 
 pub const RAISE_SEQ_GPA: u64 = shared_field_gpa(offset_of!(SharedPage, raise_seq));
+
+/// `struct dirq_vioapic_pv`: the paravirtual VIOAPIC page's fields.
+pub const VIOAPIC_PV_LOCK_GPA: u64 = VIOAPIC_PV_GPA;
+pub const VIOAPIC_PV_IRR_GPA: u64 = VIOAPIC_PV_GPA + 4;
+pub const VIOAPIC_PV_ISR_GPA: u64 = VIOAPIC_PV_GPA + 8;
+pub const VIOAPIC_PV_MASK_GPA: u64 = VIOAPIC_PV_GPA + 12;
+
+/// `struct dirq_io_batch`: a count, then `IO_BATCH_MAX` 8-byte entries of
+/// port (u16), size (u8), reserved (u8), value (u32).
+pub const IO_BATCH_MAX: usize = 32;
+pub const IO_BATCH_HEADER_SIZE: u64 = 8;
+pub const IO_BATCH_ENTRY_SIZE: u64 = 8;
 pub const ACK_SEQ_GPA: u64 = shared_field_gpa(offset_of!(SharedPage, ack_seq));

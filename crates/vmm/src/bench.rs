@@ -35,6 +35,8 @@ pub enum BenchError {
     },
     #[error("the fault bench finished without faulting (fault {0})")]
     FaultNotRaised(FaultKind),
+    #[error("{bench}: {what}")]
+    Invariant { bench: &'static str, what: String },
 }
 
 /// Runs one benchmark; the guest's console is kept in the report.
@@ -56,10 +58,13 @@ pub fn run_with_console(config: &BenchConfig, echo_console: bool) -> Result<RunR
             machine::run::<()>(config, echo_console, Extensions::default())?;
             Err(BenchError::FaultNotRaised(config.fault))
         }
+        Bench::Vioapic => crate::designs::vioapic::run(config, echo_console),
+        Bench::IoBatch => crate::designs::io_batch::run(config, echo_console),
+        Bench::Tick => crate::designs::tick::run(config, echo_console),
     }
 }
 
-fn window_exits<T>(output: &MachineOutput<T>) -> (ExitSummary, f64) {
+pub(crate) fn window_exits<T>(output: &MachineOutput<T>) -> (ExitSummary, f64) {
     let window = &output.window;
     match &window.end {
         Some((end_time, end)) => (
@@ -73,7 +78,7 @@ fn window_exits<T>(output: &MachineOutput<T>) -> (ExitSummary, f64) {
     }
 }
 
-fn cycles_to_ns(cycles: u64, tsc_khz: u64) -> u64 {
+pub(crate) fn cycles_to_ns(cycles: u64, tsc_khz: u64) -> u64 {
     if tsc_khz == 0 {
         return 0;
     }
@@ -149,14 +154,9 @@ fn whileloop(config: &BenchConfig, echo_console: bool) -> Result<RunReport, Benc
         "loaded_ns".into(),
         cycles_to_ns(loaded, output.tsc_khz) as f64,
     );
-    // Iterations per cycle loaded, against iterations per cycle unloaded.
     results.insert(
         "guest_share".into(),
-        if loaded == 0 || iterations == 0 {
-            0.0
-        } else {
-            (loaded_iterations as f64 * baseline as f64) / (iterations as f64 * loaded as f64)
-        },
+        guest_share(iterations, baseline, loaded_iterations, loaded),
     );
     let (exits, duration_s) = window_exits(&output);
     Ok(RunReport::new(
@@ -168,6 +168,20 @@ fn whileloop(config: &BenchConfig, echo_console: bool) -> Result<RunReport, Benc
         results,
         output.console,
     ))
+}
+
+/// The share of the CPU a compute loop kept under a load: iterations per
+/// cycle loaded, against iterations per cycle unloaded.
+pub(crate) fn guest_share(
+    iterations: u64,
+    baseline_cycles: u64,
+    loaded_iterations: u64,
+    loaded_cycles: u64,
+) -> f64 {
+    if loaded_cycles == 0 || iterations == 0 {
+        return 0.0;
+    }
+    (loaded_iterations as f64 * baseline_cycles as f64) / (iterations as f64 * loaded_cycles as f64)
 }
 
 /// Benches whose figures the guest measures itself with its TSC.
@@ -195,8 +209,14 @@ fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport 
             0
         }
         Bench::Ipi => {
-            results.insert("ipis_to_vcpu1".into(), shared.handled[1] as f64);
-            results.insert("ipis_to_vcpu0".into(), shared.handled[0] as f64);
+            for (cpu, handled) in shared
+                .handled
+                .iter()
+                .take(config.vcpus as usize)
+                .enumerate()
+            {
+                results.insert(format!("ipis_to_vcpu{cpu}"), *handled as f64);
+            }
             shared.handled.iter().sum()
         }
         _ => shared.handled.iter().sum(),

@@ -43,6 +43,7 @@ const CPUID_LEAF_TOPOLOGY: u32 = 0xb;
 const CPUID_1_ECX_TSC_DEADLINE: u32 = 1 << 24;
 const CPUID_KVM_FEATURES: u32 = 0x4000_0001;
 const KVM_FEATURE_PV_EOI: u32 = 1 << 6;
+const KVM_FEATURE_PV_SEND_IPI: u32 = 1 << 11;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BootError {
@@ -90,10 +91,11 @@ pub fn write_boot_structures(memory: &GuestMemory) -> Result<(), BootError> {
 pub struct CpuidOptions {
     pub tsc_deadline: bool,
     pub pv_eoi: bool,
+    pub pv_send_ipi: bool,
 }
 
 /// Per-vCPU CPUID: the APIC ID in leaves 1 and 0xB, TSC-deadline when the
-/// VMM can honour it, and KVM's PV EOI only when asked for.
+/// VMM can honour it, and KVM's PV EOI and PV send-IPI only when asked for.
 pub fn vcpu_cpuid(supported: &CpuId, cpu: usize, options: &CpuidOptions) -> CpuId {
     let mut cpuid = supported.clone();
     for entry in cpuid.as_mut_slice() {
@@ -107,7 +109,15 @@ pub fn vcpu_cpuid(supported: &CpuId, cpu: usize, options: &CpuidOptions) -> CpuI
                 }
             }
             CPUID_LEAF_TOPOLOGY => entry.edx = cpu as u32,
-            CPUID_KVM_FEATURES if !options.pv_eoi => entry.eax &= !KVM_FEATURE_PV_EOI,
+            CPUID_KVM_FEATURES => {
+                // Offer the PV features the run uses, and no others it measures.
+                if !options.pv_eoi {
+                    entry.eax &= !KVM_FEATURE_PV_EOI;
+                }
+                if !options.pv_send_ipi {
+                    entry.eax &= !KVM_FEATURE_PV_SEND_IPI;
+                }
+            }
             _ => {}
         }
     }

@@ -86,6 +86,40 @@ named_enum!(
         ExitCost = "exit-cost",
         /// The guest misbehaves on purpose (see `FaultKind`).
         Fault = "fault",
+        /// Level-triggered device interrupts through an I/O interrupt
+        /// controller at one of four levels (`VioapicMode`), back to back.
+        Vioapic = "vioapic",
+        /// Disk commands of 11 port writes each, or one doorbell per command.
+        IoBatch = "io-batch",
+        /// A compute loop under the guest's 1000 Hz PIT tick, optionally
+        /// slowed by the VMM (`--tick-scale`).
+        Tick = "tick",
+    }
+);
+
+named_enum!(
+    /// Where the vioapic bench's I/O interrupt controller lives
+    /// (mechanisms.md section 6), from dearest to cheapest.
+    VioapicMode, "vioapic mode", {
+        /// dirq's VIOAPIC in the VMM: every register access exits to userspace.
+        Userspace = "userspace",
+        /// KVM's in-kernel IOAPIC, level-triggered: accesses stay in the kernel.
+        Kernel = "kernel",
+        /// dirq's VIOAPIC with its readable registers mirrored in a
+        /// read-only memory slot: reads cost no exit, writes trap.
+        RoPage = "ro-page",
+        /// MASK in a guest-writable shared page, only UNMASK traps.
+        Pv = "pv",
+    }
+);
+
+named_enum!(
+    /// Whom the ipi bench's CPU 0 pings.
+    IpiKind, "ipi kind", {
+        /// CPU 1 only.
+        Unicast = "unicast",
+        /// Every other CPU at once (ICR shorthand all-excluding-self).
+        Broadcast = "broadcast",
     }
 );
 
@@ -234,15 +268,31 @@ pub struct BenchConfig {
     pub duration_ms: u64,
     /// The misbehaviour of the `fault` bench.
     pub fault: FaultKind,
-    /// Free parameters for benches added later, passed to the guest as is.
-    #[serde(default)]
-    pub guest_args: [u64; 4],
+    /// vCPUs to boot (the ipi bench's broadcast uses more than two).
+    pub vcpus: u32,
+    /// The vioapic bench's controller level.
+    pub vioapic: VioapicMode,
+    /// vioapic race test: the device raises at random times while the guest
+    /// also masks and unmasks outside its handler.
+    pub vioapic_race: bool,
+    /// io-batch: record each command's port writes and ring one doorbell.
+    pub io_batch: bool,
+    /// tick: the VMM runs the guest's PIT this many times slower.
+    pub tick_scale: u32,
+    /// ipi: unicast or broadcast.
+    pub ipi: IpiKind,
+    /// ipi broadcast: one KVM_HC_SEND_IPI hypercall instead of an ICR write.
+    pub pv_send_ipi: bool,
     /// The watchdog: a run that has not finished by then fails.
     pub timeout_ms: u64,
 }
 
 /// The largest count the guest's sample area holds.
 pub const MAX_COUNT: u64 = crate::memory::SAMPLES_CAPACITY;
+/// vCPUs a run can boot: the guest's per-CPU stacks and counters.
+pub const MAX_VCPUS: u32 = crate::abi::MAX_CPUS as u32;
+/// The largest `--tick-scale`: the PIT's 16-bit count times this still fits.
+pub const MAX_TICK_SCALE: u32 = 1000;
 
 impl BenchConfig {
     /// The in-kernel path with defaults sized for about a second of work.
@@ -254,10 +304,19 @@ impl BenchConfig {
             Bench::Whileloop => (0, 10_000),
             Bench::ExitCost => (20_000, 0),
             Bench::Fault => (0, 0),
+            Bench::Vioapic => (20_000, 0),
+            Bench::IoBatch => (5_000, 0),
+            Bench::Tick => (0, 0),
         };
         BenchConfig {
             bench,
-            irqchip: Irqchip::Kernel,
+            // The tick's PIT lives in the VMM, which KVM allows only with
+            // its IOAPIC out of the kernel too.
+            irqchip: if bench == Bench::Tick {
+                Irqchip::Split
+            } else {
+                Irqchip::Kernel
+            },
             inject: Inject::Vcpu,
             source: IrqSource::Msi,
             pv_eoi: false,
@@ -270,7 +329,13 @@ impl BenchConfig {
             period_ns: 200_000,
             duration_ms: 500,
             fault: FaultKind::Exception,
-            guest_args: [0; 4],
+            vcpus: 2,
+            vioapic: VioapicMode::Userspace,
+            vioapic_race: false,
+            io_batch: false,
+            tick_scale: 1,
+            ipi: IpiKind::Unicast,
+            pv_send_ipi: false,
             timeout_ms: 30_000,
         }
     }
@@ -301,9 +366,15 @@ impl BenchConfig {
         {
             return incompatible("--inject irqfd cannot drive the IOAPIC in the VMM (--irqchip split): use --inject vcpu");
         }
+        self.validate_designs()?;
         let counted = matches!(
             self.bench,
-            Bench::IrqLatency | Bench::TimerLatency | Bench::Ipi | Bench::ExitCost
+            Bench::IrqLatency
+                | Bench::TimerLatency
+                | Bench::Ipi
+                | Bench::ExitCost
+                | Bench::Vioapic
+                | Bench::IoBatch
         );
         if counted && !(1..=MAX_COUNT).contains(&self.count) {
             return Err(ConfigError::OutOfRange {
@@ -321,7 +392,9 @@ impl BenchConfig {
                 max: 1_000_000_000,
             });
         }
-        if self.bench == Bench::Whileloop && !(1..=60_000).contains(&self.duration_ms) {
+        if matches!(self.bench, Bench::Whileloop | Bench::Tick)
+            && !(1..=60_000).contains(&self.duration_ms)
+        {
             return Err(ConfigError::OutOfRange {
                 what: "--duration-ms",
                 value: self.duration_ms,
@@ -337,6 +410,54 @@ impl BenchConfig {
         }
         Ok(())
     }
+
+    /// The flags of the software-only designs (mechanisms.md sections 6-8).
+    fn validate_designs(&self) -> Result<(), ConfigError> {
+        let incompatible = |why: &str| Err(ConfigError::Incompatible(why.to_string()));
+        if !(1..=MAX_VCPUS).contains(&self.vcpus) {
+            return Err(ConfigError::OutOfRange {
+                what: "--vcpus",
+                value: u64::from(self.vcpus),
+                min: 1,
+                max: u64::from(MAX_VCPUS),
+            });
+        }
+        if self.bench == Bench::Ipi && self.vcpus < 2 {
+            return incompatible("ipi needs at least 2 vCPUs");
+        }
+        if !(1..=MAX_TICK_SCALE).contains(&self.tick_scale) {
+            return Err(ConfigError::OutOfRange {
+                what: "--tick-scale",
+                value: u64::from(self.tick_scale),
+                min: 1,
+                max: u64::from(MAX_TICK_SCALE),
+            });
+        }
+        if self.pv_send_ipi && self.ipi != IpiKind::Broadcast {
+            return incompatible(
+                "--pv-send-ipi replaces the broadcast ICR write: use it with --ipi broadcast",
+            );
+        }
+        match self.bench {
+            Bench::Vioapic => {
+                // The modes differ only in where the I/O controller lives; the
+                // LAPIC below it is KVM's in every mode.
+                if self.irqchip != Irqchip::Kernel || self.pv_eoi || self.apic != ApicMode::X2apic {
+                    return incompatible("vioapic runs on KVM's LAPIC in x2APIC mode (--irqchip kernel --apic x2apic, no --pv-eoi); --vioapic chooses where the I/O interrupt controller lives");
+                }
+                if self.vioapic_race && self.vioapic == VioapicMode::Kernel {
+                    return incompatible("the vioapic race test drives dirq's controller: use --vioapic userspace, ro-page or pv");
+                }
+            }
+            Bench::Tick if self.irqchip != Irqchip::Split => {
+                return incompatible(
+                    "tick needs a PIT the VMM emulates, which KVM allows only with --irqchip split",
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 impl Bench {
@@ -349,6 +470,40 @@ impl Bench {
             Bench::Whileloop => crate::abi::BENCH_WHILELOOP,
             Bench::ExitCost => crate::abi::BENCH_EXIT_COST,
             Bench::Fault => crate::abi::BENCH_FAULT,
+            Bench::Vioapic => crate::abi::BENCH_VIOAPIC,
+            Bench::IoBatch => crate::abi::BENCH_IO_BATCH,
+            Bench::Tick => crate::abi::BENCH_TICK,
+        }
+    }
+}
+
+impl BenchConfig {
+    /// The bench-specific parameters the guest reads from `shared->args`.
+    pub fn guest_args(&self) -> [u64; 4] {
+        match self.bench {
+            Bench::Vioapic => [self.vioapic.abi_id(), u64::from(self.vioapic_race), 0, 0],
+            Bench::IoBatch => [u64::from(self.io_batch), 0, 0, 0],
+            Bench::Ipi => {
+                let kind = match (self.ipi, self.pv_send_ipi) {
+                    (IpiKind::Unicast, _) => crate::abi::IPI_UNICAST,
+                    (IpiKind::Broadcast, false) => crate::abi::IPI_BROADCAST,
+                    (IpiKind::Broadcast, true) => crate::abi::IPI_BROADCAST_PV,
+                };
+                [kind, 0, 0, 0]
+            }
+            _ => [0; 4],
+        }
+    }
+}
+
+impl VioapicMode {
+    /// The guest's `enum dirq_vioapic_mode` value.
+    pub fn abi_id(self) -> u64 {
+        match self {
+            VioapicMode::Userspace => crate::abi::VIOAPIC_USERSPACE,
+            VioapicMode::Kernel => crate::abi::VIOAPIC_KERNEL,
+            VioapicMode::RoPage => crate::abi::VIOAPIC_RO_PAGE,
+            VioapicMode::Pv => crate::abi::VIOAPIC_PV,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -54,15 +55,47 @@ impl UserspaceExit {
     }
 }
 
-/// One vCPU's userspace exits, counted by its run loop.
+/// One vCPU's userspace exits, counted by its run loop, and the CPU time
+/// of the thread that runs it.
 #[derive(Default)]
 pub struct ExitCounters {
     counts: [AtomicU64; UserspaceExit::ALL.len()],
+    cpu_clock: OnceLock<libc::clockid_t>,
 }
 
 impl ExitCounters {
     pub fn count(&self, reason: UserspaceExit) {
         self.counts[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Called on the vCPU's thread before it first runs: from then on the
+    /// snapshots include that thread's CPU time (in the guest, in KVM, and
+    /// in the VMM's exit handling; sleeping in HLT costs none).
+    pub fn track_this_thread(&self) {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: pthread_self is always valid for the calling thread, and
+        // pthread_getcpuclockid writes one clockid_t through the pointer.
+        if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
+            let _ = self.cpu_clock.set(clock);
+        }
+    }
+
+    /// CPU time of the tracked thread so far; 0 before it is tracked. Only
+    /// read while the thread lives (the measured window).
+    fn cpu_ns(&self) -> u64 {
+        let Some(&clock) = self.cpu_clock.get() else {
+            return 0;
+        };
+        let mut time = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec through the pointer; the
+        // clock belongs to a vCPU thread that is still running.
+        if unsafe { libc::clock_gettime(clock, &mut time) } != 0 {
+            return 0;
+        }
+        time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
     }
 
     fn snapshot(&self) -> Counters {
@@ -93,6 +126,8 @@ const KERNEL_EXIT_STATS: &[&str] = &[
     "insn_emulation",
 ];
 const KERNEL_TOTAL_STAT: &str = "exits";
+/// The exits KVM counted that none of its categories claims.
+pub const UNCATEGORIZED: &str = "other (no KVM category)";
 const KERNEL_SIGNAL_EXITS_STAT: &str = "signal_exits";
 
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +145,7 @@ pub enum ExitsError {
 pub struct ExitSnapshot {
     userspace: Vec<Counters>,
     kernel: Vec<Counters>,
+    cpu_ns: Vec<u64>,
 }
 
 /// Every vCPU's counters: the run loops' and KVM's.
@@ -139,6 +175,7 @@ impl ExitAccounting {
         Ok(ExitSnapshot {
             userspace: self.counters.iter().map(ExitCounters::snapshot).collect(),
             kernel,
+            cpu_ns: self.counters.iter().map(ExitCounters::cpu_ns).collect(),
         })
     }
 }
@@ -154,6 +191,8 @@ pub struct VcpuExits {
     pub userspace_by_reason: BTreeMap<String, u64>,
     /// Every scalar KVM stat that moved (exits, irq_injections, halt_wakeup, ...).
     pub kvm_stats: BTreeMap<String, u64>,
+    /// CPU seconds the vCPU's thread burned.
+    pub cpu_s: f64,
 }
 
 /// All vCPUs' exits over the measured window.
@@ -166,10 +205,17 @@ pub struct ExitSummary {
     pub userspace: u64,
     /// Exits KVM handled without returning: `total - userspace`.
     pub kernel: u64,
-    /// KVM's per-category exit counters (`io_exits`, `halt_exits`, `irq_exits`, ...).
+    /// KVM's per-category exit counters (`io_exits`, `halt_exits`, `irq_exits`, ...)
+    /// and the other exit-related events it counts (`insn_emulation`, `hypercalls`).
     pub by_reason: BTreeMap<String, u64>,
+    /// The exits themselves by KVM category (`*_exits`, `hypercalls`), with
+    /// what no category claims as [`UNCATEGORIZED`]: sums to `total`.
+    pub by_category: BTreeMap<String, u64>,
     /// Userspace exits by reason, summed over vCPUs.
     pub userspace_by_reason: BTreeMap<String, u64>,
+    /// CPU seconds all vCPU threads burned: what polling (in KVM or in the
+    /// guest) costs the host.
+    pub vcpu_cpu_s: f64,
     pub per_vcpu: Vec<VcpuExits>,
 }
 
@@ -214,6 +260,7 @@ impl ExitSummary {
                 .copied()
                 .unwrap_or(0)
                 .max(userspace);
+            let cpu_ns = |snapshot: &ExitSnapshot| snapshot.cpu_ns.get(cpu).copied().unwrap_or(0);
             per_vcpu.push(VcpuExits {
                 cpu,
                 total,
@@ -221,6 +268,7 @@ impl ExitSummary {
                 kernel: total - userspace,
                 userspace_by_reason,
                 kvm_stats,
+                cpu_s: cpu_ns(after).saturating_sub(cpu_ns(before)) as f64 / 1e9,
             });
         }
         let mut by_reason = BTreeMap::new();
@@ -235,15 +283,34 @@ impl ExitSummary {
                 *userspace_by_reason.entry(name.clone()).or_insert(0) += value;
             }
         }
+        let total = per_vcpu.iter().map(|v| v.total).sum();
         ExitSummary {
-            total: per_vcpu.iter().map(|v| v.total).sum(),
+            by_category: categorize(&by_reason, total),
+            total,
             userspace: per_vcpu.iter().map(|v| v.userspace).sum(),
             kernel: per_vcpu.iter().map(|v| v.kernel).sum(),
             by_reason,
             userspace_by_reason,
+            vcpu_cpu_s: per_vcpu.iter().map(|v| v.cpu_s).sum(),
             per_vcpu,
         }
     }
+}
+
+/// KVM's stats also count events that are not exits (e.g. `insn_emulation`,
+/// one per instruction KVM emulated): they are left out, so the categories
+/// sum to the exits.
+fn categorize(by_reason: &BTreeMap<String, u64>, total: u64) -> BTreeMap<String, u64> {
+    let mut categories: BTreeMap<String, u64> = by_reason
+        .iter()
+        .filter(|(name, _)| name.ends_with("_exits") || name.as_str() == "hypercalls")
+        .map(|(name, count)| (name.clone(), *count))
+        .collect();
+    let other = total.saturating_sub(categories.values().sum());
+    if other > 0 {
+        categories.insert(UNCATEGORIZED.into(), other);
+    }
+    categories
 }
 
 #[cfg(test)]
@@ -266,6 +333,7 @@ mod tests {
                 ("io_exits", 5),
                 ("halt_exits", 1),
             ])],
+            cpu_ns: vec![1_000_000_000],
         };
         let after = ExitSnapshot {
             userspace: vec![counters(&[("io", 6), ("hlt", 101)])],
@@ -274,6 +342,7 @@ mod tests {
                 ("io_exits", 6),
                 ("halt_exits", 101),
             ])],
+            cpu_ns: vec![1_250_000_000],
         };
         let summary = ExitSummary::between(&before, &after, 1);
         assert_eq!(summary.userspace, 100);
@@ -286,6 +355,26 @@ mod tests {
             "the marker was the only I/O exit"
         );
         assert_eq!(summary.userspace_by_reason.get("hlt"), Some(&100));
+        assert_eq!(summary.vcpu_cpu_s, 0.25);
+        // 149 exits: 100 HLT, 49 with no KVM category.
+        assert_eq!(summary.by_category.get("halt_exits"), Some(&100));
+        assert_eq!(summary.by_category.get(UNCATEGORIZED), Some(&49));
+    }
+
+    #[test]
+    fn categories_leave_out_stats_that_are_not_exits() {
+        let by_reason: BTreeMap<String, u64> = [
+            ("io_exits", 1000),
+            ("irq_window_exits", 500),
+            ("insn_emulation", 9000),
+        ]
+        .into_iter()
+        .map(|(name, count)| (name.to_string(), count))
+        .collect();
+        let categories = categorize(&by_reason, 2000);
+        assert_eq!(categories.get("insn_emulation"), None);
+        assert_eq!(categories.get(UNCATEGORIZED), Some(&500));
+        assert_eq!(categories.values().sum::<u64>(), 2000);
     }
 
     #[test]
@@ -293,10 +382,12 @@ mod tests {
         let before = ExitSnapshot {
             userspace: vec![Counters::new()],
             kernel: vec![Counters::new()],
+            cpu_ns: vec![0],
         };
         let after = ExitSnapshot {
             userspace: vec![counters(&[("intr", 10), ("msr_write", 4)])],
             kernel: vec![counters(&[("exits", 7), ("signal_exits", 3)])],
+            cpu_ns: vec![0],
         };
         let summary = ExitSummary::between(&before, &after, 0);
         // 4 MSR writes plus the 3 kicks that KVM saw leave the guest.

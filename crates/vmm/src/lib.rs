@@ -12,7 +12,8 @@
 //! [`machine::run`] with [`machine::Extensions`]: an `attach` hook that puts
 //! new devices (`devices::{PioDevice, MmioDevice, MsrDevice}`) on the bus and
 //! a device thread that raises interrupts through the run's `InterruptSink`.
-//! Free guest parameters travel in `BenchConfig::guest_args`.
+//! Bench-specific guest parameters travel in `shared->args`
+//! ([`BenchConfig::guest_args`]).
 
 pub mod abi;
 pub mod bench;

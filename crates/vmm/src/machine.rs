@@ -27,8 +27,6 @@ use crate::stats::{StatsError, StatsFd};
 use crate::vcpu::{Kicker, UserspaceInterruptController, Vcpu, VcpuContext, VcpuError};
 use crate::vm::{Vm, VmError, VmOptions};
 
-/// vCPUs every run boots: the benchmarks need at most two (ipi).
-pub const VCPUS: usize = abi::MAX_CPUS;
 /// The in-kernel LAPIC timer counts at 1 GHz (KVM's APIC_BUS_CYCLE_NS = 1).
 const KVM_APIC_TIMER_HZ: u64 = 1_000_000_000;
 /// The GSI the benchmark device's irqfd is routed on.
@@ -146,7 +144,7 @@ pub fn run<T: Send>(
         .collect::<Result<_, _>>()?;
     let accounting = Arc::new(ExitAccounting::new(stats));
     let control = Arc::new(RunControl::default());
-    let kicker = Arc::new(Kicker::new(VCPUS)?);
+    let kicker = Arc::new(Kicker::new(vcpus.len())?);
     let serial = Arc::new(Serial::new(echo_console));
     let mut bus = Bus::default();
     bus.add_pio(
@@ -266,7 +264,7 @@ pub fn run<T: Send>(
     })
 }
 
-/// Two vCPUs in long mode at the guest's entry, with this config's CPUID.
+/// The config's vCPUs in long mode at the guest's entry, with its CPUID.
 fn create_vcpus(
     kvm: &Kvm,
     vm: &Vm,
@@ -280,8 +278,9 @@ fn create_vcpus(
         tsc_deadline: config.irqchip == Irqchip::Userspace
             || kvm.check_extension(Cap::TscDeadlineTimer),
         pv_eoi: config.pv_eoi,
+        pv_send_ipi: config.pv_send_ipi,
     };
-    (0..VCPUS)
+    (0..config.vcpus as usize)
         .map(|cpu| {
             let fd = vm
                 .fd
@@ -317,8 +316,13 @@ fn attach_interrupt_controllers(
         Irqchip::Userspace => {
             let clock = guest_tsc_clock(boot_vcpu, tsc_khz)?;
             let chip = Arc::new(
-                UserspaceIrqchip::new(VCPUS, KVM_APIC_TIMER_HZ, clock, kicker.clone())
-                    .map_err(|err| MachineError::Irqchip(err.to_string()))?,
+                UserspaceIrqchip::new(
+                    config.vcpus as usize,
+                    KVM_APIC_TIMER_HZ,
+                    clock,
+                    kicker.clone(),
+                )
+                .map_err(|err| MachineError::Irqchip(err.to_string()))?,
             );
             bus.add_mmio(
                 abi::LAPIC_GPA..abi::LAPIC_GPA + LapicMmio::SIZE,
@@ -358,12 +362,12 @@ fn boot_parameters(config: &BenchConfig, tsc_khz: u64) -> SharedPage {
         pv_eoi: u32::from(config.pv_eoi),
         idle_busy: u32::from(config.guest_idle == GuestIdle::Busy),
         tsc_deadline: u32::from(config.timer == TimerMode::TscDeadline),
-        num_cpus: VCPUS as u32,
+        num_cpus: config.vcpus,
         via_ioapic: u32::from(config.source == IrqSource::Ioapic),
         count: config.count,
         period_ns: config.period_ns,
         duration_ns: config.duration_ms * 1_000_000,
-        args: config.guest_args,
+        args: config.guest_args(),
         tsc_khz,
         apic_timer_hz: KVM_APIC_TIMER_HZ,
         samples_gpa: memory::SAMPLES_GPA,

@@ -19,7 +19,7 @@ pub type GuestMemory = GuestMemoryMmap<()>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
-    #[error("cannot allocate {RAM_SIZE} bytes of guest RAM")]
+    #[error("cannot allocate guest memory")]
     Allocate(#[source] vm_memory::mmap::FromRangesError),
     #[error("cannot load the guest kernel ELF")]
     LoadKernel(#[source] linux_loader::loader::Error),
@@ -31,6 +31,13 @@ pub fn create_guest_memory() -> Result<GuestMemory, MemoryError> {
     GuestMemoryMmap::from_ranges(&[(GuestAddress(0), RAM_SIZE as usize)])
         .map_err(MemoryError::Allocate)
 }
+
+/// One page of host memory at `gpa`, for a memory slot beside RAM.
+pub fn create_page(gpa: u64) -> Result<GuestMemory, MemoryError> {
+    GuestMemoryMmap::from_ranges(&[(GuestAddress(gpa), PAGE_SIZE)]).map_err(MemoryError::Allocate)
+}
+
+const PAGE_SIZE: usize = 4096;
 
 /// Loads the embedded guest kernel at its link addresses; returns its entry point.
 pub fn load_guest_kernel(memory: &GuestMemory) -> Result<GuestAddress, MemoryError> {

@@ -58,6 +58,9 @@ pub struct RunReport {
     pub duration_s: f64,
     /// Bench-specific figures (e.g. whileloop's `guest_share`).
     pub results: BTreeMap<String, f64>,
+    /// io-batch: disk commands completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<u64>,
     /// The guest's serial console.
     #[serde(skip)]
     pub console: String,
@@ -92,6 +95,7 @@ impl RunReport {
             latency_ns,
             duration_s,
             results,
+            commands: None,
             console,
         }
     }

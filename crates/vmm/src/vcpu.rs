@@ -178,6 +178,7 @@ impl Vcpu {
         // SAFETY: pthread_self has no preconditions.
         ctx.kicker
             .set_thread(self.index, Some(unsafe { libc::pthread_self() }));
+        ctx.counters.track_this_thread();
         let result = self.run_loop(ctx);
         ctx.kicker.set_thread(self.index, None);
         KVM_RUN.with(|run| run.set(std::ptr::null_mut()));

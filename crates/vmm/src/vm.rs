@@ -5,7 +5,7 @@ use dirq_arch::lapic::{MSR_IA32_APIC_BASE, MSR_IA32_TSC_DEADLINE};
 use kvm_bindings::{
     kvm_enable_cap, kvm_irq_routing_entry, kvm_userspace_memory_region, KvmIrqRouting,
     KVM_CAP_HALT_POLL, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_DISABLE_EXITS,
-    KVM_CAP_X86_USER_SPACE_MSR, KVM_IRQ_ROUTING_MSI, KVM_MSR_EXIT_REASON_FILTER,
+    KVM_CAP_X86_USER_SPACE_MSR, KVM_IRQ_ROUTING_MSI, KVM_MEM_READONLY, KVM_MSR_EXIT_REASON_FILTER,
     KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN, KVM_X86_DISABLE_EXITS_HLT,
 };
 use kvm_ioctls::{Kvm, MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VmFd};
@@ -82,11 +82,16 @@ impl Vm {
         self.fd.enable_cap(&request).map_err(kvm_call(what))
     }
 
+    /// Guest RAM, from slot 0 on.
     fn register_memory(&self, memory: &GuestMemory) -> Result<(), VmError> {
-        for (slot, region) in memory.iter().enumerate() {
+        self.add_slots(0, memory, 0)
+    }
+
+    fn add_slots(&self, first_slot: u32, memory: &GuestMemory, flags: u32) -> Result<(), VmError> {
+        for (slot, region) in (first_slot..).zip(memory.iter()) {
             let region_desc = kvm_userspace_memory_region {
-                slot: slot as u32,
-                flags: 0,
+                slot,
+                flags,
                 guest_phys_addr: region.start_addr().0,
                 memory_size: region.len(),
                 userspace_addr: region.as_ptr() as u64,
@@ -97,6 +102,16 @@ impl Vm {
                 .map_err(kvm_call("KVM_SET_USER_MEMORY_REGION"))?;
         }
         Ok(())
+    }
+
+    /// Maps `memory` at its guest addresses from `first_slot` on, read-only
+    /// (KVM_MEM_READONLY): guest reads hit it with no exit, guest writes
+    /// exit as MMIO writes. The caller keeps `memory` alive with the VM.
+    pub fn map_readonly(&self, first_slot: u32, memory: &GuestMemory) -> Result<(), VmError> {
+        if !self.fd.check_extension(kvm_ioctls::Cap::ReadonlyMem) {
+            return Err(VmError::MissingCapability("KVM_CAP_READONLY_MEM"));
+        }
+        self.add_slots(first_slot, memory, KVM_MEM_READONLY)
     }
 
     /// `exit` switches halt polling off so HLT always sleeps: the host's
@@ -170,6 +185,19 @@ impl Vm {
             .set_gsi_routing(&routing)
             .map_err(kvm_call("KVM_SET_GSI_ROUTING"))?;
         self.irqfd(gsi)
+    }
+
+    /// A level-triggered irqfd on `gsi` (an IOAPIC input): writing the
+    /// first eventfd asserts the input; when the guest EOIs its interrupt,
+    /// KVM deasserts it and signals the second (the resample eventfd), so
+    /// the device can assert again if it still has work.
+    pub fn level_irqfd(&self, gsi: u32) -> Result<(EventFd, EventFd), VmError> {
+        let trigger = EventFd::new(libc::EFD_NONBLOCK).map_err(VmError::EventFd)?;
+        let resample = EventFd::new(libc::EFD_NONBLOCK).map_err(VmError::EventFd)?;
+        self.fd
+            .register_irqfd_with_resample(&trigger, &resample, gsi)
+            .map_err(kvm_call("KVM_IRQFD (resample)"))?;
+        Ok((trigger, resample))
     }
 
     /// A new irqfd on `gsi`; KVM's default routes map GSI n to input n of

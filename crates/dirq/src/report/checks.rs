@@ -364,7 +364,9 @@ fn workload_name(config: &BenchConfig) -> String {
         Bench::TimerLatency => "timer-latency · 1 kHz".into(),
         Bench::Ipi => format!("ipi · {}", path_label(config)),
         Bench::Whileloop => format!("whileloop · {}/s", rate()),
-        Bench::ExitCost | Bench::Fault => config.bench.to_string(),
+        Bench::ExitCost | Bench::Fault | Bench::Vioapic | Bench::IoBatch | Bench::Tick => {
+            config.bench.to_string()
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use indicatif::ProgressBar;
 
 use super::checks::CYCLICTEST_PERIOD_NS;
 use super::data::Depth;
-use super::real::{process_cpu_seconds, RealCase};
+use super::real::RealCase;
 use super::views::RealRun;
 
 /// The delivery paths compared, cheapest last.
@@ -129,6 +129,16 @@ pub fn path_label(config: &BenchConfig) -> String {
                 }
             };
         }
+        Bench::Vioapic => label = format!("VIOAPIC {}", config.vioapic),
+        Bench::IoBatch => {
+            label = if config.io_batch {
+                "one doorbell per command"
+            } else {
+                "port writes"
+            }
+            .to_string()
+        }
+        Bench::Tick => label = format!("tick scale {}", config.tick_scale),
         Bench::Whileloop | Bench::ExitCost | Bench::Fault => {}
     }
     label
@@ -154,7 +164,33 @@ pub fn command_line(config: &BenchConfig) -> String {
             " --timer {} --period-ns {} --count {}",
             config.timer, config.period_ns, config.count
         )),
-        Bench::Ipi | Bench::ExitCost => command.push_str(&format!(" --count {}", config.count)),
+        Bench::Ipi => command.push_str(&format!(
+            " --ipi {}{} --vcpus {} --count {}",
+            config.ipi,
+            if config.pv_send_ipi {
+                " --pv-send-ipi"
+            } else {
+                ""
+            },
+            config.vcpus,
+            config.count
+        )),
+        Bench::ExitCost => command.push_str(&format!(" --count {}", config.count)),
+        Bench::Vioapic => command.push_str(&format!(
+            " --vioapic {}{} --count {}",
+            config.vioapic,
+            if config.vioapic_race { " --race" } else { "" },
+            config.count
+        )),
+        Bench::IoBatch => command.push_str(&format!(
+            "{} --count {}",
+            if config.io_batch { " --io-batch" } else { "" },
+            config.count
+        )),
+        Bench::Tick => command.push_str(&format!(
+            " --tick-scale {} --duration-ms {}",
+            config.tick_scale, config.duration_ms
+        )),
         Bench::Whileloop => command.push_str(&format!(
             " --rate {} --duration-ms {}",
             config.rate_hz, config.duration_ms
@@ -164,19 +200,16 @@ pub fn command_line(config: &BenchConfig) -> String {
     command
 }
 
-/// One real run with the host CPU it burned. The raw report is kept for
-/// data.json next to the view the figures read.
+/// One real run with the host CPU its vCPUs burned. The raw report is kept
+/// for data.json next to the view the figures read.
 pub fn run_case(config: &BenchConfig) -> anyhow::Result<(RealCase, serde_json::Value)> {
-    let cpu_before = process_cpu_seconds();
     let report = dirq_vmm::bench::run(config)?;
-    let cpu_after = process_cpu_seconds();
     let raw = serde_json::to_value(&report)?;
     let run: RealRun = serde_json::from_value(raw.clone())?;
-    let cpu_cores = match (cpu_before, cpu_after) {
-        (Some(before), Some(after)) if report.duration_s > 0.0 => {
-            (after - before) / report.duration_s
-        }
-        _ => 0.0,
+    let cpu_cores = if report.duration_s > 0.0 {
+        report.exits.vcpu_cpu_s / report.duration_s
+    } else {
+        0.0
     };
     Ok((
         RealCase {

@@ -162,15 +162,14 @@ impl SimScenario {
 /// `exits` of `dirq run --json`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct RealExits {
-    pub total: u64,
     pub userspace: u64,
     pub kernel: u64,
     #[serde(default)]
     pub by_reason: BTreeMap<String, u64>,
+    /// The exits by KVM category, summing to `total`.
+    #[serde(default)]
+    pub by_category: BTreeMap<String, u64>,
 }
-
-/// Exits KVM counted without a category (`exits` minus the category stats).
-pub const UNCATEGORIZED: &str = "other (no KVM category)";
 
 /// `dirq run --json`.
 #[derive(Debug, Clone, Deserialize)]
@@ -199,25 +198,6 @@ impl RealRun {
     pub fn per_interrupt(&self, stat: &str) -> Option<f64> {
         let count = self.exits.by_reason.get(stat)?;
         (self.interrupts > 0).then(|| *count as f64 / self.interrupts as f64)
-    }
-
-    /// Exits by KVM's exit categories, with what no category claims as
-    /// "other". KVM's stats also count events that are not exits (e.g.
-    /// `insn_emulation`), which are left out so the stack sums to the total.
-    pub fn exits_by_category(&self) -> BTreeMap<String, u64> {
-        let mut categories: BTreeMap<String, u64> = self
-            .exits
-            .by_reason
-            .iter()
-            .filter(|(name, _)| name.ends_with("_exits") || name.as_str() == "hypercalls")
-            .map(|(name, count)| (name.clone(), *count))
-            .collect();
-        let categorized: u64 = categories.values().sum();
-        let other = self.exits.total.saturating_sub(categorized);
-        if other > 0 {
-            categories.insert(UNCATEGORIZED.into(), other);
-        }
-        categories
     }
 }
 

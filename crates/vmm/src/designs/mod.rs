@@ -2,7 +2,16 @@
 //! real: each module runs its benchmark in every mode and returns one
 //! side-by-side table (`Display` for people, serde for the report).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+
+use crate::report::RunReport;
+
+pub mod halt;
+pub mod io_batch;
+pub mod tick;
+pub mod vioapic;
 
 /// How long a comparison runs: `Quick` for tests and `dirq report --quick`,
 /// `Full` for the benchmark command.
@@ -10,4 +19,14 @@ use serde::{Deserialize, Serialize};
 pub enum Scale {
     Quick,
     Full,
+}
+
+/// The exits of `run` by KVM category, per interrupt it delivered.
+pub fn per_interrupt_by_category(run: &RunReport) -> BTreeMap<String, f64> {
+    let interrupts = run.interrupts.max(1) as f64;
+    run.exits
+        .by_category
+        .iter()
+        .map(|(reason, count)| (reason.clone(), *count as f64 / interrupts))
+        .collect()
 }

@@ -3,14 +3,23 @@
 //! `MsrDevice`, registered on the `Bus` when the machine is built.
 
 pub mod control;
+pub mod event_source;
 pub mod interrupt;
 pub mod ioapic;
 pub mod msi_device;
+pub mod pit;
 pub mod serial;
+pub mod task_file;
 pub mod userspace_irqchip;
+pub mod vioapic;
 
 use std::ops::Range;
 use std::sync::Arc;
+
+use vm_memory::{Bytes, GuestAddress};
+
+use crate::abi::{IO_BATCH_ENTRY_SIZE, IO_BATCH_HEADER_SIZE, IO_BATCH_MAX};
+use crate::memory::GuestMemory;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
@@ -37,6 +46,8 @@ pub enum BusError {
         "guest accessed MSR {msr:#x} ({direction}), which neither KVM nor a VMM device handles"
     )]
     UnownedMsr { msr: u32, direction: &'static str },
+    #[error("guest's I/O batch at {gpa:#x}: {what}")]
+    IoBatch { gpa: u64, what: String },
     #[error("{device}")]
     Device {
         device: &'static str,
@@ -72,6 +83,7 @@ pub struct Bus {
     pio: Vec<(Range<u16>, Arc<dyn PioDevice>)>,
     mmio: Vec<(Range<u64>, Arc<dyn MmioDevice>)>,
     msr: Vec<(Range<u32>, Arc<dyn MsrDevice>)>,
+    io_batch: Option<(u16, GuestMemory)>,
 }
 
 impl Bus {
@@ -97,7 +109,51 @@ impl Bus {
             .map_err(wrap(device.name()))
     }
 
+    /// Makes a 32-bit write to `port` a doorbell (mechanisms.md section 8):
+    /// its value is the guest-physical address of a `struct dirq_io_batch`
+    /// (a count, then port, size and value per write) whose port writes the
+    /// bus replays in order, as if the guest had made them: N exits become one.
+    pub fn enable_io_batch(&mut self, port: u16, memory: GuestMemory) {
+        self.io_batch = Some((port, memory));
+    }
+
+    fn replay_io_batch(&self, cpu: usize, gpa: u64, memory: &GuestMemory) -> Result<(), BusError> {
+        let fail = |what: String| BusError::IoBatch { gpa, what };
+        let count: u32 = memory
+            .read_obj(GuestAddress(gpa))
+            .map_err(|err| fail(err.to_string()))?;
+        if count as usize > IO_BATCH_MAX {
+            return Err(fail(format!("{count} writes, at most {IO_BATCH_MAX} fit")));
+        }
+        for index in 0..u64::from(count) {
+            let mut entry = [0u8; IO_BATCH_ENTRY_SIZE as usize];
+            let entry_gpa = gpa + IO_BATCH_HEADER_SIZE + index * IO_BATCH_ENTRY_SIZE;
+            memory
+                .read_slice(&mut entry, GuestAddress(entry_gpa))
+                .map_err(|err| fail(err.to_string()))?;
+            let port = u16::from_le_bytes([entry[0], entry[1]]);
+            let size = usize::from(entry[2]);
+            if !matches!(size, 1 | 2 | 4) {
+                return Err(fail(format!("write {index} has size {size}")));
+            }
+            if self
+                .io_batch
+                .as_ref()
+                .is_some_and(|(doorbell, _)| *doorbell == port)
+            {
+                return Err(fail(format!("write {index} rings the doorbell itself")));
+            }
+            self.pio_write(cpu, port, &entry[4..4 + size])?;
+        }
+        Ok(())
+    }
+
     pub fn pio_write(&self, cpu: usize, port: u16, data: &[u8]) -> Result<(), BusError> {
+        if let Some((doorbell, memory)) = &self.io_batch {
+            if port == *doorbell && data.len() == 4 {
+                return self.replay_io_batch(cpu, le_value(data), memory);
+            }
+        }
         let (range, device) = find(&self.pio, port).ok_or(BusError::UnownedPort {
             port,
             direction: "out",
@@ -235,6 +291,43 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn io_batch_doorbell_replays_the_guests_writes_in_order() {
+        let memory = crate::memory::create_guest_memory().expect("guest RAM");
+        let device = Arc::new(Recorder::default());
+        let mut bus = Bus::default();
+        bus.add_pio(0x1f0..0x1f8, device.clone());
+        bus.enable_io_batch(0xfc, memory.clone());
+        let batch = 0x5000u64;
+        let entries: [(u16, u8, u32); 3] = [(0x1f2, 1, 8), (0x1f3, 2, 0x1234), (0x1f7, 1, 0x34)];
+        memory
+            .write_obj(entries.len() as u32, GuestAddress(batch))
+            .expect("header");
+        for (index, (port, size, value)) in entries.iter().enumerate() {
+            let mut entry = [0u8; 8];
+            entry[..2].copy_from_slice(&port.to_le_bytes());
+            entry[2] = *size;
+            entry[4..].copy_from_slice(&value.to_le_bytes());
+            memory
+                .write_slice(&entry, GuestAddress(batch + 8 + 8 * index as u64))
+                .expect("entry");
+        }
+        bus.pio_write(0, 0xfc, &(batch as u32).to_le_bytes())
+            .expect("doorbell");
+        assert_eq!(
+            *device.0.lock().expect("not poisoned"),
+            vec![(2, 8), (3, 0x1234), (7, 0x34)]
+        );
+        // A batch that rings the doorbell again is refused, not recursed into.
+        memory
+            .write_slice(&[0xfc, 0, 4, 0], GuestAddress(batch + 8))
+            .expect("entry");
+        let err = bus
+            .pio_write(0, 0xfc, &(batch as u32).to_le_bytes())
+            .expect_err("nested doorbell");
+        assert!(err.to_string().contains("doorbell"), "{err}");
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub enum MsiDeviceError {
     Unacknowledged { seq: u64 },
     #[error("the device cannot access the shared page")]
     GuestMemory(#[from] vm_memory::GuestMemoryError),
+    #[error("the device's interrupt controller failed")]
+    Controller(#[from] super::DeviceError),
 }
 
 /// What the device thread sees of the machine.

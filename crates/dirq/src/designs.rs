@@ -1,0 +1,144 @@
+//! `dirq designs`: the software-only designs of mechanisms.md sections 6-8,
+//! measured on KVM in one run: the four VIOAPIC levels, batched port I/O,
+//! transparent tick scaling and the IPI/HLT trade-offs, side by side.
+
+use std::fmt;
+use std::time::Duration;
+
+use anyhow::Context;
+use dirq_vmm::designs::{halt, io_batch, tick, vioapic, Scale};
+use indicatif::ProgressBar;
+use serde::Serialize;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Each design runs for real on /dev/kvm with dirq's guest test kernel; every \
+table is measured in this run.\n\n\
+Examples:\n  \
+  dirq designs                      # all four tables (about a minute)\n  \
+  dirq designs --quick              # small counts, a few seconds per table\n  \
+  dirq designs --only vioapic,halt  # some of the tables\n  \
+  dirq designs --json > designs.json\n\n\
+Single modes: dirq run vioapic --vioapic pv, dirq run io-batch --io-batch, \
+dirq run tick --tick-scale 10, dirq run ipi --halt poll:200000"
+)]
+pub struct Args {
+    /// Small counts: each table in a few seconds (what `dirq report --quick` runs).
+    #[arg(long)]
+    quick: bool,
+    /// The tables to measure, comma-separated (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Design>,
+    /// Print one JSON object with a key per table instead of the tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Design {
+    /// Section 6: userspace, in-kernel, read-only page and paravirtual controller.
+    Vioapic,
+    /// Section 8: N port writes per disk command, or one doorbell.
+    IoBatch,
+    /// Section 8: the PIT tick slowed K times behind the guest's back.
+    Tick,
+    /// Section 7: IPI latency against host CPU burned, per halt mode.
+    Halt,
+}
+
+impl Design {
+    pub const ALL: [Design; 4] = [Design::Vioapic, Design::IoBatch, Design::Tick, Design::Halt];
+
+    fn title(self) -> &'static str {
+        match self {
+            Design::Vioapic => "VIOAPIC levels (mechanisms.md section 6)",
+            Design::IoBatch => "Batched port I/O (section 8)",
+            Design::Tick => "Transparent tick scaling (section 8)",
+            Design::Halt => "IPIs and HLT (section 7)",
+        }
+    }
+}
+
+/// Every table measured; a table that failed is `None` and its error is in
+/// `failures`.
+#[derive(Debug, Default, Serialize)]
+pub struct DesignTables {
+    pub vioapic: Option<vioapic::VioapicTable>,
+    pub io_batch: Option<io_batch::IoBatchTable>,
+    pub tick: Option<tick::TickTable>,
+    pub halt: Option<halt::HaltTable>,
+    /// "<design>: <error>", one per table that could not be measured.
+    pub failures: Vec<String>,
+}
+
+/// Measures the chosen designs, one after the other (they share the host's
+/// two cores, so running them at once would skew each other). `bar`
+/// advances once per design.
+pub fn measure(designs: &[Design], scale: Scale, bar: &ProgressBar) -> DesignTables {
+    let mut tables = DesignTables::default();
+    for &design in designs {
+        bar.set_message(design.title());
+        let measured = match design {
+            Design::Vioapic => vioapic::compare(scale).map(|t| tables.vioapic = Some(t)),
+            Design::IoBatch => io_batch::compare(scale).map(|t| tables.io_batch = Some(t)),
+            Design::Tick => tick::compare(scale).map(|t| tables.tick = Some(t)),
+            Design::Halt => halt::compare(scale).map(|t| tables.halt = Some(t)),
+        };
+        if let Err(err) = measured {
+            let err = anyhow::Error::from(err);
+            tables.failures.push(format!("{}: {err:#}", design.title()));
+        }
+        bar.inc(1);
+    }
+    tables
+}
+
+impl fmt::Display for DesignTables {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sections: [(Design, Option<&dyn fmt::Display>); 4] = [
+            (Design::Vioapic, self.vioapic.as_ref().map(|t| t as _)),
+            (Design::IoBatch, self.io_batch.as_ref().map(|t| t as _)),
+            (Design::Tick, self.tick.as_ref().map(|t| t as _)),
+            (Design::Halt, self.halt.as_ref().map(|t| t as _)),
+        ];
+        for (design, table) in sections {
+            if let Some(table) = table {
+                writeln!(f, "== {}\n{table}", design.title())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn execute(args: Args) -> anyhow::Result<()> {
+    let designs = if args.only.is_empty() {
+        Design::ALL.to_vec()
+    } else {
+        args.only.clone()
+    };
+    let scale = if args.quick {
+        Scale::Quick
+    } else {
+        Scale::Full
+    };
+    let bar = ProgressBar::new(designs.len() as u64).with_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg} ({elapsed})")
+            .context("progress bar template")?,
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let tables = measure(&designs, scale, &bar);
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&tables)?);
+    } else {
+        print!("{tables}");
+    }
+    anyhow::ensure!(
+        tables.failures.is_empty(),
+        "{} of {} designs could not be measured:\n  {}",
+        tables.failures.len(),
+        designs.len(),
+        tables.failures.join("\n  ")
+    );
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! IPIs and HLT (mechanisms.md section 7): the ipi bench's round trip under
+//! each way of waiting for an interrupt, against the host CPU the vCPU
+//! threads burn meanwhile, for a unicast ping and for a broadcast to more
+//! vCPUs than this host has cores.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::Scale;
+use crate::bench::{BenchError, BEST_PATH_HALT_POLL_NS};
+use crate::config::{Bench, BenchConfig, GuestIdle, HaltMode, IpiKind};
+use crate::report::{LatencySummary, RunReport};
+
+/// vCPUs of the broadcast rows: more than the two cores of a small host.
+pub const BROADCAST_VCPUS: u32 = 4;
+/// Watchdog per round trip: a guest that polls (idle=poll) on more vCPUs
+/// than cores can take ~10 ms a round on kvm_pvm, and a row that hangs (a
+/// PV send-IPI hypercall kvm_pvm never completes) must not hold the table
+/// up for the default watchdog.
+const ROW_TIMEOUT_PER_ROUND_MS: u64 = 20;
+const ROW_TIMEOUT_SLACK_MS: u64 = 1_000;
+
+/// How the waiting vCPUs wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitMode {
+    /// HLT exits and the vCPU thread sleeps.
+    HltExits,
+    /// KVM polls before it sleeps (KVM_CAP_HALT_POLL).
+    HaltPoll,
+    /// The guest never halts (idle=poll).
+    GuestPolls,
+    /// HLT does not exit (KVM_CAP_X86_DISABLE_EXITS).
+    HltInGuest,
+    /// HLT exits; the broadcast is one KVM PV send-IPI hypercall.
+    PvSendIpi,
+}
+
+impl WaitMode {
+    fn label(self) -> String {
+        match self {
+            WaitMode::HltExits => "HLT exits".into(),
+            WaitMode::HaltPoll => format!("halt polling {} us", BEST_PATH_HALT_POLL_NS / 1_000),
+            WaitMode::GuestPolls => "guest polls (idle=poll)".into(),
+            WaitMode::HltInGuest => "HLT does not exit".into(),
+            WaitMode::PvSendIpi => "PV send-IPI, HLT exits".into(),
+        }
+    }
+
+    fn apply(self, config: &mut BenchConfig) {
+        match self {
+            WaitMode::HltExits => {}
+            WaitMode::HaltPoll => {
+                config.halt = HaltMode::Poll {
+                    ns: BEST_PATH_HALT_POLL_NS,
+                }
+            }
+            WaitMode::GuestPolls => config.guest_idle = GuestIdle::Busy,
+            WaitMode::HltInGuest => config.halt = HaltMode::None,
+            WaitMode::PvSendIpi => config.pv_send_ipi = true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HaltRow {
+    pub ipi: IpiKind,
+    pub mode: WaitMode,
+    pub label: String,
+    pub vcpus: u32,
+    pub latency_ns: Option<LatencySummary>,
+    /// CPU seconds the vCPU threads burned per second of the window: the
+    /// price of polling, in host cores.
+    pub host_cpu_per_s: f64,
+    pub exits_per_round_trip: f64,
+    /// Why the row could not be measured on this host.
+    pub unavailable: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HaltTable {
+    pub rows: Vec<HaltRow>,
+    pub runs: Vec<RunReport>,
+}
+
+/// The rows: every wait mode for a unicast, and for a broadcast (where PV
+/// send-IPI applies) to `BROADCAST_VCPUS`.
+pub fn comparison_configs(scale: Scale) -> Vec<(WaitMode, BenchConfig)> {
+    let unicast = [
+        WaitMode::HltExits,
+        WaitMode::HaltPoll,
+        WaitMode::GuestPolls,
+        WaitMode::HltInGuest,
+    ];
+    let broadcast = unicast.iter().copied().chain([WaitMode::PvSendIpi]);
+    let rows = unicast
+        .iter()
+        .map(|&mode| (mode, IpiKind::Unicast, 2))
+        .chain(broadcast.map(|mode| (mode, IpiKind::Broadcast, BROADCAST_VCPUS)));
+    rows.map(|(mode, ipi, vcpus)| {
+        let mut config = BenchConfig::new(Bench::Ipi);
+        config.ipi = ipi;
+        config.vcpus = vcpus;
+        config.count = match scale {
+            Scale::Quick => 200,
+            Scale::Full => 1_000,
+        };
+        config.timeout_ms = ROW_TIMEOUT_SLACK_MS + ROW_TIMEOUT_PER_ROUND_MS * config.count;
+        mode.apply(&mut config);
+        (mode, config)
+    })
+    .collect()
+}
+
+/// Measures every row; a row this host cannot run says why instead.
+pub fn compare(scale: Scale) -> Result<HaltTable, BenchError> {
+    let mut rows = Vec::new();
+    let mut runs = Vec::new();
+    for (mode, config) in comparison_configs(scale) {
+        let mut row = HaltRow {
+            ipi: config.ipi,
+            mode,
+            label: mode.label(),
+            vcpus: config.vcpus,
+            latency_ns: None,
+            host_cpu_per_s: 0.0,
+            exits_per_round_trip: 0.0,
+            unavailable: None,
+        };
+        match crate::bench::run(&config) {
+            Ok(run) => {
+                row.latency_ns = run.latency_ns.clone();
+                row.host_cpu_per_s = if run.duration_s > 0.0 {
+                    run.exits.vcpu_cpu_s / run.duration_s
+                } else {
+                    0.0
+                };
+                row.exits_per_round_trip = run.exits.total as f64 / config.count as f64;
+                runs.push(run);
+            }
+            Err(err) => row.unavailable = Some(with_causes(&err)),
+        }
+        rows.push(row);
+    }
+    Ok(HaltTable { rows, runs })
+}
+
+/// The error and its causes on one line.
+fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+impl fmt::Display for HaltTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:<10} {:<26} {:>5} {:>10} {:>10} {:>12} {:>12}",
+            "ipi", "waiting", "vCPUs", "p50 (us)", "p99 (us)", "CPU (cores)", "exits/round"
+        )?;
+        for row in &self.rows {
+            write!(
+                f,
+                "{:<10} {:<26} {:>5} ",
+                row.ipi.name(),
+                row.label,
+                row.vcpus
+            )?;
+            match (&row.unavailable, &row.latency_ns) {
+                (Some(reason), _) => writeln!(f, "unavailable: {reason}")?,
+                (None, latency) => writeln!(
+                    f,
+                    "{:>10.2} {:>10.2} {:>12.2} {:>12.2}",
+                    latency.as_ref().map_or(0.0, |l| l.p50 as f64 / 1e3),
+                    latency.as_ref().map_or(0.0, |l| l.p99 as f64 / 1e3),
+                    row.host_cpu_per_s,
+                    row.exits_per_round_trip
+                )?,
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,126 @@
+//! dirq's 8254 model (`dirq_arch::pit`) on ports 0x40-0x43, for the tick
+//! bench (KVM's own PIT needs its in-kernel irqchip, so this runs with
+//! `--irqchip split`). A timer thread turns channel 0's IRQ0 edges into
+//! pulses on an IOAPIC input. The reload scale makes the guest's tick K
+//! times slower without the guest seeing counts it did not program.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use dirq_arch::clock::Clock;
+use dirq_arch::pit::{Pit, PitError, PORT_CHANNEL0};
+
+use super::control::RunControl;
+use super::{fill_le, le_value, DeviceError, PioDevice};
+
+pub const PORTS: u16 = 4;
+/// Longest the timer thread sleeps before re-checking for a stop.
+const STOP_POLL: Duration = Duration::from_millis(20);
+
+/// Host monotonic time since the device was made: the PIT's input clock.
+struct MonotonicClock(Instant);
+
+impl Clock for MonotonicClock {
+    fn now_ns(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+}
+
+pub struct PitDevice {
+    pit: Mutex<Pit>,
+    clock: MonotonicClock,
+    /// Signalled on every guest write, so the timer thread re-plans.
+    reprogrammed: Condvar,
+}
+
+impl PitDevice {
+    /// A PIT whose counters run `reload_scale` times slower than 1.19 MHz.
+    pub fn new(reload_scale: u32) -> Result<Self, PitError> {
+        let mut pit = Pit::new();
+        pit.set_reload_scale(reload_scale)?;
+        Ok(PitDevice {
+            pit: Mutex::new(pit),
+            clock: MonotonicClock(Instant::now()),
+            reprogrammed: Condvar::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pit> {
+        // Every model update is one call: a panic cannot leave it half-done.
+        self.pit
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Channel 0's count as the guest programmed it (input ticks).
+    pub fn reload_count(&self) -> u32 {
+        self.lock().reload_count()
+    }
+
+    /// Calls `irq0` at every IRQ0 edge until the run stops.
+    pub fn run_timer(
+        &self,
+        control: &RunControl,
+        irq0: impl Fn() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut pit = self.lock();
+        while !control.should_stop() {
+            let now = self.clock.now_ns();
+            let sleep = match pit.next_irq_ns() {
+                Some(due) if due <= now => {
+                    if pit.expire(&self.clock) {
+                        drop(pit);
+                        irq0()?;
+                        pit = self.lock();
+                    }
+                    continue;
+                }
+                Some(due) => Duration::from_nanos(due - now).min(STOP_POLL),
+                None => STOP_POLL,
+            };
+            pit = self
+                .reprogrammed
+                .wait_timeout(pit, sleep)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+        Ok(())
+    }
+}
+
+fn check_byte(len: usize) -> Result<(), DeviceError> {
+    if len == 1 {
+        Ok(())
+    } else {
+        Err(DeviceError::BadAccessSize {
+            what: "a PIT port",
+            len,
+            expected: 1,
+        })
+    }
+}
+
+impl PioDevice for PitDevice {
+    fn name(&self) -> &'static str {
+        "PIT"
+    }
+
+    fn read(&self, _cpu: usize, offset: u16, data: &mut [u8]) -> Result<(), DeviceError> {
+        check_byte(data.len())?;
+        let value = self
+            .lock()
+            .read_port(PORT_CHANNEL0 + offset, &self.clock)
+            .map_err(|err| DeviceError::Device(err.to_string()))?;
+        fill_le(data, u64::from(value));
+        Ok(())
+    }
+
+    fn write(&self, _cpu: usize, offset: u16, data: &[u8]) -> Result<(), DeviceError> {
+        check_byte(data.len())?;
+        self.lock()
+            .write_port(PORT_CHANNEL0 + offset, le_value(data) as u8, &self.clock)
+            .map_err(|err| DeviceError::Device(err.to_string()))?;
+        self.reprogrammed.notify_all();
+        Ok(())
+    }
+}

@@ -1,0 +1,219 @@
+//! dirq's VIOAPIC model (`dirq_arch::vioapic`) in the VMM, at three of the
+//! four levels of mechanisms.md section 6 (the fourth is KVM's in-kernel
+//! IOAPIC): every access trapped, reads served by a read-only mirror page,
+//! or MASK in a guest-writable page with only UNMASK trapping. Whatever the
+//! level, the controller runs (samples its device line, recomputes ISR,
+//! sends what rose as an MSI to KVM's LAPIC) on every access that reaches
+//! it and whenever the device raises.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use dirq_arch::lapic::Interrupt;
+use dirq_arch::msi::MsiMessage;
+use dirq_arch::vioapic::{Vioapic, VioapicError, LINES, REG_IRR, REG_ROUTE_BASE};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend as _, VolatileMemory};
+
+use super::event_source::LineSource;
+use super::interrupt::signal_msi;
+use super::{fill_le, le_value, DeviceError, MmioDevice};
+use crate::abi;
+use crate::memory::GuestMemory;
+use crate::vm::Vm;
+
+/// Where the guest reads the controller's registers.
+pub enum Registers {
+    /// In the MMIO page: every access exits (`--vioapic userspace`).
+    Trapped,
+    /// In a read-only memory slot over the MMIO page, which the VMM keeps
+    /// current; writes still exit (`--vioapic ro-page`).
+    ReadOnlyMirror(GuestMemory),
+    /// IRR, ISR and MASK in the guest's `struct dirq_vioapic_pv`; MASK is
+    /// the guest's to set, UNMASK traps (`--vioapic pv`).
+    Paravirtual,
+}
+
+pub struct VioapicDevice {
+    model: Mutex<Vioapic>,
+    registers: Registers,
+    /// Guest RAM: the paravirtual page.
+    memory: GuestMemory,
+    line: Box<dyn LineSource>,
+    vm: Arc<Vm>,
+    /// Register accesses that reached the VMM (exits), by direction.
+    reads: AtomicU64,
+    writes: AtomicU64,
+}
+
+fn device_error(err: impl std::fmt::Display) -> DeviceError {
+    DeviceError::Device(err.to_string())
+}
+
+impl VioapicDevice {
+    pub const SIZE: u64 = dirq_arch::vioapic::MMIO_SIZE;
+
+    /// A controller with every line masked, its registers published.
+    pub fn new(
+        registers: Registers,
+        memory: GuestMemory,
+        line: Box<dyn LineSource>,
+        vm: Arc<Vm>,
+    ) -> Result<Self, DeviceError> {
+        let device = VioapicDevice {
+            model: Mutex::new(Vioapic::new()),
+            registers,
+            memory,
+            line,
+            vm,
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+        };
+        device.publish(&device.lock())?;
+        Ok(device)
+    }
+
+    /// (reads, writes) that exited to the VMM so far.
+    pub fn exits(&self) -> (u64, u64) {
+        (
+            self.reads.load(Ordering::Relaxed),
+            self.writes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The device's line may have changed: run the controller.
+    pub fn sample(&self) -> Result<(), DeviceError> {
+        self.run(|_| Ok(Vec::new()))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vioapic> {
+        // Every model update is one call: a panic cannot leave it half-done.
+        self.model
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `f` holding the paravirtual page's lock, which the guest takes
+    /// to mask (a spin lock: the guest holds it for a few instructions).
+    fn with_pv_lock<T>(
+        &self,
+        f: impl FnOnce() -> Result<T, DeviceError>,
+    ) -> Result<T, DeviceError> {
+        if !matches!(self.registers, Registers::Paravirtual) {
+            return f();
+        }
+        let slice = self
+            .memory
+            .get_slice(GuestAddress(abi::VIOAPIC_PV_LOCK_GPA), 4)
+            .map_err(device_error)?;
+        let lock = slice.get_atomic_ref::<AtomicU32>(0).map_err(device_error)?;
+        while lock
+            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        let result = f();
+        lock.store(0, Ordering::Release);
+        result
+    }
+
+    /// Applies `op`, samples the device line, publishes the registers where
+    /// the guest reads them, then sends what rose: all under the lock the
+    /// guest masks under, so a mask and a send never interleave.
+    fn run(
+        &self,
+        op: impl FnOnce(&mut Vioapic) -> Result<Vec<Interrupt>, VioapicError>,
+    ) -> Result<(), DeviceError> {
+        self.with_pv_lock(|| self.run_locked(op))
+    }
+
+    fn run_locked(
+        &self,
+        op: impl FnOnce(&mut Vioapic) -> Result<Vec<Interrupt>, VioapicError>,
+    ) -> Result<(), DeviceError> {
+        let mut model = self.lock();
+        let mut sent = Vec::new();
+        if matches!(self.registers, Registers::Paravirtual) {
+            let mask: u32 = self
+                .memory
+                .read_obj(GuestAddress(abi::VIOAPIC_PV_MASK_GPA))
+                .map_err(device_error)?;
+            sent.extend(model.sync_mask(mask));
+        }
+        sent.extend(op(&mut model).map_err(device_error)?);
+        let level = self.line.level().map_err(device_error)?;
+        sent.extend(
+            model
+                .set_line(abi::VIOAPIC_LINE, level)
+                .map_err(device_error)?,
+        );
+        self.publish(&model)?;
+        for interrupt in sent {
+            let msi = MsiMessage::compose(&interrupt).map_err(device_error)?;
+            signal_msi(&self.vm, msi).map_err(device_error)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the readable registers where this level's guest reads them.
+    fn publish(&self, model: &Vioapic) -> Result<(), DeviceError> {
+        match &self.registers {
+            Registers::Trapped => Ok(()),
+            Registers::ReadOnlyMirror(mirror) => {
+                let mut page = Vec::new();
+                for offset in (REG_IRR..REG_ROUTE_BASE + 4 * u64::from(LINES)).step_by(4) {
+                    page.extend(model.read(offset).unwrap_or(0).to_le_bytes());
+                }
+                mirror
+                    .write_slice(&page, GuestAddress(abi::VIOAPIC_GPA))
+                    .map_err(device_error)
+            }
+            Registers::Paravirtual => {
+                for (gpa, value) in [
+                    (abi::VIOAPIC_PV_IRR_GPA, model.irr()),
+                    (abi::VIOAPIC_PV_ISR_GPA, model.isr()),
+                    (abi::VIOAPIC_PV_MASK_GPA, model.mask()),
+                ] {
+                    self.memory
+                        .write_obj(value, GuestAddress(gpa))
+                        .map_err(device_error)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn check_dword(len: usize) -> Result<(), DeviceError> {
+    if len == 4 {
+        Ok(())
+    } else {
+        Err(DeviceError::BadAccessSize {
+            what: "a VIOAPIC register",
+            len,
+            expected: 4,
+        })
+    }
+}
+
+impl MmioDevice for VioapicDevice {
+    fn name(&self) -> &'static str {
+        "VIOAPIC"
+    }
+
+    fn read(&self, _cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
+        check_dword(data.len())?;
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.sample()?;
+        let value = self.lock().read(offset).map_err(device_error)?;
+        fill_le(data, u64::from(value));
+        Ok(())
+    }
+
+    fn write(&self, _cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        check_dword(data.len())?;
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let value = le_value(data) as u32;
+        self.run(|model| model.write(offset, value))
+    }
+}

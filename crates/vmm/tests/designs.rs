@@ -1,0 +1,245 @@
+//! The software-only designs (mechanisms.md sections 6-8) on /dev/kvm:
+//! exit counts per interrupt, per register access and per disk command,
+//! never times. Skipped loudly without /dev/kvm.
+
+use std::sync::Mutex;
+
+use dirq_vmm::bench::{self, BenchError};
+use dirq_vmm::config::{Bench, BenchConfig, IpiKind, VioapicMode};
+use dirq_vmm::designs::io_batch::WRITES_PER_COMMAND;
+use dirq_vmm::testing::require_kvm;
+use dirq_vmm::RunReport;
+
+static KVM: Mutex<()> = Mutex::new(());
+
+fn run(config: &BenchConfig) -> Result<RunReport, BenchError> {
+    let _serial = KVM.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    bench::run(config)
+}
+
+fn result(report: &RunReport, name: &str) -> f64 {
+    *report
+        .results
+        .get(name)
+        .unwrap_or_else(|| panic!("no result {name}: {:?}", report.results))
+}
+
+fn userspace_exits(report: &RunReport, reason: &str) -> u64 {
+    report
+        .exits
+        .userspace_by_reason
+        .get(reason)
+        .copied()
+        .unwrap_or(0)
+}
+
+const EVENTS: u64 = 500;
+
+fn vioapic(mode: VioapicMode) -> RunReport {
+    let mut config = BenchConfig::new(Bench::Vioapic);
+    config.vioapic = mode;
+    config.count = EVENTS;
+    let report = run(&config).unwrap_or_else(|err| panic!("vioapic {mode}: {err}"));
+    // bench::run fails unless every event was consumed, in order.
+    assert_eq!(result(&report, "events"), EVENTS as f64, "{mode}");
+    report
+}
+
+/// Register accesses of one interrupt's sequence at this level.
+fn accesses_per_interrupt(report: &RunReport) -> (u64, u64) {
+    (
+        result(report, "register_reads_per_interrupt") as u64,
+        result(report, "register_writes_per_interrupt") as u64,
+    )
+}
+
+#[test]
+fn vioapic_userspace_exits_once_per_register_access() {
+    if !require_kvm("vioapic_userspace_exits_once_per_register_access") {
+        return;
+    }
+    let report = vioapic(VioapicMode::Userspace);
+    let (reads, writes) = accesses_per_interrupt(&report);
+    assert_eq!((reads, writes), (4, 2));
+    // Back to back through dirq's controller: one interrupt per event.
+    assert_eq!(report.interrupts, EVENTS);
+    assert_eq!(result(&report, "spurious"), 0.0);
+    assert_eq!(
+        userspace_exits(&report, "mmio"),
+        (reads + writes) * EVENTS,
+        "{:?}",
+        report.exits
+    );
+    assert_eq!(report.exits.userspace, (reads + writes) * EVENTS);
+}
+
+#[test]
+fn vioapic_ro_page_reads_cost_no_exit() {
+    if !require_kvm("vioapic_ro_page_reads_cost_no_exit") {
+        return;
+    }
+    let report = vioapic(VioapicMode::RoPage);
+    let (reads, writes) = accesses_per_interrupt(&report);
+    assert!(reads > 0);
+    assert_eq!(
+        result(&report, "trapped_reads"),
+        0.0,
+        "reads hit the mirror"
+    );
+    assert_eq!(report.interrupts, EVENTS);
+    assert_eq!(
+        userspace_exits(&report, "mmio"),
+        writes * EVENTS,
+        "{:?}",
+        report.exits
+    );
+}
+
+#[test]
+fn vioapic_pv_traps_only_the_unmask() {
+    if !require_kvm("vioapic_pv_traps_only_the_unmask") {
+        return;
+    }
+    let report = vioapic(VioapicMode::Pv);
+    assert_eq!(result(&report, "trapped_reads"), 0.0);
+    assert_eq!(report.interrupts, EVENTS);
+    assert_eq!(
+        userspace_exits(&report, "mmio"),
+        EVENTS,
+        "one UNMASK write per interrupt: {:?}",
+        report.exits
+    );
+    assert_eq!(report.exits.userspace, EVENTS);
+}
+
+#[test]
+fn vioapic_kernel_level_needs_no_userspace_exit() {
+    if !require_kvm("vioapic_kernel_level_needs_no_userspace_exit") {
+        return;
+    }
+    let report = vioapic(VioapicMode::Kernel);
+    assert_eq!(result(&report, "trapped_reads"), 0.0);
+    assert_eq!(result(&report, "trapped_writes"), 0.0);
+    assert_eq!(report.exits.userspace, 0, "{:?}", report.exits);
+    // Spurious interrupts (duplicate deliveries) are serviced as nothing
+    // to do; every event still took an interrupt of its own.
+    assert!(report.interrupts >= EVENTS);
+}
+
+#[test]
+fn vioapic_pv_survives_raises_racing_mask_and_unmask() {
+    if !require_kvm("vioapic_pv_survives_raises_racing_mask_and_unmask") {
+        return;
+    }
+    for mode in [VioapicMode::Pv, VioapicMode::Userspace] {
+        let mut config = BenchConfig::new(Bench::Vioapic);
+        config.vioapic = mode;
+        config.vioapic_race = true;
+        config.count = 3_000;
+        // Fails if an interrupt arrived while the guest had the line masked
+        // with none in flight, or if the guest never got an event (a lost
+        // interrupt leaves it halted until the watchdog).
+        let report = run(&config).unwrap_or_else(|err| panic!("{mode} race: {err}"));
+        assert_eq!(result(&report, "events"), 3_000.0, "{mode}");
+        assert!(
+            result(&report, "mask_toggles") > 0.0,
+            "{mode}: the guest never masked outside its handler: {:?}",
+            report.results
+        );
+    }
+}
+
+#[test]
+fn vioapic_refuses_paths_it_does_not_measure() {
+    let mut config = BenchConfig::new(Bench::Vioapic);
+    config.vioapic = VioapicMode::Kernel;
+    config.vioapic_race = true;
+    assert!(
+        config.validate().is_err(),
+        "the race test drives dirq's controller"
+    );
+    let mut config = BenchConfig::new(Bench::Vioapic);
+    config.pv_eoi = true;
+    assert!(config.validate().is_err());
+}
+
+fn io_batch(batched: bool) -> RunReport {
+    let mut config = BenchConfig::new(Bench::IoBatch);
+    config.io_batch = batched;
+    config.count = 300;
+    run(&config).unwrap_or_else(|err| panic!("io-batch (batched {batched}): {err}"))
+}
+
+#[test]
+fn io_batch_turns_eleven_exits_per_command_into_one() {
+    if !require_kvm("io_batch_turns_eleven_exits_per_command_into_one") {
+        return;
+    }
+    let writes = io_batch(false);
+    let batched = io_batch(true);
+    assert_eq!(writes.commands, Some(300));
+    assert_eq!(batched.commands, Some(300));
+    assert_eq!(
+        userspace_exits(&writes, "io"),
+        WRITES_PER_COMMAND * 300,
+        "{:?}",
+        writes.exits
+    );
+    assert_eq!(userspace_exits(&batched, "io"), 300, "{:?}", batched.exits);
+    assert_eq!(
+        result(&writes, "device_digest"),
+        result(&batched, "device_digest"),
+        "the disk must end in the same state both ways"
+    );
+}
+
+#[test]
+fn tick_scaling_cuts_timer_interrupts_by_k_unseen_by_the_guest() {
+    if !require_kvm("tick_scaling_cuts_timer_interrupts_by_k_unseen_by_the_guest") {
+        return;
+    }
+    const K: u32 = 10;
+    let ticks = |scale: u32| {
+        let mut config = BenchConfig::new(Bench::Tick);
+        config.tick_scale = scale;
+        config.duration_ms = 300;
+        let report = run(&config).unwrap_or_else(|err| panic!("tick K={scale}: {err}"));
+        // bench::run fails if the guest read back a count it never wrote.
+        assert!(result(&report, "max_count_read") <= result(&report, "guest_reload"));
+        assert_eq!(
+            result(&report, "effective_reload"),
+            result(&report, "guest_reload") * f64::from(scale)
+        );
+        report.interrupts
+    };
+    let (fast, slow) = (ticks(1), ticks(K));
+    assert!(fast > 0 && slow > 0, "{fast} vs {slow} ticks");
+    // The same loop under both: K times fewer ticks, give or take the
+    // loop's length under the heavier tick.
+    let ratio = fast as f64 / slow as f64;
+    assert!(
+        (f64::from(K) / 2.0..=f64::from(K) * 2.0).contains(&ratio),
+        "{fast} ticks at K=1, {slow} at K={K}"
+    );
+}
+
+#[test]
+fn broadcast_ipis_reach_every_other_vcpu() {
+    if !require_kvm("broadcast_ipis_reach_every_other_vcpu") {
+        return;
+    }
+    let mut config = BenchConfig::new(Bench::Ipi);
+    config.ipi = IpiKind::Broadcast;
+    config.vcpus = 4;
+    config.count = 200;
+    let report = run(&config).expect("broadcast ipi runs");
+    for cpu in 1..4 {
+        assert_eq!(
+            result(&report, &format!("ipis_to_vcpu{cpu}")),
+            200.0,
+            "vCPU {cpu}"
+        );
+    }
+    assert_eq!(report.latency_ns.as_ref().map(|l| l.samples), Some(200));
+    assert!(report.exits.vcpu_cpu_s > 0.0, "the vCPU threads' CPU time");
+}
