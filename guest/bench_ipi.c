@@ -1,6 +1,7 @@
 /*
- * ipi: CPU 0 pings, the pinged CPUs answer with DIRQ_VECTOR_IPI_PONG, and
- * CPU 0 records the round trip in TSC cycles (until the last pong). args[0]
+ * ipi: CPU 0 pings, each pinged CPU n answers with its own vector
+ * DIRQ_VECTOR_IPI_PONG_BASE + n, and CPU 0 records the round trip in TSC
+ * cycles, until the last pong of the round. args[0]
  * (enum dirq_ipi_kind) says whom: CPU 1 (unicast), or every other CPU with
  * the ICR's all-excluding-self shorthand or one KVM PV send-IPI hypercall
  * (broadcast). The handlers are in irq_entries.S.
@@ -30,17 +31,6 @@ static void pv_send_ipi(u64 bitmap, u32 min, u8 vector)
     (void)ret;
 }
 
-/* Whether every pinged CPU answered ping `round`: the pongs themselves
- * cannot be counted, as pongs arriving together coalesce in CPU 0's IRR. */
-static int answered(u64 round, u64 kind)
-{
-    u32 last = kind == DIRQ_IPI_UNICAST ? AP_APIC_ID : shared->num_cpus - 1;
-    for (u32 cpu = 1; cpu <= last; cpu++)
-        if (shared->handled[cpu] < round)
-            return 0;
-    return 1;
-}
-
 static void run(void)
 {
     u64 kind = shared->args[0];
@@ -54,9 +44,12 @@ static void run(void)
             fail(DIRQ_FAILURE_MISSING_FEATURE, CPUID_KVM_FEATURES, KVM_FEATURE_PV_SEND_IPI, 0, 0);
     }
 
+    u32 last = kind == DIRQ_IPI_UNICAST ? AP_APIC_ID : shared->num_cpus - 1;
+
     /* The IDT is shared by all CPUs. */
     set_irq_entries(DIRQ_VECTOR_IPI_PING, &ipi_ping_irq);
-    set_irq_entries(DIRQ_VECTOR_IPI_PONG, &ipi_pong_irq);
+    for (u32 cpu = 1; cpu < shared->num_cpus; cpu++)
+        set_irq_entries(DIRQ_VECTOR_IPI_PONG_BASE + cpu, ipi_pong_irq[cpu]);
     control(DIRQ_CONTROL_BENCH_START);
     for (u64 i = 1; i <= shared->count; i++) {
         u64 sent = rdtsc();
@@ -66,10 +59,9 @@ static void run(void)
             apic_send_ipi_all_but_self(DIRQ_VECTOR_IPI_PING);
         else
             apic_send_ipi(AP_APIC_ID, DIRQ_VECTOR_IPI_PING);
-        /* Each pong wakes CPU 0 to look again; the last one to land is
-         * when the round trip ended. */
-        while (!answered(i, kind))
-            wait_until_at_least(&shared->handled[0], shared->handled[0] + 1);
+        /* Every pong wakes CPU 0; the round ends with the last of them. */
+        for (u32 cpu = 1; cpu <= last; cpu++)
+            wait_until_at_least(&ipi_pongs[cpu], i);
         record_sample(pong_tsc - sent);
     }
     control(DIRQ_CONTROL_BENCH_END);

@@ -74,22 +74,23 @@
 
 #define CPU0_PV_EOI_FLAG pv_eoi_word(%rip)
 
-/* Fixed IPI to APIC ID 0 (SDM 10.6.1). */
-.macro SEND_TO_CPU0_x2apic vector
+/* Fixed IPI to APIC ID 0 (SDM 10.6.1), vector DIRQ_VECTOR_IPI_PONG_BASE + %rsi. */
+.macro SEND_PONG_x2apic
     mov $MSR_X2APIC_ICR, %ecx
-    mov $\vector, %eax
+    lea DIRQ_VECTOR_IPI_PONG_BASE(%rsi), %eax
     xor %edx, %edx
     wrmsr
 .endm
 
-.macro SEND_TO_CPU0_xapic vector
+.macro SEND_PONG_xapic
     mov $(DIRQ_LAPIC_GPA + APIC_REG_ICR_HIGH), %rcx
     movl $0, (%rcx)
     mov $(DIRQ_LAPIC_GPA + APIC_REG_ICR_LOW), %rcx
-    movl $\vector, (%rcx)
+    lea DIRQ_VECTOR_IPI_PONG_BASE(%rsi), %eax
+    movl %eax, (%rcx)
 .endm
 
-/* Defines \name_<flavour> for every EOI flavour; \body takes (apic, eoi). */
+/* Expands \body once per EOI flavour, with (\name, apic, eoi). */
 .macro FOR_EACH_FLAVOUR name, body
     \body \name, x2apic, x2apic
     \body \name, xapic, xapic
@@ -131,28 +132,34 @@
     RESTORE_IRET
 .endm
 
-/* ipi, on a pinged CPU: answer the ping, count in handled[this CPU]
- * (the CPU index is the stack's, as in kernel.c's this_cpu()). */
+/* ipi, on a pinged CPU: count in handled[this CPU], then answer with this
+ * CPU's own pong vector, so that pongs from several CPUs never coalesce
+ * in CPU 0's IRR. The CPU index is the stack's, as in kernel.c's this_cpu(). */
 .macro IPI_PING name, apic, eoi
     .global \name\()_\eoi
 \name\()_\eoi:
     SAVE
-    mov %rsp, %rax
-    sub $DIRQ_STACKS_GPA, %rax
-    shr $DIRQ_STACK_SHIFT, %rax
-    incq HANDLED(0)(,%rax,8)
-    EOI_\eoi "pv_eoi_word(,%rax,4)"
-    SEND_TO_CPU0_\apic DIRQ_VECTOR_IPI_PONG
+    push %rsi
+    mov %rsp, %rsi
+    sub $DIRQ_STACKS_GPA, %rsi
+    shr $DIRQ_STACK_SHIFT, %rsi
+    incq HANDLED(0)(,%rsi,8)
+    SEND_PONG_\apic
+    EOI_\eoi "pv_eoi_word(,%rsi,4)"
+    pop %rsi
     RESTORE_IRET
 .endm
 
-/* ipi, on CPU 0: when did the pong arrive. */
-.macro IPI_PONG name, apic, eoi
-    .global \name\()_\eoi
-\name\()_\eoi:
+/* ipi, on CPU 0: when did CPU \target's pong arrive (the last pong of a
+ * round is its end), counted per CPU in ipi_pongs[]. Defines
+ * ipi_pong<target>_irq_<flavour>. */
+.macro IPI_PONG target, apic, eoi
+    .global ipi_pong\target\()_irq_\eoi
+ipi_pong\target\()_irq_\eoi:
     SAVE
     RDTSC_RAX
     mov %rax, pong_tsc(%rip)
+    incq ipi_pongs + 8 * \target(%rip)
     incq HANDLED(0)
     EOI_\eoi CPU0_PV_EOI_FLAG
     RESTORE_IRET
@@ -174,4 +181,6 @@ FOR_EACH_FLAVOUR device_irq, DEVICE
 FOR_EACH_FLAVOUR timer_irq, TIMER
 FOR_EACH_FLAVOUR tick_irq, COUNT
 FOR_EACH_FLAVOUR ipi_ping_irq, IPI_PING
-FOR_EACH_FLAVOUR ipi_pong_irq, IPI_PONG
+    .irp target, 1, 2, 3, 4, 5, 6, 7
+    FOR_EACH_FLAVOUR \target, IPI_PONG
+    .endr

@@ -12,7 +12,18 @@ IRQ_ENTRIES(device_irq);
 IRQ_ENTRIES(timer_irq);
 IRQ_ENTRIES(tick_irq);
 IRQ_ENTRIES(ipi_ping_irq);
-IRQ_ENTRIES(ipi_pong_irq);
+IRQ_ENTRIES(ipi_pong1_irq);
+IRQ_ENTRIES(ipi_pong2_irq);
+IRQ_ENTRIES(ipi_pong3_irq);
+IRQ_ENTRIES(ipi_pong4_irq);
+IRQ_ENTRIES(ipi_pong5_irq);
+IRQ_ENTRIES(ipi_pong6_irq);
+IRQ_ENTRIES(ipi_pong7_irq);
+
+const struct irq_entries *const ipi_pong_irq[DIRQ_MAX_CPUS] = {
+    0, &ipi_pong1_irq, &ipi_pong2_irq, &ipi_pong3_irq, &ipi_pong4_irq, &ipi_pong5_irq, &ipi_pong6_irq, &ipi_pong7_irq,
+};
+volatile u64 ipi_pongs[DIRQ_MAX_CPUS];
 
 volatile u64 level_irq_count;
 volatile u64 timer_fired_tsc;

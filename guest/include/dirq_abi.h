@@ -44,7 +44,7 @@
 #define DIRQ_VECTOR_DEVICE 0x40
 #define DIRQ_VECTOR_TIMER 0x41
 #define DIRQ_VECTOR_IPI_PING 0x42
-#define DIRQ_VECTOR_IPI_PONG 0x43
+#define DIRQ_VECTOR_IPI_PONG_BASE 0x50 /* + the answering CPU's index */
 #define DIRQ_VECTOR_TICK 0x44
 #define DIRQ_VECTOR_SPURIOUS 0xff
 

@@ -2,6 +2,7 @@
 #ifndef DIRQ_IRQ_ENTRIES_H
 #define DIRQ_IRQ_ENTRIES_H
 
+#include "dirq_abi.h"
 #include "types.h"
 
 /* One handler, assembled once per EOI flavour. */
@@ -18,10 +19,13 @@ extern const struct irq_entries device_irq;
 extern const struct irq_entries timer_irq;
 /* CPU 0: counts handled[0]. */
 extern const struct irq_entries tick_irq;
-/* CPU 1: sends DIRQ_VECTOR_IPI_PONG to CPU 0, counts handled[1]. */
+/* A pinged CPU: counts handled[its index], sends CPU 0 the pong vector
+ * DIRQ_VECTOR_IPI_PONG_BASE + its index. */
 extern const struct irq_entries ipi_ping_irq;
-/* CPU 0: stores the TSC at entry in pong_tsc, counts handled[0]. */
-extern const struct irq_entries ipi_pong_irq;
+/* CPU 0, CPU n's pong: stores the TSC at entry in pong_tsc, counts
+ * ipi_pongs[n] and handled[0]. Entry 0 is unused. */
+extern const struct irq_entries *const ipi_pong_irq[DIRQ_MAX_CPUS];
+extern volatile u64 ipi_pongs[DIRQ_MAX_CPUS];
 
 /* CPU 0: counts level_irq_count and returns without EOI (bench_vioapic.c). */
 void level_irq(void);

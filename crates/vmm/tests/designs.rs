@@ -240,6 +240,8 @@ fn broadcast_ipis_reach_every_other_vcpu() {
             "vCPU {cpu}"
         );
     }
+    // Each answers with its own pong vector: none coalesce on vCPU 0.
+    assert_eq!(result(&report, "ipis_to_vcpu0"), 3.0 * 200.0);
     assert_eq!(report.latency_ns.as_ref().map(|l| l.samples), Some(200));
     assert!(report.exits.vcpu_cpu_s > 0.0, "the vCPU threads' CPU time");
 }
