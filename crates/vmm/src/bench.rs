@@ -78,6 +78,10 @@ pub(crate) fn window_exits<T>(output: &MachineOutput<T>) -> (ExitSummary, f64) {
     }
 }
 
+pub(crate) fn cycles_to_seconds(cycles: u64, tsc_khz: u64) -> f64 {
+    cycles_to_ns(cycles, tsc_khz) as f64 / 1e9
+}
+
 pub(crate) fn cycles_to_ns(cycles: u64, tsc_khz: u64) -> u64 {
     if tsc_khz == 0 {
         return 0;

@@ -291,7 +291,7 @@ pub struct BenchConfig {
 pub const MAX_COUNT: u64 = crate::memory::SAMPLES_CAPACITY;
 /// vCPUs a run can boot: the guest's per-CPU stacks and counters.
 pub const MAX_VCPUS: u32 = crate::abi::MAX_CPUS as u32;
-/// The largest `--tick-scale`: the PIT's 16-bit count times this still fits.
+/// The largest `--tick-scale`: it turns a 1000 Hz tick into a 1 Hz one.
 pub const MAX_TICK_SCALE: u32 = 1000;
 
 impl BenchConfig {
@@ -411,6 +411,23 @@ impl BenchConfig {
         Ok(())
     }
 
+    /// The bench-specific parameters the guest reads from `shared->args`.
+    pub fn guest_args(&self) -> [u64; 4] {
+        match self.bench {
+            Bench::Vioapic => [self.vioapic.abi_id(), u64::from(self.vioapic_race), 0, 0],
+            Bench::IoBatch => [u64::from(self.io_batch), 0, 0, 0],
+            Bench::Ipi => {
+                let kind = match (self.ipi, self.pv_send_ipi) {
+                    (IpiKind::Unicast, _) => crate::abi::IPI_UNICAST,
+                    (IpiKind::Broadcast, false) => crate::abi::IPI_BROADCAST,
+                    (IpiKind::Broadcast, true) => crate::abi::IPI_BROADCAST_PV,
+                };
+                [kind, 0, 0, 0]
+            }
+            _ => [0; 4],
+        }
+    }
+
     /// The flags of the software-only designs (mechanisms.md sections 6-8).
     fn validate_designs(&self) -> Result<(), ConfigError> {
         let incompatible = |why: &str| Err(ConfigError::Incompatible(why.to_string()));
@@ -473,25 +490,6 @@ impl Bench {
             Bench::Vioapic => crate::abi::BENCH_VIOAPIC,
             Bench::IoBatch => crate::abi::BENCH_IO_BATCH,
             Bench::Tick => crate::abi::BENCH_TICK,
-        }
-    }
-}
-
-impl BenchConfig {
-    /// The bench-specific parameters the guest reads from `shared->args`.
-    pub fn guest_args(&self) -> [u64; 4] {
-        match self.bench {
-            Bench::Vioapic => [self.vioapic.abi_id(), u64::from(self.vioapic_race), 0, 0],
-            Bench::IoBatch => [u64::from(self.io_batch), 0, 0, 0],
-            Bench::Ipi => {
-                let kind = match (self.ipi, self.pv_send_ipi) {
-                    (IpiKind::Unicast, _) => crate::abi::IPI_UNICAST,
-                    (IpiKind::Broadcast, false) => crate::abi::IPI_BROADCAST,
-                    (IpiKind::Broadcast, true) => crate::abi::IPI_BROADCAST_PV,
-                };
-                [kind, 0, 0, 0]
-            }
-            _ => [0; 4],
         }
     }
 }

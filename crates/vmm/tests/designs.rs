@@ -2,35 +2,19 @@
 //! exit counts per interrupt, per register access and per disk command,
 //! never times. Skipped loudly without /dev/kvm.
 
-use std::sync::Mutex;
+mod common;
 
-use dirq_vmm::bench::{self, BenchError};
+use common::{run, userspace_exits};
 use dirq_vmm::config::{Bench, BenchConfig, IpiKind, VioapicMode};
 use dirq_vmm::designs::io_batch::WRITES_PER_COMMAND;
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::RunReport;
-
-static KVM: Mutex<()> = Mutex::new(());
-
-fn run(config: &BenchConfig) -> Result<RunReport, BenchError> {
-    let _serial = KVM.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    bench::run(config)
-}
 
 fn result(report: &RunReport, name: &str) -> f64 {
     *report
         .results
         .get(name)
         .unwrap_or_else(|| panic!("no result {name}: {:?}", report.results))
-}
-
-fn userspace_exits(report: &RunReport, reason: &str) -> u64 {
-    report
-        .exits
-        .userspace_by_reason
-        .get(reason)
-        .copied()
-        .unwrap_or(0)
 }
 
 const EVENTS: u64 = 500;

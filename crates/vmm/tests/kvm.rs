@@ -1,24 +1,17 @@
 //! Runs the guest on /dev/kvm and asserts exit counts (never times).
-//! The tests take a shared lock: concurrent VMs on a small host would
-//! only make each other slower.
+//! The tests run one VM at a time (`common::run`).
 
-use std::sync::Mutex;
+mod common;
 
-use dirq_vmm::bench::{self, BenchError, BusError, MachineError, VcpuError};
+use common::{one_vm_at_a_time, run, userspace_exits};
+use dirq_vmm::bench::{BenchError, BusError, MachineError, VcpuError};
 use dirq_vmm::config::{
     ApicMode, Bench, BenchConfig, FaultKind, GuestIdle, Inject, IrqSource, Irqchip, TimerMode,
 };
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::RunReport;
 
-static KVM: Mutex<()> = Mutex::new(());
-
 const INTERRUPTS: u64 = 300;
-
-fn run(config: &BenchConfig) -> Result<RunReport, BenchError> {
-    let _serial = KVM.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    bench::run(config)
-}
 
 fn irq_latency(irqchip: Irqchip, inject: Inject, apic: ApicMode) -> BenchConfig {
     let mut config = BenchConfig::new(Bench::IrqLatency);
@@ -28,15 +21,6 @@ fn irq_latency(irqchip: Irqchip, inject: Inject, apic: ApicMode) -> BenchConfig 
     config.count = INTERRUPTS;
     config.rate_hz = 0;
     config
-}
-
-fn userspace_exits(report: &RunReport, reason: &str) -> u64 {
-    report
-        .exits
-        .userspace_by_reason
-        .get(reason)
-        .copied()
-        .unwrap_or(0)
 }
 
 fn kernel_exits(report: &RunReport, reason: &str) -> u64 {
@@ -326,7 +310,7 @@ fn probe_times_both_kinds_of_exit() {
     if !require_kvm("probe_times_both_kinds_of_exit") {
         return;
     }
-    let _serial = KVM.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _serial = one_vm_at_a_time();
     let report = dirq_vmm::probe::probe().expect("probe runs");
     assert!(
         report.userspace_exit_ns > 0.0 && report.kernel_exit_ns > 0.0,

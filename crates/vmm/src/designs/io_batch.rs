@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Scale;
 use crate::abi;
-use crate::bench::{window_exits, BenchError};
+use crate::bench::{cycles_to_seconds, window_exits, BenchError};
 use crate::config::{Bench, BenchConfig};
 use crate::devices::task_file::{self, TaskFile};
 use crate::machine::{self, Attach, Extensions};
@@ -55,7 +55,7 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
     }
     let commands = state.commands;
     let cycles = output.shared.result[abi::RESULT_IO_BATCH_CYCLES];
-    let seconds = cycles as f64 / (output.tsc_khz.max(1) as f64 * 1e3);
+    let seconds = cycles_to_seconds(cycles, output.tsc_khz);
     let (exits, duration_s) = window_exits(&output);
     let per_command = |value: u64| value as f64 / commands.max(1) as f64;
     let mut results = BTreeMap::new();

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Scale;
 use crate::abi;
-use crate::bench::{guest_share, window_exits, BenchError};
+use crate::bench::{cycles_to_seconds, guest_share, window_exits, BenchError};
 use crate::config::{Bench, BenchConfig};
 use crate::devices::ioapic::IoapicDevice;
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
@@ -70,7 +70,7 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
         });
     }
     let loaded = result(abi::RESULT_TICK_LOADED_CYCLES);
-    let loaded_s = loaded as f64 / (output.tsc_khz.max(1) as f64 * 1e3);
+    let loaded_s = cycles_to_seconds(loaded, output.tsc_khz);
     let (exits, duration_s) = window_exits(&output);
     let mut results = BTreeMap::new();
     for (name, value) in [

@@ -15,7 +15,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use super::{per_interrupt_by_category, Scale};
 use crate::abi;
-use crate::bench::{window_exits, BenchError};
+use crate::bench::{cycles_to_seconds, window_exits, BenchError};
 use crate::config::{Bench, BenchConfig, HaltMode, VioapicMode};
 use crate::devices::event_source::{BackToBack, LineSource, PendingEvents};
 use crate::devices::interrupt::InterruptError;
@@ -97,7 +97,7 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
     // duplicate delivery, or a race-test toggle getting there first) does
     // no work, though its cycles count against the rest.
     let cycles = result(abi::RESULT_VIOAPIC_CYCLES);
-    let seconds = cycles as f64 / (output.tsc_khz.max(1) as f64 * 1e3);
+    let seconds = cycles_to_seconds(cycles, output.tsc_khz);
     let (vmm_reads, vmm_writes) = controller.get().map_or((0, 0), |device| device.exits());
     let mut results = BTreeMap::new();
     for (name, value) in [
