@@ -2,8 +2,9 @@
 //! interrupts to it through a chosen path and counts every exit.
 //!
 //! Entry points: [`bench::run`] (one benchmark, a [`report::RunReport`]),
-//! [`probe::probe`] (capabilities and exit costs), and
-//! [`testing::require_kvm`] for tests.
+//! [`probe::probe`] (capabilities and exit costs), the `compare` of each
+//! module in [`designs`] (a software-only design in every mode, as a table),
+//! and [`testing::require_kvm`] for tests.
 //!
 //! Adding a benchmark: a guest file `guest/bench_<name>.c` defining a
 //! `struct bench` (one line in guest/bench.c's table; hot interrupt
