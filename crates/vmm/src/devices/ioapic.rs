@@ -9,7 +9,7 @@ use dirq_arch::lapic::Interrupt;
 use dirq_arch::msi::MsiMessage;
 
 use super::interrupt::{signal_msi, InterruptError, InterruptSink};
-use super::{fill_le, le_value, DeviceError, MmioDevice};
+use super::{check_access_size, fill_le, le_value, DeviceError, MmioDevice};
 use crate::vm::Vm;
 
 /// Where an IOAPIC's redirected interrupts go.
@@ -82,32 +82,19 @@ impl IoapicDevice {
     }
 }
 
-fn check_dword(len: usize) -> Result<(), DeviceError> {
-    // The IOAPIC's registers are 32 bits wide and accessed as such.
-    if len == 4 {
-        Ok(())
-    } else {
-        Err(DeviceError::BadAccessSize {
-            what: "an IOAPIC register",
-            len,
-            expected: 4,
-        })
-    }
-}
-
 impl MmioDevice for IoapicDevice {
     fn name(&self) -> &'static str {
         "IOAPIC"
     }
 
     fn read(&self, _cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
-        check_dword(data.len())?;
+        check_access_size("an IOAPIC register", data.len(), 4)?;
         fill_le(data, u64::from(self.lock().read_mmio(offset)));
         Ok(())
     }
 
     fn write(&self, _cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        check_dword(data.len())?;
+        check_access_size("an IOAPIC register", data.len(), 4)?;
         let raised = self.lock().write_mmio(offset, le_value(data) as u32);
         self.deliver(raised).map_err(DeviceError::Device)
     }

@@ -214,6 +214,24 @@ fn wrap(device: &'static str) -> impl FnOnce(DeviceError) -> BusError {
     move |source| BusError::Device { device, source }
 }
 
+/// Refuses an access of `len` bytes to `what`, whose registers take exactly
+/// `expected` bytes.
+pub fn check_access_size(
+    what: &'static str,
+    len: usize,
+    expected: usize,
+) -> Result<(), DeviceError> {
+    if len == expected {
+        Ok(())
+    } else {
+        Err(DeviceError::BadAccessSize {
+            what,
+            len,
+            expected,
+        })
+    }
+}
+
 /// Reads a little-endian value of 1, 2, 4 or 8 bytes.
 pub fn le_value(data: &[u8]) -> u64 {
     data.iter()

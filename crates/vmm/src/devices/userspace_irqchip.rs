@@ -18,9 +18,11 @@ use dirq_arch::msi::{MsiFormat, MsiMessage};
 use super::control::RunControl;
 use super::interrupt::{InterruptError, InterruptSink};
 use super::ioapic::{ApicBus, IoapicDevice};
-use super::{fill_le, le_value, DeviceError, MmioDevice, MsrDevice};
+use super::{check_access_size, fill_le, le_value, DeviceError, MmioDevice, MsrDevice};
 use crate::vcpu::{Kicker, UserspaceInterruptController};
 
+/// SDM 10.4.1: APIC registers are accessed as aligned 32-bit quantities.
+const XAPIC_REGISTER_BYTES: usize = 4;
 /// Longest a halted vCPU or the timer thread sleeps before re-checking for a stop.
 const STOP_POLL: Duration = Duration::from_millis(20);
 
@@ -277,26 +279,13 @@ impl LapicMmio {
     pub const SIZE: u64 = MMIO_SIZE;
 }
 
-fn check_dword(len: usize) -> Result<(), DeviceError> {
-    // SDM 10.4.1: APIC registers are accessed as aligned 32-bit quantities.
-    if len == 4 {
-        Ok(())
-    } else {
-        Err(DeviceError::BadAccessSize {
-            what: "an xAPIC register",
-            len,
-            expected: 4,
-        })
-    }
-}
-
 impl MmioDevice for LapicMmio {
     fn name(&self) -> &'static str {
         "LAPIC (xAPIC MMIO)"
     }
 
     fn read(&self, cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
-        check_dword(data.len())?;
+        check_access_size("an xAPIC register", data.len(), XAPIC_REGISTER_BYTES)?;
         let chip = &self.0;
         let value =
             lock(&chip.cpu(cpu).map_err(DeviceError::Device)?.lapic).read_mmio(offset, &chip.clock);
@@ -305,7 +294,7 @@ impl MmioDevice for LapicMmio {
     }
 
     fn write(&self, cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        check_dword(data.len())?;
+        check_access_size("an xAPIC register", data.len(), XAPIC_REGISTER_BYTES)?;
         let chip = &self.0;
         let message = lock(&chip.cpu(cpu).map_err(DeviceError::Device)?.lapic).write_mmio(
             offset,

@@ -16,7 +16,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend as _, VolatileMemory};
 
 use super::event_source::LineSource;
 use super::interrupt::signal_msi;
-use super::{fill_le, le_value, DeviceError, MmioDevice};
+use super::{check_access_size, fill_le, le_value, DeviceError, MmioDevice};
 use crate::abi;
 use crate::memory::GuestMemory;
 use crate::vm::Vm;
@@ -184,25 +184,13 @@ impl VioapicDevice {
     }
 }
 
-fn check_dword(len: usize) -> Result<(), DeviceError> {
-    if len == 4 {
-        Ok(())
-    } else {
-        Err(DeviceError::BadAccessSize {
-            what: "a VIOAPIC register",
-            len,
-            expected: 4,
-        })
-    }
-}
-
 impl MmioDevice for VioapicDevice {
     fn name(&self) -> &'static str {
         "VIOAPIC"
     }
 
     fn read(&self, _cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
-        check_dword(data.len())?;
+        check_access_size("a VIOAPIC register", data.len(), 4)?;
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.sample()?;
         let value = self.lock().read(offset).map_err(device_error)?;
@@ -211,7 +199,7 @@ impl MmioDevice for VioapicDevice {
     }
 
     fn write(&self, _cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        check_dword(data.len())?;
+        check_access_size("a VIOAPIC register", data.len(), 4)?;
         self.writes.fetch_add(1, Ordering::Relaxed);
         let value = le_value(data) as u32;
         self.run(|model| model.write(offset, value))
