@@ -63,7 +63,6 @@ static void run(void)
     u64 cycles = rdtsc() - start;
     control(DIRQ_CONTROL_BENCH_END);
 
-    shared->result[DIRQ_RESULT_IO_BATCH_COMMANDS] = shared->count;
     shared->result[DIRQ_RESULT_IO_BATCH_CYCLES] = cycles;
 }
 

@@ -70,8 +70,7 @@
 #define DIRQ_RESULT_VIOAPIC_MASKED_ARRIVALS 5 /* race test: arrived while masked, none in flight */
 #define DIRQ_RESULT_VIOAPIC_MASK_TOGGLES 6 /* race test: mask/unmask pairs done outside the handler */
 #define DIRQ_RESULT_VIOAPIC_CYCLES 7     /* TSC cycles over the measured interrupts */
-#define DIRQ_RESULT_IO_BATCH_COMMANDS 0
-#define DIRQ_RESULT_IO_BATCH_CYCLES 1
+#define DIRQ_RESULT_IO_BATCH_CYCLES 0
 #define DIRQ_RESULT_TICK_TICKS 0          /* timer interrupts in the loaded loop */
 #define DIRQ_RESULT_TICK_ITERATIONS 1
 #define DIRQ_RESULT_TICK_BASELINE_CYCLES 2 /* the loop with the PIT stopped */
