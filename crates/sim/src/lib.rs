@@ -118,7 +118,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     let total_exits: u64 = counters.exits.iter().sum();
     let invariant_violations = Invariant::ALL
         .iter()
-        .map(|&invariant| (invariant, counters.violations[invariant as usize]))
+        .map(|&invariant| (invariant, machine.checker.violations_of(invariant)))
         .collect();
     let core_ns = counters.guest_core_ns.max(1) as f64;
     let time_in_guest = counters.guest_ns as f64 / core_ns;
@@ -143,10 +143,10 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         throughput: throughput(spec, counters, seconds),
         invariant_violations,
         interrupts: InterruptCounts {
-            raised: counters.raised,
-            handled: counters.handled,
-            coalesced: counters.coalesced,
-            pending_at_end: counters.pending_at_end,
+            raised: machine.checker.raised,
+            handled: machine.checker.handled,
+            coalesced: machine.checker.coalesced,
+            pending_at_end: machine.checker.pending_at_end,
         },
         events: counters.events,
         wall_s: 0.0,
