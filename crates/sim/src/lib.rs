@@ -106,14 +106,9 @@ fn spec_label(spec: &RunSpec) -> String {
 fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     let counters = &machine.counters;
     let seconds = spec.duration_ns as f64 / 1e9;
-    let exits_by_reason_per_s: BTreeMap<String, f64> = ExitReason::ALL
+    let exits_by_reason_per_s: BTreeMap<ExitReason, f64> = ExitReason::ALL
         .iter()
-        .map(|reason| {
-            (
-                reason.name().to_string(),
-                counters.exits[reason.index()] as f64 / seconds,
-            )
-        })
+        .map(|&reason| (reason, counters.exits[reason.index()] as f64 / seconds))
         .collect();
     let total_exits: u64 = counters.exits.iter().sum();
     let invariant_violations = Invariant::ALL
@@ -133,7 +128,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         params.insert("dropped_packets".into(), dropped.into());
     }
     RunResult {
-        policy: spec.policy.name().to_string(),
+        policy: spec.policy,
         params,
         exits_per_s: total_exits as f64 / seconds,
         exits_by_reason_per_s,

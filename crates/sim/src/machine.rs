@@ -50,7 +50,8 @@ pub(crate) const GUEST_VIRTIO_VECTOR: u8 = 0x51;
 pub(crate) const GUEST_TIMER_VECTOR: u8 = 0xEC;
 pub(crate) const GUEST_IPI_VECTOR: u8 = 0xFB;
 // Host vectors.
-/// KVM gives each VM's VF its own host vector: 0x60 + VM index.
+/// VF host vectors are allocated per core from here up, as Linux's
+/// per-CPU vector matrix does (`scenario::HOST_VECTORS_PER_CORE` of them).
 const HOST_VF_VECTOR_BASE: u8 = 0x60;
 const HOST_TIMER_VECTOR: u8 = 0xEF;
 const HOST_KICK_VECTOR: u8 = 0xFD;
@@ -74,12 +75,6 @@ fn is_guest_vector(vector: u8) -> bool {
         vector,
         GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR | GUEST_TIMER_VECTOR | GUEST_IPI_VECTOR
     )
-}
-
-/// The VM whose VF a host vector belongs to.
-fn host_vf_vm(vector: u8) -> Option<usize> {
-    let index = vector.checked_sub(HOST_VF_VECTOR_BASE)?;
-    (u32::from(index) < crate::scenario::MAX_VMS).then_some(index as usize)
 }
 
 struct At(u64);
@@ -175,6 +170,9 @@ struct Core {
     /// Time asleep: idle and past any halt-polling window.
     asleep_ns: u64,
     hosts_vcpus: bool,
+    /// The VMs whose VF host vectors this core allocated, in vector order
+    /// from `HOST_VF_VECTOR_BASE`.
+    vf_vectors: Vec<usize>,
 }
 
 impl AsRef<Lapic> for Core {
@@ -223,6 +221,8 @@ struct Vcpu {
 
 struct Vm {
     vcpus: Vec<usize>,
+    /// The host vector of the VF's MSI on its vCPU 0's home core.
+    vf_host_vector: u8,
     vf: RxQueue,
     virtio: RxQueue,
     request_sent_at: Option<u64>,
@@ -260,6 +260,12 @@ pub(crate) struct Machine {
 }
 
 impl Machine {
+    /// The VM whose VF a host vector on `core` belongs to.
+    fn host_vf_vm(&self, core: usize, vector: u8) -> Option<usize> {
+        let index = vector.checked_sub(HOST_VF_VECTOR_BASE)?;
+        self.cores[core].vf_vectors.get(usize::from(index)).copied()
+    }
+
     fn arm_slice(&mut self, core: usize) {
         self.cores[core].slice_gen += 1;
         let gen = self.cores[core].slice_gen;
@@ -398,7 +404,7 @@ impl Machine {
                 let held = self.vms[vm].vcpus.iter().any(|&vcpu| {
                     let v = &self.vcpus[vcpu];
                     let lapic = &self.cores[v.home_core].lapic;
-                    let host_form = HOST_VF_VECTOR_BASE + vm as u8;
+                    let host_form = self.vms[vm].vf_host_vector;
                     v.vlapic.irr().contains(vector)
                         || v.pid.pir.contains(vector)
                         || v.virtual_pending.contains(vector)

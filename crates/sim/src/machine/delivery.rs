@@ -17,7 +17,7 @@ impl Machine {
 
     /// The VM and guest vector a physical vector on `core` stands for.
     pub(super) fn physical_owner(&self, core: usize, vector: u8) -> Option<(usize, u8)> {
-        if let Some(vm) = host_vf_vm(vector) {
+        if let Some(vm) = self.host_vf_vm(core, vector) {
             return Some((vm, GUEST_VF_VECTOR));
         }
         if is_guest_vector(vector) {

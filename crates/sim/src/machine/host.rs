@@ -97,7 +97,7 @@ impl Machine {
         if let Some(trace) = &mut self.trace {
             trace.instant(core, self.now, "host-irq", vector);
         }
-        if let Some(vm) = host_vf_vm(vector) {
+        if let Some(vm) = self.host_vf_vm(core, vector) {
             // KVM's handler for the assigned device: inject the guest vector.
             if let Some(&vcpu) = self.vms.get(vm).and_then(|vm| vm.vcpus.first()) {
                 self.queue_virtual(vcpu, GUEST_VF_VECTOR);
@@ -248,7 +248,7 @@ impl Machine {
             running_on: running.then_some(v.home_core as u32),
             home_core: v.home_core as u32,
             guest_vector: GUEST_VF_VECTOR,
-            host_vector: HOST_VF_VECTOR_BASE + v.vm as u8,
+            host_vector: self.vms[v.vm].vf_host_vector,
             requester_id: 0x0100 + v.vm as u16,
         }
     }

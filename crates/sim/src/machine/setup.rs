@@ -59,6 +59,7 @@ impl Machine {
                 guest_ns: 0,
                 asleep_ns: 0,
                 hosts_vcpus: false,
+                vf_vectors: Vec::new(),
             });
         }
         let guest_cores = core_count - 1;
@@ -109,8 +110,13 @@ impl Machine {
                 cores[home_core].hosts_vcpus = true;
                 ids.push(id);
             }
+            // Validation keeps every core within its vector range.
+            let vf_core = &mut cores[vcpus[ids[0]].home_core];
+            let vf_host_vector = HOST_VF_VECTOR_BASE + vf_core.vf_vectors.len() as u8;
+            vf_core.vf_vectors.push(vm);
             vms.push(Vm {
                 vcpus: ids,
+                vf_host_vector,
                 vf: RxQueue::default(),
                 virtio: RxQueue::default(),
                 request_sent_at: None,

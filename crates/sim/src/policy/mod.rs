@@ -73,6 +73,12 @@ impl PolicyKind {
     }
 }
 
+impl std::fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One interrupt-delivery design: every mechanism it uses, by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Design {
