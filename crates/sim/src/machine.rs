@@ -87,47 +87,47 @@ impl Clock for At {
 #[derive(Clone, Copy, Debug)]
 enum Event {
     PacketArrival {
-        vm: u16,
+        vm: u32,
         queue: RxQueueKind,
     },
     CoalesceTimeout {
-        vm: u16,
+        vm: u32,
         gen: u32,
     },
     BackendDone {
-        vm: u16,
+        vm: u32,
         job: BackendJob,
     },
     HostDone {
-        core: u16,
+        core: u32,
         gen: u32,
     },
     GuestStep {
-        vcpu: u16,
+        vcpu: u32,
         gen: u32,
     },
     PhysicalTimer {
-        core: u16,
+        core: u32,
         gen: u32,
     },
     HostTimer {
-        vcpu: u16,
+        vcpu: u32,
         gen: u32,
     },
     SliceEnd {
-        core: u16,
+        core: u32,
         gen: u32,
     },
     BackgroundExit {
-        vcpu: u16,
+        vcpu: u32,
         reason: ExitReason,
     },
     RemoteRequest {
-        vm: u16,
+        vm: u32,
     },
     /// The hypervisor, done emulating an ICR write, sends the IPI.
     GuestIpi {
-        vcpu: u16,
+        vcpu: u32,
     },
 }
 
@@ -140,7 +140,7 @@ enum Mode {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum NmiMessage {
-    AssignedInterrupt { vm: u16 },
+    AssignedInterrupt { vm: u32 },
     SliceEnd,
     Kick,
 }
@@ -272,7 +272,7 @@ impl Machine {
         self.queue.push(
             self.now + self.profile.host_ns.sched_quantum,
             Event::SliceEnd {
-                core: core as u16,
+                core: core as u32,
                 gen,
             },
         );

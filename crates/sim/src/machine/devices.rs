@@ -48,7 +48,7 @@ impl Machine {
         self.queue.push(
             self.now + gap,
             Event::PacketArrival {
-                vm: vm as u16,
+                vm: vm as u32,
                 queue,
             },
         );
@@ -125,7 +125,7 @@ impl Machine {
                 let at = rx.first_unsignalled.unwrap_or(now) + coalescing.interrupt_timeout_ns;
                 let gen = rx.timeout_gen;
                 self.queue
-                    .push(at.max(now), Event::CoalesceTimeout { vm: vm as u16, gen });
+                    .push(at.max(now), Event::CoalesceTimeout { vm: vm as u32, gen });
             }
             return;
         }
@@ -156,7 +156,7 @@ impl Machine {
                 let targets = bus::route(&interrupt, &self.cores).unwrap_or(bus::Targets::None);
                 for core in targets.iter() {
                     if interrupt.delivery_mode == DeliveryMode::Nmi {
-                        self.send_nmi(core, NmiMessage::AssignedInterrupt { vm: vm as u16 });
+                        self.send_nmi(core, NmiMessage::AssignedInterrupt { vm: vm as u32 });
                     } else {
                         self.deliver_physical(core, interrupt.vector);
                     }
@@ -178,7 +178,7 @@ impl Machine {
         let done = start + service;
         self.vms[vm].backend_busy_until = done;
         self.queue
-            .push(done, Event::BackendDone { vm: vm as u16, job });
+            .push(done, Event::BackendDone { vm: vm as u32, job });
     }
 
     pub(super) fn backend_done(&mut self, vm: usize, job: BackendJob) {
@@ -186,7 +186,7 @@ impl Machine {
             BackendJob::RxPacket => self.rx_packet(vm, RxQueueKind::Virtio),
             BackendJob::TxPacket => {
                 let at = self.now + self.profile.guest_ns.wire_one_way;
-                self.queue.push(at, Event::RemoteRequest { vm: vm as u16 });
+                self.queue.push(at, Event::RemoteRequest { vm: vm as u32 });
             }
             BackendJob::BlockRead => {
                 self.raise(vm, GUEST_VIRTIO_VECTOR);
@@ -224,7 +224,7 @@ impl Machine {
             RxQueueKind::Vf => {
                 // The VF's doorbell is a passed-through MMIO write.
                 let at = self.now + self.profile.guest_ns.wire_one_way;
-                self.queue.push(at, Event::RemoteRequest { vm: vm as u16 });
+                self.queue.push(at, Event::RemoteRequest { vm: vm as u32 });
             }
         }
     }
@@ -251,7 +251,7 @@ impl Machine {
             self.queue.push(
                 send_at,
                 Event::GuestIpi {
-                    vcpu: target as u16,
+                    vcpu: target as u32,
                 },
             );
         }

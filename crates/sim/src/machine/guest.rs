@@ -309,7 +309,7 @@ impl Machine {
         self.queue.push(
             self.now + remaining,
             Event::GuestStep {
-                vcpu: vcpu as u16,
+                vcpu: vcpu as u32,
                 gen,
             },
         );

@@ -42,7 +42,7 @@ impl Machine {
         self.queue.push(
             self.now + ns,
             Event::HostDone {
-                core: core as u16,
+                core: core as u32,
                 gen,
             },
         );
@@ -216,7 +216,7 @@ impl Machine {
             self.queue.push(
                 self.now + self.profile.host_ns.preemption_retry,
                 Event::SliceEnd {
-                    core: core as u16,
+                    core: core as u32,
                     gen,
                 },
             );

@@ -196,7 +196,7 @@ impl Machine {
         }
         match self.spec.workload {
             WorkloadKind::Cyclictest => self.arm_first_tick(vcpu),
-            WorkloadKind::NetperfRr => self.queue.push(0, Event::RemoteRequest { vm: vm as u16 }),
+            WorkloadKind::NetperfRr => self.queue.push(0, Event::RemoteRequest { vm: vm as u32 }),
             WorkloadKind::Fio => self.submit_block(vm),
             _ => {}
         }
@@ -225,7 +225,7 @@ impl Machine {
         self.queue.push(
             self.now + gap,
             Event::BackgroundExit {
-                vcpu: vcpu as u16,
+                vcpu: vcpu as u32,
                 reason,
             },
         );

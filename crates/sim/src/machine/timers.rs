@@ -82,7 +82,7 @@ impl Machine {
             self.queue.push(
                 deadline,
                 Event::HostTimer {
-                    vcpu: vcpu as u16,
+                    vcpu: vcpu as u32,
                     gen,
                 },
             );
@@ -99,7 +99,7 @@ impl Machine {
             self.queue.push(
                 deadline,
                 Event::PhysicalTimer {
-                    core: core as u16,
+                    core: core as u32,
                     gen,
                 },
             );
@@ -116,7 +116,7 @@ impl Machine {
             self.queue.push(
                 deadline,
                 Event::HostTimer {
-                    vcpu: vcpu as u16,
+                    vcpu: vcpu as u32,
                     gen,
                 },
             );
