@@ -307,9 +307,7 @@ impl Machine {
             }
             self.now = time;
             self.counters.events += 1;
-            if let Some(event) = event {
-                self.dispatch(event);
-            }
+            self.dispatch(event);
             self.checker.event_done();
         }
         self.now = self.end;

@@ -89,17 +89,18 @@ impl<E: Keyed> EventQueue<E> {
         self.pending.get(key).is_some_and(|&seq| seq != VACANT)
     }
 
-    /// The next entry: `None` in place of the event when it was cancelled
-    /// or replaced.
-    pub fn pop(&mut self) -> Option<(u64, Option<E>)> {
-        let entry = self.heap.pop()?;
-        if let Some(key) = entry.event.key() {
-            if self.pending[key] != entry.seq {
-                return Some((entry.time_ns, None));
+    /// The next live event, skipping cancelled and replaced ones.
+    pub fn pop(&mut self) -> Option<(u64, E)> {
+        loop {
+            let entry = self.heap.pop()?;
+            if let Some(key) = entry.event.key() {
+                if self.pending[key] != entry.seq {
+                    continue;
+                }
+                self.pending[key] = VACANT;
             }
-            self.pending[key] = VACANT;
+            return Some((entry.time_ns, entry.event));
         }
-        Some((entry.time_ns, Some(entry.event)))
     }
 }
 
@@ -122,9 +123,7 @@ mod tests {
     }
 
     fn drain(queue: &mut EventQueue<Ev>) -> Vec<char> {
-        std::iter::from_fn(|| queue.pop())
-            .filter_map(|(_, e)| e.map(|e| e.0))
-            .collect()
+        std::iter::from_fn(|| queue.pop().map(|(_, e)| e.0)).collect()
     }
 
     #[test]
@@ -154,7 +153,7 @@ mod tests {
     fn a_key_is_free_again_once_its_event_ran() {
         let mut queue = EventQueue::new();
         queue.schedule(10, Ev('a', Some(3)));
-        assert_eq!(queue.pop(), Some((10, Some(Ev('a', Some(3))))));
+        assert_eq!(queue.pop(), Some((10, Ev('a', Some(3)))));
         queue.cancel(3);
         queue.schedule(20, Ev('b', Some(3)));
         assert_eq!(drain(&mut queue), vec!['b']);
