@@ -28,10 +28,12 @@ impl Machine {
         let core = self.vcpus[vcpu].home_core;
         fx.push(Effect::Suspend(vcpu));
         self.counters.exits[reason.index()] += 1;
+        self.set_mode(core, Mode::Host);
+        // After the guest slice closes: the trace names the host slice
+        // that starts now after the exit.
         if let Some(trace) = &mut self.trace {
             trace.instant(core, self.now, reason.name(), 0);
         }
-        self.set_mode(core, Mode::Host);
         if matches!(
             reason,
             ExitReason::ExtInt | ExitReason::Nmi | ExitReason::Exception
