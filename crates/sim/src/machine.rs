@@ -12,6 +12,8 @@
 mod checker;
 mod delivery;
 mod devices;
+#[cfg(test)]
+mod fixture;
 mod guest;
 mod host;
 mod injection;

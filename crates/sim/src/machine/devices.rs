@@ -279,3 +279,103 @@ impl Machine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{listed, machine, running, scheduled, single};
+    use super::*;
+    use crate::policy::PolicyKind;
+    use crate::scenario::HostShape;
+
+    #[test]
+    fn a_packet_below_the_threshold_arms_the_coalescing_timeout() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        m.now = 1_000;
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        let at = 1_000 + m.spec.nic.interrupt_timeout_ns;
+        assert_eq!(fx, [scheduled(at, Event::CoalesceTimeout { vm: 0 })]);
+        assert_eq!(m.vms[0].vf.ring, 1);
+    }
+
+    #[test]
+    fn the_threshold_packet_fires_the_msi_through_the_irte() {
+        for (policy, vector) in [
+            (PolicyKind::Vanilla, None),
+            (PolicyKind::Did, Some(GUEST_VF_VECTOR)),
+        ] {
+            let mut m = single(policy);
+            running(&mut m, 0);
+            let vector = vector.unwrap_or(m.vms[0].vf_host_vector);
+            let threshold = m.spec.nic.packets_per_interrupt;
+            m.vms[0].vf.ring = threshold - 1;
+            m.vms[0].vf.since_interrupt = threshold - 1;
+            let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+            let timeout = Event::CoalesceTimeout { vm: 0 };
+            assert_eq!(
+                fx,
+                [
+                    Effect::Cancel(timeout),
+                    Effect::DeliverPhysical { core: 1, vector }
+                ],
+                "{policy}"
+            );
+            assert_eq!(m.vms[0].vf.since_interrupt, 0);
+        }
+    }
+
+    #[test]
+    fn dids_vf_interrupt_for_a_descheduled_vm_is_an_nmi_to_its_home_core() {
+        let mut m = single(PolicyKind::Did);
+        m.cores[1].current = None;
+        m.retarget_vf(0);
+        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, fx));
+        let message = NmiMessage::AssignedInterrupt { vm: 0 };
+        assert_eq!(fx, [Effect::Nmi { core: 1, message }]);
+    }
+
+    #[test]
+    fn a_full_ring_drops_the_packet() {
+        let mut m = single(PolicyKind::Vanilla);
+        m.vms[0].vf.ring = RX_RING_SIZE;
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        assert!(fx.is_empty());
+        assert_eq!(m.vms[0].vf.dropped, 1);
+    }
+
+    #[test]
+    fn the_virtio_backend_serves_one_request_at_a_time() {
+        let mut m = single(PolicyKind::Vanilla);
+        let per_request = m.profile.host_ns.virtio_backend_per_request;
+        let fx = listed(&mut m, |m, fx| {
+            m.backend_start(0, BackendJob::RxPacket, fx);
+            m.backend_start(0, BackendJob::RxPacket, fx);
+        });
+        let job = BackendJob::RxPacket;
+        let done = |at| scheduled(at, Event::BackendDone { vm: 0, job });
+        assert_eq!(fx, [done(per_request), done(2 * per_request)]);
+    }
+
+    #[test]
+    fn a_trapped_icr_write_exits_and_the_ipi_leaves_after_its_emulation() {
+        let host = HostShape {
+            cores: 3,
+            vms: 1,
+            vcpus_per_vm: 2,
+        };
+        let mut m = machine(PolicyKind::Vanilla, WorkloadKind::Ipi, host);
+        running(&mut m, 0);
+        let fx = listed(&mut m, |m, fx| m.guest_send_ipi(0, fx));
+        let icr_write = m.profile.exit_service_ns.icr_write;
+        let exit = Effect::Exit {
+            vcpu: 0,
+            reason: ExitReason::MsrWr,
+            service_ns: icr_write
+                + m.profile.host_ns.exit_entry_transition
+                + m.profile.host_ns.send_ipi,
+        };
+        let sent = scheduled(icr_write, Event::GuestIpi { vcpu: 1 });
+        assert_eq!(fx, [exit, sent]);
+        assert_eq!(m.vcpus[1].ipi_sent_at, Some(0));
+    }
+}

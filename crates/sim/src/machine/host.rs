@@ -290,3 +290,121 @@ impl Machine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{listed, machine, running, scheduled, single};
+    use super::*;
+    use crate::policy::PolicyKind;
+    use crate::scenario::HostShape;
+
+    /// Two single-vCPU VMs sharing core 1.
+    fn shared_core(policy: PolicyKind) -> Machine {
+        let host = HostShape {
+            cores: 2,
+            vms: 2,
+            vcpus_per_vm: 1,
+        };
+        let mut m = machine(policy, WorkloadKind::UdpRx, host);
+        running(&mut m, 0);
+        m.vcpus[1].state = VcpuState::Runnable;
+        m.cores[1].mode = Mode::Host;
+        m
+    }
+
+    #[test]
+    fn an_exit_stops_the_guest_and_keeps_the_host_busy() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        m.now = 1_000;
+        let fx = listed(&mut m, |m, fx| m.exit(0, ExitReason::Hlt, 700, fx));
+        let done = scheduled(1_700, Event::HostDone { core: 1 });
+        assert_eq!(fx, [Effect::Suspend(0), done]);
+        assert_eq!(m.counters.exits[ExitReason::Hlt.index()], 1);
+        assert_eq!(m.cores[1].mode, Mode::Host);
+    }
+
+    #[test]
+    fn host_done_runs_the_handlers_before_finishing_its_work() {
+        let mut m = single(PolicyKind::Did);
+        running(&mut m, 0);
+        m.cores[1].mode = Mode::Host;
+        m.cores[1]
+            .nmi_mailbox
+            .push(NmiMessage::AssignedInterrupt { vm: 0 });
+        let fx = listed(&mut m, |m, fx| m.host_done(1, fx));
+        let vector = GUEST_VF_VECTOR;
+        let extra_ns = m.profile.host_ns.irq_in_host_mode;
+        assert_eq!(
+            fx,
+            [
+                Effect::QueueVirtual { vcpu: 0, vector },
+                Effect::FinishHostWork { core: 1, extra_ns }
+            ]
+        );
+    }
+
+    #[test]
+    fn finished_host_work_injects_and_enters_the_guest() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        m.cores[1].mode = Mode::Host;
+        m.vcpus[0].vlapic.accept(GUEST_VF_VECTOR, TriggerMode::Edge);
+        let fx = listed(&mut m, |m, fx| m.finish_host_work(1, 0, fx));
+        let vector = GUEST_VF_VECTOR;
+        assert_eq!(
+            fx,
+            [
+                Effect::StartHandler { vcpu: 0, vector },
+                Effect::TryDeliver(0)
+            ]
+        );
+        assert_eq!(m.cores[1].mode, Mode::Guest);
+    }
+
+    #[test]
+    fn a_time_slice_switches_to_the_next_runnable_vcpu() {
+        let mut m = shared_core(PolicyKind::Vanilla);
+        let cost = {
+            let mut fx = Effects::default();
+            let cost = m.end_slice(1, &mut fx);
+            let at = m.profile.host_ns.sched_quantum;
+            let slice_end = scheduled(at, Event::SliceEnd { core: 1 });
+            assert_eq!(fx.0.first(), Some(&slice_end));
+            cost
+        };
+        assert_eq!(cost, m.profile.host_ns.context_switch);
+        assert_eq!(m.cores[1].current, Some(1));
+        assert_eq!(m.vcpus[0].state, VcpuState::Runnable);
+        assert_eq!(m.vcpus[1].state, VcpuState::Running);
+    }
+
+    #[test]
+    fn did_defers_a_slice_end_while_a_guest_vector_is_in_service() {
+        let mut m = shared_core(PolicyKind::Did);
+        m.cores[1].lapic.accept(GUEST_VF_VECTOR, TriggerMode::Edge);
+        m.cores[1].lapic.acknowledge();
+        let mut fx = Effects::default();
+        assert_eq!(m.end_slice(1, &mut fx), 0);
+        let at = m.profile.host_ns.preemption_retry;
+        let slice_end = scheduled(at, Event::SliceEnd { core: 1 });
+        assert_eq!(fx.0.last(), Some(&slice_end));
+        assert_eq!(m.cores[1].current, Some(0));
+    }
+
+    #[test]
+    fn an_exiting_hlt_with_nothing_pending_halts_the_vcpu() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        let fx = listed(&mut m, |m, fx| m.guest_halt(0, fx));
+        assert!(matches!(
+            fx.as_slice(),
+            [Effect::Exit {
+                reason: ExitReason::Hlt,
+                ..
+            }]
+        ));
+        m.halt(0);
+        assert_eq!(m.vcpus[0].state, VcpuState::Halted);
+    }
+}
