@@ -17,8 +17,8 @@ impl Machine {
 
     /// The VM and guest vector a physical vector on `core` stands for.
     pub(super) fn physical_owner(&self, core: usize, vector: u8) -> Option<(usize, u8)> {
-        if let Some(vm) = self.host_vf_vm(core, vector) {
-            return Some((vm, GUEST_VF_VECTOR));
+        if let Some(queues) = self.host_vf_queues(core, vector) {
+            return Some((self.vm_of_queues(queues), GUEST_VF_VECTOR));
         }
         if is_guest_vector(vector) {
             return self.cores[core]
@@ -198,7 +198,7 @@ mod tests {
     fn vanillas_vf_interrupt_in_guest_mode_exits() {
         let mut m = single(PolicyKind::Vanilla);
         running(&mut m, 0);
-        let vector = m.vms[0].vf_host_vector;
+        let vector = m.queues[0].vf_host_vector;
         let fx = listed(&mut m, |m, fx| m.deliver_physical(1, vector, fx));
         assert_eq!(fx, [exit_of(&m, 0, ExitReason::ExtInt)]);
         assert!(m.cores[1].lapic.irr().contains(vector));

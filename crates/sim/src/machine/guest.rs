@@ -205,8 +205,9 @@ impl Machine {
                     return;
                 }
                 Step::PollRx => {
-                    let queue = self.rx_queue_of(frame.vector);
-                    if self.rx(self.vcpus[vcpu].vm, queue).ring == 0 {
+                    let kind = self.rx_queue_of(frame.vector);
+                    let queues = self.vcpus[vcpu].queues;
+                    if self.queues[queues].rx(kind).ring == 0 {
                         self.advance(vcpu);
                         continue;
                     }
@@ -220,16 +221,16 @@ impl Machine {
                     return;
                 }
                 Step::MaskRx => {
-                    let vm = self.vcpus[vcpu].vm;
-                    let queue = self.rx_queue_of(frame.vector);
-                    self.rx_mut(vm, queue).masked = true;
+                    let kind = self.rx_queue_of(frame.vector);
+                    let queues = self.vcpus[vcpu].queues;
+                    self.queues[queues].rx(kind).masked = true;
                     self.advance(vcpu);
                     continue;
                 }
                 Step::UnmaskRx => {
-                    let vm = self.vcpus[vcpu].vm;
-                    let queue = self.rx_queue_of(frame.vector);
-                    self.rx_mut(vm, queue).unmask();
+                    let kind = self.rx_queue_of(frame.vector);
+                    let queues = self.vcpus[vcpu].queues;
+                    self.queues[queues].rx(kind).unmask();
                     self.advance(vcpu);
                     continue;
                 }
@@ -314,9 +315,9 @@ impl Machine {
         };
         if let Step::PollRx = frame.program[frame.pc] {
             // One packet done; the step repeats until the ring is empty.
-            let vm = self.vcpus[vcpu].vm;
             let queue = self.rx_queue_of(frame.vector);
-            let rx = self.rx_mut(vm, queue);
+            let queues = self.vcpus[vcpu].queues;
+            let rx = self.queues[queues].rx(queue);
             rx.ring = rx.ring.saturating_sub(1);
             self.counters.packets_processed += 1;
             if let Some(top) = self.vcpus[vcpu].frames.last_mut() {

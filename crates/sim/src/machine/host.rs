@@ -64,8 +64,8 @@ impl Machine {
         for message in mailbox {
             extra_ns += self.host_irq_cost(core);
             match message {
-                NmiMessage::AssignedInterrupt { vm } => fx.push(Effect::QueueVirtual {
-                    vcpu: self.vms[vm as usize].vcpus[0],
+                NmiMessage::AssignedInterrupt { queues } => fx.push(Effect::QueueVirtual {
+                    vcpu: self.queues[queues as usize].owner,
                     vector: GUEST_VF_VECTOR,
                 }),
                 NmiMessage::SliceEnd => self.cores[core].slice_due = true,
@@ -113,14 +113,13 @@ impl Machine {
         if let Some(trace) = &mut self.trace {
             trace.instant(core, self.now, "host-irq", vector);
         }
-        if let Some(vm) = self.host_vf_vm(core, vector) {
-            // KVM's handler for the assigned device: inject the guest vector.
-            if let Some(&vcpu) = self.vms.get(vm).and_then(|vm| vm.vcpus.first()) {
-                fx.push(Effect::QueueVirtual {
-                    vcpu,
-                    vector: GUEST_VF_VECTOR,
-                });
-            }
+        if let Some(queues) = self.host_vf_queues(core, vector) {
+            // KVM's handler for the assigned device: inject the guest
+            // vector into the queue's owner.
+            fx.push(Effect::QueueVirtual {
+                vcpu: self.queues[queues].owner,
+                vector: GUEST_VF_VECTOR,
+            });
             return;
         }
         match vector {
@@ -246,19 +245,21 @@ impl Machine {
             running_on: running.then_some(v.home_core as u32),
             home_core: v.home_core as u32,
             guest_vector: GUEST_VF_VECTOR,
-            host_vector: self.vms[v.vm].vf_host_vector,
-            requester_id: 0x0100 + v.vm as u16,
+            host_vector: self.queues[v.queues].vf_host_vector,
+            requester_id: vf_requester(v.vm),
         }
     }
 
+    /// Points the IRTE of the vCPU's own VF queue, if it owns one, at
+    /// where the vCPU is now.
     pub(super) fn retarget_vf(&mut self, vcpu: usize) {
-        let v = &self.vcpus[vcpu];
-        if v.index_in_vm != 0 {
+        let queues = self.vcpus[vcpu].queues;
+        if self.queues[queues].owner != vcpu {
             return;
         }
         let irte = self.design.vf_irte.irte(&self.vf_route(vcpu));
-        // The table has one entry per VM.
-        let _ = self.iommu.set_entry(v.vm as u32, irte);
+        // The table has one entry per queue pair.
+        let _ = self.iommu.set_entry(queues as u32, irte);
     }
 
     pub(super) fn schedule_in(&mut self, vcpu: usize, fx: &mut Effects) {
@@ -331,7 +332,7 @@ mod tests {
         m.cores[1].mode = Mode::Host;
         m.cores[1]
             .nmi_mailbox
-            .push(NmiMessage::AssignedInterrupt { vm: 0 });
+            .push(NmiMessage::AssignedInterrupt { queues: 0 });
         let fx = listed(&mut m, |m, fx| m.host_done(1, fx));
         let vector = GUEST_VF_VECTOR;
         let extra_ns = m.profile.host_ns.irq_in_host_mode;
