@@ -12,6 +12,7 @@
 mod checker;
 mod delivery;
 mod devices;
+mod effects;
 #[cfg(test)]
 mod fixture;
 mod guest;
@@ -49,6 +50,7 @@ use crate::SimError;
 
 pub(crate) use checker::Checker;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
+use effects::{Effect, Effects};
 use guest::{Frame, TimerWrite, HALT_LOOP, IPI_SENDER, SPIN};
 pub(crate) use state::Counters;
 use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
@@ -154,119 +156,12 @@ impl Keyed for Event {
     }
 }
 
-/// What a mechanism asks the engine to do. Mechanisms never call each
-/// other or the engine: they change their own state and list effects, and
-/// [`Machine::apply`] carries them out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Effect {
-    /// Schedule `event` at `at` (replacing a pending cancellable one).
-    Schedule {
-        at: u64,
-        event: Event,
-    },
-    /// Withdraw the pending cancellable event with `event`'s key.
-    Cancel(Event),
-    /// A VM exit; the host is then busy for `service_ns`.
-    Exit {
-        vcpu: usize,
-        reason: ExitReason,
-        service_ns: u64,
-    },
-    /// Stop the clock of the vCPU's step in progress.
-    Suspend(usize),
-    /// Run the guest's instructions until one takes time.
-    RunGuest(usize),
-    /// The guest starts the handler for `vector`.
-    StartHandler {
-        vcpu: usize,
-        vector: u8,
-    },
-    /// Deliver whatever the guest can take now.
-    TryDeliver(usize),
-    GuestEoi(usize),
-    TimerWrite {
-        vcpu: usize,
-        write: TimerWrite,
-    },
-    SubmitBlock(usize),
-    SendIpi(usize),
-    GuestHalt(usize),
-    NetperfRespond {
-        vcpu: usize,
-        queue: RxQueueKind,
-    },
-    /// A fixed interrupt reaches a core's LAPIC.
-    DeliverPhysical {
-        core: usize,
-        vector: u8,
-    },
-    /// The core looks at what is pending in its IRR.
-    PhysicalPending(usize),
-    HostInterrupt {
-        core: usize,
-        message: NmiMessage,
-    },
-    Nmi {
-        core: usize,
-        message: NmiMessage,
-    },
-    /// The host's handler for a vector it took.
-    HostVector {
-        core: usize,
-        vector: u8,
-    },
-    QueueVirtual {
-        vcpu: usize,
-        vector: u8,
-    },
-    SignalVirtual {
-        vcpu: usize,
-        vector: u8,
-    },
-    Wake(usize),
-    EnterGuest(usize),
-    /// The rest of the host's work once its interrupt handlers ran.
-    FinishHostWork {
-        core: usize,
-        extra_ns: u64,
-    },
-}
-
-/// The effects a mechanism lists, in order.
-#[derive(Default, Debug)]
-struct Effects(Vec<Effect>);
-
-impl Effects {
-    fn push(&mut self, effect: Effect) {
-        self.0.push(effect);
-    }
-
-    fn schedule(&mut self, at: u64, event: Event) {
-        self.push(Effect::Schedule { at, event });
-    }
-
-    /// Schedules the cancellable `event` at `at`, or cancels it when `at`
-    /// is None.
-    fn reschedule(&mut self, at: Option<u64>, event: Event) {
-        self.push(match at {
-            Some(at) => Effect::Schedule { at, event },
-            None => Effect::Cancel(event),
-        });
-    }
-
-    fn exit(&mut self, vcpu: usize, reason: ExitReason, service_ns: u64) {
-        self.push(Effect::Exit {
-            vcpu,
-            reason,
-            service_ns,
-        });
-    }
-}
-
 pub(crate) struct Machine {
     now: u64,
     end: u64,
-    queue: EventQueue<Event>,
+    /// The event queue and the effects not yet applied; taken out while
+    /// the engine runs mechanisms.
+    fx: Effects,
     rng: Rng,
     profile: CostProfile,
     design: &'static Design,
@@ -289,8 +184,8 @@ impl Machine {
     }
 
     pub(crate) fn run(&mut self) {
-        let mut fx = Effects::default();
-        while let Some((time, event)) = self.queue.pop() {
+        let mut fx = std::mem::take(&mut self.fx);
+        while let Some((time, event)) = fx.queue.pop() {
             if time > self.end {
                 break;
             }
@@ -300,29 +195,31 @@ impl Machine {
             self.apply(&mut fx);
             self.checker.event_done();
         }
+        self.fx = fx;
         self.now = self.end;
         self.finish();
     }
 
-    /// The one place effects take place. Each effect's own effects are
-    /// applied before the next one (depth first), so a mechanism's effects
-    /// happen in the order it listed them. `fx` is the stack: the top is
-    /// the next effect, and a mechanism's list is reversed in place onto it.
+    /// The one place effects take place: what `fx` lists since the last
+    /// call. Each effect's own effects are applied before the next one
+    /// (depth first), so a mechanism's effects happen in the order it
+    /// listed them.
     fn apply(&mut self, fx: &mut Effects) {
-        fx.0.reverse();
-        while let Some(effect) = fx.0.pop() {
-            let listed_from = fx.0.len();
+        fx.stack[fx.listed_from..].reverse();
+        while let Some(effect) = fx.stack.pop() {
+            fx.listed_from = fx.stack.len();
             self.perform(effect, fx);
-            fx.0[listed_from..].reverse();
+            fx.stack[fx.listed_from..].reverse();
         }
+        fx.listed_from = 0;
     }
 
     fn perform(&mut self, effect: Effect, fx: &mut Effects) {
         match effect {
-            Effect::Schedule { at, event } => self.queue.schedule(at, event),
+            Effect::Schedule { at, event } => fx.queue.schedule(at, event),
             Effect::Cancel(event) => {
                 if let Some(key) = event.key() {
-                    self.queue.cancel(key);
+                    fx.queue.cancel(key);
                 }
             }
             Effect::Exit {
@@ -330,7 +227,6 @@ impl Machine {
                 reason,
                 service_ns,
             } => self.exit(vcpu, reason, service_ns, fx),
-            Effect::Suspend(vcpu) => self.suspend(vcpu, fx),
             Effect::RunGuest(vcpu) => self.run_guest(vcpu, fx),
             Effect::StartHandler { vcpu, vector } => self.deliver_to_guest(vcpu, vector, fx),
             Effect::TryDeliver(vcpu) => self.try_deliver(vcpu, fx),
@@ -495,11 +391,12 @@ impl Machine {
             .map(|&core| self.cores[core].asleep_ns)
             .sum();
         self.counters.guest_core_ns = guest_cores.len() as u64 * self.end;
-        let mut fx = Effects::default();
+        let mut fx = std::mem::take(&mut self.fx);
         for vcpu in 0..self.vcpus.len() {
             self.suspend(vcpu, &mut fx);
         }
         self.apply(&mut fx);
+        self.fx = fx;
         self.counters.spin_ns = self.vcpus.iter().map(|v| v.spin_ns).sum();
         self.count_lost();
     }

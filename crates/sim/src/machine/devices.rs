@@ -144,7 +144,7 @@ impl Machine {
         let timeout = Event::CoalesceTimeout {
             queues: queues as u32,
         };
-        let timeout_armed = timeout.key().is_some_and(|key| self.queue.is_pending(key));
+        let timeout_armed = fx.is_pending(timeout);
         let rx = &mut self.queues[queues].vf;
         if rx.masked || rx.ring == 0 || rx.since_interrupt == 0 {
             return;
@@ -159,7 +159,7 @@ impl Machine {
         }
         rx.since_interrupt = 0;
         rx.first_unsignalled = None;
-        fx.push(Effect::Cancel(timeout));
+        fx.cancel(timeout);
         self.fire_vf_msi(queues, fx);
     }
 

@@ -53,9 +53,13 @@ pub(super) fn listed(
     machine: &mut Machine,
     mechanism: impl FnOnce(&mut Machine, &mut Effects),
 ) -> Vec<Effect> {
-    let mut fx = Effects::default();
+    let mut fx = std::mem::take(&mut machine.fx);
+    fx.listed_from = Effects::LIST_ALL;
     mechanism(machine, &mut fx);
-    fx.0
+    fx.listed_from = 0;
+    let listed = std::mem::take(&mut fx.stack);
+    machine.fx = fx;
+    listed
 }
 
 /// The exit `reason` of `vcpu` at its profile cost.
@@ -91,4 +95,12 @@ pub(super) fn in_handler(
         eoi_done: false,
         saved_interruptible: true,
     });
+}
+
+/// Runs `mechanism` and applies its effects, as the engine does.
+pub(super) fn applied(machine: &mut Machine, mechanism: impl FnOnce(&mut Machine, &mut Effects)) {
+    let mut fx = std::mem::take(&mut machine.fx);
+    mechanism(machine, &mut fx);
+    machine.apply(&mut fx);
+    machine.fx = fx;
 }

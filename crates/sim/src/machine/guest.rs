@@ -147,7 +147,7 @@ impl Machine {
 
     /// Stops the clock of the step in progress (exit or nested interrupt).
     pub(super) fn suspend(&mut self, vcpu: usize, fx: &mut Effects) {
-        fx.push(Effect::Cancel(Event::GuestStep { vcpu: vcpu as u32 }));
+        fx.cancel(Event::GuestStep { vcpu: vcpu as u32 });
         let now = self.now;
         let v = &mut self.vcpus[vcpu];
         if !std::mem::replace(&mut v.step_running, false) {
@@ -234,11 +234,16 @@ impl Machine {
                     self.advance(vcpu);
                     continue;
                 }
-                Step::Eoi => Effect::GuestEoi(vcpu),
+                Step::Eoi => {
+                    // The EOI ends in a delivery attempt, which runs the
+                    // guest on.
+                    self.advance(vcpu);
+                    fx.push(Effect::GuestEoi(vcpu));
+                    return;
+                }
                 Step::Sti => {
                     self.advance(vcpu);
-                    self.set_interruptible(vcpu, true, fx);
-                    fx.push(Effect::RunGuest(vcpu));
+                    self.enable_interrupts(vcpu, fx);
                     return;
                 }
                 Step::Iret => {
@@ -248,9 +253,12 @@ impl Machine {
                     if v.frames.is_empty() {
                         v.frames.push(Frame::background(SPIN));
                     }
-                    self.set_interruptible(vcpu, restored, fx);
-                    fx.push(Effect::RunGuest(vcpu));
-                    return;
+                    if restored {
+                        self.enable_interrupts(vcpu, fx);
+                        return;
+                    }
+                    v.interruptible = false;
+                    continue;
                 }
                 Step::WriteTimer(write) => Effect::TimerWrite { vcpu, write },
                 Step::RecordTimerLatency => {
@@ -325,11 +333,13 @@ impl Machine {
             }
             if self.spec.workload == WorkloadKind::NetperfRr {
                 fx.push(Effect::NetperfRespond { vcpu, queue });
+                fx.push(Effect::RunGuest(vcpu));
+                return;
             }
         } else {
             self.advance(vcpu);
         }
-        fx.push(Effect::RunGuest(vcpu));
+        self.run_guest(vcpu, fx);
     }
 
     pub(super) fn advance(&mut self, vcpu: usize) {
@@ -339,12 +349,11 @@ impl Machine {
         }
     }
 
-    /// STI, IRET or a halt's wake-up: an interrupt window may open.
-    pub(super) fn set_interruptible(&mut self, vcpu: usize, on: bool, fx: &mut Effects) {
-        self.vcpus[vcpu].interruptible = on;
-        if !on {
-            return;
-        }
+    /// STI or IRET to an interruptible context: an interrupt window may
+    /// open; an exit or a delivery attempt follows, either of which goes on
+    /// to run the guest.
+    pub(super) fn enable_interrupts(&mut self, vcpu: usize, fx: &mut Effects) {
+        self.vcpus[vcpu].interruptible = true;
         if self.vcpus[vcpu].vmcs.interrupt_window_exits(true) {
             self.vcpus[vcpu]
                 .vmcs
@@ -362,7 +371,7 @@ impl Machine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{exit_of, in_handler, listed, running, scheduled, single};
+    use super::super::fixture::{applied, exit_of, in_handler, listed, running, scheduled, single};
     use super::*;
     use crate::metrics::Invariant;
     use crate::policy::PolicyKind;
@@ -372,7 +381,7 @@ mod tests {
         let mut m = single(PolicyKind::Vanilla);
         in_handler(&mut m, 0, PLAIN_HANDLER, 1, GUEST_TIMER_VECTOR);
         let fx = listed(&mut m, |m, fx| m.run_guest(0, fx));
-        assert_eq!(fx, [Effect::GuestEoi(0), Effect::RunGuest(0)]);
+        assert_eq!(fx, [Effect::GuestEoi(0)]);
         assert_eq!(m.vcpus[0].frames.last().map(|frame| frame.pc), Some(2));
     }
 
@@ -393,7 +402,7 @@ mod tests {
     fn a_suspended_step_keeps_its_remaining_time() {
         let mut m = single(PolicyKind::Vanilla);
         in_handler(&mut m, 0, PLAIN_HANDLER, 0, GUEST_TIMER_VECTOR);
-        listed(&mut m, |m, fx| m.start_timed(0, 1_000, fx));
+        applied(&mut m, |m, fx| m.start_timed(0, 1_000, fx));
         m.now = 400;
         let fx = listed(&mut m, |m, fx| m.suspend(0, fx));
         assert_eq!(fx, [Effect::Cancel(Event::GuestStep { vcpu: 0 })]);
@@ -424,12 +433,12 @@ mod tests {
     fn sti_with_a_requested_window_exits_otherwise_tries_to_deliver() {
         let mut m = single(PolicyKind::Vanilla);
         running(&mut m, 0);
-        let fx = listed(&mut m, |m, fx| m.set_interruptible(0, true, fx));
+        let fx = listed(&mut m, |m, fx| m.enable_interrupts(0, fx));
         assert_eq!(fx, [Effect::TryDeliver(0)]);
         m.vcpus[0]
             .vmcs
             .set_primary(CPU_INTERRUPT_WINDOW_EXITING, true);
-        let fx = listed(&mut m, |m, fx| m.set_interruptible(0, true, fx));
+        let fx = listed(&mut m, |m, fx| m.enable_interrupts(0, fx));
         assert_eq!(fx, [exit_of(&m, 0, ExitReason::PendVInt)]);
     }
 }

@@ -26,7 +26,7 @@ impl Machine {
         fx: &mut Effects,
     ) {
         let core = self.vcpus[vcpu].home_core;
-        fx.push(Effect::Suspend(vcpu));
+        self.suspend(vcpu, fx);
         self.counters.exits[reason.index()] += 1;
         self.set_mode(core, Mode::Host);
         // After the guest slice closes: the trace names the host slice
@@ -178,7 +178,7 @@ impl Machine {
             return;
         }
         self.vcpus[vcpu].state = VcpuState::Halted;
-        fx.push(Effect::Suspend(vcpu));
+        self.suspend(vcpu, fx);
         self.set_mode(core, Mode::Idle);
     }
 
@@ -267,7 +267,7 @@ impl Machine {
         self.vcpus[vcpu].pid.suppress = false;
         if self.design.timer_path == TimerPath::PassThrough {
             if let Some(deadline) = self.vcpus[vcpu].parked_timer.take() {
-                fx.push(Effect::Cancel(Event::HostTimer { vcpu: vcpu as u32 }));
+                fx.cancel(Event::HostTimer { vcpu: vcpu as u32 });
                 let core = self.vcpus[vcpu].home_core;
                 let count = deadline.saturating_sub(self.now).max(1);
                 self.program_physical_timer(core, vcpu, count, fx);
@@ -320,7 +320,8 @@ mod tests {
         m.now = 1_000;
         let fx = listed(&mut m, |m, fx| m.exit(0, ExitReason::Hlt, 700, fx));
         let done = scheduled(1_700, Event::HostDone { core: 1 });
-        assert_eq!(fx, [Effect::Suspend(0), done]);
+        let step_end = Effect::Cancel(Event::GuestStep { vcpu: 0 });
+        assert_eq!(fx, [step_end, done]);
         assert_eq!(m.counters.exits[ExitReason::Hlt.index()], 1);
         assert_eq!(m.cores[1].mode, Mode::Host);
     }
@@ -366,14 +367,11 @@ mod tests {
     #[test]
     fn a_time_slice_switches_to_the_next_runnable_vcpu() {
         let mut m = shared_core(PolicyKind::Vanilla);
-        let cost = {
-            let mut fx = Effects::default();
-            let cost = m.end_slice(1, &mut fx);
-            let at = m.profile.host_ns.sched_quantum;
-            let slice_end = scheduled(at, Event::SliceEnd { core: 1 });
-            assert_eq!(fx.0.first(), Some(&slice_end));
-            cost
-        };
+        let mut cost = 0;
+        let fx = listed(&mut m, |m, fx| cost = m.end_slice(1, fx));
+        let at = m.profile.host_ns.sched_quantum;
+        let slice_end = scheduled(at, Event::SliceEnd { core: 1 });
+        assert_eq!(fx.first(), Some(&slice_end));
         assert_eq!(cost, m.profile.host_ns.context_switch);
         assert_eq!(m.cores[1].current, Some(1));
         assert_eq!(m.vcpus[0].state, VcpuState::Runnable);
@@ -385,11 +383,12 @@ mod tests {
         let mut m = shared_core(PolicyKind::Did);
         m.cores[1].lapic.accept(GUEST_VF_VECTOR, TriggerMode::Edge);
         m.cores[1].lapic.acknowledge();
-        let mut fx = Effects::default();
-        assert_eq!(m.end_slice(1, &mut fx), 0);
+        let mut cost = None;
+        let fx = listed(&mut m, |m, fx| cost = Some(m.end_slice(1, fx)));
+        assert_eq!(cost, Some(0));
         let at = m.profile.host_ns.preemption_retry;
         let slice_end = scheduled(at, Event::SliceEnd { core: 1 });
-        assert_eq!(fx.0.last(), Some(&slice_end));
+        assert_eq!(fx.last(), Some(&slice_end));
         assert_eq!(m.cores[1].current, Some(0));
     }
 

@@ -135,7 +135,7 @@ impl Machine {
         let mut machine = Machine {
             now: 0,
             end: spec.duration_ns,
-            queue: EventQueue::new(),
+            fx: Effects::default(),
             rng: Rng::new(seed),
             design,
             profile: profile.clone(),
@@ -156,7 +156,7 @@ impl Machine {
     /// The first events of the run; each step's effects take place before
     /// the next step.
     pub(super) fn start(&mut self) {
-        let mut fx = Effects::default();
+        let mut fx = std::mem::take(&mut self.fx);
         // Every VF's IRTE is valid from the start: routed as for a VM that
         // is not running until its vCPU is first scheduled in.
         for vcpu in 0..self.vcpus.len() {
@@ -188,6 +188,7 @@ impl Machine {
             }
             self.apply(&mut fx);
         }
+        self.fx = fx;
     }
 
     /// A VM's traffic on each of its queue pairs, a timer on each owner.

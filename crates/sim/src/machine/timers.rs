@@ -59,7 +59,7 @@ impl Machine {
         match self.design.timer_path {
             TimerPath::HostHrtimer => {
                 Self::tmict_write(&mut self.vcpus[vcpu].vlapic, 0, self.now);
-                fx.push(Effect::Cancel(Event::HostTimer { vcpu: vcpu as u32 }));
+                fx.cancel(Event::HostTimer { vcpu: vcpu as u32 });
             }
             TimerPath::PassThrough => {
                 let core = self.vcpus[vcpu].home_core;
@@ -93,7 +93,7 @@ impl Machine {
     /// Disarms a core's passed-through timer and its owner.
     pub(super) fn stop_physical_timer(&mut self, core: usize, fx: &mut Effects) {
         Self::tmict_write(&mut self.cores[core].lapic, 0, self.now);
-        fx.push(Effect::Cancel(Event::PhysicalTimer { core: core as u32 }));
+        fx.cancel(Event::PhysicalTimer { core: core as u32 });
         self.cores[core].timer_owner = None;
         self.recheck_timer_ownership(core);
     }

@@ -1,0 +1,146 @@
+//! The effects mechanisms list for the engine, and the list they go on.
+
+use super::*;
+
+/// What a mechanism asks the engine to do. Mechanisms never call each
+/// other or the engine: they change their own state and list effects, and
+/// [`Machine::apply`] carries them out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Effect {
+    /// Schedule `event` at `at` (replacing a pending cancellable one).
+    Schedule {
+        at: u64,
+        event: Event,
+    },
+    /// Withdraw the pending cancellable event with `event`'s key.
+    Cancel(Event),
+    /// A VM exit; the host is then busy for `service_ns`.
+    Exit {
+        vcpu: usize,
+        reason: ExitReason,
+        service_ns: u64,
+    },
+    /// Run the guest's instructions until one takes time.
+    RunGuest(usize),
+    /// The guest starts the handler for `vector`.
+    StartHandler {
+        vcpu: usize,
+        vector: u8,
+    },
+    /// Deliver whatever the guest can take now.
+    TryDeliver(usize),
+    GuestEoi(usize),
+    TimerWrite {
+        vcpu: usize,
+        write: TimerWrite,
+    },
+    SubmitBlock(usize),
+    SendIpi(usize),
+    GuestHalt(usize),
+    NetperfRespond {
+        vcpu: usize,
+        queue: RxQueueKind,
+    },
+    /// A fixed interrupt reaches a core's LAPIC.
+    DeliverPhysical {
+        core: usize,
+        vector: u8,
+    },
+    /// The core looks at what is pending in its IRR.
+    PhysicalPending(usize),
+    HostInterrupt {
+        core: usize,
+        message: NmiMessage,
+    },
+    Nmi {
+        core: usize,
+        message: NmiMessage,
+    },
+    /// The host's handler for a vector it took.
+    HostVector {
+        core: usize,
+        vector: u8,
+    },
+    QueueVirtual {
+        vcpu: usize,
+        vector: u8,
+    },
+    SignalVirtual {
+        vcpu: usize,
+        vector: u8,
+    },
+    Wake(usize),
+    EnterGuest(usize),
+    /// The rest of the host's work once its interrupt handlers ran.
+    FinishHostWork {
+        core: usize,
+        extra_ns: u64,
+    },
+}
+
+/// The effects not yet applied, as a stack whose top is the next one: the
+/// running mechanism lists its effects from `listed_from` up, and the
+/// engine reverses them into order when it returns. The event queue lives
+/// here too: a schedule or cancellation listed before anything else by the
+/// running mechanism would be the very next effect applied, so it is
+/// applied at once, which keeps the order and skips a trip through the
+/// stack for the most common effects.
+#[derive(Default)]
+pub(super) struct Effects {
+    pub(super) stack: Vec<Effect>,
+    pub(super) listed_from: usize,
+    pub(super) queue: EventQueue<Event>,
+}
+
+impl Effects {
+    /// Nothing is applied at once: every effect stays listed (tests).
+    #[cfg(test)]
+    pub(super) const LIST_ALL: usize = usize::MAX;
+
+    pub(super) fn push(&mut self, effect: Effect) {
+        self.stack.push(effect);
+    }
+
+    fn nothing_listed(&self) -> bool {
+        self.stack.len() == self.listed_from
+    }
+
+    pub(super) fn schedule(&mut self, at: u64, event: Event) {
+        if self.nothing_listed() {
+            self.queue.schedule(at, event);
+        } else {
+            self.push(Effect::Schedule { at, event });
+        }
+    }
+
+    /// Withdraws the pending cancellable event with `event`'s key.
+    pub(super) fn cancel(&mut self, event: Event) {
+        if !self.nothing_listed() {
+            self.push(Effect::Cancel(event));
+        } else if let Some(key) = event.key() {
+            self.queue.cancel(key);
+        }
+    }
+
+    /// Schedules the cancellable `event` at `at`, or cancels it when `at`
+    /// is None.
+    pub(super) fn reschedule(&mut self, at: Option<u64>, event: Event) {
+        match at {
+            Some(at) => self.schedule(at, event),
+            None => self.cancel(event),
+        }
+    }
+
+    /// Whether the cancellable `event`'s key has an event pending.
+    pub(super) fn is_pending(&self, event: Event) -> bool {
+        event.key().is_some_and(|key| self.queue.is_pending(key))
+    }
+
+    pub(super) fn exit(&mut self, vcpu: usize, reason: ExitReason, service_ns: u64) {
+        self.push(Effect::Exit {
+            vcpu,
+            reason,
+            service_ns,
+        });
+    }
+}
