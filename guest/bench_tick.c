@@ -6,6 +6,7 @@
  * reads back counts in the range it programmed, which it records.
  */
 #include "bench.h"
+#include "irq.h"
 #include "compute.h"
 #include "ioapic.h"
 #include "irq_entries.h"

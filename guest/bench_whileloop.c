@@ -7,6 +7,7 @@
  * the baseline and reports how far it got, so the run always ends.
  */
 #include "bench.h"
+#include "irq.h"
 #include "compute.h"
 #include "irq_entries.h"
 #include "kernel.h"

@@ -54,6 +54,18 @@ pub fn run_with_console(config: &BenchConfig, echo_console: bool) -> Result<RunR
             let output = machine::run::<()>(config, echo_console, Extensions::default())?;
             Ok(guest_measured(config, output))
         }
+        Bench::HaltWakeup => {
+            let output = machine::run::<()>(config, echo_console, Extensions::default())?;
+            let handled = output.shared.handled[0];
+            if handled != config.count {
+                return Err(BenchError::Delivery {
+                    bench: "halt-wakeup",
+                    raised: config.count,
+                    handled,
+                });
+            }
+            Ok(guest_measured(config, output))
+        }
         Bench::Fault => {
             machine::run::<()>(config, echo_console, Extensions::default())?;
             Err(BenchError::FaultNotRaised(config.fault))
@@ -124,7 +136,7 @@ fn irq_latency(config: &BenchConfig, echo_console: bool) -> Result<RunReport, Be
         LatencySummary::from_samples_ns(&round_trips),
         duration_s,
         results,
-        output.console,
+        output.facts,
     ))
 }
 
@@ -170,7 +182,7 @@ fn whileloop(config: &BenchConfig, echo_console: bool) -> Result<RunReport, Benc
         None,
         duration_s,
         results,
-        output.console,
+        output.facts,
     ))
 }
 
@@ -234,7 +246,7 @@ fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport 
         LatencySummary::from_samples_ns(&samples_ns),
         duration_s,
         results,
-        output.console,
+        output.facts,
     )
 }
 

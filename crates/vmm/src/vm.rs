@@ -4,9 +4,10 @@
 use dirq_arch::lapic::{MSR_IA32_APIC_BASE, MSR_IA32_TSC_DEADLINE};
 use kvm_bindings::{
     kvm_enable_cap, kvm_irq_routing_entry, kvm_userspace_memory_region, KvmIrqRouting,
-    KVM_CAP_HALT_POLL, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_DISABLE_EXITS,
+    KVM_CAP_DISABLE_QUIRKS2, KVM_CAP_HALT_POLL, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_DISABLE_EXITS,
     KVM_CAP_X86_USER_SPACE_MSR, KVM_IRQ_ROUTING_MSI, KVM_MEM_READONLY, KVM_MSR_EXIT_REASON_FILTER,
     KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN, KVM_X86_DISABLE_EXITS_HLT,
+    KVM_X86_QUIRK_FIX_HYPERCALL_INSN,
 };
 use kvm_ioctls::{Kvm, MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VmFd};
 use vm_memory::{GuestMemoryBackend as _, GuestMemoryRegion};
@@ -165,6 +166,18 @@ impl Vm {
                 &[deny(MSR_IA32_APIC_BASE), deny(MSR_IA32_TSC_DEADLINE)],
             )
             .map_err(kvm_call("KVM_X86_SET_MSR_FILTER"))
+    }
+
+    /// Stops KVM from rewriting VMCALL/VMMCALL into the host's flavour
+    /// (KVM_X86_QUIRK_FIX_HYPERCALL_INSN): under kvm_pvm that rewrite
+    /// livelocks the emulator, where without it the guest gets a #UD and a
+    /// clear failure.
+    pub fn disable_hypercall_patching(&self) -> Result<(), VmError> {
+        self.enable_cap(
+            KVM_CAP_DISABLE_QUIRKS2,
+            u64::from(KVM_X86_QUIRK_FIX_HYPERCALL_INSN),
+            "KVM_CAP_DISABLE_QUIRKS2",
+        )
     }
 
     /// Binds a new irqfd to an MSI route on `gsi`: writing the eventfd

@@ -364,9 +364,12 @@ fn workload_name(config: &BenchConfig) -> String {
         Bench::TimerLatency => "timer-latency · 1 kHz".into(),
         Bench::Ipi => format!("ipi · {}", path_label(config)),
         Bench::Whileloop => format!("whileloop · {}/s", rate()),
-        Bench::ExitCost | Bench::Fault | Bench::Vioapic | Bench::IoBatch | Bench::Tick => {
-            config.bench.to_string()
-        }
+        Bench::ExitCost
+        | Bench::Fault
+        | Bench::Vioapic
+        | Bench::IoBatch
+        | Bench::Tick
+        | Bench::HaltWakeup => config.bench.to_string(),
     }
 }
 

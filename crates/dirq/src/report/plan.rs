@@ -139,7 +139,7 @@ pub fn path_label(config: &BenchConfig) -> String {
             .to_string()
         }
         Bench::Tick => label = format!("tick scale {}", config.tick_scale),
-        Bench::Whileloop | Bench::ExitCost | Bench::Fault => {}
+        Bench::Whileloop | Bench::ExitCost | Bench::Fault | Bench::HaltWakeup => {}
     }
     label
 }
@@ -165,8 +165,9 @@ pub fn command_line(config: &BenchConfig) -> String {
             config.timer, config.period_ns, config.count
         )),
         Bench::Ipi => command.push_str(&format!(
-            " --ipi {}{} --vcpus {} --count {}",
+            " --ipi {} --ipi-measure {}{} --vcpus {} --count {}",
             config.ipi,
+            config.ipi_measure,
             if config.pv_send_ipi {
                 " --pv-send-ipi"
             } else {
@@ -175,7 +176,9 @@ pub fn command_line(config: &BenchConfig) -> String {
             config.vcpus,
             config.count
         )),
-        Bench::ExitCost => command.push_str(&format!(" --count {}", config.count)),
+        Bench::ExitCost | Bench::HaltWakeup => {
+            command.push_str(&format!(" --count {}", config.count))
+        }
         Bench::Vioapic => command.push_str(&format!(
             " --vioapic {}{} --count {}",
             config.vioapic,
@@ -196,6 +199,9 @@ pub fn command_line(config: &BenchConfig) -> String {
             config.rate_hz, config.duration_ms
         )),
         Bench::Fault => {}
+    }
+    if let Some(exec) = config.guest_exec {
+        command.push_str(&format!(" --guest-exec {exec}"));
     }
     command
 }

@@ -70,7 +70,7 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
     ] {
         results.insert(name.to_string(), value);
     }
-    let mut report = RunReport::new(config, 0, exits, None, duration_s, results, output.console);
+    let mut report = RunReport::new(config, 0, exits, None, duration_s, results, output.facts);
     report.commands = Some(commands);
     Ok(report)
 }

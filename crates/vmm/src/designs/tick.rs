@@ -108,7 +108,7 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
         None,
         duration_s,
         results,
-        output.console,
+        output.facts,
     ))
 }
 

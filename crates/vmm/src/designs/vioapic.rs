@@ -138,7 +138,7 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
         None,
         duration_s,
         results,
-        output.console,
+        output.facts,
     ))
 }
 
