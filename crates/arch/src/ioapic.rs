@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::lapic::{DeliveryMode, Destination, DestinationMode, Interrupt, TriggerMode};
+use crate::interrupt::{DeliveryMode, Destination, DestinationMode, Interrupt, TriggerMode};
 
 /// Default physical base of the IOAPIC's MMIO window.
 pub const DEFAULT_MMIO_BASE: u64 = 0xFEC0_0000;

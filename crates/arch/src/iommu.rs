@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::lapic::{DeliveryMode, Destination, Interrupt, TriggerMode};
+use crate::interrupt::{DeliveryMode, Destination, Interrupt, TriggerMode};
 use crate::msi::{MsiFormat, MsiMessage};
 
 /// How an IRTE validates the requester (VT-d 9.10, fields SVT and SQ).

@@ -1,4 +1,11 @@
+//! `dirq-arch`: models of the x86 interrupt hardware to the Intel SDM and
+//! the VT-d specification. No I/O and no wall clock: time is injected
+//! through [`clock::Clock`], and what a model sends is returned to the caller.
+#![forbid(unsafe_code)]
+
+pub mod bus;
 pub mod clock;
+pub mod interrupt;
 pub mod ioapic;
 pub mod iommu;
 pub mod lapic;

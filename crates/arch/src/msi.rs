@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::lapic::{DeliveryMode, Destination, DestinationMode, Interrupt, TriggerMode};
+use crate::interrupt::{DeliveryMode, Destination, DestinationMode, Interrupt, TriggerMode};
 
 /// Address bits 31:20 of every MSI: the 0xFEEx_xxxx window (SDM 10.11.1).
 pub const MSI_ADDRESS_BASE: u64 = 0xFEE0_0000;

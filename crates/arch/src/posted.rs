@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::lapic::{DeliveryMode, Destination, Interrupt, TriggerMode};
+use crate::interrupt::{DeliveryMode, Destination, Interrupt, TriggerMode};
 use crate::vectors::VectorSet;
 
 /// One posted-interrupt descriptor (SDM 29.6, VT-d 9.12 figure 9-32).

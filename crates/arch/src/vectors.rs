@@ -15,11 +15,6 @@ impl VectorSet {
     /// The set with no vector in it.
     pub const EMPTY: VectorSet = VectorSet { words: [0; 4] };
 
-    /// Builds a set from four 64-bit words, vector 0 in bit 0 of word 0.
-    pub const fn from_words(words: [u64; 4]) -> Self {
-        VectorSet { words }
-    }
-
     /// The four 64-bit words, vector 0 in bit 0 of word 0.
     pub const fn words(&self) -> [u64; 4] {
         self.words

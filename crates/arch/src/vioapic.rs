@@ -17,7 +17,7 @@
 //! Like every model here it does no I/O: signals are returned as
 //! [`Interrupt`]s for the caller's bus.
 
-use crate::lapic::{DeliveryMode, Destination, Interrupt, TriggerMode};
+use crate::interrupt::{DeliveryMode, Destination, Interrupt, TriggerMode};
 
 pub const LINES: u32 = 32;
 /// Size of the register page.

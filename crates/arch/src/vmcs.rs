@@ -21,12 +21,17 @@ pub const PIN_PROCESS_POSTED_INTERRUPTS: u32 = 1 << 7;
 pub const CPU_INTERRUPT_WINDOW_EXITING: u32 = 1 << 2;
 /// Primary processor-based control bit 7: HLT exiting.
 pub const CPU_HLT_EXITING: u32 = 1 << 7;
+/// Primary processor-based control: every I/O instruction exits (SDM 24.6.2).
+pub const CPU_UNCONDITIONAL_IO_EXITING: u32 = 1 << 24;
 /// Primary processor-based control bit 28: use MSR bitmaps.
 pub const CPU_USE_MSR_BITMAPS: u32 = 1 << 28;
 /// Primary processor-based control bit 31: activate secondary controls.
 pub const CPU_ACTIVATE_SECONDARY: u32 = 1 << 31;
 /// Secondary control bit 4: virtualize x2APIC mode (SDM 24.6.2, table 24-7).
 pub const SECONDARY_VIRTUALIZE_X2APIC: u32 = 1 << 4;
+/// Secondary control: guest-physical addresses go through EPT, whose
+/// misses are EPT-violation exits (SDM 24.6.2, 28.2).
+pub const SECONDARY_ENABLE_EPT: u32 = 1 << 1;
 /// Secondary control bit 9: virtual-interrupt delivery.
 pub const SECONDARY_VIRTUAL_INTERRUPT_DELIVERY: u32 = 1 << 9;
 
@@ -113,12 +118,16 @@ pub struct Vmcs {
 
 impl Vmcs {
     /// The controls of a plain KVM guest without APICv: external-interrupt
-    /// and NMI exiting, HLT exiting, MSR bitmap trapping every write.
+    /// and NMI exiting, HLT and I/O exiting, EPT, MSR bitmap trapping every
+    /// write.
     pub fn trap_everything() -> Self {
         Vmcs {
             pin_based: PIN_EXTERNAL_INTERRUPT_EXITING | PIN_NMI_EXITING,
-            primary: CPU_HLT_EXITING | CPU_USE_MSR_BITMAPS | CPU_ACTIVATE_SECONDARY,
-            secondary: 0,
+            primary: CPU_HLT_EXITING
+                | CPU_UNCONDITIONAL_IO_EXITING
+                | CPU_USE_MSR_BITMAPS
+                | CPU_ACTIVATE_SECONDARY,
+            secondary: SECONDARY_ENABLE_EPT,
             exception_bitmap: 0,
             msr_write_bitmap: MsrWriteBitmap::trap_all(),
             eoi_exit_bitmap: VectorSet::EMPTY,
@@ -175,6 +184,17 @@ impl Vmcs {
     /// HLT exits iff HLT exiting is set (SDM 25.1.3).
     pub fn hlt_exits(&self) -> bool {
         self.primary & CPU_HLT_EXITING != 0
+    }
+
+    /// I/O instructions exit (SDM 25.1.3; I/O bitmaps are not modelled).
+    pub fn io_exits(&self) -> bool {
+        self.primary & CPU_UNCONDITIONAL_IO_EXITING != 0
+    }
+
+    /// Guest memory is translated by EPT, so EPT violations can exit
+    /// (SDM 28.2.3).
+    pub fn ept_enabled(&self) -> bool {
+        self.has_secondary(SECONDARY_ENABLE_EPT)
     }
 
     /// Virtual-interrupt delivery is on (SDM 29.2).

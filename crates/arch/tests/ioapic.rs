@@ -1,7 +1,7 @@
 //! IOAPIC rules from the 82093AA datasheet and SDM 10.8.5 (EOI broadcast).
 
+use dirq_arch::interrupt::{DeliveryMode, Destination, Interrupt, TriggerMode};
 use dirq_arch::ioapic::*;
-use dirq_arch::lapic::{DeliveryMode, Destination, Interrupt, TriggerMode};
 
 const PIN: u32 = 5;
 

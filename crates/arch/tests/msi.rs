@@ -1,7 +1,7 @@
 //! MSI formats: SDM 10.11.1/10.11.2 (compatibility) and VT-d 5.1.2.2
 //! (remappable).
 
-use dirq_arch::lapic::{DeliveryMode, Destination, Interrupt, TriggerMode};
+use dirq_arch::interrupt::{DeliveryMode, Destination, Interrupt, TriggerMode};
 use dirq_arch::msi::*;
 
 #[test]

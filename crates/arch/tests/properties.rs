@@ -6,11 +6,13 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{pit_control, FakeClock, PIT_ACCESS_LOW_THEN_HIGH};
+use dirq_arch::bus::{route, BusError};
 use dirq_arch::clock::Clock;
+use dirq_arch::interrupt::{DeliveryMode, Destination, Interrupt, TriggerMode};
 use dirq_arch::ioapic::{Ioapic, NUM_PINS};
 use dirq_arch::lapic::{
-    DeliveryMode, Destination, Interrupt, Lapic, LapicConfig, TimerMode, TriggerMode,
-    MSR_IA32_APIC_BASE, MSR_IA32_TSC_DEADLINE,
+    Lapic, LapicConfig, TimerMode, APIC_BASE_X2APIC_ENABLE, APIC_DFR, APIC_LDR, MSR_IA32_APIC_BASE,
+    MSR_IA32_TSC_DEADLINE,
 };
 use dirq_arch::msi::{MsiFormat, MsiMessage};
 use dirq_arch::pit::{Pit, PORT_CHANNEL0, PORT_CONTROL};
@@ -240,6 +242,109 @@ proptest! {
             if let Some(due) = pit.next_irq_ns() {
                 prop_assert!(due > clock.now_ns());
             }
+        }
+    }
+}
+
+/// How one LAPIC on a random bus is set up.
+#[derive(Clone, Debug)]
+struct BusMember {
+    tpr: u8,
+    /// xAPIC only: the 8-bit logical ID.
+    logical_id: u8,
+}
+
+fn bus_destination() -> impl Strategy<Value = Destination> {
+    prop_oneof![
+        (0u32..=0x120).prop_map(Destination::Physical),
+        Just(Destination::Physical(0xFF)),
+        Just(Destination::Physical(0xFFFF_FFFF)),
+        any::<u32>().prop_map(|bits| Destination::Logical(bits & 0x000F_FFFF)),
+        Just(Destination::Logical(0xFFFF_FFFF)),
+        (0u32..40).prop_map(|sender| Destination::SelfOnly { sender }),
+        Just(Destination::AllIncludingSelf),
+        (0u32..40).prop_map(|sender| Destination::AllExcludingSelf { sender }),
+    ]
+}
+
+/// The SDM's addressing rules written out for one receiver, independently
+/// of `Lapic::matches_destination`.
+fn reference_addresses(
+    id: u32,
+    member: &BusMember,
+    x2apic: bool,
+    cluster: bool,
+    destination: &Destination,
+) -> bool {
+    match *destination {
+        Destination::Physical(target) if x2apic => target == id || target == 0xFFFF_FFFF,
+        Destination::Physical(target) => target == id || target == 0xFF,
+        Destination::Logical(0xFFFF_FFFF) if x2apic => true,
+        Destination::Logical(address) if x2apic => {
+            address >> 16 == id >> 4 && address & (1 << (id & 0xF)) != 0
+        }
+        Destination::Logical(address) => {
+            let (address, logical) = (address & 0xFF, u32::from(member.logical_id));
+            address == 0xFF
+                || if cluster {
+                    address >> 4 == logical >> 4 && address & logical & 0xF != 0
+                } else {
+                    address & logical != 0
+                }
+        }
+        Destination::SelfOnly { sender } => sender == id,
+        Destination::AllIncludingSelf => true,
+        Destination::AllExcludingSelf { sender } => sender != id,
+    }
+}
+
+proptest! {
+    /// Fixed and NMI reach exactly the addressed LAPICs; lowest priority
+    /// reaches one addressed LAPIC of minimal priority (SDM 10.6.2).
+    #[test]
+    fn bus_routes_to_exactly_the_addressed_lapics(
+        members in prop::collection::vec((0u8..=0xF0, any::<u8>()).prop_map(|(tpr, logical_id)| BusMember { tpr, logical_id }), 1..40),
+        x2apic in any::<bool>(),
+        cluster in any::<bool>(),
+        mode in prop::sample::select(vec![DeliveryMode::Fixed, DeliveryMode::LowestPriority, DeliveryMode::Nmi]),
+        destination in bus_destination(),
+    ) {
+        let clock = FakeClock::default();
+        let lapics: Vec<Lapic> = members.iter().enumerate().map(|(id, member)| {
+            let mut lapic = Lapic::new(id as u32, LapicConfig::new(1_000_000_000, 1_000_000_000).expect("rates"));
+            lapic.set_svr(0x1FF);
+            if x2apic {
+                let base = lapic.apic_base() | APIC_BASE_X2APIC_ENABLE;
+                lapic.set_apic_base(base).expect("xAPIC -> x2APIC");
+            } else {
+                lapic.write_mmio(APIC_LDR, u32::from(member.logical_id) << 24, &clock);
+                if cluster {
+                    lapic.write_mmio(APIC_DFR, 0x0FFF_FFFF, &clock);
+                }
+            }
+            lapic.set_tpr(member.tpr);
+            lapic
+        }).collect();
+        let interrupt = Interrupt { vector: 0x41, delivery_mode: mode, trigger_mode: TriggerMode::Edge, destination };
+        let addressed: Vec<usize> = members.iter().enumerate()
+            .filter(|(id, member)| reference_addresses(*id as u32, member, x2apic, cluster, &destination))
+            .map(|(id, _)| id)
+            .collect();
+        let shorthand_fixed_only = matches!(destination, Destination::SelfOnly { .. } | Destination::AllIncludingSelf);
+        let all_excluding_self = matches!(destination, Destination::AllExcludingSelf { .. });
+        match route(&interrupt, &lapics) {
+            Err(BusError::ShorthandNeedsFixed { .. }) => prop_assert!(shorthand_fixed_only && mode != DeliveryMode::Fixed),
+            Err(BusError::LowestPriorityBroadcast) => prop_assert!(mode == DeliveryMode::LowestPriority && all_excluding_self),
+            Ok(targets) if mode == DeliveryMode::LowestPriority => {
+                let chosen: Vec<usize> = targets.iter().collect();
+                prop_assert!(chosen.len() == usize::from(!addressed.is_empty()));
+                if let Some(&winner) = chosen.first() {
+                    prop_assert!(addressed.contains(&winner));
+                    let lowest = addressed.iter().map(|&id| lapics[id].ppr()).min();
+                    prop_assert_eq!(Some(lapics[winner].ppr()), lowest);
+                }
+            }
+            Ok(targets) => prop_assert_eq!(targets.iter().collect::<Vec<_>>(), addressed),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! VIOAPIC rules (mechanisms.md section 6): ISR = IRR & !MASK, a message
 //! per ISR rise, the trapping UNMASK register and the paravirtual MASK.
 
-use dirq_arch::lapic::{DeliveryMode, Destination, Interrupt, TriggerMode};
+use dirq_arch::interrupt::{DeliveryMode, Destination, Interrupt, TriggerMode};
 use dirq_arch::vioapic::*;
 use proptest::prelude::*;
 

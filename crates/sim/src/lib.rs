@@ -8,6 +8,7 @@
 //! let result = dirq_sim::run_scenario(&scenario, &options).unwrap();
 //! println!("{}", serde_json::to_string_pretty(&result.result).unwrap());
 //! ```
+#![forbid(unsafe_code)]
 
 mod machine;
 pub mod metrics;
@@ -19,6 +20,8 @@ pub mod scenario;
 pub mod trace;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::time::Instant;
 
 use thiserror::Error;
@@ -30,7 +33,7 @@ pub use scenario::Scenario;
 use machine::Machine;
 use metrics::{InterruptCounts, LatencyNs, Throughput};
 use scenario::{RunSpec, WorkloadKind};
-use trace::TraceFile;
+use trace::{Trace, TraceFile};
 
 #[derive(Debug, Error)]
 pub enum SimError {
@@ -63,6 +66,19 @@ pub fn run_scenario(scenario: &Scenario, options: &RunOptions) -> Result<Scenari
 pub fn run_scenario_with_progress(
     scenario: &Scenario,
     options: &RunOptions,
+    progress: impl FnMut(usize, usize),
+) -> Result<ScenarioOutput, SimError> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    run_scenario_on(scenario, options, threads, progress)
+}
+
+/// [`run_scenario_with_progress`] on `threads` threads. The runs are
+/// independent (each has its own machine and its own seeded stream), so the
+/// result is the same for any thread count; only `wall_s` differs.
+pub fn run_scenario_on(
+    scenario: &Scenario,
+    options: &RunOptions,
+    threads: usize,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<ScenarioOutput, SimError> {
     let profile = options
@@ -70,20 +86,41 @@ pub fn run_scenario_with_progress(
         .clone()
         .unwrap_or_else(CostProfile::did_2015);
     let specs = scenario.expand();
+    let next = AtomicUsize::new(0);
+    let mut finished: Vec<Option<(RunResult, Option<Trace>)>> =
+        specs.iter().map(|_| None).collect();
+    std::thread::scope(|scope| -> Result<(), SimError> {
+        let (sender, receiver) = mpsc::channel();
+        for _ in 0..threads.clamp(1, specs.len().max(1)) {
+            let sender = sender.clone();
+            let (specs, profile, next) = (&specs, &profile, &next);
+            scope.spawn(move || loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(spec) = specs.get(index) else { break };
+                let outcome = simulate(spec, profile, options);
+                if sender.send((index, outcome)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(sender);
+        for (done, (index, outcome)) in receiver.iter().enumerate() {
+            finished[index] = Some(outcome?);
+            progress(done + 1, specs.len());
+        }
+        Ok(())
+    })?;
     let mut runs = Vec::with_capacity(specs.len());
     let mut trace_file = options.trace.then(TraceFile::default);
-    for (index, spec) in specs.iter().enumerate() {
-        let started = Instant::now();
-        let mut machine = Machine::new(spec, &profile, options.seed, options.trace)?;
-        machine.run();
-        let mut run = summarize(spec, &machine);
-        run.wall_s = started.elapsed().as_secs_f64();
-        if let (Some(file), Some(trace)) = (trace_file.as_mut(), machine.trace.take()) {
+    for (index, (spec, outcome)) in specs.iter().zip(finished).enumerate() {
+        let Some((run, trace)) = outcome else {
+            continue;
+        };
+        if let (Some(file), Some(trace)) = (trace_file.as_mut(), trace) {
             let label = format!("{} {}", run.policy, spec_label(spec));
             file.add_run(index as u32, &label, spec.group.host.cores as usize, trace);
         }
         runs.push(run);
-        progress(index + 1, specs.len());
     }
     Ok(ScenarioOutput {
         result: ScenarioResult {
@@ -96,6 +133,20 @@ pub fn run_scenario_with_progress(
     })
 }
 
+/// One run, start to finish.
+fn simulate(
+    spec: &RunSpec,
+    profile: &CostProfile,
+    options: &RunOptions,
+) -> Result<(RunResult, Option<Trace>), SimError> {
+    let started = Instant::now();
+    let mut machine = Machine::new(spec, profile, options.seed, options.trace)?;
+    machine.run();
+    let mut run = summarize(spec, &machine);
+    run.wall_s = started.elapsed().as_secs_f64();
+    Ok((run, machine.trace.take()))
+}
+
 fn spec_label(spec: &RunSpec) -> String {
     match spec.rate_pps {
         Some(rate) => format!("{} {rate} pps", spec.workload.name()),
@@ -106,19 +157,14 @@ fn spec_label(spec: &RunSpec) -> String {
 fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     let counters = &machine.counters;
     let seconds = spec.duration_ns as f64 / 1e9;
-    let exits_by_reason_per_s: BTreeMap<String, f64> = ExitReason::ALL
+    let exits_by_reason_per_s: BTreeMap<ExitReason, f64> = ExitReason::ALL
         .iter()
-        .map(|reason| {
-            (
-                reason.name().to_string(),
-                counters.exits[reason.index()] as f64 / seconds,
-            )
-        })
+        .map(|&reason| (reason, counters.exits[reason.index()] as f64 / seconds))
         .collect();
     let total_exits: u64 = counters.exits.iter().sum();
     let invariant_violations = Invariant::ALL
         .iter()
-        .map(|&invariant| (invariant, counters.violations[invariant as usize]))
+        .map(|&invariant| (invariant, machine.checker.violations_of(invariant)))
         .collect();
     let core_ns = counters.guest_core_ns.max(1) as f64;
     let time_in_guest = counters.guest_ns as f64 / core_ns;
@@ -133,7 +179,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         params.insert("dropped_packets".into(), dropped.into());
     }
     RunResult {
-        policy: spec.policy.name().to_string(),
+        policy: spec.policy,
         params,
         exits_per_s: total_exits as f64 / seconds,
         exits_by_reason_per_s,
@@ -143,10 +189,10 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         throughput: throughput(spec, counters, seconds),
         invariant_violations,
         interrupts: InterruptCounts {
-            raised: counters.raised,
-            handled: counters.handled,
-            coalesced: counters.coalesced,
-            pending_at_end: counters.pending_at_end,
+            raised: machine.checker.raised,
+            handled: machine.checker.handled,
+            coalesced: machine.checker.coalesced,
+            pending_at_end: machine.checker.pending_at_end,
         },
         events: counters.events,
         wall_s: 0.0,

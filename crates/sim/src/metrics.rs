@@ -1,12 +1,19 @@
 //! What a run measures, and the serialized result shape shared by
 //! `dirq sim --json` and the report.
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
 
-/// VM exit reasons, named as KVM reports them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+use crate::policy::PolicyKind;
+
+/// VM exit reasons, named as KVM reports them. Ordered, hashed and
+/// borrowed as their names, so a map keyed by them is looked up by name
+/// and serializes in the same order as one keyed by the name strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ExitReason {
     #[serde(rename = "EXTINT")]
     ExtInt,
@@ -61,6 +68,36 @@ impl ExitReason {
 
     pub fn index(self) -> usize {
         self as usize
+    }
+}
+
+impl Ord for ExitReason {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl PartialOrd for ExitReason {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Hash for ExitReason {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl Borrow<str> for ExitReason {
+    fn borrow(&self) -> &str {
+        self.name()
+    }
+}
+
+impl std::fmt::Display for ExitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -121,10 +158,10 @@ pub struct Throughput {
 /// One policy run of one scenario point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
-    pub policy: String,
+    pub policy: PolicyKind,
     pub params: BTreeMap<String, serde_json::Value>,
     pub exits_per_s: f64,
-    pub exits_by_reason_per_s: BTreeMap<String, f64>,
+    pub exits_by_reason_per_s: BTreeMap<ExitReason, f64>,
     pub time_in_guest: f64,
     /// Fraction of the VM cores' time not asleep: guest, host, and host
     /// halt-polling all burn the core.

@@ -12,12 +12,6 @@ impl Rng {
         Rng { state: seed }
     }
 
-    /// A new, independent stream derived from this one (for per-entity
-    /// streams that stay stable when other entities are added).
-    pub fn fork(&mut self) -> Rng {
-        Rng::new(self.next_u64())
-    }
-
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;

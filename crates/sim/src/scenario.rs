@@ -20,8 +20,37 @@ pub enum ScenarioError {
     },
     #[error("cannot parse scenario")]
     Parse(#[from] toml::de::Error),
-    #[error("invalid scenario: {0}")]
-    Invalid(String),
+    #[error("invalid scenario")]
+    Invalid(#[from] InvalidScenario),
+}
+
+/// A limit a scenario breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+pub enum InvalidScenario {
+    #[error("duration_ms must be 1..={MAX_DURATION_MS}")]
+    Duration,
+    #[error("nic.packets_per_interrupt must be at least 1")]
+    NoPacketsPerInterrupt,
+    #[error("a scenario needs at least one [[runs]] group")]
+    NoRunGroups,
+    #[error("host.cores must be 2..={MAX_CORES} (core 0 is housekeeping)")]
+    Cores,
+    #[error("host.vms must be 1..={MAX_VMS}")]
+    Vms,
+    #[error("host.vcpus_per_vm must be 1..={MAX_VCPUS_PER_VM}")]
+    VcpusPerVm,
+    #[error("each guest core can give at most {HOST_VECTORS_PER_CORE} VMs a host vector")]
+    HostVectorsPerCore,
+    #[error("the {0:?} group lists no policies")]
+    NoPolicies(WorkloadKind),
+    #[error("{0:?} needs rates_pps")]
+    NeedsRates(WorkloadKind),
+    #[error("rates_pps must be 1..={MAX_RATE_PPS}")]
+    Rate,
+    #[error("ipi needs host.vcpus_per_vm >= 2")]
+    IpiNeedsTwoVcpus,
+    #[error("ipi_rate_per_s must be 1..={MAX_IPI_RATE_PER_S}")]
+    IpiRate,
 }
 
 /// The workloads the simulator knows.
@@ -247,8 +276,84 @@ fn enum_name<T: Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
 }
 
-/// The most VMs a host may hold: each VM's VF gets its own host vector.
-pub const MAX_VMS: u32 = 32;
+pub const MAX_DURATION_MS: u64 = 600_000;
+pub const MAX_CORES: u32 = 1024;
+pub const MAX_VMS: u32 = 1024;
+pub const MAX_VCPUS_PER_VM: u32 = 256;
+pub const MAX_RATE_PPS: u64 = 100_000_000;
+pub const MAX_IPI_RATE_PER_S: u64 = 10_000_000;
+/// Host vectors a core can hand out to VFs (0x60..=0xDF, below the
+/// system vectors), as Linux's per-CPU vector matrix does.
+pub const HOST_VECTORS_PER_CORE: u32 = 0x80;
+
+impl RunGroup {
+    /// A group with every optional setting at its default.
+    pub fn new(workload: WorkloadKind, policies: Vec<PolicyKind>) -> RunGroup {
+        RunGroup {
+            workload,
+            policies,
+            rates_pps: Vec::new(),
+            transport: Transport::default(),
+            idle: IdleMode::default(),
+            ipi_mode: IpiMode::default(),
+            ipi_rate_per_s: default_ipi_rate(),
+            host: HostShape::default(),
+            nested_interrupts: false,
+            with_timer: false,
+        }
+    }
+
+    fn validate(&self) -> Result<(), InvalidScenario> {
+        let host = self.host;
+        if host.cores < 2 || host.cores > MAX_CORES {
+            return Err(InvalidScenario::Cores);
+        }
+        if host.vms == 0 || host.vms > MAX_VMS {
+            return Err(InvalidScenario::Vms);
+        }
+        if host.vcpus_per_vm == 0 || host.vcpus_per_vm > MAX_VCPUS_PER_VM {
+            return Err(InvalidScenario::VcpusPerVm);
+        }
+        // VM v's vCPU 0 is homed on guest core (v * vcpus_per_vm) % (cores - 1);
+        // the busiest core must have a host vector for each of its VMs.
+        let guest_cores = host.cores - 1;
+        let mut vfs_per_core = vec![0u32; guest_cores as usize];
+        for vm in 0..host.vms {
+            let core =
+                (u64::from(vm) * u64::from(host.vcpus_per_vm) % u64::from(guest_cores)) as usize;
+            vfs_per_core[core] += 1;
+        }
+        if vfs_per_core
+            .iter()
+            .any(|&count| count > HOST_VECTORS_PER_CORE)
+        {
+            return Err(InvalidScenario::HostVectorsPerCore);
+        }
+        if self.policies.is_empty() {
+            return Err(InvalidScenario::NoPolicies(self.workload));
+        }
+        let needs_rate = matches!(self.workload, WorkloadKind::UdpRx | WorkloadKind::Whileloop);
+        if needs_rate && self.rates_pps.is_empty() {
+            return Err(InvalidScenario::NeedsRates(self.workload));
+        }
+        if self
+            .rates_pps
+            .iter()
+            .any(|&rate| rate == 0 || rate > MAX_RATE_PPS)
+        {
+            return Err(InvalidScenario::Rate);
+        }
+        if self.workload == WorkloadKind::Ipi && host.vcpus_per_vm < 2 {
+            return Err(InvalidScenario::IpiNeedsTwoVcpus);
+        }
+        if self.workload == WorkloadKind::Ipi
+            && (self.ipi_rate_per_s == 0 || self.ipi_rate_per_s > MAX_IPI_RATE_PER_S)
+        {
+            return Err(InvalidScenario::IpiRate);
+        }
+        Ok(())
+    }
+}
 
 impl Scenario {
     pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
@@ -257,55 +362,19 @@ impl Scenario {
         Ok(scenario)
     }
 
-    fn validate(&self) -> Result<(), ScenarioError> {
-        let invalid = |message: String| Err(ScenarioError::Invalid(message));
-        if self.duration_ms == 0 || self.duration_ms > 600_000 {
-            return invalid("duration_ms must be 1..=600000".into());
+    /// Checks every limit; a scenario built as a value must pass this
+    /// before it runs.
+    pub fn validate(&self) -> Result<(), InvalidScenario> {
+        if self.duration_ms == 0 || self.duration_ms > MAX_DURATION_MS {
+            return Err(InvalidScenario::Duration);
         }
         if self.nic.packets_per_interrupt == 0 {
-            return invalid("nic.packets_per_interrupt must be at least 1".into());
+            return Err(InvalidScenario::NoPacketsPerInterrupt);
         }
         if self.runs.is_empty() {
-            return invalid("a scenario needs at least one [[runs]] group".into());
+            return Err(InvalidScenario::NoRunGroups);
         }
-        for group in &self.runs {
-            let host = group.host;
-            if host.cores < 2 || host.cores > 256 {
-                return invalid("host.cores must be 2..=256 (core 0 is housekeeping)".into());
-            }
-            if host.vms == 0 || host.vms > MAX_VMS {
-                return invalid(format!("host.vms must be 1..={MAX_VMS}"));
-            }
-            if host.vcpus_per_vm == 0 || host.vcpus_per_vm > 64 {
-                return invalid("host.vcpus_per_vm must be 1..=64".into());
-            }
-            if group.policies.is_empty() {
-                return invalid(format!("{} group lists no policies", group.workload.name()));
-            }
-            let needs_rate = matches!(
-                group.workload,
-                WorkloadKind::UdpRx | WorkloadKind::Whileloop
-            );
-            if needs_rate && group.rates_pps.is_empty() {
-                return invalid(format!("{} needs rates_pps", group.workload.name()));
-            }
-            if group
-                .rates_pps
-                .iter()
-                .any(|&rate| rate == 0 || rate > 100_000_000)
-            {
-                return invalid("rates_pps must be 1..=100000000".into());
-            }
-            if group.workload == WorkloadKind::Ipi && host.vcpus_per_vm < 2 {
-                return invalid("ipi needs host.vcpus_per_vm >= 2".into());
-            }
-            if group.workload == WorkloadKind::Ipi
-                && (group.ipi_rate_per_s == 0 || group.ipi_rate_per_s > 10_000_000)
-            {
-                return invalid("ipi_rate_per_s must be 1..=10000000".into());
-            }
-        }
-        Ok(())
+        self.runs.iter().try_for_each(RunGroup::validate)
     }
 
     /// Every run, in order: group by group, rate by rate, policy by policy.
@@ -402,6 +471,35 @@ mod tests {
     }
 
     #[test]
+    fn a_scenario_built_as_a_value_is_validated() {
+        let mut group = RunGroup::new(WorkloadKind::Cyclictest, vec![PolicyKind::Did]);
+        group.host = HostShape {
+            cores: 256,
+            vms: 1024,
+            vcpus_per_vm: 1,
+        };
+        let mut scenario = Scenario {
+            name: "fleet".into(),
+            description: "value-built".into(),
+            duration_ms: 10,
+            nic: NicCoalescing::FITTED,
+            runs: vec![group],
+        };
+        assert_eq!(scenario.validate(), Ok(()));
+        scenario.runs[0].host.cores = 2;
+        assert_eq!(
+            scenario.validate(),
+            Err(InvalidScenario::HostVectorsPerCore)
+        );
+        scenario.runs[0].policies.clear();
+        scenario.runs[0].host.cores = 256;
+        assert_eq!(
+            scenario.validate(),
+            Err(InvalidScenario::NoPolicies(WorkloadKind::Cyclictest))
+        );
+    }
+
+    #[test]
     fn udp_rx_expands_rates_times_policies() {
         let scenario = builtin("did-udp-rx").unwrap();
         assert_eq!(scenario.expand().len(), 8);
@@ -423,7 +521,9 @@ mod tests {
         "#;
         assert!(matches!(
             Scenario::from_toml(no_rate),
-            Err(ScenarioError::Invalid(_))
+            Err(ScenarioError::Invalid(InvalidScenario::NeedsRates(
+                WorkloadKind::UdpRx
+            )))
         ));
     }
 }

@@ -2,6 +2,7 @@
 //! calibration target, asserted on exit counts (never on wall time).
 
 use dirq_sim::metrics::{Invariant, RunResult, ScenarioResult};
+use dirq_sim::policy::PolicyKind;
 use dirq_sim::scenario::{self, Scenario};
 use dirq_sim::{run_scenario, CostProfile, RunOptions};
 
@@ -312,7 +313,7 @@ fn naive_direct_eoi_breaks_priority_and_eoi_while_eli_and_did_hold() {
     let scenario = scenario(&format!("duration_ms = 3500\n{MIXED}"));
     let result = run_with(&scenario, CostProfile::did_2015(), false).result;
     for run in &result.runs {
-        if run.policy == "naive-direct-eoi" {
+        if run.policy == PolicyKind::NaiveDirectEoi {
             assert!(
                 violations(run, Invariant::PriorityInversion) > 0,
                 "{:?}",
@@ -324,7 +325,7 @@ fn naive_direct_eoi_breaks_priority_and_eoi_while_eli_and_did_hold() {
             assert_clean(run);
         }
     }
-    for policy in ["eli", "did"] {
+    for policy in [PolicyKind::Eli, PolicyKind::Did] {
         let handled: u64 = result
             .runs
             .iter()
@@ -335,7 +336,7 @@ fn naive_direct_eoi_breaks_priority_and_eoi_while_eli_and_did_hold() {
     }
     // The overcommitted runs time-slice: DID's NMI path is exercised.
     let did_overcommitted = &result.runs[5];
-    assert_eq!(did_overcommitted.policy, "did");
+    assert_eq!(did_overcommitted.policy, PolicyKind::Did);
     assert!(exits(did_overcommitted, "NMI") > 0.0);
 }
 
@@ -375,8 +376,8 @@ fn did_udp_rx_meets_the_calibration_tolerance() {
     for (pair, (exit_target, guest_target)) in runs.chunks(2).zip(vanilla_targets) {
         let (vanilla, did) = (pair[0], pair[1]);
         assert_eq!(
-            (vanilla.policy.as_str(), did.policy.as_str()),
-            ("vanilla", "did")
+            (vanilla.policy, did.policy),
+            (PolicyKind::Vanilla, PolicyKind::Did)
         );
         let exit_error = (vanilla.exits_per_s / exit_target - 1.0).abs();
         assert!(

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use dirq_sim::policy::PolicyKind;
-use dirq_sim::scenario::{self, Scenario};
+use dirq_sim::scenario::{self, NicCoalescing, RunGroup, Scenario, Transport, WorkloadKind};
 use dirq_sim::{run_scenario, run_scenario_with_progress, CostProfile, RunOptions};
 use indicatif::ProgressBar;
 
@@ -64,19 +64,21 @@ pub fn run(
 /// The workload every policy's trace shows: SR-IOV and virtio traffic plus
 /// the guest timer, so device, virtual and timer interrupts all appear.
 fn trace_scenario(policy: PolicyKind) -> Result<Scenario> {
-    let text = format!(
-        "name = \"trace-{name}\"\n\
-         description = \"2 ms of udp-rx over SR-IOV and virtio at 250K packets/s each, with a 1 kHz guest timer, under {name}\"\n\
-         duration_ms = 2\n\
-         [[runs]]\n\
-         workload = \"udp-rx\"\n\
-         policies = [\"{name}\"]\n\
-         rates_pps = [250000]\n\
-         transport = \"both\"\n\
-         with_timer = true\n",
-        name = policy.name()
-    );
-    Ok(Scenario::from_toml(&text)?)
+    let mut traffic = RunGroup::new(WorkloadKind::UdpRx, vec![policy]);
+    traffic.rates_pps = vec![250_000];
+    traffic.transport = Transport::Both;
+    traffic.with_timer = true;
+    let scenario = Scenario {
+        name: format!("trace-{policy}"),
+        description: format!(
+            "2 ms of udp-rx over SR-IOV and virtio at 250K packets/s each, with a 1 kHz guest timer, under {policy}"
+        ),
+        duration_ms: 2,
+        nic: NicCoalescing::FITTED,
+        runs: vec![traffic],
+    };
+    scenario.validate()?;
+    Ok(scenario)
 }
 
 /// Writes `traces/<policy>.json` for every policy; returns the file names.

@@ -1,49 +1,30 @@
-//! Bare metal: the same workload with no hypervisor. Every interrupt goes
-//! straight through the core's LAPIC to the OS; nothing exits.
+//! Bare metal (docs/mechanisms.md section 1): the same workload with no
+//! hypervisor. Nothing exits, so the VMCS the engine consults answers "no
+//! exit" to every query; every interrupt goes straight through the core's
+//! LAPIC to the OS, and HLT halts the core itself.
 
-use dirq_arch::iommu::Irte;
-use dirq_arch::vmcs::{Vmcs, CPU_HLT_EXITING, PIN_NMI_EXITING};
+use dirq_arch::interrupt::DeliveryMode;
 
 use super::{
-    direct_delivery_vmcs, msrs, Injection, Policy, PolicyKind, TimerPath, VfRoute, VirtualSignal,
+    msrs, Design, Injection, IrteRule, PolicyKind, TimerPath, VirtualSignal, VmcsControls,
 };
 
-pub struct Bare;
-
-impl Policy for Bare {
-    fn kind(&self) -> PolicyKind {
-        PolicyKind::Bare
-    }
-
-    fn virtualized(&self) -> bool {
-        false
-    }
-
-    /// With no hypervisor nothing can exit: the engine consults the same
-    /// VMCS queries, so they must all answer "no exit".
-    fn initial_vmcs(&self) -> Vmcs {
-        let mut vmcs = direct_delivery_vmcs();
-        vmcs.set_pin_based(PIN_NMI_EXITING, false);
-        vmcs.set_primary(CPU_HLT_EXITING, false);
-        for msr in [msrs::TMICT, msrs::ICR] {
-            vmcs.msr_write_bitmap.set_trapped(msr, false);
-        }
-        vmcs
-    }
-
-    fn vf_irte(&self, route: &VfRoute) -> Irte {
-        route.direct_or_nmi()
-    }
-
-    fn injection(&self) -> Injection {
-        Injection::SelfIpi
-    }
-
-    fn virtual_signal(&self) -> VirtualSignal {
-        VirtualSignal::DirectIpi
-    }
-
-    fn timer_path(&self) -> TimerPath {
-        TimerPath::PassThrough
-    }
-}
+pub const BARE: Design = Design {
+    kind: PolicyKind::Bare,
+    vmcs: VmcsControls {
+        external_interrupt_exiting: false,
+        nmi_exiting: false,
+        hlt_exiting: false,
+        io_and_ept_exits: false,
+        apicv: false,
+        shadow_idt: false,
+        passed_through_msrs: &[msrs::EOI, msrs::TMICT, msrs::ICR],
+    },
+    vf_irte: IrteRule::DirectOrNmi,
+    injection: Injection::SelfIpi,
+    virtual_signal: VirtualSignal::Native,
+    timer_path: TimerPath::PassThrough,
+    host_interrupt_mode: DeliveryMode::Fixed,
+    injection_mode: None,
+    defers_preemption_in_handler: false,
+};

@@ -1,25 +1,27 @@
-//! Interrupt-delivery policies: what the hypervisor programs into the VMCS
-//! and the IOMMU, and how it gets a virtual interrupt into a guest. The
-//! engine (`crate::machine`) carries the mechanisms out; a policy only
-//! decides. One module per policy; a new policy is one more module and one
-//! more `PolicyKind`. The decisions cover what this host's KVM
-//! configurations differ in: a userspace irqchip is vanilla's VMCS with
-//! costlier exits (a per-policy cost hook would go next to `initial_vmcs`),
-//! irqfd is a `VirtualSignal`, PV EOI an EOI that is not trapped in the MSR
-//! bitmap, halt polling the scenario's `idle = "halt-poll"`.
+//! Interrupt-delivery designs, one declarative [`Design`] table each: what
+//! the hypervisor (or its absence) programs into the VMCS and the IOMMU,
+//! and which mechanism carries each kind of interrupt. The engine
+//! (`crate::machine`) reads the table; a design that reuses existing
+//! mechanisms is one more table and one more [`PolicyKind`]. The tables
+//! cover what this host's KVM configurations differ in: a userspace irqchip
+//! is vanilla's table with costlier exits, irqfd is a [`VirtualSignal`], PV
+//! EOI an EOI left out of the MSR bitmap, halt polling the scenario's
+//! `idle = "halt-poll"`. docs/mechanisms.md describes each design.
 
 mod apicv;
 mod bare;
 mod did;
 mod eli;
-mod eli_delivery;
-mod naive_direct_eoi;
 mod vanilla;
 
+use dirq_arch::interrupt::{DeliveryMode, TriggerMode};
 use dirq_arch::iommu::{Irte, SourceValidation};
-use dirq_arch::lapic::{DeliveryMode, TriggerMode};
 use dirq_arch::vectors::VectorSet;
-use dirq_arch::vmcs::Vmcs;
+use dirq_arch::vmcs::{
+    Vmcs, CPU_HLT_EXITING, CPU_UNCONDITIONAL_IO_EXITING, PIN_EXTERNAL_INTERRUPT_EXITING,
+    PIN_NMI_EXITING, PIN_PROCESS_POSTED_INTERRUPTS, SECONDARY_ENABLE_EPT,
+    SECONDARY_VIRTUALIZE_X2APIC, SECONDARY_VIRTUAL_INTERRUPT_DELIVERY,
+};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -57,18 +59,112 @@ impl PolicyKind {
         }
     }
 
-    /// The policy object.
-    pub fn build(self) -> Box<dyn Policy> {
+    /// The design's table.
+    pub fn design(self) -> &'static Design {
         match self {
-            PolicyKind::Bare => Box::new(bare::Bare),
-            PolicyKind::Vanilla => Box::new(vanilla::Vanilla),
-            PolicyKind::Apicv => Box::new(apicv::Apicv),
-            PolicyKind::EliDelivery => Box::new(eli_delivery::EliDelivery),
-            PolicyKind::Eli => Box::new(eli::Eli),
-            PolicyKind::Did => Box::new(did::Did),
-            PolicyKind::NaiveDirectEoi => Box::new(naive_direct_eoi::NaiveDirectEoi),
+            PolicyKind::Bare => &bare::BARE,
+            PolicyKind::Vanilla => &vanilla::VANILLA,
+            PolicyKind::Apicv => &apicv::APICV,
+            PolicyKind::EliDelivery => &eli::ELI_DELIVERY,
+            PolicyKind::Eli => &eli::ELI,
+            PolicyKind::Did => &did::DID,
+            PolicyKind::NaiveDirectEoi => &did::NAIVE_DIRECT_EOI,
         }
     }
+}
+
+impl std::fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One interrupt-delivery design: every mechanism it uses, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Design {
+    pub kind: PolicyKind,
+    /// The VMCS interrupt controls every vCPU starts with.
+    pub vmcs: VmcsControls,
+    /// How a VM's VF IRTE is written at every schedule-in and -out.
+    pub vf_irte: IrteRule,
+    pub injection: Injection,
+    pub virtual_signal: VirtualSignal,
+    pub timer_path: TimerPath,
+    /// Delivery mode of host IPIs and hypervisor ticks sent to a core that
+    /// runs a guest: Fixed (they exit as EXTINT, or through ELI's shadow IDT
+    /// as an exception) or NMI (DID).
+    pub host_interrupt_mode: DeliveryMode,
+    /// ELI's injection mode, switched on to inject a virtual interrupt.
+    pub injection_mode: Option<InjectionMode>,
+    /// Whether a time slice may not end while guest vectors are in service
+    /// in the physical LAPIC (their EOI would then reach the wrong VM):
+    /// designs that deliver to the guest through the physical LAPIC.
+    pub defers_preemption_in_handler: bool,
+}
+
+/// The VMCS controls a design sets, as named facts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VmcsControls {
+    /// External interrupts exit (SDM 25.2); off: they go through the guest
+    /// IDT.
+    pub external_interrupt_exiting: bool,
+    pub nmi_exiting: bool,
+    pub hlt_exiting: bool,
+    /// I/O instructions and EPT misses exit: any hypervisor.
+    pub io_and_ept_exits: bool,
+    /// APICv: posted interrupts, virtualized x2APIC, virtual-interrupt
+    /// delivery (SDM 29).
+    pub apicv: bool,
+    /// ELI's shadow IDT: non-guest vectors are not present, #NP exits.
+    pub shadow_idt: bool,
+    /// x2APIC MSRs a guest write does not exit on.
+    pub passed_through_msrs: &'static [u32],
+}
+
+impl VmcsControls {
+    /// Vanilla KVM: everything exits.
+    pub const TRAP_EVERYTHING: VmcsControls = VmcsControls {
+        external_interrupt_exiting: true,
+        nmi_exiting: true,
+        hlt_exiting: true,
+        io_and_ept_exits: true,
+        apicv: false,
+        shadow_idt: false,
+        passed_through_msrs: &[],
+    };
+
+    pub fn build(&self) -> Vmcs {
+        let mut vmcs = Vmcs::trap_everything();
+        vmcs.set_pin_based(
+            PIN_EXTERNAL_INTERRUPT_EXITING,
+            self.external_interrupt_exiting,
+        );
+        vmcs.set_pin_based(PIN_NMI_EXITING, self.nmi_exiting);
+        vmcs.set_primary(CPU_HLT_EXITING, self.hlt_exiting);
+        vmcs.set_primary(CPU_UNCONDITIONAL_IO_EXITING, self.io_and_ept_exits);
+        vmcs.set_secondary(SECONDARY_ENABLE_EPT, self.io_and_ept_exits);
+        vmcs.set_pin_based(PIN_PROCESS_POSTED_INTERRUPTS, self.apicv);
+        vmcs.set_secondary(SECONDARY_VIRTUALIZE_X2APIC, self.apicv);
+        vmcs.set_secondary(SECONDARY_VIRTUAL_INTERRUPT_DELIVERY, self.apicv);
+        if self.shadow_idt {
+            vmcs.exception_bitmap |= 1 << NOT_PRESENT_EXCEPTION;
+        }
+        for &msr in self.passed_through_msrs {
+            vmcs.msr_write_bitmap.set_trapped(msr, false);
+        }
+        vmcs
+    }
+}
+
+/// How a VM's VF IRTE is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrteRule {
+    /// The host owns the interrupt: its vector, on the vCPU's home core.
+    ToHost,
+    /// Straight to the running guest with the guest's vector, or as an NMI
+    /// to the home core when the VM is not running (docs/mechanisms.md
+    /// section 5), so the hypervisor sees it.
+    DirectOrNmi,
 }
 
 /// How a virtual interrupt queued for a vCPU enters the guest.
@@ -89,8 +185,8 @@ pub enum Injection {
     SelfIpi,
 }
 
-/// How a sender (backend thread, IPI emulation, host timer) signals a
-/// vCPU that is currently scheduled on a core.
+/// How a sender (backend thread, IPI emulation, host timer, device)
+/// signals a vCPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VirtualSignal {
     /// Queue, then kick the core with a host IPI so that it exits and
@@ -98,8 +194,11 @@ pub enum VirtualSignal {
     KickAndInject,
     /// Post to the descriptor; the notification is processed in guest mode.
     Posted,
-    /// DID: a physical IPI carrying the guest's own vector.
+    /// DID: a physical IPI carrying the guest's own vector while the vCPU
+    /// runs; queued for injection otherwise.
     DirectIpi,
+    /// No hypervisor: the interrupt goes to the core's LAPIC as it is.
+    Native,
 }
 
 /// Where a vCPU's LAPIC timer lives.
@@ -108,11 +207,43 @@ pub enum TimerPath {
     /// TMICT writes exit; KVM emulates the timer with a host hrtimer whose
     /// expiry is a host interrupt on the vCPU's core.
     HostHrtimer,
-    /// TMICT passed through: the guest programs the physical LAPIC timer.
+    /// TMICT passed through: the guest programs the physical LAPIC timer;
+    /// while the vCPU is descheduled its timer is parked on the
+    /// housekeeping core (DID).
     PassThrough,
 }
 
-/// Facts the policy needs to write a VF's IRTE.
+/// ELI's injection mode (docs/mechanisms.md section 4): while a virtual
+/// interrupt is pending or in service, physical interrupts exit (the
+/// physical LAPIC does not know the virtual one is in service and would
+/// dispatch a lower vector inside its handler), and an injection waits
+/// while a physical interrupt of a higher class is in service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InjectionMode {
+    /// Full ELI also traps the EOI in injection mode (delivery-only ELI
+    /// traps it always).
+    pub traps_eoi: bool,
+}
+
+impl InjectionMode {
+    /// Switches injection mode on or off.
+    pub fn set(&self, vmcs: &mut Vmcs, on: bool) {
+        vmcs.set_pin_based(PIN_EXTERNAL_INTERRUPT_EXITING, on);
+        if self.traps_eoi {
+            vmcs.msr_write_bitmap.set_trapped(msrs::EOI, on);
+        }
+    }
+
+    /// Whether `vector` may be injected now: no physical interrupt of a
+    /// higher class is in service.
+    pub fn may_inject(physical_isr: &VectorSet, vector: u8) -> bool {
+        physical_isr
+            .highest()
+            .is_none_or(|in_service| in_service >> 4 < vector >> 4)
+    }
+}
+
+/// Facts a design needs to write a VF's IRTE.
 #[derive(Clone, Copy, Debug)]
 pub struct VfRoute {
     /// The APIC ID of the core the VM's vCPU is running on, if it is.
@@ -120,90 +251,39 @@ pub struct VfRoute {
     /// The core the vCPU is pinned to (KVM's host IRQ affinity).
     pub home_core: u32,
     pub guest_vector: u8,
-    /// The host vector KVM assigned to this VF's MSI.
+    /// The host vector KVM assigned to this VF's MSI on the home core.
     pub host_vector: u8,
     pub requester_id: u16,
 }
 
+impl IrteRule {
+    pub fn irte(self, route: &VfRoute) -> Irte {
+        match (self, route.running_on) {
+            (IrteRule::ToHost, _) => {
+                route.remapped(route.home_core, route.host_vector, DeliveryMode::Fixed)
+            }
+            (IrteRule::DirectOrNmi, Some(core)) => {
+                route.remapped(core, route.guest_vector, DeliveryMode::Fixed)
+            }
+            (IrteRule::DirectOrNmi, None) => {
+                route.remapped(route.home_core, route.guest_vector, DeliveryMode::Nmi)
+            }
+        }
+    }
+}
+
 impl VfRoute {
-    fn source(&self) -> SourceValidation {
-        SourceValidation::RequesterId {
-            source_id: self.requester_id,
-            ignore_function_bits: 0,
-        }
-    }
-
-    /// The host owns the interrupt: its vector, on the vCPU's home core.
-    pub fn to_host(&self) -> Irte {
-        self.remapped(self.home_core, self.host_vector, DeliveryMode::Fixed)
-    }
-
-    /// DID/ELI: straight to the running guest with the guest's vector, or
-    /// as an NMI to the home core when the VM is not running (mechanisms
-    /// section 5), so the hypervisor sees it.
-    pub fn direct_or_nmi(&self) -> Irte {
-        match self.running_on {
-            Some(core) => self.remapped(core, self.guest_vector, DeliveryMode::Fixed),
-            None => self.remapped(self.home_core, self.guest_vector, DeliveryMode::Nmi),
-        }
-    }
-
     fn remapped(&self, core: u32, vector: u8, delivery_mode: DeliveryMode) -> Irte {
         Irte::Remapped {
             destination_apic_id: core,
             vector,
             delivery_mode,
             trigger_mode: TriggerMode::Edge,
-            source: self.source(),
+            source: SourceValidation::RequesterId {
+                source_id: self.requester_id,
+                ignore_function_bits: 0,
+            },
         }
-    }
-}
-
-/// One interrupt-delivery design.
-pub trait Policy {
-    fn kind(&self) -> PolicyKind;
-
-    /// False only for bare metal: no VMCS, no exits, no hypervisor.
-    fn virtualized(&self) -> bool {
-        true
-    }
-
-    /// The VMCS interrupt controls every vCPU starts with.
-    fn initial_vmcs(&self) -> Vmcs;
-
-    /// The IRTE for a VM's VF, rewritten at every schedule-in and -out.
-    fn vf_irte(&self, route: &VfRoute) -> Irte;
-
-    fn injection(&self) -> Injection;
-
-    fn virtual_signal(&self) -> VirtualSignal;
-
-    fn timer_path(&self) -> TimerPath;
-
-    /// Delivery mode of host IPIs and hypervisor timer ticks sent to a core
-    /// that runs a guest: Fixed (they exit as EXTINT, or through ELI's
-    /// shadow IDT as an exception) or NMI (DID).
-    fn host_interrupt_mode(&self) -> DeliveryMode {
-        DeliveryMode::Fixed
-    }
-
-    /// Called at VM entry when a virtual interrupt waits in the software
-    /// LAPIC. Returns whether it may be injected now; `physical_isr` is the
-    /// core's in-service set. ELI switches to injection mode here.
-    fn prepare_injection(&self, _vmcs: &mut Vmcs, _physical_isr: &VectorSet, _vector: u8) -> bool {
-        true
-    }
-
-    /// Called after the hypervisor emulated a guest EOI; `virtual_outstanding`
-    /// says whether any virtual interrupt is still pending or in service.
-    /// ELI returns to direct mode here.
-    fn after_emulated_eoi(&self, _vmcs: &mut Vmcs, _virtual_outstanding: bool) {}
-
-    /// Whether a time slice may end while guest vectors are in service in
-    /// the physical LAPIC (their EOI would then reach the wrong VM). Only
-    /// policies that deliver to the guest through the physical LAPIC care.
-    fn defers_preemption_in_handler(&self) -> bool {
-        false
     }
 }
 
@@ -219,19 +299,109 @@ pub mod msrs {
 /// ELI's shadow IDT marks every non-guest vector not-present; #NP exits.
 pub const NOT_PRESENT_EXCEPTION: u8 = 11;
 
-/// ELI's check before injecting: a physical interrupt of a higher class in
-/// service delays the injection until its EOI (mechanisms section 4).
-fn no_higher_physical_in_service(physical_isr: &VectorSet, vector: u8) -> bool {
-    physical_isr
-        .highest()
-        .is_none_or(|in_service| in_service >> 4 < vector >> 4)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dirq_arch::vmcs::MsrWriteAction;
 
-/// VMCS of a guest that takes physical interrupts directly: no
-/// external-interrupt exiting, NMIs still exit, EOI passed through.
-fn direct_delivery_vmcs() -> Vmcs {
-    let mut vmcs = Vmcs::trap_everything();
-    vmcs.set_pin_based(dirq_arch::vmcs::PIN_EXTERNAL_INTERRUPT_EXITING, false);
-    vmcs.msr_write_bitmap.set_trapped(msrs::EOI, false);
-    vmcs
+    #[test]
+    fn every_kind_names_its_own_table() {
+        for kind in PolicyKind::ALL {
+            assert_eq!(kind.design().kind, kind);
+        }
+    }
+
+    #[test]
+    fn bare_metal_vmcs_exits_on_nothing() {
+        let vmcs = PolicyKind::Bare.design().vmcs.build();
+        assert!(!vmcs.external_interrupt_exits() && !vmcs.nmi_exits() && !vmcs.hlt_exits());
+        assert!(!vmcs.io_exits() && !vmcs.ept_enabled());
+        for msr in [msrs::EOI, msrs::TMICT, msrs::ICR] {
+            assert_eq!(vmcs.msr_write(msr), MsrWriteAction::PassThrough);
+        }
+    }
+
+    #[test]
+    fn only_apicv_virtualizes_the_eoi() {
+        for kind in PolicyKind::ALL {
+            let virtualized = kind.design().vmcs.build().msr_write(msrs::EOI)
+                == MsrWriteAction::VirtualizedApicWrite;
+            assert_eq!(virtualized, kind == PolicyKind::Apicv, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn eli_injection_mode_traps_and_releases_the_eoi() {
+        let mode = PolicyKind::Eli
+            .design()
+            .injection_mode
+            .expect("ELI switches modes");
+        let mut vmcs = PolicyKind::Eli.design().vmcs.build();
+        assert_eq!(vmcs.msr_write(msrs::EOI), MsrWriteAction::PassThrough);
+        mode.set(&mut vmcs, true);
+        assert!(vmcs.external_interrupt_exits());
+        assert_eq!(vmcs.msr_write(msrs::EOI), MsrWriteAction::Exit);
+        mode.set(&mut vmcs, false);
+        assert_eq!(vmcs.msr_write(msrs::EOI), MsrWriteAction::PassThrough);
+    }
+
+    #[test]
+    fn eli_delivery_only_keeps_the_eoi_trapped() {
+        let design = PolicyKind::EliDelivery.design();
+        let mut vmcs = design.vmcs.build();
+        design
+            .injection_mode
+            .expect("switches modes")
+            .set(&mut vmcs, false);
+        assert_eq!(vmcs.msr_write(msrs::EOI), MsrWriteAction::Exit);
+    }
+
+    #[test]
+    fn an_injection_waits_below_a_higher_physical_class() {
+        let isr: VectorSet = [0x61].into_iter().collect();
+        assert!(!InjectionMode::may_inject(&isr, 0x51));
+        assert!(!InjectionMode::may_inject(&isr, 0x6F));
+        assert!(InjectionMode::may_inject(&isr, 0x71));
+        assert!(InjectionMode::may_inject(&VectorSet::EMPTY, 0x20));
+    }
+
+    #[test]
+    fn direct_irte_follows_the_vm_and_falls_back_to_nmi() {
+        let route = VfRoute {
+            running_on: Some(3),
+            home_core: 3,
+            guest_vector: 0x41,
+            host_vector: 0x60,
+            requester_id: 0x100,
+        };
+        let running = IrteRule::DirectOrNmi.irte(&route);
+        let stopped = IrteRule::DirectOrNmi.irte(&VfRoute {
+            running_on: None,
+            ..route
+        });
+        assert!(matches!(
+            running,
+            Irte::Remapped {
+                vector: 0x41,
+                delivery_mode: DeliveryMode::Fixed,
+                ..
+            }
+        ));
+        assert!(matches!(
+            stopped,
+            Irte::Remapped {
+                delivery_mode: DeliveryMode::Nmi,
+                ..
+            }
+        ));
+        let to_host = IrteRule::ToHost.irte(&route);
+        assert!(matches!(
+            to_host,
+            Irte::Remapped {
+                vector: 0x60,
+                destination_apic_id: 3,
+                ..
+            }
+        ));
+    }
 }

@@ -1,35 +1,19 @@
-//! Vanilla KVM without APICv (mechanisms section 2): every interrupt exits,
-//! every EOI exits, virtual interrupts are injected through the VMCS.
+//! Vanilla KVM without APICv (docs/mechanisms.md section 2): every
+//! interrupt exits, every EOI exits, virtual interrupts are injected
+//! through the VMCS.
 
-use dirq_arch::iommu::Irte;
-use dirq_arch::vmcs::Vmcs;
+use dirq_arch::interrupt::DeliveryMode;
 
-use super::{Injection, Policy, PolicyKind, TimerPath, VfRoute, VirtualSignal};
+use super::{Design, Injection, IrteRule, PolicyKind, TimerPath, VirtualSignal, VmcsControls};
 
-pub struct Vanilla;
-
-impl Policy for Vanilla {
-    fn kind(&self) -> PolicyKind {
-        PolicyKind::Vanilla
-    }
-
-    fn initial_vmcs(&self) -> Vmcs {
-        Vmcs::trap_everything()
-    }
-
-    fn vf_irte(&self, route: &VfRoute) -> Irte {
-        route.to_host()
-    }
-
-    fn injection(&self) -> Injection {
-        Injection::Classic
-    }
-
-    fn virtual_signal(&self) -> VirtualSignal {
-        VirtualSignal::KickAndInject
-    }
-
-    fn timer_path(&self) -> TimerPath {
-        TimerPath::HostHrtimer
-    }
-}
+pub const VANILLA: Design = Design {
+    kind: PolicyKind::Vanilla,
+    vmcs: VmcsControls::TRAP_EVERYTHING,
+    vf_irte: IrteRule::ToHost,
+    injection: Injection::Classic,
+    virtual_signal: VirtualSignal::KickAndInject,
+    timer_path: TimerPath::HostHrtimer,
+    host_interrupt_mode: DeliveryMode::Fixed,
+    injection_mode: None,
+    defers_preemption_in_handler: false,
+};

@@ -8,10 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
+use dirq_arch::bus;
 use dirq_arch::clock::Clock;
+use dirq_arch::interrupt::{ApicBusMessage, Interrupt};
 use dirq_arch::lapic::{
-    ApicBusMessage, DeliveryMode, Interrupt, Lapic, LapicConfig, MMIO_SIZE, MSR_IA32_APIC_BASE,
-    MSR_IA32_TSC_DEADLINE, MSR_X2APIC_FIRST, MSR_X2APIC_LAST,
+    Lapic, LapicConfig, MMIO_SIZE, MSR_IA32_APIC_BASE, MSR_IA32_TSC_DEADLINE, MSR_X2APIC_FIRST,
+    MSR_X2APIC_LAST,
 };
 use dirq_arch::msi::{MsiFormat, MsiMessage};
 
@@ -142,18 +144,15 @@ impl UserspaceIrqchip {
                 interrupt.delivery_mode
             ));
         }
-        for (cpu, apic) in self.cpus.iter().enumerate() {
-            let mut lapic = lock(&apic.lapic);
-            if !lapic.matches_destination(&interrupt.destination) {
-                continue;
-            }
-            lapic.accept(interrupt.vector, interrupt.trigger_mode);
-            self.wake(cpu, apic, sender);
-            drop(lapic);
-            // Lowest priority: one target suffices (SDM 10.6.2.4 lets the chipset pick).
-            if interrupt.delivery_mode == DeliveryMode::LowestPriority {
-                break;
-            }
+        // Every LAPIC is locked, in vCPU order, so that lowest-priority
+        // arbitration sees one consistent set of priorities.
+        let mut lapics: Vec<MutexGuard<'_, Lapic>> =
+            self.cpus.iter().map(|apic| lock(&apic.lapic)).collect();
+        let views: Vec<&Lapic> = lapics.iter().map(|lapic| &**lapic).collect();
+        let targets = bus::route(&interrupt, &views).map_err(|err| err.to_string())?;
+        for cpu in targets.iter() {
+            lapics[cpu].accept(interrupt.vector, interrupt.trigger_mode);
+            self.wake(cpu, &self.cpus[cpu], sender);
         }
         Ok(())
     }

@@ -1,0 +1,183 @@
+//! Physical delivery: interrupts arriving at a core's LAPIC, and what the
+//! core does with them in guest, host and idle mode.
+
+use super::*;
+
+impl Machine {
+    /// A fixed interrupt arrives at a core's LAPIC (NMIs go through
+    /// [`Self::send_nmi`]).
+    pub(super) fn deliver_physical(&mut self, core: usize, vector: u8) {
+        if self.cores[core].lapic.accept(vector, TriggerMode::Edge) == AcceptOutcome::Coalesced {
+            if let Some((vm, guest_vector)) = self.physical_owner(core, vector) {
+                self.merged(vm, guest_vector);
+            }
+        }
+        self.physical_pending(core);
+    }
+
+    /// The VM and guest vector a physical vector on `core` stands for.
+    pub(super) fn physical_owner(&self, core: usize, vector: u8) -> Option<(usize, u8)> {
+        if let Some(vm) = self.host_vf_vm(core, vector) {
+            return Some((vm, GUEST_VF_VECTOR));
+        }
+        if is_guest_vector(vector) {
+            return self.cores[core]
+                .current
+                .map(|vcpu| (self.vcpus[vcpu].vm, vector));
+        }
+        None
+    }
+
+    /// Something is pending in the core's IRR.
+    pub(super) fn physical_pending(&mut self, core: usize) {
+        match self.cores[core].mode {
+            Mode::Guest => {
+                let Some(vcpu) = self.cores[core].current else {
+                    return;
+                };
+                if self.process_posted_notification(vcpu) {
+                    return;
+                }
+                if self.vcpus[vcpu].vmcs.external_interrupt_exits() {
+                    self.exit(
+                        vcpu,
+                        ExitReason::ExtInt,
+                        self.profile.exit_cost(ExitReason::ExtInt),
+                    );
+                } else {
+                    self.try_deliver(vcpu);
+                }
+            }
+            Mode::Host => {}
+            Mode::Idle => self.wake_core(core),
+        }
+    }
+
+    /// SDM 29.6: the notification vector arriving in guest mode is
+    /// acknowledged, EOIed and PIR merged into the virtual IRR, no exit.
+    pub(super) fn process_posted_notification(&mut self, vcpu: usize) -> bool {
+        let core = self.vcpus[vcpu].home_core;
+        if !self.vcpus[vcpu].vmcs.processes_posted_interrupts()
+            || self.cores[core].lapic.pending_vector() != Some(POSTED_NOTIFICATION_VECTOR)
+        {
+            return false;
+        }
+        self.cores[core].lapic.acknowledge();
+        self.cores[core].lapic.eoi();
+        let vm = self.vcpus[vcpu].vm;
+        let requests = self.vcpus[vcpu].pid.take_requests();
+        for vector in requests.iter() {
+            if self.vcpus[vcpu].vlapic.accept(vector, TriggerMode::Edge) == AcceptOutcome::Coalesced
+            {
+                self.merged(vm, vector);
+            }
+        }
+        self.try_deliver(vcpu);
+        true
+    }
+
+    /// An idle core takes an interrupt: bare metal resumes the OS at once;
+    /// a host runs its handler (and wakes a vCPU if it was for one).
+    pub(super) fn wake_core(&mut self, core: usize) {
+        // HLT without HLT exiting halts the core in guest mode; an
+        // interrupt simply resumes the guest (SDM 25.1.3).
+        let halted_in_guest = self.cores[core]
+            .current
+            .filter(|&vcpu| !self.vcpus[vcpu].vmcs.hlt_exits());
+        if let Some(vcpu) = halted_in_guest {
+            self.vcpus[vcpu].state = VcpuState::Running;
+            self.enter_guest(core);
+            return;
+        }
+        // The core sleeps with a halted vCPU: its thread must wake to run
+        // the host handler and, if the interrupt is the guest's, the vCPU.
+        let cost = self.wakeup_cost(core);
+        self.set_mode(core, Mode::Host);
+        self.cores[core].free_host_irqs = 0;
+        self.host_busy(core, cost);
+    }
+
+    pub(super) fn send_nmi(&mut self, core: usize, message: NmiMessage) {
+        self.cores[core].nmi_mailbox.push(message);
+        if self.cores[core].mode == Mode::Idle {
+            self.wake_core(core);
+            return;
+        }
+        if let (Mode::Guest, Some(vcpu)) = (self.cores[core].mode, self.cores[core].current) {
+            if self.vcpus[vcpu].vmcs.nmi_exits() {
+                self.exit(
+                    vcpu,
+                    ExitReason::Nmi,
+                    self.profile.exit_cost(ExitReason::Nmi),
+                );
+            }
+        }
+    }
+
+    /// A host IPI or hypervisor tick for a core that may be running a guest.
+    pub(super) fn host_interrupt(&mut self, core: usize, message: NmiMessage) {
+        if self.design.host_interrupt_mode == DeliveryMode::Nmi {
+            self.send_nmi(core, message);
+            return;
+        }
+        let vector = match message {
+            NmiMessage::SliceEnd => {
+                self.cores[core].slice_due = true;
+                HOST_TIMER_VECTOR
+            }
+            _ => HOST_KICK_VECTOR,
+        };
+        self.deliver_physical(core, vector);
+    }
+
+    /// Delivers whatever the guest can take now, in guest mode.
+    pub(super) fn try_deliver(&mut self, vcpu: usize) {
+        let core = self.vcpus[vcpu].home_core;
+        while self.in_guest(vcpu) && self.vcpus[vcpu].interruptible {
+            let direct = !self.vcpus[vcpu].vmcs.external_interrupt_exits();
+            if direct {
+                if let Some(vector) = self.cores[core].lapic.pending_vector() {
+                    if vector == POSTED_NOTIFICATION_VECTOR
+                        && self.process_posted_notification(vcpu)
+                    {
+                        continue;
+                    }
+                    self.cores[core].lapic.acknowledge();
+                    if is_guest_vector(vector) {
+                        self.deliver_to_guest(vcpu, vector);
+                        continue;
+                    }
+                    // A host vector reached guest code.
+                    if self.vcpus[vcpu].vmcs.exception_exits(NOT_PRESENT_EXCEPTION) {
+                        // ELI's shadow IDT: not present, #NP exits, the host
+                        // handles it (it stays in service for the host).
+                        self.exit(
+                            vcpu,
+                            ExitReason::Exception,
+                            self.profile.exit_cost(ExitReason::Exception),
+                        );
+                        self.cores[core].lapic.eoi();
+                        self.host_handle_vector(core, vector);
+                        return;
+                    }
+                    self.checker.host_vector_in_guest();
+                    self.cores[core].lapic.eoi();
+                    self.host_handle_vector(core, vector);
+                    continue;
+                }
+            }
+            let v = &mut self.vcpus[vcpu];
+            match v
+                .vmcs
+                .deliver_virtual_interrupt(&mut v.vlapic, v.interruptible)
+            {
+                Some(vector) => self.deliver_to_guest(vcpu, vector),
+                None => break,
+            }
+        }
+        // A new handler (or nothing new: then this is a no-op) runs.
+        if self.in_guest(vcpu) {
+            self.run_guest(vcpu);
+        }
+    }
+}

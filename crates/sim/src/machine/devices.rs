@@ -1,0 +1,259 @@
+//! Devices: the SR-IOV VF with interrupt coalescing, the virtio backend,
+//! the block device and the guest's IPI sender.
+
+use super::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RxQueueKind {
+    Vf,
+    Virtio,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BackendJob {
+    RxPacket,
+    TxPacket,
+    BlockRead,
+}
+
+#[derive(Default)]
+pub(super) struct RxQueue {
+    pub(super) ring: u32,
+    pub(super) since_interrupt: u32,
+    pub(super) first_unsignalled: Option<u64>,
+    pub(super) masked: bool,
+    pub(super) signalled: bool,
+    pub(super) timeout_gen: u32,
+    pub(super) timeout_armed: bool,
+    pub(super) dropped: u64,
+}
+
+impl Machine {
+    pub(super) fn packet_rate(&self, queue: RxQueueKind) -> f64 {
+        match self.spec.workload {
+            WorkloadKind::Iperf => LINE_RATE_MTU_PPS as f64,
+            _ => match (queue, self.spec.rate_pps) {
+                (_, Some(rate)) => rate as f64,
+                (_, None) => 0.0,
+            },
+        }
+    }
+
+    pub(super) fn schedule_packet(&mut self, vm: usize, queue: RxQueueKind) {
+        let rate = self.packet_rate(queue);
+        if rate <= 0.0 {
+            return;
+        }
+        let gap = self.rng.exponential_ns(1e9 / rate);
+        self.queue.push(
+            self.now + gap,
+            Event::PacketArrival {
+                vm: vm as u16,
+                queue,
+            },
+        );
+    }
+
+    pub(super) fn rx(&self, vm: usize, queue: RxQueueKind) -> &RxQueue {
+        match queue {
+            RxQueueKind::Vf => &self.vms[vm].vf,
+            RxQueueKind::Virtio => &self.vms[vm].virtio,
+        }
+    }
+
+    pub(super) fn rx_mut(&mut self, vm: usize, queue: RxQueueKind) -> &mut RxQueue {
+        match queue {
+            RxQueueKind::Vf => &mut self.vms[vm].vf,
+            RxQueueKind::Virtio => &mut self.vms[vm].virtio,
+        }
+    }
+
+    pub(super) fn rx_queue_of(&self, vector: Option<u8>) -> RxQueueKind {
+        match vector {
+            Some(GUEST_VIRTIO_VECTOR) => RxQueueKind::Virtio,
+            _ => RxQueueKind::Vf,
+        }
+    }
+
+    pub(super) fn packet_arrival(&mut self, vm: usize, queue: RxQueueKind) {
+        self.schedule_packet(vm, queue);
+        match queue {
+            RxQueueKind::Vf => self.rx_packet(vm, RxQueueKind::Vf),
+            RxQueueKind::Virtio => self.backend_start(vm, BackendJob::RxPacket),
+        }
+    }
+
+    /// A packet lands in a receive ring.
+    pub(super) fn rx_packet(&mut self, vm: usize, queue: RxQueueKind) {
+        let now = self.now;
+        let rx = self.rx_mut(vm, queue);
+        if rx.ring >= RX_RING_SIZE {
+            rx.dropped += 1;
+            return;
+        }
+        rx.ring += 1;
+        rx.since_interrupt += 1;
+        rx.first_unsignalled.get_or_insert(now);
+        match queue {
+            RxQueueKind::Vf => self.maybe_fire_vf(vm, false),
+            RxQueueKind::Virtio => {
+                let rx = &mut self.vms[vm].virtio;
+                if !rx.masked && !rx.signalled {
+                    rx.signalled = true;
+                    self.raise(vm, GUEST_VIRTIO_VECTOR);
+                    let vcpu = self.vms[vm].vcpus[0];
+                    self.signal_virtual(vcpu, GUEST_VIRTIO_VECTOR);
+                }
+            }
+        }
+    }
+
+    /// The VF's coalescing logic: fire at the packet threshold, or when the
+    /// timeout armed at the first unsignalled packet runs out.
+    pub(super) fn maybe_fire_vf(&mut self, vm: usize, timed_out: bool) {
+        let coalescing = self.spec.nic;
+        let now = self.now;
+        let rx = &mut self.vms[vm].vf;
+        if rx.masked || rx.ring == 0 || rx.since_interrupt == 0 {
+            return;
+        }
+        let threshold = rx.since_interrupt >= coalescing.packets_per_interrupt;
+        if !threshold && !timed_out {
+            if !rx.timeout_armed {
+                rx.timeout_armed = true;
+                rx.timeout_gen += 1;
+                let at = rx.first_unsignalled.unwrap_or(now) + coalescing.interrupt_timeout_ns;
+                let gen = rx.timeout_gen;
+                self.queue
+                    .push(at.max(now), Event::CoalesceTimeout { vm: vm as u16, gen });
+            }
+            return;
+        }
+        rx.since_interrupt = 0;
+        rx.first_unsignalled = None;
+        rx.timeout_armed = false;
+        rx.timeout_gen += 1;
+        self.fire_vf_msi(vm);
+    }
+
+    /// The VF writes its MSI; the IOMMU remaps it.
+    pub(super) fn fire_vf_msi(&mut self, vm: usize) {
+        let message = MsiMessage::compose_remappable(&RemappableMsi {
+            handle: vm as u16,
+            subhandle: None,
+        });
+        let requester = 0x0100 + vm as u16;
+        let Ok(remapped) = self.iommu.remap(&message, requester) else {
+            // Blocked requests are counted by the IOMMU model.
+            return;
+        };
+        self.raise(vm, GUEST_VF_VECTOR);
+        match remapped {
+            Remapped::Interrupt(interrupt) => {
+                // An IRTE names no shorthand, so routing cannot fail; a
+                // destination no core answers to loses the interrupt,
+                // which the checker reports.
+                let targets = bus::route(&interrupt, &self.cores).unwrap_or(bus::Targets::None);
+                for core in targets.iter() {
+                    if interrupt.delivery_mode == DeliveryMode::Nmi {
+                        self.send_nmi(core, NmiMessage::AssignedInterrupt { vm: vm as u16 });
+                    } else {
+                        self.deliver_physical(core, interrupt.vector);
+                    }
+                }
+            }
+            Remapped::Post { vector, .. } => {
+                let vcpu = self.vms[vm].vcpus[0];
+                self.signal_virtual(vcpu, vector);
+            }
+        }
+    }
+
+    pub(super) fn backend_start(&mut self, vm: usize, job: BackendJob) {
+        let mut service = self.profile.host_ns.virtio_backend_per_request;
+        if job == BackendJob::BlockRead {
+            service += self.profile.host_ns.block_device_service;
+        }
+        let start = self.now.max(self.vms[vm].backend_busy_until);
+        let done = start + service;
+        self.vms[vm].backend_busy_until = done;
+        self.queue
+            .push(done, Event::BackendDone { vm: vm as u16, job });
+    }
+
+    pub(super) fn backend_done(&mut self, vm: usize, job: BackendJob) {
+        match job {
+            BackendJob::RxPacket => self.rx_packet(vm, RxQueueKind::Virtio),
+            BackendJob::TxPacket => {
+                let at = self.now + self.profile.guest_ns.wire_one_way;
+                self.queue.push(at, Event::RemoteRequest { vm: vm as u16 });
+            }
+            BackendJob::BlockRead => {
+                self.raise(vm, GUEST_VIRTIO_VECTOR);
+                let vcpu = self.vms[vm].vcpus[0];
+                self.signal_virtual(vcpu, GUEST_VIRTIO_VECTOR);
+            }
+        }
+    }
+
+    pub(super) fn submit_block(&mut self, vm: usize) {
+        self.vms[vm].request_sent_at = Some(self.now);
+        self.backend_start(vm, BackendJob::BlockRead);
+    }
+
+    /// A virtio notify: a port write that exits under every hypervisor.
+    pub(super) fn io_notify(&mut self, vcpu: usize) {
+        if self.vcpus[vcpu].vmcs.io_exits() {
+            self.exit(
+                vcpu,
+                ExitReason::IoInsr,
+                self.profile.exit_cost(ExitReason::IoInsr),
+            );
+        }
+    }
+
+    /// netperf-rr: the guest answered; the response goes out and the remote
+    /// sends the next request.
+    pub(super) fn netperf_respond(&mut self, vcpu: usize, queue: RxQueueKind) {
+        let vm = self.vcpus[vcpu].vm;
+        match queue {
+            RxQueueKind::Virtio => {
+                self.backend_start(vm, BackendJob::TxPacket);
+                self.io_notify(vcpu);
+            }
+            RxQueueKind::Vf => {
+                // The VF's doorbell is a passed-through MMIO write.
+                let at = self.now + self.profile.guest_ns.wire_one_way;
+                self.queue.push(at, Event::RemoteRequest { vm: vm as u16 });
+            }
+        }
+    }
+
+    /// The guest writes the ICR: every hypervisor traps it; bare metal
+    /// sends the IPI itself.
+    pub(super) fn guest_send_ipi(&mut self, vcpu: usize) {
+        let vm = self.vcpus[vcpu].vm;
+        let targets: Vec<usize> = match self.spec.group.ipi_mode {
+            IpiMode::Unicast => self.vms[vm].vcpus.iter().copied().skip(1).take(1).collect(),
+            IpiMode::Broadcast => self.vms[vm].vcpus.iter().copied().skip(1).collect(),
+        };
+        let trapped = self.vcpus[vcpu].vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
+        let mut send_at = self.now;
+        if trapped {
+            let cost = self.profile.exit_service_ns.icr_write
+                + self.profile.host_ns.exit_entry_transition
+                + self.profile.host_ns.send_ipi * targets.len() as u64;
+            self.exit(vcpu, ExitReason::MsrWr, cost);
+            send_at += self.profile.exit_service_ns.icr_write;
+        }
+        for target in targets {
+            self.vcpus[target].ipi_sent_at = Some(self.now);
+            self.queue.push(
+                send_at,
+                Event::GuestIpi {
+                    vcpu: target as u16,
+                },
+            );
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The guest model: handler programs and the interpreter that runs them.
+
+use super::*;
+
+/// Guest work whose length comes from the profile.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Work {
+    IrqEntry,
+    TimerToUserRest,
+    Request,
+    IpiGap,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) enum TimerWrite {
+    NextTick,
+    ArmGuard,
+    Cancel,
+}
+
+/// One instruction of the guest model.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Step {
+    Work(Work),
+    /// Background loop that never ends (idle=poll, whileloop).
+    Spin,
+    MaskRx,
+    UnmaskRx,
+    Eoi,
+    Sti,
+    /// NAPI poll: one packet at a time until the ring is empty.
+    PollRx,
+    WriteTimer(TimerWrite),
+    RecordTimerLatency,
+    RecordRequestLatency,
+    RecordIpiLatency,
+    SubmitBlock,
+    SendIpi,
+    Halt,
+    Iret,
+}
+
+const RX_HANDLER: &[Step] = &[
+    Step::Work(Work::IrqEntry),
+    Step::MaskRx,
+    Step::Eoi,
+    Step::Sti,
+    Step::PollRx,
+    Step::UnmaskRx,
+    Step::Iret,
+];
+const TIMER_HANDLER: &[Step] = &[
+    Step::Work(Work::IrqEntry),
+    Step::WriteTimer(TimerWrite::NextTick),
+    Step::Eoi,
+    Step::Work(Work::TimerToUserRest),
+    Step::RecordTimerLatency,
+    Step::Iret,
+];
+/// fio completion: 3 MSR writes per request (EOI, TMICT cancel, TMICT arm).
+const BLOCK_HANDLER: &[Step] = &[
+    Step::Work(Work::IrqEntry),
+    Step::WriteTimer(TimerWrite::Cancel),
+    Step::Eoi,
+    Step::Sti,
+    Step::Work(Work::Request),
+    Step::RecordRequestLatency,
+    Step::WriteTimer(TimerWrite::ArmGuard),
+    Step::SubmitBlock,
+    Step::Iret,
+];
+const IPI_HANDLER: &[Step] = &[
+    Step::Work(Work::IrqEntry),
+    Step::Eoi,
+    Step::RecordIpiLatency,
+    Step::Iret,
+];
+/// A guard-timer expiry (fio) or a stray tick: acknowledge and return.
+const PLAIN_HANDLER: &[Step] = &[Step::Work(Work::IrqEntry), Step::Eoi, Step::Iret];
+pub(super) const SPIN: &[Step] = &[Step::Spin];
+pub(super) const HALT_LOOP: &[Step] = &[Step::Halt];
+pub(super) const IPI_SENDER: &[Step] = &[Step::Work(Work::IpiGap), Step::SendIpi];
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Frame {
+    pub(super) program: &'static [Step],
+    pub(super) pc: usize,
+    /// Remaining ns of the current timed step, when it has started.
+    pub(super) remaining: Option<u64>,
+    /// The vector this handler serves (None: the background task).
+    pub(super) vector: Option<u8>,
+    pub(super) eoi_done: bool,
+    pub(super) saved_interruptible: bool,
+}
+
+impl Frame {
+    pub(super) fn background(program: &'static [Step]) -> Frame {
+        Frame {
+            program,
+            pc: 0,
+            remaining: None,
+            vector: None,
+            eoi_done: true,
+            saved_interruptible: true,
+        }
+    }
+}
+
+impl Machine {
+    /// The guest starts the handler for `vector`.
+    pub(super) fn deliver_to_guest(&mut self, vcpu: usize, vector: u8) {
+        let in_service = self.vcpus[vcpu]
+            .frames
+            .iter()
+            .filter(|frame| !frame.eoi_done)
+            .filter_map(|frame| frame.vector)
+            .max();
+        let vm = self.vcpus[vcpu].vm;
+        self.checker
+            .delivered(vm, vector, is_guest_vector(vector), in_service);
+        if let Some(trace) = &mut self.trace {
+            trace.instant(self.vcpus[vcpu].home_core, self.now, "handle", vector);
+        }
+        self.suspend(vcpu);
+        let program = match vector {
+            GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR if self.spec.workload == WorkloadKind::Fio => {
+                BLOCK_HANDLER
+            }
+            GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR => RX_HANDLER,
+            GUEST_TIMER_VECTOR if self.vcpus[vcpu].timer_target.is_some() => TIMER_HANDLER,
+            GUEST_IPI_VECTOR => IPI_HANDLER,
+            _ => PLAIN_HANDLER,
+        };
+        let nested = self.spec.group.nested_interrupts;
+        let v = &mut self.vcpus[vcpu];
+        v.frames.push(Frame {
+            program,
+            pc: 0,
+            remaining: None,
+            vector: Some(vector),
+            eoi_done: false,
+            saved_interruptible: v.interruptible,
+        });
+        // The CPU clears IF on delivery; a nesting guest sets it again.
+        v.interruptible = nested;
+    }
+
+    /// Stops the clock of the step in progress (exit or nested interrupt).
+    pub(super) fn suspend(&mut self, vcpu: usize) {
+        let now = self.now;
+        let v = &mut self.vcpus[vcpu];
+        v.step_gen = v.step_gen.wrapping_add(1);
+        if !std::mem::replace(&mut v.step_running, false) {
+            // Already stopped: its remaining time is already up to date.
+            return;
+        }
+        if let Some(since) = v.spin_since.take() {
+            v.spin_ns += now - since;
+        }
+        let started = v.step_started;
+        if let Some(frame) = v.frames.last_mut() {
+            if let Some(remaining) = frame.remaining.as_mut() {
+                *remaining = remaining.saturating_sub(now - started);
+            }
+        }
+    }
+
+    pub(super) fn work_ns(&self, work: Work) -> u64 {
+        let guest = &self.profile.guest_ns;
+        match work {
+            Work::IrqEntry => guest.irq_entry,
+            Work::TimerToUserRest => guest.timer_irq_to_user.saturating_sub(guest.irq_entry),
+            Work::Request => guest.request_work,
+            Work::IpiGap => {
+                let rate = self.spec.group.ipi_rate_per_s.max(1);
+                1_000_000_000 / rate
+            }
+        }
+    }
+
+    pub(super) fn packet_work_ns(&self) -> u64 {
+        match self.spec.workload {
+            WorkloadKind::Iperf => self.profile.guest_ns.rx_mtu_packet,
+            WorkloadKind::NetperfRr => self.profile.guest_ns.request_work,
+            _ => self.profile.guest_ns.rx_packet,
+        }
+    }
+
+    /// Runs guest steps until one takes time, the guest exits or halts.
+    pub(super) fn run_guest(&mut self, vcpu: usize) {
+        while self.in_guest(vcpu) && !self.vcpus[vcpu].step_running {
+            let Some(frame) = self.vcpus[vcpu].frames.last().copied() else {
+                return;
+            };
+            let step = frame.program[frame.pc];
+            match step {
+                Step::Work(work) => {
+                    let remaining = frame.remaining.unwrap_or_else(|| self.work_ns(work));
+                    self.start_timed(vcpu, remaining);
+                    return;
+                }
+                Step::PollRx => {
+                    let queue = self.rx_queue_of(frame.vector);
+                    if self.rx(self.vcpus[vcpu].vm, queue).ring == 0 {
+                        self.advance(vcpu);
+                        continue;
+                    }
+                    let remaining = frame.remaining.unwrap_or_else(|| self.packet_work_ns());
+                    self.start_timed(vcpu, remaining);
+                    return;
+                }
+                Step::Spin => {
+                    self.vcpus[vcpu].spin_since = Some(self.now);
+                    self.vcpus[vcpu].step_running = true;
+                    return;
+                }
+                Step::MaskRx => {
+                    let vm = self.vcpus[vcpu].vm;
+                    let queue = self.rx_queue_of(frame.vector);
+                    self.rx_mut(vm, queue).masked = true;
+                    self.advance(vcpu);
+                }
+                Step::UnmaskRx => {
+                    let vm = self.vcpus[vcpu].vm;
+                    let queue = self.rx_queue_of(frame.vector);
+                    let rx = self.rx_mut(vm, queue);
+                    rx.masked = false;
+                    rx.signalled = false;
+                    rx.since_interrupt = 0;
+                    rx.first_unsignalled = None;
+                    self.advance(vcpu);
+                }
+                Step::Eoi => {
+                    self.advance(vcpu);
+                    self.guest_eoi(vcpu);
+                }
+                Step::Sti => {
+                    self.advance(vcpu);
+                    self.set_interruptible(vcpu, true);
+                }
+                Step::Iret => {
+                    let v = &mut self.vcpus[vcpu];
+                    let popped = v.frames.pop();
+                    let restored = popped.is_none_or(|frame| frame.saved_interruptible);
+                    if v.frames.is_empty() {
+                        v.frames.push(Frame::background(SPIN));
+                    }
+                    self.set_interruptible(vcpu, restored);
+                }
+                Step::WriteTimer(write) => {
+                    self.advance(vcpu);
+                    self.guest_timer_write(vcpu, write);
+                }
+                Step::RecordTimerLatency => {
+                    self.advance(vcpu);
+                    // The handler already re-armed for the next period.
+                    let expired = self.vcpus[vcpu]
+                        .timer_target
+                        .map(|next| next.saturating_sub(CYCLICTEST_PERIOD_NS));
+                    if let (Some(expired), WorkloadKind::Cyclictest) = (expired, self.spec.workload)
+                    {
+                        self.counters
+                            .latencies
+                            .push(self.now.saturating_sub(expired));
+                    }
+                }
+                Step::RecordRequestLatency => {
+                    self.advance(vcpu);
+                    let vm = self.vcpus[vcpu].vm;
+                    if let Some(sent) = self.vms[vm].request_sent_at.take() {
+                        self.counters.latencies.push(self.now - sent);
+                        self.counters.requests_done += 1;
+                    }
+                }
+                Step::RecordIpiLatency => {
+                    self.advance(vcpu);
+                    if let Some(sent) = self.vcpus[vcpu].ipi_sent_at.take() {
+                        self.counters.latencies.push(self.now - sent);
+                        self.counters.requests_done += 1;
+                    }
+                }
+                Step::SubmitBlock => {
+                    self.advance(vcpu);
+                    let vm = self.vcpus[vcpu].vm;
+                    self.submit_block(vm);
+                    self.io_notify(vcpu);
+                }
+                Step::SendIpi => {
+                    self.advance(vcpu);
+                    self.guest_send_ipi(vcpu);
+                }
+                Step::Halt => {
+                    self.guest_halt(vcpu);
+                    return;
+                }
+            }
+        }
+    }
+
+    pub(super) fn start_timed(&mut self, vcpu: usize, remaining: u64) {
+        let v = &mut self.vcpus[vcpu];
+        if let Some(frame) = v.frames.last_mut() {
+            frame.remaining = Some(remaining);
+        }
+        v.step_started = self.now;
+        v.step_gen = v.step_gen.wrapping_add(1);
+        v.step_running = true;
+        let gen = v.step_gen;
+        self.queue.push(
+            self.now + remaining,
+            Event::GuestStep {
+                vcpu: vcpu as u16,
+                gen,
+            },
+        );
+    }
+
+    pub(super) fn finish_timed_step(&mut self, vcpu: usize) {
+        self.vcpus[vcpu].step_running = false;
+        let Some(frame) = self.vcpus[vcpu].frames.last().copied() else {
+            return;
+        };
+        if let Step::PollRx = frame.program[frame.pc] {
+            // One packet done; the step repeats until the ring is empty.
+            let vm = self.vcpus[vcpu].vm;
+            let queue = self.rx_queue_of(frame.vector);
+            let rx = self.rx_mut(vm, queue);
+            rx.ring = rx.ring.saturating_sub(1);
+            self.counters.packets_processed += 1;
+            if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
+                top.remaining = None;
+            }
+            if self.spec.workload == WorkloadKind::NetperfRr {
+                self.netperf_respond(vcpu, queue);
+            }
+        } else {
+            self.advance(vcpu);
+        }
+        self.run_guest(vcpu);
+    }
+
+    pub(super) fn advance(&mut self, vcpu: usize) {
+        if let Some(frame) = self.vcpus[vcpu].frames.last_mut() {
+            frame.pc = (frame.pc + 1) % frame.program.len();
+            frame.remaining = None;
+        }
+    }
+
+    pub(super) fn set_interruptible(&mut self, vcpu: usize, on: bool) {
+        self.vcpus[vcpu].interruptible = on;
+        if !on {
+            return;
+        }
+        if self.vcpus[vcpu].vmcs.interrupt_window_exits(true) {
+            self.vcpus[vcpu]
+                .vmcs
+                .set_primary(CPU_INTERRUPT_WINDOW_EXITING, false);
+            self.exit(
+                vcpu,
+                ExitReason::PendVInt,
+                self.profile.exit_cost(ExitReason::PendVInt),
+            );
+            return;
+        }
+        self.try_deliver(vcpu);
+    }
+}

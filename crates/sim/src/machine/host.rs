@@ -1,0 +1,297 @@
+//! Host exits, VM entry and scheduling: what the hypervisor does on a core
+//! between two stretches of guest time, and which vCPU runs next.
+
+use super::*;
+
+impl Machine {
+    pub(super) fn enter_guest(&mut self, core: usize) {
+        let Some(vcpu) = self.cores[core].current else {
+            self.set_mode(core, Mode::Idle);
+            return;
+        };
+        self.set_mode(core, Mode::Guest);
+        self.cores[core].free_host_irqs = 0;
+        if let Some(vector) = self.vcpus[vcpu].injecting.take() {
+            self.deliver_to_guest(vcpu, vector);
+        }
+        self.try_deliver(vcpu);
+    }
+
+    /// A VM exit on the vCPU's core; the host is busy for `service_ns`.
+    pub(super) fn exit(&mut self, vcpu: usize, reason: ExitReason, service_ns: u64) {
+        let core = self.vcpus[vcpu].home_core;
+        self.suspend(vcpu);
+        self.counters.exits[reason.index()] += 1;
+        if let Some(trace) = &mut self.trace {
+            trace.instant(core, self.now, reason.name(), 0);
+        }
+        self.set_mode(core, Mode::Host);
+        if matches!(
+            reason,
+            ExitReason::ExtInt | ExitReason::Nmi | ExitReason::Exception
+        ) {
+            self.cores[core].free_host_irqs = 1;
+        }
+        self.host_busy(core, service_ns);
+    }
+
+    pub(super) fn host_busy(&mut self, core: usize, ns: u64) {
+        let c = &mut self.cores[core];
+        c.host_gen += 1;
+        let gen = c.host_gen;
+        self.queue.push(
+            self.now + ns,
+            Event::HostDone {
+                core: core as u16,
+                gen,
+            },
+        );
+    }
+
+    /// The host finished the work of an exit: take pending interrupts,
+    /// reschedule if due, inject, and re-enter.
+    pub(super) fn host_done(&mut self, core: usize) {
+        let mut extra = 0;
+        while let Some(vector) = self.cores[core].lapic.acknowledge() {
+            self.cores[core].lapic.eoi();
+            extra += self.host_irq_cost(core);
+            self.host_handle_vector(core, vector);
+        }
+        let mailbox = std::mem::take(&mut self.cores[core].nmi_mailbox);
+        for message in mailbox {
+            extra += self.host_irq_cost(core);
+            self.host_handle_nmi(core, message);
+        }
+        if let Some(vcpu) = self.cores[core].current {
+            if std::mem::take(&mut self.vcpus[vcpu].halt_requested) {
+                self.halt(vcpu);
+            }
+        }
+        if std::mem::take(&mut self.cores[core].slice_due) {
+            extra += self.end_slice(core);
+        }
+        if extra > 0 {
+            self.host_busy(core, extra);
+            return;
+        }
+        match self.cores[core].current {
+            Some(vcpu) if self.vcpus[vcpu].state == VcpuState::Running => {
+                self.prepare_entry(vcpu);
+                self.enter_guest(core);
+            }
+            _ => self.set_mode(core, Mode::Idle),
+        }
+    }
+
+    pub(super) fn host_irq_cost(&mut self, core: usize) -> u64 {
+        let c = &mut self.cores[core];
+        if c.free_host_irqs > 0 {
+            c.free_host_irqs -= 1;
+            0
+        } else {
+            self.profile.host_ns.irq_in_host_mode
+        }
+    }
+
+    pub(super) fn host_handle_vector(&mut self, core: usize, vector: u8) {
+        if let Some(trace) = &mut self.trace {
+            trace.instant(core, self.now, "host-irq", vector);
+        }
+        if let Some(vm) = self.host_vf_vm(core, vector) {
+            // KVM's handler for the assigned device: inject the guest vector.
+            if let Some(&vcpu) = self.vms.get(vm).and_then(|vm| vm.vcpus.first()) {
+                self.queue_virtual(vcpu, GUEST_VF_VECTOR);
+            }
+            return;
+        }
+        match vector {
+            HOST_TIMER_VECTOR => self.expire_software_timers(core),
+            v if is_guest_vector(v) => {
+                // DID's race: an interrupt for the VM scheduled here arrived
+                // while the core was in host mode; make it virtual.
+                if let Some(vcpu) = self.cores[core].current {
+                    self.queue_virtual(vcpu, v);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn host_handle_nmi(&mut self, core: usize, message: NmiMessage) {
+        match message {
+            NmiMessage::AssignedInterrupt { vm } => {
+                let vcpu = self.vms[vm as usize].vcpus[0];
+                self.queue_virtual(vcpu, GUEST_VF_VECTOR);
+            }
+            NmiMessage::SliceEnd => self.cores[core].slice_due = true,
+            NmiMessage::Kick => {}
+        }
+    }
+
+    pub(super) fn wake(&mut self, vcpu: usize) {
+        if self.vcpus[vcpu].state != VcpuState::Halted {
+            return;
+        }
+        let core = self.vcpus[vcpu].home_core;
+        self.vcpus[vcpu].state = VcpuState::Running;
+        if self.cores[core].current != Some(vcpu) {
+            self.vcpus[vcpu].state = VcpuState::Runnable;
+            return;
+        }
+        if self.cores[core].mode == Mode::Idle {
+            let cost = self.wakeup_cost(core);
+            self.set_mode(core, Mode::Host);
+            self.host_busy(core, cost);
+        }
+    }
+
+    /// Waking a sleeping vCPU thread, unless the host is still halt-polling.
+    pub(super) fn wakeup_cost(&self, core: usize) -> u64 {
+        if self.now < self.cores[core].halt_poll_until {
+            0
+        } else {
+            self.profile.host_ns.wakeup
+        }
+    }
+
+    pub(super) fn guest_halt(&mut self, vcpu: usize) {
+        let core = self.vcpus[vcpu].home_core;
+        if !self.vcpus[vcpu].vmcs.hlt_exits() {
+            // HLT does not exit: the core halts until an interrupt.
+            if self.cores[core].lapic.pending_vector().is_some() {
+                self.try_deliver(vcpu);
+                return;
+            }
+            self.vcpus[vcpu].state = VcpuState::Halted;
+            self.suspend(vcpu);
+            self.set_mode(core, Mode::Idle);
+            return;
+        }
+        if self.vcpus[vcpu].vmcs.hlt_exits() {
+            self.vcpus[vcpu].halt_requested = true;
+            self.exit(
+                vcpu,
+                ExitReason::Hlt,
+                self.profile.exit_cost(ExitReason::Hlt),
+            );
+        }
+    }
+
+    /// HLT exit handling: sleep unless something is pending.
+    pub(super) fn halt(&mut self, vcpu: usize) {
+        let core = self.vcpus[vcpu].home_core;
+        let v = &self.vcpus[vcpu];
+        let pending = v.vlapic.pending_vector().is_some()
+            || !v.pid.pir.is_empty()
+            || !v.virtual_pending.is_empty()
+            || self.cores[core].lapic.pending_vector().is_some();
+        if pending {
+            return;
+        }
+        self.vcpus[vcpu].state = VcpuState::Halted;
+        self.cores[core].halt_poll_until = match self.spec.group.idle {
+            IdleMode::HaltPoll => self.now + self.profile.host_ns.halt_poll,
+            _ => 0,
+        };
+        if self.cores[core].runqueue.len() > 1 {
+            self.cores[core].slice_due = true;
+        }
+    }
+
+    /// A time slice ended (or the current vCPU halted): switch to the next
+    /// runnable vCPU homed here. Returns the host time it costs.
+    pub(super) fn end_slice(&mut self, core: usize) -> u64 {
+        if self.cores[core].runqueue.len() > 1 {
+            self.arm_slice(core);
+        }
+        let Some(current) = self.cores[core].current else {
+            return 0;
+        };
+        let guest_in_service = self.cores[core].lapic.isr().iter().any(is_guest_vector);
+        if guest_in_service && self.design.defers_preemption_in_handler {
+            // The guest is inside a handler whose EOI goes to this LAPIC:
+            // let it finish and try again shortly.
+            self.cores[core].slice_gen += 1;
+            let gen = self.cores[core].slice_gen;
+            self.queue.push(
+                self.now + self.profile.host_ns.preemption_retry,
+                Event::SliceEnd {
+                    core: core as u16,
+                    gen,
+                },
+            );
+            return 0;
+        }
+        let queue = &self.cores[core].runqueue;
+        let position = queue.iter().position(|&id| id == current).unwrap_or(0);
+        let next = (1..=queue.len())
+            .map(|step| queue[(position + step) % queue.len()])
+            .find(|&id| id == current || self.vcpus[id].state != VcpuState::Halted);
+        let Some(next) = next.filter(|&next| next != current) else {
+            return 0;
+        };
+        self.schedule_out(current);
+        if self.vcpus[current].state == VcpuState::Running {
+            self.vcpus[current].state = VcpuState::Runnable;
+        }
+        self.cores[core].current = Some(next);
+        self.recheck_timer_ownership(core);
+        self.vcpus[next].state = VcpuState::Running;
+        self.schedule_in(next);
+        self.profile.host_ns.context_switch
+    }
+
+    pub(super) fn vf_route(&self, vcpu: usize) -> VfRoute {
+        let v = &self.vcpus[vcpu];
+        let running = self.cores[v.home_core].current == Some(vcpu);
+        VfRoute {
+            running_on: running.then_some(v.home_core as u32),
+            home_core: v.home_core as u32,
+            guest_vector: GUEST_VF_VECTOR,
+            host_vector: self.vms[v.vm].vf_host_vector,
+            requester_id: 0x0100 + v.vm as u16,
+        }
+    }
+
+    pub(super) fn retarget_vf(&mut self, vcpu: usize) {
+        let v = &self.vcpus[vcpu];
+        if v.index_in_vm != 0 {
+            return;
+        }
+        let irte = self.design.vf_irte.irte(&self.vf_route(vcpu));
+        // The table has one entry per VM.
+        let _ = self.iommu.set_entry(v.vm as u32, irte);
+    }
+
+    pub(super) fn schedule_in(&mut self, vcpu: usize) {
+        self.retarget_vf(vcpu);
+        self.vcpus[vcpu].pid.suppress = false;
+        if self.design.timer_path == TimerPath::PassThrough {
+            if let Some(deadline) = self.vcpus[vcpu].parked_timer.take() {
+                self.vcpus[vcpu].host_timer_gen += 1;
+                let core = self.vcpus[vcpu].home_core;
+                let count = deadline.saturating_sub(self.now).max(1);
+                self.program_physical_timer(core, vcpu, count);
+            }
+        }
+    }
+
+    pub(super) fn schedule_out(&mut self, vcpu: usize) {
+        let core = self.vcpus[vcpu].home_core;
+        // The IRTE must stop pointing at this core before anything else.
+        self.cores[core].current = None;
+        self.retarget_vf(vcpu);
+        self.cores[core].current = Some(vcpu);
+        self.vcpus[vcpu].pid.suppress = true;
+        if self.design.timer_path == TimerPath::PassThrough
+            && self.cores[core].timer_owner == Some(vcpu)
+        {
+            let deadline = self.cores[core].lapic.timer_deadline_ns();
+            Self::tmict_write(&mut self.cores[core].lapic, 0, self.now);
+            self.cores[core].timer_gen += 1;
+            self.cores[core].timer_owner = None;
+            self.recheck_timer_ownership(core);
+            self.park_timer(vcpu, deadline);
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Virtual interrupts: how the hypervisor queues, signals and injects them,
+//! and how the guest's EOI completes them, per the design's table.
+
+use super::*;
+
+impl Machine {
+    /// Virtual interrupts enter at VM entry.
+    pub(super) fn prepare_entry(&mut self, vcpu: usize) {
+        let core = self.vcpus[vcpu].home_core;
+        let vm = self.vcpus[vcpu].vm;
+        match self.design.injection {
+            Injection::Posted => {
+                let requests = self.vcpus[vcpu].pid.take_requests();
+                for vector in requests.iter() {
+                    if self.vcpus[vcpu].vlapic.accept(vector, TriggerMode::Edge)
+                        == AcceptOutcome::Coalesced
+                    {
+                        self.merged(vm, vector);
+                    }
+                }
+            }
+            Injection::SelfIpi => {
+                let pending = self.vcpus[vcpu].virtual_pending.take();
+                for vector in pending.iter() {
+                    // A self-IPI with the guest vector, sent with host
+                    // interrupts disabled just before entry.
+                    if self.cores[core].lapic.accept(vector, TriggerMode::Edge)
+                        == AcceptOutcome::Coalesced
+                    {
+                        self.merged(vm, vector);
+                    }
+                }
+            }
+            Injection::Classic | Injection::ClassicUntracked => {
+                let Some(vector) = self.vcpus[vcpu].vlapic.pending_vector() else {
+                    return;
+                };
+                let v = &mut self.vcpus[vcpu];
+                if let Some(mode) = self.design.injection_mode {
+                    mode.set(&mut v.vmcs, true);
+                    // A delayed injection goes in after the (now exiting) EOI.
+                    if !InjectionMode::may_inject(self.cores[core].lapic.isr(), vector) {
+                        return;
+                    }
+                }
+                if v.interruptible {
+                    v.injecting = v.vlapic.acknowledge();
+                    if self.design.injection == Injection::ClassicUntracked {
+                        v.vlapic.eoi();
+                    }
+                } else {
+                    v.vmcs.set_primary(CPU_INTERRUPT_WINDOW_EXITING, true);
+                }
+            }
+        }
+    }
+
+    /// The hypervisor queues a virtual interrupt for `vcpu`.
+    pub(super) fn queue_virtual(&mut self, vcpu: usize, vector: u8) {
+        let vm = self.vcpus[vcpu].vm;
+        let merged = match self.design.injection {
+            Injection::Classic | Injection::ClassicUntracked => {
+                self.vcpus[vcpu].vlapic.accept(vector, TriggerMode::Edge)
+                    == AcceptOutcome::Coalesced
+            }
+            Injection::Posted => {
+                let already = self.vcpus[vcpu].pid.pir.contains(vector);
+                self.vcpus[vcpu].pid.post(vector);
+                already
+            }
+            Injection::SelfIpi => !self.vcpus[vcpu].virtual_pending.set(vector),
+        };
+        if merged {
+            self.merged(vm, vector);
+        }
+        self.wake(vcpu);
+    }
+
+    /// A sender outside the vCPU's core signals a virtual interrupt.
+    pub(super) fn signal_virtual(&mut self, vcpu: usize, vector: u8) {
+        let core = self.vcpus[vcpu].home_core;
+        let scheduled =
+            self.cores[core].current == Some(vcpu) && self.vcpus[vcpu].state == VcpuState::Running;
+        match self.design.virtual_signal {
+            VirtualSignal::Native => self.deliver_physical(core, vector),
+            VirtualSignal::KickAndInject => {
+                self.queue_virtual(vcpu, vector);
+                if scheduled && self.cores[core].mode == Mode::Guest {
+                    self.host_interrupt(core, NmiMessage::Kick);
+                }
+            }
+            VirtualSignal::Posted => {
+                let vm = self.vcpus[vcpu].vm;
+                let already = self.vcpus[vcpu].pid.pir.contains(vector);
+                let notification = self.vcpus[vcpu].pid.post(vector);
+                if already {
+                    self.merged(vm, vector);
+                }
+                if notification.is_some() && scheduled {
+                    self.deliver_physical(core, POSTED_NOTIFICATION_VECTOR);
+                }
+                self.wake(vcpu);
+            }
+            VirtualSignal::DirectIpi => {
+                if scheduled {
+                    self.deliver_physical(core, vector);
+                } else {
+                    self.queue_virtual(vcpu, vector);
+                }
+            }
+        }
+    }
+
+    /// The guest writes the x2APIC EOI MSR for the handler it is in.
+    pub(super) fn guest_eoi(&mut self, vcpu: usize) {
+        let core = self.vcpus[vcpu].home_core;
+        let believed = self.vcpus[vcpu]
+            .frames
+            .iter_mut()
+            .rev()
+            .find(|frame| !frame.eoi_done)
+            .and_then(|frame| {
+                frame.eoi_done = true;
+                frame.vector
+            });
+        let completed = match self.vcpus[vcpu].vmcs.msr_write(msrs::EOI) {
+            MsrWriteAction::Exit => {
+                self.exit(
+                    vcpu,
+                    ExitReason::MsrWr,
+                    self.profile.exit_cost(ExitReason::MsrWr),
+                );
+                self.emulate_eoi(vcpu)
+            }
+            MsrWriteAction::VirtualizedApicWrite => {
+                let v = &mut self.vcpus[vcpu];
+                let outcome = v.vmcs.virtualize_eoi(&mut v.vlapic);
+                if outcome.exits {
+                    self.exit(
+                        vcpu,
+                        ExitReason::Other,
+                        self.profile.exit_cost(ExitReason::Other),
+                    );
+                }
+                outcome.completed
+            }
+            _ => self.cores[core].lapic.eoi().completed,
+        };
+        self.checker.eoi(believed, completed);
+        if self.in_guest(vcpu) {
+            self.try_deliver(vcpu);
+        }
+    }
+
+    /// The hypervisor completes a trapped EOI: the guest completes its
+    /// highest-priority in-service interrupt, which is in the software
+    /// LAPIC or, for directly delivered ones, in the physical LAPIC.
+    pub(super) fn emulate_eoi(&mut self, vcpu: usize) -> Option<u8> {
+        let core = self.vcpus[vcpu].home_core;
+        let virtual_top = self.vcpus[vcpu].vlapic.isr().highest();
+        let physical_top = self.cores[core]
+            .lapic
+            .isr()
+            .highest()
+            .filter(|&v| is_guest_vector(v));
+        let completed = if physical_top > virtual_top {
+            self.cores[core].lapic.eoi().completed
+        } else {
+            self.vcpus[vcpu].vlapic.eoi().completed
+        };
+        let v = &mut self.vcpus[vcpu];
+        let outstanding = !v.vlapic.isr().is_empty() || !v.vlapic.irr().is_empty();
+        if let (Some(mode), false) = (self.design.injection_mode, outstanding) {
+            // The last virtual interrupt is complete: back to direct mode.
+            mode.set(&mut v.vmcs, false);
+        }
+        completed
+    }
+}

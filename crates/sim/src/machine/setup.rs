@@ -1,0 +1,233 @@
+//! Building a machine from a run's spec: cores, vCPUs pinned round-robin,
+//! VMs, and the first events of each workload.
+
+use super::*;
+
+fn enabled_lapic(apic_id: u32) -> Result<Lapic, SimError> {
+    let config = LapicConfig::new(BUS_HZ, TSC_HZ).map_err(SimError::Model)?;
+    let mut lapic = Lapic::new(apic_id, config);
+    lapic
+        .set_apic_base(DEFAULT_MMIO_BASE | APIC_BASE_GLOBAL_ENABLE | APIC_BASE_X2APIC_ENABLE)
+        .map_err(SimError::Model)?;
+    // Software-enabled, spurious vector 0xFF (SDM 10.9).
+    lapic.set_svr(SVR_APIC_SOFTWARE_ENABLE | 0xFF);
+    let clock = At(0);
+    lapic
+        .write_msr(
+            x2apic_msr(APIC_LVT_TIMER),
+            u64::from(GUEST_TIMER_VECTOR),
+            &clock,
+        )
+        .map_err(SimError::Model)?;
+    lapic
+        .write_msr(
+            x2apic_msr(APIC_TIMER_DIVIDE_CONFIG),
+            TDCR_DIVIDE_BY_1,
+            &clock,
+        )
+        .map_err(SimError::Model)?;
+    Ok(lapic)
+}
+
+impl Machine {
+    pub(crate) fn new(
+        spec: &RunSpec,
+        profile: &CostProfile,
+        seed: u64,
+        trace: bool,
+    ) -> Result<Machine, SimError> {
+        let design = spec.policy.design();
+        let host = spec.group.host;
+        let core_count = host.cores as usize;
+        let mut cores = Vec::with_capacity(core_count);
+        for id in 0..core_count {
+            cores.push(Core {
+                lapic: enabled_lapic(id as u32)?,
+                mode: Mode::Idle,
+                mode_since: 0,
+                current: None,
+                runqueue: Vec::new(),
+                host_gen: 0,
+                timer_gen: 0,
+                slice_gen: 0,
+                timer_owner: None,
+                timer_misowned: false,
+                nmi_mailbox: Vec::new(),
+                free_host_irqs: 0,
+                slice_due: false,
+                halt_poll_until: 0,
+                guest_ns: 0,
+                asleep_ns: 0,
+                hosts_vcpus: false,
+                vf_vectors: Vec::new(),
+            });
+        }
+        let guest_cores = core_count - 1;
+        let mut vcpus = Vec::new();
+        let mut vms = Vec::new();
+        let background = match (spec.workload, spec.group.idle) {
+            (_, IdleMode::Poll) => SPIN,
+            (WorkloadKind::Whileloop, _) => SPIN,
+            _ => HALT_LOOP,
+        };
+        for vm in 0..host.vms as usize {
+            let mut ids = Vec::new();
+            for index in 0..host.vcpus_per_vm as usize {
+                let id = vcpus.len();
+                let home_core = 1 + id % guest_cores;
+                let program = if spec.workload == WorkloadKind::Ipi && index == 0 {
+                    IPI_SENDER
+                } else {
+                    background
+                };
+                vcpus.push(Vcpu {
+                    vm,
+                    index_in_vm: index,
+                    home_core,
+                    vlapic: enabled_lapic(index as u32)?,
+                    vmcs: design.vmcs.build(),
+                    pid: PostedInterruptDescriptor::new(
+                        POSTED_NOTIFICATION_VECTOR,
+                        home_core as u32,
+                    ),
+                    virtual_pending: VectorSet::EMPTY,
+                    frames: vec![Frame::background(program)],
+                    interruptible: true,
+                    state: VcpuState::Runnable,
+                    step_gen: 0,
+                    step_started: 0,
+                    step_running: false,
+                    spin_since: None,
+                    spin_ns: 0,
+                    host_timer_gen: 0,
+                    parked_timer: None,
+                    timer_target: None,
+                    ipi_sent_at: None,
+                    halt_requested: false,
+                    injecting: None,
+                });
+                cores[home_core].runqueue.push(id);
+                cores[home_core].hosts_vcpus = true;
+                ids.push(id);
+            }
+            // Validation keeps every core within its vector range.
+            let vf_core = &mut cores[vcpus[ids[0]].home_core];
+            let vf_host_vector = HOST_VF_VECTOR_BASE + vf_core.vf_vectors.len() as u8;
+            vf_core.vf_vectors.push(vm);
+            vms.push(Vm {
+                vcpus: ids,
+                vf_host_vector,
+                vf: RxQueue::default(),
+                virtio: RxQueue::default(),
+                request_sent_at: None,
+                backend_busy_until: 0,
+            });
+        }
+        let mut machine = Machine {
+            now: 0,
+            end: spec.duration_ns,
+            queue: EventQueue::new(),
+            rng: Rng::new(seed),
+            design,
+            profile: profile.clone(),
+            spec: spec.clone(),
+            cores,
+            vcpus,
+            vms,
+            iommu: InterruptRemappingTable::new(host.vms),
+            counters: Counters::default(),
+            checker: Checker::new(host.vms as usize),
+            trace: trace.then(Trace::default),
+        };
+        machine.start();
+        Ok(machine)
+    }
+
+    pub(super) fn start(&mut self) {
+        // Every VF's IRTE is valid from the start: routed as for a VM that
+        // is not running until its vCPU is first scheduled in.
+        for vcpu in 0..self.vcpus.len() {
+            self.retarget_vf(vcpu);
+        }
+        for core in 1..self.cores.len() {
+            if let Some(&first) = self.cores[core].runqueue.first() {
+                self.cores[core].current = Some(first);
+                self.vcpus[first].state = VcpuState::Running;
+                self.recheck_timer_ownership(core);
+                self.schedule_in(first);
+                self.enter_guest(core);
+                if self.cores[core].runqueue.len() > 1 {
+                    self.arm_slice(core);
+                }
+            }
+        }
+        for vm in 0..self.vms.len() {
+            self.start_workload(vm);
+        }
+        for vcpu in 0..self.vcpus.len() {
+            if self.vcpus[vcpu].vmcs.io_exits() {
+                self.schedule_background_exit(vcpu, ExitReason::IoInsr);
+            }
+            if self.vcpus[vcpu].vmcs.ept_enabled() {
+                self.schedule_background_exit(vcpu, ExitReason::EptViolation);
+            }
+        }
+    }
+
+    pub(super) fn start_workload(&mut self, vm: usize) {
+        let vcpu = self.vms[vm].vcpus[0];
+        let group = self.spec.group.clone();
+        let rx = matches!(
+            self.spec.workload,
+            WorkloadKind::UdpRx | WorkloadKind::Whileloop | WorkloadKind::Iperf
+        );
+        if rx {
+            let transport = if self.spec.workload == WorkloadKind::Whileloop {
+                Transport::Sriov
+            } else {
+                group.transport
+            };
+            if matches!(transport, Transport::Sriov | Transport::Both) {
+                self.schedule_packet(vm, RxQueueKind::Vf);
+            }
+            if matches!(transport, Transport::Pv | Transport::Both) {
+                self.schedule_packet(vm, RxQueueKind::Virtio);
+            }
+        }
+        match self.spec.workload {
+            WorkloadKind::Cyclictest => self.arm_first_tick(vcpu),
+            WorkloadKind::NetperfRr => self.queue.push(0, Event::RemoteRequest { vm: vm as u16 }),
+            WorkloadKind::Fio => self.submit_block(vm),
+            _ => {}
+        }
+        if group.with_timer && self.spec.workload != WorkloadKind::Cyclictest {
+            self.arm_first_tick(vcpu);
+        }
+    }
+
+    pub(super) fn arm_first_tick(&mut self, vcpu: usize) {
+        // Stagger VMs so that their ticks do not all coincide.
+        let offset = self.rng.next_u64() % CYCLICTEST_PERIOD_NS;
+        let target = CYCLICTEST_PERIOD_NS + offset;
+        self.vcpus[vcpu].timer_target = Some(target);
+        self.program_guest_timer(vcpu, target);
+    }
+
+    pub(super) fn schedule_background_exit(&mut self, vcpu: usize, reason: ExitReason) {
+        let rate = match reason {
+            ExitReason::IoInsr => self.profile.idle_exits_per_s.io_instruction,
+            _ => self.profile.idle_exits_per_s.ept_violation,
+        };
+        if rate <= 0.0 {
+            return;
+        }
+        let gap = self.rng.exponential_ns(1e9 / rate);
+        self.queue.push(
+            self.now + gap,
+            Event::BackgroundExit {
+                vcpu: vcpu as u16,
+                reason,
+            },
+        );
+    }
+}

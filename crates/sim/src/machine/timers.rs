@@ -1,0 +1,188 @@
+//! The guest LAPIC timer's paths: KVM's emulated hrtimer, the
+//! passed-through physical timer, and DID's timer parked on the
+//! housekeeping core while its vCPU is descheduled.
+
+use super::*;
+
+impl Machine {
+    pub(super) fn guest_timer_write(&mut self, vcpu: usize, write: TimerWrite) {
+        let deadline = match write {
+            TimerWrite::NextTick => {
+                let target =
+                    self.vcpus[vcpu].timer_target.unwrap_or(self.now) + CYCLICTEST_PERIOD_NS;
+                let target = target.max(self.now + 1);
+                self.vcpus[vcpu].timer_target = Some(target);
+                Some(target)
+            }
+            // fio's guard timer: far enough never to fire.
+            TimerWrite::ArmGuard => Some(self.now + 100_000_000),
+            TimerWrite::Cancel => None,
+        };
+        if self.vcpus[vcpu].vmcs.msr_write(msrs::TMICT) == MsrWriteAction::Exit {
+            self.exit(
+                vcpu,
+                ExitReason::MsrWr,
+                self.profile.exit_service_ns.timer_write
+                    + self.profile.host_ns.exit_entry_transition,
+            );
+        }
+        match deadline {
+            Some(deadline) => self.program_guest_timer(vcpu, deadline),
+            None => self.cancel_guest_timer(vcpu),
+        }
+    }
+
+    pub(super) fn tmict_write(lapic: &mut Lapic, count: u64, now: u64) {
+        // TMICT is a writable LAPIC register: this cannot fail.
+        let _ = lapic.write_msr(msrs::TMICT, count.min(u64::from(u32::MAX)), &At(now));
+    }
+
+    pub(super) fn program_guest_timer(&mut self, vcpu: usize, deadline: u64) {
+        let count = deadline.saturating_sub(self.now).max(1);
+        match self.design.timer_path {
+            TimerPath::HostHrtimer => {
+                Self::tmict_write(&mut self.vcpus[vcpu].vlapic, count, self.now);
+                self.arm_host_timer(vcpu);
+            }
+            TimerPath::PassThrough => {
+                let core = self.vcpus[vcpu].home_core;
+                if self.cores[core].current == Some(vcpu) {
+                    self.program_physical_timer(core, vcpu, count);
+                } else {
+                    self.park_timer(vcpu, Some(deadline));
+                }
+            }
+        }
+    }
+
+    pub(super) fn cancel_guest_timer(&mut self, vcpu: usize) {
+        match self.design.timer_path {
+            TimerPath::HostHrtimer => {
+                Self::tmict_write(&mut self.vcpus[vcpu].vlapic, 0, self.now);
+                self.vcpus[vcpu].host_timer_gen += 1;
+            }
+            TimerPath::PassThrough => {
+                let core = self.vcpus[vcpu].home_core;
+                if self.cores[core].timer_owner == Some(vcpu) {
+                    Self::tmict_write(&mut self.cores[core].lapic, 0, self.now);
+                    self.cores[core].timer_gen += 1;
+                    self.cores[core].timer_owner = None;
+                    self.recheck_timer_ownership(core);
+                }
+                self.park_timer(vcpu, None);
+            }
+        }
+    }
+
+    pub(super) fn arm_host_timer(&mut self, vcpu: usize) {
+        let v = &mut self.vcpus[vcpu];
+        v.host_timer_gen += 1;
+        if let Some(deadline) = v.vlapic.timer_deadline_ns() {
+            let gen = v.host_timer_gen;
+            self.queue.push(
+                deadline,
+                Event::HostTimer {
+                    vcpu: vcpu as u16,
+                    gen,
+                },
+            );
+        }
+    }
+
+    pub(super) fn program_physical_timer(&mut self, core: usize, vcpu: usize, count: u64) {
+        Self::tmict_write(&mut self.cores[core].lapic, count, self.now);
+        self.cores[core].timer_owner = Some(vcpu);
+        self.recheck_timer_ownership(core);
+        self.cores[core].timer_gen += 1;
+        if let Some(deadline) = self.cores[core].lapic.timer_deadline_ns() {
+            let gen = self.cores[core].timer_gen;
+            self.queue.push(
+                deadline,
+                Event::PhysicalTimer {
+                    core: core as u16,
+                    gen,
+                },
+            );
+        }
+    }
+
+    /// DID: the timer of a descheduled vCPU lives on the designated core.
+    pub(super) fn park_timer(&mut self, vcpu: usize, deadline: Option<u64>) {
+        let v = &mut self.vcpus[vcpu];
+        v.parked_timer = deadline;
+        v.host_timer_gen += 1;
+        if let Some(deadline) = deadline {
+            let gen = v.host_timer_gen;
+            self.queue.push(
+                deadline,
+                Event::HostTimer {
+                    vcpu: vcpu as u16,
+                    gen,
+                },
+            );
+        }
+    }
+
+    pub(super) fn physical_timer(&mut self, core: usize) {
+        let already = self.cores[core].lapic.irr().contains(GUEST_TIMER_VECTOR);
+        if !self.cores[core].lapic.expire_timer(&At(self.now)) {
+            return;
+        }
+        let owner = self.cores[core].timer_owner.take();
+        self.recheck_timer_ownership(core);
+        if let Some(vcpu) = owner {
+            let vm = self.vcpus[vcpu].vm;
+            self.raise(vm, GUEST_TIMER_VECTOR);
+            if already {
+                self.merged(vm, GUEST_TIMER_VECTOR);
+            }
+        }
+        self.physical_pending(core);
+    }
+
+    /// A host-side timer of a vCPU: KVM's hrtimer for the emulated LAPIC
+    /// timer (fires as a host interrupt on the vCPU's core), or DID's
+    /// parked timer on the designated core (becomes a virtual interrupt).
+    pub(super) fn host_timer(&mut self, vcpu: usize) {
+        match self.design.timer_path {
+            TimerPath::HostHrtimer => {
+                let core = self.vcpus[vcpu].home_core;
+                self.deliver_physical(core, HOST_TIMER_VECTOR);
+            }
+            TimerPath::PassThrough => {
+                if self.vcpus[vcpu].parked_timer.take().is_some() {
+                    let vm = self.vcpus[vcpu].vm;
+                    self.raise(vm, GUEST_TIMER_VECTOR);
+                    self.queue_virtual(vcpu, GUEST_TIMER_VECTOR);
+                }
+            }
+        }
+    }
+
+    /// KVM's hrtimer callback for the emulated LAPIC timers of the vCPUs
+    /// homed on this core.
+    pub(super) fn expire_software_timers(&mut self, core: usize) {
+        let clock = At(self.now);
+        let homed = self.cores[core].runqueue.clone();
+        for vcpu in homed {
+            let due = self.vcpus[vcpu]
+                .vlapic
+                .timer_deadline_ns()
+                .is_some_and(|deadline| deadline <= self.now);
+            if !due {
+                continue;
+            }
+            let vm = self.vcpus[vcpu].vm;
+            let already = self.vcpus[vcpu].vlapic.irr().contains(GUEST_TIMER_VECTOR);
+            if self.vcpus[vcpu].vlapic.expire_timer(&clock) {
+                self.raise(vm, GUEST_TIMER_VECTOR);
+                if already {
+                    self.merged(vm, GUEST_TIMER_VECTOR);
+                }
+                // With APICv the software LAPIC is the virtual-APIC page, so
+                // every injection path finds the vector there.
+                self.wake(vcpu);
+            }
+        }
+    }
+}
