@@ -128,7 +128,7 @@ pub fn execute(args: Args) -> Result<()> {
 /// Probe and the real benchmarks; each failure becomes a note, not an abort.
 fn run_real_half(report: &mut ReportData, steps: &mut Steps, depth: Depth, seed: u64, out: &Path) {
     let probe = steps.run("probe: KVM capabilities and exit costs", 1, |bar| {
-        let probe = dirq_vmm::probe::probe();
+        let probe = dirq_vmm::probe::probe(None);
         bar.inc(1);
         probe
     });
@@ -259,7 +259,13 @@ fn run_designs(report: &mut ReportData, steps: &mut Steps, depth: Depth) {
     let tables = steps.run(
         "software-only designs: VIOAPIC, batched I/O, tick scaling, IPI/HLT",
         all.len() as u64,
-        |bar| crate::designs::measure(&all, scale, bar),
+        |bar| {
+            let settings = dirq_vmm::designs::Settings {
+                scale,
+                guest_exec: None,
+            };
+            crate::designs::measure(&all, settings, bar)
+        },
     );
     report.notes.extend(
         tables

@@ -111,7 +111,7 @@ pub struct Args {
     compare: bool,
 }
 
-fn parse<T: std::str::FromStr>(value: &str) -> Result<T, String>
+pub(crate) fn parse<T: std::str::FromStr>(value: &str) -> Result<T, String>
 where
     T::Err: std::fmt::Display,
 {

@@ -213,6 +213,20 @@ impl Vm {
         Ok((trigger, resample))
     }
 
+    /// An eventfd that KVM signals, completing the write inside the
+    /// kernel, when the guest writes the 4-byte `value` to `gpa`
+    /// (KVM_IOEVENTFD with datamatch); other writes there still exit.
+    pub fn mmio_ioeventfd(&self, gpa: u64, value: u32) -> Result<EventFd, VmError> {
+        if !self.fd.check_extension(kvm_ioctls::Cap::Ioeventfd) {
+            return Err(VmError::MissingCapability("KVM_CAP_IOEVENTFD"));
+        }
+        let eventfd = EventFd::new(libc::EFD_NONBLOCK).map_err(VmError::EventFd)?;
+        self.fd
+            .register_ioevent(&eventfd, &kvm_ioctls::IoEventAddress::Mmio(gpa), value)
+            .map_err(kvm_call("KVM_IOEVENTFD"))?;
+        Ok(eventfd)
+    }
+
     /// A new irqfd on `gsi`; KVM's default routes map GSI n to input n of
     /// its in-kernel IOAPIC.
     pub fn irqfd(&self, gsi: u32) -> Result<EventFd, VmError> {

@@ -434,16 +434,23 @@ fn guest_exception_is_reported_with_its_vector() {
 }
 
 #[test]
-fn probe_times_both_kinds_of_exit() {
-    if !require_kvm("probe_times_both_kinds_of_exit") {
+fn probe_times_every_floor() {
+    if !require_kvm("probe_times_every_floor") {
         return;
     }
     let _serial = one_vm_at_a_time();
-    let report = dirq_vmm::probe::probe().expect("probe runs");
-    assert!(
-        report.userspace_exit_ns > 0.0 && report.kernel_exit_ns > 0.0,
-        "{report:?}"
-    );
+    let report = dirq_vmm::probe::probe(None).expect("probe runs");
+    let floors = &report.floors;
+    for (name, ns) in [
+        ("userspace exit", floors.userspace_exit_ns),
+        ("kernel exit", floors.kernel_exit_ns),
+        ("self-IPI", floors.self_ipi_p50_ns),
+        ("busy IPI", floors.ipi_busy_p50_ns),
+        ("halted IPI", floors.ipi_halted_p50_ns),
+    ] {
+        assert!(ns > 0.0, "{name}: {report:?}");
+    }
+    assert_eq!(report.guest_exec, report.offered_exec[0]);
     assert_eq!(report.capabilities.get("irqchip"), Some(&true));
 }
 

@@ -34,13 +34,26 @@ pub fn host_section(probe: &ProbeReport) -> Section {
             ),
             row(
                 "one userspace exit (ns, guest round trip)",
-                format_value(probe.userspace_exit_ns),
+                format_value(probe.floors.userspace_exit_ns),
             ),
             row(
                 "one in-kernel exit (ns, guest round trip)",
-                format_value(probe.kernel_exit_ns),
+                format_value(probe.floors.kernel_exit_ns),
             ),
-            row("exits timed per figure", probe.exit_samples.to_string()),
+            row("guest execution", probe.guest_exec.to_string()),
+            row(
+                "x2APIC self-IPI (ns, p50)",
+                format_value(probe.floors.self_ipi_p50_ns),
+            ),
+            row(
+                "IPI to a busy vCPU, one way (ns, p50)",
+                format_value(probe.floors.ipi_busy_p50_ns),
+            ),
+            row(
+                "IPI to a halted vCPU, one way (ns, p50)",
+                format_value(probe.floors.ipi_halted_p50_ns),
+            ),
+            row("events timed per figure", probe.samples.to_string()),
             row(
                 "default halt_poll_ns",
                 probe
@@ -58,8 +71,8 @@ pub fn host_section(probe: &ProbeReport) -> Section {
         intro: vec![format!(
             "An exit handled by the VMM in userspace costs {} ns here and one handled inside KVM \
              {} ns: every exit a design saves is worth that much.",
-            format_value(probe.userspace_exit_ns),
-            format_value(probe.kernel_exit_ns)
+            format_value(probe.floors.userspace_exit_ns),
+            format_value(probe.floors.kernel_exit_ns)
         )],
         figures: Vec::new(),
         tables: vec![table],
