@@ -11,7 +11,7 @@ use kvm_ioctls::Kvm;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::{self, BenchError};
-use crate::config::{Bench, BenchConfig, GuestExec, GuestIdle, IpiMeasure};
+use crate::config::{Bench, BenchConfig, GuestExec, GuestIdle, Inject, IpiMeasure, Irqchip};
 use crate::exec::{kvm_backend, ExecError, HostExec};
 use crate::report::RunReport;
 
@@ -162,6 +162,85 @@ pub fn probe(guest_exec: Option<GuestExec>) -> Result<ProbeReport, ProbeError> {
         floors,
         samples: FLOOR_SAMPLES,
     })
+}
+
+/// One interrupt path measured emulated and natively.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmulationRow {
+    pub path: String,
+    pub emulated: RunReport,
+    pub native: RunReport,
+}
+
+/// What kvm_pvm's emulation costs, per path: the same irq-latency run in
+/// both modes (docs/native.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmulationTable {
+    pub rows: Vec<EmulationRow>,
+}
+
+/// Interrupts per emulated run: ~1 ms each emulated.
+const EMULATED_INTERRUPTS: u64 = 300;
+
+/// Runs irq-latency on the userspace, kernel and kernel+irqfd paths into a
+/// busy guest, emulated and native. Only hosts that offer both can.
+pub fn emulation_table() -> Result<EmulationTable, ProbeError> {
+    let host = HostExec::detect_host()?;
+    host.resolve(Some(GuestExec::Native))?;
+    let paths = [
+        (Irqchip::Userspace, Inject::Vcpu),
+        (Irqchip::Kernel, Inject::Vcpu),
+        (Irqchip::Kernel, Inject::Irqfd),
+    ];
+    let mut rows = Vec::new();
+    for (irqchip, inject) in paths {
+        let run = |exec, count| {
+            let mut config = BenchConfig::new(Bench::IrqLatency);
+            config.irqchip = irqchip;
+            config.inject = inject;
+            config.guest_idle = GuestIdle::Busy;
+            config.rate_hz = 0;
+            config.count = count;
+            config.guest_exec = Some(exec);
+            bench::run(&config).map_err(|source| ProbeError::Floor {
+                what: "irq-latency for the emulation table",
+                source,
+            })
+        };
+        rows.push(EmulationRow {
+            path: format!("{irqchip} + {inject}"),
+            emulated: run(GuestExec::Emulated, EMULATED_INTERRUPTS)?,
+            native: run(GuestExec::Native, FLOOR_SAMPLES)?,
+        });
+    }
+    Ok(EmulationTable { rows })
+}
+
+impl std::fmt::Display for EmulationTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{:<20} {:<9} {:>10} {:>10} {:>16}",
+            "irq-latency, busy", "guest", "exits/irq", "p50 (us)", "insn_emul/irq"
+        )?;
+        for row in &self.rows {
+            for report in [&row.emulated, &row.native] {
+                writeln!(
+                    f,
+                    "{:<20} {:<9} {:>10.2} {:>10.2} {:>16.1}",
+                    row.path,
+                    report.guest_exec.name(),
+                    report.exits_per_interrupt,
+                    report
+                        .latency_ns
+                        .as_ref()
+                        .map_or(0.0, |l| l.p50 as f64 / 1e3),
+                    report.insn_emulation_per_interrupt
+                )?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Events per floor: enough for a stable p50 in well under a second natively.
