@@ -1,5 +1,5 @@
 //! A direct-register virtual I/O interrupt controller, after the Loongson
-//! 7A-style controller of the KVM VIOAPIC study (mechanisms.md section 6):
+//! 7A-style controller of the KVM VIOAPIC study (docs/mechanisms.md section 6):
 //! 32 level-triggered input lines and three core registers, IRR (the lines'
 //! levels), MASK, and ISR = IRR & !MASK. Each line has a route (vector and
 //! destination APIC ID). The controller sends a fixed, edge-triggered

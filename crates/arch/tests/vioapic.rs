@@ -1,4 +1,4 @@
-//! VIOAPIC rules (mechanisms.md section 6): ISR = IRR & !MASK, a message
+//! VIOAPIC rules (docs/mechanisms.md section 6): ISR = IRR & !MASK, a message
 //! per ISR rise, the trapping UNMASK register and the paravirtual MASK.
 
 use dirq_arch::interrupt::{DeliveryMode, Destination, Interrupt, TriggerMode};

@@ -34,7 +34,7 @@ use crate::policy::{
     NOT_PRESENT_EXCEPTION,
 };
 use crate::profile::CostProfile;
-use crate::queue::EventQueue;
+use crate::queue::{EventQueue, Keyed};
 use crate::rng::Rng;
 use crate::scenario::{IdleMode, IpiMode, RunSpec, Transport, WorkloadKind};
 use crate::trace::Trace;
@@ -87,48 +87,62 @@ impl Clock for At {
 #[derive(Clone, Copy, Debug)]
 enum Event {
     PacketArrival {
-        vm: u16,
+        vm: u32,
         queue: RxQueueKind,
     },
     CoalesceTimeout {
-        vm: u16,
-        gen: u32,
+        vm: u32,
     },
     BackendDone {
-        vm: u16,
+        vm: u32,
         job: BackendJob,
     },
     HostDone {
-        core: u16,
-        gen: u32,
+        core: u32,
     },
     GuestStep {
-        vcpu: u16,
-        gen: u32,
+        vcpu: u32,
     },
     PhysicalTimer {
-        core: u16,
-        gen: u32,
+        core: u32,
     },
     HostTimer {
-        vcpu: u16,
-        gen: u32,
+        vcpu: u32,
     },
     SliceEnd {
-        core: u16,
-        gen: u32,
+        core: u32,
     },
     BackgroundExit {
-        vcpu: u16,
+        vcpu: u32,
         reason: ExitReason,
     },
     RemoteRequest {
-        vm: u16,
+        vm: u32,
     },
     /// The hypervisor, done emulating an ICR write, sends the IPI.
     GuestIpi {
-        vcpu: u16,
+        vcpu: u32,
     },
+}
+
+/// How many kinds of event are cancellable (see [`Keyed for Event`]).
+const CANCELLABLE_KINDS: usize = 6;
+
+/// The cancellable events: one pending at most per (kind, core, vCPU or
+/// VM); rescheduling one replaces it.
+impl Keyed for Event {
+    fn key(&self) -> Option<usize> {
+        let (kind, id) = match *self {
+            Event::CoalesceTimeout { vm } => (0, vm),
+            Event::HostDone { core } => (1, core),
+            Event::GuestStep { vcpu } => (2, vcpu),
+            Event::PhysicalTimer { core } => (3, core),
+            Event::HostTimer { vcpu } => (4, vcpu),
+            Event::SliceEnd { core } => (5, core),
+            _ => return None,
+        };
+        Some(id as usize * CANCELLABLE_KINDS + kind)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,7 +154,7 @@ enum Mode {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum NmiMessage {
-    AssignedInterrupt { vm: u16 },
+    AssignedInterrupt { vm: u32 },
     SliceEnd,
     Kick,
 }
@@ -152,9 +166,6 @@ struct Core {
     /// The vCPU scheduled here (running, in an exit, or halted).
     current: Option<usize>,
     runqueue: Vec<usize>,
-    host_gen: u32,
-    timer_gen: u32,
-    slice_gen: u32,
     /// The vCPU whose timer the physical LAPIC timer holds (pass-through).
     timer_owner: Option<usize>,
     /// The timer is armed for a vCPU other than the current one.
@@ -200,14 +211,12 @@ struct Vcpu {
     frames: Vec<Frame>,
     interruptible: bool,
     state: VcpuState,
-    step_gen: u32,
     step_started: u64,
     /// A timed step (or the spin loop) is executing; `run_guest` must not
     /// start it again.
     step_running: bool,
     spin_since: Option<u64>,
     spin_ns: u64,
-    host_timer_gen: u32,
     /// DID: the guest's timer while the vCPU is descheduled, kept on the
     /// designated core.
     parked_timer: Option<u64>,
@@ -266,16 +275,29 @@ impl Machine {
         self.cores[core].vf_vectors.get(usize::from(index)).copied()
     }
 
-    fn arm_slice(&mut self, core: usize) {
-        self.cores[core].slice_gen += 1;
-        let gen = self.cores[core].slice_gen;
-        self.queue.push(
-            self.now + self.profile.host_ns.sched_quantum,
-            Event::SliceEnd {
-                core: core as u16,
-                gen,
-            },
-        );
+    /// Schedules `event` `delay` ns from now (replacing a pending
+    /// cancellable one).
+    fn schedule_in_ns(&mut self, delay: u64, event: Event) {
+        self.queue.schedule(self.now + delay, event);
+    }
+
+    /// Withdraws the pending event `event` names the key of.
+    fn cancel(&mut self, event: Event) {
+        if let Some(key) = event.key() {
+            self.queue.cancel(key);
+        }
+    }
+
+    /// Schedules the keyed `event` at `at`, or cancels it when `at` is None.
+    fn reschedule(&mut self, at: Option<u64>, event: Event) {
+        match at {
+            Some(at) => self.queue.schedule(at, event),
+            None => self.cancel(event),
+        }
+    }
+
+    fn arm_slice(&mut self, core: usize, delay: u64) {
+        self.schedule_in_ns(delay, Event::SliceEnd { core: core as u32 });
     }
 
     pub(crate) fn run(&mut self) {
@@ -295,44 +317,18 @@ impl Machine {
     fn dispatch(&mut self, event: Event) {
         match event {
             Event::PacketArrival { vm, queue } => self.packet_arrival(vm as usize, queue),
-            Event::CoalesceTimeout { vm, gen } => {
-                let vm = vm as usize;
-                if self.vms[vm].vf.timeout_gen == gen {
-                    self.vms[vm].vf.timeout_armed = false;
-                    self.maybe_fire_vf(vm, true);
-                }
-            }
+            Event::CoalesceTimeout { vm } => self.maybe_fire_vf(vm as usize, true),
             Event::BackendDone { vm, job } => self.backend_done(vm as usize, job),
-            Event::HostDone { core, gen } => {
+            Event::HostDone { core } => {
                 let core = core as usize;
-                if self.cores[core].host_gen == gen && self.cores[core].mode == Mode::Host {
+                if self.cores[core].mode == Mode::Host {
                     self.host_done(core);
                 }
             }
-            Event::GuestStep { vcpu, gen } => {
-                let vcpu = vcpu as usize;
-                if self.vcpus[vcpu].step_gen == gen {
-                    self.finish_timed_step(vcpu);
-                }
-            }
-            Event::PhysicalTimer { core, gen } => {
-                let core = core as usize;
-                if self.cores[core].timer_gen == gen {
-                    self.physical_timer(core);
-                }
-            }
-            Event::HostTimer { vcpu, gen } => {
-                let vcpu = vcpu as usize;
-                if self.vcpus[vcpu].host_timer_gen == gen {
-                    self.host_timer(vcpu);
-                }
-            }
-            Event::SliceEnd { core, gen } => {
-                let core = core as usize;
-                if self.cores[core].slice_gen == gen {
-                    self.host_interrupt(core, NmiMessage::SliceEnd);
-                }
-            }
+            Event::GuestStep { vcpu } => self.finish_timed_step(vcpu as usize),
+            Event::PhysicalTimer { core } => self.physical_timer(core as usize),
+            Event::HostTimer { vcpu } => self.host_timer(vcpu as usize),
+            Event::SliceEnd { core } => self.host_interrupt(core as usize, NmiMessage::SliceEnd),
             Event::BackgroundExit { vcpu, reason } => {
                 let vcpu = vcpu as usize;
                 if self.in_guest(vcpu) {

@@ -1,9 +1,21 @@
 //! The event queue: a binary heap ordered by (time, insertion order), so
 //! that simultaneous events run in the order they were scheduled and a run
 //! is deterministic.
+//!
+//! An event may carry a key (a dense slot number, see [`Keyed`]): at most one
+//! event per key is pending, scheduling under a key replaces the pending one
+//! and [`EventQueue::cancel`] withdraws it. Cancelled entries stay in the
+//! heap and are dropped when they reach its top (lazy deletion, as nexosim's
+//! cancellable actions are), which keeps scheduling O(log n).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+
+/// An event that may be cancellable: `key` names its slot.
+pub trait Keyed {
+    /// The slot of a cancellable event, `None` for one that always runs.
+    fn key(&self) -> Option<usize>;
+}
 
 struct Entry<E> {
     time_ns: u64,
@@ -29,34 +41,70 @@ impl<E> Ord for Entry<E> {
     }
 }
 
+/// No event pending under a key.
+const VACANT: u64 = u64::MAX;
+
 pub struct EventQueue<E> {
     heap: BinaryHeap<Entry<E>>,
     next_seq: u64,
+    /// Per key: the sequence number of its pending event, or `VACANT`.
+    pending: Vec<u64>,
 }
 
-impl<E> EventQueue<E> {
+impl<E: Keyed> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
             heap: BinaryHeap::with_capacity(1024),
             next_seq: 0,
+            pending: Vec::new(),
         }
     }
 
-    pub fn push(&mut self, time_ns: u64, event: E) {
+    /// Schedules `event` at `time_ns`; a keyed event replaces the one
+    /// pending under its key.
+    pub fn schedule(&mut self, time_ns: u64, event: E) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if let Some(key) = event.key() {
+            if key >= self.pending.len() {
+                self.pending.resize(key + 1, VACANT);
+            }
+            self.pending[key] = seq;
+        }
         self.heap.push(Entry {
             time_ns,
-            seq: self.next_seq,
+            seq,
             event,
         });
-        self.next_seq += 1;
     }
 
+    /// Withdraws the event pending under `key`, if any.
+    pub fn cancel(&mut self, key: usize) {
+        if let Some(slot) = self.pending.get_mut(key) {
+            *slot = VACANT;
+        }
+    }
+
+    pub fn is_pending(&self, key: usize) -> bool {
+        self.pending.get(key).is_some_and(|&seq| seq != VACANT)
+    }
+
+    /// The next live event, skipping cancelled and replaced ones.
     pub fn pop(&mut self) -> Option<(u64, E)> {
-        self.heap.pop().map(|entry| (entry.time_ns, entry.event))
+        loop {
+            let entry = self.heap.pop()?;
+            if let Some(key) = entry.event.key() {
+                if self.pending[key] != entry.seq {
+                    continue;
+                }
+                self.pending[key] = VACANT;
+            }
+            return Some((entry.time_ns, entry.event));
+        }
     }
 }
 
-impl<E> Default for EventQueue<E> {
+impl<E: Keyed> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }
@@ -66,14 +114,48 @@ impl<E> Default for EventQueue<E> {
 mod tests {
     use super::*;
 
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct Ev(char, Option<usize>);
+    impl Keyed for Ev {
+        fn key(&self) -> Option<usize> {
+            self.1
+        }
+    }
+
+    fn drain(queue: &mut EventQueue<Ev>) -> Vec<char> {
+        std::iter::from_fn(|| queue.pop().map(|(_, e)| e.0)).collect()
+    }
+
     #[test]
     fn pops_in_time_then_insertion_order() {
         let mut queue = EventQueue::new();
-        queue.push(20, 'a');
-        queue.push(10, 'b');
-        queue.push(20, 'c');
-        queue.push(10, 'd');
-        let order: Vec<char> = std::iter::from_fn(|| queue.pop().map(|(_, e)| e)).collect();
-        assert_eq!(order, vec!['b', 'd', 'a', 'c']);
+        queue.schedule(20, Ev('a', None));
+        queue.schedule(10, Ev('b', None));
+        queue.schedule(20, Ev('c', None));
+        queue.schedule(10, Ev('d', None));
+        assert_eq!(drain(&mut queue), vec!['b', 'd', 'a', 'c']);
+    }
+
+    #[test]
+    fn a_keyed_event_replaces_the_pending_one_and_can_be_cancelled() {
+        let mut queue = EventQueue::new();
+        queue.schedule(10, Ev('a', Some(0)));
+        queue.schedule(30, Ev('b', Some(0)));
+        queue.schedule(20, Ev('c', Some(1)));
+        queue.schedule(5, Ev('d', Some(2)));
+        queue.cancel(2);
+        assert!(queue.is_pending(0) && queue.is_pending(1) && !queue.is_pending(2));
+        assert_eq!(drain(&mut queue), vec!['c', 'b']);
+        assert!(!queue.is_pending(0));
+    }
+
+    #[test]
+    fn a_key_is_free_again_once_its_event_ran() {
+        let mut queue = EventQueue::new();
+        queue.schedule(10, Ev('a', Some(3)));
+        assert_eq!(queue.pop(), Some((10, Ev('a', Some(3)))));
+        queue.cancel(3);
+        queue.schedule(20, Ev('b', Some(3)));
+        assert_eq!(drain(&mut queue), vec!['b']);
     }
 }

@@ -403,7 +403,7 @@ impl Scenario {
     }
 }
 
-const BUILTINS: [(&str, &str); 8] = [
+const BUILTINS: [(&str, &str); 9] = [
     (
         "did-udp-rx",
         include_str!("../../../scenarios/did-udp-rx.toml"),
@@ -427,6 +427,10 @@ const BUILTINS: [(&str, &str); 8] = [
         include_str!("../../../scenarios/did-overcommit.toml"),
     ),
     ("ipi", include_str!("../../../scenarios/ipi.toml")),
+    (
+        "fleet-overcommit",
+        include_str!("../../../scenarios/fleet-overcommit.toml"),
+    ),
 ];
 
 /// Names of the built-in scenarios.

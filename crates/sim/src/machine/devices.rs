@@ -23,8 +23,6 @@ pub(super) struct RxQueue {
     pub(super) first_unsignalled: Option<u64>,
     pub(super) masked: bool,
     pub(super) signalled: bool,
-    pub(super) timeout_gen: u32,
-    pub(super) timeout_armed: bool,
     pub(super) dropped: u64,
 }
 
@@ -45,10 +43,10 @@ impl Machine {
             return;
         }
         let gap = self.rng.exponential_ns(1e9 / rate);
-        self.queue.push(
-            self.now + gap,
+        self.schedule_in_ns(
+            gap,
             Event::PacketArrival {
-                vm: vm as u16,
+                vm: vm as u32,
                 queue,
             },
         );
@@ -113,26 +111,23 @@ impl Machine {
     pub(super) fn maybe_fire_vf(&mut self, vm: usize, timed_out: bool) {
         let coalescing = self.spec.nic;
         let now = self.now;
+        let timeout = Event::CoalesceTimeout { vm: vm as u32 };
+        let timeout_armed = timeout.key().is_some_and(|key| self.queue.is_pending(key));
         let rx = &mut self.vms[vm].vf;
         if rx.masked || rx.ring == 0 || rx.since_interrupt == 0 {
             return;
         }
         let threshold = rx.since_interrupt >= coalescing.packets_per_interrupt;
         if !threshold && !timed_out {
-            if !rx.timeout_armed {
-                rx.timeout_armed = true;
-                rx.timeout_gen += 1;
+            if !timeout_armed {
                 let at = rx.first_unsignalled.unwrap_or(now) + coalescing.interrupt_timeout_ns;
-                let gen = rx.timeout_gen;
-                self.queue
-                    .push(at.max(now), Event::CoalesceTimeout { vm: vm as u16, gen });
+                self.queue.schedule(at.max(now), timeout);
             }
             return;
         }
         rx.since_interrupt = 0;
         rx.first_unsignalled = None;
-        rx.timeout_armed = false;
-        rx.timeout_gen += 1;
+        self.cancel(timeout);
         self.fire_vf_msi(vm);
     }
 
@@ -156,7 +151,7 @@ impl Machine {
                 let targets = bus::route(&interrupt, &self.cores).unwrap_or(bus::Targets::None);
                 for core in targets.iter() {
                     if interrupt.delivery_mode == DeliveryMode::Nmi {
-                        self.send_nmi(core, NmiMessage::AssignedInterrupt { vm: vm as u16 });
+                        self.send_nmi(core, NmiMessage::AssignedInterrupt { vm: vm as u32 });
                     } else {
                         self.deliver_physical(core, interrupt.vector);
                     }
@@ -178,16 +173,16 @@ impl Machine {
         let done = start + service;
         self.vms[vm].backend_busy_until = done;
         self.queue
-            .push(done, Event::BackendDone { vm: vm as u16, job });
+            .schedule(done, Event::BackendDone { vm: vm as u32, job });
     }
 
     pub(super) fn backend_done(&mut self, vm: usize, job: BackendJob) {
         match job {
             BackendJob::RxPacket => self.rx_packet(vm, RxQueueKind::Virtio),
-            BackendJob::TxPacket => {
-                let at = self.now + self.profile.guest_ns.wire_one_way;
-                self.queue.push(at, Event::RemoteRequest { vm: vm as u16 });
-            }
+            BackendJob::TxPacket => self.schedule_in_ns(
+                self.profile.guest_ns.wire_one_way,
+                Event::RemoteRequest { vm: vm as u32 },
+            ),
             BackendJob::BlockRead => {
                 self.raise(vm, GUEST_VIRTIO_VECTOR);
                 let vcpu = self.vms[vm].vcpus[0];
@@ -223,8 +218,10 @@ impl Machine {
             }
             RxQueueKind::Vf => {
                 // The VF's doorbell is a passed-through MMIO write.
-                let at = self.now + self.profile.guest_ns.wire_one_way;
-                self.queue.push(at, Event::RemoteRequest { vm: vm as u16 });
+                self.schedule_in_ns(
+                    self.profile.guest_ns.wire_one_way,
+                    Event::RemoteRequest { vm: vm as u32 },
+                );
             }
         }
     }
@@ -248,10 +245,10 @@ impl Machine {
         }
         for target in targets {
             self.vcpus[target].ipi_sent_at = Some(self.now);
-            self.queue.push(
+            self.queue.schedule(
                 send_at,
                 Event::GuestIpi {
-                    vcpu: target as u16,
+                    vcpu: target as u32,
                 },
             );
         }

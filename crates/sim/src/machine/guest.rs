@@ -148,8 +148,8 @@ impl Machine {
     /// Stops the clock of the step in progress (exit or nested interrupt).
     pub(super) fn suspend(&mut self, vcpu: usize) {
         let now = self.now;
+        self.cancel(Event::GuestStep { vcpu: vcpu as u32 });
         let v = &mut self.vcpus[vcpu];
-        v.step_gen = v.step_gen.wrapping_add(1);
         if !std::mem::replace(&mut v.step_running, false) {
             // Already stopped: its remaining time is already up to date.
             return;
@@ -303,16 +303,8 @@ impl Machine {
             frame.remaining = Some(remaining);
         }
         v.step_started = self.now;
-        v.step_gen = v.step_gen.wrapping_add(1);
         v.step_running = true;
-        let gen = v.step_gen;
-        self.queue.push(
-            self.now + remaining,
-            Event::GuestStep {
-                vcpu: vcpu as u16,
-                gen,
-            },
-        );
+        self.schedule_in_ns(remaining, Event::GuestStep { vcpu: vcpu as u32 });
     }
 
     pub(super) fn finish_timed_step(&mut self, vcpu: usize) {

@@ -36,16 +36,7 @@ impl Machine {
     }
 
     pub(super) fn host_busy(&mut self, core: usize, ns: u64) {
-        let c = &mut self.cores[core];
-        c.host_gen += 1;
-        let gen = c.host_gen;
-        self.queue.push(
-            self.now + ns,
-            Event::HostDone {
-                core: core as u16,
-                gen,
-            },
-        );
+        self.schedule_in_ns(ns, Event::HostDone { core: core as u32 });
     }
 
     /// The host finished the work of an exit: take pending interrupts,
@@ -202,7 +193,7 @@ impl Machine {
     /// runnable vCPU homed here. Returns the host time it costs.
     pub(super) fn end_slice(&mut self, core: usize) -> u64 {
         if self.cores[core].runqueue.len() > 1 {
-            self.arm_slice(core);
+            self.arm_slice(core, self.profile.host_ns.sched_quantum);
         }
         let Some(current) = self.cores[core].current else {
             return 0;
@@ -211,15 +202,7 @@ impl Machine {
         if guest_in_service && self.design.defers_preemption_in_handler {
             // The guest is inside a handler whose EOI goes to this LAPIC:
             // let it finish and try again shortly.
-            self.cores[core].slice_gen += 1;
-            let gen = self.cores[core].slice_gen;
-            self.queue.push(
-                self.now + self.profile.host_ns.preemption_retry,
-                Event::SliceEnd {
-                    core: core as u16,
-                    gen,
-                },
-            );
+            self.arm_slice(core, self.profile.host_ns.preemption_retry);
             return 0;
         }
         let queue = &self.cores[core].runqueue;
@@ -268,7 +251,7 @@ impl Machine {
         self.vcpus[vcpu].pid.suppress = false;
         if self.design.timer_path == TimerPath::PassThrough {
             if let Some(deadline) = self.vcpus[vcpu].parked_timer.take() {
-                self.vcpus[vcpu].host_timer_gen += 1;
+                self.cancel(Event::HostTimer { vcpu: vcpu as u32 });
                 let core = self.vcpus[vcpu].home_core;
                 let count = deadline.saturating_sub(self.now).max(1);
                 self.program_physical_timer(core, vcpu, count);
@@ -287,10 +270,7 @@ impl Machine {
             && self.cores[core].timer_owner == Some(vcpu)
         {
             let deadline = self.cores[core].lapic.timer_deadline_ns();
-            Self::tmict_write(&mut self.cores[core].lapic, 0, self.now);
-            self.cores[core].timer_gen += 1;
-            self.cores[core].timer_owner = None;
-            self.recheck_timer_ownership(core);
+            self.stop_physical_timer(core);
             self.park_timer(vcpu, deadline);
         }
     }

@@ -47,9 +47,6 @@ impl Machine {
                 mode_since: 0,
                 current: None,
                 runqueue: Vec::new(),
-                host_gen: 0,
-                timer_gen: 0,
-                slice_gen: 0,
                 timer_owner: None,
                 timer_misowned: false,
                 nmi_mailbox: Vec::new(),
@@ -94,12 +91,10 @@ impl Machine {
                     frames: vec![Frame::background(program)],
                     interruptible: true,
                     state: VcpuState::Runnable,
-                    step_gen: 0,
                     step_started: 0,
                     step_running: false,
                     spin_since: None,
                     spin_ns: 0,
-                    host_timer_gen: 0,
                     parked_timer: None,
                     timer_target: None,
                     ipi_sent_at: None,
@@ -157,7 +152,7 @@ impl Machine {
                 self.schedule_in(first);
                 self.enter_guest(core);
                 if self.cores[core].runqueue.len() > 1 {
-                    self.arm_slice(core);
+                    self.arm_slice(core, self.profile.host_ns.sched_quantum);
                 }
             }
         }
@@ -196,7 +191,9 @@ impl Machine {
         }
         match self.spec.workload {
             WorkloadKind::Cyclictest => self.arm_first_tick(vcpu),
-            WorkloadKind::NetperfRr => self.queue.push(0, Event::RemoteRequest { vm: vm as u16 }),
+            WorkloadKind::NetperfRr => self
+                .queue
+                .schedule(0, Event::RemoteRequest { vm: vm as u32 }),
             WorkloadKind::Fio => self.submit_block(vm),
             _ => {}
         }
@@ -222,10 +219,10 @@ impl Machine {
             return;
         }
         let gap = self.rng.exponential_ns(1e9 / rate);
-        self.queue.push(
-            self.now + gap,
+        self.schedule_in_ns(
+            gap,
             Event::BackgroundExit {
-                vcpu: vcpu as u16,
+                vcpu: vcpu as u32,
                 reason,
             },
         );

@@ -59,15 +59,12 @@ impl Machine {
         match self.design.timer_path {
             TimerPath::HostHrtimer => {
                 Self::tmict_write(&mut self.vcpus[vcpu].vlapic, 0, self.now);
-                self.vcpus[vcpu].host_timer_gen += 1;
+                self.cancel(Event::HostTimer { vcpu: vcpu as u32 });
             }
             TimerPath::PassThrough => {
                 let core = self.vcpus[vcpu].home_core;
                 if self.cores[core].timer_owner == Some(vcpu) {
-                    Self::tmict_write(&mut self.cores[core].lapic, 0, self.now);
-                    self.cores[core].timer_gen += 1;
-                    self.cores[core].timer_owner = None;
-                    self.recheck_timer_ownership(core);
+                    self.stop_physical_timer(core);
                 }
                 self.park_timer(vcpu, None);
             }
@@ -75,52 +72,30 @@ impl Machine {
     }
 
     pub(super) fn arm_host_timer(&mut self, vcpu: usize) {
-        let v = &mut self.vcpus[vcpu];
-        v.host_timer_gen += 1;
-        if let Some(deadline) = v.vlapic.timer_deadline_ns() {
-            let gen = v.host_timer_gen;
-            self.queue.push(
-                deadline,
-                Event::HostTimer {
-                    vcpu: vcpu as u16,
-                    gen,
-                },
-            );
-        }
+        let deadline = self.vcpus[vcpu].vlapic.timer_deadline_ns();
+        self.reschedule(deadline, Event::HostTimer { vcpu: vcpu as u32 });
     }
 
     pub(super) fn program_physical_timer(&mut self, core: usize, vcpu: usize, count: u64) {
         Self::tmict_write(&mut self.cores[core].lapic, count, self.now);
         self.cores[core].timer_owner = Some(vcpu);
         self.recheck_timer_ownership(core);
-        self.cores[core].timer_gen += 1;
-        if let Some(deadline) = self.cores[core].lapic.timer_deadline_ns() {
-            let gen = self.cores[core].timer_gen;
-            self.queue.push(
-                deadline,
-                Event::PhysicalTimer {
-                    core: core as u16,
-                    gen,
-                },
-            );
-        }
+        let deadline = self.cores[core].lapic.timer_deadline_ns();
+        self.reschedule(deadline, Event::PhysicalTimer { core: core as u32 });
+    }
+
+    /// Disarms a core's passed-through timer and its owner.
+    pub(super) fn stop_physical_timer(&mut self, core: usize) {
+        Self::tmict_write(&mut self.cores[core].lapic, 0, self.now);
+        self.cancel(Event::PhysicalTimer { core: core as u32 });
+        self.cores[core].timer_owner = None;
+        self.recheck_timer_ownership(core);
     }
 
     /// DID: the timer of a descheduled vCPU lives on the designated core.
     pub(super) fn park_timer(&mut self, vcpu: usize, deadline: Option<u64>) {
-        let v = &mut self.vcpus[vcpu];
-        v.parked_timer = deadline;
-        v.host_timer_gen += 1;
-        if let Some(deadline) = deadline {
-            let gen = v.host_timer_gen;
-            self.queue.push(
-                deadline,
-                Event::HostTimer {
-                    vcpu: vcpu as u16,
-                    gen,
-                },
-            );
-        }
+        self.vcpus[vcpu].parked_timer = deadline;
+        self.reschedule(deadline, Event::HostTimer { vcpu: vcpu as u32 });
     }
 
     pub(super) fn physical_timer(&mut self, core: usize) {
