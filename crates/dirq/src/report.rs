@@ -5,11 +5,14 @@
 mod calibration;
 mod charts;
 mod checks;
+mod conclusions;
 mod data;
 mod designs;
+mod exit_names;
 mod figures;
 mod host;
 mod html;
+pub mod meta;
 mod model;
 pub mod plan;
 mod progress;
@@ -19,14 +22,19 @@ mod simulate;
 pub mod views;
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
+use dirq_vmm::probe::ProbeReport;
 
 use crate::calibrate::Calibration;
+use crate::designs::DesignTables;
 
+use conclusions::{conclusions_section, Findings};
 use data::{Depth, KvmStatus, ReportData};
+use meta::Meta;
 use progress::Steps;
+use real::RealCase;
+use views::SimScenario;
 
 /// The calibrated profile, written next to index.html.
 const PROFILE_FILE: &str = "host-profile.toml";
@@ -41,13 +49,15 @@ report a person reads in a browser:\n\n\
   4. model vs reality: the simulator, fed the calibrated profile, predicts those same runs\n\
   5. extrapolation: the same workloads under APICv, ELI and DID with this host's costs\n\
   6. the built-in simulation scenarios with the published did-2015 profile\n\n\
-Writes DIR/index.html (inline SVG, no network), DIR/data.json and DIR/traces/*.json \
-(Perfetto / chrome://tracing). Without /dev/kvm it reports the simulation only and says so at the top.\n\n\
-Examples:\n  dirq report                 # full report into ./report (under 15 minutes)\n  \
-dirq report --quick --out /tmp/r   # a subset with small counts (under 3 minutes)"
+The page opens with its conclusions. Real measurements run 3 times (once with --quick); \
+tables give the median and range. Writes DIR/index.html (inline SVG, no network), DIR/data.json \
+and DIR/traces/designs.json (one Perfetto trace, a process per design). Without /dev/kvm it \
+reports the simulation only and says so at the top.\n\n\
+Examples:\n  dirq report                 # full report into ./report (under 5 minutes)\n  \
+dirq report --quick --out /tmp/r   # a subset, each run once (under 1 minute)"
 )]
 pub struct Args {
-    /// Run a subset of benches and scenarios with small counts (under 3 minutes).
+    /// Run a subset of benches with small counts, each once (under 1 minute).
     #[arg(long)]
     pub quick: bool,
     /// Directory to write index.html, data.json and traces/ into (created if missing).
@@ -78,10 +88,7 @@ impl Args {
 
 pub fn execute(args: Args) -> Result<()> {
     let depth = args.depth();
-    let started_unix_s = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let started = time::OffsetDateTime::now_utc();
     let traces_dir = args.out.join("traces");
     std::fs::create_dir_all(&traces_dir)
         .with_context(|| format!("cannot create {}", traces_dir.display()))?;
@@ -96,27 +103,43 @@ pub fn execute(args: Args) -> Result<()> {
         kvm_status()
     };
     let mut report = ReportData {
-        dirq_version: env!("CARGO_PKG_VERSION").to_string(),
         depth,
-        started_unix_s,
+        repeats: depth.repeats(),
         kvm,
         notes: Vec::new(),
         steps: Vec::new(),
         sections: Vec::new(),
         raw: serde_json::Map::new(),
     };
+    let mut real = RealHalf::default();
+    let mut designs = None;
     if report.kvm.available {
-        run_real_half(&mut report, &mut steps, depth, args.seed, &args.out);
-        run_designs(&mut report, &mut steps, depth);
+        real = run_real_half(&mut report, &mut steps, depth, args.seed, &args.out);
+        designs = Some(run_designs(&mut report, &mut steps, depth));
     } else {
         report.notes.push(format!(
             "Simulation only ({}): no probe, calibration, real runs or model checks.",
             report.kvm.detail
         ));
     }
-    run_simulations(&mut report, &mut steps, depth, args.seed, &traces_dir);
+    let simulated = run_simulations(&mut report, &mut steps, depth, args.seed, &traces_dir);
+    report.sections.insert(
+        0,
+        conclusions_section(&Findings {
+            probe: real.probe.as_ref(),
+            cases: &real.cases,
+            checks: real.checks.as_ref(),
+            designs: designs.as_ref(),
+            simulated: &simulated,
+        }),
+    );
     report.steps = steps.finish();
-    write_report(&report, &args.out)?;
+    let guest_exec = report
+        .raw
+        .get("real_runs")
+        .and_then(|runs| runs.get(0))
+        .and_then(meta::guest_exec_of);
+    write_report(&report, &Meta::since(started, guest_exec), &args.out)?;
     eprintln!(
         "dirq report: wrote {} and {}",
         args.out.join("index.html").display(),
@@ -125,14 +148,29 @@ pub fn execute(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// What the real half measured, for the conclusions.
+#[derive(Default)]
+struct RealHalf {
+    probe: Option<ProbeReport>,
+    cases: Vec<RealCase>,
+    checks: Option<checks::ModelChecks>,
+}
+
 /// Probe and the real benchmarks; each failure becomes a note, not an abort.
-fn run_real_half(report: &mut ReportData, steps: &mut Steps, depth: Depth, seed: u64, out: &Path) {
+fn run_real_half(
+    report: &mut ReportData,
+    steps: &mut Steps,
+    depth: Depth,
+    seed: u64,
+    out: &Path,
+) -> RealHalf {
+    let mut half = RealHalf::default();
     let probe = steps.run("probe: KVM capabilities and exit costs", 1, |bar| {
         let probe = dirq_vmm::probe::probe(None);
         bar.inc(1);
         probe
     });
-    let probe = match probe {
+    match probe {
         Ok(probe) => {
             report.kvm.detail = format!(
                 "backend {}, KVM API {}",
@@ -141,22 +179,21 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, depth: Depth, seed:
             );
             report.sections.push(host::host_section(&probe));
             insert_raw(report, "probe", &probe);
-            Some(probe)
+            half.probe = Some(probe);
         }
-        Err(err) => {
-            report.notes.push(format!("`dirq probe` failed: {err}"));
-            None
-        }
-    };
+        Err(err) => report.notes.push(format!("`dirq probe` failed: {err}")),
+    }
 
     let statistic = checks::ExitStatistic::of_backend(
-        probe.as_ref().and_then(|probe| probe.backend.as_deref()),
+        half.probe
+            .as_ref()
+            .and_then(|probe| probe.backend.as_deref()),
     );
-    let calibration = match probe {
+    let calibration = match &half.probe {
         Some(probe) => steps.run(
             "calibrate: this host's costs",
             crate::calibrate::CALIBRATION_RUNS,
-            |bar| crate::calibrate::calibrate(probe, depth != Depth::Full, bar),
+            |bar| crate::calibrate::calibrate(probe.clone(), depth != Depth::Full, bar),
         ),
         None => Err(anyhow::anyhow!("calibration needs the probe's exit costs")),
     };
@@ -168,31 +205,34 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, depth: Depth, seed:
     }
 
     let plan = plan::real_plan(depth);
-    let (cases, raws, failures) =
-        steps.run("real benchmarks on /dev/kvm", plan.len() as u64, |bar| {
-            plan::run_all(&plan, bar)
-        });
+    let repeats = depth.repeats();
+    let (cases, raws, failures) = steps.run(
+        &format!("real benchmarks on /dev/kvm, {repeats} run(s) each"),
+        (plan.len() * repeats) as u64,
+        |bar| plan::run_all(&plan, repeats, bar),
+    );
     report.notes.extend(failures);
     report
         .raw
         .insert("real_runs".into(), serde_json::Value::Array(raws));
-    if cases.is_empty() {
-        return;
+    half.cases = cases;
+    if half.cases.is_empty() {
+        return half;
     }
-    report.sections.push(real::real_section(&cases));
+    report.sections.push(real::real_section(&half.cases));
 
     let Ok(calibration) = &calibration else {
         report
             .notes
             .push("No calibration, so no model checks or extrapolation.".into());
-        return;
+        return half;
     };
     let checks = steps.run(
         "model vs reality: simulated twins of the real runs",
-        cases.len() as u64,
+        half.cases.len() as u64,
         |bar| {
             checks::run_checks(
-                &cases,
+                &half.cases,
                 &calibration.host.profile,
                 &calibration.costs,
                 statistic,
@@ -202,6 +242,8 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, depth: Depth, seed:
         },
     );
     record_checks(report, &checks);
+    half.checks = Some(checks);
+    half
 }
 
 /// The calibration section, its data, and the profile file beside the page.
@@ -250,7 +292,7 @@ fn record_checks(report: &mut ReportData, checks: &checks::ModelChecks) {
 
 /// The software-only designs on this host's KVM, as `dirq designs` measures
 /// them; a design that fails is a note, the others still report.
-fn run_designs(report: &mut ReportData, steps: &mut Steps, depth: Depth) {
+fn run_designs(report: &mut ReportData, steps: &mut Steps, depth: Depth) -> DesignTables {
     let all = crate::designs::Design::ALL;
     let (scale, command) = match depth {
         Depth::Full => (dirq_vmm::designs::Scale::Full, "dirq designs"),
@@ -277,24 +319,25 @@ fn run_designs(report: &mut ReportData, steps: &mut Steps, depth: Depth) {
         report.sections.push(section);
     }
     insert_raw(report, "designs", &tables);
+    tables
 }
 
-/// The built-in scenarios with the published did-2015 profile, and one
-/// short trace per policy.
+/// The built-in scenarios with the published did-2015 profile, and the
+/// trace of every policy; returns the scenarios' results.
 fn run_simulations(
     report: &mut ReportData,
     steps: &mut Steps,
     depth: Depth,
     seed: u64,
     traces_dir: &Path,
-) {
+) -> Vec<SimScenario> {
     let scenarios = match simulate::scenarios_for(depth) {
         Ok(scenarios) => scenarios,
         Err(err) => {
             report.notes.push(format!(
                 "the built-in scenarios could not be loaded: {err:#}"
             ));
-            return;
+            return Vec::new();
         }
     };
     let total_runs: usize = scenarios.iter().map(|s| s.expand().len()).sum();
@@ -312,6 +355,7 @@ fn run_simulations(
         },
     );
     let mut raws = Vec::new();
+    let mut views = Vec::new();
     for (scenario, outcome) in outcomes {
         match outcome {
             Ok(outcome) => {
@@ -330,6 +374,7 @@ fn run_simulations(
                 }
                 report.sections.push(section);
                 raws.push(outcome.raw);
+                views.push(outcome.view);
             }
             Err(err) => report.notes.push(format!("{err:#}")),
         }
@@ -339,17 +384,24 @@ fn run_simulations(
         .insert("sim_scenarios".into(), serde_json::Value::Array(raws));
 
     let policies = dirq_sim::policy::PolicyKind::ALL.len() as u64;
-    let traces = steps.run(
-        "simulation: one Perfetto trace per policy",
+    let trace = steps.run(
+        "simulation: one Perfetto trace, a process per design",
         policies,
-        |bar| simulate::write_policy_traces(traces_dir, seed, bar),
+        |bar| simulate::write_design_trace(traces_dir, seed, bar),
     );
-    match traces {
-        Ok(files) => {
-            report.raw.insert("traces".into(), serde_json::json!(files));
+    match trace {
+        Ok((file, exits)) => {
+            report
+                .raw
+                .insert("traces".into(), serde_json::json!([file]));
+            report
+                .sections
+                .push(scenarios::traced_exits_section(&exits, &file));
+            insert_raw(report, "traced_exits", &exits);
         }
-        Err(err) => report.notes.push(format!("traces not written: {err:#}")),
+        Err(err) => report.notes.push(format!("trace not written: {err:#}")),
     }
+    views
 }
 
 /// Keeps a tool's result in data.json; a result that cannot be serialized
@@ -383,13 +435,17 @@ fn kvm_status() -> KvmStatus {
     }
 }
 
-fn write_report(report: &ReportData, out: &Path) -> Result<()> {
-    let json = serde_json::to_string_pretty(report).context("cannot serialize data.json")?;
+fn write_report(report: &ReportData, meta: &Meta, out: &Path) -> Result<()> {
+    let document = meta::Document {
+        meta: meta.clone(),
+        result: report,
+    };
+    let json = serde_json::to_string_pretty(&document).context("cannot serialize data.json")?;
     let data_path = out.join("data.json");
     std::fs::write(&data_path, json)
         .with_context(|| format!("cannot write {}", data_path.display()))?;
     let page_path = out.join("index.html");
-    std::fs::write(&page_path, html::render_page(report))
+    std::fs::write(&page_path, html::render_page(report, meta))
         .with_context(|| format!("cannot write {}", page_path.display()))?;
     Ok(())
 }

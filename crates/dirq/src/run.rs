@@ -7,6 +7,9 @@ use dirq_vmm::config::{
     ApicMode, Bench, BenchConfig, FaultKind, GuestExec, GuestIdle, HaltMode, Inject, IpiKind,
     IpiMeasure, IrqSource, Irqchip, TimerMode, VioapicMode,
 };
+use dirq_vmm::report::{text_table, LatencySummary};
+
+use crate::report::meta;
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -16,6 +19,7 @@ use dirq_vmm::config::{
   dirq run irq-latency --compare                         # userspace vs kernel+irqfd+PV EOI, side by side\n  \
   dirq run timer-latency --timer oneshot --period-ns 100000\n  \
   dirq run ipi --guest-idle busy --json\n  \
+  dirq run timer-latency --histogram=200                 # cyclictest-style histogram up to 200 us\n  \
   dirq run whileloop --rate 20000\n  \
   dirq run vioapic --vioapic pv                          # level-triggered interrupts, MASK in shared memory\n  \
   dirq run io-batch --io-batch                           # 11 port writes per disk command, one exit\n  \
@@ -98,9 +102,14 @@ pub struct Args {
     /// Watchdog: fail the run if the guest has not finished after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
-    /// Print one JSON object instead of the tables.
+    /// Print one JSON object instead of the tables: the run, with the schema version, command
+    /// line, dirq version, host and start/end times.
     #[arg(long)]
     json: bool,
+    /// After the tables, print the latency histogram as cyclictest does: one line per bucket up
+    /// to US microseconds (default 10000), then min/avg/max and the samples above (overflows).
+    #[arg(long, value_name = "US", num_args = 0..=1, default_missing_value = "10000")]
+    histogram: Option<u64>,
     /// Echo the guest's serial console to stderr.
     #[arg(long)]
     console: bool,
@@ -180,6 +189,7 @@ impl Args {
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
     let config = args.config()?;
+    let started = time::OffsetDateTime::now_utc();
     if args.compare {
         anyhow::ensure!(
             config.bench == Bench::IrqLatency,
@@ -193,18 +203,125 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         spinner.finish_and_clear();
         let comparison = comparison.context("comparison run failed")?;
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&comparison)?);
+            let guest_exec = meta::guest_exec_of(&serde_json::to_value(&comparison.best)?);
+            print_json(&comparison, started, guest_exec)?;
         } else {
-            print!("{comparison}");
+            print!("{}", comparison_text(&comparison));
         }
         return Ok(());
     }
     let report = bench::run_with_console(&config, args.console)
         .with_context(|| format!("{} run failed", config.bench))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{report}");
+        let guest_exec = meta::guest_exec_of(&serde_json::to_value(&report)?);
+        print_json(&report, started, guest_exec)?;
+        return Ok(());
+    }
+    print!("{report}");
+    if let Some(max_us) = args.histogram {
+        match &report.latency_ns {
+            Some(latency) => print!("{}", cyclictest_histogram(latency, max_us)),
+            None => println!("# Histogram: {} measures no latency", config.bench),
+        }
     }
     Ok(())
+}
+
+fn print_json(
+    result: &impl serde::Serialize,
+    started: time::OffsetDateTime,
+    guest_exec: Option<String>,
+) -> anyhow::Result<()> {
+    let document = meta::Document {
+        meta: meta::Meta::since(started, guest_exec),
+        result,
+    };
+    println!("{}", serde_json::to_string_pretty(&document)?);
+    Ok(())
+}
+
+/// `--compare`: both paths side by side, then the verdict.
+fn comparison_text(comparison: &bench::Comparison) -> String {
+    let mut table = text_table(&[
+        "irq-latency path",
+        "p50 (us)",
+        "p99 (us)",
+        "exits/irq",
+        "userspace exits/irq",
+    ]);
+    for report in [&comparison.baseline, &comparison.best] {
+        let us = |pick: fn(&LatencySummary) -> u64| {
+            report
+                .latency_ns
+                .as_ref()
+                .map_or_else(|| "-".into(), |l| format!("{:.2}", pick(l) as f64 / 1e3))
+        };
+        table.add_row(vec![
+            report.path(),
+            us(|l| l.p50),
+            us(|l| l.p99),
+            format!("{:.2}", report.exits_per_interrupt),
+            format!("{:.2}", report.userspace_exits_per_interrupt),
+        ]);
+    }
+    format!(
+        "{table}\none exit: userspace {:.2} us, in-kernel {:.2} us\n\
+         p50 speedup (userspace / best): {:.2}x (goal >= 3x); best p50 = {:.2} in-kernel exits (goal <= 2)\n",
+        comparison.userspace_exit_ns / 1e3,
+        comparison.kernel_exit_ns / 1e3,
+        comparison.p50_speedup,
+        comparison.best_p50_in_kernel_exits
+    )
+}
+
+/// cyclictest's `--histogram` output, on the run's log buckets: one line
+/// per non-empty bucket up to `max_us` (its upper bound in us, then its
+/// samples), the totals, and the samples beyond `max_us`.
+fn cyclictest_histogram(latency: &LatencySummary, max_us: u64) -> String {
+    let mut text =
+        String::from("# Histogram (bucket upper bound in us, samples; each bucket 5% wider)\n");
+    let mut overflows = 0;
+    for bucket in &latency.histogram {
+        if bucket.le_ns > max_us * 1_000 {
+            overflows += bucket.count;
+        } else {
+            text.push_str(&format!(
+                "{:>10.1} {:>8}\n",
+                bucket.le_ns as f64 / 1e3,
+                bucket.count
+            ));
+        }
+    }
+    text.push_str(&format!(
+        "# Total: {}\n# Min Latencies: {:.1}\n# Avg Latencies: {:.1}\n# Max Latencies: {:.1}\n\
+         # Histogram Overflows: {overflows} (above {max_us} us)\n",
+        latency.samples,
+        latency.min as f64 / 1e3,
+        latency.mean / 1e3,
+        latency.max as f64 / 1e3
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_lists_buckets_up_to_the_limit_and_counts_the_rest_as_overflows() {
+        let samples: Vec<u64> = (1..=100).map(|i| i * 1_000).collect();
+        let latency = LatencySummary::from_samples_ns(&samples).expect("samples");
+        let text = cyclictest_histogram(&latency, 50);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        let listed: u64 = lines
+            .iter()
+            .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        assert!((49..=50).contains(&listed), "{text}");
+        assert!(text.contains(&format!(
+            "# Histogram Overflows: {} (above 50 us)",
+            100 - listed
+        )));
+        assert!(text.contains("# Max Latencies: 100.0"), "{text}");
+    }
 }

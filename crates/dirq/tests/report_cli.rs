@@ -1,5 +1,5 @@
-//! `dirq report` end to end: the page parses, and every figure on it has its
-//! numbers in data.json.
+//! `dirq report` end to end: the page parses, opens with its conclusions,
+//! and every figure on it has its numbers in data.json.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -12,18 +12,23 @@ fn scratch_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn run_report(out: &Path, extra: &[&str]) {
+/// Runs dirq with `args`; returns its standard output, having checked it succeeded.
+fn dirq(args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_dirq"))
-        .args(["report", "--smoke", "--out"])
-        .arg(out)
-        .args(extra)
+        .args(args)
         .output()
         .expect("dirq runs");
     assert!(
         output.status.success(),
-        "dirq report failed: {}",
+        "dirq {args:?} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+fn run_report(out: &Path, extra: &[&str]) {
+    let out = out.to_str().expect("UTF-8 path");
+    dirq(&[&["report", "--smoke", "--out", out], extra].concat());
 }
 
 /// Figure ids in data.json whose chart has at least one number.
@@ -42,6 +47,13 @@ fn figures_with_data(data: &serde_json::Value) -> BTreeSet<String> {
                     series
                         .iter()
                         .any(|s| s["points"].as_array().is_some_and(|p| !p.is_empty()))
+                }),
+                Some("grouped") => chart["series"].as_array().is_some_and(|series| {
+                    series.iter().any(|s| {
+                        s["values"]
+                            .as_array()
+                            .is_some_and(|v| v.iter().any(|value| !value.is_null()))
+                    })
                 }),
                 _ => false,
             };
@@ -89,13 +101,53 @@ fn check_report(out: &Path) -> serde_json::Value {
         !kvm_available
     );
 
-    let traces = data["raw"]["traces"].as_array().expect("trace list");
-    assert!(!traces.is_empty());
-    for trace in traces {
-        let name = trace.as_str().expect("trace file name");
-        let text = std::fs::read_to_string(out.join("traces").join(name)).expect("trace written");
-        serde_json::from_str::<serde_json::Value>(&text).expect("trace is JSON");
+    // The page opens with its conclusions: the first section, first in the contents.
+    let sections = scraper::Selector::parse("body > section").expect("selector");
+    let first = document.select(&sections).next().expect("a section");
+    assert_eq!(first.value().attr("id"), Some("conclusions"));
+    let toc = scraper::Selector::parse("nav#toc a").expect("selector");
+    assert_eq!(
+        document
+            .select(&toc)
+            .next()
+            .and_then(|a| a.value().attr("href")),
+        Some("#conclusions")
+    );
+
+    // data.json describes itself.
+    assert!(data["schema_version"].as_u64().is_some_and(|v| v >= 1));
+    assert!(data["command_line"]
+        .as_array()
+        .is_some_and(|args| args.iter().any(|a| a == "report")));
+    assert!(data["host"]["cpus"].as_u64().is_some_and(|cpus| cpus >= 1));
+    for stamp in ["started", "ended"] {
+        assert!(
+            data[stamp].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{stamp}: {}",
+            data[stamp]
+        );
     }
+
+    // One merged trace: a process per design, each exit a named slice.
+    let traces = data["raw"]["traces"].as_array().expect("trace list");
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    let name = traces[0].as_str().expect("trace file name");
+    let text = std::fs::read_to_string(out.join("traces").join(name)).expect("trace written");
+    let trace: serde_json::Value = serde_json::from_str(&text).expect("trace is JSON");
+    let events = trace["traceEvents"].as_array().expect("trace events");
+    let processes: BTreeSet<String> = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .filter_map(|e| e["args"]["name"].as_str())
+        .filter_map(|label| label.split_whitespace().next().map(str::to_string))
+        .collect();
+    for design in ["vanilla", "apicv", "eli", "did"] {
+        assert!(processes.contains(design), "{design} not in {processes:?}");
+    }
+    assert!(events
+        .iter()
+        .any(|e| e["cat"] == "exit" && e["args"]["cost_ns"].is_u64()));
+    assert!(events.iter().any(|e| e["ph"] == "f"), "no flow arrow");
     data
 }
 
@@ -124,6 +176,24 @@ fn full_pipeline_report_builds_model_checks_from_real_runs() {
         .as_array()
         .expect("real runs recorded");
     assert!(!real_runs.is_empty());
+    // Every latency measurement keeps its histogram, and its buckets hold every sample.
+    for run in real_runs {
+        let latency = &run["latency_ns"];
+        if latency.is_null() {
+            continue;
+        }
+        let counted: u64 = latency["histogram"]
+            .as_array()
+            .expect("histogram buckets")
+            .iter()
+            .filter_map(|bucket| bucket["count"].as_u64())
+            .sum();
+        assert_eq!(Some(counted), latency["samples"].as_u64(), "{latency}");
+    }
+    assert_eq!(
+        data["repeats"], 1,
+        "a smoke report runs each measurement once"
+    );
     // Every measured exits-per-interrupt in the model table is a real run's.
     let comparisons = data["raw"]["model_checks"]["comparisons"]
         .as_array()
@@ -197,4 +267,46 @@ fn bad_flags_are_rejected_with_a_clear_error() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
+
+#[test]
+fn run_prints_perf_kvm_stat_tables_a_histogram_and_self_describing_json() {
+    if !dirq_vmm::testing::require_kvm(
+        "run_prints_perf_kvm_stat_tables_a_histogram_and_self_describing_json",
+    ) {
+        return;
+    }
+    let run = |extra: &[&str]| dirq(&[&["run", "irq-latency", "--count", "200"], extra].concat());
+    let text = run(&["--histogram=100000"]);
+    for header in ["VM-EXIT", "Samples%", "Time%", "Min Time", "Avg time"] {
+        assert!(text.contains(header), "{header} missing:\n{text}");
+    }
+    assert!(
+        text.contains("Time%, Min, Max, Avg time: not measured"),
+        "{text}"
+    );
+    // Exits are named by VMX reason; KVM's other statistics are not exits.
+    assert!(!text.contains("halt_exits"), "{text}");
+    assert!(text.contains("# Histogram"), "{text}");
+    let histogram_total: u64 = text
+        .lines()
+        .skip_while(|line| !line.starts_with("# Histogram"))
+        .skip(1)
+        .take_while(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
+    let overflows: u64 = text
+        .lines()
+        .find_map(|line| line.strip_prefix("# Histogram Overflows: "))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .expect("overflow line");
+    assert_eq!(histogram_total + overflows, 200, "{text}");
+
+    let json: serde_json::Value = serde_json::from_str(&run(&["--json"])).expect("JSON");
+    assert!(json["schema_version"].as_u64().is_some());
+    assert_eq!(json["bench"], "irq-latency");
+    assert!(json["host"]["kvm_backend"].is_string(), "{}", json["host"]);
+    assert!(json["latency_ns"]["histogram"]
+        .as_array()
+        .is_some_and(|buckets| !buckets.is_empty()));
 }

@@ -1,9 +1,13 @@
-//! The discrete-event engine: cores, vCPUs, devices, the hypervisor's
-//! mechanisms and the guest model. A policy (`crate::policy`) decides; this
-//! module carries the decisions out on the hardware models of `dirq_arch`
-//! (every physical LAPIC and every vCPU's virtual LAPIC is a
-//! `dirq_arch::lapic::Lapic`; VMCS, IOMMU and posted-interrupt descriptors
-//! are the `dirq_arch` models too).
+//! The discrete-event engine: the event loop, dispatch, and the one place
+//! that applies effects. The mechanisms live in the submodules (the guest
+//! model, physical delivery, injection, the timer paths, host exits and
+//! scheduling, devices, the checker); each changes its own state and lists
+//! [`Effect`]s for the engine instead of calling another mechanism, as a
+//! `dirq_arch::lapic::Lapic` returns bus messages. A policy
+//! (`crate::policy`) decides; the mechanisms carry the decisions out on the
+//! hardware models of `dirq_arch` (every physical LAPIC and every vCPU's
+//! virtual LAPIC is a `dirq_arch::lapic::Lapic`; VMCS, IOMMU and
+//! posted-interrupt descriptors are the `dirq_arch` models too).
 
 mod checker;
 mod delivery;
@@ -12,6 +16,7 @@ mod guest;
 mod host;
 mod injection;
 mod setup;
+mod state;
 mod timers;
 
 use dirq_arch::bus;
@@ -43,6 +48,8 @@ use crate::SimError;
 pub(crate) use checker::Checker;
 use devices::{BackendJob, RxQueue, RxQueueKind};
 use guest::{Frame, TimerWrite, HALT_LOOP, IPI_SENDER, SPIN};
+pub(crate) use state::Counters;
+use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
 
 // Guest vectors (what the guest OS programmed), in Linux's layout.
 pub(crate) const GUEST_VF_VECTOR: u8 = 0x41;
@@ -84,7 +91,7 @@ impl Clock for At {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Event {
     PacketArrival {
         vm: u32,
@@ -145,110 +152,113 @@ impl Keyed for Event {
     }
 }
 
+/// What a mechanism asks the engine to do. Mechanisms never call each
+/// other or the engine: they change their own state and list effects, and
+/// [`Machine::apply`] carries them out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    Guest,
-    Host,
-    Idle,
+enum Effect {
+    /// Schedule `event` at `at` (replacing a pending cancellable one).
+    Schedule {
+        at: u64,
+        event: Event,
+    },
+    /// Withdraw the pending cancellable event with `event`'s key.
+    Cancel(Event),
+    /// A VM exit; the host is then busy for `service_ns`.
+    Exit {
+        vcpu: usize,
+        reason: ExitReason,
+        service_ns: u64,
+    },
+    /// Stop the clock of the vCPU's step in progress.
+    Suspend(usize),
+    /// Run the guest's instructions until one takes time.
+    RunGuest(usize),
+    /// The guest starts the handler for `vector`.
+    StartHandler {
+        vcpu: usize,
+        vector: u8,
+    },
+    /// Deliver whatever the guest can take now.
+    TryDeliver(usize),
+    GuestEoi(usize),
+    TimerWrite {
+        vcpu: usize,
+        write: TimerWrite,
+    },
+    SubmitBlock(usize),
+    SendIpi(usize),
+    GuestHalt(usize),
+    NetperfRespond {
+        vcpu: usize,
+        queue: RxQueueKind,
+    },
+    /// A fixed interrupt reaches a core's LAPIC.
+    DeliverPhysical {
+        core: usize,
+        vector: u8,
+    },
+    /// The core looks at what is pending in its IRR.
+    PhysicalPending(usize),
+    HostInterrupt {
+        core: usize,
+        message: NmiMessage,
+    },
+    Nmi {
+        core: usize,
+        message: NmiMessage,
+    },
+    /// The host's handler for a vector it took.
+    HostVector {
+        core: usize,
+        vector: u8,
+    },
+    QueueVirtual {
+        vcpu: usize,
+        vector: u8,
+    },
+    SignalVirtual {
+        vcpu: usize,
+        vector: u8,
+    },
+    Wake(usize),
+    EnterGuest(usize),
+    /// The rest of the host's work once its interrupt handlers ran.
+    FinishHostWork {
+        core: usize,
+        extra_ns: u64,
+    },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum NmiMessage {
-    AssignedInterrupt { vm: u32 },
-    SliceEnd,
-    Kick,
-}
+/// The effects a mechanism lists, in order.
+#[derive(Default, Debug)]
+struct Effects(Vec<Effect>);
 
-struct Core {
-    lapic: Lapic,
-    mode: Mode,
-    mode_since: u64,
-    /// The vCPU scheduled here (running, in an exit, or halted).
-    current: Option<usize>,
-    runqueue: Vec<usize>,
-    /// The vCPU whose timer the physical LAPIC timer holds (pass-through).
-    timer_owner: Option<usize>,
-    /// The timer is armed for a vCPU other than the current one.
-    timer_misowned: bool,
-    nmi_mailbox: Vec<NmiMessage>,
-    /// Interrupts taken in host mode before the next entry are free up to
-    /// this many (the exit that brought the core here already paid).
-    free_host_irqs: u32,
-    slice_due: bool,
-    /// Host halt polling: a wake-up before this time needs no sleep/wake.
-    halt_poll_until: u64,
-    guest_ns: u64,
-    /// Time asleep: idle and past any halt-polling window.
-    asleep_ns: u64,
-    hosts_vcpus: bool,
-    /// The VMs whose VF host vectors this core allocated, in vector order
-    /// from `HOST_VF_VECTOR_BASE`.
-    vf_vectors: Vec<usize>,
-}
-
-impl AsRef<Lapic> for Core {
-    fn as_ref(&self) -> &Lapic {
-        &self.lapic
+impl Effects {
+    fn push(&mut self, effect: Effect) {
+        self.0.push(effect);
     }
-}
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum VcpuState {
-    Running,
-    Runnable,
-    Halted,
-}
+    fn schedule(&mut self, at: u64, event: Event) {
+        self.push(Effect::Schedule { at, event });
+    }
 
-struct Vcpu {
-    vm: usize,
-    index_in_vm: usize,
-    home_core: usize,
-    vlapic: Lapic,
-    vmcs: Vmcs,
-    pid: PostedInterruptDescriptor,
-    /// DID's queue of virtual interrupts awaiting self-IPI injection.
-    virtual_pending: VectorSet,
-    frames: Vec<Frame>,
-    interruptible: bool,
-    state: VcpuState,
-    step_started: u64,
-    /// A timed step (or the spin loop) is executing; `run_guest` must not
-    /// start it again.
-    step_running: bool,
-    spin_since: Option<u64>,
-    spin_ns: u64,
-    /// DID: the guest's timer while the vCPU is descheduled, kept on the
-    /// designated core.
-    parked_timer: Option<u64>,
-    /// The expiry the guest asked for (cyclictest's target time).
-    timer_target: Option<u64>,
-    ipi_sent_at: Option<u64>,
-    halt_requested: bool,
-    /// A vector acknowledged from the software LAPIC, injected at entry.
-    injecting: Option<u8>,
-}
+    /// Schedules the cancellable `event` at `at`, or cancels it when `at`
+    /// is None.
+    fn reschedule(&mut self, at: Option<u64>, event: Event) {
+        self.push(match at {
+            Some(at) => Effect::Schedule { at, event },
+            None => Effect::Cancel(event),
+        });
+    }
 
-struct Vm {
-    vcpus: Vec<usize>,
-    /// The host vector of the VF's MSI on its vCPU 0's home core.
-    vf_host_vector: u8,
-    vf: RxQueue,
-    virtio: RxQueue,
-    request_sent_at: Option<u64>,
-    backend_busy_until: u64,
-}
-
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub exits: [u64; ExitReason::ALL.len()],
-    pub packets_processed: u64,
-    pub requests_done: u64,
-    pub latencies: Vec<u64>,
-    pub guest_ns: u64,
-    pub asleep_ns: u64,
-    pub guest_core_ns: u64,
-    pub spin_ns: u64,
-    pub events: u64,
+    fn exit(&mut self, vcpu: usize, reason: ExitReason, service_ns: u64) {
+        self.push(Effect::Exit {
+            vcpu,
+            reason,
+            service_ns,
+        });
+    }
 }
 
 pub(crate) struct Machine {
@@ -275,72 +285,103 @@ impl Machine {
         self.cores[core].vf_vectors.get(usize::from(index)).copied()
     }
 
-    /// Schedules `event` `delay` ns from now (replacing a pending
-    /// cancellable one).
-    fn schedule_in_ns(&mut self, delay: u64, event: Event) {
-        self.queue.schedule(self.now + delay, event);
-    }
-
-    /// Withdraws the pending event `event` names the key of.
-    fn cancel(&mut self, event: Event) {
-        if let Some(key) = event.key() {
-            self.queue.cancel(key);
-        }
-    }
-
-    /// Schedules the keyed `event` at `at`, or cancels it when `at` is None.
-    fn reschedule(&mut self, at: Option<u64>, event: Event) {
-        match at {
-            Some(at) => self.queue.schedule(at, event),
-            None => self.cancel(event),
-        }
-    }
-
-    fn arm_slice(&mut self, core: usize, delay: u64) {
-        self.schedule_in_ns(delay, Event::SliceEnd { core: core as u32 });
-    }
-
     pub(crate) fn run(&mut self) {
+        let mut fx = Effects::default();
         while let Some((time, event)) = self.queue.pop() {
             if time > self.end {
                 break;
             }
             self.now = time;
             self.counters.events += 1;
-            self.dispatch(event);
+            self.dispatch(event, &mut fx);
+            self.apply(&mut fx);
             self.checker.event_done();
         }
         self.now = self.end;
         self.finish();
     }
 
-    fn dispatch(&mut self, event: Event) {
+    /// The one place effects take place. Each effect's own effects are
+    /// applied before the next one (depth first), so a mechanism's effects
+    /// happen in the order it listed them. `fx` is the stack: the top is
+    /// the next effect, and a mechanism's list is reversed in place onto it.
+    fn apply(&mut self, fx: &mut Effects) {
+        fx.0.reverse();
+        while let Some(effect) = fx.0.pop() {
+            let listed_from = fx.0.len();
+            self.perform(effect, fx);
+            fx.0[listed_from..].reverse();
+        }
+    }
+
+    fn perform(&mut self, effect: Effect, fx: &mut Effects) {
+        match effect {
+            Effect::Schedule { at, event } => self.queue.schedule(at, event),
+            Effect::Cancel(event) => {
+                if let Some(key) = event.key() {
+                    self.queue.cancel(key);
+                }
+            }
+            Effect::Exit {
+                vcpu,
+                reason,
+                service_ns,
+            } => self.exit(vcpu, reason, service_ns, fx),
+            Effect::Suspend(vcpu) => self.suspend(vcpu, fx),
+            Effect::RunGuest(vcpu) => self.run_guest(vcpu, fx),
+            Effect::StartHandler { vcpu, vector } => self.deliver_to_guest(vcpu, vector, fx),
+            Effect::TryDeliver(vcpu) => self.try_deliver(vcpu, fx),
+            Effect::GuestEoi(vcpu) => self.guest_eoi(vcpu, fx),
+            Effect::TimerWrite { vcpu, write } => self.guest_timer_write(vcpu, write, fx),
+            Effect::SubmitBlock(vcpu) => self.guest_submit_block(vcpu, fx),
+            Effect::SendIpi(vcpu) => self.guest_send_ipi(vcpu, fx),
+            Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
+            Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
+            Effect::DeliverPhysical { core, vector } => self.deliver_physical(core, vector, fx),
+            Effect::PhysicalPending(core) => self.physical_pending(core, fx),
+            Effect::HostInterrupt { core, message } => self.host_interrupt(core, message, fx),
+            Effect::Nmi { core, message } => self.send_nmi(core, message, fx),
+            Effect::HostVector { core, vector } => self.host_handle_vector(core, vector, fx),
+            Effect::QueueVirtual { vcpu, vector } => self.queue_virtual(vcpu, vector, fx),
+            Effect::SignalVirtual { vcpu, vector } => self.signal_virtual(vcpu, vector, fx),
+            Effect::Wake(vcpu) => self.wake(vcpu, fx),
+            Effect::EnterGuest(core) => self.enter_guest(core, fx),
+            Effect::FinishHostWork { core, extra_ns } => self.finish_host_work(core, extra_ns, fx),
+        }
+    }
+
+    fn dispatch(&mut self, event: Event, fx: &mut Effects) {
         match event {
-            Event::PacketArrival { vm, queue } => self.packet_arrival(vm as usize, queue),
-            Event::CoalesceTimeout { vm } => self.maybe_fire_vf(vm as usize, true),
-            Event::BackendDone { vm, job } => self.backend_done(vm as usize, job),
+            Event::PacketArrival { vm, queue } => self.packet_arrival(vm as usize, queue, fx),
+            Event::CoalesceTimeout { vm } => self.maybe_fire_vf(vm as usize, true, fx),
+            Event::BackendDone { vm, job } => self.backend_done(vm as usize, job, fx),
             Event::HostDone { core } => {
                 let core = core as usize;
                 if self.cores[core].mode == Mode::Host {
-                    self.host_done(core);
+                    self.host_done(core, fx);
                 }
             }
-            Event::GuestStep { vcpu } => self.finish_timed_step(vcpu as usize),
-            Event::PhysicalTimer { core } => self.physical_timer(core as usize),
-            Event::HostTimer { vcpu } => self.host_timer(vcpu as usize),
-            Event::SliceEnd { core } => self.host_interrupt(core as usize, NmiMessage::SliceEnd),
+            Event::GuestStep { vcpu } => self.finish_timed_step(vcpu as usize, fx),
+            Event::PhysicalTimer { core } => self.physical_timer(core as usize, fx),
+            Event::HostTimer { vcpu } => self.host_timer(vcpu as usize, fx),
+            Event::SliceEnd { core } => {
+                self.host_interrupt(core as usize, NmiMessage::SliceEnd, fx)
+            }
             Event::BackgroundExit { vcpu, reason } => {
                 let vcpu = vcpu as usize;
                 if self.in_guest(vcpu) {
-                    self.exit(vcpu, reason, self.profile.exit_cost(reason));
+                    fx.exit(vcpu, reason, self.profile.exit_cost(reason));
                 }
-                self.schedule_background_exit(vcpu, reason);
+                self.schedule_background_exit(vcpu, reason, fx);
             }
             Event::GuestIpi { vcpu } => {
                 let vcpu = vcpu as usize;
                 let vm = self.vcpus[vcpu].vm;
                 self.raise(vm, GUEST_IPI_VECTOR);
-                self.signal_virtual(vcpu, GUEST_IPI_VECTOR);
+                fx.push(Effect::SignalVirtual {
+                    vcpu,
+                    vector: GUEST_IPI_VECTOR,
+                });
             }
             Event::RemoteRequest { vm } => {
                 let vm = vm as usize;
@@ -351,8 +392,8 @@ impl Machine {
                     self.counters.requests_done += 1;
                 }
                 match self.spec.group.transport {
-                    Transport::Pv => self.backend_start(vm, BackendJob::RxPacket),
-                    _ => self.rx_packet(vm, RxQueueKind::Vf),
+                    Transport::Pv => self.backend_start(vm, BackendJob::RxPacket, fx),
+                    _ => self.rx_packet(vm, RxQueueKind::Vf, fx),
                 }
             }
         }
@@ -450,9 +491,11 @@ impl Machine {
             .map(|&core| self.cores[core].asleep_ns)
             .sum();
         self.counters.guest_core_ns = guest_cores.len() as u64 * self.end;
+        let mut fx = Effects::default();
         for vcpu in 0..self.vcpus.len() {
-            self.suspend(vcpu);
+            self.suspend(vcpu, &mut fx);
         }
+        self.apply(&mut fx);
         self.counters.spin_ns = self.vcpus.iter().map(|v| v.spin_ns).sum();
         self.count_lost();
     }

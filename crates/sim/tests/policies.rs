@@ -86,13 +86,14 @@ fn vanilla_sriov_interrupt_exits_extint_then_msrwr_for_the_eoi() {
     assert!(handled > 0.0);
     assert_eq!(exits(run, "EXTINT"), handled);
     assert_eq!(exits(run, "MSRWR"), handled);
-    // On the vCPU's core: EXTINT, then the handler, then the EOI's MSRWR.
+    // On the vCPU's core: EXTINT, then the handler, then the EOI's MSRWR
+    // (exits are the host slices they start, handlers zero-length slices).
     let trace = output.trace.expect("trace requested");
     let sequence: Vec<&str> = trace["traceEvents"]
         .as_array()
         .expect("event list")
         .iter()
-        .filter(|event| event["tid"] == 1 && event["ph"] == "i")
+        .filter(|event| event["tid"] == 1 && event["ph"] == "X")
         .filter_map(|event| event["name"].as_str())
         .filter(|name| matches!(*name, "EXTINT" | "MSRWR" | "handle 0x41"))
         .collect();

@@ -26,7 +26,7 @@ pub enum UserspaceExit {
 }
 
 impl UserspaceExit {
-    const ALL: [UserspaceExit; 10] = [
+    pub const ALL: [UserspaceExit; 10] = [
         UserspaceExit::Io,
         UserspaceExit::Mmio,
         UserspaceExit::MsrRead,
@@ -39,6 +39,7 @@ impl UserspaceExit {
         UserspaceExit::Other,
     ];
 
+    /// The name the run loop counts it under: KVM's `KVM_EXIT_*` reason.
     pub fn name(self) -> &'static str {
         match self {
             UserspaceExit::Io => "io",
@@ -111,8 +112,117 @@ impl ExitCounters {
     }
 }
 
-/// The in-kernel counters reported as exit reasons: KVM's `*_exits` stats
-/// and the other exit-causing events it counts.
+/// VM exit reasons as Intel's SDM (volume 3, appendix C) and Linux's
+/// `VMX_EXIT_REASONS` (what `perf kvm stat` prints) name them: the one
+/// naming of the simulator's, the real runs' and the report's exits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum VmxExit {
+    ExceptionNmi,
+    ExternalInterrupt,
+    InterruptWindow,
+    NmiWindow,
+    Hlt,
+    Vmcall,
+    IoInstruction,
+    MsrRead,
+    MsrWrite,
+    ApicAccess,
+    EoiInduced,
+    EptViolation,
+    EptMisconfig,
+    /// Exits no KVM statistic categorizes (on kvm_pvm: the privileged
+    /// instructions it emulates, which VMX would report as their own reasons).
+    Other,
+}
+
+impl VmxExit {
+    pub const ALL: [VmxExit; 14] = [
+        VmxExit::ExceptionNmi,
+        VmxExit::ExternalInterrupt,
+        VmxExit::InterruptWindow,
+        VmxExit::NmiWindow,
+        VmxExit::Hlt,
+        VmxExit::Vmcall,
+        VmxExit::IoInstruction,
+        VmxExit::MsrRead,
+        VmxExit::MsrWrite,
+        VmxExit::ApicAccess,
+        VmxExit::EoiInduced,
+        VmxExit::EptViolation,
+        VmxExit::EptMisconfig,
+        VmxExit::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VmxExit::ExceptionNmi => "EXCEPTION_NMI",
+            VmxExit::ExternalInterrupt => "EXTERNAL_INTERRUPT",
+            VmxExit::InterruptWindow => "INTERRUPT_WINDOW",
+            VmxExit::NmiWindow => "NMI_WINDOW",
+            VmxExit::Hlt => "HLT",
+            VmxExit::Vmcall => "VMCALL",
+            VmxExit::IoInstruction => "IO_INSTRUCTION",
+            VmxExit::MsrRead => "MSR_READ",
+            VmxExit::MsrWrite => "MSR_WRITE",
+            VmxExit::ApicAccess => "APIC_ACCESS",
+            VmxExit::EoiInduced => "EOI_INDUCED",
+            VmxExit::EptViolation => "EPT_VIOLATION",
+            VmxExit::EptMisconfig => "EPT_MISCONFIG",
+            VmxExit::Other => "OTHER",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<VmxExit> {
+        VmxExit::ALL.into_iter().find(|exit| exit.name() == name)
+    }
+
+    /// The VM exits a KVM per-vCPU statistic counts. The other statistics
+    /// count no exit of their own: `insn_emulation` counts emulated
+    /// instructions, `signal_exits` and `request_irq_exits` count returns to
+    /// userspace whose VM exit another statistic already counted.
+    pub fn of_kvm_stat(stat: &str) -> Option<VmxExit> {
+        KVM_STAT_EXITS
+            .iter()
+            .find(|(name, _)| *name == stat)
+            .map(|(_, exit)| *exit)
+    }
+}
+
+/// KVM's per-vCPU statistics that count VM exits, and the exit each counts
+/// (`mmio_exits` are MMIO accesses KVM passes to userspace, which VMX
+/// reports as EPT misconfigurations).
+pub const KVM_STAT_EXITS: [(&str, VmxExit); 7] = [
+    ("halt_exits", VmxExit::Hlt),
+    ("io_exits", VmxExit::IoInstruction),
+    ("irq_exits", VmxExit::ExternalInterrupt),
+    ("irq_window_exits", VmxExit::InterruptWindow),
+    ("nmi_window_exits", VmxExit::NmiWindow),
+    ("mmio_exits", VmxExit::EptMisconfig),
+    ("hypercalls", VmxExit::Vmcall),
+];
+
+impl From<UserspaceExit> for VmxExit {
+    /// The VM exit behind each return of KVM_RUN to the VMM.
+    fn from(exit: UserspaceExit) -> Self {
+        match exit {
+            UserspaceExit::Io => VmxExit::IoInstruction,
+            UserspaceExit::Mmio => VmxExit::EptMisconfig,
+            UserspaceExit::MsrRead => VmxExit::MsrRead,
+            UserspaceExit::MsrWrite => VmxExit::MsrWrite,
+            UserspaceExit::IrqWindow => VmxExit::InterruptWindow,
+            UserspaceExit::Hlt => VmxExit::Hlt,
+            // The VMM's kick is a signal: an IPI to the vCPU's core.
+            UserspaceExit::Interrupted => VmxExit::ExternalInterrupt,
+            UserspaceExit::Hypercall => VmxExit::Vmcall,
+            UserspaceExit::IoapicEoi => VmxExit::EoiInduced,
+            UserspaceExit::Other => VmxExit::Other,
+        }
+    }
+}
+
+/// The in-kernel statistics kept in [`ExitSummary::by_reason`]: those
+/// that count exits and the exit-related events KVM counts besides.
 const KERNEL_EXIT_STATS: &[&str] = &[
     "halt_exits",
     "io_exits",
@@ -129,8 +239,6 @@ const KERNEL_EXIT_STATS: &[&str] = &[
 /// kvm_pvm's emulator, only the trapped ones in its native mode.
 pub const INSN_EMULATION_STAT: &str = "insn_emulation";
 const KERNEL_TOTAL_STAT: &str = "exits";
-/// The exits KVM counted that none of its categories claims.
-pub const UNCATEGORIZED: &str = "other (no KVM category)";
 const KERNEL_SIGNAL_EXITS_STAT: &str = "signal_exits";
 
 #[derive(Debug, thiserror::Error)]
@@ -211,8 +319,9 @@ pub struct ExitSummary {
     /// KVM's per-category exit counters (`io_exits`, `halt_exits`, `irq_exits`, ...)
     /// and the other exit-related events it counts (`insn_emulation`, `hypercalls`).
     pub by_reason: BTreeMap<String, u64>,
-    /// The exits themselves by KVM category (`*_exits`, `hypercalls`), with
-    /// what no category claims as [`UNCATEGORIZED`]: sums to `total`.
+    /// The exits themselves by VMX exit reason ([`VmxExit::name`], mapped
+    /// from KVM's statistics by [`VmxExit::of_kvm_stat`]), with what no
+    /// statistic claims as `OTHER`: sums to `total`.
     pub by_category: BTreeMap<String, u64>,
     /// Userspace exits by reason, summed over vCPUs.
     pub userspace_by_reason: BTreeMap<String, u64>,
@@ -304,14 +413,15 @@ impl ExitSummary {
 /// one per instruction KVM emulated): they are left out, so the categories
 /// sum to the exits.
 fn categorize(by_reason: &BTreeMap<String, u64>, total: u64) -> BTreeMap<String, u64> {
-    let mut categories: BTreeMap<String, u64> = by_reason
-        .iter()
-        .filter(|(name, _)| name.ends_with("_exits") || name.as_str() == "hypercalls")
-        .map(|(name, count)| (name.clone(), *count))
-        .collect();
+    let mut categories: BTreeMap<String, u64> = BTreeMap::new();
+    for (stat, count) in by_reason {
+        if let Some(exit) = VmxExit::of_kvm_stat(stat) {
+            *categories.entry(exit.name().to_string()).or_insert(0) += count;
+        }
+    }
     let other = total.saturating_sub(categories.values().sum());
     if other > 0 {
-        categories.insert(UNCATEGORIZED.into(), other);
+        categories.insert(VmxExit::Other.name().into(), other);
     }
     categories
 }
@@ -360,8 +470,8 @@ mod tests {
         assert_eq!(summary.userspace_by_reason.get("hlt"), Some(&100));
         assert_eq!(summary.vcpu_cpu_s, 0.25);
         // 149 exits: 100 HLT, 49 with no KVM category.
-        assert_eq!(summary.by_category.get("halt_exits"), Some(&100));
-        assert_eq!(summary.by_category.get(UNCATEGORIZED), Some(&49));
+        assert_eq!(summary.by_category.get("HLT"), Some(&100));
+        assert_eq!(summary.by_category.get("OTHER"), Some(&49));
     }
 
     #[test]
@@ -369,15 +479,36 @@ mod tests {
         let by_reason: BTreeMap<String, u64> = [
             ("io_exits", 1000),
             ("irq_window_exits", 500),
+            ("signal_exits", 300),
             ("insn_emulation", 9000),
         ]
         .into_iter()
         .map(|(name, count)| (name.to_string(), count))
         .collect();
         let categories = categorize(&by_reason, 2000);
-        assert_eq!(categories.get("insn_emulation"), None);
-        assert_eq!(categories.get(UNCATEGORIZED), Some(&500));
+        assert_eq!(categories.get("IO_INSTRUCTION"), Some(&1000));
+        assert_eq!(categories.get("INTERRUPT_WINDOW"), Some(&500));
+        // Neither emulations nor returns to userspace are exits of their own.
+        assert_eq!(categories.len(), 3, "{categories:?}");
+        assert_eq!(categories.get("OTHER"), Some(&500));
         assert_eq!(categories.values().sum::<u64>(), 2000);
+    }
+
+    #[test]
+    fn every_exit_statistic_and_userspace_exit_has_one_vmx_name() {
+        for (stat, exit) in KVM_STAT_EXITS {
+            assert!(KERNEL_EXIT_STATS.contains(&stat), "{stat} is not read");
+            assert_eq!(VmxExit::of_kvm_stat(stat), Some(exit));
+        }
+        assert_eq!(VmxExit::of_kvm_stat("insn_emulation"), None);
+        for exit in VmxExit::ALL {
+            assert_eq!(VmxExit::from_name(exit.name()), Some(exit));
+            assert_eq!(
+                serde_json::to_value(exit).expect("serializes"),
+                serde_json::json!(exit.name())
+            );
+        }
+        assert_eq!(VmxExit::from(UserspaceExit::Hlt), VmxExit::Hlt);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The result of one run, serialized as `dirq run --json` prints it, and
-//! its human-readable form: a `perf kvm stat`-style exit table and a
+//! its human-readable form: `perf kvm stat`-style exit tables and a
 //! cyclictest-style latency line.
 
 use std::collections::BTreeMap;
@@ -9,9 +9,22 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{BenchConfig, GuestExec};
-use crate::exits::{ExitSummary, INSN_EMULATION_STAT};
+use crate::exits::{ExitSummary, UserspaceExit, VmxExit, INSN_EMULATION_STAT};
 use crate::machine::MachineFacts;
 use crate::placement::Placement;
+
+/// Log-spaced histogram buckets: the first ends at this many ns, each
+/// next one is 5% wider, so a CDF drawn from them is within 5% in latency.
+const FIRST_BUCKET_NS: u64 = 100;
+const BUCKET_GROWTH: f64 = 1.05;
+
+/// One bucket of a latency histogram: `count` samples above the previous
+/// bucket's `le_ns` and at most this one's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub le_ns: u64,
+    pub count: u64,
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
@@ -21,6 +34,9 @@ pub struct LatencySummary {
     pub p50: u64,
     pub p99: u64,
     pub max: u64,
+    /// The HdrHistogram's non-empty log buckets, in ascending order.
+    #[serde(default)]
+    pub histogram: Vec<Bucket>,
 }
 
 impl LatencySummary {
@@ -31,6 +47,14 @@ impl LatencySummary {
         for &sample in samples {
             histogram.record(sample).ok()?;
         }
+        let buckets = histogram
+            .iter_log(FIRST_BUCKET_NS, BUCKET_GROWTH)
+            .filter(|step| step.count_since_last_iteration() > 0)
+            .map(|step| Bucket {
+                le_ns: step.value_iterated_to(),
+                count: step.count_since_last_iteration(),
+            })
+            .collect();
         Some(LatencySummary {
             samples: histogram.len(),
             mean: histogram.mean(),
@@ -38,6 +62,7 @@ impl LatencySummary {
             p50: histogram.value_at_quantile(0.5),
             p99: histogram.value_at_quantile(0.99),
             max: histogram.max(),
+            histogram: buckets,
         })
     }
 }
@@ -143,6 +168,97 @@ impl RunReport {
     }
 }
 
+/// Why the exit tables have no times: said under each table.
+const KERNEL_TIME_NOTE: &str = "Time%, Min, Max, Avg time: not measured. KVM's kvm_exit/kvm_entry \
+tracepoints would time these exits; on kvm_pvm they record no VM-EXIT samples.";
+const USERSPACE_TIME_NOTE: &str =
+    "Time%, Min, Max, Avg time: not measured (the run loop does not time its exits yet).";
+
+/// A table in the text style every dirq command prints.
+pub fn text_table(header: &[&str]) -> comfy_table::Table {
+    let mut table = comfy_table::Table::new();
+    table
+        .load_preset(comfy_table::presets::UTF8_HORIZONTAL_ONLY)
+        .remove_style(comfy_table::TableComponent::HorizontalLines)
+        .remove_style(comfy_table::TableComponent::MiddleHeaderIntersections)
+        .set_header(header.iter().copied());
+    for index in 1..header.len() {
+        if let Some(column) = table.column_mut(index) {
+            column.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+    table
+}
+
+/// `perf kvm stat report`'s table: one row per exit reason, largest first.
+fn exit_table(rows: &BTreeMap<String, u64>, interrupts: u64) -> comfy_table::Table {
+    let mut table = text_table(&[
+        "VM-EXIT",
+        "Samples",
+        "Samples%",
+        "Time%",
+        "Min Time",
+        "Max Time",
+        "Avg time",
+        "per interrupt",
+    ]);
+    let total: u64 = rows.values().sum();
+    let mut sorted: Vec<_> = rows.iter().filter(|(_, count)| **count > 0).collect();
+    sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (reason, count) in sorted {
+        table.add_row(vec![
+            reason.clone(),
+            count.to_string(),
+            format!("{:.2}%", 100.0 * per(*count, total)),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            format!("{:.3}", per(*count, interrupts)),
+        ]);
+    }
+    table
+}
+
+impl RunReport {
+    /// Userspace exits by VMX reason (several `KVM_EXIT_*` reasons may
+    /// share one), kicks that arrived before guest entry left out.
+    fn userspace_exits_by_vmx_reason(&self) -> BTreeMap<String, u64> {
+        let mut rows = BTreeMap::new();
+        for reason in UserspaceExit::ALL {
+            let count = self
+                .exits
+                .userspace_by_reason
+                .get(reason.name())
+                .copied()
+                .unwrap_or(0);
+            *rows
+                .entry(VmxExit::from(reason).name().to_string())
+                .or_insert(0) += count;
+        }
+        // Kicks that found the vCPU outside the guest made no exit.
+        let kicks = VmxExit::from(UserspaceExit::Interrupted).name().to_string();
+        let counted: u64 = rows.values().sum();
+        if let Some(value) = rows.get_mut(&kicks) {
+            *value = value.saturating_sub(counted.saturating_sub(self.exits.userspace));
+        }
+        rows
+    }
+
+    /// KVM's statistics that count no exit: emulations, injections, wake-ups.
+    fn other_kvm_stats(&self) -> BTreeMap<String, u64> {
+        let mut stats = BTreeMap::new();
+        for vcpu in &self.exits.per_vcpu {
+            for (name, value) in &vcpu.kvm_stats {
+                if name != "exits" && VmxExit::of_kvm_stat(name).is_none() {
+                    *stats.entry(name.clone()).or_insert(0) += value;
+                }
+            }
+        }
+        stats
+    }
+}
+
 impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}  {}", self.bench, self.path())?;
@@ -172,48 +288,47 @@ impl fmt::Display for RunReport {
         writeln!(f)?;
         writeln!(
             f,
-            "{:>20} {:>10} {:>8} {:>12}",
-            "VM-EXIT (in KVM)", "Samples", "Samples%", "per interrupt"
+            "Analyze events for all VMs, all VCPUs: every VM exit KVM counted, by VMX reason"
         )?;
-        let kernel_total: u64 = self.exits.by_reason.values().sum();
-        let mut rows: Vec<_> = self.exits.by_reason.iter().collect();
-        rows.sort_by(|a, b| b.1.cmp(a.1));
-        for (reason, count) in rows {
-            writeln!(
-                f,
-                "{:>20} {:>10} {:>7.2}% {:>12.3}",
-                reason,
-                count,
-                100.0 * per(*count, kernel_total),
-                per(*count, self.interrupts)
-            )?;
-        }
+        writeln!(
+            f,
+            "{}",
+            exit_table(&self.exits.by_category, self.interrupts)
+        )?;
+        writeln!(f, "{KERNEL_TIME_NOTE}")?;
         writeln!(f)?;
         writeln!(
             f,
-            "{:>20} {:>10} {:>8} {:>12}",
-            "TO USERSPACE", "Samples", "Samples%", "per interrupt"
+            "The exits that returned to the VMM (userspace), by VMX reason"
         )?;
-        let mut rows: Vec<_> = self.exits.userspace_by_reason.iter().collect();
-        rows.sort_by(|a, b| b.1.cmp(a.1));
-        for (reason, count) in rows {
-            writeln!(
-                f,
-                "{:>20} {:>10} {:>7.2}% {:>12.3}",
-                reason,
-                count,
-                100.0 * per(*count, self.exits.userspace),
-                per(*count, self.interrupts)
-            )?;
+        writeln!(
+            f,
+            "{}",
+            exit_table(&self.userspace_exits_by_vmx_reason(), self.interrupts)
+        )?;
+        writeln!(f, "{USERSPACE_TIME_NOTE}")?;
+        let other = self.other_kvm_stats();
+        if !other.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "Other KVM statistics (events, not exits)")?;
+            let mut table = text_table(&["statistic", "count", "per interrupt"]);
+            for (name, count) in &other {
+                table.add_row(vec![
+                    name.clone(),
+                    count.to_string(),
+                    format!("{:.3}", per(*count, self.interrupts)),
+                ]);
+            }
+            writeln!(f, "{table}")?;
         }
+        writeln!(f)?;
         for vcpu in &self.exits.per_vcpu {
             writeln!(
                 f,
-                "vCPU {}: exits {} (userspace {}, kernel {})",
-                vcpu.cpu, vcpu.total, vcpu.userspace, vcpu.kernel
+                "vCPU {}: exits {} (userspace {}, kernel {}), CPU {:.3} s",
+                vcpu.cpu, vcpu.total, vcpu.userspace, vcpu.kernel, vcpu.cpu_s
             )?;
         }
-        writeln!(f)?;
         if let Some(latency) = &self.latency_ns {
             writeln!(
                 f,
@@ -257,5 +372,24 @@ mod tests {
         );
         assert!((summary.mean - 500_500.0).abs() <= 500.0, "{summary:?}");
         assert!(LatencySummary::from_samples_ns(&[]).is_none());
+    }
+
+    #[test]
+    fn histogram_buckets_hold_every_sample_in_ascending_log_buckets() {
+        let samples: Vec<u64> = (1..=1000).map(|i| i * 1000).collect();
+        let summary = LatencySummary::from_samples_ns(&samples).expect("non-empty");
+        let buckets = &summary.histogram;
+        assert_eq!(buckets.iter().map(|b| b.count).sum::<u64>(), 1000);
+        assert!(buckets.windows(2).all(|pair| pair[0].le_ns < pair[1].le_ns));
+        // 1 us to 1 ms in 5% steps is about 142 buckets; below 20 us some
+        // fall between two samples 1 us apart and are left out.
+        assert!((90..=145).contains(&buckets.len()), "{}", buckets.len());
+        assert!(buckets.iter().all(|b| b.count > 0));
+        let below_10us: u64 = buckets
+            .iter()
+            .filter(|b| b.le_ns <= 10_000)
+            .map(|b| b.count)
+            .sum();
+        assert!((9..=10).contains(&below_10us), "{below_10us}");
     }
 }

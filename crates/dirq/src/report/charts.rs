@@ -1,9 +1,9 @@
 //! Chart builders shared by the report's sections: exit-reason bars, latency
-//! CDFs, one-line-per-group plots, and the tables that go beside them.
+//! distributions, one-line-per-group plots, and the tables that go below them.
 
 use std::collections::BTreeMap;
 
-use super::data::{Axis, Chart, NamedValues, Scale, Series, SeriesStyle, Table, TableRow};
+use super::data::{Axis, Chart, NamedValues, Scale, Series, SeriesStyle, Spread, Table, TableRow};
 use super::figures::compact_number;
 use super::views::Latency;
 
@@ -68,24 +68,14 @@ pub fn exit_table(first_column: &str, chart: &Chart, unit: &str) -> Table {
     }
 }
 
-/// Latency CDFs, one line per entry, on a log latency axis, and the table
-/// of their percentiles.
-pub fn latency_cdf(entries: &[(String, Latency)]) -> (Chart, Table) {
-    let chart = Chart::Xy {
-        x_axis: Axis {
-            label: "latency (ns, log scale)".into(),
-            scale: Scale::Log,
-        },
-        y_axis: Axis {
-            label: "fraction of samples at or below".into(),
-            scale: Scale::Linear,
-        },
-        series: entries
+/// Latency percentiles as points, one series per entry, and their table.
+pub fn latency_percentiles(entries: &[(String, Latency)]) -> (Chart, Table) {
+    let chart = latency_chart(
+        entries
             .iter()
-            .map(|(label, latency)| latency.cdf_series(label))
+            .map(|(label, latency)| latency.percentile_points(label))
             .collect(),
-        identity_line: false,
-    };
+    );
     let table = Table {
         title: String::new(),
         columns: ["run", "mean (ns)", "p50 (ns)", "p99 (ns)", "max (ns)"]
@@ -107,23 +97,66 @@ pub fn latency_cdf(entries: &[(String, Latency)]) -> (Chart, Table) {
     (chart, table)
 }
 
-/// One line per group through `(x, y)` points, sorted by x, and a table of
-/// every point.
+/// Latency distributions on a latency axis (log if it spans decades)
+/// against the fraction of samples at or below.
+pub fn latency_chart(series: Vec<Series>) -> Chart {
+    let x_values = series.iter().flat_map(|s| s.points.iter().map(|p| p[0]));
+    Chart::Xy {
+        x_axis: Axis {
+            label: "latency (ns)".into(),
+            scale: auto_scale(x_values),
+        },
+        y_axis: Axis {
+            label: "fraction of samples at or below".into(),
+            scale: Scale::Linear,
+        },
+        series,
+        identity_line: false,
+    }
+}
+
+/// Log when the values span two decades or more, else linear: a log axis
+/// on a narrow range only hides differences.
+pub fn auto_scale(values: impl IntoIterator<Item = f64>) -> Scale {
+    let (low, high) = values
+        .into_iter()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if high > 0.0 && high / low >= 100.0 {
+        Scale::Log
+    } else {
+        Scale::Linear
+    }
+}
+
+/// One point of a line: its group (the line), x, and y over repeated runs.
+pub struct LinePoint {
+    pub group: String,
+    pub x: f64,
+    pub y: Spread,
+}
+
+/// One line per group through its points, sorted by x, with a whisker
+/// where a point ran more than once; and a table of every point, with the
+/// points above `ceiling` (values that cannot be true) flagged.
 pub fn grouped_lines(
     x_axis: Axis,
     y_axis: Axis,
-    points: &[(String, f64, f64)],
+    points: &[LinePoint],
     format_y: fn(f64) -> String,
+    ceiling: Option<f64>,
 ) -> (Chart, Table) {
-    let mut groups: Vec<(String, Vec<[f64; 2]>)> = Vec::new();
-    for (group, x, y) in points {
-        match groups.iter_mut().find(|(name, _)| name == group) {
-            Some((_, line)) => line.push([*x, *y]),
-            None => groups.push((group.clone(), vec![[*x, *y]])),
+    let mut groups: Vec<(String, Vec<&LinePoint>)> = Vec::new();
+    for point in points {
+        match groups.iter_mut().find(|(name, _)| *name == point.group) {
+            Some((_, line)) => line.push(point),
+            None => groups.push((point.group.clone(), vec![point])),
         }
     }
     for (_, line) in &mut groups {
-        line.sort_by(|a, b| a[0].total_cmp(&b[0]));
+        line.sort_by(|a, b| a.x.total_cmp(&b.x));
     }
     let table = Table {
         title: String::new(),
@@ -131,8 +164,11 @@ pub fn grouped_lines(
         rows: groups
             .iter()
             .flat_map(|(group, line)| {
-                line.iter().map(move |[x, y]| {
-                    TableRow::new(vec![group.clone(), format_value(*x), format_y(*y)])
+                line.iter().map(move |point| {
+                    TableRow::flagged(
+                        vec![group.clone(), format_value(point.x), point.y.text(format_y)],
+                        ceiling.is_some_and(|ceiling| point.y.max > ceiling),
+                    )
                 })
             })
             .collect(),
@@ -142,35 +178,53 @@ pub fn grouped_lines(
         y_axis,
         series: groups
             .into_iter()
-            .map(|(name, points)| Series {
-                name,
-                style: SeriesStyle::Line,
-                points,
-            })
+            .map(|(name, line)| with_ranges(name, SeriesStyle::Line, &line))
             .collect(),
         identity_line: false,
     };
     (chart, table)
 }
 
+/// A series through points measured one or more times: whiskers only when
+/// some point has a range.
+fn with_ranges(name: String, style: SeriesStyle, points: &[&LinePoint]) -> Series {
+    let mut series = Series::new(
+        name,
+        style,
+        points.iter().map(|p| [p.x, p.y.median]).collect(),
+    );
+    if points.iter().any(|p| p.y.runs > 1) {
+        series.y_ranges = points.iter().map(|p| [p.y.min, p.y.max]).collect();
+    }
+    series
+}
+
 /// Latency against CPU burned, one point per labelled `(label, cpu, p50)`:
 /// the trade-off of every halt and polling mode.
-pub fn latency_cpu_scatter(cpu_label: &str, points: &[(String, f64, f64)]) -> Chart {
+pub fn latency_cpu_scatter(
+    cpu_label: &str,
+    latency_label: &str,
+    points: &[(String, f64, Spread)],
+) -> Chart {
+    let latencies = points.iter().flat_map(|(_, _, p50)| [p50.min, p50.max]);
     Chart::Xy {
         x_axis: Axis {
             label: cpu_label.into(),
             scale: Scale::Linear,
         },
         y_axis: Axis {
-            label: "IPI latency p50 (ns, log scale)".into(),
-            scale: Scale::Log,
+            label: latency_label.into(),
+            scale: auto_scale(latencies),
         },
         series: points
             .iter()
-            .map(|(name, cpu, p50)| Series {
-                name: name.clone(),
-                style: SeriesStyle::Points,
-                points: vec![[*cpu, *p50]],
+            .map(|(name, cpu, p50)| {
+                let point = LinePoint {
+                    group: name.clone(),
+                    x: *cpu,
+                    y: *p50,
+                };
+                with_ranges(name.clone(), SeriesStyle::Points, &[&point])
             })
             .collect(),
         identity_line: false,
@@ -236,22 +290,44 @@ mod tests {
 
     #[test]
     fn grouped_lines_sort_each_group_by_x() {
+        let point = |group: &str, x: f64, y: &[f64]| LinePoint {
+            group: group.into(),
+            x,
+            y: Spread::of(y.iter().copied()).expect("values"),
+        };
         let points = vec![
-            ("did".to_string(), 600.0, 0.998),
-            ("vanilla".to_string(), 100.0, 0.96),
-            ("did".to_string(), 100.0, 0.999),
+            point("did", 600.0, &[0.998]),
+            point("vanilla", 100.0, &[0.96, 1.01, 0.97]),
+            point("did", 100.0, &[0.999]),
         ];
         let axis = |label: &str| Axis {
             label: label.into(),
             scale: Scale::Linear,
         };
-        let (chart, table) = grouped_lines(axis("rate"), axis("share"), &points, format_percent);
+        let (chart, table) = grouped_lines(
+            axis("rate"),
+            axis("share"),
+            &points,
+            format_percent,
+            Some(1.0),
+        );
         let Chart::Xy { series, .. } = chart else {
             panic!("lines are xy");
         };
         assert_eq!(series[0].name, "did");
         assert_eq!(series[0].points, vec![[100.0, 0.999], [600.0, 0.998]]);
+        assert!(series[0].y_ranges.is_empty(), "measured once: no whiskers");
+        assert_eq!(series[1].y_ranges, vec![[0.96, 1.01]]);
         assert_eq!(table.rows.len(), 3);
         assert_eq!(table.rows[0].cells[2], "99.90%");
+        // A time in guest above 100% cannot be true: flagged.
+        assert!(table.rows[2].flagged && !table.rows[0].flagged);
+    }
+
+    #[test]
+    fn axes_are_logarithmic_only_over_two_decades() {
+        assert_eq!(auto_scale([40_000.0, 400_000.0]), Scale::Linear);
+        assert_eq!(auto_scale([2_000.0, 400_000.0]), Scale::Log);
+        assert_eq!(auto_scale([0.0, 5.0]), Scale::Linear);
     }
 }

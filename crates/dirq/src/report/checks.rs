@@ -11,17 +11,18 @@ use dirq_sim::policy::PolicyKind;
 use dirq_sim::scenario::Scenario;
 use dirq_sim::CostProfile;
 use dirq_vmm::config::{Bench, BenchConfig, GuestIdle, HaltMode, Irqchip};
+use dirq_vmm::exits::VmxExit;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
 use crate::calibrate::costs::HostCosts;
 
-use super::charts::{exit_bars, exit_table, format_percent, format_value};
-use super::data::{Figure, Section, Table, TableRow};
+use super::charts::{exit_bars, exit_table};
+use super::data::{Figure, Section, Spread, Table, TableRow};
 use super::figures::compact_number;
 use super::model::{comparison_figure, Comparison, Metric};
 use super::plan::path_label;
-use super::real::{RealCase, GUEST_SHARE};
+use super::real::RealCase;
 use super::views::SimRun;
 
 /// The only timer rate the simulator's cyclictest runs: 1 kHz.
@@ -92,7 +93,8 @@ fn twin(config: &BenchConfig, base: &CostProfile, costs: &HostCosts) -> Result<T
         }
         Bench::Ipi => format!(
             "workload = \"ipi\"\nidle = \"{idle}\"\nipi_mode = \"unicast\"\n\
-             host = {{ cores = 3, vms = 1, vcpus_per_vm = 2 }}\n"
+             host = {{ cores = 3, vms = 1, vcpus_per_vm = {} }}\n",
+            twin_vcpus(config)
         ),
         Bench::Whileloop => format!(
             "workload = \"whileloop\"\ntransport = \"pv\"\nrates_pps = [{}]\n",
@@ -104,6 +106,15 @@ fn twin(config: &BenchConfig, base: &CostProfile, costs: &HostCosts) -> Result<T
         group,
         profile: path_profile(base, costs, config),
     })
+}
+
+/// The vCPUs of a twin: two for the IPI ping-pong, one for every other
+/// workload (the scenarios' default).
+fn twin_vcpus(config: &BenchConfig) -> u32 {
+    match config.bench {
+        Bench::Ipi => 2,
+        _ => 1,
+    }
 }
 
 /// One simulated twin run under one policy.
@@ -152,8 +163,8 @@ pub enum ExitStatistic {
     WithoutEmulatedLapicWrites,
 }
 
-/// The simulator's exit reasons of LAPIC register writes.
-const LAPIC_WRITE_REASONS: [&str; 2] = ["MSRWR", "APIC_ACCESS"];
+/// The exit reasons of LAPIC register writes.
+const LAPIC_WRITE_REASONS: [VmxExit; 2] = [VmxExit::MsrWrite, VmxExit::ApicAccess];
 
 impl ExitStatistic {
     pub fn of_backend(backend: Option<&str>) -> Self {
@@ -172,7 +183,7 @@ impl ExitStatistic {
         let uncounted: f64 = if emulated {
             LAPIC_WRITE_REASONS
                 .iter()
-                .filter_map(|reason| run.exits_by_reason_per_s.get(*reason))
+                .filter_map(|reason| run.exits_by_reason_per_s.get(reason.name()))
                 .sum()
         } else {
             0.0
@@ -184,7 +195,7 @@ impl ExitStatistic {
 /// "whileloop · kernel · 10K/s": the bench, the path and, where the bench
 /// has one, the interrupt rate.
 fn configuration_name(case: &RealCase) -> String {
-    let mut name = format!("{} · {}", case.run.bench, case.label);
+    let mut name = format!("{} · {}", case.bench(), case.label);
     if matches!(case.config.bench, Bench::Whileloop | Bench::IrqLatency) {
         name.push_str(&format!(
             " · {}/s",
@@ -194,24 +205,37 @@ fn configuration_name(case: &RealCase) -> String {
     name
 }
 
+/// A real case's latency p50 as the simulator predicts it: one way (the
+/// real IPI bench times a round trip).
+fn one_way_p50(case: &RealCase) -> Option<Spread> {
+    let p50 = case.p50()?;
+    Some(match case.config.bench {
+        Bench::Ipi => Spread {
+            median: p50.median / 2.0,
+            min: p50.min / 2.0,
+            max: p50.max / 2.0,
+            runs: p50.runs,
+        },
+        _ => p50,
+    })
+}
+
 /// The numbers a real run and its twin are compared on.
 fn compare(case: &RealCase, predicted: &SimRun, statistic: ExitStatistic) -> Vec<Comparison> {
     let name = configuration_name(case);
     let mut comparisons = Vec::new();
-    if let Some(exits) = statistic.exits_per_interrupt(predicted, &case.config) {
+    if let (Some(measured), Some(exits)) = (
+        case.exits_per_interrupt(),
+        statistic.exits_per_interrupt(predicted, &case.config),
+    ) {
         comparisons.push(Comparison::new(
             name.clone(),
             Metric::ExitsPerInterrupt,
-            case.run.exits_per_interrupt,
+            measured,
             exits,
         ));
     }
-    let measured_latency = case.run.latency_ns.map(|l| match case.run.bench.as_str() {
-        // The real IPI bench times a round trip; the simulator one way.
-        "ipi" => l.p50 / 2.0,
-        _ => l.p50,
-    });
-    if let (Some(measured), Some(latency)) = (measured_latency, predicted.latency_ns) {
+    if let (Some(measured), Some(latency)) = (one_way_p50(case), predicted.latency_ns) {
         comparisons.push(Comparison::new(
             name.clone(),
             Metric::LatencyP50Ns,
@@ -219,14 +243,11 @@ fn compare(case: &RealCase, predicted: &SimRun, statistic: ExitStatistic) -> Vec
             latency.p50,
         ));
     }
-    if let (Some(share), Some(loop_share)) = (
-        case.run.results.get(GUEST_SHARE),
-        predicted.throughput_value(),
-    ) {
+    if let (Some(share), Some(loop_share)) = (case.guest_share(), predicted.throughput_value()) {
         comparisons.push(Comparison::new(
             name,
             Metric::TimeInGuest,
-            *share,
+            share,
             loop_share,
         ));
     }
@@ -240,6 +261,28 @@ pub struct Unmodelled {
     pub reason: String,
 }
 
+/// What the real run behind a workload measured (KVM's in-kernel LAPIC,
+/// the path vanilla models), in the extrapolation's units.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    pub exits_per_interrupt: Option<Spread>,
+    /// One way, as predicted.
+    pub latency_p50_ns: Option<Spread>,
+    pub time_in_guest: Option<Spread>,
+    pub cpu_cores: Option<Spread>,
+}
+
+impl Measured {
+    fn of(case: &RealCase) -> Self {
+        Measured {
+            exits_per_interrupt: case.exits_per_interrupt(),
+            latency_p50_ns: one_way_p50(case),
+            time_in_guest: case.guest_share(),
+            cpu_cores: case.cpu_cores(),
+        }
+    }
+}
+
 /// One twin under one policy, for the extrapolation.
 #[derive(Debug, Clone, Serialize)]
 pub struct Extrapolated {
@@ -250,10 +293,14 @@ pub struct Extrapolated {
     pub exits_per_interrupt_by_reason: BTreeMap<String, f64>,
     pub latency_p50_ns: Option<f64>,
     pub time_in_guest: f64,
+    /// Host cores the VM's vCPUs keep busy: the busy fraction of their cores.
+    pub cpu_cores: Option<f64>,
+    /// The real run this twin stands for; on the vanilla twin only.
+    pub measured: Option<Measured>,
 }
 
 impl Extrapolated {
-    fn new(workload: String, policy: PolicyKind, run: &SimRun) -> Self {
+    fn new(workload: String, policy: PolicyKind, run: &SimRun, case: &RealCase) -> Self {
         let seconds_per_interrupt = run
             .interrupts_handled()
             .filter(|handled| *handled > 0)
@@ -272,6 +319,10 @@ impl Extrapolated {
                 .unwrap_or_default(),
             latency_p50_ns: run.latency_ns.map(|l| l.p50),
             time_in_guest: run.time_in_guest,
+            cpu_cores: run
+                .cpu_busy
+                .map(|busy| busy * f64::from(twin_vcpus(&case.config))),
+            measured: (policy == PolicyKind::Vanilla).then(|| Measured::of(case)),
         }
     }
 }
@@ -334,6 +385,7 @@ pub fn run_checks(
                                     workload_name(&case.config),
                                     policy,
                                     &run,
+                                    case,
                                 ));
                             }
                         }
@@ -386,15 +438,17 @@ pub fn model_section(checks: &ModelChecks, profile_file: &str) -> Section {
         figures.push(comparison_figure(
             &checks.comparisons,
             format!(
-                "Ran every real run in the section above, then its simulated twin: `dirq sim` on \
+                "Every real run above against its simulated twin: `dirq sim` on \
                  a one-group scenario of the same shape (irq-latency as udp-rx over virtio at the \
                  same rate, timer-latency as cyclictest, ipi as ipi, whileloop as whileloop), \
                  vanilla policy, {TWIN_DURATION_MS} ms simulated, with {profile_file} adjusted \
                  for the path (userspace-irqchip exits cost a userspace exit; halt polling \
                  window; no idle-VM exits, which dirq's guest does not make). The IPI bench \
                  measures a round trip, so its p50 is halved to compare with the one-way \
-                 prediction; whileloop's time in guest is the loop's share of the core."
+                 prediction; whileloop's time in guest is the loop's share of the core. \
+                 The measured value is the median of the real runs, the range beside it."
             ),
+            Vec::new(),
         ));
     }
     let unmodelled = Table {
@@ -457,80 +511,54 @@ fn hits_by_metric(comparisons: &[Comparison]) -> String {
     .join(", ")
 }
 
-/// The extrapolation section: the twins under APICv, ELI and DID.
+/// The extrapolation section: the exits each design would take, by
+/// reason, per workload (the pivots of every metric open the report).
 pub fn extrapolation_section(checks: &ModelChecks, profile_file: &str) -> Option<Section> {
-    if checks.extrapolation.is_empty() {
+    let mut workloads: Vec<&str> = Vec::new();
+    for e in &checks.extrapolation {
+        if !workloads.contains(&e.workload.as_str()) {
+            workloads.push(&e.workload);
+        }
+    }
+    let figures: Vec<Figure> = workloads
+        .iter()
+        .enumerate()
+        .filter_map(|(index, workload)| {
+            let entries: Vec<(String, BTreeMap<String, f64>)> = checks
+                .extrapolation
+                .iter()
+                .filter(|e| e.workload == *workload)
+                .map(|e| (e.policy.clone(), e.exits_per_interrupt_by_reason.clone()))
+                .collect();
+            let chart = exit_bars("predicted exits per interrupt", &entries);
+            chart.has_data().then(|| Figure {
+                id: format!("extrapolation-exits-{index}"),
+                title: format!("{workload}: predicted exits per interrupt by VMX reason"),
+                caption: format!(
+                    "The simulated twin of the real {workload} run on KVM's in-kernel LAPIC, \
+                     under each design, with this host's profile {profile_file}."
+                ),
+                commands: Vec::new(),
+                table: exit_table("design", &chart, "exits/interrupt"),
+                chart,
+            })
+        })
+        .collect();
+    if figures.is_empty() {
         return None;
     }
-    let label = |e: &Extrapolated| format!("{} · {}", e.workload, e.policy);
-    let entries: Vec<(String, BTreeMap<String, f64>)> = checks
-        .extrapolation
-        .iter()
-        .map(|e| (label(e), e.exits_per_interrupt_by_reason.clone()))
-        .collect();
-    let chart = exit_bars("predicted exits per interrupt", &entries);
-    let exits_figure = Figure {
-        id: "extrapolation-exits".into(),
-        title: "What each design would do on this host: exits per interrupt by reason".into(),
-        caption: format!(
-            "Ran the simulated twin of each workload measured on KVM's in-kernel LAPIC (see \
-             the model-vs-reality section) under vanilla, apicv, eli and did with this host's \
-             profile {profile_file}."
-        ),
-        table: exit_table("workload · policy", &chart, "exits/interrupt"),
-        chart,
-    };
-    let vanilla_of = |workload: &str| {
-        checks
-            .extrapolation
-            .iter()
-            .find(|e| e.workload == workload && e.policy == PolicyKind::Vanilla.name())
-    };
-    let savings = Table {
-        title: "Predicted per workload: exits per interrupt, latency, time in guest".into(),
-        columns: [
-            "workload",
-            "policy",
-            "exits per interrupt",
-            "exits saved vs vanilla",
-            "latency p50 (ns)",
-            "time in guest",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: checks
-            .extrapolation
-            .iter()
-            .map(|e| {
-                let saved = vanilla_of(&e.workload)
-                    .and_then(|v| Some((v.exits_per_interrupt?, e.exits_per_interrupt?)))
-                    .filter(|(vanilla, _)| *vanilla > 0.0)
-                    .map_or_else(
-                        || "-".into(),
-                        |(vanilla, this)| format_percent((vanilla - this) / vanilla),
-                    );
-                TableRow::new(vec![
-                    e.workload.clone(),
-                    e.policy.clone(),
-                    e.exits_per_interrupt
-                        .map_or_else(|| "-".into(), format_value),
-                    saved,
-                    e.latency_p50_ns.map_or_else(|| "-".into(), format_value),
-                    format_percent(e.time_in_guest),
-                ])
-            })
-            .collect(),
-    };
     Some(Section {
         id: "extrapolation".into(),
         title: "Extrapolation: APICv, ELI and DID with this host's costs".into(),
         intro: vec![
             "This host has no VT-x, so none of these designs can run here; the simulator \
-             predicts what each would save with the exit costs measured on this host."
+             predicts what each would save with the exit costs measured on this host. The \
+             conclusions at the top compare every metric per design and workload; here are \
+             the exits each design would still take, by reason."
                 .into(),
         ],
-        figures: vec![exits_figure],
-        tables: vec![savings],
+        figures,
+        tables: Vec::new(),
     })
 }
 
@@ -538,6 +566,7 @@ pub fn extrapolation_section(checks: &ModelChecks, profile_file: &str) -> Option
 mod tests {
     use super::*;
     use crate::calibrate::costs::{derive_costs, Commands, Observations};
+    use crate::report::real::Repeat;
     use crate::report::views::RealRun;
 
     fn host_costs() -> HostCosts {
@@ -605,8 +634,10 @@ mod tests {
             label: "kernel".into(),
             command: "dirq run timer-latency".into(),
             config,
-            run,
-            cpu_cores: 1.0,
+            repeats: vec![Repeat {
+                run,
+                cpu_cores: 1.0,
+            }],
         }
     }
 

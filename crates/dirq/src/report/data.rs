@@ -16,13 +16,24 @@ pub enum Depth {
     Full,
 }
 
-/// Everything `dirq report` learned, figures included.
+impl Depth {
+    /// How many times each real measurement runs: enough at full depth to
+    /// show how much a result moves between runs.
+    pub fn repeats(self) -> usize {
+        match self {
+            Depth::Smoke | Depth::Quick => 1,
+            Depth::Full => 3,
+        }
+    }
+}
+
+/// Everything `dirq report` learned, figures included. data.json is this
+/// tree after the metadata (`report::meta::Meta`).
 #[derive(Debug, Clone, Serialize)]
 pub struct ReportData {
-    pub dirq_version: String,
     pub depth: Depth,
-    /// Seconds since the Unix epoch when the report was started.
-    pub started_unix_s: u64,
+    /// Times each real measurement ran; tables show the median and range.
+    pub repeats: usize,
     pub kvm: KvmStatus,
     /// What the reader must know before trusting the numbers: skipped steps,
     /// failed runs, model misses. Shown at the top of the page.
@@ -60,14 +71,16 @@ pub struct Section {
     pub tables: Vec<Table>,
 }
 
-/// A chart with the table of its numbers beside it.
+/// A chart with the table of its numbers below it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Figure {
     /// HTML anchor and key of this figure, unique in the report.
     pub id: String,
     pub title: String,
-    /// What was run to make the figure (the equivalent commands).
+    /// How to read the figure.
     pub caption: String,
+    /// The commands that made it, each of which repeats one of its runs.
+    pub commands: Vec<String>,
     pub chart: Chart,
     pub table: Table,
 }
@@ -82,6 +95,13 @@ pub enum Chart {
         categories: Vec<String>,
         /// One entry per segment kind; `values[i]` belongs to `categories[i]`.
         stacks: Vec<NamedValues>,
+    },
+    /// Horizontal bars grouped by category, one bar per series, each the
+    /// median of its runs with a whisker over their range.
+    Grouped {
+        value_axis: Axis,
+        categories: Vec<String>,
+        series: Vec<GroupedSeries>,
     },
     /// Lines or points on two numeric axes.
     Xy {
@@ -100,6 +120,12 @@ impl Chart {
             Chart::Bars {
                 categories, stacks, ..
             } => !categories.is_empty() && stacks.iter().any(|s| !s.values.is_empty()),
+            Chart::Grouped {
+                categories, series, ..
+            } => {
+                !categories.is_empty()
+                    && series.iter().any(|s| s.values.iter().any(Option::is_some))
+            }
             Chart::Xy { series, .. } => series.iter().any(|s| !s.points.is_empty()),
         }
     }
@@ -109,6 +135,57 @@ impl Chart {
 pub struct NamedValues {
     pub name: String,
     pub values: Vec<f64>,
+}
+
+/// One series of a grouped chart: `values[i]` belongs to `categories[i]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupedSeries {
+    pub name: String,
+    pub values: Vec<Option<Spread>>,
+}
+
+/// A measurement repeated `runs` times: its median and range.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub runs: usize,
+}
+
+impl Spread {
+    /// None when there is no finite value.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
+        let mut values: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+        values.sort_by(f64::total_cmp);
+        let (&min, &max) = (values.first()?, values.last()?);
+        let middle = values.len() / 2;
+        let median = if values.len() % 2 == 1 {
+            values[middle]
+        } else {
+            (values[middle - 1] + values[middle]) / 2.0
+        };
+        Some(Spread {
+            median,
+            min,
+            max,
+            runs: values.len(),
+        })
+    }
+
+    /// "41.2K (39.8K-44.0K)": the median, and the range when it ran more than once.
+    pub fn text(&self, format: impl Fn(f64) -> String) -> String {
+        if self.runs > 1 {
+            format!(
+                "{} ({}\u{2013}{})",
+                format(self.median),
+                format(self.min),
+                format(self.max)
+            )
+        } else {
+            format(self.median)
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -131,12 +208,29 @@ pub struct Series {
     pub style: SeriesStyle,
     /// `[x, y]` pairs.
     pub points: Vec<[f64; 2]>,
+    /// `[low, high]` of y over repeated runs, one per point, drawn as a
+    /// whisker; empty when the points were measured once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub y_ranges: Vec<[f64; 2]>,
+}
+
+impl Series {
+    pub fn new(name: impl Into<String>, style: SeriesStyle, points: Vec<[f64; 2]>) -> Self {
+        Series {
+            name: name.into(),
+            style,
+            points,
+            y_ranges: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SeriesStyle {
     Line,
+    /// A step line: a cumulative distribution.
+    Steps,
     Points,
 }
 
@@ -153,7 +247,8 @@ pub struct Table {
 #[derive(Debug, Clone, Serialize)]
 pub struct TableRow {
     pub cells: Vec<String>,
-    /// Highlighted: a model prediction that missed its target, a failed run.
+    /// Highlighted: a model prediction that missed its target, a failed run,
+    /// a value that cannot be true.
     pub flagged: bool,
 }
 
@@ -167,5 +262,22 @@ impl TableRow {
 
     pub fn flagged(cells: Vec<String>, flagged: bool) -> Self {
         Self { cells, flagged }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_is_the_median_and_range_of_the_finite_values() {
+        let odd = Spread::of([3.0, 1.0, f64::NAN, 2.0]).expect("values");
+        assert_eq!((odd.median, odd.min, odd.max, odd.runs), (2.0, 1.0, 3.0, 3));
+        let even = Spread::of([4.0, 1.0, 2.0, 3.0]).expect("values");
+        assert_eq!(even.median, 2.5);
+        assert!(Spread::of([]).is_none());
+        let format = |v: f64| format!("{v:.0}");
+        assert_eq!(odd.text(format), "2 (1\u{2013}3)");
+        assert_eq!(Spread::of([5.0]).expect("one").text(format), "5");
     }
 }

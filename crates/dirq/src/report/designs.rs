@@ -1,5 +1,5 @@
-//! The software-only designs (mechanisms.md sections 6-8) as a report
-//! section: what `dirq designs` prints, as figures with their tables.
+//! The software-only designs (docs/designs.md) as a report section: what
+//! `dirq designs` prints, as figures with their tables.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +7,7 @@ use dirq_vmm::designs::vioapic::VioapicTable;
 use dirq_vmm::designs::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable};
 
 use super::charts::{exit_bars, format_percent, format_value, latency_cpu_scatter};
-use super::data::{Chart, Figure, NamedValues, Section, Table, TableRow};
+use super::data::{Chart, Figure, NamedValues, Section, Spread, Table, TableRow};
 use crate::designs::DesignTables;
 
 fn columns(names: &[&str]) -> Vec<String> {
@@ -43,11 +43,13 @@ fn vioapic_figure(table: &VioapicTable, command: &str) -> Figure {
     Figure {
         id: "designs-vioapic".into(),
         title: "VIOAPIC: exits per level-triggered interrupt, per controller level".into(),
-        caption: format!(
-            "Ran `{command} --only vioapic` (each level: `dirq run vioapic --vioapic <level>`). \
-             The guest handles back-to-back level-triggered device interrupts with the same \
-             register sequence at every level; only where the registers live differs."
-        ),
+        caption: "The guest handles back-to-back level-triggered device interrupts with the \
+                  same register sequence at every level; only where the registers live differs."
+            .into(),
+        commands: vec![
+            format!("{command} --only vioapic"),
+            "dirq run vioapic --vioapic <level>".into(),
+        ],
         chart,
         table: Table {
             title: String::new(),
@@ -114,11 +116,15 @@ fn io_batch_figure(table: &IoBatchTable, command: &str) -> Figure {
     Figure {
         id: "designs-io-batch".into(),
         title: "Batched port I/O: exits per disk command".into(),
+        commands: vec![
+            format!("{command} --only io-batch"),
+            "dirq run io-batch".into(),
+            "dirq run io-batch --io-batch".into(),
+        ],
         caption: format!(
-            "Ran `{command} --only io-batch` (`dirq run io-batch` and `dirq run io-batch \
-             --io-batch`). Each disk command is 11 port writes to a task-file device, or the \
-             same writes recorded in an array and replayed by the VMM after one doorbell. \
-             Device state identical both ways: {}.",
+            "Each disk command is 11 port writes to a task-file device, or the same writes \
+             recorded in an array and replayed by the VMM after one doorbell. Device state \
+             identical both ways: {}.",
             if table.device_state_identical {
                 "yes"
             } else {
@@ -173,11 +179,13 @@ fn tick_figure(table: &TickTable, command: &str) -> Figure {
     Figure {
         id: "designs-tick".into(),
         title: "Tick scaling: timer interrupts per second".into(),
-        caption: format!(
-            "Ran `{command} --only tick` (`dirq run tick --tick-scale K`). The guest programs \
-             the PIT for 1000 Hz; the VMM's PIT counts K times slower, and the guest still \
-             reads back only counts up to the one it wrote (last column)."
-        ),
+        caption: "The guest programs the PIT for 1000 Hz; the VMM's PIT counts K times slower, \
+                  and the guest still reads back only counts up to the one it wrote (last column)."
+            .into(),
+        commands: vec![
+            format!("{command} --only tick"),
+            "dirq run tick --tick-scale K".into(),
+        ],
         chart,
         table: Table {
             title: String::new(),
@@ -202,13 +210,14 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
     let label = |row: &dirq_vmm::designs::halt::HaltRow| format!("{} · {}", row.ipi, row.label);
     let chart = latency_cpu_scatter(
         "host CPU burned by the vCPU threads (cores)",
+        "IPI round trip p50 (ns)",
         &measured
             .iter()
             .filter_map(|row| {
                 Some((
                     label(row),
                     row.host_cpu_per_s,
-                    row.latency_ns.as_ref()?.p50 as f64,
+                    Spread::of([row.latency_ns.as_ref()?.p50 as f64])?,
                 ))
             })
             .collect::<Vec<_>>(),
@@ -242,11 +251,13 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
     Figure {
         id: "designs-halt".into(),
         title: "IPIs and HLT: latency against host CPU burned".into(),
-        caption: format!(
-            "Ran `{command} --only halt` (`dirq run ipi` with --halt exit, --halt poll:<ns>, \
-             --guest-idle busy, --halt none, and PV send-IPI). CPU burned is the vCPU threads' \
-             CPU time over the measured window's wall time."
-        ),
+        caption: "CPU burned is the vCPU threads' CPU time over the measured window's wall time."
+            .into(),
+        commands: vec![
+            format!("{command} --only halt"),
+            "dirq run ipi --halt exit | --halt poll:<ns> | --guest-idle busy | --halt none | --pv-send-ipi"
+                .into(),
+        ],
         chart,
         table: Table {
             title: String::new(),
@@ -285,7 +296,7 @@ pub fn designs_section(tables: &DesignTables, command: &str) -> Option<Section> 
         id: "designs".into(),
         title: "Software-only designs, for real on this host's KVM".into(),
         intro: vec![
-            "The designs of mechanisms.md sections 6-8 that need no special hardware, run on \
+            "The designs of docs/designs.md that need no special hardware, run on \
              dirq's VMM and guest and measured exit by exit: the four VIOAPIC levels, batched \
              port I/O, transparent tick scaling, and the IPI/HLT trade-off."
                 .into(),

@@ -2,59 +2,126 @@
 //! returned as a string so the HTML page can inline it.
 
 use anyhow::{ensure, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::data::{Axis, Chart, NamedValues, Scale, Series, SeriesStyle};
+use dirq_sim::policy::PolicyKind;
+use dirq_vmm::exits::VmxExit;
 
-const WIDTH: u32 = 720;
+use super::conclusions::MEASURED;
+use super::data::{Axis, Chart, GroupedSeries, NamedValues, Scale, Series, SeriesStyle};
+
+const WIDTH: u32 = 880;
 const XY_HEIGHT: u32 = 420;
 const BAR_HEIGHT_PX: u32 = 26;
+/// Height of one bar of a grouped chart.
+const GROUPED_BAR_PX: u32 = 12;
 const FONT: &str = "sans-serif";
+const FONT_PX: u32 = 13;
+/// A generous width of one character at 13 px, so labels are never cut.
+const CHAR_PX: u32 = 8;
+const LEGEND_ROW_PX: u32 = 18;
 
-/// Tableau 10: distinct, colour-blind tolerant, readable on white.
-const PALETTE: [RGBColor; 10] = [
+/// Tableau 20: distinct, readable on white.
+const PALETTE: [RGBColor; 20] = [
     RGBColor(78, 121, 167),
     RGBColor(242, 142, 43),
-    RGBColor(225, 87, 89),
-    RGBColor(118, 183, 178),
     RGBColor(89, 161, 79),
-    RGBColor(237, 201, 72),
+    RGBColor(225, 87, 89),
     RGBColor(176, 122, 161),
+    RGBColor(118, 183, 178),
+    RGBColor(237, 201, 72),
     RGBColor(255, 157, 167),
     RGBColor(156, 117, 95),
     RGBColor(186, 176, 172),
+    RGBColor(160, 203, 232),
+    RGBColor(255, 190, 125),
+    RGBColor(140, 209, 125),
+    RGBColor(255, 157, 154),
+    RGBColor(212, 166, 200),
+    RGBColor(134, 188, 182),
+    RGBColor(241, 206, 99),
+    RGBColor(250, 191, 210),
+    RGBColor(215, 181, 166),
+    RGBColor(121, 112, 110),
 ];
+const MEASURED_COLOUR: RGBColor = RGBColor(50, 50, 50);
 
-/// Exit reasons keep one colour across every figure of the report, so a
-/// reader can compare bars between figures at a glance.
-const REASON_ORDER: [&str; 10] = [
-    "EXTINT",
-    "MSRWR",
-    "PENDVINT",
-    "APIC_ACCESS",
-    "IOINSR",
-    "HLT",
-    "EPT_VIOLATION",
-    "NMI",
-    "EXCEPTION",
-    "OTHER",
-];
+/// Designs and exit reasons keep one colour in every figure of the report
+/// (they never share a figure, so their slots may overlap): a reader can
+/// compare figures at a glance.
+fn fixed_colour(name: &str) -> Option<RGBColor> {
+    if name == MEASURED {
+        return Some(MEASURED_COLOUR);
+    }
+    let design = PolicyKind::ALL.iter().position(|p| p.name() == name);
+    let reason = VmxExit::ALL.iter().position(|r| r.name() == name);
+    design.or(reason).map(|slot| PALETTE[slot % PALETTE.len()])
+}
 
-/// Colours for one chart's entries: exit reasons keep their fixed colour;
-/// other names take the palette slots no fixed reason in this chart uses.
+/// Colours for one chart's entries: designs and exit reasons keep their
+/// fixed colour; other names take the palette slots no entry of this chart
+/// uses.
 fn colours<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Vec<RGBColor> {
-    let fixed_slot = |name: &str| REASON_ORDER.iter().position(|reason| *reason == name);
-    let taken: Vec<usize> = names.clone().filter_map(fixed_slot).collect();
-    let mut free = (0..PALETTE.len())
-        .filter(|slot| !taken.contains(slot))
+    let taken: Vec<RGBColor> = names.clone().filter_map(fixed_colour).collect();
+    let mut free = PALETTE
+        .iter()
+        .copied()
+        .filter(|colour| !taken.contains(colour))
         .cycle();
     names
         .map(|name| {
-            let slot = fixed_slot(name).or_else(|| free.next()).unwrap_or(0);
-            PALETTE[slot % PALETTE.len()]
+            fixed_colour(name)
+                .or_else(|| free.next())
+                .unwrap_or(PALETTE[0])
         })
         .collect()
+}
+
+/// Shapes that show a tooltip (an SVG `<title>`) when hovered: drawn over
+/// the chart, invisible, after plotters is done.
+#[derive(Default)]
+struct Tooltips {
+    shapes: Vec<(Shape, String)>,
+}
+
+enum Shape {
+    Rect { x: i32, y: i32, w: i32, h: i32 },
+    Dot { x: i32, y: i32 },
+}
+
+impl Tooltips {
+    fn rect(&mut self, (x0, y0): (i32, i32), (x1, y1): (i32, i32), text: String) {
+        let (x, y) = (x0.min(x1), y0.min(y1));
+        let (w, h) = ((x1 - x0).abs().max(2), (y1 - y0).abs().max(2));
+        self.shapes.push((Shape::Rect { x, y, w, h }, text));
+    }
+
+    fn dot(&mut self, (x, y): (i32, i32), text: String) {
+        self.shapes.push((Shape::Dot { x, y }, text));
+    }
+
+    /// The SVG with the tooltip shapes before its closing tag.
+    fn into_svg(self, mut svg: String) -> String {
+        let overlay = maud::html! {
+            @for (shape, text) in &self.shapes {
+                @match shape {
+                    Shape::Rect { x, y, w, h } => rect x=(x) y=(y) width=(w) height=(h) fill="transparent" {
+                        title { (text) }
+                    },
+                    Shape::Dot { x, y } => circle cx=(x) cy=(y) r="6" fill="transparent" {
+                        title { (text) }
+                    },
+                }
+            }
+        };
+        match svg.rfind("</svg>") {
+            Some(end) => svg.insert_str(end, &overlay.into_string()),
+            None => svg.push_str(&overlay.into_string()),
+        }
+        svg
+    }
 }
 
 /// Renders a chart to a standalone `<svg>` element.
@@ -66,6 +133,11 @@ pub fn render_svg(chart: &Chart) -> Result<String> {
             categories,
             stacks,
         } => render_bars(value_label, categories, stacks),
+        Chart::Grouped {
+            value_axis,
+            categories,
+            series,
+        } => render_grouped(value_axis, categories, series),
         Chart::Xy {
             x_axis,
             y_axis,
@@ -75,8 +147,103 @@ pub fn render_svg(chart: &Chart) -> Result<String> {
     }
 }
 
+/// Legend rows for `names`: as many columns as the longest name allows.
+fn legend_layout<'a>(names: impl Iterator<Item = &'a str>) -> (u32, u32) {
+    let names: Vec<&str> = names.collect();
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0) as u32;
+    let column = longest * CHAR_PX + 30;
+    let columns = ((WIDTH - 20) / column).clamp(1, 4);
+    let rows = (names.len() as u32).div_ceil(columns);
+    (columns, rows)
+}
+
+fn legend_height(rows: u32) -> u32 {
+    10 + rows * LEGEND_ROW_PX
+}
+
+/// Width of the label column of horizontal bars: the longest label fits.
+fn label_area(categories: &[String]) -> u32 {
+    let longest = categories
+        .iter()
+        .map(|c| c.chars().count())
+        .max()
+        .unwrap_or(0) as u32;
+    (longest * CHAR_PX + 12).clamp(40, WIDTH / 2)
+}
+
+/// A label shortened to fit `pixels`, with an ellipsis when cut.
+fn fit(label: &str, pixels: u32) -> String {
+    let room = (pixels.saturating_sub(12) / CHAR_PX) as usize;
+    if label.chars().count() <= room {
+        label.to_string()
+    } else {
+        let kept: String = label.chars().take(room.saturating_sub(1)).collect();
+        format!("{kept}\u{2026}")
+    }
+}
+
+type BarChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The frame every horizontal bar chart shares: the legend above, one row
+/// per category named at its left, the value axis below; `draw_row` draws
+/// the bars of one row (rows are y in `row..row + 1`, 0 at the top).
+fn render_horizontal(
+    value_axis: &Axis,
+    x_range: std::ops::Range<f64>,
+    categories: &[String],
+    legend: &[(&str, RGBColor)],
+    row_px: u32,
+    mut draw_row: impl FnMut(&mut BarChart, usize, &mut Tooltips) -> Result<()>,
+) -> Result<String> {
+    let (columns, legend_rows) = legend_layout(legend.iter().map(|(name, _)| *name));
+    let height = legend_height(legend_rows) + 60 + row_px * categories.len() as u32;
+    let labels = label_area(categories);
+    let rows = categories.len() as f64;
+    let mut tooltips = Tooltips::default();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let (legend_area, plot_area) = root.split_vertically(legend_height(legend_rows));
+        draw_legend(&legend_area, columns, legend.iter().copied())?;
+        // Rows are a plain numeric axis; the category names are drawn
+        // beside it by hand, which works for any number of rows (plotters'
+        // discrete axes drop the label of a single category).
+        let mut chart = ChartBuilder::on(&plot_area)
+            .margin_right(24)
+            .margin_top(4)
+            .x_label_area_size(44)
+            .y_label_area_size(labels)
+            .build_cartesian_2d(x_range.clone(), rows..0.0)?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .light_line_style(RGBColor(240, 240, 240))
+            .y_labels(0)
+            .x_labels(label_count(value_axis, &x_range))
+            .x_desc(value_axis.label.as_str())
+            .x_label_formatter(&|v| axis_label(value_axis, *v))
+            .label_style((FONT, FONT_PX))
+            .draw()?;
+        let label_style =
+            TextStyle::from((FONT, FONT_PX).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
+        for (row, category) in categories.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(x_range.start, row as f64 + 0.5));
+            root.draw(&Text::new(
+                fit(category, labels),
+                (x - 6, y),
+                label_style.clone(),
+            ))?;
+            draw_row(&mut chart, row, &mut tooltips)?;
+        }
+        root.present()?;
+    }
+    Ok(tooltips.into_svg(svg))
+}
+
+/// Stacked horizontal bars, one per category, a segment per stack.
 fn render_bars(value_label: &str, categories: &[String], stacks: &[NamedValues]) -> Result<String> {
-    let count = categories.len();
     let value = |stack: &NamedValues, row: usize| -> f64 {
         stack
             .values
@@ -85,7 +252,7 @@ fn render_bars(value_label: &str, categories: &[String], stacks: &[NamedValues])
             .filter(|v| v.is_finite() && *v > 0.0)
             .unwrap_or(0.0)
     };
-    let largest_total = (0..count)
+    let largest_total = (0..categories.len())
         .map(|row| stacks.iter().map(|stack| value(stack, row)).sum::<f64>())
         .fold(0.0, f64::max);
     let x_max = if largest_total > 0.0 {
@@ -93,91 +260,162 @@ fn render_bars(value_label: &str, categories: &[String], stacks: &[NamedValues])
     } else {
         1.0
     };
-    let legend_rows = stacks.len().div_ceil(4) as u32;
-    let height = 70 + legend_rows * 18 + BAR_HEIGHT_PX * count as u32;
-    let longest_label = categories
+    let palette = colours(stacks.iter().map(|s| s.name.as_str()));
+    let legend: Vec<(&str, RGBColor)> = stacks
         .iter()
-        .map(|c| c.chars().count())
-        .max()
-        .unwrap_or(0);
-    let label_area = (longest_label as u32 * 7 + 12).clamp(40, 300);
-    let rows = count as f64;
-
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let (legend_area, plot_area) = root.split_vertically(10 + legend_rows * 18);
-        let palette = colours(stacks.iter().map(|s| s.name.as_str()));
-        draw_legend(
-            &legend_area,
-            stacks
-                .iter()
-                .map(|s| s.name.as_str())
-                .zip(palette.iter().copied()),
-        )?;
-        // Rows are a plain numeric axis, 0 at the top, one unit per
-        // category; the category names are drawn beside it by hand, which
-        // works for any number of rows (plotters' discrete axes drop the
-        // label of a single category).
-        let mut chart = ChartBuilder::on(&plot_area)
-            .margin_right(20)
-            .margin_top(4)
-            .x_label_area_size(40)
-            .y_label_area_size(label_area)
-            .build_cartesian_2d(0.0..x_max, rows..0.0)?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(0)
-            .x_desc(value_label)
-            .x_label_formatter(&|v| compact_number(*v))
-            .label_style((FONT, 13))
-            .draw()?;
-        let label_style =
-            TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
-        for (row, category) in categories.iter().enumerate() {
+        .map(|s| s.name.as_str())
+        .zip(palette.iter().copied())
+        .collect();
+    let axis = Axis {
+        label: value_label.to_string(),
+        scale: Scale::Linear,
+    };
+    render_horizontal(
+        &axis,
+        0.0..x_max,
+        categories,
+        &legend,
+        BAR_HEIGHT_PX,
+        |chart, row, tooltips| {
             let top = row as f64;
-            let (x, y) = chart.backend_coord(&(0.0, top + 0.5));
-            root.draw(&Text::new(
-                category.clone(),
-                (x - 6, y),
-                label_style.clone(),
-            ))?;
             let mut start = 0.0;
             for (index, stack) in stacks.iter().enumerate() {
                 let width = value(stack, row);
                 if width <= 0.0 {
                     continue;
                 }
+                let corners = [(start, top + 0.15), (start + width, top + 0.85)];
                 chart.draw_series(std::iter::once(Rectangle::new(
-                    [(start, top + 0.15), (start + width, top + 0.85)],
+                    corners,
                     palette[index].filled(),
                 )))?;
+                tooltips.rect(
+                    chart.backend_coord(&corners[0]),
+                    chart.backend_coord(&corners[1]),
+                    format!(
+                        "{} · {}: {}",
+                        categories[row],
+                        stack.name,
+                        compact_number(width)
+                    ),
+                );
                 start += width;
             }
-        }
-        root.present()?;
-    }
-    Ok(svg)
+            Ok(())
+        },
+    )
 }
 
-/// A legend drawn above the plot, four entries a row, so it never hides data.
+/// Horizontal bars, one group per category and one bar per series, each
+/// the median with a whisker from the smallest to the largest run.
+fn render_grouped(
+    value_axis: &Axis,
+    categories: &[String],
+    series: &[GroupedSeries],
+) -> Result<String> {
+    let bars = series.len().max(1) as u32;
+    let mapped = |v: f64| to_axis(value_axis, v);
+    let (low, high) = series
+        .iter()
+        .flat_map(|s| s.values.iter().flatten())
+        .flat_map(|spread| [mapped(spread.min), mapped(spread.max)])
+        .flatten()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    ensure!(low.is_finite(), "no value of the chart fits its axis");
+    // Bars grow from zero, or on a log axis from the decade below the least value.
+    let x_min = match value_axis.scale {
+        Scale::Linear => low.min(0.0),
+        Scale::Log => low.floor(),
+    };
+    let x_max = if high > x_min {
+        high + (high - x_min) * 0.08
+    } else {
+        x_min + 1.0
+    };
+    let palette = colours(series.iter().map(|s| s.name.as_str()));
+    let legend: Vec<(&str, RGBColor)> = series
+        .iter()
+        .map(|s| s.name.as_str())
+        .zip(palette.iter().copied())
+        .collect();
+    let slot = 0.9 / f64::from(bars);
+    render_horizontal(
+        value_axis,
+        x_min..x_max,
+        categories,
+        &legend,
+        GROUPED_BAR_PX * bars + 10,
+        |chart, row, tooltips| {
+            let top = row as f64 + 0.05;
+            for (index, s) in series.iter().enumerate() {
+                let Some(spread) = s.values.get(row).copied().flatten() else {
+                    continue;
+                };
+                let Some(end) = mapped(spread.median) else {
+                    continue;
+                };
+                let y0 = top + slot * index as f64;
+                let corners = [(x_min, y0 + slot * 0.1), (end, y0 + slot * 0.9)];
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    corners,
+                    palette[index].filled(),
+                )))?;
+                if let (true, Some(min), Some(max)) =
+                    (spread.runs > 1, mapped(spread.min), mapped(spread.max))
+                {
+                    let middle = y0 + slot * 0.5;
+                    chart.draw_series(std::iter::once(PathElement::new(
+                        vec![(min, middle), (max, middle)],
+                        BLACK.stroke_width(1),
+                    )))?;
+                }
+                let range = if spread.runs > 1 {
+                    format!(
+                        " ({}\u{2013}{}, {} runs)",
+                        compact_number(spread.min),
+                        compact_number(spread.max),
+                        spread.runs
+                    )
+                } else {
+                    String::new()
+                };
+                tooltips.rect(
+                    chart.backend_coord(&corners[0]),
+                    chart.backend_coord(&corners[1]),
+                    format!(
+                        "{} · {}: {}{range}",
+                        categories[row],
+                        s.name,
+                        compact_number(spread.median)
+                    ),
+                );
+            }
+            Ok(())
+        },
+    )
+}
+
+/// A legend drawn above the plot in `columns` columns wide enough for the
+/// longest name, so it never hides data or overprints itself.
 fn draw_legend<'a, DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
+    columns: u32,
     entries: impl Iterator<Item = (&'a str, RGBColor)>,
 ) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
-    let column_width = (WIDTH - 20) as i32 / 4;
+    let column_width = ((WIDTH - 20) / columns.max(1)) as i32;
+    let columns = columns.max(1) as i32;
     for (index, (name, colour)) in entries.enumerate() {
         let index = i32::try_from(index).unwrap_or(i32::MAX);
-        let x = 10 + (index % 4) * column_width;
-        let y = 8 + (index / 4) * 18;
+        let x = 10 + (index % columns) * column_width;
+        let y = 8 + (index / columns) * LEGEND_ROW_PX as i32;
         area.draw(&Rectangle::new([(x, y), (x + 12, y + 12)], colour.filled()))
             .map_err(|err| anyhow::anyhow!("{err}"))?;
-        area.draw(&Text::new(name.to_string(), (x + 17, y), (FONT, 13)))
+        area.draw(&Text::new(name.to_string(), (x + 17, y), (FONT, FONT_PX)))
             .map_err(|err| anyhow::anyhow!("{err}"))?;
     }
     Ok(())
@@ -208,7 +446,7 @@ fn axis_label(axis: &Axis, coordinate: f64) -> String {
 /// ticks land on round powers of ten whenever the range spans a few decades.
 fn label_count(axis: &Axis, range: &std::ops::Range<f64>) -> usize {
     match axis.scale {
-        Scale::Linear => 10,
+        Scale::Linear => 8,
         Scale::Log => ((range.end - range.start).ceil() as usize + 1).clamp(3, 12),
     }
 }
@@ -225,6 +463,20 @@ fn padded_range(low: f64, high: f64, scale: Scale) -> std::ops::Range<f64> {
         Scale::Linear if low >= 0.0 => 0.0..(high + pad),
         _ => (low - pad)..(high + pad),
     }
+}
+
+/// The y range of each point of a series on the axis: its whisker, or the
+/// point itself.
+fn mapped_ranges(axis: &Axis, series: &Series) -> Vec<Option<(f64, f64)>> {
+    series
+        .points
+        .iter()
+        .enumerate()
+        .map(|(index, [_, y])| {
+            let [low, high] = series.y_ranges.get(index).copied().unwrap_or([*y, *y]);
+            Some((to_axis(axis, low)?, to_axis(axis, high)?))
+        })
+        .collect()
 }
 
 fn render_xy(
@@ -256,6 +508,14 @@ fn render_xy(
     };
     let (mut x_low, mut x_high) = bounds(|p| p.0);
     let (mut y_low, mut y_high) = bounds(|p| p.1);
+    for (low, high) in series
+        .iter()
+        .flat_map(|s| mapped_ranges(y_axis, s))
+        .flatten()
+    {
+        y_low = y_low.min(low);
+        y_high = y_high.max(high);
+    }
     if identity_line {
         // Both axes show the same quantity: give them the same range so the
         // diagonal is the diagonal.
@@ -266,29 +526,34 @@ fn render_xy(
     }
     let x_range = padded_range(x_low, x_high, x_axis.scale);
     let y_range = padded_range(y_low, y_high, y_axis.scale);
-    let legend_rows = (series.len() + usize::from(identity_line)).div_ceil(4) as u32;
+    let mut legend: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
+    if identity_line {
+        legend.push(IDENTITY_LEGEND);
+    }
+    let (columns, legend_rows) = legend_layout(legend.iter().copied());
+    let mut tooltips = Tooltips::default();
 
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, XY_HEIGHT + legend_rows * 18))
-            .into_drawing_area();
+        let root =
+            SVGBackend::with_string(&mut svg, (WIDTH, XY_HEIGHT + legend_height(legend_rows)))
+                .into_drawing_area();
         root.fill(&WHITE)?;
-        let (legend_area, plot_area) = root.split_vertically(10 + legend_rows * 18);
-        let palette = colours(series.iter().map(|s| s.name.as_str()));
-        let mut legend: Vec<(&str, RGBColor)> = series
-            .iter()
-            .map(|s| s.name.as_str())
-            .zip(palette.iter().copied())
-            .collect();
+        let (legend_area, plot_area) = root.split_vertically(legend_height(legend_rows));
+        let mut palette = colours(series.iter().map(|s| s.name.as_str()));
         if identity_line {
-            legend.push(("y = x (exact prediction)", RGBColor(90, 90, 90)));
+            palette.push(RGBColor(90, 90, 90));
         }
-        draw_legend(&legend_area, legend.into_iter())?;
+        draw_legend(
+            &legend_area,
+            columns,
+            legend.iter().copied().zip(palette.iter().copied()),
+        )?;
         let mut chart = ChartBuilder::on(&plot_area)
-            .margin_right(20)
+            .margin_right(24)
             .margin_top(4)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
+            .x_label_area_size(44)
+            .y_label_area_size(78)
             .build_cartesian_2d(x_range.clone(), y_range.clone())?;
         chart
             .configure_mesh()
@@ -298,7 +563,7 @@ fn render_xy(
             .y_labels(label_count(y_axis, &y_range))
             .x_label_formatter(&|v| axis_label(x_axis, *v))
             .y_label_formatter(&|v| axis_label(y_axis, *v))
-            .label_style((FONT, 13))
+            .label_style((FONT, FONT_PX))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
         if identity_line {
@@ -311,27 +576,71 @@ fn render_xy(
         }
         for (index, (spec, points)) in series.iter().zip(&mapped).enumerate() {
             let colour = palette[index];
-            if spec.style == SeriesStyle::Line {
-                chart.draw_series(LineSeries::new(
-                    points.iter().copied(),
-                    colour.stroke_width(2),
-                ))?;
+            match spec.style {
+                SeriesStyle::Line => {
+                    chart.draw_series(LineSeries::new(
+                        points.iter().copied(),
+                        colour.stroke_width(2),
+                    ))?;
+                }
+                SeriesStyle::Steps => {
+                    let start = points.first().map(|(x, _)| (*x, y_range.start.max(0.0)));
+                    let mut steps: Vec<(f64, f64)> = start.into_iter().collect();
+                    let mut level = steps.first().map_or(0.0, |p| p.1);
+                    for &(x, y) in points {
+                        steps.push((x, level));
+                        steps.push((x, y));
+                        level = y;
+                    }
+                    chart.draw_series(LineSeries::new(steps, colour.stroke_width(2)))?;
+                }
+                SeriesStyle::Points => {}
             }
-            let radius = if spec.style == SeriesStyle::Line {
-                2
-            } else {
-                4
-            };
-            chart.draw_series(
-                points
-                    .iter()
-                    .map(|point| Circle::new(*point, radius, colour.filled())),
-            )?;
+            for ((x, low_high), point) in points
+                .iter()
+                .map(|p| p.0)
+                .zip(mapped_ranges(y_axis, spec))
+                .zip(points)
+            {
+                if let (Some((low, high)), false) = (low_high, spec.y_ranges.is_empty()) {
+                    chart.draw_series(std::iter::once(PathElement::new(
+                        vec![(x, low), (x, high)],
+                        colour.stroke_width(2),
+                    )))?;
+                }
+                if spec.style != SeriesStyle::Steps {
+                    let radius = if spec.style == SeriesStyle::Line {
+                        3
+                    } else {
+                        5
+                    };
+                    chart.draw_series(std::iter::once(Circle::new(
+                        *point,
+                        radius,
+                        colour.filled(),
+                    )))?;
+                }
+            }
+            for (point, [x, y]) in points.iter().zip(&spec.points) {
+                tooltips.dot(
+                    chart.backend_coord(point),
+                    format!(
+                        "{}: {} = {}, {} = {}",
+                        spec.name,
+                        x_axis.label,
+                        compact_number(*x),
+                        y_axis.label,
+                        compact_number(*y)
+                    ),
+                );
+            }
         }
         root.present()?;
     }
-    Ok(svg)
+    Ok(tooltips.into_svg(svg))
 }
+
+const IDENTITY_LEGEND: &str = "y = x (exact prediction)";
 
 /// 1234567 -> "1.23M", 0.25 -> "0.25": short tick labels.
 pub fn compact_number(value: f64) -> String {
@@ -366,6 +675,7 @@ pub fn compact_number(value: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::data::Spread;
     use super::*;
 
     fn axis(label: &str, scale: Scale) -> Axis {
@@ -382,15 +692,15 @@ mod tests {
             categories: vec!["vanilla 100K pps".into(), "did 100K pps".into()],
             stacks: vec![
                 NamedValues {
-                    name: "EXTINT".into(),
+                    name: "EXTERNAL_INTERRUPT".into(),
                     values: vec![14_000.0, 0.0],
                 },
                 NamedValues {
-                    name: "MSRWR".into(),
+                    name: "MSR_WRITE".into(),
                     values: vec![14_000.0, 0.0],
                 },
                 NamedValues {
-                    name: "IOINSR".into(),
+                    name: "IO_INSTRUCTION".into(),
                     values: vec![500.0, 500.0],
                 },
             ],
@@ -398,13 +708,57 @@ mod tests {
         let svg = render_svg(&chart).expect("renders");
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("vanilla 100K pps"));
-        // Segment colours are the fixed per-reason colours: EXTINT, MSRWR, IOINSR.
+        // Segment colours are the fixed per-reason colours.
         let fill = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
-        let count = |c: RGBColor| svg.matches(&fill(c)).count();
+        let count = |name: &str| {
+            svg.matches(&fill(fixed_colour(name).expect("fixed")))
+                .count()
+        };
         // One legend swatch each, plus one bar per positive value.
-        assert_eq!(count(PALETTE[0]), 1 + 1);
-        assert_eq!(count(PALETTE[1]), 1 + 1);
-        assert_eq!(count(PALETTE[4]), 1 + 2);
+        assert_eq!(count("EXTERNAL_INTERRUPT"), 1 + 1);
+        assert_eq!(count("MSR_WRITE"), 1 + 1);
+        assert_eq!(count("IO_INSTRUCTION"), 1 + 2);
+        // Every bar segment says what it is when hovered.
+        assert_eq!(svg.matches("<title>").count(), 4);
+        assert!(svg.contains("<title>did 100K pps · IO_INSTRUCTION: 500</title>"));
+    }
+
+    #[test]
+    fn grouped_bars_draw_a_bar_per_series_and_whiskers_over_repeats() {
+        let chart = Chart::Grouped {
+            value_axis: axis("exits per interrupt", Scale::Linear),
+            categories: vec!["irq".into(), "timer".into()],
+            series: vec![
+                GroupedSeries {
+                    name: MEASURED.into(),
+                    values: vec![Spread::of([1.0, 1.5, 2.0]), None],
+                },
+                GroupedSeries {
+                    name: "did".into(),
+                    values: vec![Spread::of([0.1]), Spread::of([0.2])],
+                },
+            ],
+        };
+        let svg = render_svg(&chart).expect("renders");
+        assert_eq!(svg.matches("<title>").count(), 3);
+        assert!(svg.contains("<title>irq · measured (KVM LAPIC): 1.5 (1\u{2013}2, 3 runs)</title>"));
+        let fill = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+        // The design keeps its colour: one swatch, two bars.
+        let did = fixed_colour("did").expect("did has a colour");
+        assert_eq!(svg.matches(&fill(did)).count(), 3);
+    }
+
+    #[test]
+    fn legends_never_need_more_width_than_the_figure() {
+        let long: Vec<String> = (0..16)
+            .map(|i| format!("halt polling {i}00 us · busy"))
+            .collect();
+        let (columns, rows) = legend_layout(long.iter().map(String::as_str));
+        let longest = long.iter().map(|n| n.chars().count()).max().expect("names") as u32;
+        assert!(columns * (longest * CHAR_PX + 30) <= WIDTH - 20);
+        assert_eq!(rows, 16_u32.div_ceil(columns));
+        assert_eq!(fit("a very long label indeed", 100), "a very lon\u{2026}");
+        assert_eq!(fit("short", 100), "short");
     }
 
     #[test]
@@ -412,16 +766,18 @@ mod tests {
         let chart = Chart::Xy {
             x_axis: axis("latency (ns)", Scale::Log),
             y_axis: axis("fraction", Scale::Linear),
-            series: vec![Series {
-                name: "did".into(),
-                style: SeriesStyle::Points,
-                points: vec![[0.0, 0.1], [1_000.0, 0.5], [100_000.0, 1.0]],
-            }],
+            series: vec![Series::new(
+                "did",
+                SeriesStyle::Points,
+                vec![[0.0, 0.1], [1_000.0, 0.5], [100_000.0, 1.0]],
+            )],
             identity_line: false,
         };
         let svg = render_svg(&chart).expect("renders");
-        // Two drawable points, one legend swatch drawn as a rectangle.
-        assert_eq!(svg.matches("<circle").count(), 2);
+        // Two drawable points (each with its tooltip circle), one legend
+        // swatch drawn as a rectangle.
+        assert_eq!(svg.matches("<circle").count(), 2 * 2);
+        assert_eq!(svg.matches("<title>").count(), 2);
         assert!(svg.contains("\n10K\n"), "{svg}");
     }
 
@@ -439,17 +795,13 @@ mod tests {
         let point = Chart::Xy {
             x_axis: axis("x", Scale::Log),
             y_axis: axis("y", Scale::Log),
-            series: vec![Series {
-                name: "one".into(),
-                style: SeriesStyle::Points,
-                points: vec![[5.0, 5.0]],
-            }],
+            series: vec![Series::new("one", SeriesStyle::Points, vec![[5.0, 5.0]])],
             identity_line: true,
         };
         assert_eq!(
             render_svg(&point)
                 .expect("renders")
-                .matches("<circle")
+                .matches("<title>")
                 .count(),
             1
         );
@@ -467,11 +819,11 @@ mod tests {
     }
 
     #[test]
-    fn fixed_reason_colours_never_collide_with_other_names() {
-        let names = ["other", "MSRWR", "halt_exits", "EXTINT"];
+    fn fixed_colours_never_collide_with_other_names() {
+        let names = ["other", "MSR_WRITE", "halt", "EXTERNAL_INTERRUPT"];
         let assigned = colours(names.iter().copied());
-        assert_eq!(assigned[1], PALETTE[1]);
-        assert_eq!(assigned[3], PALETTE[0]);
+        assert_eq!(Some(assigned[1]), fixed_colour("MSR_WRITE"));
+        assert_eq!(Some(assigned[3]), fixed_colour("EXTERNAL_INTERRUPT"));
         for (i, a) in assigned.iter().enumerate() {
             for b in &assigned[i + 1..] {
                 assert_ne!(a, b);

@@ -1,169 +1,179 @@
 //! The report page: one self-contained HTML file (inline CSS and SVG, no
-//! script, nothing fetched from the network).
+//! script, nothing fetched from the network), written with maud, which
+//! escapes every piece of text it is given.
 
-use std::fmt::Write as _;
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use super::data::{Figure, ReportData, Section, Table};
+use super::data::{Depth, Figure, ReportData, Section, Table, TableRow};
 use super::figures::render_svg;
+use super::meta::{utc_minutes, Meta};
 
 const STYLE: &str = "
-body { font-family: sans-serif; margin: 0 auto; max-width: 1280px; padding: 0 24px 48px; color: #222; }
+body { font-family: sans-serif; margin: 0 auto; max-width: 1100px; padding: 0 20px 48px; color: #222; line-height: 1.4; }
 h1 { margin-bottom: 4px; }
-.meta { color: #666; margin-top: 0; }
+.meta { color: #555; margin-top: 0; }
 .banner { background: #fff3cd; border: 1px solid #e0b400; padding: 12px 16px; font-weight: bold; margin: 16px 0; }
 .notes { background: #f6f6f6; border-left: 4px solid #999; padding: 4px 16px; }
-nav ol { columns: 2; }
+nav ol { columns: 2; column-gap: 32px; }
 section { border-top: 1px solid #ddd; margin-top: 32px; }
+#conclusions p { font-size: 1.05em; }
 figure { margin: 24px 0; padding: 12px; border: 1px solid #e4e4e4; border-radius: 6px; }
 figure h3 { margin-top: 0; }
-.fig-body { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
-.chart { flex: 0 0 auto; }
-.fig-table { flex: 1 1 360px; overflow-x: auto; }
-figcaption { color: #555; font-size: 0.9em; margin-top: 8px; }
-figcaption code, p code { background: #f2f2f2; padding: 1px 4px; }
+.chart svg { max-width: 100%; height: auto; }
+figcaption { color: #444; font-size: 0.9em; margin: 8px 0; }
+details { font-size: 0.85em; margin-top: 8px; }
+details pre { background: #f2f2f2; padding: 6px 8px; white-space: pre-wrap; overflow-wrap: anywhere; }
+code { background: #f2f2f2; padding: 1px 4px; }
+.table-wrap { overflow-x: auto; margin-top: 8px; }
 table { border-collapse: collapse; font-size: 0.85em; }
-th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
-th:first-child, td:first-child, td.text { text-align: left; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; vertical-align: top; }
 th { background: #f2f2f2; }
+th:first-child, td:first-child, td.text { text-align: left; }
+td.text { overflow-wrap: anywhere; max-width: 420px; }
 tr.flagged td { background: #fde2e1; }
 .error { color: #a00; }
 ";
 
 /// Renders the whole report page.
-pub fn render_page(report: &ReportData) -> String {
-    let mut page = String::new();
-    page.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-    page.push_str("<title>dirq report</title>\n<style>");
-    page.push_str(STYLE);
-    page.push_str("</style>\n</head>\n<body>\n");
+pub fn render_page(report: &ReportData, meta: &Meta) -> String {
     let total_s: f64 = report.steps.iter().map(|s| s.wall_s).sum();
-    let _ = writeln!(
-        page,
-        "<header><h1>dirq report</h1><p class=\"meta\">dirq {} · {} run · started {} · took {:.0} s · numbers in <a href=\"data.json\">data.json</a>, core timelines in <a href=\"traces/\">traces/</a> (open in ui.perfetto.dev)</p></header>",
-        escape(&report.dirq_version),
-        escape(&format!("{:?}", report.depth).to_lowercase()),
-        utc_timestamp(report.started_unix_s),
-        total_s
-    );
-    if !report.kvm.available {
-        let _ = writeln!(
-            page,
-            "<div class=\"banner\" id=\"no-kvm\">Simulation only: {}. The real-VMM sections, calibration and model checks were not run.</div>",
-            escape(&report.kvm.detail)
-        );
-    }
-    if !report.notes.is_empty() {
-        page.push_str("<div class=\"notes\"><h2>Read first</h2><ul>\n");
-        for note in &report.notes {
-            let _ = writeln!(page, "<li>{}</li>", escape(note));
-        }
-        page.push_str("</ul></div>\n");
-    }
-    page.push_str("<nav><h2>Contents</h2><ol>\n");
-    for section in &report.sections {
-        let _ = writeln!(
-            page,
-            "<li><a href=\"#{}\">{}</a></li>",
-            escape(&section.id),
-            escape(&section.title)
-        );
-    }
-    page.push_str("<li><a href=\"#steps\">What ran, and how long it took</a></li>\n</ol></nav>\n");
-    for section in &report.sections {
-        render_section(&mut page, section);
-    }
-    page.push_str("<section id=\"steps\"><h2>What ran, and how long it took</h2>\n");
+    let depth = match report.depth {
+        Depth::Full => format!("full run, every real measurement {} times", report.repeats),
+        Depth::Quick => "--quick run: every real measurement once, so no spread".into(),
+        Depth::Smoke => "smoke run (test counts: the numbers mean nothing)".into(),
+    };
     let steps = Table {
         title: String::new(),
         columns: vec!["step".into(), "wall time (s)".into()],
         rows: report
             .steps
             .iter()
-            .map(|s| super::data::TableRow::new(vec![s.step.clone(), format!("{:.1}", s.wall_s)]))
+            .map(|s| TableRow::new(vec![s.step.clone(), format!("{:.1}", s.wall_s)]))
             .collect(),
     };
-    render_table(&mut page, &steps);
-    page.push_str("</section>\n</body>\n</html>\n");
-    page
-}
-
-fn render_section(page: &mut String, section: &Section) {
-    let _ = writeln!(
-        page,
-        "<section id=\"{}\"><h2>{}</h2>",
-        escape(&section.id),
-        escape(&section.title)
-    );
-    for paragraph in &section.intro {
-        let _ = writeln!(page, "<p>{}</p>", code_spans(paragraph));
-    }
-    for figure in &section.figures {
-        render_figure(page, figure);
-    }
-    for table in &section.tables {
-        page.push_str("<div class=\"table-block\">");
-        if !table.title.is_empty() {
-            let _ = write!(page, "<h3>{}</h3>", code_spans(&table.title));
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "dirq report" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                header {
+                    h1 { "dirq report" }
+                    p.meta {
+                        "dirq " (meta.dirq_version) " · " (depth) " · started "
+                        (utc_minutes(meta.started)) " · took " (format!("{total_s:.0}")) " s · "
+                        "host " (meta.host.cpu.as_deref().unwrap_or("unknown CPU")) ", "
+                        (meta.host.cpus) " CPUs, kernel " (meta.host.kernel.as_deref().unwrap_or("unknown"))
+                        " · numbers in " a href="data.json" { "data.json" }
+                        ", core timelines in " a href="traces/" { "traces/" }
+                        " (open in ui.perfetto.dev)"
+                    }
+                }
+                @if !report.kvm.available {
+                    div.banner #no-kvm {
+                        "Simulation only: " (report.kvm.detail)
+                        ". The real-VMM sections, calibration and model checks were not run."
+                    }
+                }
+                nav #toc {
+                    h2 { "Contents" }
+                    ol {
+                        @for section in &report.sections {
+                            li { a href={ "#" (section.id) } { (section.title) } }
+                            @if section.id == "conclusions" && !report.notes.is_empty() {
+                                li { a href="#notes" { "Read first: failures and misses" } }
+                            }
+                        }
+                        li { a href="#steps" { "What ran, and how long it took" } }
+                    }
+                }
+                @for section in &report.sections {
+                    (render_section(section))
+                    // The notes follow the conclusions they qualify.
+                    @if section.id == "conclusions" && !report.notes.is_empty() {
+                        div.notes #notes {
+                            h2 { "Read first" }
+                            ul { @for note in &report.notes { li { (code_spans(note)) } } }
+                        }
+                    }
+                }
+                section #steps {
+                    h2 { "What ran, and how long it took" }
+                    (render_table(&steps))
+                }
+            }
         }
-        render_table(page, table);
-        page.push_str("</div>\n");
-    }
-    page.push_str("</section>\n");
+    };
+    page.into_string()
 }
 
-fn render_figure(page: &mut String, figure: &Figure) {
-    let id = escape(&figure.id);
-    let _ = write!(
-        page,
-        "<figure id=\"{id}\" data-figure=\"{id}\"><h3>{}</h3><div class=\"fig-body\"><div class=\"chart\">",
-        escape(&figure.title)
-    );
-    match render_svg(&figure.chart) {
-        Ok(svg) => page.push_str(&svg),
-        Err(err) => {
-            let _ = write!(
-                page,
-                "<p class=\"error\">figure not drawn: {}</p>",
-                escape(&format!("{err:#}"))
-            );
+fn render_section(section: &Section) -> Markup {
+    html! {
+        section id=(section.id) {
+            h2 { (section.title) }
+            @for paragraph in &section.intro { p { (code_spans(paragraph)) } }
+            @for figure in &section.figures { (render_figure(figure)) }
+            @for table in &section.tables {
+                div.table-block {
+                    @if !table.title.is_empty() { h3 { (code_spans(&table.title)) } }
+                    (render_table(table))
+                }
+            }
         }
     }
-    page.push_str("</div><div class=\"fig-table\">");
-    render_table(page, &figure.table);
-    let _ = writeln!(
-        page,
-        "</div></div><figcaption>{}</figcaption></figure>",
-        code_spans(&figure.caption)
-    );
 }
 
-fn render_table(page: &mut String, table: &Table) {
-    page.push_str("<table><thead><tr>");
-    for column in &table.columns {
-        let _ = write!(page, "<th>{}</th>", escape(column));
-    }
-    page.push_str("</tr></thead><tbody>\n");
-    for row in &table.rows {
-        page.push_str(if row.flagged {
-            "<tr class=\"flagged\">"
-        } else {
-            "<tr>"
-        });
-        for cell in &row.cells {
-            let class = if is_number(cell) {
-                ""
-            } else {
-                " class=\"text\""
-            };
-            let _ = write!(page, "<td{class}>{}</td>", code_spans(cell));
+fn render_figure(figure: &Figure) -> Markup {
+    let svg = render_svg(&figure.chart);
+    html! {
+        figure id=(figure.id) data-figure=(figure.id) {
+            h3 { (figure.title) }
+            div.chart {
+                @match &svg {
+                    Ok(svg) => (PreEscaped(svg)),
+                    Err(err) => p.error { "figure not drawn: " (format!("{err:#}")) },
+                }
+            }
+            figcaption { (code_spans(&figure.caption)) }
+            (render_table(&figure.table))
+            @if !figure.commands.is_empty() {
+                details {
+                    summary {
+                        "The " (figure.commands.len()) " command"
+                        @if figure.commands.len() > 1 { "s" } " that repeat these runs"
+                    }
+                    pre { code { @for command in &figure.commands { (command) "\n" } } }
+                }
+            }
         }
-        page.push_str("</tr>\n");
     }
-    page.push_str("</tbody></table>");
 }
 
-/// Cells that hold a number ("28.2K", "-50.0%", "0 / 1011") align right;
-/// words and commands align left.
+fn render_table(table: &Table) -> Markup {
+    html! {
+        div.table-wrap {
+            table {
+                thead { tr { @for column in &table.columns { th { (column) } } } }
+                tbody {
+                    @for row in &table.rows {
+                        tr class=[row.flagged.then_some("flagged")] {
+                            @for cell in &row.cells {
+                                td class=[(!is_number(cell)).then_some("text")] { (code_spans(cell)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Cells that hold a number ("28.2K", "-50.0%", "0 / 1011", "2.50 (2.00-3.00)")
+/// align right; words and commands align left.
 fn is_number(cell: &str) -> bool {
     let starts_numeric = cell
         .chars()
@@ -171,64 +181,19 @@ fn is_number(cell: &str) -> bool {
         .is_some_and(|c| c.is_ascii_digit() || c == '-' || c == '+');
     let one_token = cell.len() <= 16 && !cell.contains(char::is_whitespace);
     let pair = cell.len() <= 24 && cell.contains(" / ");
-    starts_numeric && (one_token || pair)
+    let with_range = cell.len() <= 40 && cell.ends_with(')') && cell.contains(" (");
+    starts_numeric && (one_token || pair || with_range)
 }
 
-/// Escapes text for HTML element content and quoted attribute values.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// Escapes a caption and shows its `backquoted` commands as code.
-fn code_spans(text: &str) -> String {
-    let mut out = String::new();
-    for (index, part) in text.split('`').enumerate() {
+/// Text with its `backquoted` commands shown as code.
+fn code_spans(text: &str) -> Markup {
+    html! {
         // Odd parts sit between backquotes; an unmatched trailing backquote
         // leaves a last odd part, shown as code as well.
-        if index % 2 == 1 {
-            let _ = write!(out, "<code>{}</code>", escape(part));
-        } else {
-            out.push_str(&escape(part));
+        @for (index, part) in text.split('`').enumerate() {
+            @if index % 2 == 1 { code { (part) } } @else { (part) }
         }
     }
-    out
-}
-
-/// "2026-11-22 07:39 UTC" from Unix seconds (civil-from-days, proleptic
-/// Gregorian), so the report needs no date crate.
-fn utc_timestamp(unix_s: u64) -> String {
-    let days = unix_s / 86_400;
-    let seconds_of_day = unix_s % 86_400;
-    let shifted = days + 719_468;
-    let era = shifted / 146_097;
-    let day_of_era = shifted % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
-        seconds_of_day / 3_600,
-        seconds_of_day % 3_600 / 60
-    )
 }
 
 #[cfg(test)]
@@ -244,6 +209,7 @@ mod tests {
             id: "fig-exits".into(),
             title: "Exits by reason <per second>".into(),
             caption: "Ran `dirq sim did-udp-rx --seed 1` & friends".into(),
+            commands: vec!["dirq sim did-udp-rx --seed 1 <&>".into()],
             chart: Chart::Bars {
                 value_label: "exits/s".into(),
                 categories: vec!["vanilla 100K".into(), "did 100K".into()],
@@ -264,7 +230,8 @@ mod tests {
         let cdf = Figure {
             id: "fig-cdf".into(),
             title: "Latency".into(),
-            caption: "Ran `dirq sim did-cyclictest`".into(),
+            caption: "Percentiles".into(),
+            commands: Vec::new(),
             chart: Chart::Xy {
                 x_axis: Axis {
                     label: "latency (ns)".into(),
@@ -274,19 +241,18 @@ mod tests {
                     label: "fraction".into(),
                     scale: Scale::Linear,
                 },
-                series: vec![Series {
-                    name: "did".into(),
-                    style: SeriesStyle::Line,
-                    points: vec![[2_000.0, 0.5], [3_000.0, 1.0]],
-                }],
+                series: vec![Series::new(
+                    "did",
+                    SeriesStyle::Line,
+                    vec![[2_000.0, 0.5], [3_000.0, 1.0]],
+                )],
                 identity_line: false,
             },
             table: Table::default(),
         };
         ReportData {
-            dirq_version: "0.1.0".into(),
             depth: Depth::Quick,
-            started_unix_s: 1_795_333_151,
+            repeats: 1,
             kvm: KvmStatus {
                 available: kvm_available,
                 detail: "no /dev/kvm: No such file or directory".into(),
@@ -296,20 +262,34 @@ mod tests {
                 step: "simulation".into(),
                 wall_s: 1.5,
             }],
-            sections: vec![Section {
-                id: "sim".into(),
-                title: "Simulation".into(),
-                intro: vec!["Intro with <angle> & ampersand.".into()],
-                figures: vec![bars, cdf],
-                tables: vec![],
-            }],
+            sections: vec![
+                Section {
+                    id: "conclusions".into(),
+                    title: "Conclusions".into(),
+                    intro: vec!["DID saves 90%.".into()],
+                    figures: vec![],
+                    tables: vec![],
+                },
+                Section {
+                    id: "sim".into(),
+                    title: "Simulation".into(),
+                    intro: vec!["Intro with <angle> & ampersand.".into()],
+                    figures: vec![bars, cdf],
+                    tables: vec![],
+                },
+            ],
             raw: serde_json::Map::new(),
         }
     }
 
+    fn page(kvm_available: bool) -> String {
+        let started = time::OffsetDateTime::from_unix_timestamp(1_795_333_151).expect("time");
+        render_page(&sample_report(kvm_available), &Meta::since(started, None))
+    }
+
     #[test]
     fn page_parses_as_html_without_errors() {
-        let page = render_page(&sample_report(true));
+        let page = page(true);
         let document = scraper::Html::parse_document(&page);
         assert!(document.errors.is_empty(), "{:?}", document.errors);
         let figures = scraper::Selector::parse("figure[data-figure]").expect("selector");
@@ -328,16 +308,36 @@ mod tests {
 
     #[test]
     fn text_is_escaped_and_captions_show_commands_as_code() {
-        let page = render_page(&sample_report(true));
+        let page = page(true);
         assert!(page.contains("Exits by reason &lt;per second&gt;"));
         assert!(page.contains("Intro with &lt;angle&gt; &amp; ampersand."));
         assert!(page.contains("<code>dirq sim did-udp-rx --seed 1</code> &amp; friends"));
         assert!(page.contains("<tr class=\"flagged\"><td class=\"text\">did 100K</td><td>10</td>"));
+        assert!(page.contains("dirq sim did-udp-rx --seed 1 &lt;&amp;&gt;"));
+        assert!(page.contains("started 2026-11-22 07:39 UTC"));
+    }
+
+    #[test]
+    fn conclusions_come_first_then_the_notes_and_commands_fold_away() {
+        let document = scraper::Html::parse_document(&page(true));
+        let select = |css: &str| scraper::Selector::parse(css).expect("selector");
+        let order: Vec<&str> = document
+            .select(&select("body > section, body > div.notes"))
+            .filter_map(|e| e.value().attr("id"))
+            .collect();
+        assert_eq!(order, ["conclusions", "notes", "sim", "steps"]);
+        let links: Vec<&str> = document
+            .select(&select("nav#toc a"))
+            .filter_map(|a| a.value().attr("href"))
+            .collect();
+        assert_eq!(links, ["#conclusions", "#notes", "#sim", "#steps"]);
+        // The figure with commands folds them in a <details>; the other has none.
+        assert_eq!(document.select(&select("figure details pre")).count(), 1);
     }
 
     #[test]
     fn missing_kvm_puts_a_banner_at_the_top() {
-        let page = render_page(&sample_report(false));
+        let page = page(false);
         let banner = page.find("id=\"no-kvm\"").expect("banner present");
         let first_section = page.find("<section").expect("sections present");
         assert!(banner < first_section);
@@ -347,18 +347,19 @@ mod tests {
     #[test]
     fn numbers_align_right_and_words_left() {
         // "-" (no value) stands in number columns, so it aligns with them.
-        for number in ["28.2K", "-50.0%", "0 / 1011", "3.96K", "99.93%", "-"] {
+        for number in [
+            "28.2K",
+            "-50.0%",
+            "0 / 1011",
+            "3.96K",
+            "99.93%",
+            "-",
+            "2.50 (2.00\u{2013}3.00)",
+        ] {
             assert!(is_number(number), "{number}");
         }
         for text in ["did 100K", "MISS", "99.8K packets/s", "dirq run ipi"] {
             assert!(!is_number(text), "{text}");
         }
-    }
-
-    #[test]
-    fn timestamps_are_utc_calendar_dates() {
-        assert_eq!(utc_timestamp(0), "1970-01-01 00:00 UTC");
-        assert_eq!(utc_timestamp(951_782_400), "2000-02-29 00:00 UTC");
-        assert_eq!(utc_timestamp(1_795_333_151), "2026-11-22 07:39 UTC");
     }
 }

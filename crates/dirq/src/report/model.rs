@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::charts::{format_percent, format_value};
-use super::data::{Axis, Chart, Figure, Scale, Series, SeriesStyle, Table, TableRow};
+use super::data::{Axis, Chart, Figure, Scale, Series, SeriesStyle, Spread, Table, TableRow};
 
 /// The goal of issue 5: predictions within 20% of measurements.
 pub const TOLERANCE: f64 = 0.20;
@@ -40,7 +40,10 @@ pub struct Comparison {
     /// The real configuration, e.g. "irq-latency, kernel + irqfd + PV EOI".
     pub configuration: String,
     pub metric: Metric,
+    /// The median of the real runs.
     pub measured: f64,
+    /// The median and range of the real runs.
+    pub measured_spread: Spread,
     pub predicted: f64,
     /// (predicted - measured) / measured; absent when nothing was measured
     /// to divide by.
@@ -49,7 +52,9 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    pub fn new(configuration: String, metric: Metric, measured: f64, predicted: f64) -> Self {
+    pub fn new(configuration: String, metric: Metric, measured: Spread, predicted: f64) -> Self {
+        let measured_spread = measured;
+        let measured = measured.median;
         let relative_error = (measured != 0.0).then(|| (predicted - measured) / measured);
         let within_tolerance = match relative_error {
             Some(error) => error.abs() <= TOLERANCE,
@@ -60,6 +65,7 @@ impl Comparison {
             configuration,
             metric,
             measured,
+            measured_spread,
             predicted,
             relative_error,
             within_tolerance,
@@ -69,7 +75,11 @@ impl Comparison {
 
 /// Measured against predicted on log-log axes with the y = x line, one
 /// colour per metric, and the full table with every miss flagged.
-pub fn comparison_figure(comparisons: &[Comparison], caption: String) -> Figure {
+pub fn comparison_figure(
+    comparisons: &[Comparison],
+    caption: String,
+    commands: Vec<String>,
+) -> Figure {
     let metrics = [
         Metric::ExitsPerInterrupt,
         Metric::LatencyP50Ns,
@@ -86,14 +96,16 @@ pub fn comparison_figure(comparisons: &[Comparison], caption: String) -> Figure 
         },
         series: metrics
             .iter()
-            .map(|metric| Series {
-                name: metric.label().to_string(),
-                style: SeriesStyle::Points,
-                points: comparisons
-                    .iter()
-                    .filter(|c| c.metric == *metric)
-                    .map(|c| [c.measured, c.predicted])
-                    .collect(),
+            .map(|metric| {
+                Series::new(
+                    metric.label(),
+                    SeriesStyle::Points,
+                    comparisons
+                        .iter()
+                        .filter(|c| c.metric == *metric)
+                        .map(|c| [c.measured, c.predicted])
+                        .collect(),
+                )
             })
             .filter(|series| !series.points.is_empty())
             .collect(),
@@ -118,7 +130,7 @@ pub fn comparison_figure(comparisons: &[Comparison], caption: String) -> Figure 
                     vec![
                         c.configuration.clone(),
                         c.metric.label().to_string(),
-                        c.metric.format(c.measured),
+                        c.measured_spread.text(|v| c.metric.format(v)),
                         c.metric.format(c.predicted),
                         c.relative_error
                             .map_or_else(|| "n/a".into(), |e| format!("{:+.1}%", e * 100.0)),
@@ -133,6 +145,7 @@ pub fn comparison_figure(comparisons: &[Comparison], caption: String) -> Figure 
         id: "model-vs-reality".into(),
         title: "Measured against predicted".into(),
         caption,
+        commands,
         chart,
         table,
     }
@@ -144,18 +157,19 @@ mod tests {
 
     #[test]
     fn errors_are_relative_to_the_measurement_and_misses_are_flagged() {
-        let close = Comparison::new("a".into(), Metric::LatencyP50Ns, 10_000.0, 11_500.0);
+        let once = |v: f64| Spread::of([v]).expect("value");
+        let close = Comparison::new("a".into(), Metric::LatencyP50Ns, once(10_000.0), 11_500.0);
         assert_eq!(close.relative_error, Some(0.15));
         assert!(close.within_tolerance);
-        let miss = Comparison::new("b".into(), Metric::ExitsPerInterrupt, 2.0, 1.0);
+        let miss = Comparison::new("b".into(), Metric::ExitsPerInterrupt, once(2.0), 1.0);
         assert_eq!(miss.relative_error, Some(-0.5));
         assert!(!miss.within_tolerance);
-        let zero = Comparison::new("c".into(), Metric::ExitsPerInterrupt, 0.0, 0.0);
+        let zero = Comparison::new("c".into(), Metric::ExitsPerInterrupt, once(0.0), 0.0);
         assert!(zero.relative_error.is_none() && zero.within_tolerance);
-        let phantom = Comparison::new("d".into(), Metric::ExitsPerInterrupt, 0.0, 0.3);
+        let phantom = Comparison::new("d".into(), Metric::ExitsPerInterrupt, once(0.0), 0.3);
         assert!(!phantom.within_tolerance);
 
-        let figure = comparison_figure(&[close, miss, zero, phantom], "Ran x.".into());
+        let figure = comparison_figure(&[close, miss, zero, phantom], "x".into(), Vec::new());
         let flags: Vec<bool> = figure.table.rows.iter().map(|r| r.flagged).collect();
         assert_eq!(flags, [false, true, false, true]);
         assert_eq!(figure.table.rows[1].cells[4], "-50.0%");

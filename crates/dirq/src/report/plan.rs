@@ -5,7 +5,7 @@ use indicatif::ProgressBar;
 
 use super::checks::CYCLICTEST_PERIOD_NS;
 use super::data::Depth;
-use super::real::RealCase;
+use super::real::{RealCase, Repeat};
 use super::views::RealRun;
 
 /// The delivery paths compared, cheapest last.
@@ -206,49 +206,71 @@ pub fn command_line(config: &BenchConfig) -> String {
     command
 }
 
+/// The watchdog of a report's real run: a run that hangs costs this, times
+/// its repeats, instead of the 30 s a `dirq run` waits.
+const REPORT_RUN_TIMEOUT_MS: u64 = 10_000;
+
 /// One real run with the host CPU its vCPUs burned. The raw report is kept
 /// for data.json next to the view the figures read.
-pub fn run_case(config: &BenchConfig) -> anyhow::Result<(RealCase, serde_json::Value)> {
+pub fn run_case(config: &BenchConfig) -> anyhow::Result<(Repeat, serde_json::Value)> {
     let report = dirq_vmm::bench::run(config)?;
     let raw = serde_json::to_value(&report)?;
-    let run: RealRun = serde_json::from_value(raw.clone())?;
+    let mut run: RealRun = serde_json::from_value(raw.clone())?;
+    run.latency_histogram = report
+        .latency_ns
+        .as_ref()
+        .map(|latency| latency.histogram.clone())
+        .unwrap_or_default();
     let cpu_cores = if report.duration_s > 0.0 {
         report.exits.vcpu_cpu_s / report.duration_s
     } else {
         0.0
     };
-    Ok((
-        RealCase {
+    Ok((Repeat { run, cpu_cores }, raw))
+}
+
+/// Runs every config `repeats` times, round after round so that a slow
+/// spell of the host spreads over all configs rather than hitting one;
+/// advances `bar` once per run. Failures are returned as notes so one
+/// broken path does not cost the reader the rest of the report.
+pub fn run_all(
+    plan: &[BenchConfig],
+    repeats: usize,
+    bar: &ProgressBar,
+) -> (Vec<RealCase>, Vec<serde_json::Value>, Vec<String>) {
+    let mut cases: Vec<RealCase> = plan
+        .iter()
+        .map(|config| RealCase {
             label: path_label(config),
             command: command_line(config),
             config: config.clone(),
-            run,
-            cpu_cores,
-        },
-        raw,
-    ))
-}
-
-/// Runs every config, advancing `bar`; failures are returned as notes so
-/// one broken path does not cost the reader the rest of the report.
-pub fn run_all(
-    plan: &[BenchConfig],
-    bar: &ProgressBar,
-) -> (Vec<RealCase>, Vec<serde_json::Value>, Vec<String>) {
-    let mut cases = Vec::new();
+            repeats: Vec::new(),
+        })
+        .collect();
     let mut raws = Vec::new();
     let mut failures = Vec::new();
-    for config in plan {
-        bar.set_message(format!("{} {}", config.bench, path_label(config)));
-        match run_case(config) {
-            Ok((case, raw)) => {
-                cases.push(case);
-                raws.push(raw);
+    for round in 1..=repeats {
+        for case in &mut cases {
+            bar.set_message(format!(
+                "{} {} (run {round} of {repeats})",
+                case.config.bench, case.label
+            ));
+            let mut config = case.config.clone();
+            config.timeout_ms = config.timeout_ms.min(REPORT_RUN_TIMEOUT_MS);
+            match run_case(&config) {
+                Ok((repeat, raw)) => {
+                    case.repeats.push(repeat);
+                    raws.push(raw);
+                }
+                Err(err) => failures.push(format!(
+                    "`{}` failed (run {round} of {repeats}): {err:#}",
+                    case.command
+                )),
             }
-            Err(err) => failures.push(format!("`{}` failed: {err:#}", command_line(config))),
+            bar.inc(1);
         }
-        bar.inc(1);
     }
+    cases.retain(|case| !case.repeats.is_empty());
     (cases, raws, failures)
 }
 

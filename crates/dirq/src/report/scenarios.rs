@@ -2,9 +2,11 @@
 //! in guest against rate, latency distributions, invariant checks.
 
 use super::charts::{
-    exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_cdf,
+    exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_percentiles,
+    LinePoint,
 };
-use super::data::{Axis, Figure, Scale, Section, Table, TableRow};
+use super::data::{Axis, Figure, Scale, Section, Spread, Table, TableRow};
+use super::simulate::TracedExits;
 use super::views::{SimRun, SimScenario};
 
 /// Builds the section of one simulated scenario. `command` is the
@@ -18,7 +20,7 @@ pub fn scenario_section(
 ) -> Section {
     let runs = &result.runs;
     let labels = result.labels();
-    let ran = format!("Ran `{command}` ({} runs).", runs.len());
+    let commands = vec![command.to_string()];
     let mut figures = Vec::new();
 
     let entries: Vec<_> = runs
@@ -30,18 +32,28 @@ pub fn scenario_section(
     if chart.has_data() {
         figures.push(Figure {
             id: format!("{id}-exits"),
-            title: format!("{}: exits per second by reason", result.scenario),
-            caption: format!("{ran} Each bar is one run; segments are exit reasons."),
+            title: format!("{}: exits per second by VMX reason", result.scenario),
+            caption: format!(
+                "Each bar is one of the {} runs; segments are exit reasons.",
+                runs.len()
+            ),
+            commands: commands.clone(),
             table: exit_table("run", &chart, "exits/s"),
             chart,
         });
     }
 
-    let rated: Vec<(String, f64, f64)> = runs
+    let rated: Vec<LinePoint> = runs
         .iter()
-        .filter_map(|run| Some((run.policy.clone(), run.rate()?.1, run.time_in_guest)))
+        .filter_map(|run| {
+            Some(LinePoint {
+                group: run.policy.clone(),
+                x: run.rate()?.1,
+                y: Spread::of([run.time_in_guest])?,
+            })
+        })
         .collect();
-    let mut rates: Vec<f64> = rated.iter().map(|(_, rate, _)| *rate).collect();
+    let mut rates: Vec<f64> = rated.iter().map(|point| point.x).collect();
     rates.sort_by(f64::total_cmp);
     rates.dedup();
     if let Some((rate_key, _)) = runs.iter().find_map(SimRun::rate) {
@@ -58,11 +70,13 @@ pub fn scenario_section(
                 },
                 &rated,
                 format_percent,
+                Some(1.0),
             );
             figures.push(Figure {
                 id: format!("{id}-guest-time"),
                 title: format!("{}: time in guest against interrupt rate", result.scenario),
-                caption: format!("{ran} One line per policy."),
+                caption: "One line per policy.".into(),
+                commands: commands.clone(),
                 chart,
                 table,
             });
@@ -75,13 +89,14 @@ pub fn scenario_section(
         .filter_map(|(run, label)| Some((label.clone(), run.latency_ns?)))
         .collect();
     if !latencies.is_empty() {
-        let (chart, table) = latency_cdf(&latencies);
+        let (chart, table) = latency_percentiles(&latencies);
         figures.push(Figure {
             id: format!("{id}-latency"),
-            title: format!("{}: latency distribution per policy", result.scenario),
-            caption: format!(
-                "{ran} Each line is a run's latency CDF through its p50, p99 and maximum."
-            ),
+            title: format!("{}: latency percentiles per policy", result.scenario),
+            caption: "Each run's p50, p99 and maximum, at 0.5, 0.99 and 1 on the y axis: the \
+                      simulator reports percentiles, not its samples' distribution."
+                .into(),
+            commands,
             chart,
             table,
         });
@@ -136,6 +151,55 @@ fn summary_table(runs: &[SimRun], labels: &[String]) -> Table {
                 )
             })
             .collect(),
+    }
+}
+
+/// The exits of the traced window, one `perf kvm stat report` table per
+/// design: the simulator knows how long each exit kept the host busy.
+pub fn traced_exits_section(exits: &[TracedExits], file: &str) -> Section {
+    let tables = exits
+        .iter()
+        .map(|process| {
+            let samples: u64 = process.by_reason.values().map(|t| t.samples).sum();
+            let time: u64 = process.by_reason.values().map(|t| t.total_ns).sum();
+            let mut rows: Vec<_> = process.by_reason.iter().collect();
+            rows.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then(a.0.cmp(b.0)));
+            let us = |ns: f64| format!("{:.2}us", ns / 1e3);
+            Table {
+                title: process.process.clone(),
+                columns: [
+                    "VM-EXIT", "Samples", "Samples%", "Time%", "Min Time", "Max Time", "Avg time",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: rows
+                    .into_iter()
+                    .map(|(reason, t)| {
+                        TableRow::new(vec![
+                            reason.clone(),
+                            t.samples.to_string(),
+                            format_percent(t.samples as f64 / samples.max(1) as f64),
+                            format_percent(t.total_ns as f64 / time.max(1) as f64),
+                            us(t.min_ns as f64),
+                            us(t.max_ns as f64),
+                            us(t.total_ns as f64 / t.samples.max(1) as f64),
+                        ])
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Section {
+        id: "sim-trace-exits".into(),
+        title: "Simulation: every exit of the traced window, per design".into(),
+        intro: vec![format!(
+            "The exits of `traces/{file}` (open it in ui.perfetto.dev: a process per design, a \
+             thread per core, each exit a slice named by its VMX reason, arrows from each \
+             interrupt's raise to its handler), as `perf kvm stat report` prints them. Time is \
+             how long the exit kept the host busy (VM exit to VM entry)."
+        )],
+        figures: Vec::new(),
+        tables,
     }
 }
 
@@ -214,7 +278,10 @@ mod tests {
         // The run without latency is left out of the CDF, not drawn at zero.
         assert_eq!(section.figures[2].table.rows.len(), 3);
         assert!(section.figures.iter().all(|f| f.chart.has_data()));
-        assert!(section.figures[0].caption.contains("`dirq sim did-udp-rx`"));
+        assert!(section
+            .figures
+            .iter()
+            .all(|f| f.commands == ["dirq sim did-udp-rx"]));
         assert_eq!(section.intro, ["First.", "Second paragraph."]);
     }
 

@@ -1,15 +1,19 @@
-//! The simulation half of the report: the built-in scenarios, and one short
-//! Perfetto trace per policy.
+//! The simulation half of the report: the built-in scenarios, and one
+//! Perfetto trace of every policy.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use dirq_sim::policy::PolicyKind;
 use dirq_sim::scenario::{self, NicCoalescing, RunGroup, Scenario, Transport, WorkloadKind};
-use dirq_sim::{run_scenario, run_scenario_with_progress, CostProfile, RunOptions};
+use dirq_sim::{run_scenario_with_progress, CostProfile, RunOptions};
 use indicatif::ProgressBar;
 
+use serde::Serialize;
+
 use super::data::Depth;
+use super::exit_names::vmx_name;
 use super::views::SimScenario;
 
 /// Simulated time per run in a smoke report: enough events to draw every
@@ -61,19 +65,21 @@ pub fn run(
     Ok(SimOutcome { view, raw })
 }
 
-/// The workload every policy's trace shows: SR-IOV and virtio traffic plus
-/// the guest timer, so device, virtual and timer interrupts all appear.
-fn trace_scenario(policy: PolicyKind) -> Result<Scenario> {
-    let mut traffic = RunGroup::new(WorkloadKind::UdpRx, vec![policy]);
-    traffic.rates_pps = vec![250_000];
+/// The trace's file in `traces/`.
+const TRACE_FILE: &str = "designs.json";
+
+/// The workload the trace shows under every policy: SR-IOV and virtio
+/// traffic plus the guest timer, so device, virtual and timer interrupts
+/// all appear; 10 ms holds ten timer ticks, past the start-up.
+fn trace_scenario() -> Result<Scenario> {
+    let mut traffic = RunGroup::new(WorkloadKind::UdpRx, PolicyKind::ALL.to_vec());
+    traffic.rates_pps = vec![100_000];
     traffic.transport = Transport::Both;
     traffic.with_timer = true;
     let scenario = Scenario {
-        name: format!("trace-{policy}"),
-        description: format!(
-            "2 ms of udp-rx over SR-IOV and virtio at 250K packets/s each, with a 1 kHz guest timer, under {policy}"
-        ),
-        duration_ms: 2,
+        name: "trace".into(),
+        description: "10 ms of udp-rx over SR-IOV and virtio at 100K packets/s each, with a 1 kHz guest timer".into(),
+        duration_ms: 10,
         nic: NicCoalescing::FITTED,
         runs: vec![traffic],
     };
@@ -81,30 +87,84 @@ fn trace_scenario(policy: PolicyKind) -> Result<Scenario> {
     Ok(scenario)
 }
 
-/// Writes `traces/<policy>.json` for every policy; returns the file names.
-pub fn write_policy_traces(dir: &Path, seed: u64, bar: &ProgressBar) -> Result<Vec<String>> {
-    let mut written = Vec::new();
-    for policy in PolicyKind::ALL {
-        bar.set_message(policy.name());
-        let scenario = trace_scenario(policy)?;
-        let options = RunOptions {
-            seed,
-            profile: None,
-            trace: true,
+/// One exit reason's samples in a trace: `perf kvm stat report`'s row.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExitTimes {
+    pub samples: u64,
+    pub total_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+}
+
+/// The exits of one traced process (one design), by VMX reason.
+#[derive(Debug, Clone, Serialize)]
+pub struct TracedExits {
+    pub process: String,
+    pub by_reason: BTreeMap<String, ExitTimes>,
+}
+
+/// The exit slices of a trace, per process in process order.
+pub fn traced_exits(trace: &serde_json::Value) -> Vec<TracedExits> {
+    let events = trace["traceEvents"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    let mut processes: BTreeMap<u64, TracedExits> = BTreeMap::new();
+    for event in events {
+        let Some(pid) = event["pid"].as_u64() else {
+            continue;
         };
-        let output = run_scenario(&scenario, &options)
-            .with_context(|| format!("tracing {}", policy.name()))?;
-        let trace = output
-            .trace
-            .with_context(|| format!("the simulator returned no trace for {}", policy.name()))?;
-        let file = format!("{}.json", policy.name());
-        let path = dir.join(&file);
-        std::fs::write(&path, serde_json::to_vec(&trace)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        written.push(file);
-        bar.inc(1);
+        let process = processes.entry(pid).or_insert_with(|| TracedExits {
+            process: format!("process {pid}"),
+            by_reason: BTreeMap::new(),
+        });
+        if event["ph"] == "M" && event["name"] == "process_name" {
+            if let Some(name) = event["args"]["name"].as_str() {
+                process.process = name.to_string();
+            }
+        }
+        if event["cat"] != "exit" {
+            continue;
+        }
+        let (Some(name), Some(cost)) = (event["name"].as_str(), event["args"]["cost_ns"].as_u64())
+        else {
+            continue;
+        };
+        let times = process.by_reason.entry(vmx_name(name)).or_default();
+        times.min_ns = if times.samples == 0 {
+            cost
+        } else {
+            times.min_ns.min(cost)
+        };
+        times.max_ns = times.max_ns.max(cost);
+        times.samples += 1;
+        times.total_ns += cost;
     }
-    Ok(written)
+    processes
+        .into_values()
+        .filter(|p| !p.by_reason.is_empty())
+        .collect()
+}
+
+/// Writes `traces/designs.json`, one Perfetto process per policy; returns
+/// the file name and the exits it holds. `bar` advances once per policy.
+pub fn write_design_trace(
+    dir: &Path,
+    seed: u64,
+    bar: &ProgressBar,
+) -> Result<(String, Vec<TracedExits>)> {
+    let scenario = trace_scenario()?;
+    let options = RunOptions {
+        seed,
+        profile: None,
+        trace: true,
+    };
+    let output = run_scenario_with_progress(&scenario, &options, |_, _| bar.inc(1))
+        .context("tracing the designs")?;
+    let trace = output.trace.context("the simulator returned no trace")?;
+    let path = dir.join(TRACE_FILE);
+    std::fs::write(&path, serde_json::to_vec(&trace)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok((TRACE_FILE.to_string(), traced_exits(&trace)))
 }
 
 #[cfg(test)]
@@ -112,13 +172,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_policy_has_a_valid_trace_scenario() {
-        for policy in PolicyKind::ALL {
-            let scenario = trace_scenario(policy).expect("trace scenario parses");
-            let runs = scenario.expand();
-            assert_eq!(runs.len(), 1);
-            assert_eq!(runs[0].policy, policy);
-        }
+    fn the_trace_runs_every_policy() {
+        let scenario = trace_scenario().expect("trace scenario parses");
+        let policies: Vec<PolicyKind> = scenario.expand().iter().map(|run| run.policy).collect();
+        assert_eq!(policies, PolicyKind::ALL);
+    }
+
+    #[test]
+    fn exit_times_are_summed_per_process_and_vmx_reason() {
+        let trace = serde_json::json!({"traceEvents": [
+            {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "did udp-rx"}},
+            {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "bare"}},
+            {"ph": "X", "cat": "exit", "name": "EXTINT", "pid": 1, "args": {"cost_ns": 300}},
+            {"ph": "X", "cat": "exit", "name": "EXTINT", "pid": 1, "args": {"cost_ns": 100}},
+            {"ph": "X", "cat": "mode", "name": "guest", "pid": 1},
+            {"ph": "X", "cat": "exit", "name": "HLT", "pid": 1, "args": {"cost_ns": 50}}
+        ]});
+        let exits = traced_exits(&trace);
+        assert_eq!(exits.len(), 1, "the process without exits is left out");
+        assert_eq!(exits[0].process, "did udp-rx");
+        let extint = &exits[0].by_reason["EXTERNAL_INTERRUPT"];
+        assert_eq!(
+            (
+                extint.samples,
+                extint.total_ns,
+                extint.min_ns,
+                extint.max_ns
+            ),
+            (2, 400, 100, 300)
+        );
+        assert_eq!(exits[0].by_reason["HLT"].samples, 1);
     }
 
     #[test]

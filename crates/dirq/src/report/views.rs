@@ -7,8 +7,11 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use dirq_vmm::report::Bucket;
+
 use super::data::Series;
 use super::data::SeriesStyle;
+use super::exit_names::vmx_name;
 use super::figures::compact_number;
 
 /// `latency_ns` in both contracts (`min` only in `dirq run`'s).
@@ -22,21 +25,49 @@ pub struct Latency {
     pub max: f64,
 }
 
+/// The empirical CDF of histogram buckets (ascending): at each bucket's
+/// upper bound, the fraction of samples at or below it.
+pub fn cdf_steps(name: &str, buckets: &[Bucket]) -> Series {
+    let total: u64 = buckets.iter().map(|b| b.count).sum();
+    let mut below = 0;
+    let points = buckets
+        .iter()
+        .map(|bucket| {
+            below += bucket.count;
+            [bucket.le_ns as f64, below as f64 / total.max(1) as f64]
+        })
+        .collect();
+    Series::new(name, SeriesStyle::Steps, points)
+}
+
 impl Latency {
-    /// The empirical CDF through the points the contracts report: none
-    /// below min, half the samples at or below p50, 99% at or below p99,
-    /// all at or below max.
-    pub fn cdf_series(&self, name: &str) -> Series {
+    /// The percentiles the contract reports, as points at their quantile:
+    /// what there is of a distribution without its histogram (the
+    /// simulator's contract has none).
+    pub fn percentile_points(&self, name: &str) -> Series {
         let from_min = self.min.map(|min| [min, 0.0]);
-        Series {
-            name: name.to_string(),
-            style: SeriesStyle::Line,
-            points: from_min
+        Series::new(
+            name,
+            SeriesStyle::Points,
+            from_min
                 .into_iter()
                 .chain([[self.p50, 0.5], [self.p99, 0.99], [self.max, 1.0]])
                 .collect(),
-        }
+        )
     }
+}
+
+/// Exit reasons in the report's one naming (VMX), whatever the producer
+/// called them; rates of reasons that share a VMX name add up.
+fn vmx_named<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, f64>, D::Error> {
+    let by_reason = BTreeMap::<String, f64>::deserialize(deserializer)?;
+    let mut named = BTreeMap::new();
+    for (reason, value) in by_reason {
+        *named.entry(vmx_name(&reason)).or_insert(0.0) += value;
+    }
+    Ok(named)
 }
 
 /// One run of `dirq sim --json`.
@@ -46,9 +77,13 @@ pub struct SimRun {
     #[serde(default)]
     pub params: serde_json::Map<String, serde_json::Value>,
     pub exits_per_s: f64,
-    #[serde(default)]
+    /// By VMX exit reason.
+    #[serde(default, deserialize_with = "vmx_named")]
     pub exits_by_reason_per_s: BTreeMap<String, f64>,
     pub time_in_guest: f64,
+    /// Fraction of the VM's cores' time not asleep.
+    #[serde(default)]
+    pub cpu_busy: Option<f64>,
     #[serde(default)]
     pub latency_ns: Option<Latency>,
     #[serde(default)]
@@ -163,10 +198,9 @@ impl SimScenario {
 #[derive(Debug, Clone, Deserialize)]
 pub struct RealExits {
     pub userspace: u64,
-    pub kernel: u64,
     #[serde(default)]
     pub by_reason: BTreeMap<String, u64>,
-    /// The exits by KVM category, summing to `total`.
+    /// The exits by VMX reason, summing to `total`.
     #[serde(default)]
     pub by_category: BTreeMap<String, u64>,
 }
@@ -182,10 +216,12 @@ pub struct RealRun {
     pub exits_per_interrupt: f64,
     #[serde(default)]
     pub latency_ns: Option<Latency>,
-    pub duration_s: f64,
     /// Bench-specific figures, e.g. whileloop's `guest_share`.
     #[serde(default)]
     pub results: BTreeMap<String, f64>,
+    /// `latency_ns.histogram`, taken from the typed report by whoever ran it.
+    #[serde(skip)]
+    pub latency_histogram: Vec<Bucket>,
 }
 
 impl RealRun {
@@ -199,6 +235,18 @@ impl RealRun {
         let count = self.exits.by_reason.get(stat)?;
         (self.interrupts > 0).then(|| *count as f64 / self.interrupts as f64)
     }
+
+    /// Exits per delivered interrupt by VMX reason; empty without interrupts.
+    pub fn exits_per_interrupt_by_reason(&self) -> BTreeMap<String, f64> {
+        if self.interrupts == 0 {
+            return BTreeMap::new();
+        }
+        self.exits
+            .by_category
+            .iter()
+            .map(|(reason, count)| (vmx_name(reason), *count as f64 / self.interrupts as f64))
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -211,7 +259,7 @@ mod tests {
             "policy": "vanilla",
             "params": {"rate_pps": 250000},
             "exits_per_s": 62000.0,
-            "exits_by_reason_per_s": {"EXTINT": 31000.0, "MSRWR": 31000.0},
+            "exits_by_reason_per_s": {"EXTINT": 31000.0, "MSRWR": 31000.0, "NMI": 1.0, "EXCEPTION": 2.0},
             "time_in_guest": 0.8748,
             "invariant_violations": {"lost": 0, "priority": 2},
             "events": 10, "wall_s": 0.1
@@ -222,6 +270,13 @@ mod tests {
         assert_eq!(run.rate(), Some(("rate_pps".to_string(), 250_000.0)));
         assert_eq!(run.violations(), 2);
         assert!(run.latency_ns.is_none());
+        // The simulator's reason names read as VMX names; NMI and
+        // exceptions share VMX's EXCEPTION_NMI.
+        assert_eq!(
+            run.exits_by_reason_per_s.keys().collect::<Vec<_>>(),
+            ["EXCEPTION_NMI", "EXTERNAL_INTERRUPT", "MSR_WRITE"]
+        );
+        assert_eq!(run.exits_by_reason_per_s["EXCEPTION_NMI"], 3.0);
     }
 
     #[test]
@@ -246,7 +301,7 @@ mod tests {
     }
 
     #[test]
-    fn latency_cdf_passes_through_the_reported_percentiles() {
+    fn cdfs_come_from_buckets_and_percentiles_are_points() {
         let latency = Latency {
             min: None,
             mean: 3.0,
@@ -254,12 +309,25 @@ mod tests {
             p99: 9.0,
             max: 20.0,
         };
-        let series = latency.cdf_series("did");
-        assert_eq!(series.points, vec![[2.0, 0.5], [9.0, 0.99], [20.0, 1.0]]);
-        let with_min = Latency {
-            min: Some(1.0),
-            ..latency
-        };
-        assert_eq!(with_min.cdf_series("did").points[0], [1.0, 0.0]);
+        let points = latency.percentile_points("did");
+        assert_eq!(points.style, SeriesStyle::Points);
+        assert_eq!(points.points, vec![[2.0, 0.5], [9.0, 0.99], [20.0, 1.0]]);
+        let buckets = [
+            Bucket {
+                le_ns: 100,
+                count: 1,
+            },
+            Bucket {
+                le_ns: 200,
+                count: 2,
+            },
+            Bucket {
+                le_ns: 400,
+                count: 1,
+            },
+        ];
+        let cdf = cdf_steps("kvm", &buckets);
+        assert_eq!(cdf.style, SeriesStyle::Steps);
+        assert_eq!(cdf.points, vec![[100.0, 0.25], [200.0, 0.75], [400.0, 1.0]]);
     }
 }

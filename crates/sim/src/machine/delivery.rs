@@ -6,13 +6,13 @@ use super::*;
 impl Machine {
     /// A fixed interrupt arrives at a core's LAPIC (NMIs go through
     /// [`Self::send_nmi`]).
-    pub(super) fn deliver_physical(&mut self, core: usize, vector: u8) {
+    pub(super) fn deliver_physical(&mut self, core: usize, vector: u8, fx: &mut Effects) {
         if self.cores[core].lapic.accept(vector, TriggerMode::Edge) == AcceptOutcome::Coalesced {
             if let Some((vm, guest_vector)) = self.physical_owner(core, vector) {
                 self.merged(vm, guest_vector);
             }
         }
-        self.physical_pending(core);
+        self.physical_pending(core, fx);
     }
 
     /// The VM and guest vector a physical vector on `core` stands for.
@@ -29,32 +29,32 @@ impl Machine {
     }
 
     /// Something is pending in the core's IRR.
-    pub(super) fn physical_pending(&mut self, core: usize) {
+    pub(super) fn physical_pending(&mut self, core: usize, fx: &mut Effects) {
         match self.cores[core].mode {
             Mode::Guest => {
                 let Some(vcpu) = self.cores[core].current else {
                     return;
                 };
                 if self.process_posted_notification(vcpu) {
-                    return;
-                }
-                if self.vcpus[vcpu].vmcs.external_interrupt_exits() {
-                    self.exit(
+                    fx.push(Effect::TryDeliver(vcpu));
+                } else if self.vcpus[vcpu].vmcs.external_interrupt_exits() {
+                    fx.exit(
                         vcpu,
                         ExitReason::ExtInt,
                         self.profile.exit_cost(ExitReason::ExtInt),
                     );
                 } else {
-                    self.try_deliver(vcpu);
+                    fx.push(Effect::TryDeliver(vcpu));
                 }
             }
             Mode::Host => {}
-            Mode::Idle => self.wake_core(core),
+            Mode::Idle => self.wake_core(core, fx),
         }
     }
 
     /// SDM 29.6: the notification vector arriving in guest mode is
     /// acknowledged, EOIed and PIR merged into the virtual IRR, no exit.
+    /// Returns whether there was one to process.
     pub(super) fn process_posted_notification(&mut self, vcpu: usize) -> bool {
         let core = self.vcpus[vcpu].home_core;
         if !self.vcpus[vcpu].vmcs.processes_posted_interrupts()
@@ -72,13 +72,12 @@ impl Machine {
                 self.merged(vm, vector);
             }
         }
-        self.try_deliver(vcpu);
         true
     }
 
     /// An idle core takes an interrupt: bare metal resumes the OS at once;
     /// a host runs its handler (and wakes a vCPU if it was for one).
-    pub(super) fn wake_core(&mut self, core: usize) {
+    pub(super) fn wake_core(&mut self, core: usize, fx: &mut Effects) {
         // HLT without HLT exiting halts the core in guest mode; an
         // interrupt simply resumes the guest (SDM 25.1.3).
         let halted_in_guest = self.cores[core]
@@ -86,7 +85,7 @@ impl Machine {
             .filter(|&vcpu| !self.vcpus[vcpu].vmcs.hlt_exits());
         if let Some(vcpu) = halted_in_guest {
             self.vcpus[vcpu].state = VcpuState::Running;
-            self.enter_guest(core);
+            fx.push(Effect::EnterGuest(core));
             return;
         }
         // The core sleeps with a halted vCPU: its thread must wake to run
@@ -94,18 +93,18 @@ impl Machine {
         let cost = self.wakeup_cost(core);
         self.set_mode(core, Mode::Host);
         self.cores[core].free_host_irqs = 0;
-        self.host_busy(core, cost);
+        self.host_busy(core, cost, fx);
     }
 
-    pub(super) fn send_nmi(&mut self, core: usize, message: NmiMessage) {
+    pub(super) fn send_nmi(&mut self, core: usize, message: NmiMessage, fx: &mut Effects) {
         self.cores[core].nmi_mailbox.push(message);
         if self.cores[core].mode == Mode::Idle {
-            self.wake_core(core);
+            self.wake_core(core, fx);
             return;
         }
         if let (Mode::Guest, Some(vcpu)) = (self.cores[core].mode, self.cores[core].current) {
             if self.vcpus[vcpu].vmcs.nmi_exits() {
-                self.exit(
+                fx.exit(
                     vcpu,
                     ExitReason::Nmi,
                     self.profile.exit_cost(ExitReason::Nmi),
@@ -115,9 +114,9 @@ impl Machine {
     }
 
     /// A host IPI or hypervisor tick for a core that may be running a guest.
-    pub(super) fn host_interrupt(&mut self, core: usize, message: NmiMessage) {
+    pub(super) fn host_interrupt(&mut self, core: usize, message: NmiMessage, fx: &mut Effects) {
         if self.design.host_interrupt_mode == DeliveryMode::Nmi {
-            self.send_nmi(core, message);
+            self.send_nmi(core, message, fx);
             return;
         }
         let vector = match message {
@@ -127,13 +126,17 @@ impl Machine {
             }
             _ => HOST_KICK_VECTOR,
         };
-        self.deliver_physical(core, vector);
+        self.deliver_physical(core, vector, fx);
     }
 
-    /// Delivers whatever the guest can take now, in guest mode.
-    pub(super) fn try_deliver(&mut self, vcpu: usize) {
+    /// Delivers one interrupt the guest can take now, in guest mode, and
+    /// tries again; once there is none, the guest runs on.
+    pub(super) fn try_deliver(&mut self, vcpu: usize, fx: &mut Effects) {
+        if !self.in_guest(vcpu) {
+            return;
+        }
         let core = self.vcpus[vcpu].home_core;
-        while self.in_guest(vcpu) && self.vcpus[vcpu].interruptible {
+        while self.vcpus[vcpu].interruptible {
             let direct = !self.vcpus[vcpu].vmcs.external_interrupt_exits();
             if direct {
                 if let Some(vector) = self.cores[core].lapic.pending_vector() {
@@ -144,26 +147,27 @@ impl Machine {
                     }
                     self.cores[core].lapic.acknowledge();
                     if is_guest_vector(vector) {
-                        self.deliver_to_guest(vcpu, vector);
-                        continue;
+                        fx.push(Effect::StartHandler { vcpu, vector });
+                        fx.push(Effect::TryDeliver(vcpu));
+                        return;
                     }
                     // A host vector reached guest code.
+                    self.cores[core].lapic.eoi();
                     if self.vcpus[vcpu].vmcs.exception_exits(NOT_PRESENT_EXCEPTION) {
                         // ELI's shadow IDT: not present, #NP exits, the host
                         // handles it (it stays in service for the host).
-                        self.exit(
+                        fx.exit(
                             vcpu,
                             ExitReason::Exception,
                             self.profile.exit_cost(ExitReason::Exception),
                         );
-                        self.cores[core].lapic.eoi();
-                        self.host_handle_vector(core, vector);
+                        fx.push(Effect::HostVector { core, vector });
                         return;
                     }
                     self.checker.host_vector_in_guest();
-                    self.cores[core].lapic.eoi();
-                    self.host_handle_vector(core, vector);
-                    continue;
+                    fx.push(Effect::HostVector { core, vector });
+                    fx.push(Effect::TryDeliver(vcpu));
+                    return;
                 }
             }
             let v = &mut self.vcpus[vcpu];
@@ -171,13 +175,15 @@ impl Machine {
                 .vmcs
                 .deliver_virtual_interrupt(&mut v.vlapic, v.interruptible)
             {
-                Some(vector) => self.deliver_to_guest(vcpu, vector),
+                Some(vector) => {
+                    fx.push(Effect::StartHandler { vcpu, vector });
+                    fx.push(Effect::TryDeliver(vcpu));
+                    return;
+                }
                 None => break,
             }
         }
         // A new handler (or nothing new: then this is a no-op) runs.
-        if self.in_guest(vcpu) {
-            self.run_guest(vcpu);
-        }
+        fx.push(Effect::RunGuest(vcpu));
     }
 }

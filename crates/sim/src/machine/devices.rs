@@ -26,6 +26,16 @@ pub(super) struct RxQueue {
     pub(super) dropped: u64,
 }
 
+impl RxQueue {
+    /// The driver re-enables the queue's interrupt after its poll.
+    pub(super) fn unmask(&mut self) {
+        self.masked = false;
+        self.signalled = false;
+        self.since_interrupt = 0;
+        self.first_unsignalled = None;
+    }
+}
+
 impl Machine {
     pub(super) fn packet_rate(&self, queue: RxQueueKind) -> f64 {
         match self.spec.workload {
@@ -37,14 +47,14 @@ impl Machine {
         }
     }
 
-    pub(super) fn schedule_packet(&mut self, vm: usize, queue: RxQueueKind) {
+    pub(super) fn schedule_packet(&mut self, vm: usize, queue: RxQueueKind, fx: &mut Effects) {
         let rate = self.packet_rate(queue);
         if rate <= 0.0 {
             return;
         }
         let gap = self.rng.exponential_ns(1e9 / rate);
-        self.schedule_in_ns(
-            gap,
+        fx.schedule(
+            self.now + gap,
             Event::PacketArrival {
                 vm: vm as u32,
                 queue,
@@ -73,16 +83,16 @@ impl Machine {
         }
     }
 
-    pub(super) fn packet_arrival(&mut self, vm: usize, queue: RxQueueKind) {
-        self.schedule_packet(vm, queue);
+    pub(super) fn packet_arrival(&mut self, vm: usize, queue: RxQueueKind, fx: &mut Effects) {
+        self.schedule_packet(vm, queue, fx);
         match queue {
-            RxQueueKind::Vf => self.rx_packet(vm, RxQueueKind::Vf),
-            RxQueueKind::Virtio => self.backend_start(vm, BackendJob::RxPacket),
+            RxQueueKind::Vf => self.rx_packet(vm, RxQueueKind::Vf, fx),
+            RxQueueKind::Virtio => self.backend_start(vm, BackendJob::RxPacket, fx),
         }
     }
 
     /// A packet lands in a receive ring.
-    pub(super) fn rx_packet(&mut self, vm: usize, queue: RxQueueKind) {
+    pub(super) fn rx_packet(&mut self, vm: usize, queue: RxQueueKind, fx: &mut Effects) {
         let now = self.now;
         let rx = self.rx_mut(vm, queue);
         if rx.ring >= RX_RING_SIZE {
@@ -93,14 +103,16 @@ impl Machine {
         rx.since_interrupt += 1;
         rx.first_unsignalled.get_or_insert(now);
         match queue {
-            RxQueueKind::Vf => self.maybe_fire_vf(vm, false),
+            RxQueueKind::Vf => self.maybe_fire_vf(vm, false, fx),
             RxQueueKind::Virtio => {
                 let rx = &mut self.vms[vm].virtio;
                 if !rx.masked && !rx.signalled {
                     rx.signalled = true;
                     self.raise(vm, GUEST_VIRTIO_VECTOR);
-                    let vcpu = self.vms[vm].vcpus[0];
-                    self.signal_virtual(vcpu, GUEST_VIRTIO_VECTOR);
+                    fx.push(Effect::SignalVirtual {
+                        vcpu: self.vms[vm].vcpus[0],
+                        vector: GUEST_VIRTIO_VECTOR,
+                    });
                 }
             }
         }
@@ -108,7 +120,7 @@ impl Machine {
 
     /// The VF's coalescing logic: fire at the packet threshold, or when the
     /// timeout armed at the first unsignalled packet runs out.
-    pub(super) fn maybe_fire_vf(&mut self, vm: usize, timed_out: bool) {
+    pub(super) fn maybe_fire_vf(&mut self, vm: usize, timed_out: bool, fx: &mut Effects) {
         let coalescing = self.spec.nic;
         let now = self.now;
         let timeout = Event::CoalesceTimeout { vm: vm as u32 };
@@ -121,18 +133,18 @@ impl Machine {
         if !threshold && !timed_out {
             if !timeout_armed {
                 let at = rx.first_unsignalled.unwrap_or(now) + coalescing.interrupt_timeout_ns;
-                self.queue.schedule(at.max(now), timeout);
+                fx.schedule(at.max(now), timeout);
             }
             return;
         }
         rx.since_interrupt = 0;
         rx.first_unsignalled = None;
-        self.cancel(timeout);
-        self.fire_vf_msi(vm);
+        fx.push(Effect::Cancel(timeout));
+        self.fire_vf_msi(vm, fx);
     }
 
     /// The VF writes its MSI; the IOMMU remaps it.
-    pub(super) fn fire_vf_msi(&mut self, vm: usize) {
+    pub(super) fn fire_vf_msi(&mut self, vm: usize, fx: &mut Effects) {
         let message = MsiMessage::compose_remappable(&RemappableMsi {
             handle: vm as u16,
             subhandle: None,
@@ -150,21 +162,27 @@ impl Machine {
                 // which the checker reports.
                 let targets = bus::route(&interrupt, &self.cores).unwrap_or(bus::Targets::None);
                 for core in targets.iter() {
-                    if interrupt.delivery_mode == DeliveryMode::Nmi {
-                        self.send_nmi(core, NmiMessage::AssignedInterrupt { vm: vm as u32 });
+                    fx.push(if interrupt.delivery_mode == DeliveryMode::Nmi {
+                        Effect::Nmi {
+                            core,
+                            message: NmiMessage::AssignedInterrupt { vm: vm as u32 },
+                        }
                     } else {
-                        self.deliver_physical(core, interrupt.vector);
-                    }
+                        Effect::DeliverPhysical {
+                            core,
+                            vector: interrupt.vector,
+                        }
+                    });
                 }
             }
-            Remapped::Post { vector, .. } => {
-                let vcpu = self.vms[vm].vcpus[0];
-                self.signal_virtual(vcpu, vector);
-            }
+            Remapped::Post { vector, .. } => fx.push(Effect::SignalVirtual {
+                vcpu: self.vms[vm].vcpus[0],
+                vector,
+            }),
         }
     }
 
-    pub(super) fn backend_start(&mut self, vm: usize, job: BackendJob) {
+    pub(super) fn backend_start(&mut self, vm: usize, job: BackendJob, fx: &mut Effects) {
         let mut service = self.profile.host_ns.virtio_backend_per_request;
         if job == BackendJob::BlockRead {
             service += self.profile.host_ns.block_device_service;
@@ -172,34 +190,41 @@ impl Machine {
         let start = self.now.max(self.vms[vm].backend_busy_until);
         let done = start + service;
         self.vms[vm].backend_busy_until = done;
-        self.queue
-            .schedule(done, Event::BackendDone { vm: vm as u32, job });
+        fx.schedule(done, Event::BackendDone { vm: vm as u32, job });
     }
 
-    pub(super) fn backend_done(&mut self, vm: usize, job: BackendJob) {
+    pub(super) fn backend_done(&mut self, vm: usize, job: BackendJob, fx: &mut Effects) {
         match job {
-            BackendJob::RxPacket => self.rx_packet(vm, RxQueueKind::Virtio),
-            BackendJob::TxPacket => self.schedule_in_ns(
-                self.profile.guest_ns.wire_one_way,
+            BackendJob::RxPacket => self.rx_packet(vm, RxQueueKind::Virtio, fx),
+            BackendJob::TxPacket => fx.schedule(
+                self.now + self.profile.guest_ns.wire_one_way,
                 Event::RemoteRequest { vm: vm as u32 },
             ),
             BackendJob::BlockRead => {
                 self.raise(vm, GUEST_VIRTIO_VECTOR);
-                let vcpu = self.vms[vm].vcpus[0];
-                self.signal_virtual(vcpu, GUEST_VIRTIO_VECTOR);
+                fx.push(Effect::SignalVirtual {
+                    vcpu: self.vms[vm].vcpus[0],
+                    vector: GUEST_VIRTIO_VECTOR,
+                });
             }
         }
     }
 
-    pub(super) fn submit_block(&mut self, vm: usize) {
+    pub(super) fn submit_block(&mut self, vm: usize, fx: &mut Effects) {
         self.vms[vm].request_sent_at = Some(self.now);
-        self.backend_start(vm, BackendJob::BlockRead);
+        self.backend_start(vm, BackendJob::BlockRead, fx);
+    }
+
+    /// fio's submission: the request, then the virtio notify.
+    pub(super) fn guest_submit_block(&mut self, vcpu: usize, fx: &mut Effects) {
+        self.submit_block(self.vcpus[vcpu].vm, fx);
+        self.io_notify(vcpu, fx);
     }
 
     /// A virtio notify: a port write that exits under every hypervisor.
-    pub(super) fn io_notify(&mut self, vcpu: usize) {
+    pub(super) fn io_notify(&self, vcpu: usize, fx: &mut Effects) {
         if self.vcpus[vcpu].vmcs.io_exits() {
-            self.exit(
+            fx.exit(
                 vcpu,
                 ExitReason::IoInsr,
                 self.profile.exit_cost(ExitReason::IoInsr),
@@ -209,17 +234,17 @@ impl Machine {
 
     /// netperf-rr: the guest answered; the response goes out and the remote
     /// sends the next request.
-    pub(super) fn netperf_respond(&mut self, vcpu: usize, queue: RxQueueKind) {
+    pub(super) fn netperf_respond(&mut self, vcpu: usize, queue: RxQueueKind, fx: &mut Effects) {
         let vm = self.vcpus[vcpu].vm;
         match queue {
             RxQueueKind::Virtio => {
-                self.backend_start(vm, BackendJob::TxPacket);
-                self.io_notify(vcpu);
+                self.backend_start(vm, BackendJob::TxPacket, fx);
+                self.io_notify(vcpu, fx);
             }
             RxQueueKind::Vf => {
                 // The VF's doorbell is a passed-through MMIO write.
-                self.schedule_in_ns(
-                    self.profile.guest_ns.wire_one_way,
+                fx.schedule(
+                    self.now + self.profile.guest_ns.wire_one_way,
                     Event::RemoteRequest { vm: vm as u32 },
                 );
             }
@@ -228,7 +253,7 @@ impl Machine {
 
     /// The guest writes the ICR: every hypervisor traps it; bare metal
     /// sends the IPI itself.
-    pub(super) fn guest_send_ipi(&mut self, vcpu: usize) {
+    pub(super) fn guest_send_ipi(&mut self, vcpu: usize, fx: &mut Effects) {
         let vm = self.vcpus[vcpu].vm;
         let targets: Vec<usize> = match self.spec.group.ipi_mode {
             IpiMode::Unicast => self.vms[vm].vcpus.iter().copied().skip(1).take(1).collect(),
@@ -240,12 +265,12 @@ impl Machine {
             let cost = self.profile.exit_service_ns.icr_write
                 + self.profile.host_ns.exit_entry_transition
                 + self.profile.host_ns.send_ipi * targets.len() as u64;
-            self.exit(vcpu, ExitReason::MsrWr, cost);
+            fx.exit(vcpu, ExitReason::MsrWr, cost);
             send_at += self.profile.exit_service_ns.icr_write;
         }
         for target in targets {
             self.vcpus[target].ipi_sent_at = Some(self.now);
-            self.queue.schedule(
+            fx.schedule(
                 send_at,
                 Event::GuestIpi {
                     vcpu: target as u32,

@@ -11,7 +11,7 @@ pub(super) enum Work {
     IpiGap,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum TimerWrite {
     NextTick,
     ArmGuard,
@@ -108,7 +108,7 @@ impl Frame {
 
 impl Machine {
     /// The guest starts the handler for `vector`.
-    pub(super) fn deliver_to_guest(&mut self, vcpu: usize, vector: u8) {
+    pub(super) fn deliver_to_guest(&mut self, vcpu: usize, vector: u8, fx: &mut Effects) {
         let in_service = self.vcpus[vcpu]
             .frames
             .iter()
@@ -121,7 +121,7 @@ impl Machine {
         if let Some(trace) = &mut self.trace {
             trace.instant(self.vcpus[vcpu].home_core, self.now, "handle", vector);
         }
-        self.suspend(vcpu);
+        self.suspend(vcpu, fx);
         let program = match vector {
             GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR if self.spec.workload == WorkloadKind::Fio => {
                 BLOCK_HANDLER
@@ -146,9 +146,9 @@ impl Machine {
     }
 
     /// Stops the clock of the step in progress (exit or nested interrupt).
-    pub(super) fn suspend(&mut self, vcpu: usize) {
+    pub(super) fn suspend(&mut self, vcpu: usize, fx: &mut Effects) {
+        fx.push(Effect::Cancel(Event::GuestStep { vcpu: vcpu as u32 }));
         let now = self.now;
-        self.cancel(Event::GuestStep { vcpu: vcpu as u32 });
         let v = &mut self.vcpus[vcpu];
         if !std::mem::replace(&mut v.step_running, false) {
             // Already stopped: its remaining time is already up to date.
@@ -186,17 +186,22 @@ impl Machine {
         }
     }
 
-    /// Runs guest steps until one takes time, the guest exits or halts.
-    pub(super) fn run_guest(&mut self, vcpu: usize) {
-        while self.in_guest(vcpu) && !self.vcpus[vcpu].step_running {
+    /// Runs guest steps until one takes time, the guest exits or halts. A
+    /// step that involves another mechanism ends the pass: its effect, then
+    /// a new pass, which stops at once if the guest no longer runs.
+    pub(super) fn run_guest(&mut self, vcpu: usize, fx: &mut Effects) {
+        if !self.in_guest(vcpu) || self.vcpus[vcpu].step_running {
+            return;
+        }
+        loop {
             let Some(frame) = self.vcpus[vcpu].frames.last().copied() else {
                 return;
             };
             let step = frame.program[frame.pc];
-            match step {
+            let handoff = match step {
                 Step::Work(work) => {
                     let remaining = frame.remaining.unwrap_or_else(|| self.work_ns(work));
-                    self.start_timed(vcpu, remaining);
+                    self.start_timed(vcpu, remaining, fx);
                     return;
                 }
                 Step::PollRx => {
@@ -206,7 +211,7 @@ impl Machine {
                         continue;
                     }
                     let remaining = frame.remaining.unwrap_or_else(|| self.packet_work_ns());
-                    self.start_timed(vcpu, remaining);
+                    self.start_timed(vcpu, remaining, fx);
                     return;
                 }
                 Step::Spin => {
@@ -219,24 +224,21 @@ impl Machine {
                     let queue = self.rx_queue_of(frame.vector);
                     self.rx_mut(vm, queue).masked = true;
                     self.advance(vcpu);
+                    continue;
                 }
                 Step::UnmaskRx => {
                     let vm = self.vcpus[vcpu].vm;
                     let queue = self.rx_queue_of(frame.vector);
-                    let rx = self.rx_mut(vm, queue);
-                    rx.masked = false;
-                    rx.signalled = false;
-                    rx.since_interrupt = 0;
-                    rx.first_unsignalled = None;
+                    self.rx_mut(vm, queue).unmask();
                     self.advance(vcpu);
+                    continue;
                 }
-                Step::Eoi => {
-                    self.advance(vcpu);
-                    self.guest_eoi(vcpu);
-                }
+                Step::Eoi => Effect::GuestEoi(vcpu),
                 Step::Sti => {
                     self.advance(vcpu);
-                    self.set_interruptible(vcpu, true);
+                    self.set_interruptible(vcpu, true, fx);
+                    fx.push(Effect::RunGuest(vcpu));
+                    return;
                 }
                 Step::Iret => {
                     let v = &mut self.vcpus[vcpu];
@@ -245,12 +247,11 @@ impl Machine {
                     if v.frames.is_empty() {
                         v.frames.push(Frame::background(SPIN));
                     }
-                    self.set_interruptible(vcpu, restored);
+                    self.set_interruptible(vcpu, restored, fx);
+                    fx.push(Effect::RunGuest(vcpu));
+                    return;
                 }
-                Step::WriteTimer(write) => {
-                    self.advance(vcpu);
-                    self.guest_timer_write(vcpu, write);
-                }
+                Step::WriteTimer(write) => Effect::TimerWrite { vcpu, write },
                 Step::RecordTimerLatency => {
                     self.advance(vcpu);
                     // The handler already re-armed for the next period.
@@ -263,6 +264,7 @@ impl Machine {
                             .latencies
                             .push(self.now.saturating_sub(expired));
                     }
+                    continue;
                 }
                 Step::RecordRequestLatency => {
                     self.advance(vcpu);
@@ -271,6 +273,7 @@ impl Machine {
                         self.counters.latencies.push(self.now - sent);
                         self.counters.requests_done += 1;
                     }
+                    continue;
                 }
                 Step::RecordIpiLatency => {
                     self.advance(vcpu);
@@ -278,36 +281,33 @@ impl Machine {
                         self.counters.latencies.push(self.now - sent);
                         self.counters.requests_done += 1;
                     }
+                    continue;
                 }
-                Step::SubmitBlock => {
-                    self.advance(vcpu);
-                    let vm = self.vcpus[vcpu].vm;
-                    self.submit_block(vm);
-                    self.io_notify(vcpu);
-                }
-                Step::SendIpi => {
-                    self.advance(vcpu);
-                    self.guest_send_ipi(vcpu);
-                }
+                Step::SubmitBlock => Effect::SubmitBlock(vcpu),
+                Step::SendIpi => Effect::SendIpi(vcpu),
                 Step::Halt => {
-                    self.guest_halt(vcpu);
+                    fx.push(Effect::GuestHalt(vcpu));
                     return;
                 }
-            }
+            };
+            self.advance(vcpu);
+            fx.push(handoff);
+            fx.push(Effect::RunGuest(vcpu));
+            return;
         }
     }
 
-    pub(super) fn start_timed(&mut self, vcpu: usize, remaining: u64) {
+    pub(super) fn start_timed(&mut self, vcpu: usize, remaining: u64, fx: &mut Effects) {
         let v = &mut self.vcpus[vcpu];
         if let Some(frame) = v.frames.last_mut() {
             frame.remaining = Some(remaining);
         }
         v.step_started = self.now;
         v.step_running = true;
-        self.schedule_in_ns(remaining, Event::GuestStep { vcpu: vcpu as u32 });
+        fx.schedule(self.now + remaining, Event::GuestStep { vcpu: vcpu as u32 });
     }
 
-    pub(super) fn finish_timed_step(&mut self, vcpu: usize) {
+    pub(super) fn finish_timed_step(&mut self, vcpu: usize, fx: &mut Effects) {
         self.vcpus[vcpu].step_running = false;
         let Some(frame) = self.vcpus[vcpu].frames.last().copied() else {
             return;
@@ -323,12 +323,12 @@ impl Machine {
                 top.remaining = None;
             }
             if self.spec.workload == WorkloadKind::NetperfRr {
-                self.netperf_respond(vcpu, queue);
+                fx.push(Effect::NetperfRespond { vcpu, queue });
             }
         } else {
             self.advance(vcpu);
         }
-        self.run_guest(vcpu);
+        fx.push(Effect::RunGuest(vcpu));
     }
 
     pub(super) fn advance(&mut self, vcpu: usize) {
@@ -338,7 +338,8 @@ impl Machine {
         }
     }
 
-    pub(super) fn set_interruptible(&mut self, vcpu: usize, on: bool) {
+    /// STI, IRET or a halt's wake-up: an interrupt window may open.
+    pub(super) fn set_interruptible(&mut self, vcpu: usize, on: bool, fx: &mut Effects) {
         self.vcpus[vcpu].interruptible = on;
         if !on {
             return;
@@ -347,13 +348,13 @@ impl Machine {
             self.vcpus[vcpu]
                 .vmcs
                 .set_primary(CPU_INTERRUPT_WINDOW_EXITING, false);
-            self.exit(
+            fx.exit(
                 vcpu,
                 ExitReason::PendVInt,
                 self.profile.exit_cost(ExitReason::PendVInt),
             );
             return;
         }
-        self.try_deliver(vcpu);
+        fx.push(Effect::TryDeliver(vcpu));
     }
 }

@@ -4,7 +4,7 @@
 use super::*;
 
 impl Machine {
-    pub(super) fn enter_guest(&mut self, core: usize) {
+    pub(super) fn enter_guest(&mut self, core: usize, fx: &mut Effects) {
         let Some(vcpu) = self.cores[core].current else {
             self.set_mode(core, Mode::Idle);
             return;
@@ -12,63 +12,88 @@ impl Machine {
         self.set_mode(core, Mode::Guest);
         self.cores[core].free_host_irqs = 0;
         if let Some(vector) = self.vcpus[vcpu].injecting.take() {
-            self.deliver_to_guest(vcpu, vector);
+            fx.push(Effect::StartHandler { vcpu, vector });
         }
-        self.try_deliver(vcpu);
+        fx.push(Effect::TryDeliver(vcpu));
     }
 
     /// A VM exit on the vCPU's core; the host is busy for `service_ns`.
-    pub(super) fn exit(&mut self, vcpu: usize, reason: ExitReason, service_ns: u64) {
+    pub(super) fn exit(
+        &mut self,
+        vcpu: usize,
+        reason: ExitReason,
+        service_ns: u64,
+        fx: &mut Effects,
+    ) {
         let core = self.vcpus[vcpu].home_core;
-        self.suspend(vcpu);
+        fx.push(Effect::Suspend(vcpu));
         self.counters.exits[reason.index()] += 1;
+        self.set_mode(core, Mode::Host);
+        // After the guest slice closes: the trace names the host slice
+        // that starts now after the exit.
         if let Some(trace) = &mut self.trace {
             trace.instant(core, self.now, reason.name(), 0);
         }
-        self.set_mode(core, Mode::Host);
         if matches!(
             reason,
             ExitReason::ExtInt | ExitReason::Nmi | ExitReason::Exception
         ) {
             self.cores[core].free_host_irqs = 1;
         }
-        self.host_busy(core, service_ns);
+        self.host_busy(core, service_ns, fx);
     }
 
-    pub(super) fn host_busy(&mut self, core: usize, ns: u64) {
-        self.schedule_in_ns(ns, Event::HostDone { core: core as u32 });
+    pub(super) fn host_busy(&self, core: usize, ns: u64, fx: &mut Effects) {
+        fx.schedule(self.now + ns, Event::HostDone { core: core as u32 });
     }
 
-    /// The host finished the work of an exit: take pending interrupts,
-    /// reschedule if due, inject, and re-enter.
-    pub(super) fn host_done(&mut self, core: usize) {
-        let mut extra = 0;
+    pub(super) fn arm_slice(&self, core: usize, delay: u64, fx: &mut Effects) {
+        fx.schedule(self.now + delay, Event::SliceEnd { core: core as u32 });
+    }
+
+    /// The host finished the work of an exit: it takes the pending
+    /// interrupts, whose handlers run before [`Self::finish_host_work`].
+    pub(super) fn host_done(&mut self, core: usize, fx: &mut Effects) {
+        let mut extra_ns = 0;
         while let Some(vector) = self.cores[core].lapic.acknowledge() {
             self.cores[core].lapic.eoi();
-            extra += self.host_irq_cost(core);
-            self.host_handle_vector(core, vector);
+            extra_ns += self.host_irq_cost(core);
+            fx.push(Effect::HostVector { core, vector });
         }
         let mailbox = std::mem::take(&mut self.cores[core].nmi_mailbox);
         for message in mailbox {
-            extra += self.host_irq_cost(core);
-            self.host_handle_nmi(core, message);
+            extra_ns += self.host_irq_cost(core);
+            match message {
+                NmiMessage::AssignedInterrupt { vm } => fx.push(Effect::QueueVirtual {
+                    vcpu: self.vms[vm as usize].vcpus[0],
+                    vector: GUEST_VF_VECTOR,
+                }),
+                NmiMessage::SliceEnd => self.cores[core].slice_due = true,
+                NmiMessage::Kick => {}
+            }
         }
+        fx.push(Effect::FinishHostWork { core, extra_ns });
+    }
+
+    /// After the host's handlers: halt, reschedule if due, then either more
+    /// host work or inject and re-enter.
+    pub(super) fn finish_host_work(&mut self, core: usize, mut extra_ns: u64, fx: &mut Effects) {
         if let Some(vcpu) = self.cores[core].current {
             if std::mem::take(&mut self.vcpus[vcpu].halt_requested) {
                 self.halt(vcpu);
             }
         }
         if std::mem::take(&mut self.cores[core].slice_due) {
-            extra += self.end_slice(core);
+            extra_ns += self.end_slice(core, fx);
         }
-        if extra > 0 {
-            self.host_busy(core, extra);
+        if extra_ns > 0 {
+            self.host_busy(core, extra_ns, fx);
             return;
         }
         match self.cores[core].current {
             Some(vcpu) if self.vcpus[vcpu].state == VcpuState::Running => {
                 self.prepare_entry(vcpu);
-                self.enter_guest(core);
+                self.enter_guest(core, fx);
             }
             _ => self.set_mode(core, Mode::Idle),
         }
@@ -84,42 +109,34 @@ impl Machine {
         }
     }
 
-    pub(super) fn host_handle_vector(&mut self, core: usize, vector: u8) {
+    pub(super) fn host_handle_vector(&mut self, core: usize, vector: u8, fx: &mut Effects) {
         if let Some(trace) = &mut self.trace {
             trace.instant(core, self.now, "host-irq", vector);
         }
         if let Some(vm) = self.host_vf_vm(core, vector) {
             // KVM's handler for the assigned device: inject the guest vector.
             if let Some(&vcpu) = self.vms.get(vm).and_then(|vm| vm.vcpus.first()) {
-                self.queue_virtual(vcpu, GUEST_VF_VECTOR);
+                fx.push(Effect::QueueVirtual {
+                    vcpu,
+                    vector: GUEST_VF_VECTOR,
+                });
             }
             return;
         }
         match vector {
-            HOST_TIMER_VECTOR => self.expire_software_timers(core),
-            v if is_guest_vector(v) => {
+            HOST_TIMER_VECTOR => self.expire_software_timers(core, fx),
+            vector if is_guest_vector(vector) => {
                 // DID's race: an interrupt for the VM scheduled here arrived
                 // while the core was in host mode; make it virtual.
                 if let Some(vcpu) = self.cores[core].current {
-                    self.queue_virtual(vcpu, v);
+                    fx.push(Effect::QueueVirtual { vcpu, vector });
                 }
             }
             _ => {}
         }
     }
 
-    pub(super) fn host_handle_nmi(&mut self, core: usize, message: NmiMessage) {
-        match message {
-            NmiMessage::AssignedInterrupt { vm } => {
-                let vcpu = self.vms[vm as usize].vcpus[0];
-                self.queue_virtual(vcpu, GUEST_VF_VECTOR);
-            }
-            NmiMessage::SliceEnd => self.cores[core].slice_due = true,
-            NmiMessage::Kick => {}
-        }
-    }
-
-    pub(super) fn wake(&mut self, vcpu: usize) {
+    pub(super) fn wake(&mut self, vcpu: usize, fx: &mut Effects) {
         if self.vcpus[vcpu].state != VcpuState::Halted {
             return;
         }
@@ -132,7 +149,7 @@ impl Machine {
         if self.cores[core].mode == Mode::Idle {
             let cost = self.wakeup_cost(core);
             self.set_mode(core, Mode::Host);
-            self.host_busy(core, cost);
+            self.host_busy(core, cost, fx);
         }
     }
 
@@ -145,27 +162,25 @@ impl Machine {
         }
     }
 
-    pub(super) fn guest_halt(&mut self, vcpu: usize) {
+    pub(super) fn guest_halt(&mut self, vcpu: usize, fx: &mut Effects) {
         let core = self.vcpus[vcpu].home_core;
-        if !self.vcpus[vcpu].vmcs.hlt_exits() {
-            // HLT does not exit: the core halts until an interrupt.
-            if self.cores[core].lapic.pending_vector().is_some() {
-                self.try_deliver(vcpu);
-                return;
-            }
-            self.vcpus[vcpu].state = VcpuState::Halted;
-            self.suspend(vcpu);
-            self.set_mode(core, Mode::Idle);
-            return;
-        }
         if self.vcpus[vcpu].vmcs.hlt_exits() {
             self.vcpus[vcpu].halt_requested = true;
-            self.exit(
+            fx.exit(
                 vcpu,
                 ExitReason::Hlt,
                 self.profile.exit_cost(ExitReason::Hlt),
             );
+            return;
         }
+        // HLT does not exit: the core halts until an interrupt.
+        if self.cores[core].lapic.pending_vector().is_some() {
+            fx.push(Effect::TryDeliver(vcpu));
+            return;
+        }
+        self.vcpus[vcpu].state = VcpuState::Halted;
+        fx.push(Effect::Suspend(vcpu));
+        self.set_mode(core, Mode::Idle);
     }
 
     /// HLT exit handling: sleep unless something is pending.
@@ -191,9 +206,9 @@ impl Machine {
 
     /// A time slice ended (or the current vCPU halted): switch to the next
     /// runnable vCPU homed here. Returns the host time it costs.
-    pub(super) fn end_slice(&mut self, core: usize) -> u64 {
+    pub(super) fn end_slice(&mut self, core: usize, fx: &mut Effects) -> u64 {
         if self.cores[core].runqueue.len() > 1 {
-            self.arm_slice(core, self.profile.host_ns.sched_quantum);
+            self.arm_slice(core, self.profile.host_ns.sched_quantum, fx);
         }
         let Some(current) = self.cores[core].current else {
             return 0;
@@ -202,7 +217,7 @@ impl Machine {
         if guest_in_service && self.design.defers_preemption_in_handler {
             // The guest is inside a handler whose EOI goes to this LAPIC:
             // let it finish and try again shortly.
-            self.arm_slice(core, self.profile.host_ns.preemption_retry);
+            self.arm_slice(core, self.profile.host_ns.preemption_retry, fx);
             return 0;
         }
         let queue = &self.cores[core].runqueue;
@@ -213,14 +228,14 @@ impl Machine {
         let Some(next) = next.filter(|&next| next != current) else {
             return 0;
         };
-        self.schedule_out(current);
+        self.schedule_out(current, fx);
         if self.vcpus[current].state == VcpuState::Running {
             self.vcpus[current].state = VcpuState::Runnable;
         }
         self.cores[core].current = Some(next);
         self.recheck_timer_ownership(core);
         self.vcpus[next].state = VcpuState::Running;
-        self.schedule_in(next);
+        self.schedule_in(next, fx);
         self.profile.host_ns.context_switch
     }
 
@@ -246,20 +261,20 @@ impl Machine {
         let _ = self.iommu.set_entry(v.vm as u32, irte);
     }
 
-    pub(super) fn schedule_in(&mut self, vcpu: usize) {
+    pub(super) fn schedule_in(&mut self, vcpu: usize, fx: &mut Effects) {
         self.retarget_vf(vcpu);
         self.vcpus[vcpu].pid.suppress = false;
         if self.design.timer_path == TimerPath::PassThrough {
             if let Some(deadline) = self.vcpus[vcpu].parked_timer.take() {
-                self.cancel(Event::HostTimer { vcpu: vcpu as u32 });
+                fx.push(Effect::Cancel(Event::HostTimer { vcpu: vcpu as u32 }));
                 let core = self.vcpus[vcpu].home_core;
                 let count = deadline.saturating_sub(self.now).max(1);
-                self.program_physical_timer(core, vcpu, count);
+                self.program_physical_timer(core, vcpu, count, fx);
             }
         }
     }
 
-    pub(super) fn schedule_out(&mut self, vcpu: usize) {
+    pub(super) fn schedule_out(&mut self, vcpu: usize, fx: &mut Effects) {
         let core = self.vcpus[vcpu].home_core;
         // The IRTE must stop pointing at this core before anything else.
         self.cores[core].current = None;
@@ -270,8 +285,8 @@ impl Machine {
             && self.cores[core].timer_owner == Some(vcpu)
         {
             let deadline = self.cores[core].lapic.timer_deadline_ns();
-            self.stop_physical_timer(core);
-            self.park_timer(vcpu, deadline);
+            self.stop_physical_timer(core, fx);
+            self.park_timer(vcpu, deadline, fx);
         }
     }
 }

@@ -56,7 +56,7 @@ impl Machine {
     }
 
     /// The hypervisor queues a virtual interrupt for `vcpu`.
-    pub(super) fn queue_virtual(&mut self, vcpu: usize, vector: u8) {
+    pub(super) fn queue_virtual(&mut self, vcpu: usize, vector: u8, fx: &mut Effects) {
         let vm = self.vcpus[vcpu].vm;
         let merged = match self.design.injection {
             Injection::Classic | Injection::ClassicUntracked => {
@@ -73,20 +73,23 @@ impl Machine {
         if merged {
             self.merged(vm, vector);
         }
-        self.wake(vcpu);
+        fx.push(Effect::Wake(vcpu));
     }
 
     /// A sender outside the vCPU's core signals a virtual interrupt.
-    pub(super) fn signal_virtual(&mut self, vcpu: usize, vector: u8) {
+    pub(super) fn signal_virtual(&mut self, vcpu: usize, vector: u8, fx: &mut Effects) {
         let core = self.vcpus[vcpu].home_core;
         let scheduled =
             self.cores[core].current == Some(vcpu) && self.vcpus[vcpu].state == VcpuState::Running;
         match self.design.virtual_signal {
-            VirtualSignal::Native => self.deliver_physical(core, vector),
+            VirtualSignal::Native => fx.push(Effect::DeliverPhysical { core, vector }),
             VirtualSignal::KickAndInject => {
-                self.queue_virtual(vcpu, vector);
+                self.queue_virtual(vcpu, vector, fx);
                 if scheduled && self.cores[core].mode == Mode::Guest {
-                    self.host_interrupt(core, NmiMessage::Kick);
+                    fx.push(Effect::HostInterrupt {
+                        core,
+                        message: NmiMessage::Kick,
+                    });
                 }
             }
             VirtualSignal::Posted => {
@@ -97,22 +100,26 @@ impl Machine {
                     self.merged(vm, vector);
                 }
                 if notification.is_some() && scheduled {
-                    self.deliver_physical(core, POSTED_NOTIFICATION_VECTOR);
+                    fx.push(Effect::DeliverPhysical {
+                        core,
+                        vector: POSTED_NOTIFICATION_VECTOR,
+                    });
                 }
-                self.wake(vcpu);
+                fx.push(Effect::Wake(vcpu));
             }
             VirtualSignal::DirectIpi => {
                 if scheduled {
-                    self.deliver_physical(core, vector);
+                    fx.push(Effect::DeliverPhysical { core, vector });
                 } else {
-                    self.queue_virtual(vcpu, vector);
+                    self.queue_virtual(vcpu, vector, fx);
                 }
             }
         }
     }
 
     /// The guest writes the x2APIC EOI MSR for the handler it is in.
-    pub(super) fn guest_eoi(&mut self, vcpu: usize) {
+    /// Whatever it completed, the guest may then take the next interrupt.
+    pub(super) fn guest_eoi(&mut self, vcpu: usize, fx: &mut Effects) {
         let core = self.vcpus[vcpu].home_core;
         let believed = self.vcpus[vcpu]
             .frames
@@ -125,7 +132,7 @@ impl Machine {
             });
         let completed = match self.vcpus[vcpu].vmcs.msr_write(msrs::EOI) {
             MsrWriteAction::Exit => {
-                self.exit(
+                fx.exit(
                     vcpu,
                     ExitReason::MsrWr,
                     self.profile.exit_cost(ExitReason::MsrWr),
@@ -136,7 +143,7 @@ impl Machine {
                 let v = &mut self.vcpus[vcpu];
                 let outcome = v.vmcs.virtualize_eoi(&mut v.vlapic);
                 if outcome.exits {
-                    self.exit(
+                    fx.exit(
                         vcpu,
                         ExitReason::Other,
                         self.profile.exit_cost(ExitReason::Other),
@@ -147,9 +154,7 @@ impl Machine {
             _ => self.cores[core].lapic.eoi().completed,
         };
         self.checker.eoi(believed, completed);
-        if self.in_guest(vcpu) {
-            self.try_deliver(vcpu);
-        }
+        fx.push(Effect::TryDeliver(vcpu));
     }
 
     /// The hypervisor completes a trapped EOI: the guest completes its

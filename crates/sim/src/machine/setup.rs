@@ -138,7 +138,10 @@ impl Machine {
         Ok(machine)
     }
 
+    /// The first events of the run; each step's effects take place before
+    /// the next step.
     pub(super) fn start(&mut self) {
+        let mut fx = Effects::default();
         // Every VF's IRTE is valid from the start: routed as for a VM that
         // is not running until its vCPU is first scheduled in.
         for vcpu in 0..self.vcpus.len() {
@@ -149,27 +152,30 @@ impl Machine {
                 self.cores[core].current = Some(first);
                 self.vcpus[first].state = VcpuState::Running;
                 self.recheck_timer_ownership(core);
-                self.schedule_in(first);
-                self.enter_guest(core);
+                self.schedule_in(first, &mut fx);
+                self.enter_guest(core, &mut fx);
                 if self.cores[core].runqueue.len() > 1 {
-                    self.arm_slice(core, self.profile.host_ns.sched_quantum);
+                    self.arm_slice(core, self.profile.host_ns.sched_quantum, &mut fx);
                 }
+                self.apply(&mut fx);
             }
         }
         for vm in 0..self.vms.len() {
-            self.start_workload(vm);
+            self.start_workload(vm, &mut fx);
+            self.apply(&mut fx);
         }
         for vcpu in 0..self.vcpus.len() {
             if self.vcpus[vcpu].vmcs.io_exits() {
-                self.schedule_background_exit(vcpu, ExitReason::IoInsr);
+                self.schedule_background_exit(vcpu, ExitReason::IoInsr, &mut fx);
             }
             if self.vcpus[vcpu].vmcs.ept_enabled() {
-                self.schedule_background_exit(vcpu, ExitReason::EptViolation);
+                self.schedule_background_exit(vcpu, ExitReason::EptViolation, &mut fx);
             }
+            self.apply(&mut fx);
         }
     }
 
-    pub(super) fn start_workload(&mut self, vm: usize) {
+    pub(super) fn start_workload(&mut self, vm: usize, fx: &mut Effects) {
         let vcpu = self.vms[vm].vcpus[0];
         let group = self.spec.group.clone();
         let rx = matches!(
@@ -183,34 +189,37 @@ impl Machine {
                 group.transport
             };
             if matches!(transport, Transport::Sriov | Transport::Both) {
-                self.schedule_packet(vm, RxQueueKind::Vf);
+                self.schedule_packet(vm, RxQueueKind::Vf, fx);
             }
             if matches!(transport, Transport::Pv | Transport::Both) {
-                self.schedule_packet(vm, RxQueueKind::Virtio);
+                self.schedule_packet(vm, RxQueueKind::Virtio, fx);
             }
         }
         match self.spec.workload {
-            WorkloadKind::Cyclictest => self.arm_first_tick(vcpu),
-            WorkloadKind::NetperfRr => self
-                .queue
-                .schedule(0, Event::RemoteRequest { vm: vm as u32 }),
-            WorkloadKind::Fio => self.submit_block(vm),
+            WorkloadKind::Cyclictest => self.arm_first_tick(vcpu, fx),
+            WorkloadKind::NetperfRr => fx.schedule(0, Event::RemoteRequest { vm: vm as u32 }),
+            WorkloadKind::Fio => self.submit_block(vm, fx),
             _ => {}
         }
         if group.with_timer && self.spec.workload != WorkloadKind::Cyclictest {
-            self.arm_first_tick(vcpu);
+            self.arm_first_tick(vcpu, fx);
         }
     }
 
-    pub(super) fn arm_first_tick(&mut self, vcpu: usize) {
+    pub(super) fn arm_first_tick(&mut self, vcpu: usize, fx: &mut Effects) {
         // Stagger VMs so that their ticks do not all coincide.
         let offset = self.rng.next_u64() % CYCLICTEST_PERIOD_NS;
         let target = CYCLICTEST_PERIOD_NS + offset;
         self.vcpus[vcpu].timer_target = Some(target);
-        self.program_guest_timer(vcpu, target);
+        self.program_guest_timer(vcpu, target, fx);
     }
 
-    pub(super) fn schedule_background_exit(&mut self, vcpu: usize, reason: ExitReason) {
+    pub(super) fn schedule_background_exit(
+        &mut self,
+        vcpu: usize,
+        reason: ExitReason,
+        fx: &mut Effects,
+    ) {
         let rate = match reason {
             ExitReason::IoInsr => self.profile.idle_exits_per_s.io_instruction,
             _ => self.profile.idle_exits_per_s.ept_violation,
@@ -219,8 +228,8 @@ impl Machine {
             return;
         }
         let gap = self.rng.exponential_ns(1e9 / rate);
-        self.schedule_in_ns(
-            gap,
+        fx.schedule(
+            self.now + gap,
             Event::BackgroundExit {
                 vcpu: vcpu as u32,
                 reason,

@@ -5,7 +5,7 @@
 use super::*;
 
 impl Machine {
-    pub(super) fn guest_timer_write(&mut self, vcpu: usize, write: TimerWrite) {
+    pub(super) fn guest_timer_write(&mut self, vcpu: usize, write: TimerWrite, fx: &mut Effects) {
         let deadline = match write {
             TimerWrite::NextTick => {
                 let target =
@@ -19,7 +19,7 @@ impl Machine {
             TimerWrite::Cancel => None,
         };
         if self.vcpus[vcpu].vmcs.msr_write(msrs::TMICT) == MsrWriteAction::Exit {
-            self.exit(
+            fx.exit(
                 vcpu,
                 ExitReason::MsrWr,
                 self.profile.exit_service_ns.timer_write
@@ -27,8 +27,8 @@ impl Machine {
             );
         }
         match deadline {
-            Some(deadline) => self.program_guest_timer(vcpu, deadline),
-            None => self.cancel_guest_timer(vcpu),
+            Some(deadline) => self.program_guest_timer(vcpu, deadline, fx),
+            None => self.cancel_guest_timer(vcpu, fx),
         }
     }
 
@@ -37,68 +37,74 @@ impl Machine {
         let _ = lapic.write_msr(msrs::TMICT, count.min(u64::from(u32::MAX)), &At(now));
     }
 
-    pub(super) fn program_guest_timer(&mut self, vcpu: usize, deadline: u64) {
+    pub(super) fn program_guest_timer(&mut self, vcpu: usize, deadline: u64, fx: &mut Effects) {
         let count = deadline.saturating_sub(self.now).max(1);
         match self.design.timer_path {
             TimerPath::HostHrtimer => {
                 Self::tmict_write(&mut self.vcpus[vcpu].vlapic, count, self.now);
-                self.arm_host_timer(vcpu);
+                self.arm_host_timer(vcpu, fx);
             }
             TimerPath::PassThrough => {
                 let core = self.vcpus[vcpu].home_core;
                 if self.cores[core].current == Some(vcpu) {
-                    self.program_physical_timer(core, vcpu, count);
+                    self.program_physical_timer(core, vcpu, count, fx);
                 } else {
-                    self.park_timer(vcpu, Some(deadline));
+                    self.park_timer(vcpu, Some(deadline), fx);
                 }
             }
         }
     }
 
-    pub(super) fn cancel_guest_timer(&mut self, vcpu: usize) {
+    pub(super) fn cancel_guest_timer(&mut self, vcpu: usize, fx: &mut Effects) {
         match self.design.timer_path {
             TimerPath::HostHrtimer => {
                 Self::tmict_write(&mut self.vcpus[vcpu].vlapic, 0, self.now);
-                self.cancel(Event::HostTimer { vcpu: vcpu as u32 });
+                fx.push(Effect::Cancel(Event::HostTimer { vcpu: vcpu as u32 }));
             }
             TimerPath::PassThrough => {
                 let core = self.vcpus[vcpu].home_core;
                 if self.cores[core].timer_owner == Some(vcpu) {
-                    self.stop_physical_timer(core);
+                    self.stop_physical_timer(core, fx);
                 }
-                self.park_timer(vcpu, None);
+                self.park_timer(vcpu, None, fx);
             }
         }
     }
 
-    pub(super) fn arm_host_timer(&mut self, vcpu: usize) {
+    pub(super) fn arm_host_timer(&self, vcpu: usize, fx: &mut Effects) {
         let deadline = self.vcpus[vcpu].vlapic.timer_deadline_ns();
-        self.reschedule(deadline, Event::HostTimer { vcpu: vcpu as u32 });
+        fx.reschedule(deadline, Event::HostTimer { vcpu: vcpu as u32 });
     }
 
-    pub(super) fn program_physical_timer(&mut self, core: usize, vcpu: usize, count: u64) {
+    pub(super) fn program_physical_timer(
+        &mut self,
+        core: usize,
+        vcpu: usize,
+        count: u64,
+        fx: &mut Effects,
+    ) {
         Self::tmict_write(&mut self.cores[core].lapic, count, self.now);
         self.cores[core].timer_owner = Some(vcpu);
         self.recheck_timer_ownership(core);
         let deadline = self.cores[core].lapic.timer_deadline_ns();
-        self.reschedule(deadline, Event::PhysicalTimer { core: core as u32 });
+        fx.reschedule(deadline, Event::PhysicalTimer { core: core as u32 });
     }
 
     /// Disarms a core's passed-through timer and its owner.
-    pub(super) fn stop_physical_timer(&mut self, core: usize) {
+    pub(super) fn stop_physical_timer(&mut self, core: usize, fx: &mut Effects) {
         Self::tmict_write(&mut self.cores[core].lapic, 0, self.now);
-        self.cancel(Event::PhysicalTimer { core: core as u32 });
+        fx.push(Effect::Cancel(Event::PhysicalTimer { core: core as u32 }));
         self.cores[core].timer_owner = None;
         self.recheck_timer_ownership(core);
     }
 
     /// DID: the timer of a descheduled vCPU lives on the designated core.
-    pub(super) fn park_timer(&mut self, vcpu: usize, deadline: Option<u64>) {
+    pub(super) fn park_timer(&mut self, vcpu: usize, deadline: Option<u64>, fx: &mut Effects) {
         self.vcpus[vcpu].parked_timer = deadline;
-        self.reschedule(deadline, Event::HostTimer { vcpu: vcpu as u32 });
+        fx.reschedule(deadline, Event::HostTimer { vcpu: vcpu as u32 });
     }
 
-    pub(super) fn physical_timer(&mut self, core: usize) {
+    pub(super) fn physical_timer(&mut self, core: usize, fx: &mut Effects) {
         let already = self.cores[core].lapic.irr().contains(GUEST_TIMER_VECTOR);
         if !self.cores[core].lapic.expire_timer(&At(self.now)) {
             return;
@@ -112,23 +118,29 @@ impl Machine {
                 self.merged(vm, GUEST_TIMER_VECTOR);
             }
         }
-        self.physical_pending(core);
+        fx.push(Effect::PhysicalPending(core));
     }
 
     /// A host-side timer of a vCPU: KVM's hrtimer for the emulated LAPIC
     /// timer (fires as a host interrupt on the vCPU's core), or DID's
     /// parked timer on the designated core (becomes a virtual interrupt).
-    pub(super) fn host_timer(&mut self, vcpu: usize) {
+    pub(super) fn host_timer(&mut self, vcpu: usize, fx: &mut Effects) {
         match self.design.timer_path {
             TimerPath::HostHrtimer => {
                 let core = self.vcpus[vcpu].home_core;
-                self.deliver_physical(core, HOST_TIMER_VECTOR);
+                fx.push(Effect::DeliverPhysical {
+                    core,
+                    vector: HOST_TIMER_VECTOR,
+                });
             }
             TimerPath::PassThrough => {
                 if self.vcpus[vcpu].parked_timer.take().is_some() {
                     let vm = self.vcpus[vcpu].vm;
                     self.raise(vm, GUEST_TIMER_VECTOR);
-                    self.queue_virtual(vcpu, GUEST_TIMER_VECTOR);
+                    fx.push(Effect::QueueVirtual {
+                        vcpu,
+                        vector: GUEST_TIMER_VECTOR,
+                    });
                 }
             }
         }
@@ -136,10 +148,10 @@ impl Machine {
 
     /// KVM's hrtimer callback for the emulated LAPIC timers of the vCPUs
     /// homed on this core.
-    pub(super) fn expire_software_timers(&mut self, core: usize) {
+    pub(super) fn expire_software_timers(&mut self, core: usize, fx: &mut Effects) {
         let clock = At(self.now);
-        let homed = self.cores[core].runqueue.clone();
-        for vcpu in homed {
+        for slot in 0..self.cores[core].runqueue.len() {
+            let vcpu = self.cores[core].runqueue[slot];
             let due = self.vcpus[vcpu]
                 .vlapic
                 .timer_deadline_ns()
@@ -156,7 +168,7 @@ impl Machine {
                 }
                 // With APICv the software LAPIC is the virtual-APIC page, so
                 // every injection path finds the vector there.
-                self.wake(vcpu);
+                fx.push(Effect::Wake(vcpu));
             }
         }
     }

@@ -1,0 +1,140 @@
+//! What every JSON document dirq writes says about itself, as cyclictest's
+//! `--json` does: a schema version, the command line, dirq's version, the
+//! host, and when the work started and ended.
+
+use serde::Serialize;
+use time::OffsetDateTime;
+
+/// Raised whenever a field of a JSON output changes meaning or goes away.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Kernel modules that provide KVM's x86 backend.
+const KVM_BACKENDS: [&str; 3] = ["kvm_intel", "kvm_amd", "kvm_pvm"];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Host {
+    /// `uname -r`.
+    pub kernel: Option<String>,
+    /// The first `model name` of /proc/cpuinfo.
+    pub cpu: Option<String>,
+    pub cpus: usize,
+    /// The loaded KVM backend module, if any.
+    pub kvm_backend: Option<String>,
+    /// How the guest's instructions ran (`native`, `emulated`, `hardware`),
+    /// as the run reports it; absent when no guest ran.
+    pub guest_exec: Option<String>,
+}
+
+impl Host {
+    pub fn this(guest_exec: Option<String>) -> Self {
+        let read = |path: &str| std::fs::read_to_string(path).ok();
+        Host {
+            kernel: read("/proc/sys/kernel/osrelease").map(|text| text.trim().to_string()),
+            cpu: read("/proc/cpuinfo").and_then(|text| {
+                text.lines()
+                    .find(|line| line.starts_with("model name"))
+                    .and_then(|line| line.split_once(':'))
+                    .map(|(_, model)| model.trim().to_string())
+            }),
+            cpus: std::thread::available_parallelism().map_or(1, usize::from),
+            kvm_backend: KVM_BACKENDS
+                .iter()
+                .find(|module| std::path::Path::new("/sys/module").join(module).exists())
+                .map(|module| module.to_string()),
+            guest_exec,
+        }
+    }
+}
+
+/// The self-description at the top of a JSON document.
+#[derive(Debug, Clone, Serialize)]
+pub struct Meta {
+    pub schema_version: u32,
+    pub dirq_version: &'static str,
+    /// The arguments dirq was started with, program name first.
+    pub command_line: Vec<String>,
+    pub host: Host,
+    #[serde(with = "time::serde::rfc3339")]
+    pub started: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub ended: OffsetDateTime,
+}
+
+impl Meta {
+    /// The metadata of work that began at `started` and ends now.
+    pub fn since(started: OffsetDateTime, guest_exec: Option<String>) -> Self {
+        Meta {
+            schema_version: SCHEMA_VERSION,
+            dirq_version: env!("CARGO_PKG_VERSION"),
+            command_line: std::env::args().collect(),
+            host: Host::this(guest_exec),
+            started,
+            ended: OffsetDateTime::now_utc(),
+        }
+    }
+}
+
+/// How the guest ran, from a `dirq run --json` result: the resolved mode
+/// if the run reports one, else the configured one.
+pub fn guest_exec_of(run: &serde_json::Value) -> Option<String> {
+    [&run["guest_exec"], &run["config"]["guest_exec"]]
+        .into_iter()
+        .find_map(|value| value.as_str().map(str::to_string))
+}
+
+/// A JSON output: the metadata, then the result's own fields.
+#[derive(Serialize)]
+pub struct Document<'a, T: Serialize> {
+    #[serde(flatten)]
+    pub meta: Meta,
+    #[serde(flatten)]
+    pub result: &'a T,
+}
+
+/// "2026-11-22 07:39 UTC".
+pub fn utc_minutes(at: OffsetDateTime) -> String {
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
+    at.to_offset(time::UtcOffset::UTC)
+        .format(&format)
+        .unwrap_or_else(|_| at.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_carry_metadata_beside_the_result_fields() {
+        let started = OffsetDateTime::from_unix_timestamp(1_795_333_151).expect("valid time");
+        let meta = Meta::since(started, Some("native".into()));
+        let result = serde_json::json!({"bench": "irq-latency", "interrupts": 5});
+        let value = serde_json::to_value(Document {
+            meta,
+            result: &result,
+        })
+        .expect("serializes");
+        assert_eq!(value["schema_version"], SCHEMA_VERSION);
+        assert_eq!(value["bench"], "irq-latency");
+        assert_eq!(value["started"], "2026-11-22T07:39:11Z");
+        assert_eq!(value["host"]["guest_exec"], "native");
+        assert!(value["host"]["cpus"].as_u64().is_some_and(|cpus| cpus >= 1));
+        assert!(value["command_line"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()));
+    }
+
+    #[test]
+    fn guest_exec_prefers_the_resolved_mode() {
+        let configured = serde_json::json!({"config": {"guest_exec": "emulated"}});
+        assert_eq!(guest_exec_of(&configured).as_deref(), Some("emulated"));
+        let resolved = serde_json::json!({"guest_exec": "native", "config": {"guest_exec": null}});
+        assert_eq!(guest_exec_of(&resolved).as_deref(), Some("native"));
+        assert_eq!(guest_exec_of(&serde_json::json!({})), None);
+    }
+
+    #[test]
+    fn timestamps_are_utc_calendar_minutes() {
+        let at = OffsetDateTime::from_unix_timestamp(951_782_400).expect("valid time");
+        assert_eq!(utc_minutes(at), "2000-02-29 00:00 UTC");
+    }
+}

@@ -1,0 +1,111 @@
+//! The machine's state: cores, vCPUs, VMs and the run's counters. Only
+//! data lives here; the mechanism modules read and change it and the
+//! engine applies the effects they return.
+
+use super::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    Guest,
+    Host,
+    Idle,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum NmiMessage {
+    AssignedInterrupt { vm: u32 },
+    SliceEnd,
+    Kick,
+}
+
+pub(super) struct Core {
+    pub(super) lapic: Lapic,
+    pub(super) mode: Mode,
+    pub(super) mode_since: u64,
+    /// The vCPU scheduled here (running, in an exit, or halted).
+    pub(super) current: Option<usize>,
+    pub(super) runqueue: Vec<usize>,
+    /// The vCPU whose timer the physical LAPIC timer holds (pass-through).
+    pub(super) timer_owner: Option<usize>,
+    /// The timer is armed for a vCPU other than the current one.
+    pub(super) timer_misowned: bool,
+    pub(super) nmi_mailbox: Vec<NmiMessage>,
+    /// Interrupts taken in host mode before the next entry are free up to
+    /// this many (the exit that brought the core here already paid).
+    pub(super) free_host_irqs: u32,
+    pub(super) slice_due: bool,
+    /// Host halt polling: a wake-up before this time needs no sleep/wake.
+    pub(super) halt_poll_until: u64,
+    pub(super) guest_ns: u64,
+    /// Time asleep: idle and past any halt-polling window.
+    pub(super) asleep_ns: u64,
+    pub(super) hosts_vcpus: bool,
+    /// The VMs whose VF host vectors this core allocated, in vector order
+    /// from `HOST_VF_VECTOR_BASE`.
+    pub(super) vf_vectors: Vec<usize>,
+}
+
+impl AsRef<Lapic> for Core {
+    fn as_ref(&self) -> &Lapic {
+        &self.lapic
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum VcpuState {
+    Running,
+    Runnable,
+    Halted,
+}
+
+pub(super) struct Vcpu {
+    pub(super) vm: usize,
+    pub(super) index_in_vm: usize,
+    pub(super) home_core: usize,
+    pub(super) vlapic: Lapic,
+    pub(super) vmcs: Vmcs,
+    pub(super) pid: PostedInterruptDescriptor,
+    /// DID's queue of virtual interrupts awaiting self-IPI injection.
+    pub(super) virtual_pending: VectorSet,
+    pub(super) frames: Vec<Frame>,
+    pub(super) interruptible: bool,
+    pub(super) state: VcpuState,
+    pub(super) step_started: u64,
+    /// A timed step (or the spin loop) is executing; `run_guest` must not
+    /// start it again.
+    pub(super) step_running: bool,
+    pub(super) spin_since: Option<u64>,
+    pub(super) spin_ns: u64,
+    /// DID: the guest's timer while the vCPU is descheduled, kept on the
+    /// designated core.
+    pub(super) parked_timer: Option<u64>,
+    /// The expiry the guest asked for (cyclictest's target time).
+    pub(super) timer_target: Option<u64>,
+    pub(super) ipi_sent_at: Option<u64>,
+    pub(super) halt_requested: bool,
+    /// A vector acknowledged from the software LAPIC, injected at entry.
+    pub(super) injecting: Option<u8>,
+}
+
+pub(super) struct Vm {
+    pub(super) vcpus: Vec<usize>,
+    /// The host vector of the VF's MSI on its vCPU 0's home core.
+    pub(super) vf_host_vector: u8,
+    pub(super) vf: RxQueue,
+    pub(super) virtio: RxQueue,
+    pub(super) request_sent_at: Option<u64>,
+    pub(super) backend_busy_until: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub exits: [u64; ExitReason::ALL.len()],
+    pub packets_processed: u64,
+    pub requests_done: u64,
+    pub latencies: Vec<u64>,
+    pub guest_ns: u64,
+    pub asleep_ns: u64,
+    pub guest_core_ns: u64,
+    pub spin_ns: u64,
+    pub events: u64,
+}
