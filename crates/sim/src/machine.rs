@@ -12,6 +12,8 @@
 mod checker;
 mod delivery;
 mod devices;
+#[cfg(test)]
+mod fixture;
 mod guest;
 mod host;
 mod injection;
@@ -46,7 +48,7 @@ use crate::trace::Trace;
 use crate::SimError;
 
 pub(crate) use checker::Checker;
-use devices::{BackendJob, RxQueue, RxQueueKind};
+use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use guest::{Frame, TimerWrite, HALT_LOOP, IPI_SENDER, SPIN};
 pub(crate) use state::Counters;
 use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
@@ -94,14 +96,14 @@ impl Clock for At {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Event {
     PacketArrival {
-        vm: u32,
-        queue: RxQueueKind,
+        queues: u32,
+        kind: RxQueueKind,
     },
     CoalesceTimeout {
-        vm: u32,
+        queues: u32,
     },
     BackendDone {
-        vm: u32,
+        queues: u32,
         job: BackendJob,
     },
     HostDone {
@@ -136,11 +138,11 @@ enum Event {
 const CANCELLABLE_KINDS: usize = 6;
 
 /// The cancellable events: one pending at most per (kind, core, vCPU or
-/// VM); rescheduling one replaces it.
+/// queue pair); rescheduling one replaces it.
 impl Keyed for Event {
     fn key(&self) -> Option<usize> {
         let (kind, id) = match *self {
-            Event::CoalesceTimeout { vm } => (0, vm),
+            Event::CoalesceTimeout { queues } => (0, queues),
             Event::HostDone { core } => (1, core),
             Event::GuestStep { vcpu } => (2, vcpu),
             Event::PhysicalTimer { core } => (3, core),
@@ -272,6 +274,7 @@ pub(crate) struct Machine {
     cores: Vec<Core>,
     vcpus: Vec<Vcpu>,
     vms: Vec<Vm>,
+    queues: Vec<QueuePair>,
     iommu: InterruptRemappingTable,
     pub(crate) counters: Counters,
     pub(crate) checker: Checker,
@@ -279,8 +282,8 @@ pub(crate) struct Machine {
 }
 
 impl Machine {
-    /// The VM whose VF a host vector on `core` belongs to.
-    fn host_vf_vm(&self, core: usize, vector: u8) -> Option<usize> {
+    /// The queue pair whose VF MSI-X vector a host vector on `core` is.
+    fn host_vf_queues(&self, core: usize, vector: u8) -> Option<usize> {
         let index = vector.checked_sub(HOST_VF_VECTOR_BASE)?;
         self.cores[core].vf_vectors.get(usize::from(index)).copied()
     }
@@ -352,9 +355,9 @@ impl Machine {
 
     fn dispatch(&mut self, event: Event, fx: &mut Effects) {
         match event {
-            Event::PacketArrival { vm, queue } => self.packet_arrival(vm as usize, queue, fx),
-            Event::CoalesceTimeout { vm } => self.maybe_fire_vf(vm as usize, true, fx),
-            Event::BackendDone { vm, job } => self.backend_done(vm as usize, job, fx),
+            Event::PacketArrival { queues, kind } => self.packet_arrival(queues as usize, kind, fx),
+            Event::CoalesceTimeout { queues } => self.maybe_fire_vf(queues as usize, true, fx),
+            Event::BackendDone { queues, job } => self.backend_done(queues as usize, job, fx),
             Event::HostDone { core } => {
                 let core = core as usize;
                 if self.cores[core].mode == Mode::Host {
@@ -391,9 +394,10 @@ impl Machine {
                     self.counters.latencies.push((self.now - sent) / 2);
                     self.counters.requests_done += 1;
                 }
+                let queues = self.first_queues(vm);
                 match self.spec.group.transport {
-                    Transport::Pv => self.backend_start(vm, BackendJob::RxPacket, fx),
-                    _ => self.rx_packet(vm, RxQueueKind::Vf, fx),
+                    Transport::Pv => self.backend_start(queues, BackendJob::RxPacket, fx),
+                    _ => self.rx_packet(queues, RxQueueKind::Vf, fx),
                 }
             }
         }
@@ -441,7 +445,7 @@ impl Machine {
                 let held = self.vms[vm].vcpus.iter().any(|&vcpu| {
                     let v = &self.vcpus[vcpu];
                     let lapic = &self.cores[v.home_core].lapic;
-                    let host_form = self.vms[vm].vf_host_vector;
+                    let host_form = self.queues[v.queues].vf_host_vector;
                     v.vlapic.irr().contains(vector)
                         || v.pid.pir.contains(vector)
                         || v.virtual_pending.contains(vector)
@@ -505,9 +509,9 @@ impl Machine {
     }
 
     pub(crate) fn dropped_packets(&self) -> u64 {
-        self.vms
+        self.queues
             .iter()
-            .map(|vm| vm.vf.dropped + vm.virtio.dropped)
+            .map(|queues| queues.vf.dropped + queues.virtio.dropped)
             .sum()
     }
 }

@@ -39,8 +39,12 @@ pub enum InvalidScenario {
     Vms,
     #[error("host.vcpus_per_vm must be 1..={MAX_VCPUS_PER_VM}")]
     VcpusPerVm,
-    #[error("each guest core can give at most {HOST_VECTORS_PER_CORE} VMs a host vector")]
+    #[error(
+        "each guest core can give at most {HOST_VECTORS_PER_CORE} receive queues a host vector"
+    )]
     HostVectorsPerCore,
+    #[error("at most {MAX_QUEUES} receive queues in all (the IRTE handle is 16 bits)")]
+    Queues,
     #[error("the {0:?} group lists no policies")]
     NoPolicies(WorkloadKind),
     #[error("{0:?} needs rates_pps")]
@@ -114,6 +118,19 @@ pub enum IdleMode {
     Hlt,
     /// HLT exits; the host polls `halt_poll` ns before sleeping.
     HaltPoll,
+}
+
+/// Which vCPUs of a VM own a receive queue pair (an SR-IOV VF queue with
+/// its own MSI-X vector and IRTE, and a virtio queue) and a guest timer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueOwners {
+    /// vCPU 0 only: one queue per VM, one timer.
+    #[default]
+    FirstVcpu,
+    /// Every vCPU: a multi-queue NIC spreading flows over the vCPUs, and a
+    /// tick on every vCPU; each queue gets the configured packet rate.
+    EveryVcpu,
 }
 
 /// Unicast to vCPU 1 or broadcast to all other vCPUs.
@@ -200,6 +217,8 @@ pub struct RunGroup {
     /// Add a guest 1 kHz timer (cyclictest) to the workload's traffic.
     #[serde(default)]
     pub with_timer: bool,
+    #[serde(default)]
+    pub queue_owners: QueueOwners,
 }
 
 fn default_ipi_rate() -> u64 {
@@ -268,6 +287,9 @@ impl RunSpec {
         if self.group.with_timer {
             params.insert("with_timer".into(), true.into());
         }
+        if self.group.queue_owners != QueueOwners::default() {
+            params.insert("queue_owners".into(), enum_name(&self.group.queue_owners));
+        }
         params
     }
 }
@@ -282,9 +304,21 @@ pub const MAX_VMS: u32 = 1024;
 pub const MAX_VCPUS_PER_VM: u32 = 256;
 pub const MAX_RATE_PPS: u64 = 100_000_000;
 pub const MAX_IPI_RATE_PER_S: u64 = 10_000_000;
+/// Receive queues in a run: an IRTE handle is 16 bits (VT-d 5.1.5).
+pub const MAX_QUEUES: u32 = 1 << 16;
 /// Host vectors a core can hand out to VFs (0x60..=0xDF, below the
 /// system vectors), as Linux's per-CPU vector matrix does.
 pub const HOST_VECTORS_PER_CORE: u32 = 0x80;
+
+impl QueueOwners {
+    /// How many vCPUs of a VM of `vcpus_per_vm` own queues: vCPUs 0 to n-1.
+    pub fn per_vm(self, vcpus_per_vm: u32) -> u32 {
+        match self {
+            QueueOwners::FirstVcpu => 1,
+            QueueOwners::EveryVcpu => vcpus_per_vm,
+        }
+    }
+}
 
 impl RunGroup {
     /// A group with every optional setting at its default.
@@ -300,6 +334,7 @@ impl RunGroup {
             host: HostShape::default(),
             nested_interrupts: false,
             with_timer: false,
+            queue_owners: QueueOwners::default(),
         }
     }
 
@@ -314,14 +349,20 @@ impl RunGroup {
         if host.vcpus_per_vm == 0 || host.vcpus_per_vm > MAX_VCPUS_PER_VM {
             return Err(InvalidScenario::VcpusPerVm);
         }
-        // VM v's vCPU 0 is homed on guest core (v * vcpus_per_vm) % (cores - 1);
-        // the busiest core must have a host vector for each of its VMs.
-        let guest_cores = host.cores - 1;
+        // vCPU i of VM v is homed on guest core (v * vcpus_per_vm + i) %
+        // (cores - 1); the busiest core must have a host vector for each
+        // receive queue whose owner it homes.
+        let owners_per_vm = self.queue_owners.per_vm(host.vcpus_per_vm);
+        if u64::from(host.vms) * u64::from(owners_per_vm) > u64::from(MAX_QUEUES) {
+            return Err(InvalidScenario::Queues);
+        }
+        let guest_cores = u64::from(host.cores - 1);
         let mut vfs_per_core = vec![0u32; guest_cores as usize];
-        for vm in 0..host.vms {
-            let core =
-                (u64::from(vm) * u64::from(host.vcpus_per_vm) % u64::from(guest_cores)) as usize;
-            vfs_per_core[core] += 1;
+        for vm in 0..u64::from(host.vms) {
+            for index in 0..u64::from(owners_per_vm) {
+                let vcpu = vm * u64::from(host.vcpus_per_vm) + index;
+                vfs_per_core[(vcpu % guest_cores) as usize] += 1;
+            }
         }
         if vfs_per_core
             .iter()
@@ -507,6 +548,29 @@ mod tests {
     fn udp_rx_expands_rates_times_policies() {
         let scenario = builtin("did-udp-rx").unwrap();
         assert_eq!(scenario.expand().len(), 8);
+    }
+
+    #[test]
+    fn every_vcpu_owning_queues_needs_a_host_vector_and_an_irte_handle_each() {
+        let mut group = RunGroup::new(WorkloadKind::UdpRx, vec![PolicyKind::Did]);
+        group.rates_pps = vec![1000];
+        group.queue_owners = QueueOwners::EveryVcpu;
+        group.host = HostShape {
+            cores: 2,
+            vms: 1,
+            vcpus_per_vm: HOST_VECTORS_PER_CORE,
+        };
+        assert_eq!(group.validate(), Ok(()));
+        group.host.vcpus_per_vm += 1;
+        assert_eq!(group.validate(), Err(InvalidScenario::HostVectorsPerCore));
+        group.host = HostShape {
+            cores: MAX_CORES,
+            vms: MAX_VMS,
+            vcpus_per_vm: MAX_VCPUS_PER_VM,
+        };
+        assert_eq!(group.validate(), Err(InvalidScenario::Queues));
+        group.queue_owners = QueueOwners::FirstVcpu;
+        assert_eq!(group.validate(), Ok(()));
     }
 
     #[test]

@@ -433,3 +433,29 @@ fn every_builtin_scenario_runs_clean_for_correct_policies() {
         }
     }
 }
+
+#[test]
+fn every_vcpu_owning_queues_and_timers_multiplies_the_interrupts_and_stays_clean() {
+    let body = |owners: &str| {
+        format!(
+            r#"
+        duration_ms = 50
+        [[runs]]
+        workload = "udp-rx"
+        policies = ["eli", "did"]
+        rates_pps = [50000]
+        with_timer = true
+        queue_owners = "{owners}"
+        host = {{ cores = 5, vms = 1, vcpus_per_vm = 4 }}
+    "#
+        )
+    };
+    let first = run_quiet(&body("first-vcpu"));
+    let every = run_quiet(&body("every-vcpu"));
+    for (one, all) in first.runs.iter().zip(&every.runs) {
+        assert_clean(all);
+        let ratio = all.interrupts.handled as f64 / one.interrupts.handled as f64;
+        assert!((3.5..4.5).contains(&ratio), "{}: {ratio}", all.policy);
+        assert_eq!(all.params["queue_owners"], "every-vcpu");
+    }
+}

@@ -17,8 +17,8 @@ impl Machine {
 
     /// The VM and guest vector a physical vector on `core` stands for.
     pub(super) fn physical_owner(&self, core: usize, vector: u8) -> Option<(usize, u8)> {
-        if let Some(vm) = self.host_vf_vm(core, vector) {
-            return Some((vm, GUEST_VF_VECTOR));
+        if let Some(queues) = self.host_vf_queues(core, vector) {
+            return Some((self.vm_of_queues(queues), GUEST_VF_VECTOR));
         }
         if is_guest_vector(vector) {
             return self.cores[core]
@@ -185,5 +185,91 @@ impl Machine {
         }
         // A new handler (or nothing new: then this is a no-op) runs.
         fx.push(Effect::RunGuest(vcpu));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{exit_of, listed, running, scheduled, single};
+    use super::*;
+    use crate::policy::PolicyKind;
+
+    #[test]
+    fn vanillas_vf_interrupt_in_guest_mode_exits() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        let vector = m.queues[0].vf_host_vector;
+        let fx = listed(&mut m, |m, fx| m.deliver_physical(1, vector, fx));
+        assert_eq!(fx, [exit_of(&m, 0, ExitReason::ExtInt)]);
+        assert!(m.cores[1].lapic.irr().contains(vector));
+    }
+
+    #[test]
+    fn did_delivers_a_guest_vector_through_the_guest_idt() {
+        let mut m = single(PolicyKind::Did);
+        running(&mut m, 0);
+        let fx = listed(&mut m, |m, fx| m.deliver_physical(1, GUEST_VF_VECTOR, fx));
+        assert_eq!(fx, [Effect::TryDeliver(0)]);
+        let fx = listed(&mut m, |m, fx| m.try_deliver(0, fx));
+        let vector = GUEST_VF_VECTOR;
+        assert_eq!(
+            fx,
+            [
+                Effect::StartHandler { vcpu: 0, vector },
+                Effect::TryDeliver(0)
+            ]
+        );
+        assert!(m.cores[1].lapic.isr().contains(GUEST_VF_VECTOR));
+    }
+
+    #[test]
+    fn elis_shadow_idt_turns_a_host_vector_into_an_exception_exit() {
+        let mut m = single(PolicyKind::Eli);
+        running(&mut m, 0);
+        m.cores[1].lapic.accept(HOST_KICK_VECTOR, TriggerMode::Edge);
+        let fx = listed(&mut m, |m, fx| m.try_deliver(0, fx));
+        let vector = HOST_KICK_VECTOR;
+        assert_eq!(
+            fx,
+            [
+                exit_of(&m, 0, ExitReason::Exception),
+                Effect::HostVector { core: 1, vector }
+            ]
+        );
+    }
+
+    #[test]
+    fn with_nothing_to_deliver_the_guest_runs_on() {
+        let mut m = single(PolicyKind::Did);
+        running(&mut m, 0);
+        assert_eq!(
+            listed(&mut m, |m, fx| m.try_deliver(0, fx)),
+            [Effect::RunGuest(0)]
+        );
+        m.cores[1].mode = Mode::Host;
+        assert!(listed(&mut m, |m, fx| m.try_deliver(0, fx)).is_empty());
+    }
+
+    #[test]
+    fn an_idle_core_wakes_its_host_to_handle_an_interrupt() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        m.cores[1].mode = Mode::Idle;
+        m.vcpus[0].state = VcpuState::Halted;
+        m.now = 5_000;
+        let fx = listed(&mut m, |m, fx| m.deliver_physical(1, HOST_TIMER_VECTOR, fx));
+        let at = 5_000 + m.profile.host_ns.wakeup;
+        assert_eq!(fx, [scheduled(at, Event::HostDone { core: 1 })]);
+        assert_eq!(m.cores[1].mode, Mode::Host);
+    }
+
+    #[test]
+    fn dids_host_interrupts_are_nmis_that_exit() {
+        let mut m = single(PolicyKind::Did);
+        running(&mut m, 0);
+        let message = NmiMessage::SliceEnd;
+        let fx = listed(&mut m, |m, fx| m.host_interrupt(1, message, fx));
+        assert_eq!(fx, [exit_of(&m, 0, ExitReason::Nmi)]);
+        assert_eq!(m.cores[1].nmi_mailbox, [message]);
     }
 }

@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// A VM's VF's PCI requester ID, which interrupt remapping validates.
+pub(super) fn vf_requester(vm: usize) -> u16 {
+    0x0100 + vm as u16
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum RxQueueKind {
     Vf,
@@ -26,6 +31,25 @@ pub(super) struct RxQueue {
     pub(super) dropped: u64,
 }
 
+/// A vCPU's receive queues: an SR-IOV VF queue with its own MSI-X vector
+/// and IRTE (the pair's index is the IRTE handle), and a virtio queue.
+pub(super) struct QueuePair {
+    pub(super) owner: usize,
+    pub(super) vf: RxQueue,
+    pub(super) virtio: RxQueue,
+    /// The VF MSI-X vector's host vector on the owner's home core.
+    pub(super) vf_host_vector: u8,
+}
+
+impl QueuePair {
+    pub(super) fn rx(&mut self, kind: RxQueueKind) -> &mut RxQueue {
+        match kind {
+            RxQueueKind::Vf => &mut self.vf,
+            RxQueueKind::Virtio => &mut self.virtio,
+        }
+    }
+}
+
 impl RxQueue {
     /// The driver re-enables the queue's interrupt after its poll.
     pub(super) fn unmask(&mut self) {
@@ -37,18 +61,16 @@ impl RxQueue {
 }
 
 impl Machine {
-    pub(super) fn packet_rate(&self, queue: RxQueueKind) -> f64 {
-        match self.spec.workload {
-            WorkloadKind::Iperf => LINE_RATE_MTU_PPS as f64,
-            _ => match (queue, self.spec.rate_pps) {
-                (_, Some(rate)) => rate as f64,
-                (_, None) => 0.0,
-            },
+    pub(super) fn packet_rate(&self) -> f64 {
+        match (self.spec.workload, self.spec.rate_pps) {
+            (WorkloadKind::Iperf, _) => LINE_RATE_MTU_PPS as f64,
+            (_, Some(rate)) => rate as f64,
+            (_, None) => 0.0,
         }
     }
 
-    pub(super) fn schedule_packet(&mut self, vm: usize, queue: RxQueueKind, fx: &mut Effects) {
-        let rate = self.packet_rate(queue);
+    pub(super) fn schedule_packet(&mut self, queues: usize, kind: RxQueueKind, fx: &mut Effects) {
+        let rate = self.packet_rate();
         if rate <= 0.0 {
             return;
         }
@@ -56,24 +78,20 @@ impl Machine {
         fx.schedule(
             self.now + gap,
             Event::PacketArrival {
-                vm: vm as u32,
-                queue,
+                queues: queues as u32,
+                kind,
             },
         );
     }
 
-    pub(super) fn rx(&self, vm: usize, queue: RxQueueKind) -> &RxQueue {
-        match queue {
-            RxQueueKind::Vf => &self.vms[vm].vf,
-            RxQueueKind::Virtio => &self.vms[vm].virtio,
-        }
+    /// The VM a queue pair belongs to.
+    pub(super) fn vm_of_queues(&self, queues: usize) -> usize {
+        self.vcpus[self.queues[queues].owner].vm
     }
 
-    pub(super) fn rx_mut(&mut self, vm: usize, queue: RxQueueKind) -> &mut RxQueue {
-        match queue {
-            RxQueueKind::Vf => &mut self.vms[vm].vf,
-            RxQueueKind::Virtio => &mut self.vms[vm].virtio,
-        }
+    /// The queue pair of a VM's vCPU 0: block requests and netperf's flow.
+    pub(super) fn first_queues(&self, vm: usize) -> usize {
+        self.vcpus[self.vms[vm].vcpus[0]].queues
     }
 
     pub(super) fn rx_queue_of(&self, vector: Option<u8>) -> RxQueueKind {
@@ -83,18 +101,18 @@ impl Machine {
         }
     }
 
-    pub(super) fn packet_arrival(&mut self, vm: usize, queue: RxQueueKind, fx: &mut Effects) {
-        self.schedule_packet(vm, queue, fx);
-        match queue {
-            RxQueueKind::Vf => self.rx_packet(vm, RxQueueKind::Vf, fx),
-            RxQueueKind::Virtio => self.backend_start(vm, BackendJob::RxPacket, fx),
+    pub(super) fn packet_arrival(&mut self, queues: usize, kind: RxQueueKind, fx: &mut Effects) {
+        self.schedule_packet(queues, kind, fx);
+        match kind {
+            RxQueueKind::Vf => self.rx_packet(queues, RxQueueKind::Vf, fx),
+            RxQueueKind::Virtio => self.backend_start(queues, BackendJob::RxPacket, fx),
         }
     }
 
     /// A packet lands in a receive ring.
-    pub(super) fn rx_packet(&mut self, vm: usize, queue: RxQueueKind, fx: &mut Effects) {
+    pub(super) fn rx_packet(&mut self, queues: usize, kind: RxQueueKind, fx: &mut Effects) {
         let now = self.now;
-        let rx = self.rx_mut(vm, queue);
+        let rx = self.queues[queues].rx(kind);
         if rx.ring >= RX_RING_SIZE {
             rx.dropped += 1;
             return;
@@ -102,15 +120,15 @@ impl Machine {
         rx.ring += 1;
         rx.since_interrupt += 1;
         rx.first_unsignalled.get_or_insert(now);
-        match queue {
-            RxQueueKind::Vf => self.maybe_fire_vf(vm, false, fx),
+        match kind {
+            RxQueueKind::Vf => self.maybe_fire_vf(queues, false, fx),
             RxQueueKind::Virtio => {
-                let rx = &mut self.vms[vm].virtio;
+                let rx = &mut self.queues[queues].virtio;
                 if !rx.masked && !rx.signalled {
                     rx.signalled = true;
-                    self.raise(vm, GUEST_VIRTIO_VECTOR);
+                    self.raise(self.vm_of_queues(queues), GUEST_VIRTIO_VECTOR);
                     fx.push(Effect::SignalVirtual {
-                        vcpu: self.vms[vm].vcpus[0],
+                        vcpu: self.queues[queues].owner,
                         vector: GUEST_VIRTIO_VECTOR,
                     });
                 }
@@ -120,12 +138,14 @@ impl Machine {
 
     /// The VF's coalescing logic: fire at the packet threshold, or when the
     /// timeout armed at the first unsignalled packet runs out.
-    pub(super) fn maybe_fire_vf(&mut self, vm: usize, timed_out: bool, fx: &mut Effects) {
+    pub(super) fn maybe_fire_vf(&mut self, queues: usize, timed_out: bool, fx: &mut Effects) {
         let coalescing = self.spec.nic;
         let now = self.now;
-        let timeout = Event::CoalesceTimeout { vm: vm as u32 };
+        let timeout = Event::CoalesceTimeout {
+            queues: queues as u32,
+        };
         let timeout_armed = timeout.key().is_some_and(|key| self.queue.is_pending(key));
-        let rx = &mut self.vms[vm].vf;
+        let rx = &mut self.queues[queues].vf;
         if rx.masked || rx.ring == 0 || rx.since_interrupt == 0 {
             return;
         }
@@ -140,17 +160,17 @@ impl Machine {
         rx.since_interrupt = 0;
         rx.first_unsignalled = None;
         fx.push(Effect::Cancel(timeout));
-        self.fire_vf_msi(vm, fx);
+        self.fire_vf_msi(queues, fx);
     }
 
-    /// The VF writes its MSI; the IOMMU remaps it.
-    pub(super) fn fire_vf_msi(&mut self, vm: usize, fx: &mut Effects) {
+    /// The VF writes its MSI-X message; the IOMMU remaps it.
+    pub(super) fn fire_vf_msi(&mut self, queues: usize, fx: &mut Effects) {
         let message = MsiMessage::compose_remappable(&RemappableMsi {
-            handle: vm as u16,
+            handle: queues as u16,
             subhandle: None,
         });
-        let requester = 0x0100 + vm as u16;
-        let Ok(remapped) = self.iommu.remap(&message, requester) else {
+        let vm = self.vm_of_queues(queues);
+        let Ok(remapped) = self.iommu.remap(&message, vf_requester(vm)) else {
             // Blocked requests are counted by the IOMMU model.
             return;
         };
@@ -165,7 +185,9 @@ impl Machine {
                     fx.push(if interrupt.delivery_mode == DeliveryMode::Nmi {
                         Effect::Nmi {
                             core,
-                            message: NmiMessage::AssignedInterrupt { vm: vm as u32 },
+                            message: NmiMessage::AssignedInterrupt {
+                                queues: queues as u32,
+                            },
                         }
                     } else {
                         Effect::DeliverPhysical {
@@ -176,34 +198,44 @@ impl Machine {
                 }
             }
             Remapped::Post { vector, .. } => fx.push(Effect::SignalVirtual {
-                vcpu: self.vms[vm].vcpus[0],
+                vcpu: self.queues[queues].owner,
                 vector,
             }),
         }
     }
 
-    pub(super) fn backend_start(&mut self, vm: usize, job: BackendJob, fx: &mut Effects) {
+    /// The VM's virtio backend thread serves one request at a time.
+    pub(super) fn backend_start(&mut self, queues: usize, job: BackendJob, fx: &mut Effects) {
         let mut service = self.profile.host_ns.virtio_backend_per_request;
         if job == BackendJob::BlockRead {
             service += self.profile.host_ns.block_device_service;
         }
+        let vm = self.vm_of_queues(queues);
         let start = self.now.max(self.vms[vm].backend_busy_until);
         let done = start + service;
         self.vms[vm].backend_busy_until = done;
-        fx.schedule(done, Event::BackendDone { vm: vm as u32, job });
+        fx.schedule(
+            done,
+            Event::BackendDone {
+                queues: queues as u32,
+                job,
+            },
+        );
     }
 
-    pub(super) fn backend_done(&mut self, vm: usize, job: BackendJob, fx: &mut Effects) {
+    pub(super) fn backend_done(&mut self, queues: usize, job: BackendJob, fx: &mut Effects) {
         match job {
-            BackendJob::RxPacket => self.rx_packet(vm, RxQueueKind::Virtio, fx),
+            BackendJob::RxPacket => self.rx_packet(queues, RxQueueKind::Virtio, fx),
             BackendJob::TxPacket => fx.schedule(
                 self.now + self.profile.guest_ns.wire_one_way,
-                Event::RemoteRequest { vm: vm as u32 },
+                Event::RemoteRequest {
+                    vm: self.vm_of_queues(queues) as u32,
+                },
             ),
             BackendJob::BlockRead => {
-                self.raise(vm, GUEST_VIRTIO_VECTOR);
+                self.raise(self.vm_of_queues(queues), GUEST_VIRTIO_VECTOR);
                 fx.push(Effect::SignalVirtual {
-                    vcpu: self.vms[vm].vcpus[0],
+                    vcpu: self.queues[queues].owner,
                     vector: GUEST_VIRTIO_VECTOR,
                 });
             }
@@ -212,7 +244,7 @@ impl Machine {
 
     pub(super) fn submit_block(&mut self, vm: usize, fx: &mut Effects) {
         self.vms[vm].request_sent_at = Some(self.now);
-        self.backend_start(vm, BackendJob::BlockRead, fx);
+        self.backend_start(self.first_queues(vm), BackendJob::BlockRead, fx);
     }
 
     /// fio's submission: the request, then the virtio notify.
@@ -234,11 +266,11 @@ impl Machine {
 
     /// netperf-rr: the guest answered; the response goes out and the remote
     /// sends the next request.
-    pub(super) fn netperf_respond(&mut self, vcpu: usize, queue: RxQueueKind, fx: &mut Effects) {
+    pub(super) fn netperf_respond(&mut self, vcpu: usize, kind: RxQueueKind, fx: &mut Effects) {
         let vm = self.vcpus[vcpu].vm;
-        match queue {
+        match kind {
             RxQueueKind::Virtio => {
-                self.backend_start(vm, BackendJob::TxPacket, fx);
+                self.backend_start(self.vcpus[vcpu].queues, BackendJob::TxPacket, fx);
                 self.io_notify(vcpu, fx);
             }
             RxQueueKind::Vf => {
@@ -277,5 +309,138 @@ impl Machine {
                 },
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{listed, machine, running, scheduled, shaped, single};
+    use super::*;
+    use crate::policy::PolicyKind;
+    use crate::scenario::{HostShape, NicCoalescing, QueueOwners, RunGroup};
+
+    #[test]
+    fn a_packet_below_the_threshold_arms_the_coalescing_timeout() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        m.now = 1_000;
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        let at = 1_000 + m.spec.nic.interrupt_timeout_ns;
+        assert_eq!(fx, [scheduled(at, Event::CoalesceTimeout { queues: 0 })]);
+        assert_eq!(m.queues[0].vf.ring, 1);
+    }
+
+    #[test]
+    fn the_threshold_packet_fires_the_msi_through_the_irte() {
+        for (policy, vector) in [
+            (PolicyKind::Vanilla, None),
+            (PolicyKind::Did, Some(GUEST_VF_VECTOR)),
+        ] {
+            let mut m = single(policy);
+            running(&mut m, 0);
+            let vector = vector.unwrap_or(m.queues[0].vf_host_vector);
+            let threshold = m.spec.nic.packets_per_interrupt;
+            m.queues[0].vf.ring = threshold - 1;
+            m.queues[0].vf.since_interrupt = threshold - 1;
+            let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+            let timeout = Event::CoalesceTimeout { queues: 0 };
+            assert_eq!(
+                fx,
+                [
+                    Effect::Cancel(timeout),
+                    Effect::DeliverPhysical { core: 1, vector }
+                ],
+                "{policy}"
+            );
+            assert_eq!(m.queues[0].vf.since_interrupt, 0);
+        }
+    }
+
+    #[test]
+    fn dids_vf_interrupt_for_a_descheduled_vm_is_an_nmi_to_its_home_core() {
+        let mut m = single(PolicyKind::Did);
+        m.cores[1].current = None;
+        m.retarget_vf(0);
+        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, fx));
+        let message = NmiMessage::AssignedInterrupt { queues: 0 };
+        assert_eq!(fx, [Effect::Nmi { core: 1, message }]);
+    }
+
+    #[test]
+    fn a_full_ring_drops_the_packet() {
+        let mut m = single(PolicyKind::Vanilla);
+        m.queues[0].vf.ring = RX_RING_SIZE;
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        assert!(fx.is_empty());
+        assert_eq!(m.queues[0].vf.dropped, 1);
+    }
+
+    #[test]
+    fn the_virtio_backend_serves_one_request_at_a_time() {
+        let mut m = single(PolicyKind::Vanilla);
+        let per_request = m.profile.host_ns.virtio_backend_per_request;
+        let fx = listed(&mut m, |m, fx| {
+            m.backend_start(0, BackendJob::RxPacket, fx);
+            m.backend_start(0, BackendJob::RxPacket, fx);
+        });
+        let job = BackendJob::RxPacket;
+        let done = |at| scheduled(at, Event::BackendDone { queues: 0, job });
+        assert_eq!(fx, [done(per_request), done(2 * per_request)]);
+    }
+
+    #[test]
+    fn a_trapped_icr_write_exits_and_the_ipi_leaves_after_its_emulation() {
+        let host = HostShape {
+            cores: 3,
+            vms: 1,
+            vcpus_per_vm: 2,
+        };
+        let mut m = machine(PolicyKind::Vanilla, WorkloadKind::Ipi, host);
+        running(&mut m, 0);
+        let fx = listed(&mut m, |m, fx| m.guest_send_ipi(0, fx));
+        let icr_write = m.profile.exit_service_ns.icr_write;
+        let exit = Effect::Exit {
+            vcpu: 0,
+            reason: ExitReason::MsrWr,
+            service_ns: icr_write
+                + m.profile.host_ns.exit_entry_transition
+                + m.profile.host_ns.send_ipi,
+        };
+        let sent = scheduled(icr_write, Event::GuestIpi { vcpu: 1 });
+        assert_eq!(fx, [exit, sent]);
+        assert_eq!(m.vcpus[1].ipi_sent_at, Some(0));
+    }
+
+    #[test]
+    fn with_every_vcpu_owning_queues_each_queue_interrupts_its_own_vcpu() {
+        let host = HostShape {
+            cores: 3,
+            vms: 1,
+            vcpus_per_vm: 2,
+        };
+        let mut group = RunGroup::new(WorkloadKind::UdpRx, vec![PolicyKind::Did]);
+        group.host = host;
+        group.queue_owners = QueueOwners::EveryVcpu;
+        group.with_timer = true;
+        let mut m = shaped(RunSpec {
+            policy: PolicyKind::Did,
+            workload: WorkloadKind::UdpRx,
+            rate_pps: None,
+            group,
+            nic: NicCoalescing::FITTED,
+            duration_ns: 10_000_000,
+        });
+        assert_eq!(m.queues.len(), 2);
+        for vcpu in 0..2 {
+            assert_eq!(m.queues[m.vcpus[vcpu].queues].owner, vcpu);
+            // Each owner's guest timer is armed.
+            assert!(m.vcpus[vcpu].timer_target.is_some());
+            running(&mut m, vcpu);
+        }
+        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(1, fx));
+        let vector = GUEST_VF_VECTOR;
+        let core = m.vcpus[1].home_core;
+        assert_eq!(core, 2);
+        assert_eq!(fx, [Effect::DeliverPhysical { core, vector }]);
     }
 }

@@ -205,8 +205,9 @@ impl Machine {
                     return;
                 }
                 Step::PollRx => {
-                    let queue = self.rx_queue_of(frame.vector);
-                    if self.rx(self.vcpus[vcpu].vm, queue).ring == 0 {
+                    let kind = self.rx_queue_of(frame.vector);
+                    let queues = self.vcpus[vcpu].queues;
+                    if self.queues[queues].rx(kind).ring == 0 {
                         self.advance(vcpu);
                         continue;
                     }
@@ -220,16 +221,16 @@ impl Machine {
                     return;
                 }
                 Step::MaskRx => {
-                    let vm = self.vcpus[vcpu].vm;
-                    let queue = self.rx_queue_of(frame.vector);
-                    self.rx_mut(vm, queue).masked = true;
+                    let kind = self.rx_queue_of(frame.vector);
+                    let queues = self.vcpus[vcpu].queues;
+                    self.queues[queues].rx(kind).masked = true;
                     self.advance(vcpu);
                     continue;
                 }
                 Step::UnmaskRx => {
-                    let vm = self.vcpus[vcpu].vm;
-                    let queue = self.rx_queue_of(frame.vector);
-                    self.rx_mut(vm, queue).unmask();
+                    let kind = self.rx_queue_of(frame.vector);
+                    let queues = self.vcpus[vcpu].queues;
+                    self.queues[queues].rx(kind).unmask();
                     self.advance(vcpu);
                     continue;
                 }
@@ -314,9 +315,9 @@ impl Machine {
         };
         if let Step::PollRx = frame.program[frame.pc] {
             // One packet done; the step repeats until the ring is empty.
-            let vm = self.vcpus[vcpu].vm;
             let queue = self.rx_queue_of(frame.vector);
-            let rx = self.rx_mut(vm, queue);
+            let queues = self.vcpus[vcpu].queues;
+            let rx = self.queues[queues].rx(queue);
             rx.ring = rx.ring.saturating_sub(1);
             self.counters.packets_processed += 1;
             if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
@@ -356,5 +357,79 @@ impl Machine {
             return;
         }
         fx.push(Effect::TryDeliver(vcpu));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{exit_of, in_handler, listed, running, scheduled, single};
+    use super::*;
+    use crate::metrics::Invariant;
+    use crate::policy::PolicyKind;
+
+    #[test]
+    fn an_eoi_step_hands_over_to_the_eoi_and_runs_on_after_it() {
+        let mut m = single(PolicyKind::Vanilla);
+        in_handler(&mut m, 0, PLAIN_HANDLER, 1, GUEST_TIMER_VECTOR);
+        let fx = listed(&mut m, |m, fx| m.run_guest(0, fx));
+        assert_eq!(fx, [Effect::GuestEoi(0), Effect::RunGuest(0)]);
+        assert_eq!(m.vcpus[0].frames.last().map(|frame| frame.pc), Some(2));
+    }
+
+    #[test]
+    fn a_timed_step_schedules_its_end_and_runs_nothing_else() {
+        let mut m = single(PolicyKind::Vanilla);
+        in_handler(&mut m, 0, PLAIN_HANDLER, 0, GUEST_TIMER_VECTOR);
+        m.now = 1_000;
+        let fx = listed(&mut m, |m, fx| m.run_guest(0, fx));
+        let at = 1_000 + m.profile.guest_ns.irq_entry;
+        assert_eq!(fx, [scheduled(at, Event::GuestStep { vcpu: 0 })]);
+        assert!(m.vcpus[0].step_running);
+        // Running again while the step runs is a no-op.
+        assert!(listed(&mut m, |m, fx| m.run_guest(0, fx)).is_empty());
+    }
+
+    #[test]
+    fn a_suspended_step_keeps_its_remaining_time() {
+        let mut m = single(PolicyKind::Vanilla);
+        in_handler(&mut m, 0, PLAIN_HANDLER, 0, GUEST_TIMER_VECTOR);
+        listed(&mut m, |m, fx| m.start_timed(0, 1_000, fx));
+        m.now = 400;
+        let fx = listed(&mut m, |m, fx| m.suspend(0, fx));
+        assert_eq!(fx, [Effect::Cancel(Event::GuestStep { vcpu: 0 })]);
+        assert!(!m.vcpus[0].step_running);
+        assert_eq!(
+            m.vcpus[0].frames.last().and_then(|f| f.remaining),
+            Some(600)
+        );
+    }
+
+    #[test]
+    fn a_handler_starts_with_interrupts_off_and_settles_the_ledger() {
+        let mut m = single(PolicyKind::Did);
+        running(&mut m, 0);
+        m.checker.raise(0, GUEST_VF_VECTOR);
+        listed(&mut m, |m, fx| m.deliver_to_guest(0, GUEST_VF_VECTOR, fx));
+        let top = m.vcpus[0].frames.last().copied();
+        assert_eq!(top.and_then(|frame| frame.vector), Some(GUEST_VF_VECTOR));
+        assert!(!m.vcpus[0].interruptible);
+        assert_eq!(m.checker.handled, 1);
+        // A second handler for the same vector with nothing raised.
+        listed(&mut m, |m, fx| m.deliver_to_guest(0, GUEST_VF_VECTOR, fx));
+        assert_eq!(m.checker.violations_of(Invariant::Doubled), 1);
+        assert_eq!(m.checker.violations_of(Invariant::PriorityInversion), 1);
+    }
+
+    #[test]
+    fn sti_with_a_requested_window_exits_otherwise_tries_to_deliver() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        let fx = listed(&mut m, |m, fx| m.set_interruptible(0, true, fx));
+        assert_eq!(fx, [Effect::TryDeliver(0)]);
+        m.vcpus[0]
+            .vmcs
+            .set_primary(CPU_INTERRUPT_WINDOW_EXITING, true);
+        let fx = listed(&mut m, |m, fx| m.set_interruptible(0, true, fx));
+        assert_eq!(fx, [exit_of(&m, 0, ExitReason::PendVInt)]);
     }
 }

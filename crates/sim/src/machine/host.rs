@@ -64,8 +64,8 @@ impl Machine {
         for message in mailbox {
             extra_ns += self.host_irq_cost(core);
             match message {
-                NmiMessage::AssignedInterrupt { vm } => fx.push(Effect::QueueVirtual {
-                    vcpu: self.vms[vm as usize].vcpus[0],
+                NmiMessage::AssignedInterrupt { queues } => fx.push(Effect::QueueVirtual {
+                    vcpu: self.queues[queues as usize].owner,
                     vector: GUEST_VF_VECTOR,
                 }),
                 NmiMessage::SliceEnd => self.cores[core].slice_due = true,
@@ -113,14 +113,13 @@ impl Machine {
         if let Some(trace) = &mut self.trace {
             trace.instant(core, self.now, "host-irq", vector);
         }
-        if let Some(vm) = self.host_vf_vm(core, vector) {
-            // KVM's handler for the assigned device: inject the guest vector.
-            if let Some(&vcpu) = self.vms.get(vm).and_then(|vm| vm.vcpus.first()) {
-                fx.push(Effect::QueueVirtual {
-                    vcpu,
-                    vector: GUEST_VF_VECTOR,
-                });
-            }
+        if let Some(queues) = self.host_vf_queues(core, vector) {
+            // KVM's handler for the assigned device: inject the guest
+            // vector into the queue's owner.
+            fx.push(Effect::QueueVirtual {
+                vcpu: self.queues[queues].owner,
+                vector: GUEST_VF_VECTOR,
+            });
             return;
         }
         match vector {
@@ -246,19 +245,21 @@ impl Machine {
             running_on: running.then_some(v.home_core as u32),
             home_core: v.home_core as u32,
             guest_vector: GUEST_VF_VECTOR,
-            host_vector: self.vms[v.vm].vf_host_vector,
-            requester_id: 0x0100 + v.vm as u16,
+            host_vector: self.queues[v.queues].vf_host_vector,
+            requester_id: vf_requester(v.vm),
         }
     }
 
+    /// Points the IRTE of the vCPU's own VF queue, if it owns one, at
+    /// where the vCPU is now.
     pub(super) fn retarget_vf(&mut self, vcpu: usize) {
-        let v = &self.vcpus[vcpu];
-        if v.index_in_vm != 0 {
+        let queues = self.vcpus[vcpu].queues;
+        if self.queues[queues].owner != vcpu {
             return;
         }
         let irte = self.design.vf_irte.irte(&self.vf_route(vcpu));
-        // The table has one entry per VM.
-        let _ = self.iommu.set_entry(v.vm as u32, irte);
+        // The table has one entry per queue pair.
+        let _ = self.iommu.set_entry(queues as u32, irte);
     }
 
     pub(super) fn schedule_in(&mut self, vcpu: usize, fx: &mut Effects) {
@@ -288,5 +289,123 @@ impl Machine {
             self.stop_physical_timer(core, fx);
             self.park_timer(vcpu, deadline, fx);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{listed, machine, running, scheduled, single};
+    use super::*;
+    use crate::policy::PolicyKind;
+    use crate::scenario::HostShape;
+
+    /// Two single-vCPU VMs sharing core 1.
+    fn shared_core(policy: PolicyKind) -> Machine {
+        let host = HostShape {
+            cores: 2,
+            vms: 2,
+            vcpus_per_vm: 1,
+        };
+        let mut m = machine(policy, WorkloadKind::UdpRx, host);
+        running(&mut m, 0);
+        m.vcpus[1].state = VcpuState::Runnable;
+        m.cores[1].mode = Mode::Host;
+        m
+    }
+
+    #[test]
+    fn an_exit_stops_the_guest_and_keeps_the_host_busy() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        m.now = 1_000;
+        let fx = listed(&mut m, |m, fx| m.exit(0, ExitReason::Hlt, 700, fx));
+        let done = scheduled(1_700, Event::HostDone { core: 1 });
+        assert_eq!(fx, [Effect::Suspend(0), done]);
+        assert_eq!(m.counters.exits[ExitReason::Hlt.index()], 1);
+        assert_eq!(m.cores[1].mode, Mode::Host);
+    }
+
+    #[test]
+    fn host_done_runs_the_handlers_before_finishing_its_work() {
+        let mut m = single(PolicyKind::Did);
+        running(&mut m, 0);
+        m.cores[1].mode = Mode::Host;
+        m.cores[1]
+            .nmi_mailbox
+            .push(NmiMessage::AssignedInterrupt { queues: 0 });
+        let fx = listed(&mut m, |m, fx| m.host_done(1, fx));
+        let vector = GUEST_VF_VECTOR;
+        let extra_ns = m.profile.host_ns.irq_in_host_mode;
+        assert_eq!(
+            fx,
+            [
+                Effect::QueueVirtual { vcpu: 0, vector },
+                Effect::FinishHostWork { core: 1, extra_ns }
+            ]
+        );
+    }
+
+    #[test]
+    fn finished_host_work_injects_and_enters_the_guest() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        m.cores[1].mode = Mode::Host;
+        m.vcpus[0].vlapic.accept(GUEST_VF_VECTOR, TriggerMode::Edge);
+        let fx = listed(&mut m, |m, fx| m.finish_host_work(1, 0, fx));
+        let vector = GUEST_VF_VECTOR;
+        assert_eq!(
+            fx,
+            [
+                Effect::StartHandler { vcpu: 0, vector },
+                Effect::TryDeliver(0)
+            ]
+        );
+        assert_eq!(m.cores[1].mode, Mode::Guest);
+    }
+
+    #[test]
+    fn a_time_slice_switches_to_the_next_runnable_vcpu() {
+        let mut m = shared_core(PolicyKind::Vanilla);
+        let cost = {
+            let mut fx = Effects::default();
+            let cost = m.end_slice(1, &mut fx);
+            let at = m.profile.host_ns.sched_quantum;
+            let slice_end = scheduled(at, Event::SliceEnd { core: 1 });
+            assert_eq!(fx.0.first(), Some(&slice_end));
+            cost
+        };
+        assert_eq!(cost, m.profile.host_ns.context_switch);
+        assert_eq!(m.cores[1].current, Some(1));
+        assert_eq!(m.vcpus[0].state, VcpuState::Runnable);
+        assert_eq!(m.vcpus[1].state, VcpuState::Running);
+    }
+
+    #[test]
+    fn did_defers_a_slice_end_while_a_guest_vector_is_in_service() {
+        let mut m = shared_core(PolicyKind::Did);
+        m.cores[1].lapic.accept(GUEST_VF_VECTOR, TriggerMode::Edge);
+        m.cores[1].lapic.acknowledge();
+        let mut fx = Effects::default();
+        assert_eq!(m.end_slice(1, &mut fx), 0);
+        let at = m.profile.host_ns.preemption_retry;
+        let slice_end = scheduled(at, Event::SliceEnd { core: 1 });
+        assert_eq!(fx.0.last(), Some(&slice_end));
+        assert_eq!(m.cores[1].current, Some(0));
+    }
+
+    #[test]
+    fn an_exiting_hlt_with_nothing_pending_halts_the_vcpu() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        let fx = listed(&mut m, |m, fx| m.guest_halt(0, fx));
+        assert!(matches!(
+            fx.as_slice(),
+            [Effect::Exit {
+                reason: ExitReason::Hlt,
+                ..
+            }]
+        ));
+        m.halt(0);
+        assert_eq!(m.vcpus[0].state, VcpuState::Halted);
     }
 }

@@ -182,3 +182,77 @@ impl Machine {
         completed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{exit_of, in_handler, listed, running, single};
+    use super::*;
+    use crate::metrics::Invariant;
+    use crate::policy::PolicyKind;
+
+    /// The running vCPU 0 is in the handler of a classically injected
+    /// `vector`: in service in its software LAPIC.
+    fn in_injected_handler(m: &mut Machine, vector: u8) {
+        in_handler(m, 0, HALT_LOOP, 0, vector);
+        m.vcpus[0].vlapic.accept(vector, TriggerMode::Edge);
+        m.vcpus[0].vlapic.acknowledge();
+    }
+
+    #[test]
+    fn classic_injection_queues_in_the_software_lapic_and_merges_a_second() {
+        let mut m = single(PolicyKind::Vanilla);
+        m.checker.raise(0, GUEST_VIRTIO_VECTOR);
+        m.checker.raise(0, GUEST_VIRTIO_VECTOR);
+        let fx = listed(&mut m, |m, fx| {
+            m.queue_virtual(0, GUEST_VIRTIO_VECTOR, fx);
+            m.queue_virtual(0, GUEST_VIRTIO_VECTOR, fx);
+        });
+        assert_eq!(fx, [Effect::Wake(0), Effect::Wake(0)]);
+        assert!(m.vcpus[0].vlapic.irr().contains(GUEST_VIRTIO_VECTOR));
+        assert_eq!(m.checker.coalesced, 1);
+    }
+
+    #[test]
+    fn did_signals_a_running_vcpu_by_ipi_and_queues_for_a_descheduled_one() {
+        let mut m = single(PolicyKind::Did);
+        running(&mut m, 0);
+        let vector = GUEST_IPI_VECTOR;
+        let fx = listed(&mut m, |m, fx| m.signal_virtual(0, vector, fx));
+        assert_eq!(fx, [Effect::DeliverPhysical { core: 1, vector }]);
+        m.cores[1].current = None;
+        let fx = listed(&mut m, |m, fx| m.signal_virtual(0, vector, fx));
+        assert_eq!(fx, [Effect::Wake(0)]);
+        assert!(m.vcpus[0].virtual_pending.contains(vector));
+    }
+
+    #[test]
+    fn did_injects_queued_interrupts_as_self_ipis_at_entry() {
+        let mut m = single(PolicyKind::Did);
+        m.vcpus[0].virtual_pending.set(GUEST_TIMER_VECTOR);
+        m.prepare_entry(0);
+        assert!(m.vcpus[0].virtual_pending.is_empty());
+        assert!(m.cores[1].lapic.irr().contains(GUEST_TIMER_VECTOR));
+    }
+
+    #[test]
+    fn a_trapped_eoi_exits_and_completes_the_software_lapics_interrupt() {
+        let mut m = single(PolicyKind::Vanilla);
+        in_injected_handler(&mut m, GUEST_VF_VECTOR);
+        let fx = listed(&mut m, |m, fx| m.guest_eoi(0, fx));
+        assert_eq!(
+            fx,
+            [exit_of(&m, 0, ExitReason::MsrWr), Effect::TryDeliver(0)]
+        );
+        assert!(m.vcpus[0].vlapic.isr().is_empty());
+        assert!(m.checker.violations.iter().all(|&count| count == 0));
+    }
+
+    #[test]
+    fn a_passed_through_eoi_for_a_classic_injection_finds_nothing_in_service() {
+        let mut m = single(PolicyKind::NaiveDirectEoi);
+        in_injected_handler(&mut m, GUEST_VF_VECTOR);
+        let fx = listed(&mut m, |m, fx| m.guest_eoi(0, fx));
+        assert_eq!(fx, [Effect::TryDeliver(0)]);
+        assert_eq!(m.checker.violations_of(Invariant::EoiNothingInService), 1);
+    }
+}

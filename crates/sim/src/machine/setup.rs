@@ -62,6 +62,8 @@ impl Machine {
         let guest_cores = core_count - 1;
         let mut vcpus = Vec::new();
         let mut vms = Vec::new();
+        let mut queues = Vec::new();
+        let owners_per_vm = spec.group.queue_owners.per_vm(host.vcpus_per_vm) as usize;
         let background = match (spec.workload, spec.group.idle) {
             (_, IdleMode::Poll) => SPIN,
             (WorkloadKind::Whileloop, _) => SPIN,
@@ -79,7 +81,6 @@ impl Machine {
                 };
                 vcpus.push(Vcpu {
                     vm,
-                    index_in_vm: index,
                     home_core,
                     vlapic: enabled_lapic(index as u32)?,
                     vmcs: design.vmcs.build(),
@@ -99,21 +100,34 @@ impl Machine {
                     timer_target: None,
                     ipi_sent_at: None,
                     halt_requested: false,
+                    // Set below, once the VM's queue pairs exist.
+                    queues: 0,
                     injecting: None,
                 });
                 cores[home_core].runqueue.push(id);
                 cores[home_core].hosts_vcpus = true;
                 ids.push(id);
             }
-            // Validation keeps every core within its vector range.
-            let vf_core = &mut cores[vcpus[ids[0]].home_core];
-            let vf_host_vector = HOST_VF_VECTOR_BASE + vf_core.vf_vectors.len() as u8;
-            vf_core.vf_vectors.push(vm);
+            let first_queues = queues.len();
+            for (index, &owner) in ids.iter().enumerate() {
+                if index >= owners_per_vm {
+                    vcpus[owner].queues = first_queues;
+                    continue;
+                }
+                // Validation keeps every core within its vector range.
+                let vf_core = &mut cores[vcpus[owner].home_core];
+                let vf_host_vector = HOST_VF_VECTOR_BASE + vf_core.vf_vectors.len() as u8;
+                vf_core.vf_vectors.push(queues.len());
+                vcpus[owner].queues = queues.len();
+                queues.push(QueuePair {
+                    owner,
+                    vf: RxQueue::default(),
+                    virtio: RxQueue::default(),
+                    vf_host_vector,
+                });
+            }
             vms.push(Vm {
                 vcpus: ids,
-                vf_host_vector,
-                vf: RxQueue::default(),
-                virtio: RxQueue::default(),
                 request_sent_at: None,
                 backend_busy_until: 0,
             });
@@ -129,7 +143,8 @@ impl Machine {
             cores,
             vcpus,
             vms,
-            iommu: InterruptRemappingTable::new(host.vms),
+            iommu: InterruptRemappingTable::new(queues.len() as u32),
+            queues,
             counters: Counters::default(),
             checker: Checker::new(host.vms as usize),
             trace: trace.then(Trace::default),
@@ -175,8 +190,14 @@ impl Machine {
         }
     }
 
+    /// A VM's traffic on each of its queue pairs, a timer on each owner.
     pub(super) fn start_workload(&mut self, vm: usize, fx: &mut Effects) {
-        let vcpu = self.vms[vm].vcpus[0];
+        let owners = self
+            .spec
+            .group
+            .queue_owners
+            .per_vm(self.spec.group.host.vcpus_per_vm);
+        let owners: Vec<usize> = self.vms[vm].vcpus[..owners as usize].to_vec();
         let group = self.spec.group.clone();
         let rx = matches!(
             self.spec.workload,
@@ -188,21 +209,25 @@ impl Machine {
             } else {
                 group.transport
             };
-            if matches!(transport, Transport::Sriov | Transport::Both) {
-                self.schedule_packet(vm, RxQueueKind::Vf, fx);
-            }
-            if matches!(transport, Transport::Pv | Transport::Both) {
-                self.schedule_packet(vm, RxQueueKind::Virtio, fx);
+            for &owner in &owners {
+                let queues = self.vcpus[owner].queues;
+                if matches!(transport, Transport::Sriov | Transport::Both) {
+                    self.schedule_packet(queues, RxQueueKind::Vf, fx);
+                }
+                if matches!(transport, Transport::Pv | Transport::Both) {
+                    self.schedule_packet(queues, RxQueueKind::Virtio, fx);
+                }
             }
         }
         match self.spec.workload {
-            WorkloadKind::Cyclictest => self.arm_first_tick(vcpu, fx),
             WorkloadKind::NetperfRr => fx.schedule(0, Event::RemoteRequest { vm: vm as u32 }),
             WorkloadKind::Fio => self.submit_block(vm, fx),
             _ => {}
         }
-        if group.with_timer && self.spec.workload != WorkloadKind::Cyclictest {
-            self.arm_first_tick(vcpu, fx);
+        if group.with_timer || self.spec.workload == WorkloadKind::Cyclictest {
+            for &owner in &owners {
+                self.arm_first_tick(owner, fx);
+            }
         }
     }
 

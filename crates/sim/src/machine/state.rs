@@ -13,7 +13,7 @@ pub(super) enum Mode {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum NmiMessage {
-    AssignedInterrupt { vm: u32 },
+    AssignedInterrupt { queues: u32 },
     SliceEnd,
     Kick,
 }
@@ -40,8 +40,8 @@ pub(super) struct Core {
     /// Time asleep: idle and past any halt-polling window.
     pub(super) asleep_ns: u64,
     pub(super) hosts_vcpus: bool,
-    /// The VMs whose VF host vectors this core allocated, in vector order
-    /// from `HOST_VF_VECTOR_BASE`.
+    /// The queue pairs whose VF host vectors this core allocated, in
+    /// vector order from `HOST_VF_VECTOR_BASE`.
     pub(super) vf_vectors: Vec<usize>,
 }
 
@@ -60,7 +60,6 @@ pub(super) enum VcpuState {
 
 pub(super) struct Vcpu {
     pub(super) vm: usize,
-    pub(super) index_in_vm: usize,
     pub(super) home_core: usize,
     pub(super) vlapic: Lapic,
     pub(super) vmcs: Vmcs,
@@ -83,16 +82,15 @@ pub(super) struct Vcpu {
     pub(super) timer_target: Option<u64>,
     pub(super) ipi_sent_at: Option<u64>,
     pub(super) halt_requested: bool,
+    /// The queue pair this vCPU's driver polls: its own, or (if it owns
+    /// none) its VM's first.
+    pub(super) queues: usize,
     /// A vector acknowledged from the software LAPIC, injected at entry.
     pub(super) injecting: Option<u8>,
 }
 
 pub(super) struct Vm {
     pub(super) vcpus: Vec<usize>,
-    /// The host vector of the VF's MSI on its vCPU 0's home core.
-    pub(super) vf_host_vector: u8,
-    pub(super) vf: RxQueue,
-    pub(super) virtio: RxQueue,
     pub(super) request_sent_at: Option<u64>,
     pub(super) backend_busy_until: u64,
 }

@@ -173,3 +173,90 @@ impl Machine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{listed, running, scheduled, single};
+    use super::*;
+    use crate::policy::PolicyKind;
+
+    const DEADLINE: u64 = 5_000;
+
+    #[test]
+    fn kvm_emulates_the_guest_timer_with_a_host_hrtimer() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        let fx = listed(&mut m, |m, fx| m.program_guest_timer(0, DEADLINE, fx));
+        assert_eq!(fx, [scheduled(DEADLINE, Event::HostTimer { vcpu: 0 })]);
+        assert_eq!(m.vcpus[0].vlapic.timer_deadline_ns(), Some(DEADLINE));
+        let fx = listed(&mut m, |m, fx| m.host_timer(0, fx));
+        let vector = HOST_TIMER_VECTOR;
+        assert_eq!(fx, [Effect::DeliverPhysical { core: 1, vector }]);
+    }
+
+    #[test]
+    fn did_passes_the_timer_through_on_the_running_vcpus_core() {
+        let mut m = single(PolicyKind::Did);
+        running(&mut m, 0);
+        let fx = listed(&mut m, |m, fx| m.program_guest_timer(0, DEADLINE, fx));
+        assert_eq!(fx, [scheduled(DEADLINE, Event::PhysicalTimer { core: 1 })]);
+        assert_eq!(m.cores[1].timer_owner, Some(0));
+        let fx = listed(&mut m, |m, fx| m.cancel_guest_timer(0, fx));
+        assert_eq!(
+            fx,
+            [
+                Effect::Cancel(Event::PhysicalTimer { core: 1 }),
+                Effect::Cancel(Event::HostTimer { vcpu: 0 })
+            ]
+        );
+        assert_eq!(m.cores[1].timer_owner, None);
+        assert_eq!(m.cores[1].lapic.timer_deadline_ns(), None);
+    }
+
+    #[test]
+    fn a_physical_expiry_raises_the_owners_timer_vector() {
+        let mut m = single(PolicyKind::Did);
+        running(&mut m, 0);
+        listed(&mut m, |m, fx| m.program_guest_timer(0, DEADLINE, fx));
+        m.now = DEADLINE;
+        let fx = listed(&mut m, |m, fx| m.physical_timer(1, fx));
+        assert_eq!(fx, [Effect::PhysicalPending(1)]);
+        assert!(m.cores[1].lapic.irr().contains(GUEST_TIMER_VECTOR));
+        assert_eq!(m.checker.raised, 1);
+    }
+
+    #[test]
+    fn did_parks_a_descheduled_vcpus_timer_and_injects_it_when_due() {
+        let mut m = single(PolicyKind::Did);
+        m.cores[1].current = None;
+        let fx = listed(&mut m, |m, fx| m.program_guest_timer(0, DEADLINE, fx));
+        assert_eq!(fx, [scheduled(DEADLINE, Event::HostTimer { vcpu: 0 })]);
+        assert_eq!(m.vcpus[0].parked_timer, Some(DEADLINE));
+        m.now = DEADLINE;
+        let fx = listed(&mut m, |m, fx| m.host_timer(0, fx));
+        let vector = GUEST_TIMER_VECTOR;
+        assert_eq!(fx, [Effect::QueueVirtual { vcpu: 0, vector }]);
+        assert_eq!(m.vcpus[0].parked_timer, None);
+    }
+
+    #[test]
+    fn a_trapped_tmict_write_exits_before_the_timer_is_armed() {
+        let mut m = single(PolicyKind::Vanilla);
+        running(&mut m, 0);
+        let write = TimerWrite::ArmGuard;
+        let fx = listed(&mut m, |m, fx| m.guest_timer_write(0, write, fx));
+        assert!(matches!(
+            fx.as_slice(),
+            [
+                Effect::Exit {
+                    reason: ExitReason::MsrWr,
+                    ..
+                },
+                Effect::Schedule {
+                    event: Event::HostTimer { vcpu: 0 },
+                    ..
+                }
+            ]
+        ));
+    }
+}

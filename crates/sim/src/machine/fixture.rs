@@ -1,0 +1,94 @@
+//! Test fixtures for the mechanism modules' unit tests: a small machine
+//! built from a run spec with no traffic, put into the state a test needs,
+//! and the effects one mechanism call lists.
+
+use super::*;
+use crate::policy::PolicyKind;
+use crate::scenario::{HostShape, NicCoalescing, RunGroup};
+
+/// A machine of `host`'s shape under `policy`, no packets (rate 0).
+pub(super) fn machine(policy: PolicyKind, workload: WorkloadKind, host: HostShape) -> Machine {
+    let mut group = RunGroup::new(workload, vec![policy]);
+    group.host = host;
+    shaped(RunSpec {
+        policy,
+        workload,
+        rate_pps: None,
+        group,
+        nic: NicCoalescing::FITTED,
+        duration_ns: 10_000_000,
+    })
+}
+
+/// A machine built from `spec`.
+pub(super) fn shaped(spec: RunSpec) -> Machine {
+    let profile = CostProfile::did_2015();
+    match Machine::new(&spec, &profile, 1, false) {
+        Ok(machine) => machine,
+        Err(err) => panic!("fixture machine: {err}"),
+    }
+}
+
+/// One VM with one vCPU on core 1.
+pub(super) fn single(policy: PolicyKind) -> Machine {
+    machine(policy, WorkloadKind::UdpRx, HostShape::default())
+}
+
+/// `vcpu` runs in guest mode on its home core, spinning in its background
+/// loop with interrupts enabled, and its VF is routed as for a running VM.
+pub(super) fn running(machine: &mut Machine, vcpu: usize) {
+    let core = machine.vcpus[vcpu].home_core;
+    machine.cores[core].current = Some(vcpu);
+    machine.cores[core].mode = Mode::Guest;
+    let v = &mut machine.vcpus[vcpu];
+    v.state = VcpuState::Running;
+    v.frames = vec![Frame::background(SPIN)];
+    v.interruptible = true;
+    v.step_running = true;
+    machine.retarget_vf(vcpu);
+}
+
+/// The effects `mechanism` lists, not applied.
+pub(super) fn listed(
+    machine: &mut Machine,
+    mechanism: impl FnOnce(&mut Machine, &mut Effects),
+) -> Vec<Effect> {
+    let mut fx = Effects::default();
+    mechanism(machine, &mut fx);
+    fx.0
+}
+
+/// The exit `reason` of `vcpu` at its profile cost.
+pub(super) fn exit_of(machine: &Machine, vcpu: usize, reason: ExitReason) -> Effect {
+    Effect::Exit {
+        vcpu,
+        reason,
+        service_ns: machine.profile.exit_cost(reason),
+    }
+}
+
+pub(super) fn scheduled(at: u64, event: Event) -> Effect {
+    Effect::Schedule { at, event }
+}
+
+/// The running `vcpu` is at step `pc` of `program`, the handler of
+/// `vector`, its clock stopped.
+pub(super) fn in_handler(
+    machine: &mut Machine,
+    vcpu: usize,
+    program: &'static [guest::Step],
+    pc: usize,
+    vector: u8,
+) {
+    running(machine, vcpu);
+    let v = &mut machine.vcpus[vcpu];
+    v.step_running = false;
+    v.frames.push(Frame {
+        program,
+        pc,
+        remaining: None,
+        vector: Some(vector),
+        eoi_done: false,
+        saved_interruptible: true,
+    });
+}
