@@ -1,5 +1,26 @@
 //! Scenarios: which workloads to run under which policies on which host.
 //! Built-in scenarios are the TOML files in `scenarios/`, embedded.
+//!
+//! A scenario is a name, a description, `duration_ms`, the NIC's coalescing
+//! and a list of `[[runs]]` groups. A group runs one workload under each of
+//! its `policies`, at each of its `rates_pps`, on its `host`; the other keys
+//! are the [`RunGroup`] fields.
+//!
+//! A group may also sweep one more parameter over a list of values: it then
+//! stands for one group per value, in the order given, each with that value
+//! set (see [`Sweep`] for the parameters):
+//!
+//! ```toml
+//! [[runs]]
+//! workload = "udp-rx"
+//! policies = ["vanilla", "did"]
+//! rates_pps = [100000]
+//! sweep = { parameter = "vms", values = [1, 2, 4, 8] }
+//! host = { cores = 9, vms = 1, vcpus_per_vm = 1 }
+//! ```
+//!
+//! Runs expand group by group, swept value by value, rate by rate, policy
+//! by policy; each run's `params` in the results names the value it ran.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,6 +29,12 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::policy::PolicyKind;
+
+mod builtin;
+mod sweep;
+
+pub use builtin::{builtin, builtin_names};
+pub use sweep::Sweep;
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {
@@ -55,6 +82,8 @@ pub enum InvalidScenario {
     IpiNeedsTwoVcpus,
     #[error("ipi_rate_per_s must be 1..={MAX_IPI_RATE_PER_S}")]
     IpiRate,
+    #[error("a sweep needs at least one value")]
+    EmptySweep,
 }
 
 /// The workloads the simulator knows.
@@ -219,6 +248,10 @@ pub struct RunGroup {
     pub with_timer: bool,
     #[serde(default)]
     pub queue_owners: QueueOwners,
+    /// One more parameter over a list: the group stands for one group per
+    /// value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<Sweep>,
 }
 
 fn default_ipi_rate() -> u64 {
@@ -335,6 +368,7 @@ impl RunGroup {
             nested_interrupts: false,
             with_timer: false,
             queue_owners: QueueOwners::default(),
+            sweep: None,
         }
     }
 
@@ -415,13 +449,23 @@ impl Scenario {
         if self.runs.is_empty() {
             return Err(InvalidScenario::NoRunGroups);
         }
-        self.runs.iter().try_for_each(RunGroup::validate)
+        if self
+            .runs
+            .iter()
+            .any(|group| group.sweep.as_ref().is_some_and(Sweep::is_empty))
+        {
+            return Err(InvalidScenario::EmptySweep);
+        }
+        self.runs
+            .iter()
+            .flat_map(RunGroup::swept)
+            .try_for_each(|group| group.validate())
     }
 
     /// Every run, in order: group by group, rate by rate, policy by policy.
     pub fn expand(&self) -> Vec<RunSpec> {
         let mut specs = Vec::new();
-        for group in &self.runs {
+        for group in self.runs.iter().flat_map(RunGroup::swept) {
             let rates: Vec<Option<u64>> = if group.rates_pps.is_empty() {
                 vec![None]
             } else {
@@ -442,50 +486,6 @@ impl Scenario {
         }
         specs
     }
-}
-
-const BUILTINS: [(&str, &str); 9] = [
-    (
-        "did-udp-rx",
-        include_str!("../../../scenarios/did-udp-rx.toml"),
-    ),
-    (
-        "did-cyclictest",
-        include_str!("../../../scenarios/did-cyclictest.toml"),
-    ),
-    (
-        "did-whileloop",
-        include_str!("../../../scenarios/did-whileloop.toml"),
-    ),
-    (
-        "did-apicv",
-        include_str!("../../../scenarios/did-apicv.toml"),
-    ),
-    ("did-fio", include_str!("../../../scenarios/did-fio.toml")),
-    ("eli", include_str!("../../../scenarios/eli.toml")),
-    (
-        "did-overcommit",
-        include_str!("../../../scenarios/did-overcommit.toml"),
-    ),
-    ("ipi", include_str!("../../../scenarios/ipi.toml")),
-    (
-        "fleet-overcommit",
-        include_str!("../../../scenarios/fleet-overcommit.toml"),
-    ),
-];
-
-/// Names of the built-in scenarios.
-pub fn builtin_names() -> Vec<&'static str> {
-    BUILTINS.iter().map(|(name, _)| *name).collect()
-}
-
-/// A built-in scenario by name.
-pub fn builtin(name: &str) -> Result<Scenario, ScenarioError> {
-    let (_, text) = BUILTINS
-        .iter()
-        .find(|(builtin, _)| *builtin == name)
-        .ok_or_else(|| ScenarioError::UnknownBuiltin(name.to_string()))?;
-    Scenario::from_toml(text)
 }
 
 /// A scenario from a TOML file.
