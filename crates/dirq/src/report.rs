@@ -184,11 +184,6 @@ fn run_real_half(
         Err(err) => report.notes.push(format!("`dirq probe` failed: {err}")),
     }
 
-    let statistic = checks::ExitStatistic::of_backend(
-        half.probe
-            .as_ref()
-            .and_then(|probe| probe.backend.as_deref()),
-    );
     let calibration = match &half.probe {
         Some(probe) => steps.run(
             "calibrate: this host's costs",
@@ -227,6 +222,16 @@ fn run_real_half(
             .push("No calibration, so no model checks or extrapolation.".into());
         return half;
     };
+    let pv_eoi_waives = half.cases.iter().any(|case| {
+        case.repeats.iter().any(|repeat| {
+            repeat
+                .run
+                .results
+                .get("pv_eoi_skips")
+                .is_some_and(|&skips| skips > 0.0)
+        })
+    });
+    let statistic = checks::ExitStatistic::of_host(half.probe.as_ref(), pv_eoi_waives);
     let checks = steps.run(
         "model vs reality: simulated twins of the real runs",
         half.cases.len() as u64,

@@ -10,8 +10,9 @@ use anyhow::{Context, Result};
 use dirq_sim::policy::PolicyKind;
 use dirq_sim::scenario::Scenario;
 use dirq_sim::CostProfile;
-use dirq_vmm::config::{Bench, BenchConfig, GuestIdle, HaltMode, Irqchip};
+use dirq_vmm::config::{Bench, BenchConfig, GuestExec, GuestIdle, HaltMode, Irqchip};
 use dirq_vmm::exits::VmxExit;
+use dirq_vmm::probe::ProbeReport;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
@@ -161,16 +162,28 @@ pub enum ExitStatistic {
     /// ICR) by emulating the trapped instruction, which its `exits`
     /// statistic leaves out (the real runs count them as `insn_emulation`).
     WithoutEmulatedLapicWrites,
+    /// kvm_pvm's native mode: every privileged instruction the guest runs
+    /// traps into KVM and is counted. Beside the twin's exits (its LAPIC
+    /// writes among them) each handled interrupt pays its handler's IRETQ,
+    /// and the EOI that PV EOI would skip if the host ever waived it.
+    NativeTraps { pv_eoi_waives: bool },
 }
+
+/// Every handler of dirq's guest returns with one IRETQ, which traps
+/// natively under kvm_pvm (docs/native.md).
+const IRETQ_TRAPS_PER_INTERRUPT: f64 = 1.0;
 
 /// The exit reasons of LAPIC register writes.
 const LAPIC_WRITE_REASONS: [VmxExit; 2] = [VmxExit::MsrWrite, VmxExit::ApicAccess];
 
 impl ExitStatistic {
-    pub fn of_backend(backend: Option<&str>) -> Self {
-        match backend {
-            Some("kvm_pvm") => ExitStatistic::WithoutEmulatedLapicWrites,
-            _ => ExitStatistic::EveryExit,
+    /// The statistic of the host `probe` describes. `pv_eoi_waives`: some
+    /// real run with PV EOI had an EOI skipped (KVM set the flag).
+    pub fn of_host(probe: Option<&ProbeReport>, pv_eoi_waives: bool) -> Self {
+        match probe.map(|probe| probe.guest_exec) {
+            Some(GuestExec::Native) => ExitStatistic::NativeTraps { pv_eoi_waives },
+            Some(GuestExec::Emulated) => ExitStatistic::WithoutEmulatedLapicWrites,
+            Some(GuestExec::Hardware) | None => ExitStatistic::EveryExit,
         }
     }
 
@@ -178,6 +191,15 @@ impl ExitStatistic {
     /// the userspace irqchip every LAPIC write is a userspace exit, counted
     /// on every backend.
     fn exits_per_interrupt(self, run: &SimRun, config: &BenchConfig) -> Option<f64> {
+        if let ExitStatistic::NativeTraps { pv_eoi_waives } = self {
+            let unwaived_eoi = if config.pv_eoi && !pv_eoi_waives {
+                1.0
+            } else {
+                0.0
+            };
+            return per_handled_interrupt(run, run.exits_per_s)
+                .map(|exits| exits + IRETQ_TRAPS_PER_INTERRUPT + unwaived_eoi);
+        }
         let emulated = self == ExitStatistic::WithoutEmulatedLapicWrites
             && config.irqchip != Irqchip::Userspace;
         let uncounted: f64 = if emulated {
