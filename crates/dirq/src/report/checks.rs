@@ -164,8 +164,10 @@ pub enum ExitStatistic {
     WithoutEmulatedLapicWrites,
     /// kvm_pvm's native mode: every privileged instruction the guest runs
     /// traps into KVM and is counted. Beside the twin's exits (its LAPIC
-    /// writes among them) each handled interrupt pays its handler's IRETQ,
-    /// and the EOI that PV EOI would skip if the host ever waived it.
+    /// writes among them) each handled interrupt pays its handler's IRETQ
+    /// and the EOI that PV EOI would skip if the host ever waived it, and
+    /// each wake-up from HLT one more exit, kvm_pvm's injection into the
+    /// woken vCPU (timer-latency counts exactly HLT + arm + EOI + IRETQ + 1).
     NativeTraps { pv_eoi_waives: bool },
 }
 
@@ -197,8 +199,13 @@ impl ExitStatistic {
             } else {
                 0.0
             };
-            return per_handled_interrupt(run, run.exits_per_s)
-                .map(|exits| exits + IRETQ_TRAPS_PER_INTERRUPT + unwaived_eoi);
+            let halts = run
+                .exits_by_reason_per_s
+                .get(VmxExit::Hlt.name())
+                .copied()
+                .unwrap_or(0.0);
+            let exits = per_handled_interrupt(run, run.exits_per_s + halts)?;
+            return Some(exits + IRETQ_TRAPS_PER_INTERRUPT + unwaived_eoi);
         }
         let emulated = self == ExitStatistic::WithoutEmulatedLapicWrites
             && config.irqchip != Irqchip::Userspace;
@@ -731,12 +738,13 @@ mod tests {
         assert!((every - 3.0).abs() < 0.05, "{every}");
         let kernel = checks_with(pvm, Irqchip::Kernel);
         assert!((kernel - 1.0).abs() < 0.05, "{kernel}");
-        // Natively every one of them traps, and so does the handler's IRETQ.
+        // Natively every one of them traps, so does the handler's IRETQ,
+        // and the wake-up from HLT costs an injection exit.
         let native = ExitStatistic::NativeTraps {
             pv_eoi_waives: false,
         };
         let native = checks_with(native, Irqchip::Kernel);
-        assert!((native - 4.0).abs() < 0.05, "{native}");
+        assert!((native - 5.0).abs() < 0.05, "{native}");
         // The userspace irqchip's LAPIC writes are userspace exits, counted anyway.
         let userspace = checks_with(pvm, Irqchip::Userspace);
         assert!((userspace - 3.0).abs() < 0.05, "{userspace}");
