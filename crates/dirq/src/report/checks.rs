@@ -540,32 +540,58 @@ fn hits_by_metric(comparisons: &[Comparison]) -> String {
     .join(", ")
 }
 
+/// A design and its predicted exits per interrupt by reason.
+type ExitsOfDesign = (String, BTreeMap<String, f64>);
+
+/// Exits per interrupt to two decimals: what a figure can tell apart.
+fn rounded(by_reason: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    by_reason
+        .iter()
+        .map(|(reason, value)| (reason.clone(), (value * 100.0).round() / 100.0))
+        .collect()
+}
+
 /// The extrapolation section: the exits each design would take, by
 /// reason, per workload (the pivots of every metric open the report).
 pub fn extrapolation_section(checks: &ModelChecks, profile_file: &str) -> Option<Section> {
-    let mut workloads: Vec<&str> = Vec::new();
+    // Workloads whose designs take the same exits share one figure.
+    let mut groups: Vec<(Vec<&str>, Vec<ExitsOfDesign>)> = Vec::new();
     for e in &checks.extrapolation {
-        if !workloads.contains(&e.workload.as_str()) {
-            workloads.push(&e.workload);
+        if groups
+            .iter()
+            .any(|(names, _)| names.contains(&e.workload.as_str()))
+        {
+            continue;
+        }
+        let entries: Vec<ExitsOfDesign> = checks
+            .extrapolation
+            .iter()
+            .filter(|other| other.workload == e.workload)
+            .map(|other| {
+                (
+                    other.policy.clone(),
+                    rounded(&other.exits_per_interrupt_by_reason),
+                )
+            })
+            .collect();
+        match groups.iter_mut().find(|(_, same)| *same == entries) {
+            Some((names, _)) => names.push(&e.workload),
+            None => groups.push((vec![&e.workload], entries)),
         }
     }
-    let figures: Vec<Figure> = workloads
+    let figures: Vec<Figure> = groups
         .iter()
         .enumerate()
-        .filter_map(|(index, workload)| {
-            let entries: Vec<(String, BTreeMap<String, f64>)> = checks
-                .extrapolation
-                .iter()
-                .filter(|e| e.workload == *workload)
-                .map(|e| (e.policy.clone(), e.exits_per_interrupt_by_reason.clone()))
-                .collect();
-            let chart = exit_bars("predicted exits per interrupt", &entries);
+        .filter_map(|(index, (workloads, entries))| {
+            let chart = exit_bars("predicted exits per interrupt", entries);
+            let names = workloads.join("; ");
             chart.has_data().then(|| Figure {
                 id: format!("extrapolation-exits-{index}"),
-                title: format!("{workload}: predicted exits per interrupt by VMX reason"),
+                title: format!("{names}: predicted exits per interrupt by VMX reason"),
                 caption: format!(
-                    "The simulated twin of the real {workload} run on KVM's in-kernel LAPIC, \
-                     under each design, with this host's profile {profile_file}."
+                    "The simulated twin of each real run named in the title (KVM's in-kernel \
+                     LAPIC), under each design, with this host's profile {profile_file}; \
+                     workloads whose designs take the same exits share a figure."
                 ),
                 commands: Vec::new(),
                 table: exit_table("design", &chart, "exits/interrupt"),

@@ -365,11 +365,18 @@ fn render_grouped(
                 if let (true, Some(min), Some(max)) =
                     (spread.runs > 1, mapped(spread.min), mapped(spread.max))
                 {
+                    // A whisker with end caps, visible on a bar of any colour.
                     let middle = y0 + slot * 0.5;
-                    chart.draw_series(std::iter::once(PathElement::new(
-                        vec![(min, middle), (max, middle)],
-                        BLACK.stroke_width(1),
-                    )))?;
+                    let (cap_low, cap_high) = (y0 + slot * 0.2, y0 + slot * 0.8);
+                    chart.draw_series(
+                        [
+                            vec![(min, middle), (max, middle)],
+                            vec![(min, cap_low), (min, cap_high)],
+                            vec![(max, cap_low), (max, cap_high)],
+                        ]
+                        .into_iter()
+                        .map(|line| PathElement::new(line, BLACK.stroke_width(1))),
+                    )?;
                 }
                 let range = if spread.runs > 1 {
                     format!(
