@@ -15,7 +15,9 @@
 #define MSR_X2APIC_EOI 0x80b
 #define MSR_X2APIC_IRR0 0x820
 #define APIC_REG_EOI 0x0b0
+#define ICR_SELF (1u << 18)
 #define ICR_ALL_BUT_SELF (3u << 18)
+#define MSR_X2APIC_SELF_IPI 0x83f
 #define MSR_IA32_TSC_DEADLINE 0x6e0
 #define MSR_KVM_PV_EOI_EN 0x4b564d04
 #define KVM_MSR_ENABLED 1ul
@@ -31,13 +33,14 @@
 #define CPUID_KVM_SIGNATURE 0x40000000
 #define CPUID_KVM_FEATURES 0x40000001
 #define KVM_FEATURE_PV_EOI (1u << 6)
+#define KVM_FEATURE_PV_SEND_IPI (1u << 11)
 
 /* KVM sets bit 0 when the next EOI may be skipped (Documentation/virt/kvm/x86/msr.rst). */
 volatile u32 pv_eoi_word[DIRQ_MAX_CPUS] __attribute__((aligned(64)));
 
-static void require_cpuid_bit(u32 leaf, u32 value, u32 mask)
+static void require_cpuid_bits(u32 leaf, u32 value, u32 mask)
 {
-    if (!(value & mask))
+    if ((value & mask) != mask)
         fail(DIRQ_FAILURE_MISSING_FEATURE, leaf, mask, 0, 0);
 }
 
@@ -49,21 +52,25 @@ static void apic_write(u32 reg, u32 value)
         mmio_write32(DIRQ_LAPIC_GPA + reg, value);
 }
 
+/* Every CPUID the guest needs, read before exec_mode_enter(): natively
+ * CPUID returns the physical CPU's values, not KVM's. */
 static void check_features(void)
 {
     u32 a, b, c, d;
+    int pv_send_ipi = shared->bench == DIRQ_BENCH_IPI && shared->args[0] == DIRQ_IPI_BROADCAST_PV;
+    u32 kvm_features = (shared->pv_eoi ? KVM_FEATURE_PV_EOI : 0) | (pv_send_ipi ? KVM_FEATURE_PV_SEND_IPI : 0);
     cpuid(1, &a, &b, &c, &d);
     if (shared->x2apic)
-        require_cpuid_bit(1, c, CPUID_1_ECX_X2APIC);
+        require_cpuid_bits(1, c, CPUID_1_ECX_X2APIC);
     if (shared->bench == DIRQ_BENCH_TIMER_LATENCY && shared->tsc_deadline)
-        require_cpuid_bit(1, c, CPUID_1_ECX_TSC_DEADLINE);
-    if (shared->pv_eoi) {
+        require_cpuid_bits(1, c, CPUID_1_ECX_TSC_DEADLINE);
+    if (kvm_features) {
         cpuid(CPUID_KVM_SIGNATURE, &a, &b, &c, &d);
         /* "KVMKVMKVM\0\0\0" in ebx, ecx, edx. */
         if (b != 0x4b4d564b || c != 0x564b4d56 || d != 0x4d)
             fail(DIRQ_FAILURE_MISSING_FEATURE, CPUID_KVM_SIGNATURE, 0, b, c);
         cpuid(CPUID_KVM_FEATURES, &a, &b, &c, &d);
-        require_cpuid_bit(CPUID_KVM_FEATURES, a, KVM_FEATURE_PV_EOI);
+        require_cpuid_bits(CPUID_KVM_FEATURES, a, kvm_features);
     }
 }
 
@@ -92,6 +99,15 @@ void apic_send_ipi(u32 dest_apic_id, u8 vector)
     }
     apic_write(APIC_REG_ICR_HIGH, dest_apic_id << 24);
     apic_write(APIC_REG_ICR_LOW, vector);
+}
+
+void apic_send_self_ipi(u8 vector)
+{
+    if (shared->x2apic) {
+        wrmsr(MSR_X2APIC_SELF_IPI, vector); /* SDM 10.12.11 */
+        return;
+    }
+    apic_write(APIC_REG_ICR_LOW, ICR_SELF | vector);
 }
 
 void apic_send_ipi_all_but_self(u8 vector)

@@ -2,6 +2,7 @@
  * fault: misbehave on purpose, so the VMM's fault handling can be tested.
  */
 #include "bench.h"
+#include "irq.h"
 #include "kernel.h"
 #include "x86.h"
 

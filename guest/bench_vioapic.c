@@ -27,6 +27,7 @@
  */
 #include "apic.h"
 #include "bench.h"
+#include "irq.h"
 #include "ioapic.h"
 #include "irq_entries.h"
 #include "kernel.h"

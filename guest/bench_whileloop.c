@@ -7,6 +7,7 @@
  * the baseline and reports how far it got, so the run always ends.
  */
 #include "bench.h"
+#include "irq.h"
 #include "compute.h"
 #include "irq_entries.h"
 #include "kernel.h"
@@ -24,7 +25,7 @@ static void run(void)
 {
     struct loop_timing timing;
     set_irq_entries(DIRQ_VECTOR_DEVICE, &device_irq);
-    time_under_load(ns_to_tsc(shared->duration_ns), MAX_SLOWDOWN, interrupts_on, 0, &timing);
+    time_under_load(ns_to_tsc(shared->duration_ns), MAX_SLOWDOWN, interrupts_on, 0, 0, &timing);
     control(DIRQ_CONTROL_BENCH_END);
 
     shared->result[DIRQ_RESULT_WHILELOOP_ITERATIONS] = timing.iterations;

@@ -14,8 +14,8 @@ static u64 work(u64 iterations, u64 seed)
     return sink;
 }
 
-void time_under_load(u64 budget_cycles, u64 max_slowdown, void (*load_on)(void), void (*each_chunk)(void),
-                     struct loop_timing *timing)
+void time_under_load(u64 budget_cycles, u64 max_slowdown, void (*load_on)(void), void (*periodic)(void),
+                     u64 period_cycles, struct loop_timing *timing)
 {
     u64 iterations = 0;
     u64 seed = 1;
@@ -28,12 +28,14 @@ void time_under_load(u64 budget_cycles, u64 max_slowdown, void (*load_on)(void),
 
     load_on();
     start = rdtsc();
-    u64 done = 0;
+    u64 done = 0, last_periodic = start;
     while (done < iterations && rdtsc() - start < max_slowdown * baseline) {
         seed = work(CHUNK, seed);
         done += CHUNK;
-        if (each_chunk)
-            each_chunk();
+        if (periodic && rdtsc() - last_periodic >= period_cycles) {
+            periodic();
+            last_periodic = rdtsc();
+        }
     }
     timing->loaded_cycles = rdtsc() - start;
     timing->iterations = iterations;

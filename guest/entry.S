@@ -1,3 +1,5 @@
+#include "halt_window.h"
+
     .section .note.GNU-stack, "", @progbits
 
 /*
@@ -50,7 +52,9 @@ isr_stubs:
     .set vector, vector + 1
     .endr
 
+/* The stub pushed the vector and an error code above the CPU's frame. */
 isr_common:
+    HALT_WINDOW_FIXUP 16
     push %rax
     push %rbx
     push %rcx

@@ -10,6 +10,7 @@
  * every counter here has one writer, the CPU that takes the vector.
  */
 #include "dirq_abi.h"
+#include "halt_window.h"
 
 #define SHARED(offset) (DIRQ_SHARED_GPA + (offset))
 #define HANDLED(cpu) SHARED(DIRQ_SHARED_OFFSET_HANDLED + 8 * (cpu))
@@ -19,7 +20,9 @@
 #define APIC_REG_ICR_LOW 0x300
 #define APIC_REG_ICR_HIGH 0x310
 
+/* Every handler starts here: the interrupted RIP is at 0(%rsp). */
 .macro SAVE
+    HALT_WINDOW_FIXUP 0
     push %rax
     push %rcx
     push %rdx
@@ -132,7 +135,8 @@
     RESTORE_IRET
 .endm
 
-/* ipi, on a pinged CPU: count in handled[this CPU], then answer with this
+/* ipi, on a pinged CPU: note the TSC at entry in ipi_ping_tsc[this CPU],
+ * count in handled[this CPU], then answer with this
  * CPU's own pong vector, so that pongs from several CPUs never coalesce
  * in CPU 0's IRR. The CPU index is the stack's, as in kernel.c's this_cpu(). */
 .macro IPI_PING name, apic, eoi
@@ -140,9 +144,11 @@
 \name\()_\eoi:
     SAVE
     push %rsi
+    RDTSC_RAX
     mov %rsp, %rsi
     sub $DIRQ_STACKS_GPA, %rsi
     shr $DIRQ_STACK_SHIFT, %rsi
+    mov %rax, ipi_ping_tsc(,%rsi,8)
     incq HANDLED(0)(,%rsi,8)
     SEND_PONG_\apic
     EOI_\eoi "pv_eoi_word(,%rsi,4)"
@@ -174,6 +180,7 @@ ipi_pong\target\()_irq_\eoi:
  */
     .global level_irq
 level_irq:
+    HALT_WINDOW_FIXUP 0
     incq level_irq_count(%rip)
     iretq
 

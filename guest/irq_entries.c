@@ -24,6 +24,7 @@ const struct irq_entries *const ipi_pong_irq[DIRQ_MAX_CPUS] = {
     0, &ipi_pong1_irq, &ipi_pong2_irq, &ipi_pong3_irq, &ipi_pong4_irq, &ipi_pong5_irq, &ipi_pong6_irq, &ipi_pong7_irq,
 };
 volatile u64 ipi_pongs[DIRQ_MAX_CPUS];
+volatile u64 ipi_ping_tsc[DIRQ_MAX_CPUS];
 
 volatile u64 level_irq_count;
 volatile u64 timer_fired_tsc;

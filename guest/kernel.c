@@ -4,6 +4,7 @@
  */
 #include "apic.h"
 #include "bench.h"
+#include "irq.h"
 #include "kernel.h"
 #include "x86.h"
 
@@ -129,6 +130,8 @@ u64 ns_to_tsc(u64 ns) { return ns * shared->tsc_khz / 1000000; }
 void isr_dispatch(struct irq_frame *frame)
 {
     u64 vector = frame->vector;
+    if (exec_fixup_fault(vector, &frame->rip))
+        return;
     if (vector == DIRQ_VECTOR_SPURIOUS)
         return; /* SDM 11.9: a spurious interrupt needs no EOI. */
     kputs("dirq guest: unexpected vector ");
@@ -168,6 +171,7 @@ void kmain(u64 cpu)
     }
     load_tables();
     apic_init_cpu((u32)cpu);
+    exec_mode_enter((u32)cpu);
     __atomic_add_fetch(&shared->cpus_online, 1, __ATOMIC_SEQ_CST);
 
     const struct bench *bench = bench_find(shared->bench);

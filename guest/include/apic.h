@@ -19,6 +19,8 @@ extern volatile u32 pv_eoi_word[];
 
 void apic_init_cpu(u32 cpu);
 void apic_send_ipi(u32 dest_apic_id, u8 vector);
+/* Fixed IPI to this CPU (x2APIC SELF IPI register, or the ICR's self shorthand). */
+void apic_send_self_ipi(u8 vector);
 /* Fixed IPI to every CPU but this one (ICR shorthand, SDM 10.6.1). */
 void apic_send_ipi_all_but_self(u8 vector);
 /* End of interrupt: clears the highest in-service vector (SDM 10.8.5). */

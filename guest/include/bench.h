@@ -25,5 +25,6 @@ extern const struct bench bench_fault;
 extern const struct bench bench_vioapic;
 extern const struct bench bench_io_batch;
 extern const struct bench bench_tick;
+extern const struct bench bench_halt_wakeup;
 
 #endif

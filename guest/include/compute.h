@@ -13,10 +13,12 @@ struct loop_timing {
 
 /*
  * Computes for `budget_cycles` TSC cycles, calls `load_on`, then does the
- * same iterations again, calling `each_chunk` (if any) between chunks. The
- * loaded run stops after max_slowdown times the baseline, so it always ends.
+ * same iterations again, calling `periodic` (if any) between chunks at most
+ * once per `period_cycles` (by time, not iterations: natively the loop is
+ * thousands of times faster than emulated). The loaded run stops after
+ * max_slowdown times the baseline, so it always ends.
  */
-void time_under_load(u64 budget_cycles, u64 max_slowdown, void (*load_on)(void), void (*each_chunk)(void),
-                     struct loop_timing *timing);
+void time_under_load(u64 budget_cycles, u64 max_slowdown, void (*load_on)(void), void (*periodic)(void),
+                     u64 period_cycles, struct loop_timing *timing);
 
 #endif

@@ -8,7 +8,7 @@
 #define DIRQ_ABI_H
 
 #define DIRQ_ABI_MAGIC 0x71726964u /* "dirq" */
-#define DIRQ_ABI_VERSION 2u
+#define DIRQ_ABI_VERSION 3u
 
 /* Guest-physical layout chosen by the VMM. */
 #define DIRQ_SHARED_GPA 0x8000
@@ -23,6 +23,9 @@
 #define DIRQ_VIOAPIC_GPA 0xfed00000
 #define DIRQ_VIOAPIC_PV_GPA 0x9000
 #define DIRQ_VIOAPIC_LINE 0
+/* kvm_pvm native mode: one "VIF" page per CPU (virtual interrupt flag), page-aligned. */
+#define DIRQ_VIF_GPA 0xa000
+#define DIRQ_VIF_PAGE_SIZE 0x1000
 /* PIT channel 0 (IRQ0) reaches this IOAPIC input, as on PCs (ACPI override). */
 #define DIRQ_PIT_IOAPIC_PIN 2
 
@@ -58,6 +61,8 @@
 #define DIRQ_RESULT_EXIT_COST_ITERATIONS 0
 #define DIRQ_RESULT_EXIT_COST_USERSPACE_CYCLES 1
 #define DIRQ_RESULT_EXIT_COST_KERNEL_CYCLES 2
+/* exit-cost's samples: x2APIC self-IPI, sent to handler entry (the cheapest
+ * interrupt into a running guest through KVM's LAPIC). */
 #define DIRQ_RESULT_WHILELOOP_ITERATIONS 0
 #define DIRQ_RESULT_WHILELOOP_BASELINE_CYCLES 1
 #define DIRQ_RESULT_WHILELOOP_LOADED_CYCLES 2
@@ -100,6 +105,14 @@ enum dirq_bench {
     DIRQ_BENCH_VIOAPIC = 7,
     DIRQ_BENCH_IO_BATCH = 8,
     DIRQ_BENCH_TICK = 9,
+    DIRQ_BENCH_HALT_WAKEUP = 10,
+};
+
+/* How the guest runs, as the VMM decided from the host side (never probed
+ * from the guest). */
+enum dirq_guest_exec {
+    DIRQ_EXEC_PLAIN = 0,      /* an ordinary x86 guest (VT-x/SVM, or kvm_pvm's emulator) */
+    DIRQ_EXEC_PVM_NATIVE = 1, /* switch to kvm_pvm's native mode after reading CPUID */
 };
 
 /* args[0] of the vioapic bench: where the I/O interrupt controller lives. */
@@ -115,6 +128,12 @@ enum dirq_ipi_kind {
     DIRQ_IPI_UNICAST = 0,           /* CPU 0 pings CPU 1 */
     DIRQ_IPI_BROADCAST = 1,         /* CPU 0 pings all others (ICR shorthand) */
     DIRQ_IPI_BROADCAST_PV = 2,      /* ... with one KVM_HC_SEND_IPI hypercall */
+};
+
+/* args[1] of the ipi bench: what each sample is. */
+enum dirq_ipi_measure {
+    DIRQ_IPI_ROUND_TRIP = 0, /* ping sent to the round's last pong handled, on CPU 0 */
+    DIRQ_IPI_ONE_WAY = 1,    /* ping sent to the ping handler's entry (TSCs are shared) */
 };
 
 /* The paravirtual VIOAPIC page: MASK moved into memory (section 6). The
@@ -181,7 +200,9 @@ struct dirq_shared {
     u64 samples_gpa;   /* u64 TSC-cycle samples written by the guest */
     u64 samples_capacity;
     u64 args[4];       /* bench-specific parameters (BenchConfig::guest_args) */
-    u8 pad0[0x100 - 0x80];
+    u32 guest_exec;    /* enum dirq_guest_exec */
+    u32 reserved0;
+    u8 pad0[0x100 - 0x88];
 
     /* 0x100: written by the VMM's device thread while the bench runs. */
     volatile u64 raise_seq;
@@ -192,7 +213,7 @@ struct dirq_shared {
     volatile u64 handled[DIRQ_MAX_CPUS]; /* interrupts handled per CPU */
     volatile u64 samples_written;
     volatile u64 pv_eoi_skips;     /* EOIs done by clearing KVM's PV EOI flag */
-    volatile u64 reserved1;
+    volatile u64 native_cpus;      /* bit n: CPU n runs in kvm_pvm native mode */
     volatile u32 cpus_online;
     volatile u32 failure;          /* enum dirq_failure */
     volatile u64 failure_detail[4];
@@ -205,6 +226,8 @@ DIRQ_ASSERT_OFFSET(raise_seq, DIRQ_SHARED_OFFSET_RAISE_SEQ);
 DIRQ_ASSERT_OFFSET(ack_seq, DIRQ_SHARED_OFFSET_ACK_SEQ);
 DIRQ_ASSERT_OFFSET(handled, DIRQ_SHARED_OFFSET_HANDLED);
 DIRQ_ASSERT_OFFSET(pv_eoi_skips, DIRQ_SHARED_OFFSET_PV_EOI_SKIPS);
+DIRQ_ASSERT_OFFSET(guest_exec, 0x80);
+DIRQ_ASSERT_OFFSET(native_cpus, 0x198);
 _Static_assert(__builtin_offsetof(struct dirq_shared, result) == 0x1c8, "result offset");
 _Static_assert(sizeof(struct dirq_shared) == 0x248, "dirq_shared size");
 _Static_assert(1 << DIRQ_STACK_SHIFT == DIRQ_STACK_SIZE, "stack shift");

@@ -19,13 +19,15 @@ extern const struct irq_entries device_irq;
 extern const struct irq_entries timer_irq;
 /* CPU 0: counts handled[0]. */
 extern const struct irq_entries tick_irq;
-/* A pinged CPU: counts handled[its index], sends CPU 0 the pong vector
+/* A pinged CPU: stores the TSC at entry in ipi_ping_tsc[its index], counts
+ * handled[its index], sends CPU 0 the pong vector
  * DIRQ_VECTOR_IPI_PONG_BASE + its index. */
 extern const struct irq_entries ipi_ping_irq;
 /* CPU 0, CPU n's pong: stores the TSC at entry in pong_tsc, counts
  * ipi_pongs[n] and handled[0]. Entry 0 is unused. */
 extern const struct irq_entries *const ipi_pong_irq[DIRQ_MAX_CPUS];
 extern volatile u64 ipi_pongs[DIRQ_MAX_CPUS];
+extern volatile u64 ipi_ping_tsc[DIRQ_MAX_CPUS];
 
 /* CPU 0: counts level_irq_count and returns without EOI (bench_vioapic.c). */
 void level_irq(void);

@@ -44,10 +44,7 @@ static inline u32 mmio_read32(u64 addr) { return *(volatile u32 *)addr; }
 static inline void mmio_write32(u64 addr, u32 value) { *(volatile u32 *)addr = value; }
 
 static inline void cpu_relax(void) { __asm__ volatile("pause" ::: "memory"); }
-static inline void irq_enable(void) { __asm__ volatile("sti" ::: "memory"); }
-static inline void irq_disable(void) { __asm__ volatile("cli" ::: "memory"); }
 
-/* sti's one-instruction interrupt shadow makes "sti; hlt" race-free. */
-static inline void safe_halt(void) { __asm__ volatile("sti; hlt" ::: "memory"); }
+/* Interrupt masking and halting live in irq.h: they depend on how the guest runs. */
 
 #endif

@@ -7,7 +7,7 @@ pub mod profile;
 use std::path::PathBuf;
 
 use anyhow::{ensure, Context, Result};
-use dirq_vmm::config::{Bench, BenchConfig, GuestIdle, Inject, Irqchip};
+use dirq_vmm::config::{Bench, BenchConfig, GuestExec, GuestIdle, Inject, Irqchip};
 use dirq_vmm::probe::ProbeReport;
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -36,6 +36,9 @@ pub struct Args {
     /// Print the measured costs and the profile as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// How the guest executes: native or emulated (kvm_pvm; default: native where offered).
+    #[arg(long, value_parser = crate::run::parse::<GuestExec>)]
+    pub guest_exec: Option<GuestExec>,
 }
 
 /// Everything a calibration measured and produced.
@@ -63,8 +66,12 @@ pub const CALIBRATION_RUNS: u64 = 2;
 /// The calibration runs: an interrupt into a running and into a halted
 /// vCPU, on the in-kernel path with PV EOI, where the interrupt's only exit
 /// is its delivery.
-fn calibration_runs(events: u64) -> [BenchConfig; CALIBRATION_RUNS as usize] {
+fn calibration_runs(
+    events: u64,
+    guest_exec: GuestExec,
+) -> [BenchConfig; CALIBRATION_RUNS as usize] {
     let mut running = BenchConfig::new(Bench::IrqLatency);
+    running.guest_exec = Some(guest_exec);
     running.irqchip = Irqchip::Kernel;
     running.inject = Inject::Irqfd;
     running.pv_eoi = true;
@@ -75,10 +82,11 @@ fn calibration_runs(events: u64) -> [BenchConfig; CALIBRATION_RUNS as usize] {
     [running, halted]
 }
 
-/// Runs the calibration runs (advancing `bar` once per run) and derives the
-/// costs and the profile from them and from `probe`'s exit costs.
+/// Runs the calibration runs (advancing `bar` once per run) in the mode
+/// `probe` measured in, and derives the costs and the profile from them
+/// and from `probe`'s exit costs.
 pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<Calibration> {
-    let configs = calibration_runs(events_for(quick));
+    let configs = calibration_runs(events_for(quick), probe.guest_exec);
     let mut reports = Vec::new();
     let mut runs = Vec::new();
     for config in &configs {
@@ -102,13 +110,13 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
             .with_context(|| format!("`{command}` reported no latency"))
     };
     let commands = Commands {
-        probe: "dirq probe".into(),
+        probe: format!("dirq probe --guest-exec {}", probe.guest_exec),
         inject_running: command_line(&configs[0]),
         inject_halted: command_line(&configs[1]),
     };
     let observations = Observations {
-        userspace_exit_ns: probe.userspace_exit_ns,
-        kernel_exit_ns: probe.kernel_exit_ns,
+        userspace_exit_ns: probe.floors.userspace_exit_ns,
+        kernel_exit_ns: probe.floors.kernel_exit_ns,
         inject_running_p50_ns: p50(running, &commands.inject_running)?,
         inject_halted_p50_ns: p50(halted, &commands.inject_halted)?,
         commands,
@@ -137,7 +145,7 @@ pub fn execute(args: Args) -> Result<()> {
     eprintln!("dirq calibrate: measuring this host's interrupt costs on /dev/kvm ...");
     let bar = ProgressBar::new(CALIBRATION_RUNS);
     bar.set_message("probe");
-    let probe = dirq_vmm::probe::probe().context("probe failed")?;
+    let probe = dirq_vmm::probe::probe(args.guest_exec).context("probe failed")?;
     let calibration = calibrate(probe, args.quick, &bar)?;
     bar.finish_and_clear();
     let toml = calibration

@@ -6,7 +6,8 @@ use std::fmt;
 use std::time::Duration;
 
 use anyhow::Context;
-use dirq_vmm::designs::{halt, io_batch, tick, vioapic, Scale};
+use dirq_vmm::config::GuestExec;
+use dirq_vmm::designs::{halt, io_batch, tick, vioapic, Scale, Settings};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
@@ -32,6 +33,9 @@ pub struct Args {
     /// Print one JSON object with a key per table instead of the tables.
     #[arg(long)]
     json: bool,
+    /// How the guest executes: native or emulated (kvm_pvm; default: native where offered).
+    #[arg(long, value_parser = crate::run::parse::<GuestExec>)]
+    guest_exec: Option<GuestExec>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -74,15 +78,15 @@ pub struct DesignTables {
 /// Measures the chosen designs, one after the other (they share the host's
 /// two cores, so running them at once would skew each other). `bar`
 /// advances once per design.
-pub fn measure(designs: &[Design], scale: Scale, bar: &ProgressBar) -> DesignTables {
+pub fn measure(designs: &[Design], settings: Settings, bar: &ProgressBar) -> DesignTables {
     let mut tables = DesignTables::default();
     for &design in designs {
         bar.set_message(design.title());
         let measured = match design {
-            Design::Vioapic => vioapic::compare(scale).map(|t| tables.vioapic = Some(t)),
-            Design::IoBatch => io_batch::compare(scale).map(|t| tables.io_batch = Some(t)),
-            Design::Tick => tick::compare(scale).map(|t| tables.tick = Some(t)),
-            Design::Halt => halt::compare(scale).map(|t| tables.halt = Some(t)),
+            Design::Vioapic => vioapic::compare(settings).map(|t| tables.vioapic = Some(t)),
+            Design::IoBatch => io_batch::compare(settings).map(|t| tables.io_batch = Some(t)),
+            Design::Tick => tick::compare(settings).map(|t| tables.tick = Some(t)),
+            Design::Halt => halt::compare(settings).map(|t| tables.halt = Some(t)),
         };
         if let Err(err) = measured {
             let err = anyhow::Error::from(err);
@@ -126,7 +130,11 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             .context("progress bar template")?,
     );
     bar.enable_steady_tick(Duration::from_millis(200));
-    let tables = measure(&designs, scale, &bar);
+    let settings = Settings {
+        scale,
+        guest_exec: args.guest_exec,
+    };
+    let tables = measure(&designs, settings, &bar);
     bar.finish_and_clear();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&tables)?);

@@ -1,20 +1,39 @@
-//! `dirq probe`: this host's KVM capabilities and the cost of one exit.
+//! `dirq probe`: this host's KVM capabilities, how the guest executes on
+//! it, and the platform's floors (exit costs, self-IPI, cross-vCPU IPI).
 
 use anyhow::Context;
+use dirq_vmm::config::GuestExec;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Print one JSON object (with userspace_exit_ns and kernel_exit_ns).
+    /// Print one JSON object (the floors as userspace_exit_ns, kernel_exit_ns,
+    /// self_ipi_p50_ns, ipi_busy_p50_ns, ipi_halted_p50_ns).
     #[arg(long)]
     json: bool,
+    /// Also run irq-latency on three paths emulated and natively, side by side
+    /// (kvm_pvm hosts with native mode only).
+    #[arg(long)]
+    emulation: bool,
+    /// How the guest executes: native or emulated (kvm_pvm; default: native where offered).
+    #[arg(long, value_parser = crate::run::parse::<GuestExec>)]
+    guest_exec: Option<GuestExec>,
 }
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
-    let report = dirq_vmm::probe::probe().context("probing KVM failed")?;
+    let report = dirq_vmm::probe::probe(args.guest_exec).context("probing KVM failed")?;
+    let emulation = args
+        .emulation
+        .then(dirq_vmm::probe::emulation_table)
+        .transpose()
+        .context("the emulated/native comparison failed")?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let json = serde_json::json!({ "probe": report, "emulation": emulation });
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print!("{report}");
+        if let Some(table) = emulation {
+            print!("\nwhat kvm_pvm's emulation costs, per path:\n{table}");
+        }
     }
     Ok(())
 }

@@ -24,6 +24,7 @@ pub mod views;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use dirq_vmm::config::GuestExec;
 use dirq_vmm::probe::ProbeReport;
 
 use crate::calibrate::Calibration;
@@ -69,6 +70,11 @@ pub struct Args {
     /// Skip everything that needs /dev/kvm (probe, calibration, real runs, model checks).
     #[arg(long)]
     pub sim_only: bool,
+    /// How the guest executes in every real run: native or emulated (kvm_pvm hosts;
+    /// default: native where offered). Where the host offers both, the report also
+    /// puts them side by side on three interrupt paths.
+    #[arg(long, value_parser = crate::run::parse::<GuestExec>)]
+    pub guest_exec: Option<GuestExec>,
     /// Tiny counts for the test suite: proves the pipeline, not the numbers.
     #[arg(long, hide = true, conflicts_with = "quick")]
     pub smoke: bool,
@@ -114,8 +120,8 @@ pub fn execute(args: Args) -> Result<()> {
     let mut real = RealHalf::default();
     let mut designs = None;
     if report.kvm.available {
-        real = run_real_half(&mut report, &mut steps, depth, args.seed, &args.out);
-        designs = Some(run_designs(&mut report, &mut steps, depth));
+        real = run_real_half(&mut report, &mut steps, &args);
+        designs = Some(run_designs(&mut report, &mut steps, depth, args.guest_exec));
     } else {
         report.notes.push(format!(
             "Simulation only ({}): no probe, calibration, real runs or model checks.",
@@ -157,16 +163,11 @@ struct RealHalf {
 }
 
 /// Probe and the real benchmarks; each failure becomes a note, not an abort.
-fn run_real_half(
-    report: &mut ReportData,
-    steps: &mut Steps,
-    depth: Depth,
-    seed: u64,
-    out: &Path,
-) -> RealHalf {
+fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> RealHalf {
+    let (depth, seed, out) = (args.depth(), args.seed, args.out.as_path());
     let mut half = RealHalf::default();
-    let probe = steps.run("probe: KVM capabilities and exit costs", 1, |bar| {
-        let probe = dirq_vmm::probe::probe();
+    let probe = steps.run("probe: KVM capabilities and platform floors", 1, |bar| {
+        let probe = dirq_vmm::probe::probe(args.guest_exec);
         bar.inc(1);
         probe
     });
@@ -179,16 +180,15 @@ fn run_real_half(
             );
             report.sections.push(host::host_section(&probe));
             insert_raw(report, "probe", &probe);
+            let offered = &probe.offered_exec;
+            if offered.contains(&GuestExec::Native) && offered.contains(&GuestExec::Emulated) {
+                run_emulation_table(report, steps);
+            }
             half.probe = Some(probe);
         }
         Err(err) => report.notes.push(format!("`dirq probe` failed: {err}")),
     }
 
-    let statistic = checks::ExitStatistic::of_backend(
-        half.probe
-            .as_ref()
-            .and_then(|probe| probe.backend.as_deref()),
-    );
     let calibration = match &half.probe {
         Some(probe) => steps.run(
             "calibrate: this host's costs",
@@ -204,7 +204,10 @@ fn run_real_half(
             .push(format!("`dirq calibrate` failed: {err:#}")),
     }
 
-    let plan = plan::real_plan(depth);
+    let mut plan = plan::real_plan(depth);
+    for config in &mut plan {
+        config.guest_exec = args.guest_exec;
+    }
     let repeats = depth.repeats();
     let (cases, raws, failures) = steps.run(
         &format!("real benchmarks on /dev/kvm, {repeats} run(s) each"),
@@ -212,6 +215,7 @@ fn run_real_half(
         |bar| plan::run_all(&plan, repeats, bar),
     );
     report.notes.extend(failures);
+    report.notes.extend(exec_warnings(&raws));
     report
         .raw
         .insert("real_runs".into(), serde_json::Value::Array(raws));
@@ -227,6 +231,16 @@ fn run_real_half(
             .push("No calibration, so no model checks or extrapolation.".into());
         return half;
     };
+    let pv_eoi_waives = half.cases.iter().any(|case| {
+        case.repeats.iter().any(|repeat| {
+            repeat
+                .run
+                .results
+                .get("pv_eoi_skips")
+                .is_some_and(|&skips| skips > 0.0)
+        })
+    });
+    let statistic = checks::ExitStatistic::of_host(half.probe.as_ref(), pv_eoi_waives);
     let checks = steps.run(
         "model vs reality: simulated twins of the real runs",
         half.cases.len() as u64,
@@ -292,7 +306,46 @@ fn record_checks(report: &mut ReportData, checks: &checks::ModelChecks) {
 
 /// The software-only designs on this host's KVM, as `dirq designs` measures
 /// them; a design that fails is a note, the others still report.
-fn run_designs(report: &mut ReportData, steps: &mut Steps, depth: Depth) -> DesignTables {
+/// Native mode refused by kvm_pvm on some run: it fell back to emulation.
+fn exec_warnings(raws: &[serde_json::Value]) -> Vec<String> {
+    let mut warnings: Vec<String> = raws
+        .iter()
+        .filter_map(|raw| raw.get("exec_warning")?.as_str())
+        .map(|warning| format!("Execution mode: {warning}."))
+        .collect();
+    warnings.dedup();
+    warnings
+}
+
+/// The same irq-latency runs emulated and natively: what kvm_pvm's
+/// instruction emulator costs, kept as a finding of its own.
+fn run_emulation_table(report: &mut ReportData, steps: &mut Steps) {
+    let table = steps.run(
+        "emulated against native: irq-latency on three paths",
+        1,
+        |bar| {
+            let table = dirq_vmm::probe::emulation_table();
+            bar.inc(1);
+            table
+        },
+    );
+    match table {
+        Ok(table) => {
+            report.sections.push(host::emulation_section(&table));
+            insert_raw(report, "emulation", &table);
+        }
+        Err(err) => report
+            .notes
+            .push(format!("the emulated/native comparison failed: {err:#}")),
+    }
+}
+
+fn run_designs(
+    report: &mut ReportData,
+    steps: &mut Steps,
+    depth: Depth,
+    guest_exec: Option<GuestExec>,
+) -> DesignTables {
     let all = crate::designs::Design::ALL;
     let (scale, command) = match depth {
         Depth::Full => (dirq_vmm::designs::Scale::Full, "dirq designs"),
@@ -301,7 +354,10 @@ fn run_designs(report: &mut ReportData, steps: &mut Steps, depth: Depth) -> Desi
     let tables = steps.run(
         "software-only designs: VIOAPIC, batched I/O, tick scaling, IPI/HLT",
         all.len() as u64,
-        |bar| crate::designs::measure(&all, scale, bar),
+        |bar| {
+            let settings = dirq_vmm::designs::Settings { scale, guest_exec };
+            crate::designs::measure(&all, settings, bar)
+        },
     );
     report.notes.extend(
         tables

@@ -4,8 +4,8 @@
 use anyhow::Context;
 use dirq_vmm::bench;
 use dirq_vmm::config::{
-    ApicMode, Bench, BenchConfig, FaultKind, GuestIdle, HaltMode, Inject, IpiKind, IrqSource,
-    Irqchip, TimerMode, VioapicMode,
+    ApicMode, Bench, BenchConfig, FaultKind, GuestExec, GuestIdle, HaltMode, Inject, IpiKind,
+    IpiMeasure, IrqSource, Irqchip, TimerMode, VioapicMode,
 };
 use dirq_vmm::report::{text_table, LatencySummary};
 
@@ -28,7 +28,7 @@ use crate::report::meta;
   dirq run fault --fault triple-fault                    # fault handling self-test (exits non-zero)\n\n\
 `dirq designs` runs vioapic, io-batch, tick and ipi in every mode and prints them side by side.")]
 pub struct Args {
-    /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, vioapic, io-batch, tick, fault.
+    /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, vioapic, io-batch, tick, halt-wakeup, fault.
     #[arg(value_parser = parse::<Bench>)]
     bench: Bench,
     /// Interrupt controller: userspace (dirq's models, every access exits), kernel (KVM's), split (KVM LAPIC, dirq IOAPIC).
@@ -85,12 +85,20 @@ pub struct Args {
     /// ipi: unicast (CPU 0 pings CPU 1) or broadcast (CPU 0 pings every other vCPU).
     #[arg(long, value_parser = parse::<IpiKind>)]
     ipi: Option<IpiKind>,
-    /// ipi broadcast: send with one KVM PV send-IPI hypercall instead of an ICR write.
+    /// ipi broadcast: send with one KVM PV send-IPI hypercall instead of an ICR write
+    /// (needs hypercalls: unavailable under kvm_pvm).
     #[arg(long)]
     pv_send_ipi: bool,
+    /// ipi: what a sample times: round-trip (ping to last pong) or one-way (ping to its handler).
+    #[arg(long, value_parser = parse::<IpiMeasure>)]
+    ipi_measure: Option<IpiMeasure>,
     /// vCPUs to boot (1-8; more than the host's cores is allowed).
     #[arg(long)]
     vcpus: Option<u32>,
+    /// How the guest executes: native or emulated (kvm_pvm hosts; default: native where offered).
+    /// VT-x/SVM hosts run it on hardware and take no other value.
+    #[arg(long, value_parser = parse::<GuestExec>)]
+    guest_exec: Option<GuestExec>,
     /// Watchdog: fail the run if the guest has not finished after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
@@ -112,7 +120,7 @@ pub struct Args {
     compare: bool,
 }
 
-fn parse<T: std::str::FromStr>(value: &str) -> Result<T, String>
+pub(crate) fn parse<T: std::str::FromStr>(value: &str) -> Result<T, String>
 where
     T::Err: std::fmt::Display,
 {
@@ -141,6 +149,8 @@ impl Args {
         config.tick_scale = self.tick_scale.unwrap_or(config.tick_scale);
         config.ipi = self.ipi.unwrap_or(config.ipi);
         config.pv_send_ipi = self.pv_send_ipi;
+        config.ipi_measure = self.ipi_measure.unwrap_or(config.ipi_measure);
+        config.guest_exec = self.guest_exec;
         config.vcpus = self.vcpus.unwrap_or(config.vcpus);
         self.refuse_flags_of_other_benches()?;
         if let Some(seconds) = self.timeout {
@@ -165,6 +175,7 @@ impl Args {
             ("--tick-scale", self.tick_scale.is_some(), Bench::Tick),
             ("--ipi", self.ipi.is_some(), Bench::Ipi),
             ("--pv-send-ipi", self.pv_send_ipi, Bench::Ipi),
+            ("--ipi-measure", self.ipi_measure.is_some(), Bench::Ipi),
         ];
         for (flag, given, bench) in owned {
             anyhow::ensure!(

@@ -9,7 +9,7 @@ use vm_memory::ByteValued;
 pub const GUEST_ELF: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dirq-guest.elf"));
 
 pub const MAGIC: u32 = 0x7172_6964;
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 pub const SHARED_GPA: u64 = 0x8000;
 pub const STACKS_GPA: u64 = 0x20000;
@@ -21,6 +21,11 @@ pub const DEVICE_IOAPIC_PIN: u32 = 10;
 pub const VIOAPIC_GPA: u64 = 0xfed0_0000;
 pub const VIOAPIC_PV_GPA: u64 = 0x9000;
 pub const VIOAPIC_LINE: u32 = 0;
+pub const VIF_GPA: u64 = 0xa000;
+pub const VIF_PAGE_SIZE: u64 = 0x1000;
+
+pub const EXEC_PLAIN: u32 = 0;
+pub const EXEC_PVM_NATIVE: u32 = 1;
 pub const PIT_IOAPIC_PIN: u32 = 2;
 
 pub const PORT_SERIAL: u16 = 0x3f8;
@@ -43,6 +48,7 @@ pub const BENCH_FAULT: u32 = 6;
 pub const BENCH_VIOAPIC: u32 = 7;
 pub const BENCH_IO_BATCH: u32 = 8;
 pub const BENCH_TICK: u32 = 9;
+pub const BENCH_HALT_WAKEUP: u32 = 10;
 
 pub const VIOAPIC_USERSPACE: u64 = 1;
 pub const VIOAPIC_KERNEL: u64 = 2;
@@ -52,6 +58,8 @@ pub const VIOAPIC_PV: u64 = 4;
 pub const IPI_UNICAST: u64 = 0;
 pub const IPI_BROADCAST: u64 = 1;
 pub const IPI_BROADCAST_PV: u64 = 2;
+pub const IPI_ROUND_TRIP: u64 = 0;
+pub const IPI_ONE_WAY: u64 = 1;
 
 pub const FAULT_TRIPLE: u32 = 1;
 pub const FAULT_HANG: u32 = 2;
@@ -113,14 +121,17 @@ pub struct SharedPage {
     pub samples_gpa: u64,
     pub samples_capacity: u64,
     pub args: [u64; 4],
-    pub pad0: [u8; 0x100 - 0x80],
+    pub guest_exec: u32,
+    pub reserved0: u32,
+    pub pad0: [u8; 0x100 - 0x88],
     pub raise_seq: u64,
     pub pad1: [u8; 0x40 - 8],
     pub ack_seq: u64,
     pub handled: [u64; MAX_CPUS],
     pub samples_written: u64,
     pub pv_eoi_skips: u64,
-    pub reserved1: u64,
+    /// Bit n: CPU n switched to kvm_pvm's native mode.
+    pub native_cpus: u64,
     pub cpus_online: u32,
     pub failure: u32,
     pub failure_detail: [u64; 4],
@@ -132,6 +143,8 @@ const _: () = {
     assert!(offset_of!(SharedPage, ack_seq) == 0x140);
     assert!(offset_of!(SharedPage, handled) == 0x148);
     assert!(offset_of!(SharedPage, pv_eoi_skips) == 0x190);
+    assert!(offset_of!(SharedPage, guest_exec) == 0x80);
+    assert!(offset_of!(SharedPage, native_cpus) == 0x198);
     assert!(offset_of!(SharedPage, result) == 0x1c8);
     assert!(std::mem::size_of::<SharedPage>() == 0x248);
 };

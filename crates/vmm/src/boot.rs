@@ -18,6 +18,10 @@ const GDT_GPA: u64 = 0x7000;
 // Page-table entry bits (SDM Vol. 3 4.5).
 const PTE_PRESENT: u64 = 1 << 0;
 const PTE_WRITABLE: u64 = 1 << 1;
+/// Set at every level: kvm_pvm's native mode runs the guest in ring 3 and
+/// livelocks on refaults without it. Harmless elsewhere: the guest runs at
+/// CPL 0 and never enables SMEP/SMAP.
+const PTE_USER: u64 = 1 << 2;
 const PTE_CACHE_DISABLE: u64 = 1 << 4;
 const PTE_PAGE_SIZE: u64 = 1 << 7;
 const LARGE_PAGE: u64 = 2 << 20;
@@ -60,16 +64,11 @@ pub enum BootError {
 
 /// Writes the page tables and GDT every vCPU starts with.
 pub fn write_boot_structures(memory: &GuestMemory) -> Result<(), BootError> {
-    memory.write_obj(
-        PDPT_GPA | PTE_PRESENT | PTE_WRITABLE,
-        GuestAddress(PML4_GPA),
-    )?;
+    const TABLE: u64 = PTE_PRESENT | PTE_WRITABLE | PTE_USER;
+    memory.write_obj(PDPT_GPA | TABLE, GuestAddress(PML4_GPA))?;
     for gib in 0..4u64 {
         let pd = PD_GPA + gib * 0x1000;
-        memory.write_obj(
-            pd | PTE_PRESENT | PTE_WRITABLE,
-            GuestAddress(PDPT_GPA + gib * 8),
-        )?;
+        memory.write_obj(pd | TABLE, GuestAddress(PDPT_GPA + gib * 8))?;
         for entry in 0..512u64 {
             let base = (gib << 30) + entry * LARGE_PAGE;
             let cache = if base >= MMIO_HOLE_START {
@@ -77,7 +76,7 @@ pub fn write_boot_structures(memory: &GuestMemory) -> Result<(), BootError> {
             } else {
                 0
             };
-            let pde = base | PTE_PRESENT | PTE_WRITABLE | PTE_PAGE_SIZE | cache;
+            let pde = base | TABLE | PTE_PAGE_SIZE | cache;
             memory.write_obj(pde, GuestAddress(pd + entry * 8))?;
         }
     }

@@ -94,6 +94,9 @@ named_enum!(
         /// A compute loop under the guest's 1000 Hz PIT tick, optionally
         /// slowed by the VMM (`--tick-scale`).
         Tick = "tick",
+        /// A self-IPI sent between enabling interrupts and HLT must wake
+        /// the halt (the lost-wake-up window of kvm_pvm's native mode).
+        HaltWakeup = "halt-wakeup",
     }
 );
 
@@ -120,6 +123,16 @@ named_enum!(
         Unicast = "unicast",
         /// Every other CPU at once (ICR shorthand all-excluding-self).
         Broadcast = "broadcast",
+    }
+);
+
+named_enum!(
+    /// What one ipi sample times.
+    IpiMeasure, "ipi measure", {
+        /// Ping sent to the last pong handled back on CPU 0.
+        RoundTrip = "round-trip",
+        /// Ping sent to the pinged handler's entry (`dirq probe`'s floor).
+        OneWay = "one-way",
     }
 );
 
@@ -176,6 +189,20 @@ named_enum!(
     TimerMode, "timer mode", {
         Oneshot = "oneshot",
         TscDeadline = "tsc-deadline",
+    }
+);
+
+named_enum!(
+    /// How the guest's instructions execute. The VMM decides it from the
+    /// host side (`exec::HostExec`); the guest is told, never probes.
+    GuestExec, "guest execution mode", {
+        /// kvm_pvm's native mode: the guest runs on the CPU in ring 3 and
+        /// only privileged operations trap.
+        Native = "native",
+        /// kvm_pvm's instruction emulator runs every guest instruction.
+        Emulated = "emulated",
+        /// Hardware virtualization (VT-x/SVM): an ordinary x86 guest.
+        Hardware = "hardware",
     }
 );
 
@@ -283,8 +310,15 @@ pub struct BenchConfig {
     pub ipi: IpiKind,
     /// ipi broadcast: one KVM_HC_SEND_IPI hypercall instead of an ICR write.
     pub pv_send_ipi: bool,
+    /// ipi: round trip or one way.
+    #[serde(default = "IpiMeasure::round_trip")]
+    pub ipi_measure: IpiMeasure,
     /// The watchdog: a run that has not finished by then fails.
     pub timeout_ms: u64,
+    /// How the guest executes; `None`: the best this host offers
+    /// (`exec::HostExec::default_exec`).
+    #[serde(default)]
+    pub guest_exec: Option<GuestExec>,
 }
 
 /// The largest count the guest's sample area holds.
@@ -307,6 +341,7 @@ impl BenchConfig {
             Bench::Vioapic => (20_000, 0),
             Bench::IoBatch => (5_000, 0),
             Bench::Tick => (0, 0),
+            Bench::HaltWakeup => (1_000, 0),
         };
         BenchConfig {
             bench,
@@ -336,7 +371,9 @@ impl BenchConfig {
             tick_scale: 1,
             ipi: IpiKind::Unicast,
             pv_send_ipi: false,
+            ipi_measure: IpiMeasure::RoundTrip,
             timeout_ms: 30_000,
+            guest_exec: None,
         }
     }
 
@@ -375,6 +412,7 @@ impl BenchConfig {
                 | Bench::ExitCost
                 | Bench::Vioapic
                 | Bench::IoBatch
+                | Bench::HaltWakeup
         );
         if counted && !(1..=MAX_COUNT).contains(&self.count) {
             return Err(ConfigError::OutOfRange {
@@ -422,7 +460,11 @@ impl BenchConfig {
                     (IpiKind::Broadcast, false) => crate::abi::IPI_BROADCAST,
                     (IpiKind::Broadcast, true) => crate::abi::IPI_BROADCAST_PV,
                 };
-                [kind, 0, 0, 0]
+                let measure = match self.ipi_measure {
+                    IpiMeasure::RoundTrip => crate::abi::IPI_ROUND_TRIP,
+                    IpiMeasure::OneWay => crate::abi::IPI_ONE_WAY,
+                };
+                [kind, measure, 0, 0]
             }
             _ => [0; 4],
         }
@@ -466,6 +508,11 @@ impl BenchConfig {
                     return incompatible("the vioapic race test drives dirq's controller: use --vioapic userspace, ro-page or pv");
                 }
             }
+            Bench::HaltWakeup if self.apic != ApicMode::X2apic => {
+                return incompatible(
+                    "halt-wakeup sends its self-IPI through the x2APIC: use --apic x2apic",
+                );
+            }
             Bench::Tick if self.irqchip != Irqchip::Split => {
                 return incompatible(
                     "tick needs a PIT the VMM emulates, which KVM allows only with --irqchip split",
@@ -490,7 +537,14 @@ impl Bench {
             Bench::Vioapic => crate::abi::BENCH_VIOAPIC,
             Bench::IoBatch => crate::abi::BENCH_IO_BATCH,
             Bench::Tick => crate::abi::BENCH_TICK,
+            Bench::HaltWakeup => crate::abi::BENCH_HALT_WAKEUP,
         }
+    }
+}
+
+impl IpiMeasure {
+    fn round_trip() -> Self {
+        IpiMeasure::RoundTrip
     }
 }
 

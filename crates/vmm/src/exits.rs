@@ -233,8 +233,11 @@ const KERNEL_EXIT_STATS: &[&str] = &[
     "request_irq_exits",
     "signal_exits",
     "hypercalls",
-    "insn_emulation",
+    INSN_EMULATION_STAT,
 ];
+/// KVM's count of instructions it emulated: every guest instruction under
+/// kvm_pvm's emulator, only the trapped ones in its native mode.
+pub const INSN_EMULATION_STAT: &str = "insn_emulation";
 const KERNEL_TOTAL_STAT: &str = "exits";
 const KERNEL_SIGNAL_EXITS_STAT: &str = "signal_exits";
 

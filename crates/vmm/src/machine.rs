@@ -5,13 +5,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
 use kvm_bindings::{kvm_msr_entry, Msrs, KVM_MAX_CPUID_ENTRIES};
 use kvm_ioctls::{Cap, Kvm};
 use vm_memory::{Bytes, GuestAddress};
 
 use crate::abi::{self, SharedPage};
 use crate::boot::{self, BootError, CpuidOptions};
-use crate::config::{BenchConfig, GuestIdle, Inject, IrqSource, Irqchip, TimerMode};
+use crate::config::{BenchConfig, GuestExec, GuestIdle, Inject, IrqSource, Irqchip, TimerMode};
 use crate::devices::control::{ControlPort, GuestEnd, NoopPort, RunControl, Window};
 use crate::devices::interrupt::{fixed_msi, InterruptSink, Irqfd, SignalMsi};
 use crate::devices::ioapic::{IoapicDevice, IoapicPin, KvmIrqLine, KvmLapics};
@@ -21,8 +23,10 @@ use crate::devices::userspace_irqchip::{
     GuestTscClock, LapicMmio, LapicMsrs, UserspaceIrqchip, UserspaceMsi,
 };
 use crate::devices::Bus;
+use crate::exec::{ExecError, HostExec};
 use crate::exits::ExitAccounting;
 use crate::memory::{self, GuestMemory, MemoryError};
+use crate::placement::{Placement, PlacementError};
 use crate::stats::{StatsError, StatsFd};
 use crate::vcpu::{Kicker, UserspaceInterruptController, Vcpu, VcpuContext, VcpuError};
 use crate::vm::{Vm, VmError, VmOptions};
@@ -65,18 +69,44 @@ pub enum MachineError {
     GuestTsc(#[source] kvm_ioctls::Error),
     #[error("a VMM thread panicked: {0}")]
     ThreadPanic(&'static str),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+    #[error("{feature} is unavailable on this host: {why}")]
+    Unavailable {
+        feature: &'static str,
+        why: &'static str,
+    },
+}
+
+/// How the guest actually executed, and why it differs from what was
+/// asked, if it does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExecOutcome {
+    pub guest_exec: GuestExec,
+    /// Set when native mode was asked for and some vCPU stayed emulated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// The host side of a benchmark: runs on its own thread while the guest runs.
 pub type DeviceThread<'a, T> = Box<dyn FnOnce(&DeviceEnv) -> Result<T, MsiDeviceError> + Send + 'a>;
 
+/// What a run report records of the machine itself.
+pub struct MachineFacts {
+    pub exec: ExecOutcome,
+    pub placement: Placement,
+    pub console: String,
+}
+
 /// What one boot produced.
 pub struct MachineOutput<T> {
+    pub facts: MachineFacts,
     pub shared: SharedPage,
     /// The guest's samples, in TSC cycles.
     pub samples: Vec<u64>,
     pub window: Window,
-    pub console: String,
     pub tsc_khz: u64,
     pub device: Option<T>,
 }
@@ -132,12 +162,24 @@ pub fn run<T: Send>(
         },
     )?);
     let vcpus = create_vcpus(&kvm, &vm, config, entry)?;
+    let host = HostExec::detect_on(&vcpus[0].fd);
+    let guest_exec = host.resolve(config.guest_exec)?;
+    if let (true, Some(why)) = (config.pv_send_ipi, host.hypercalls_unavailable()) {
+        return Err(MachineError::Unavailable {
+            feature: "PV send-IPI",
+            why,
+        });
+    }
+    if host.is_pvm() {
+        vm.disable_hypercall_patching()?;
+    }
     let tsc_khz = u64::from(vcpus[0].fd.get_tsc_khz().map_err(MachineError::TscKhz)?);
     memory.write_obj(
-        boot_parameters(config, tsc_khz),
+        boot_parameters(config, guest_exec, tsc_khz),
         GuestAddress(abi::SHARED_GPA),
     )?;
 
+    let placement = Placement::plan(vcpus.len())?;
     let stats = vcpus
         .iter()
         .map(|vcpu| StatsFd::open(&vcpu.fd))
@@ -176,6 +218,7 @@ pub fn run<T: Send>(
             .into_iter()
             .map(|mut vcpu| {
                 let (bus, control, kicker, accounting) = (&bus, &control, &kicker, &accounting);
+                let placement = &placement;
                 let irqchip = irqchip.as_deref();
                 let ioapic = ioapic.as_deref();
                 scope.spawn(move || {
@@ -187,7 +230,10 @@ pub fn run<T: Send>(
                         irqchip: irqchip.map(|chip| chip as &dyn UserspaceInterruptController),
                         ioapic,
                     };
-                    let result = vcpu.run(&ctx);
+                    let result = placement
+                        .pin_this_thread(vcpu.index)
+                        .map_err(VcpuError::from)
+                        .and_then(|()| vcpu.run(&ctx));
                     if result.is_err() {
                         control.request_stop();
                         kicker.kick_all();
@@ -255,10 +301,14 @@ pub fn run<T: Send>(
     }
     let samples = read_samples(&memory, shared.samples_written)?;
     Ok(MachineOutput {
+        facts: MachineFacts {
+            exec: exec_outcome(guest_exec, config.vcpus, shared.native_cpus),
+            placement,
+            console,
+        },
         shared,
         samples,
         window,
-        console,
         tsc_khz,
         device,
     })
@@ -352,7 +402,29 @@ fn attach_interrupt_controllers(
     Ok(InterruptControllers { irqchip, ioapic })
 }
 
-fn boot_parameters(config: &BenchConfig, tsc_khz: u64) -> SharedPage {
+/// Native mode asked for is native mode had only if every vCPU switched.
+fn exec_outcome(asked: GuestExec, vcpus: u32, native_cpus: u64) -> ExecOutcome {
+    let all = (1u64 << vcpus) - 1;
+    if asked != GuestExec::Native || native_cpus & all == all {
+        return ExecOutcome {
+            guest_exec: asked,
+            warning: None,
+        };
+    }
+    let refused: Vec<String> = (0..vcpus)
+        .filter(|cpu| native_cpus & (1 << cpu) == 0)
+        .map(|cpu| cpu.to_string())
+        .collect();
+    ExecOutcome {
+        guest_exec: GuestExec::Emulated,
+        warning: Some(format!(
+            "kvm_pvm refused native mode on vCPU {}: the run fell back to emulation",
+            refused.join(", ")
+        )),
+    }
+}
+
+fn boot_parameters(config: &BenchConfig, guest_exec: GuestExec, tsc_khz: u64) -> SharedPage {
     SharedPage {
         magic: abi::MAGIC,
         abi_version: abi::VERSION,
@@ -368,6 +440,11 @@ fn boot_parameters(config: &BenchConfig, tsc_khz: u64) -> SharedPage {
         period_ns: config.period_ns,
         duration_ns: config.duration_ms * 1_000_000,
         args: config.guest_args(),
+        guest_exec: if guest_exec == GuestExec::Native {
+            abi::EXEC_PVM_NATIVE
+        } else {
+            abi::EXEC_PLAIN
+        },
         tsc_khz,
         apic_timer_hz: KVM_APIC_TIMER_HZ,
         samples_gpa: memory::SAMPLES_GPA,

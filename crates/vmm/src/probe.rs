@@ -1,6 +1,8 @@
-//! `dirq probe`: what this host's KVM offers, and what one exit costs —
-//! one the VMM handles in userspace and one KVM handles in the kernel,
-//! measured by the guest in the same run.
+//! `dirq probe`: what this host's KVM offers, how the guest executes on
+//! it, and the platform's floors, all measured in one run by the guest:
+//! one exit to the VMM (port I/O), one exit KVM handles in the kernel
+//! (RDMSR), the cheapest interrupt into a running guest (x2APIC self-IPI)
+//! and an IPI to another vCPU, busy and halted.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +11,9 @@ use kvm_ioctls::Kvm;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::{self, BenchError};
-use crate::config::{Bench, BenchConfig};
+use crate::config::{Bench, BenchConfig, GuestExec, GuestIdle, Inject, IpiMeasure, Irqchip};
+use crate::exec::{kvm_backend, ExecError, HostExec};
+use crate::report::RunReport;
 
 /// KVM's paravirtual feature leaf and its bits (Documentation/virt/kvm/x86/cpuid.rst).
 const CPUID_KVM_FEATURES: u32 = 0x4000_0001;
@@ -56,17 +60,38 @@ const CAPABILITIES: &[(u32, &str)] = &[
     (KVM_CAP_PIT2, "pit2"),
 ];
 
-/// Kernel modules that provide KVM's x86 backend.
-const BACKENDS: &[&str] = &["kvm_intel", "kvm_amd", "kvm_pvm"];
-
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     #[error("cannot open /dev/kvm")]
     OpenKvm(#[source] kvm_ioctls::Error),
     #[error("KVM_GET_SUPPORTED_CPUID failed")]
     Cpuid(#[source] kvm_ioctls::Error),
-    #[error("timing exits failed")]
-    ExitCost(#[from] BenchError),
+    #[error("timing {what} failed")]
+    Floor {
+        what: &'static str,
+        #[source]
+        source: BenchError,
+    },
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+}
+
+/// The platform's floors: what no interrupt path on this host can beat.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Floors {
+    /// One `out` handled by this VMM, guest round trip (mean).
+    pub userspace_exit_ns: f64,
+    /// One RDMSR handled inside KVM, guest round trip (mean).
+    pub kernel_exit_ns: f64,
+    /// x2APIC self-IPI, sent to handler entry (p50).
+    pub self_ipi_p50_ns: f64,
+    /// IPI to another vCPU spinning with interrupts on, one way (p50).
+    pub ipi_busy_p50_ns: f64,
+    /// IPI to another vCPU halted in HLT, one way (p50).
+    pub ipi_halted_p50_ns: f64,
+    /// Set when the two vCPUs of the IPI floors shared a host CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_note: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -81,15 +106,19 @@ pub struct ProbeReport {
     pub pv_features: Vec<String>,
     /// The host's default halt_poll_ns (module parameter).
     pub default_halt_poll_ns: Option<u64>,
-    /// One `out` handled by this VMM, guest round trip.
-    pub userspace_exit_ns: f64,
-    /// One CPUID handled inside KVM, guest round trip.
-    pub kernel_exit_ns: f64,
-    /// Exits timed for each figure.
-    pub exit_samples: u64,
+    /// The execution modes this host offers, best first.
+    pub offered_exec: Vec<GuestExec>,
+    /// The mode the floors were measured in.
+    pub guest_exec: GuestExec,
+    #[serde(flatten)]
+    pub floors: Floors,
+    /// Events timed for each figure.
+    pub samples: u64,
 }
 
-pub fn probe() -> Result<ProbeReport, ProbeError> {
+/// Probes the host and measures the floors with the guest executing as
+/// `guest_exec` asks (`None`: the host's default).
+pub fn probe(guest_exec: Option<GuestExec>) -> Result<ProbeReport, ProbeError> {
     let kvm = Kvm::new().map_err(ProbeError::OpenKvm)?;
     let capabilities = CAPABILITIES
         .iter()
@@ -113,28 +142,134 @@ pub fn probe() -> Result<ProbeReport, ProbeError> {
         .filter(|(bit, _)| pv_bits & (1 << bit) != 0)
         .map(|(_, name)| name.to_string())
         .collect();
-    let backend = BACKENDS
-        .iter()
-        .find(|module| std::path::Path::new("/sys/module").join(module).exists())
-        .map(|module| module.to_string());
+    let host = HostExec::detect(&kvm)?;
+    let guest_exec = host.resolve(guest_exec)?;
     let default_halt_poll_ns = std::fs::read_to_string("/sys/module/kvm/parameters/halt_poll_ns")
         .ok()
         .and_then(|text| text.trim().parse().ok());
 
-    let config = BenchConfig::new(Bench::ExitCost);
-    let report = bench::run(&config)?;
-    let figure = |name: &str| report.results.get(name).copied().unwrap_or(0.0);
+    let floors = measure_floors(guest_exec)?;
     Ok(ProbeReport {
         api_version: kvm.get_api_version(),
-        backend,
+        backend: kvm_backend(),
         max_vcpus: kvm.get_max_vcpus(),
         recommended_vcpus: kvm.get_nr_vcpus(),
         capabilities,
         pv_features,
         default_halt_poll_ns,
+        offered_exec: host.offered(),
+        guest_exec,
+        floors,
+        samples: FLOOR_SAMPLES,
+    })
+}
+
+/// One interrupt path measured emulated and natively.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmulationRow {
+    pub path: String,
+    pub emulated: RunReport,
+    pub native: RunReport,
+}
+
+/// What kvm_pvm's emulation costs, per path: the same irq-latency run in
+/// both modes (docs/native.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmulationTable {
+    pub rows: Vec<EmulationRow>,
+}
+
+/// Interrupts per emulated run: ~1 ms each emulated.
+const EMULATED_INTERRUPTS: u64 = 300;
+
+/// Runs irq-latency on the userspace, kernel and kernel+irqfd paths into a
+/// busy guest, emulated and native. Only hosts that offer both can.
+pub fn emulation_table() -> Result<EmulationTable, ProbeError> {
+    let host = HostExec::detect_host()?;
+    host.resolve(Some(GuestExec::Native))?;
+    let paths = [
+        (Irqchip::Userspace, Inject::Vcpu),
+        (Irqchip::Kernel, Inject::Vcpu),
+        (Irqchip::Kernel, Inject::Irqfd),
+    ];
+    let mut rows = Vec::new();
+    for (irqchip, inject) in paths {
+        let run = |exec, count| {
+            let mut config = BenchConfig::new(Bench::IrqLatency);
+            config.irqchip = irqchip;
+            config.inject = inject;
+            config.guest_idle = GuestIdle::Busy;
+            config.rate_hz = 0;
+            config.count = count;
+            config.guest_exec = Some(exec);
+            bench::run(&config).map_err(|source| ProbeError::Floor {
+                what: "irq-latency for the emulation table",
+                source,
+            })
+        };
+        rows.push(EmulationRow {
+            path: format!("{irqchip} + {inject}"),
+            emulated: run(GuestExec::Emulated, EMULATED_INTERRUPTS)?,
+            native: run(GuestExec::Native, FLOOR_SAMPLES)?,
+        });
+    }
+    Ok(EmulationTable { rows })
+}
+
+impl std::fmt::Display for EmulationTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{:<20} {:<9} {:>10} {:>10} {:>16}",
+            "irq-latency, busy", "guest", "exits/irq", "p50 (us)", "insn_emul/irq"
+        )?;
+        for row in &self.rows {
+            for report in [&row.emulated, &row.native] {
+                writeln!(
+                    f,
+                    "{:<20} {:<9} {:>10.2} {:>10.2} {:>16.1}",
+                    row.path,
+                    report.guest_exec.name(),
+                    report.exits_per_interrupt,
+                    report
+                        .latency_ns
+                        .as_ref()
+                        .map_or(0.0, |l| l.p50 as f64 / 1e3),
+                    report.insn_emulation_per_interrupt
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Events per floor: enough for a stable p50 in well under a second natively.
+const FLOOR_SAMPLES: u64 = 5_000;
+
+fn measure_floors(guest_exec: GuestExec) -> Result<Floors, ProbeError> {
+    let timed = |what, mut config: BenchConfig| {
+        config.count = FLOOR_SAMPLES;
+        config.guest_exec = Some(guest_exec);
+        bench::run(&config).map_err(|source| ProbeError::Floor { what, source })
+    };
+    let p50 = |report: &RunReport| report.latency_ns.as_ref().map_or(0.0, |l| l.p50 as f64);
+    let exit_cost = timed("exits and self-IPIs", BenchConfig::new(Bench::ExitCost))?;
+    let ipi = |idle| {
+        let mut config = BenchConfig::new(Bench::Ipi);
+        config.ipi_measure = IpiMeasure::OneWay;
+        config.guest_idle = idle;
+        config
+    };
+    let busy = timed("an IPI to a busy vCPU", ipi(GuestIdle::Busy))?;
+    let halted = timed("an IPI to a halted vCPU", ipi(GuestIdle::Halt))?;
+    let figure = |name: &str| exit_cost.results.get(name).copied().unwrap_or(0.0);
+    Ok(Floors {
         userspace_exit_ns: figure("userspace_exit_ns"),
         kernel_exit_ns: figure("kernel_exit_ns"),
-        exit_samples: config.count,
+        self_ipi_p50_ns: p50(&exit_cost),
+        ipi_busy_p50_ns: p50(&busy),
+        ipi_halted_p50_ns: p50(&halted),
+        placement_note: busy.placement.note(busy.config.vcpus),
     })
 }
 
@@ -162,10 +297,44 @@ impl std::fmt::Display for ProbeReport {
         if let Some(ns) = self.default_halt_poll_ns {
             writeln!(f, "default halt_poll_ns: {ns}")?;
         }
+        let offered: Vec<&str> = self.offered_exec.iter().map(|exec| exec.name()).collect();
         writeln!(
             f,
-            "one exit (mean of {}): userspace {:.0} ns, in-kernel {:.0} ns",
-            self.exit_samples, self.userspace_exit_ns, self.kernel_exit_ns
-        )
+            "guest execution: {} (offered: {})",
+            self.guest_exec,
+            offered.join(", ")
+        )?;
+        let us = |ns: f64| ns / 1e3;
+        let floors = &self.floors;
+        writeln!(f, "platform floors ({} events each):", self.samples)?;
+        writeln!(
+            f,
+            "  exit to the VMM (port I/O)      {:>8.2} us mean",
+            us(floors.userspace_exit_ns)
+        )?;
+        writeln!(
+            f,
+            "  exit handled in KVM (RDMSR)     {:>8.2} us mean",
+            us(floors.kernel_exit_ns)
+        )?;
+        writeln!(
+            f,
+            "  x2APIC self-IPI                 {:>8.2} us p50",
+            us(floors.self_ipi_p50_ns)
+        )?;
+        writeln!(
+            f,
+            "  IPI to a busy vCPU, one way     {:>8.2} us p50",
+            us(floors.ipi_busy_p50_ns)
+        )?;
+        writeln!(
+            f,
+            "  IPI to a halted vCPU, one way   {:>8.2} us p50",
+            us(floors.ipi_halted_p50_ns)
+        )?;
+        if let Some(note) = &floors.placement_note {
+            writeln!(f, "  NOTE: {note}")?;
+        }
+        Ok(())
     }
 }

@@ -8,8 +8,10 @@ use std::fmt;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::config::BenchConfig;
-use crate::exits::{ExitSummary, UserspaceExit, VmxExit};
+use crate::config::{BenchConfig, GuestExec};
+use crate::exits::{ExitSummary, UserspaceExit, VmxExit, INSN_EMULATION_STAT};
+use crate::machine::MachineFacts;
+use crate::placement::Placement;
 
 /// Log-spaced histogram buckets: the first ends at this many ns, each
 /// next one is 5% wider, so a CDF drawn from them is within 5% in latency.
@@ -83,6 +85,18 @@ pub struct RunReport {
     pub duration_s: f64,
     /// Bench-specific figures (e.g. whileloop's `guest_share`).
     pub results: BTreeMap<String, f64>,
+    /// How the guest executed (native, emulated, hardware).
+    pub guest_exec: GuestExec,
+    /// Why the guest ran otherwise than asked (native refused), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_warning: Option<String>,
+    /// KVM's instruction-emulation count per interrupt and per second of
+    /// the window: ~1,000 per interrupt emulated, a few trapped
+    /// instructions natively. It proves the execution mode.
+    pub insn_emulation_per_interrupt: f64,
+    pub insn_emulation_per_s: f64,
+    /// Where the vCPU threads ran.
+    pub placement: Placement,
     /// io-batch: disk commands completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commands: Option<u64>,
@@ -107,8 +121,13 @@ impl RunReport {
         latency_ns: Option<LatencySummary>,
         duration_s: f64,
         results: BTreeMap<String, f64>,
-        console: String,
+        machine: MachineFacts,
     ) -> Self {
+        let insn_emulation = exits
+            .by_reason
+            .get(INSN_EMULATION_STAT)
+            .copied()
+            .unwrap_or(0);
         RunReport {
             bench: config.bench.name().to_string(),
             config: config.clone(),
@@ -120,8 +139,17 @@ impl RunReport {
             latency_ns,
             duration_s,
             results,
+            guest_exec: machine.exec.guest_exec,
+            exec_warning: machine.exec.warning,
+            insn_emulation_per_interrupt: per(insn_emulation, interrupts),
+            insn_emulation_per_s: if duration_s > 0.0 {
+                insn_emulation as f64 / duration_s
+            } else {
+                0.0
+            },
+            placement: machine.placement,
             commands: None,
-            console,
+            console: machine.console,
         }
     }
 
@@ -234,6 +262,17 @@ impl RunReport {
 impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}  {}", self.bench, self.path())?;
+        writeln!(
+            f,
+            "guest {}: insn_emulation {:.1} per interrupt, {:.0} per s",
+            self.guest_exec, self.insn_emulation_per_interrupt, self.insn_emulation_per_s
+        )?;
+        if let Some(warning) = &self.exec_warning {
+            writeln!(f, "WARNING: {warning}")?;
+        }
+        if let Some(note) = self.placement.note(self.config.vcpus) {
+            writeln!(f, "NOTE: {note}")?;
+        }
         writeln!(
             f,
             "interrupts {}  duration {:.3} s  exits {} (userspace {}, kernel {})  exits/interrupt {:.2} (userspace {:.2}, kernel {:.2})",

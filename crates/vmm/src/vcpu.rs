@@ -62,6 +62,8 @@ pub enum VcpuError {
     },
     #[error("vCPU {cpu}: the userspace irqchip failed: {message}")]
     Irqchip { cpu: usize, message: String },
+    #[error(transparent)]
+    Placement(#[from] crate::placement::PlacementError),
     #[error("cannot install the vCPU kick signal handler")]
     Signal(#[source] vmm_sys_util::errno::Error),
 }
@@ -231,7 +233,11 @@ impl Vcpu {
             run.request_interrupt_window = 0;
             return Ok(());
         };
-        if run.ready_for_interrupt_injection == 0 || run.if_flag == 0 {
+        // KVM derives ready_for_interrupt_injection from the guest's
+        // interruptibility (RFLAGS.IF and the interrupt shadow on VT-x/SVM,
+        // the VIF flag under kvm_pvm), so it alone decides. if_flag does
+        // not: in kvm_pvm's native mode it never shows the VIF.
+        if run.ready_for_interrupt_injection == 0 {
             run.request_interrupt_window = 1;
             return Ok(());
         }

@@ -4,9 +4,10 @@
 use dirq_arch::lapic::{MSR_IA32_APIC_BASE, MSR_IA32_TSC_DEADLINE};
 use kvm_bindings::{
     kvm_enable_cap, kvm_irq_routing_entry, kvm_userspace_memory_region, KvmIrqRouting,
-    KVM_CAP_HALT_POLL, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_DISABLE_EXITS,
+    KVM_CAP_DISABLE_QUIRKS2, KVM_CAP_HALT_POLL, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_DISABLE_EXITS,
     KVM_CAP_X86_USER_SPACE_MSR, KVM_IRQ_ROUTING_MSI, KVM_MEM_READONLY, KVM_MSR_EXIT_REASON_FILTER,
     KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN, KVM_X86_DISABLE_EXITS_HLT,
+    KVM_X86_QUIRK_FIX_HYPERCALL_INSN,
 };
 use kvm_ioctls::{Kvm, MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VmFd};
 use vm_memory::{GuestMemoryBackend as _, GuestMemoryRegion};
@@ -167,6 +168,18 @@ impl Vm {
             .map_err(kvm_call("KVM_X86_SET_MSR_FILTER"))
     }
 
+    /// Stops KVM from rewriting VMCALL/VMMCALL into the host's flavour
+    /// (KVM_X86_QUIRK_FIX_HYPERCALL_INSN): under kvm_pvm that rewrite
+    /// livelocks the emulator, where without it the guest gets a #UD and a
+    /// clear failure.
+    pub fn disable_hypercall_patching(&self) -> Result<(), VmError> {
+        self.enable_cap(
+            KVM_CAP_DISABLE_QUIRKS2,
+            u64::from(KVM_X86_QUIRK_FIX_HYPERCALL_INSN),
+            "KVM_CAP_DISABLE_QUIRKS2",
+        )
+    }
+
     /// Binds a new irqfd to an MSI route on `gsi`: writing the eventfd
     /// delivers `msi` with no VMM involvement. The route replaces KVM's
     /// routing table, so a VM uses either this or IOAPIC-input irqfds.
@@ -198,6 +211,20 @@ impl Vm {
             .register_irqfd_with_resample(&trigger, &resample, gsi)
             .map_err(kvm_call("KVM_IRQFD (resample)"))?;
         Ok((trigger, resample))
+    }
+
+    /// An eventfd that KVM signals, completing the write inside the
+    /// kernel, when the guest writes the 4-byte `value` to `gpa`
+    /// (KVM_IOEVENTFD with datamatch); other writes there still exit.
+    pub fn mmio_ioeventfd(&self, gpa: u64, value: u32) -> Result<EventFd, VmError> {
+        if !self.fd.check_extension(kvm_ioctls::Cap::Ioeventfd) {
+            return Err(VmError::MissingCapability("KVM_CAP_IOEVENTFD"));
+        }
+        let eventfd = EventFd::new(libc::EFD_NONBLOCK).map_err(VmError::EventFd)?;
+        self.fd
+            .register_ioevent(&eventfd, &kvm_ioctls::IoEventAddress::Mmio(gpa), value)
+            .map_err(kvm_call("KVM_IOEVENTFD"))?;
+        Ok(eventfd)
     }
 
     /// A new irqfd on `gsi`; KVM's default routes map GSI n to input n of

@@ -10,8 +10,9 @@ use anyhow::{Context, Result};
 use dirq_sim::policy::PolicyKind;
 use dirq_sim::scenario::Scenario;
 use dirq_sim::CostProfile;
-use dirq_vmm::config::{Bench, BenchConfig, GuestIdle, HaltMode, Irqchip};
+use dirq_vmm::config::{Bench, BenchConfig, GuestExec, GuestIdle, HaltMode, Irqchip};
 use dirq_vmm::exits::VmxExit;
+use dirq_vmm::probe::ProbeReport;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
@@ -161,16 +162,30 @@ pub enum ExitStatistic {
     /// ICR) by emulating the trapped instruction, which its `exits`
     /// statistic leaves out (the real runs count them as `insn_emulation`).
     WithoutEmulatedLapicWrites,
+    /// kvm_pvm's native mode: every privileged instruction the guest runs
+    /// traps into KVM and is counted. Beside the twin's exits (its LAPIC
+    /// writes among them) each handled interrupt pays its handler's IRETQ
+    /// and the EOI that PV EOI would skip if the host ever waived it, and
+    /// each wake-up from HLT one more exit, kvm_pvm's injection into the
+    /// woken vCPU (timer-latency counts exactly HLT + arm + EOI + IRETQ + 1).
+    NativeTraps { pv_eoi_waives: bool },
 }
+
+/// Every handler of dirq's guest returns with one IRETQ, which traps
+/// natively under kvm_pvm (docs/native.md).
+const IRETQ_TRAPS_PER_INTERRUPT: f64 = 1.0;
 
 /// The exit reasons of LAPIC register writes.
 const LAPIC_WRITE_REASONS: [VmxExit; 2] = [VmxExit::MsrWrite, VmxExit::ApicAccess];
 
 impl ExitStatistic {
-    pub fn of_backend(backend: Option<&str>) -> Self {
-        match backend {
-            Some("kvm_pvm") => ExitStatistic::WithoutEmulatedLapicWrites,
-            _ => ExitStatistic::EveryExit,
+    /// The statistic of the host `probe` describes. `pv_eoi_waives`: some
+    /// real run with PV EOI had an EOI skipped (KVM set the flag).
+    pub fn of_host(probe: Option<&ProbeReport>, pv_eoi_waives: bool) -> Self {
+        match probe.map(|probe| probe.guest_exec) {
+            Some(GuestExec::Native) => ExitStatistic::NativeTraps { pv_eoi_waives },
+            Some(GuestExec::Emulated) => ExitStatistic::WithoutEmulatedLapicWrites,
+            Some(GuestExec::Hardware) | None => ExitStatistic::EveryExit,
         }
     }
 
@@ -178,6 +193,20 @@ impl ExitStatistic {
     /// the userspace irqchip every LAPIC write is a userspace exit, counted
     /// on every backend.
     fn exits_per_interrupt(self, run: &SimRun, config: &BenchConfig) -> Option<f64> {
+        if let ExitStatistic::NativeTraps { pv_eoi_waives } = self {
+            let unwaived_eoi = if config.pv_eoi && !pv_eoi_waives {
+                1.0
+            } else {
+                0.0
+            };
+            let halts = run
+                .exits_by_reason_per_s
+                .get(VmxExit::Hlt.name())
+                .copied()
+                .unwrap_or(0.0);
+            let exits = per_handled_interrupt(run, run.exits_per_s + halts)?;
+            return Some(exits + IRETQ_TRAPS_PER_INTERRUPT + unwaived_eoi);
+        }
         let emulated = self == ExitStatistic::WithoutEmulatedLapicWrites
             && config.irqchip != Irqchip::Userspace;
         let uncounted: f64 = if emulated {
@@ -416,9 +445,12 @@ fn workload_name(config: &BenchConfig) -> String {
         Bench::TimerLatency => "timer-latency · 1 kHz".into(),
         Bench::Ipi => format!("ipi · {}", path_label(config)),
         Bench::Whileloop => format!("whileloop · {}/s", rate()),
-        Bench::ExitCost | Bench::Fault | Bench::Vioapic | Bench::IoBatch | Bench::Tick => {
-            config.bench.to_string()
-        }
+        Bench::ExitCost
+        | Bench::Fault
+        | Bench::Vioapic
+        | Bench::IoBatch
+        | Bench::Tick
+        | Bench::HaltWakeup => config.bench.to_string(),
     }
 }
 
@@ -707,7 +739,7 @@ mod tests {
     }
 
     #[test]
-    fn on_kvm_pvm_the_twin_of_kvms_lapic_leaves_out_emulated_lapic_writes() {
+    fn on_kvm_pvm_the_twin_counts_what_the_execution_mode_traps() {
         let checks_with = |statistic, irqchip| {
             let mut case = timer_case(1.0);
             case.config.irqchip = irqchip;
@@ -726,17 +758,19 @@ mod tests {
                 .map(|c| c.predicted)
                 .expect("exits compared")
         };
-        let pvm = ExitStatistic::of_backend(Some("kvm_pvm"));
-        assert_eq!(pvm, ExitStatistic::WithoutEmulatedLapicWrites);
-        assert_eq!(
-            ExitStatistic::of_backend(Some("kvm_intel")),
-            ExitStatistic::EveryExit
-        );
-        // HLT, EOI and the TSC-deadline write; kvm_pvm counts only the HLT.
+        let pvm = ExitStatistic::WithoutEmulatedLapicWrites;
+        // HLT, EOI and the TSC-deadline write; emulated kvm_pvm counts only the HLT.
         let every = checks_with(ExitStatistic::EveryExit, Irqchip::Kernel);
         assert!((every - 3.0).abs() < 0.05, "{every}");
         let kernel = checks_with(pvm, Irqchip::Kernel);
         assert!((kernel - 1.0).abs() < 0.05, "{kernel}");
+        // Natively every one of them traps, so does the handler's IRETQ,
+        // and the wake-up from HLT costs an injection exit.
+        let native = ExitStatistic::NativeTraps {
+            pv_eoi_waives: false,
+        };
+        let native = checks_with(native, Irqchip::Kernel);
+        assert!((native - 5.0).abs() < 0.05, "{native}");
         // The userspace irqchip's LAPIC writes are userspace exits, counted anyway.
         let userspace = checks_with(pvm, Irqchip::Userspace);
         assert!((userspace - 3.0).abs() < 0.05, "{userspace}");

@@ -419,8 +419,8 @@ pub fn conclusions_section(findings: &Findings) -> Section {
         intro.push(format!(
             "One exit costs {} when the VMM handles it in userspace and {} when KVM \
              handles it: every exit a design saves is worth that much here.",
-            us(probe.userspace_exit_ns),
-            us(probe.kernel_exit_ns)
+            us(probe.floors.userspace_exit_ns),
+            us(probe.floors.kernel_exit_ns)
         ));
     }
     intro.extend(fastest_path_sentences(findings.cases));

@@ -1,6 +1,6 @@
 //! The report's section on this host's KVM: capabilities and exit costs.
 
-use dirq_vmm::probe::ProbeReport;
+use dirq_vmm::probe::{EmulationTable, ProbeReport};
 
 use super::charts::format_value;
 use super::data::{Section, Table, TableRow};
@@ -34,13 +34,26 @@ pub fn host_section(probe: &ProbeReport) -> Section {
             ),
             row(
                 "one userspace exit (ns, guest round trip)",
-                format_value(probe.userspace_exit_ns),
+                format_value(probe.floors.userspace_exit_ns),
             ),
             row(
                 "one in-kernel exit (ns, guest round trip)",
-                format_value(probe.kernel_exit_ns),
+                format_value(probe.floors.kernel_exit_ns),
             ),
-            row("exits timed per figure", probe.exit_samples.to_string()),
+            row("guest execution", probe.guest_exec.to_string()),
+            row(
+                "x2APIC self-IPI (ns, p50)",
+                format_value(probe.floors.self_ipi_p50_ns),
+            ),
+            row(
+                "IPI to a busy vCPU, one way (ns, p50)",
+                format_value(probe.floors.ipi_busy_p50_ns),
+            ),
+            row(
+                "IPI to a halted vCPU, one way (ns, p50)",
+                format_value(probe.floors.ipi_halted_p50_ns),
+            ),
+            row("events timed per figure", probe.samples.to_string()),
             row(
                 "default halt_poll_ns",
                 probe
@@ -58,10 +71,58 @@ pub fn host_section(probe: &ProbeReport) -> Section {
         intro: vec![format!(
             "An exit handled by the VMM in userspace costs {} ns here and one handled inside KVM \
              {} ns: every exit a design saves is worth that much.",
-            format_value(probe.userspace_exit_ns),
-            format_value(probe.kernel_exit_ns)
+            format_value(probe.floors.userspace_exit_ns),
+            format_value(probe.floors.kernel_exit_ns)
         )],
         figures: Vec::new(),
         tables: vec![table],
+    }
+}
+
+/// Emulated against native on three irq-latency paths into a busy guest.
+pub fn emulation_section(table: &EmulationTable) -> Section {
+    let rows = table
+        .rows
+        .iter()
+        .flat_map(|row| {
+            [&row.emulated, &row.native].map(|run| {
+                TableRow::new(vec![
+                    row.path.clone(),
+                    run.guest_exec.to_string(),
+                    format!("{:.2}", run.exits_per_interrupt),
+                    run.latency_ns
+                        .as_ref()
+                        .map_or_else(|| "-".into(), |l| format!("{:.1}", l.p50 as f64 / 1e3)),
+                    format!("{:.0}", run.insn_emulation_per_interrupt),
+                ])
+            })
+        })
+        .collect();
+    Section {
+        id: "emulation".into(),
+        title: "Emulated against native".into(),
+        intro: vec![
+            "kvm_pvm runs an ordinary guest through its instruction emulator, or natively once \
+             the guest switches (docs/native.md). Every other real figure in this report is \
+             native; this table keeps what emulation costs: the same irq-latency runs into a \
+             busy guest both ways. Emulated, KVM emulates about a thousand instructions per \
+             interrupt; natively only the trapped ones (the EOI, the IRETQ), and the \
+             interrupt's own exits become the cost."
+                .into(),
+        ],
+        figures: Vec::new(),
+        tables: vec![Table {
+            title: "irq-latency into a busy guest, emulated and native".into(),
+            columns: [
+                "path",
+                "guest",
+                "exits/irq",
+                "p50 (us)",
+                "insn_emulation/irq",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        }],
     }
 }

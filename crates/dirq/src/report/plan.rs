@@ -151,7 +151,11 @@ pub fn path_label(config: &BenchConfig) -> String {
             .to_string()
         }
         Bench::Tick => label = format!("tick scale {}", config.tick_scale),
-        Bench::TimerLatency | Bench::Whileloop | Bench::ExitCost | Bench::Fault => {}
+        Bench::TimerLatency
+        | Bench::Whileloop
+        | Bench::ExitCost
+        | Bench::Fault
+        | Bench::HaltWakeup => {}
     }
     label
 }
@@ -177,8 +181,9 @@ pub fn command_line(config: &BenchConfig) -> String {
             config.timer, config.period_ns, config.count
         )),
         Bench::Ipi => command.push_str(&format!(
-            " --ipi {}{} --vcpus {} --count {}",
+            " --ipi {} --ipi-measure {}{} --vcpus {} --count {}",
             config.ipi,
+            config.ipi_measure,
             if config.pv_send_ipi {
                 " --pv-send-ipi"
             } else {
@@ -187,7 +192,9 @@ pub fn command_line(config: &BenchConfig) -> String {
             config.vcpus,
             config.count
         )),
-        Bench::ExitCost => command.push_str(&format!(" --count {}", config.count)),
+        Bench::ExitCost | Bench::HaltWakeup => {
+            command.push_str(&format!(" --count {}", config.count))
+        }
         Bench::Vioapic => command.push_str(&format!(
             " --vioapic {}{} --count {}",
             config.vioapic,
@@ -208,6 +215,9 @@ pub fn command_line(config: &BenchConfig) -> String {
             config.rate_hz, config.duration_ms
         )),
         Bench::Fault => {}
+    }
+    if let Some(exec) = config.guest_exec {
+        command.push_str(&format!(" --guest-exec {exec}"));
     }
     command
 }

@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::Scale;
+use super::Settings;
 use crate::bench::{BenchError, BEST_PATH_HALT_POLL_NS};
 use crate::config::{Bench, BenchConfig, GuestIdle, HaltMode, IpiKind};
 use crate::report::{LatencySummary, RunReport};
@@ -86,7 +86,7 @@ pub struct HaltTable {
 
 /// The rows: every wait mode for a unicast, and for a broadcast (where PV
 /// send-IPI applies) to `BROADCAST_VCPUS`.
-pub fn comparison_configs(scale: Scale) -> Vec<(WaitMode, BenchConfig)> {
+pub fn comparison_configs(settings: Settings) -> Vec<(WaitMode, BenchConfig)> {
     let unicast = [
         WaitMode::HltExits,
         WaitMode::HaltPoll,
@@ -99,13 +99,10 @@ pub fn comparison_configs(scale: Scale) -> Vec<(WaitMode, BenchConfig)> {
         .map(|&mode| (mode, IpiKind::Unicast, 2))
         .chain(broadcast.map(|mode| (mode, IpiKind::Broadcast, BROADCAST_VCPUS)));
     rows.map(|(mode, ipi, vcpus)| {
-        let mut config = BenchConfig::new(Bench::Ipi);
+        let mut config = settings.config(Bench::Ipi);
         config.ipi = ipi;
         config.vcpus = vcpus;
-        config.count = match scale {
-            Scale::Quick => 200,
-            Scale::Full => 1_000,
-        };
+        config.count = settings.pick(200, 1_000);
         config.timeout_ms = ROW_TIMEOUT_SLACK_MS + ROW_TIMEOUT_PER_ROUND_MS * config.count;
         mode.apply(&mut config);
         (mode, config)
@@ -114,10 +111,10 @@ pub fn comparison_configs(scale: Scale) -> Vec<(WaitMode, BenchConfig)> {
 }
 
 /// Measures every row; a row this host cannot run says why instead.
-pub fn compare(scale: Scale) -> Result<HaltTable, BenchError> {
+pub fn compare(settings: Settings) -> Result<HaltTable, BenchError> {
     let mut rows = Vec::new();
     let mut runs = Vec::new();
-    for (mode, config) in comparison_configs(scale) {
+    for (mode, config) in comparison_configs(settings) {
         let mut row = HaltRow {
             ipi: config.ipi,
             mode,

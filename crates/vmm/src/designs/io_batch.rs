@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::Scale;
+use super::Settings;
 use crate::abi;
 use crate::bench::{cycles_to_seconds, window_exits, BenchError};
 use crate::config::{Bench, BenchConfig};
@@ -70,7 +70,7 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
     ] {
         results.insert(name.to_string(), value);
     }
-    let mut report = RunReport::new(config, 0, exits, None, duration_s, results, output.console);
+    let mut report = RunReport::new(config, 0, exits, None, duration_s, results, output.facts);
     report.commands = Some(commands);
     Ok(report)
 }
@@ -95,20 +95,17 @@ pub struct IoBatchTable {
     pub runs: Vec<RunReport>,
 }
 
-pub fn comparison_config(batched: bool, scale: Scale) -> BenchConfig {
-    let mut config = BenchConfig::new(Bench::IoBatch);
+pub fn comparison_config(batched: bool, settings: Settings) -> BenchConfig {
+    let mut config = settings.config(Bench::IoBatch);
     config.io_batch = batched;
-    config.count = match scale {
-        Scale::Quick => 1_000,
-        Scale::Full => 5_000,
-    };
+    config.count = settings.pick(1_000, 5_000);
     config
 }
 
-pub fn compare(scale: Scale) -> Result<IoBatchTable, BenchError> {
+pub fn compare(settings: Settings) -> Result<IoBatchTable, BenchError> {
     let runs = [false, true]
         .into_iter()
-        .map(|batched| crate::bench::run(&comparison_config(batched, scale)))
+        .map(|batched| crate::bench::run(&comparison_config(batched, settings)))
         .collect::<Result<Vec<_>, _>>()?;
     let figure = |run: &RunReport, name: &str| run.results.get(name).copied().unwrap_or(0.0);
     let rows: Vec<IoBatchRow> = runs

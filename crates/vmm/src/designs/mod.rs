@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::{Bench, BenchConfig, GuestExec};
 use crate::report::RunReport;
 
 pub mod halt;
@@ -19,6 +20,31 @@ pub mod vioapic;
 pub enum Scale {
     Quick,
     Full,
+}
+
+/// How a comparison runs: its length, and how the guest executes
+/// (`None`: the host's default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub scale: Scale,
+    pub guest_exec: Option<GuestExec>,
+}
+
+impl Settings {
+    /// `bench`'s defaults, executing as these settings say.
+    pub fn config(self, bench: Bench) -> BenchConfig {
+        let mut config = BenchConfig::new(bench);
+        config.guest_exec = self.guest_exec;
+        config
+    }
+
+    /// `quick` or `full`, by the scale.
+    pub fn pick(self, quick: u64, full: u64) -> u64 {
+        match self.scale {
+            Scale::Quick => quick,
+            Scale::Full => full,
+        }
+    }
 }
 
 /// The exits of `run` by KVM category, per interrupt it delivered.

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use super::Scale;
+use super::Settings;
 use crate::abi;
 use crate::bench::{cycles_to_seconds, guest_share, window_exits, BenchError};
 use crate::config::{Bench, BenchConfig};
@@ -108,7 +108,7 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
         None,
         duration_s,
         results,
-        output.console,
+        output.facts,
     ))
 }
 
@@ -135,20 +135,17 @@ pub struct TickTable {
 /// The scales the comparison runs: the guest's own tick, and a tenth of it.
 pub const COMPARED_SCALES: [u32; 2] = [1, 10];
 
-pub fn comparison_config(scale: u32, length: Scale) -> BenchConfig {
-    let mut config = BenchConfig::new(Bench::Tick);
+pub fn comparison_config(scale: u32, settings: Settings) -> BenchConfig {
+    let mut config = settings.config(Bench::Tick);
     config.tick_scale = scale;
-    config.duration_ms = match length {
-        Scale::Quick => 300,
-        Scale::Full => 1_000,
-    };
+    config.duration_ms = settings.pick(300, 1_000);
     config
 }
 
-pub fn compare(length: Scale) -> Result<TickTable, BenchError> {
+pub fn compare(settings: Settings) -> Result<TickTable, BenchError> {
     let runs = COMPARED_SCALES
         .iter()
-        .map(|&scale| crate::bench::run(&comparison_config(scale, length)))
+        .map(|&scale| crate::bench::run(&comparison_config(scale, settings)))
         .collect::<Result<Vec<_>, _>>()?;
     let figure = |run: &RunReport, name: &str| run.results.get(name).copied().unwrap_or(0.0);
     let rows = runs

@@ -13,17 +13,18 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use vmm_sys_util::eventfd::EventFd;
 
-use super::{per_interrupt_by_category, Scale};
+use super::{per_interrupt_by_category, Settings};
 use crate::abi;
 use crate::bench::{cycles_to_seconds, window_exits, BenchError};
 use crate::config::{Bench, BenchConfig, HaltMode, VioapicMode};
 use crate::devices::event_source::{BackToBack, LineSource, PendingEvents};
 use crate::devices::interrupt::InterruptError;
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
-use crate::devices::vioapic::{Registers, VioapicDevice};
+use crate::devices::vioapic::{Registers, VioapicDevice, POSTED_MASK};
 use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError};
 use crate::memory;
 use crate::report::RunReport;
+use dirq_arch::vioapic::REG_MASK;
 
 /// The slot after guest RAM's.
 const MIRROR_SLOT: u32 = 1;
@@ -78,7 +79,10 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
         })
     };
     let masked_arrivals = result(abi::RESULT_VIOAPIC_MASKED_ARRIVALS);
-    if masked_arrivals > 0 {
+    // A posted mask (ro-page) completes without waiting for a send already
+    // under way, which may then arrive: the guest finds nothing in service
+    // and counts it spurious. Only the synchronous levels promise none.
+    if masked_arrivals > 0 && config.vioapic != VioapicMode::RoPage {
         return violation(format!(
             "{masked_arrivals} interrupts arrived while the guest had the line masked"
         ));
@@ -138,7 +142,7 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
         None,
         duration_s,
         results,
-        output.console,
+        output.facts,
     ))
 }
 
@@ -159,7 +163,13 @@ fn attach_controller(
         VioapicMode::RoPage => {
             let mirror = memory::create_page(abi::VIOAPIC_GPA)?;
             attach.vm.map_readonly(MIRROR_SLOT, &mirror)?;
-            Registers::ReadOnlyMirror(mirror)
+            let posted_mask = attach
+                .vm
+                .mmio_ioeventfd(abi::VIOAPIC_GPA + REG_MASK, POSTED_MASK)?;
+            Registers::ReadOnlyMirror {
+                mirror,
+                posted_mask,
+            }
         }
         VioapicMode::Pv => Registers::Paravirtual,
         _ => Registers::Trapped,
@@ -287,24 +297,21 @@ pub struct VioapicTable {
 /// The vioapic run at `mode` for the comparison: halt polling at KVM's
 /// default, so that the kernel level's device thread can re-assert without
 /// a sleeping vCPU in between.
-pub fn comparison_config(mode: VioapicMode, scale: Scale) -> BenchConfig {
-    let mut config = BenchConfig::new(Bench::Vioapic);
+pub fn comparison_config(mode: VioapicMode, settings: Settings) -> BenchConfig {
+    let mut config = settings.config(Bench::Vioapic);
     config.vioapic = mode;
     config.halt = HaltMode::Poll {
         ns: crate::bench::BEST_PATH_HALT_POLL_NS,
     };
-    config.count = match scale {
-        Scale::Quick => 2_000,
-        Scale::Full => 20_000,
-    };
+    config.count = settings.pick(2_000, 20_000);
     config
 }
 
 /// Runs every level, userspace first.
-pub fn compare(scale: Scale) -> Result<VioapicTable, BenchError> {
+pub fn compare(settings: Settings) -> Result<VioapicTable, BenchError> {
     let runs = VioapicMode::ALL
         .iter()
-        .map(|&mode| crate::bench::run(&comparison_config(mode, scale)))
+        .map(|&mode| crate::bench::run(&comparison_config(mode, settings)))
         .collect::<Result<Vec<_>, _>>()?;
     let figure = |run: &RunReport, name: &str| run.results.get(name).copied().unwrap_or(0.0);
     let baseline = figure(&runs[0], "interrupts_per_s");

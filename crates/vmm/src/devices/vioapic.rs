@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use dirq_arch::lapic::Interrupt;
 use dirq_arch::msi::MsiMessage;
-use dirq_arch::vioapic::{Vioapic, VioapicError, LINES, REG_IRR, REG_ROUTE_BASE};
+use dirq_arch::vioapic::{Vioapic, VioapicError, LINES, REG_IRR, REG_MASK, REG_ROUTE_BASE};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend as _, VolatileMemory};
 
 use super::event_source::LineSource;
@@ -20,18 +20,32 @@ use super::{check_access_size, fill_le, le_value, DeviceError, MmioDevice};
 use crate::abi;
 use crate::memory::GuestMemory;
 use crate::vm::Vm;
+use vmm_sys_util::eventfd::EventFd;
 
 /// Where the guest reads the controller's registers.
 pub enum Registers {
     /// In the MMIO page: every access exits (`--vioapic userspace`).
     Trapped,
     /// In a read-only memory slot over the MMIO page, which the VMM keeps
-    /// current; writes still exit (`--vioapic ro-page`).
-    ReadOnlyMirror(GuestMemory),
+    /// current (`--vioapic ro-page`). Writes exit, but a write that masks
+    /// the line is completed inside KVM by an ioeventfd (`posted_mask`):
+    /// masking needs no synchronisation, so the VMM applies it before the
+    /// next access or raise it handles, which keeps the order. Unmasking
+    /// must take effect at once and traps to the VMM.
+    ReadOnlyMirror {
+        mirror: GuestMemory,
+        posted_mask: EventFd,
+    },
     /// IRR, ISR and MASK in the guest's `struct dirq_vioapic_pv`; MASK is
     /// the guest's to set, UNMASK traps (`--vioapic pv`).
     Paravirtual,
 }
+
+/// The MASK value whose write the ro-page level posts through an
+/// ioeventfd: every line masked. The guest masks by writing MASK | its
+/// line, and every other line is masked already, so that is its mask
+/// write; any other value, an unmask among them, still traps.
+pub const POSTED_MASK: u32 = u32::MAX;
 
 pub struct VioapicDevice {
     model: Mutex<Vioapic>,
@@ -133,6 +147,13 @@ impl VioapicDevice {
     ) -> Result<(), DeviceError> {
         let mut model = self.lock();
         let mut sent = Vec::new();
+        if let Registers::ReadOnlyMirror { posted_mask, .. } = &self.registers {
+            // A non-blocking eventfd reads its count once, or fails when
+            // no mask was posted since.
+            if posted_mask.read().is_ok() {
+                sent.extend(model.write(REG_MASK, POSTED_MASK).map_err(device_error)?);
+            }
+        }
         if matches!(self.registers, Registers::Paravirtual) {
             let mask: u32 = self
                 .memory
@@ -159,7 +180,7 @@ impl VioapicDevice {
     fn publish(&self, model: &Vioapic) -> Result<(), DeviceError> {
         match &self.registers {
             Registers::Trapped => Ok(()),
-            Registers::ReadOnlyMirror(mirror) => {
+            Registers::ReadOnlyMirror { mirror, .. } => {
                 let mut page = Vec::new();
                 for offset in (REG_IRR..REG_ROUTE_BASE + 4 * u64::from(LINES)).step_by(4) {
                     page.extend(model.read(offset).unwrap_or(0).to_le_bytes());

@@ -1,0 +1,186 @@
+//! How the guest will execute on this host, decided from the host side.
+//!
+//! Three cases (docs/native.md): a VT-x/SVM KVM runs an ordinary x86 guest
+//! on hardware; `kvm_pvm` (KVM without VT-x) runs that same guest through
+//! its instruction emulator, or, when the guest switches to it, natively in
+//! ring 3. Native mode is undocumented: a vCPU of a kvm_pvm that offers it
+//! answers KVM_GET_MSRS of `MSR_PVM_SIGNATURE` with "PVM"; on any other KVM
+//! the MSR does not exist and the read fails. The guest is told the outcome
+//! (`shared->guest_exec`) and never probes for itself.
+
+use kvm_bindings::{kvm_msr_entry, Msrs};
+use kvm_ioctls::{Kvm, VcpuFd};
+use serde::{Deserialize, Serialize};
+
+use crate::config::GuestExec;
+
+/// kvm_pvm's identification MSR; reads 0x4d5650 ("PVM").
+const MSR_PVM_SIGNATURE: u32 = 0x4b56_4d11;
+const PVM_SIGNATURE: u64 = 0x4d_5650;
+
+/// Kernel modules that provide KVM's x86 backend.
+const BACKENDS: &[&str] = &["kvm_intel", "kvm_amd", "kvm_pvm"];
+const PVM_BACKEND: &str = "kvm_pvm";
+
+/// Why a hypercall can never complete under kvm_pvm (probed: with KVM's
+/// hypercall-patching quirk VMCALL livelocks in the emulator; without it
+/// VMCALL/VMMCALL raise #UD; natively VMMCALL leaves for the outer
+/// hypervisor).
+pub const PVM_NO_HYPERCALLS: &str =
+    "kvm_pvm cannot complete hypercalls (VMCALL/VMMCALL raise #UD or leave for the outer hypervisor)";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("cannot open /dev/kvm")]
+    OpenKvm(#[source] kvm_ioctls::Error),
+    #[error("{what} failed while probing how guests execute")]
+    Kvm {
+        what: &'static str,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
+    #[error("--guest-exec {requested} is not available on this host: {why}")]
+    Unavailable {
+        requested: GuestExec,
+        why: &'static str,
+    },
+}
+
+/// What this host offers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostExec {
+    /// The loaded KVM backend module (kvm_intel, kvm_amd, kvm_pvm).
+    pub backend: Option<String>,
+    /// kvm_pvm answers its identification MSR: native mode exists.
+    pub pvm_native: bool,
+}
+
+impl HostExec {
+    /// Probes with `vcpu`, any vCPU of any VM on this host.
+    pub fn detect_on(vcpu: &VcpuFd) -> Self {
+        HostExec {
+            backend: kvm_backend(),
+            pvm_native: read_msr(vcpu, MSR_PVM_SIGNATURE) == Some(PVM_SIGNATURE),
+        }
+    }
+
+    /// Probes with a scratch VM and vCPU of its own.
+    pub fn detect(kvm: &Kvm) -> Result<Self, ExecError> {
+        let kvm_call = |what| move |source| ExecError::Kvm { what, source };
+        let vm = kvm.create_vm().map_err(kvm_call("KVM_CREATE_VM"))?;
+        let vcpu = vm.create_vcpu(0).map_err(kvm_call("KVM_CREATE_VCPU"))?;
+        Ok(Self::detect_on(&vcpu))
+    }
+
+    /// Opens /dev/kvm and probes.
+    pub fn detect_host() -> Result<Self, ExecError> {
+        Self::detect(&Kvm::new().map_err(ExecError::OpenKvm)?)
+    }
+
+    pub fn is_pvm(&self) -> bool {
+        self.backend.as_deref() == Some(PVM_BACKEND)
+    }
+
+    /// The modes a run can ask for here, best first.
+    pub fn offered(&self) -> Vec<GuestExec> {
+        match (self.is_pvm(), self.pvm_native) {
+            (true, true) => vec![GuestExec::Native, GuestExec::Emulated],
+            (true, false) => vec![GuestExec::Emulated],
+            (false, _) => vec![GuestExec::Hardware],
+        }
+    }
+
+    /// Native where the host offers it.
+    pub fn default_exec(&self) -> GuestExec {
+        self.offered()[0]
+    }
+
+    /// The mode a run asking for `requested` gets, or why it cannot.
+    pub fn resolve(&self, requested: Option<GuestExec>) -> Result<GuestExec, ExecError> {
+        let Some(requested) = requested else {
+            return Ok(self.default_exec());
+        };
+        if self.offered().contains(&requested) {
+            return Ok(requested);
+        }
+        let why = match requested {
+            GuestExec::Native if self.is_pvm() => {
+                "this kvm_pvm does not answer its native-mode MSR (0x4b564d11)"
+            }
+            GuestExec::Native | GuestExec::Emulated => {
+                "only kvm_pvm (KVM without VT-x/SVM) has native and emulated modes; this KVM runs guests on hardware"
+            }
+            GuestExec::Hardware => {
+                "this KVM is kvm_pvm, which has no hardware virtualization: use native or emulated"
+            }
+        };
+        Err(ExecError::Unavailable { requested, why })
+    }
+
+    /// Why hypercall-based features (PV send-IPI) cannot run here, if so.
+    pub fn hypercalls_unavailable(&self) -> Option<&'static str> {
+        self.is_pvm().then_some(PVM_NO_HYPERCALLS)
+    }
+}
+
+/// The loaded KVM backend, from /sys/module.
+pub fn kvm_backend() -> Option<String> {
+    BACKENDS
+        .iter()
+        .find(|module| std::path::Path::new("/sys/module").join(module).exists())
+        .map(|module| module.to_string())
+}
+
+/// One MSR through KVM_GET_MSRS, or `None` if KVM does not know it.
+pub fn read_msr(vcpu: &VcpuFd, index: u32) -> Option<u64> {
+    let mut msrs = Msrs::from_entries(&[kvm_msr_entry {
+        index,
+        ..Default::default()
+    }])
+    .ok()?;
+    match vcpu.get_msrs(&mut msrs) {
+        Ok(1) => msrs.as_slice().first().map(|entry| entry.data),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(backend: &str, pvm_native: bool) -> HostExec {
+        HostExec {
+            backend: Some(backend.to_string()),
+            pvm_native,
+        }
+    }
+
+    #[test]
+    fn native_is_the_default_only_where_kvm_pvm_offers_it() {
+        assert_eq!(host("kvm_pvm", true).default_exec(), GuestExec::Native);
+        assert_eq!(host("kvm_pvm", false).default_exec(), GuestExec::Emulated);
+        assert_eq!(host("kvm_intel", false).default_exec(), GuestExec::Hardware);
+    }
+
+    #[test]
+    fn a_mode_the_host_lacks_is_refused_with_the_reason() {
+        let pvm = host("kvm_pvm", true);
+        assert_eq!(
+            pvm.resolve(Some(GuestExec::Emulated)).expect("offered"),
+            GuestExec::Emulated
+        );
+        let err = pvm.resolve(Some(GuestExec::Hardware)).expect_err("no VT-x");
+        assert!(err.to_string().contains("use native or emulated"), "{err}");
+        let vmx = host("kvm_intel", false);
+        let err = vmx.resolve(Some(GuestExec::Native)).expect_err("no pvm");
+        assert!(err.to_string().contains("only kvm_pvm"), "{err}");
+        let old_pvm = host("kvm_pvm", false);
+        assert!(old_pvm.resolve(Some(GuestExec::Native)).is_err());
+    }
+
+    #[test]
+    fn hypercalls_are_unavailable_only_under_kvm_pvm() {
+        assert!(host("kvm_pvm", true).hypercalls_unavailable().is_some());
+        assert!(host("kvm_amd", false).hypercalls_unavailable().is_none());
+    }
+}

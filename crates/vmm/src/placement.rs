@@ -1,0 +1,128 @@
+//! Where the vCPU threads run. Each vCPU gets a host CPU of its own when
+//! there are enough: an IPI between two vCPUs time-sliced on one CPU waits
+//! for the scheduler (milliseconds under kvm_pvm) instead of crossing CPUs
+//! (tens of microseconds), so a shared CPU changes what a run measures and
+//! every table that shows such a run says so.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    #[error("cannot read this process's CPU affinity")]
+    Affinity(#[source] std::io::Error),
+    #[error("cannot pin vCPU {vcpu} to host CPU {cpu}")]
+    Pin {
+        vcpu: usize,
+        cpu: usize,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// The host CPUs this process may run on.
+    pub host_cpus: Vec<usize>,
+    /// The host CPU each vCPU thread is pinned to; empty when they are not
+    /// pinned because there are more vCPUs than host CPUs.
+    pub vcpu_cpus: Vec<usize>,
+}
+
+impl Placement {
+    /// One host CPU per vCPU, in order, if the allowed CPUs suffice.
+    pub fn plan(vcpus: usize) -> Result<Self, PlacementError> {
+        Ok(Self::for_cpus(allowed_cpus()?, vcpus))
+    }
+
+    fn for_cpus(host_cpus: Vec<usize>, vcpus: usize) -> Self {
+        let vcpu_cpus = if vcpus <= host_cpus.len() {
+            host_cpus[..vcpus].to_vec()
+        } else {
+            Vec::new()
+        };
+        Placement {
+            host_cpus,
+            vcpu_cpus,
+        }
+    }
+
+    /// Whether some vCPUs time-share a host CPU.
+    pub fn shares_cpus(&self) -> bool {
+        self.vcpu_cpus.is_empty()
+    }
+
+    /// A sentence for tables, when vCPUs share CPUs.
+    pub fn note(&self, vcpus: u32) -> Option<String> {
+        self.shares_cpus().then(|| {
+            format!(
+                "{vcpus} vCPUs share {} host CPUs: the scheduler time-slices them, so cross-vCPU interrupts wait for it",
+                self.host_cpus.len()
+            )
+        })
+    }
+
+    /// Pins the calling thread, vCPU `vcpu`'s, to its host CPU, if it has one.
+    pub fn pin_this_thread(&self, vcpu: usize) -> Result<(), PlacementError> {
+        let Some(&cpu) = self.vcpu_cpus.get(vcpu) else {
+            return Ok(());
+        };
+        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write only into
+        // the local set, and sched_setaffinity reads it for this thread (0).
+        let result = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_ZERO(&mut set);
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        if result != 0 {
+            return Err(PlacementError::Pin {
+                vcpu,
+                cpu,
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn allowed_cpus() -> Result<Vec<usize>, PlacementError> {
+    // SAFETY: sched_getaffinity writes at most size_of::<cpu_set_t>() bytes
+    // into the zeroed local set; CPU_ISSET only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(PlacementError::Affinity(std::io::Error::last_os_error()));
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_vcpu_gets_its_own_cpu_when_there_are_enough() {
+        let placement = Placement::for_cpus(vec![0, 2, 3], 2);
+        assert_eq!(placement.vcpu_cpus, vec![0, 2]);
+        assert!(!placement.shares_cpus());
+        assert_eq!(placement.note(2), None);
+    }
+
+    #[test]
+    fn more_vcpus_than_cpus_are_left_to_the_scheduler_and_said_so() {
+        let placement = Placement::for_cpus(vec![0, 1], 4);
+        assert!(placement.shares_cpus());
+        let note = placement.note(4).expect("a note");
+        assert!(note.contains("4 vCPUs share 2 host CPUs"), "{note}");
+    }
+
+    #[test]
+    fn this_process_may_run_somewhere() {
+        let placement = Placement::plan(1).expect("affinity readable");
+        assert!(!placement.host_cpus.is_empty());
+        assert_eq!(placement.vcpu_cpus.len(), 1);
+    }
+}
