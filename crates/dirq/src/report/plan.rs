@@ -35,9 +35,10 @@ fn count(depth: Depth) -> u64 {
     }
 }
 
-/// Events of a run whose guest polls instead of halting: on kvm_pvm a
-/// running vCPU takes an interrupt only at its next exit (milliseconds), so
-/// more would outlast the watchdog.
+/// Events of a run whose guest polls instead of halting: emulated under
+/// kvm_pvm, or with vCPUs sharing a host CPU, a running vCPU takes an
+/// interrupt only at its next exit (milliseconds), so more would outlast
+/// the watchdog.
 const BUSY_GUEST_EVENTS: u64 = 1_000;
 
 fn events_for(idle: GuestIdle, events: u64) -> u64 {
