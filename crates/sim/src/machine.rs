@@ -228,7 +228,6 @@ impl Machine {
                 service_ns,
             } => self.exit(vcpu, reason, service_ns, fx),
             Effect::RunGuest(vcpu) => self.run_guest(vcpu, fx),
-            Effect::StartHandler { vcpu, vector } => self.deliver_to_guest(vcpu, vector, fx),
             Effect::TryDeliver(vcpu) => self.try_deliver(vcpu, fx),
             Effect::GuestEoi(vcpu) => self.guest_eoi(vcpu, fx),
             Effect::TimerWrite { vcpu, write } => self.guest_timer_write(vcpu, write, fx),

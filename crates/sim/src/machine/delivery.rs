@@ -35,16 +35,16 @@ impl Machine {
                 let Some(vcpu) = self.cores[core].current else {
                     return;
                 };
-                if self.process_posted_notification(vcpu) {
-                    fx.push(Effect::TryDeliver(vcpu));
-                } else if self.vcpus[vcpu].vmcs.external_interrupt_exits() {
+                if !self.process_posted_notification(vcpu)
+                    && self.vcpus[vcpu].vmcs.external_interrupt_exits()
+                {
                     fx.exit(
                         vcpu,
                         ExitReason::ExtInt,
                         self.profile.exit_cost(ExitReason::ExtInt),
                     );
                 } else {
-                    fx.push(Effect::TryDeliver(vcpu));
+                    self.try_deliver(vcpu, fx);
                 }
             }
             Mode::Host => {}
@@ -129,8 +129,9 @@ impl Machine {
         self.deliver_physical(core, vector, fx);
     }
 
-    /// Delivers one interrupt the guest can take now, in guest mode, and
-    /// tries again; once there is none, the guest runs on.
+    /// Delivers what the guest can take now, in guest mode (each
+    /// delivery starts a handler, which masks interrupts unless the guest
+    /// nests); then the guest runs on.
     pub(super) fn try_deliver(&mut self, vcpu: usize, fx: &mut Effects) {
         if !self.in_guest(vcpu) {
             return;
@@ -147,9 +148,8 @@ impl Machine {
                     }
                     self.cores[core].lapic.acknowledge();
                     if is_guest_vector(vector) {
-                        fx.push(Effect::StartHandler { vcpu, vector });
-                        fx.push(Effect::TryDeliver(vcpu));
-                        return;
+                        self.deliver_to_guest(vcpu, vector, fx);
+                        continue;
                     }
                     // A host vector reached guest code.
                     self.cores[core].lapic.eoi();
@@ -175,11 +175,7 @@ impl Machine {
                 .vmcs
                 .deliver_virtual_interrupt(&mut v.vlapic, v.interruptible)
             {
-                Some(vector) => {
-                    fx.push(Effect::StartHandler { vcpu, vector });
-                    fx.push(Effect::TryDeliver(vcpu));
-                    return;
-                }
+                Some(vector) => self.deliver_to_guest(vcpu, vector, fx),
                 None => break,
             }
         }
@@ -209,17 +205,11 @@ mod tests {
         let mut m = single(PolicyKind::Did);
         running(&mut m, 0);
         let fx = listed(&mut m, |m, fx| m.deliver_physical(1, GUEST_VF_VECTOR, fx));
-        assert_eq!(fx, [Effect::TryDeliver(0)]);
-        let fx = listed(&mut m, |m, fx| m.try_deliver(0, fx));
-        let vector = GUEST_VF_VECTOR;
-        assert_eq!(
-            fx,
-            [
-                Effect::StartHandler { vcpu: 0, vector },
-                Effect::TryDeliver(0)
-            ]
-        );
+        let step_end = Effect::Cancel(Event::GuestStep { vcpu: 0 });
+        assert_eq!(fx, [step_end, Effect::RunGuest(0)]);
         assert!(m.cores[1].lapic.isr().contains(GUEST_VF_VECTOR));
+        let handler = m.vcpus[0].frames.last().and_then(|frame| frame.vector);
+        assert_eq!(handler, Some(GUEST_VF_VECTOR));
     }
 
     #[test]

@@ -22,11 +22,6 @@ pub(super) enum Effect {
     },
     /// Run the guest's instructions until one takes time.
     RunGuest(usize),
-    /// The guest starts the handler for `vector`.
-    StartHandler {
-        vcpu: usize,
-        vector: u8,
-    },
     /// Deliver whatever the guest can take now.
     TryDeliver(usize),
     GuestEoi(usize),

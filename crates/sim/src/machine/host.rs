@@ -12,7 +12,7 @@ impl Machine {
         self.set_mode(core, Mode::Guest);
         self.cores[core].free_host_irqs = 0;
         if let Some(vector) = self.vcpus[vcpu].injecting.take() {
-            fx.push(Effect::StartHandler { vcpu, vector });
+            self.deliver_to_guest(vcpu, vector, fx);
         }
         fx.push(Effect::TryDeliver(vcpu));
     }
@@ -353,14 +353,10 @@ mod tests {
         m.cores[1].mode = Mode::Host;
         m.vcpus[0].vlapic.accept(GUEST_VF_VECTOR, TriggerMode::Edge);
         let fx = listed(&mut m, |m, fx| m.finish_host_work(1, 0, fx));
-        let vector = GUEST_VF_VECTOR;
-        assert_eq!(
-            fx,
-            [
-                Effect::StartHandler { vcpu: 0, vector },
-                Effect::TryDeliver(0)
-            ]
-        );
+        let step_end = Effect::Cancel(Event::GuestStep { vcpu: 0 });
+        assert_eq!(fx, [step_end, Effect::TryDeliver(0)]);
+        let handler = m.vcpus[0].frames.last().and_then(|frame| frame.vector);
+        assert_eq!(handler, Some(GUEST_VF_VECTOR));
         assert_eq!(m.cores[1].mode, Mode::Guest);
     }
 
