@@ -2,6 +2,7 @@
 //! the block device and the guest's IPI sender.
 
 use super::*;
+use crate::scenario::NicCoalescing;
 
 /// A VM's VF's PCI requester ID, which interrupt remapping validates.
 pub(super) fn vf_requester(vm: usize) -> u16 {
@@ -50,7 +51,57 @@ impl QueuePair {
     }
 }
 
+/// What the VF's coalescing logic asks for after a packet or a timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Coalescing {
+    /// Nothing to signal, or the timeout already runs.
+    Wait,
+    /// Arm the timeout to fire at this time.
+    ArmTimeout(u64),
+    /// Write the MSI-X message (and drop a pending timeout).
+    Fire,
+}
+
 impl RxQueue {
+    /// A packet lands in the ring at `now`: false if the ring is full and
+    /// the packet is dropped.
+    pub(super) fn receive(&mut self, now: u64) -> bool {
+        if self.ring >= RX_RING_SIZE {
+            self.dropped += 1;
+            return false;
+        }
+        self.ring += 1;
+        self.since_interrupt += 1;
+        self.first_unsignalled.get_or_insert(now);
+        true
+    }
+
+    /// The 82599-style coalescing logic: fire at the packet threshold, or
+    /// when the timeout armed at the first unsignalled packet runs out,
+    /// and only while the driver has the interrupt unmasked.
+    pub(super) fn coalesce(
+        &mut self,
+        now: u64,
+        nic: NicCoalescing,
+        timed_out: bool,
+        timeout_armed: bool,
+    ) -> Coalescing {
+        if self.masked || self.ring == 0 || self.since_interrupt == 0 {
+            return Coalescing::Wait;
+        }
+        let threshold = self.since_interrupt >= nic.packets_per_interrupt;
+        if !threshold && !timed_out {
+            if timeout_armed {
+                return Coalescing::Wait;
+            }
+            let at = self.first_unsignalled.unwrap_or(now) + nic.interrupt_timeout_ns;
+            return Coalescing::ArmTimeout(at.max(now));
+        }
+        self.since_interrupt = 0;
+        self.first_unsignalled = None;
+        Coalescing::Fire
+    }
+
     /// The driver re-enables the queue's interrupt after its poll.
     pub(super) fn unmask(&mut self) {
         self.masked = false;
@@ -111,15 +162,9 @@ impl Machine {
 
     /// A packet lands in a receive ring.
     pub(super) fn rx_packet(&mut self, queues: usize, kind: RxQueueKind, fx: &mut Effects) {
-        let now = self.now;
-        let rx = self.queues[queues].rx(kind);
-        if rx.ring >= RX_RING_SIZE {
-            rx.dropped += 1;
+        if !self.queues[queues].rx(kind).receive(self.now) {
             return;
         }
-        rx.ring += 1;
-        rx.since_interrupt += 1;
-        rx.first_unsignalled.get_or_insert(now);
         match kind {
             RxQueueKind::Vf => self.maybe_fire_vf(queues, false, fx),
             RxQueueKind::Virtio => {
@@ -136,31 +181,23 @@ impl Machine {
         }
     }
 
-    /// The VF's coalescing logic: fire at the packet threshold, or when the
-    /// timeout armed at the first unsignalled packet runs out.
+    /// The VF queue's coalescing decision, carried out.
     pub(super) fn maybe_fire_vf(&mut self, queues: usize, timed_out: bool, fx: &mut Effects) {
-        let coalescing = self.spec.nic;
-        let now = self.now;
         let timeout = Event::CoalesceTimeout {
             queues: queues as u32,
         };
-        let timeout_armed = fx.is_pending(timeout);
-        let rx = &mut self.queues[queues].vf;
-        if rx.masked || rx.ring == 0 || rx.since_interrupt == 0 {
-            return;
-        }
-        let threshold = rx.since_interrupt >= coalescing.packets_per_interrupt;
-        if !threshold && !timed_out {
-            if !timeout_armed {
-                let at = rx.first_unsignalled.unwrap_or(now) + coalescing.interrupt_timeout_ns;
-                fx.schedule(at.max(now), timeout);
+        let armed = fx.is_pending(timeout);
+        match self.queues[queues]
+            .vf
+            .coalesce(self.now, self.spec.nic, timed_out, armed)
+        {
+            Coalescing::Wait => {}
+            Coalescing::ArmTimeout(at) => fx.schedule(at, timeout),
+            Coalescing::Fire => {
+                fx.cancel(timeout);
+                self.fire_vf_msi(queues, fx);
             }
-            return;
         }
-        rx.since_interrupt = 0;
-        rx.first_unsignalled = None;
-        fx.cancel(timeout);
-        self.fire_vf_msi(queues, fx);
     }
 
     /// The VF writes its MSI-X message; the IOMMU remaps it.
@@ -364,6 +401,41 @@ mod tests {
         let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, fx));
         let message = NmiMessage::AssignedInterrupt { queues: 0 };
         assert_eq!(fx, [Effect::Nmi { core: 1, message }]);
+    }
+
+    const NIC: NicCoalescing = NicCoalescing {
+        packets_per_interrupt: 3,
+        interrupt_timeout_ns: 1_000,
+    };
+
+    #[test]
+    fn coalescing_arms_once_fires_at_the_threshold_and_stays_quiet_masked() {
+        let mut rx = RxQueue::default();
+        assert!(rx.receive(100));
+        assert_eq!(
+            rx.coalesce(100, NIC, false, false),
+            Coalescing::ArmTimeout(1_100)
+        );
+        assert!(rx.receive(200));
+        assert_eq!(rx.coalesce(200, NIC, false, true), Coalescing::Wait);
+        assert!(rx.receive(300));
+        assert_eq!(rx.coalesce(300, NIC, false, true), Coalescing::Fire);
+        assert_eq!((rx.since_interrupt, rx.first_unsignalled), (0, None));
+        rx.masked = true;
+        assert!(rx.receive(400));
+        assert_eq!(rx.coalesce(1_400, NIC, true, false), Coalescing::Wait);
+    }
+
+    #[test]
+    fn a_timeout_fires_below_the_threshold_and_late_arming_is_now() {
+        let mut rx = RxQueue::default();
+        assert!(rx.receive(100));
+        assert_eq!(rx.coalesce(1_100, NIC, true, false), Coalescing::Fire);
+        assert!(rx.receive(2_000));
+        assert_eq!(
+            rx.coalesce(5_000, NIC, false, false),
+            Coalescing::ArmTimeout(5_000)
+        );
     }
 
     #[test]
