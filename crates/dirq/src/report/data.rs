@@ -173,9 +173,9 @@ impl Spread {
         })
     }
 
-    /// "41.2K (39.8K-44.0K)": the median, and the range when it ran more than once.
+    /// "41.2K (39.8K-44.0K)": the median, and the range when the runs differ.
     pub fn text(&self, format: impl Fn(f64) -> String) -> String {
-        if self.runs > 1 {
+        if self.min != self.max {
             format!(
                 "{} ({}\u{2013}{})",
                 format(self.median),
@@ -279,5 +279,6 @@ mod tests {
         let format = |v: f64| format!("{v:.0}");
         assert_eq!(odd.text(format), "2 (1\u{2013}3)");
         assert_eq!(Spread::of([5.0]).expect("one").text(format), "5");
+        assert_eq!(Spread::of([5.0, 5.0]).expect("same").text(format), "5");
     }
 }

@@ -29,7 +29,7 @@ table { border-collapse: collapse; font-size: 0.85em; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; vertical-align: top; }
 th { background: #f2f2f2; }
 th:first-child, td:first-child, td.text { text-align: left; }
-td.text { overflow-wrap: anywhere; max-width: 420px; }
+td.text { overflow-wrap: break-word; max-width: 420px; }
 tr.flagged td { background: #fde2e1; }
 .error { color: #a00; }
 ";

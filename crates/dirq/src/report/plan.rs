@@ -39,7 +39,7 @@ fn count(depth: Depth) -> u64 {
 /// kvm_pvm, or with vCPUs sharing a host CPU, a running vCPU takes an
 /// interrupt only at its next exit (milliseconds), so more would outlast
 /// the watchdog.
-const BUSY_GUEST_EVENTS: u64 = 1_000;
+const BUSY_GUEST_EVENTS: u64 = 500;
 
 fn events_for(idle: GuestIdle, events: u64) -> u64 {
     match idle {
@@ -265,9 +265,10 @@ pub fn run_all(
         })
         .collect();
     let mut raws = Vec::new();
-    let mut failures = Vec::new();
+    // Per case: how many of its runs failed, and the first error.
+    let mut failed: Vec<(usize, Option<String>)> = vec![(0, None); cases.len()];
     for round in 1..=repeats {
-        for case in &mut cases {
+        for (case, (count, first)) in cases.iter_mut().zip(&mut failed) {
             bar.set_message(format!(
                 "{} {} (run {round} of {repeats})",
                 case.config.bench, case.label
@@ -279,14 +280,24 @@ pub fn run_all(
                     case.repeats.push(repeat);
                     raws.push(raw);
                 }
-                Err(err) => failures.push(format!(
-                    "`{}` failed (run {round} of {repeats}): {err:#}",
-                    case.command
-                )),
+                Err(err) => {
+                    *count += 1;
+                    first.get_or_insert_with(|| format!("{err:#}"));
+                }
             }
             bar.inc(1);
         }
     }
+    let failures = cases
+        .iter()
+        .zip(failed)
+        .filter_map(|(case, (count, first))| {
+            Some(format!(
+                "`{}` failed in {count} of {repeats} runs: {}",
+                case.command, first?
+            ))
+        })
+        .collect();
     cases.retain(|case| !case.repeats.is_empty());
     (cases, raws, failures)
 }

@@ -367,7 +367,7 @@ impl RealCase {
 
 fn runs_table(cases: &[RealCase]) -> Table {
     Table {
-        title: "All real runs".into(),
+        title: "All real runs (the figures above fold away the commands that repeat them)".into(),
         columns: [
             "bench",
             "path",
@@ -379,7 +379,6 @@ fn runs_table(cases: &[RealCase]) -> Table {
             "p50 (ns)",
             "time in guest",
             "CPU (cores)",
-            "command",
         ]
         .map(String::from)
         .to_vec(),
@@ -408,7 +407,6 @@ fn runs_table(cases: &[RealCase]) -> Table {
                         spread_cell(case.p50(), format_value),
                         spread_cell(share, format_percent),
                         spread_cell(case.cpu_cores(), |v| format!("{v:.2}")),
-                        case.command.clone(),
                     ],
                     share.is_some_and(|s| impossible_share(&s)),
                 )
