@@ -183,6 +183,16 @@ impl Machine {
         self.cores[core].vf_vectors.get(usize::from(index)).copied()
     }
 
+    /// Schedules `event` after an exponential gap of mean 1/`rate_per_s`
+    /// (the next arrival of a Poisson process), unless the rate is zero.
+    fn schedule_poisson(&mut self, rate_per_s: f64, event: Event, fx: &mut Effects) {
+        if rate_per_s <= 0.0 {
+            return;
+        }
+        let gap = self.rng.exponential_ns(1e9 / rate_per_s);
+        fx.schedule(self.now + gap, event);
+    }
+
     pub(crate) fn run(&mut self) {
         let mut fx = std::mem::take(&mut self.fx);
         while let Some((time, event)) = fx.queue.pop() {

@@ -121,18 +121,9 @@ impl Machine {
     }
 
     pub(super) fn schedule_packet(&mut self, queues: usize, kind: RxQueueKind, fx: &mut Effects) {
-        let rate = self.packet_rate();
-        if rate <= 0.0 {
-            return;
-        }
-        let gap = self.rng.exponential_ns(1e9 / rate);
-        fx.schedule(
-            self.now + gap,
-            Event::PacketArrival {
-                queues: queues as u32,
-                kind,
-            },
-        );
+        let queues = queues as u32;
+        let arrival = Event::PacketArrival { queues, kind };
+        self.schedule_poisson(self.packet_rate(), arrival, fx);
     }
 
     /// The VM a queue pair belongs to.

@@ -250,16 +250,7 @@ impl Machine {
             ExitReason::IoInsr => self.profile.idle_exits_per_s.io_instruction,
             _ => self.profile.idle_exits_per_s.ept_violation,
         };
-        if rate <= 0.0 {
-            return;
-        }
-        let gap = self.rng.exponential_ns(1e9 / rate);
-        fx.schedule(
-            self.now + gap,
-            Event::BackgroundExit {
-                vcpu: vcpu as u32,
-                reason,
-            },
-        );
+        let vcpu = vcpu as u32;
+        self.schedule_poisson(rate, Event::BackgroundExit { vcpu, reason }, fx);
     }
 }
