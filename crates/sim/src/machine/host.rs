@@ -3,6 +3,20 @@
 
 use super::*;
 
+/// Round robin: the first vCPU after `current` in `runqueue` that is
+/// `runnable`, wrapping around; None when that is `current` itself.
+fn next_in_turn(
+    runqueue: &[usize],
+    current: usize,
+    runnable: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    let position = runqueue.iter().position(|&id| id == current).unwrap_or(0);
+    (1..=runqueue.len())
+        .map(|step| runqueue[(position + step) % runqueue.len()])
+        .find(|&id| id == current || runnable(id))
+        .filter(|&next| next != current)
+}
+
 impl Machine {
     pub(super) fn enter_guest(&mut self, core: usize, fx: &mut Effects) {
         let Some(vcpu) = self.cores[core].current else {
@@ -219,12 +233,8 @@ impl Machine {
             self.arm_slice(core, self.profile.host_ns.preemption_retry, fx);
             return 0;
         }
-        let queue = &self.cores[core].runqueue;
-        let position = queue.iter().position(|&id| id == current).unwrap_or(0);
-        let next = (1..=queue.len())
-            .map(|step| queue[(position + step) % queue.len()])
-            .find(|&id| id == current || self.vcpus[id].state != VcpuState::Halted);
-        let Some(next) = next.filter(|&next| next != current) else {
+        let runnable = |vcpu: usize| self.vcpus[vcpu].state != VcpuState::Halted;
+        let Some(next) = next_in_turn(&self.cores[core].runqueue, current, runnable) else {
             return 0;
         };
         self.schedule_out(current, fx);
@@ -311,6 +321,15 @@ mod tests {
         m.vcpus[1].state = VcpuState::Runnable;
         m.cores[1].mode = Mode::Host;
         m
+    }
+
+    #[test]
+    fn round_robin_skips_halted_vcpus_and_keeps_a_lone_runner() {
+        let runqueue = [3, 5, 7];
+        assert_eq!(next_in_turn(&runqueue, 5, |_| true), Some(7));
+        assert_eq!(next_in_turn(&runqueue, 7, |vcpu| vcpu != 3), Some(5));
+        assert_eq!(next_in_turn(&runqueue, 3, |_| false), None);
+        assert_eq!(next_in_turn(&[3], 3, |_| true), None);
     }
 
     #[test]
