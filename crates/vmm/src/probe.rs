@@ -164,6 +164,19 @@ pub fn probe(guest_exec: Option<GuestExec>) -> Result<ProbeReport, ProbeError> {
     })
 }
 
+impl Floors {
+    /// Each floor with what it times, in the order people read them.
+    pub fn named(&self) -> [(&'static str, f64); 5] {
+        [
+            ("exit to the VMM (port I/O), mean", self.userspace_exit_ns),
+            ("exit handled in KVM (RDMSR), mean", self.kernel_exit_ns),
+            ("x2APIC self-IPI, p50", self.self_ipi_p50_ns),
+            ("IPI to a busy vCPU, one way, p50", self.ipi_busy_p50_ns),
+            ("IPI to a halted vCPU, one way, p50", self.ipi_halted_p50_ns),
+        ]
+    }
+}
+
 /// One interrupt path measured emulated and natively.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EmulationRow {
@@ -304,34 +317,11 @@ impl std::fmt::Display for ProbeReport {
             self.guest_exec,
             offered.join(", ")
         )?;
-        let us = |ns: f64| ns / 1e3;
         let floors = &self.floors;
         writeln!(f, "platform floors ({} events each):", self.samples)?;
-        writeln!(
-            f,
-            "  exit to the VMM (port I/O)      {:>8.2} us mean",
-            us(floors.userspace_exit_ns)
-        )?;
-        writeln!(
-            f,
-            "  exit handled in KVM (RDMSR)     {:>8.2} us mean",
-            us(floors.kernel_exit_ns)
-        )?;
-        writeln!(
-            f,
-            "  x2APIC self-IPI                 {:>8.2} us p50",
-            us(floors.self_ipi_p50_ns)
-        )?;
-        writeln!(
-            f,
-            "  IPI to a busy vCPU, one way     {:>8.2} us p50",
-            us(floors.ipi_busy_p50_ns)
-        )?;
-        writeln!(
-            f,
-            "  IPI to a halted vCPU, one way   {:>8.2} us p50",
-            us(floors.ipi_halted_p50_ns)
-        )?;
+        for (name, ns) in floors.named() {
+            writeln!(f, "  {name:<36} {:>8.2} us", ns / 1e3)?;
+        }
         if let Some(note) = &floors.placement_note {
             writeln!(f, "  NOTE: {note}")?;
         }

@@ -22,7 +22,7 @@ pub fn host_section(probe: &ProbeReport) -> Section {
     let table = Table {
         title: "`dirq probe`".into(),
         columns: vec!["what".into(), "this host".into()],
-        rows: vec![
+        rows: [
             row(
                 "KVM backend",
                 probe.backend.clone().unwrap_or_else(|| "unknown".into()),
@@ -32,28 +32,17 @@ pub fn host_section(probe: &ProbeReport) -> Section {
                 "vCPUs (recommended / max)",
                 format!("{} / {}", probe.recommended_vcpus, probe.max_vcpus),
             ),
-            row(
-                "one userspace exit (ns, guest round trip)",
-                format_value(probe.floors.userspace_exit_ns),
-            ),
-            row(
-                "one in-kernel exit (ns, guest round trip)",
-                format_value(probe.floors.kernel_exit_ns),
-            ),
             row("guest execution", probe.guest_exec.to_string()),
-            row(
-                "x2APIC self-IPI (ns, p50)",
-                format_value(probe.floors.self_ipi_p50_ns),
-            ),
-            row(
-                "IPI to a busy vCPU, one way (ns, p50)",
-                format_value(probe.floors.ipi_busy_p50_ns),
-            ),
-            row(
-                "IPI to a halted vCPU, one way (ns, p50)",
-                format_value(probe.floors.ipi_halted_p50_ns),
-            ),
-            row("events timed per figure", probe.samples.to_string()),
+        ]
+        .into_iter()
+        .chain(
+            probe
+                .floors
+                .named()
+                .map(|(name, ns)| row(&format!("{name} (ns)"), format_value(ns))),
+        )
+        .chain([
+            row("events timed per floor", probe.samples.to_string()),
             row(
                 "default halt_poll_ns",
                 probe
@@ -63,7 +52,8 @@ pub fn host_section(probe: &ProbeReport) -> Section {
             row("capabilities", available.join(" ")),
             row("capabilities missing", missing.join(" ")),
             row("KVM PV features", probe.pv_features.join(" ")),
-        ],
+        ])
+        .collect(),
     };
     Section {
         id: "host".into(),
