@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use kvm_bindings::{kvm_msr_entry, Msrs, KVM_MAX_CPUID_ENTRIES};
+use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
 use kvm_ioctls::{Cap, Kvm};
 use vm_memory::{Bytes, GuestAddress};
 
@@ -23,7 +23,7 @@ use crate::devices::userspace_irqchip::{
     GuestTscClock, LapicMmio, LapicMsrs, UserspaceIrqchip, UserspaceMsi,
 };
 use crate::devices::Bus;
-use crate::exec::{ExecError, HostExec};
+use crate::exec::{read_msr, ExecError, HostExec};
 use crate::exits::ExitAccounting;
 use crate::memory::{self, GuestMemory, MemoryError};
 use crate::placement::{Placement, PlacementError};
@@ -65,8 +65,8 @@ pub enum MachineError {
     Protocol(&'static str),
     #[error("userspace irqchip: {0}")]
     Irqchip(String),
-    #[error("cannot read the guest TSC")]
-    GuestTsc(#[source] kvm_ioctls::Error),
+    #[error("cannot read the guest TSC (KVM_GET_MSRS of IA32_TSC)")]
+    GuestTsc,
     #[error("a VMM thread panicked: {0}")]
     ThreadPanic(&'static str),
     #[error(transparent)]
@@ -490,24 +490,8 @@ fn interrupt_sink(
 
 /// Maps the guest's TSC onto the host's, for the userspace LAPIC timers.
 fn guest_tsc_clock(vcpu: &Vcpu, tsc_khz: u64) -> Result<GuestTscClock, MachineError> {
-    let mut msrs = Msrs::from_entries(&[kvm_msr_entry {
-        index: MSR_IA32_TSC,
-        ..Default::default()
-    }])
-    .map_err(|_| MachineError::Irqchip("cannot build a KVM_GET_MSRS request".into()))?;
     let host_tsc = GuestTscClock::host_tsc();
-    let read = vcpu
-        .fd
-        .get_msrs(&mut msrs)
-        .map_err(MachineError::GuestTsc)?;
-    let guest_tsc = msrs
-        .as_slice()
-        .first()
-        .filter(|_| read == 1)
-        .map(|entry| entry.data);
-    let guest_tsc = guest_tsc.ok_or(MachineError::Irqchip(
-        "KVM_GET_MSRS returned no IA32_TSC".into(),
-    ))?;
+    let guest_tsc = read_msr(&vcpu.fd, MSR_IA32_TSC).ok_or(MachineError::GuestTsc)?;
     Ok(GuestTscClock::new(guest_tsc, host_tsc, tsc_khz))
 }
 
