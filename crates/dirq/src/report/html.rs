@@ -143,8 +143,11 @@ fn render_figure(figure: &Figure) -> Markup {
             @if !figure.commands.is_empty() {
                 details {
                     summary {
-                        "The " (figure.commands.len()) " command"
-                        @if figure.commands.len() > 1 { "s" } " that repeat these runs"
+                        @if figure.commands.len() == 1 {
+                            "The command that repeats these runs"
+                        } @else {
+                            "The " (figure.commands.len()) " commands that repeat these runs"
+                        }
                     }
                     pre { code { @for command in &figure.commands { (command) "\n" } } }
                 }
