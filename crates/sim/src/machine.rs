@@ -183,6 +183,11 @@ impl Machine {
         self.cores[core].vf_vectors.get(usize::from(index)).copied()
     }
 
+    /// Lists an exit of `vcpu` for `reason` at the profile's cost.
+    fn list_exit(&self, vcpu: usize, reason: ExitReason, fx: &mut Effects) {
+        fx.exit(vcpu, reason, self.profile.exit_cost(reason));
+    }
+
     /// Schedules `event` after an exponential gap of mean 1/`rate_per_s`
     /// (the next arrival of a Poisson process), unless the rate is zero.
     fn schedule_poisson(&mut self, rate_per_s: f64, event: Event, fx: &mut Effects) {
@@ -278,7 +283,7 @@ impl Machine {
             Event::BackgroundExit { vcpu, reason } => {
                 let vcpu = vcpu as usize;
                 if self.in_guest(vcpu) {
-                    fx.exit(vcpu, reason, self.profile.exit_cost(reason));
+                    self.list_exit(vcpu, reason, fx);
                 }
                 self.schedule_background_exit(vcpu, reason, fx);
             }

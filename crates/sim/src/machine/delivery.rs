@@ -38,11 +38,7 @@ impl Machine {
                 if !self.process_posted_notification(vcpu)
                     && self.vcpus[vcpu].vmcs.external_interrupt_exits()
                 {
-                    fx.exit(
-                        vcpu,
-                        ExitReason::ExtInt,
-                        self.profile.exit_cost(ExitReason::ExtInt),
-                    );
+                    self.list_exit(vcpu, ExitReason::ExtInt, fx);
                 } else {
                     self.try_deliver(vcpu, fx);
                 }
@@ -104,11 +100,7 @@ impl Machine {
         }
         if let (Mode::Guest, Some(vcpu)) = (self.cores[core].mode, self.cores[core].current) {
             if self.vcpus[vcpu].vmcs.nmi_exits() {
-                fx.exit(
-                    vcpu,
-                    ExitReason::Nmi,
-                    self.profile.exit_cost(ExitReason::Nmi),
-                );
+                self.list_exit(vcpu, ExitReason::Nmi, fx);
             }
         }
     }
@@ -156,11 +148,7 @@ impl Machine {
                     if self.vcpus[vcpu].vmcs.exception_exits(NOT_PRESENT_EXCEPTION) {
                         // ELI's shadow IDT: not present, #NP exits, the host
                         // handles it (it stays in service for the host).
-                        fx.exit(
-                            vcpu,
-                            ExitReason::Exception,
-                            self.profile.exit_cost(ExitReason::Exception),
-                        );
+                        self.list_exit(vcpu, ExitReason::Exception, fx);
                         fx.push(Effect::HostVector { core, vector });
                         return;
                     }

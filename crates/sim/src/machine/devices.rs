@@ -284,11 +284,7 @@ impl Machine {
     /// A virtio notify: a port write that exits under every hypervisor.
     pub(super) fn io_notify(&self, vcpu: usize, fx: &mut Effects) {
         if self.vcpus[vcpu].vmcs.io_exits() {
-            fx.exit(
-                vcpu,
-                ExitReason::IoInsr,
-                self.profile.exit_cost(ExitReason::IoInsr),
-            );
+            self.list_exit(vcpu, ExitReason::IoInsr, fx);
         }
     }
 

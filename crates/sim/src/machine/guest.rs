@@ -358,11 +358,7 @@ impl Machine {
             self.vcpus[vcpu]
                 .vmcs
                 .set_primary(CPU_INTERRUPT_WINDOW_EXITING, false);
-            fx.exit(
-                vcpu,
-                ExitReason::PendVInt,
-                self.profile.exit_cost(ExitReason::PendVInt),
-            );
+            self.list_exit(vcpu, ExitReason::PendVInt, fx);
             return;
         }
         fx.push(Effect::TryDeliver(vcpu));

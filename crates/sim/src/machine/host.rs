@@ -179,11 +179,7 @@ impl Machine {
         let core = self.vcpus[vcpu].home_core;
         if self.vcpus[vcpu].vmcs.hlt_exits() {
             self.vcpus[vcpu].halt_requested = true;
-            fx.exit(
-                vcpu,
-                ExitReason::Hlt,
-                self.profile.exit_cost(ExitReason::Hlt),
-            );
+            self.list_exit(vcpu, ExitReason::Hlt, fx);
             return;
         }
         // HLT does not exit: the core halts until an interrupt.

@@ -132,22 +132,14 @@ impl Machine {
             });
         let completed = match self.vcpus[vcpu].vmcs.msr_write(msrs::EOI) {
             MsrWriteAction::Exit => {
-                fx.exit(
-                    vcpu,
-                    ExitReason::MsrWr,
-                    self.profile.exit_cost(ExitReason::MsrWr),
-                );
+                self.list_exit(vcpu, ExitReason::MsrWr, fx);
                 self.emulate_eoi(vcpu)
             }
             MsrWriteAction::VirtualizedApicWrite => {
                 let v = &mut self.vcpus[vcpu];
                 let outcome = v.vmcs.virtualize_eoi(&mut v.vlapic);
                 if outcome.exits {
-                    fx.exit(
-                        vcpu,
-                        ExitReason::Other,
-                        self.profile.exit_cost(ExitReason::Other),
-                    );
+                    self.list_exit(vcpu, ExitReason::Other, fx);
                 }
                 outcome.completed
             }
