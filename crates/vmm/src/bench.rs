@@ -2,7 +2,6 @@
 //! the device thread and KVM counted into a `RunReport`.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -319,72 +318,4 @@ pub fn compare(base: &BenchConfig) -> Result<Comparison, BenchError> {
         baseline,
         best,
     })
-}
-
-/// A run's exits per interrupt by reason, largest first, in KVM's and the
-/// VMM's names ("to VMM" for userspace exits).
-fn exit_mix(report: &RunReport) -> String {
-    let interrupts = report.interrupts.max(1) as f64;
-    let mut mix: Vec<(String, f64)> = report
-        .exits
-        .by_reason
-        .iter()
-        .map(|(reason, count)| (reason.clone(), *count as f64 / interrupts))
-        .chain(
-            report
-                .exits
-                .userspace_by_reason
-                .iter()
-                .map(|(reason, count)| (format!("{reason} to VMM"), *count as f64 / interrupts)),
-        )
-        .filter(|(_, per)| *per >= 0.01)
-        .collect();
-    mix.sort_by(|a, b| b.1.total_cmp(&a.1));
-    mix.iter()
-        .map(|(reason, per)| format!("{reason} {per:.2}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-impl fmt::Display for Comparison {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "{:<58} {:>10} {:>10} {:>14} {:>14}",
-            "irq-latency path", "p50 (us)", "p99 (us)", "exits/irq", "userspace/irq"
-        )?;
-        for report in [&self.baseline, &self.best] {
-            let latency = report.latency_ns.as_ref();
-            writeln!(
-                f,
-                "{:<58} {:>10.2} {:>10.2} {:>14.2} {:>14.2}",
-                report.path(),
-                latency.map_or(0.0, |l| l.p50 as f64 / 1e3),
-                latency.map_or(0.0, |l| l.p99 as f64 / 1e3),
-                report.exits_per_interrupt,
-                report.userspace_exits_per_interrupt,
-            )?;
-        }
-        writeln!(
-            f,
-            "guest {}; one exit: userspace {:.2} us, in-kernel {:.2} us; IPI into a busy vCPU {:.2} us (p50, one way)",
-            self.best.guest_exec,
-            self.userspace_exit_ns / 1e3,
-            self.kernel_exit_ns / 1e3,
-            self.ipi_busy_p50_ns / 1e3
-        )?;
-        for report in [&self.baseline, &self.best] {
-            writeln!(
-                f,
-                "where {}'s time goes, exits per interrupt: {}",
-                report.config.irqchip,
-                exit_mix(report)
-            )?;
-        }
-        writeln!(
-            f,
-            "p50 speedup (userspace / best): {:.2}x; best p50 = {:.2} in-kernel exits = {:.2}x the busy-IPI floor",
-            self.p50_speedup, self.best_p50_in_kernel_exits, self.best_p50_over_ipi_floor
-        )
-    }
 }
