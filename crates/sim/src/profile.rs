@@ -122,7 +122,7 @@ pub struct CostProfile {
 pub const DID_2015_TOML: &str = include_str!("../../../profiles/did-2015.toml");
 
 impl CostProfile {
-    /// The DID testbed (calibration.md).
+    /// The DID testbed (docs/calibration.md).
     pub fn did_2015() -> CostProfile {
         match Self::from_toml(DID_2015_TOML) {
             Ok(profile) => profile,
