@@ -185,8 +185,14 @@ fn attach_controller(
             count: config.count,
         })
     };
-    let device = VioapicDevice::new(registers, memory, line, attach.vm.clone())
-        .map_err(|err| MachineError::Irqchip(format!("VIOAPIC: {err}")))?;
+    let device = VioapicDevice::new(
+        registers,
+        memory,
+        line,
+        attach.vm.clone(),
+        attach.control.clone(),
+    )
+    .map_err(|err| MachineError::Irqchip(format!("VIOAPIC: {err}")))?;
     let device = Arc::new(device);
     attach.bus.add_mmio(
         abi::VIOAPIC_GPA..abi::VIOAPIC_GPA + VioapicDevice::SIZE,

@@ -31,6 +31,8 @@ pub enum DeviceError {
     },
     #[error("{0}")]
     Device(String),
+    #[error(transparent)]
+    PvLock(#[from] vioapic::PvLockError),
 }
 
 #[derive(Debug, thiserror::Error)]
