@@ -4,8 +4,8 @@
 use anyhow::Context;
 use dirq_vmm::bench;
 use dirq_vmm::config::{
-    ApicMode, Bench, BenchConfig, FaultKind, GuestExec, GuestIdle, HaltMode, Inject, IpiKind,
-    IpiMeasure, IrqSource, Irqchip, TimerMode, VioapicMode,
+    ApicMode, Bench, BenchConfig, FaultKind, GuestExec, GuestIdle, HaltMode, HostileCase, Inject,
+    IpiKind, IpiMeasure, IrqSource, Irqchip, TimerMode, VioapicMode,
 };
 use dirq_vmm::report::{text_table, LatencySummary};
 
@@ -25,10 +25,12 @@ use crate::report::meta;
   dirq run io-batch --io-batch                           # 11 port writes per disk command, one exit\n  \
   dirq run tick --tick-scale 10                          # the guest's 1000 Hz PIT tick, 10x slower\n  \
   dirq run ipi --ipi broadcast --vcpus 4 --pv-send-ipi   # one hypercall pings three vCPUs\n  \
-  dirq run fault --fault triple-fault                    # fault handling self-test (exits non-zero)\n\n\
+  dirq run fault --fault triple-fault                    # fault handling self-test (exits non-zero)\n  \
+  dirq run hostile --list                                # the attacks on the VMM, each with refuses or survives\n  \
+  dirq run hostile --case pv-lock-held-forever           # one attack: the VMM must refuse it, naming the cause\n\n\
 `dirq designs` runs vioapic, io-batch, tick and ipi in every mode and prints them side by side.")]
 pub struct Args {
-    /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, vioapic, io-batch, tick, halt-wakeup, fault.
+    /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, vioapic, io-batch, tick, halt-wakeup, fault, hostile.
     #[arg(value_parser = parse::<Bench>)]
     bench: Bench,
     /// Interrupt controller: userspace (dirq's models, every access exits), kernel (KVM's), split (KVM LAPIC, dirq IOAPIC).
@@ -113,6 +115,12 @@ pub struct Args {
     /// Echo the guest's serial console to stderr.
     #[arg(long)]
     console: bool,
+    /// hostile: the attack on the VMM to run (`--list` names them all).
+    #[arg(long = "case", value_parser = parse::<HostileCase>)]
+    case: Option<HostileCase>,
+    /// hostile: list every attack with what the VMM must do with it (refuses or survives).
+    #[arg(long)]
+    list: bool,
     /// irq-latency only: compare the userspace path (--irqchip userspace --halt exit) with the best
     /// in-kernel one (--irqchip kernel --inject irqfd --pv-eoi --halt poll:200000); --count, --rate,
     /// --apic, --guest-idle and --source apply to both.
@@ -129,7 +137,13 @@ where
 
 impl Args {
     fn config(&self) -> anyhow::Result<BenchConfig> {
-        let mut config = BenchConfig::new(self.bench);
+        let mut config = match (self.bench, self.case) {
+            (Bench::Hostile, Some(case)) => case.config(),
+            (Bench::Hostile, None) => {
+                anyhow::bail!("hostile needs --case <name>: `dirq run hostile --list` names them")
+            }
+            (bench, _) => BenchConfig::new(bench),
+        };
         config.irqchip = self.irqchip.unwrap_or(config.irqchip);
         config.inject = self.inject.unwrap_or(config.inject);
         config.source = self.source.unwrap_or(config.source);
@@ -176,6 +190,8 @@ impl Args {
             ("--ipi", self.ipi.is_some(), Bench::Ipi),
             ("--pv-send-ipi", self.pv_send_ipi, Bench::Ipi),
             ("--ipi-measure", self.ipi_measure.is_some(), Bench::Ipi),
+            ("--case", self.case.is_some(), Bench::Hostile),
+            ("--list", self.list, Bench::Hostile),
         ];
         for (flag, given, bench) in owned {
             anyhow::ensure!(
@@ -188,6 +204,11 @@ impl Args {
 }
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
+    if args.list {
+        args.refuse_flags_of_other_benches()?;
+        print!("{}", dirq_vmm::hostile::list());
+        return Ok(());
+    }
     let config = args.config()?;
     let started = time::OffsetDateTime::now_utc();
     if args.compare {

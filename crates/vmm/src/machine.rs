@@ -61,6 +61,8 @@ pub enum MachineError {
     Guest(String),
     #[error("the benchmark device failed")]
     Device(#[from] MsiDeviceError),
+    #[error("the guest claims {written} samples written; its buffer holds {capacity}")]
+    SampleCount { written: u64, capacity: u64 },
     #[error("the guest finished without {0}")]
     Protocol(&'static str),
     #[error("userspace irqchip: {0}")]
@@ -581,8 +583,16 @@ fn guest_tsc_clock(vcpu: &Vcpu, tsc_khz: u64) -> Result<GuestTscClock, MachineEr
     Ok(GuestTscClock::new(guest_tsc, host_tsc, tsc_khz))
 }
 
+/// The guest's samples; it wrote the count, so a count beyond the buffer
+/// is refused, not clamped into samples it never wrote.
 fn read_samples(memory: &GuestMemory, written: u64) -> Result<Vec<u64>, MachineError> {
-    let count = written.min(memory::SAMPLES_CAPACITY) as usize;
+    if written > memory::SAMPLES_CAPACITY {
+        return Err(MachineError::SampleCount {
+            written,
+            capacity: memory::SAMPLES_CAPACITY,
+        });
+    }
+    let count = written as usize;
     let mut bytes = vec![0u8; count * 8];
     memory.read_slice(&mut bytes, GuestAddress(memory::SAMPLES_GPA))?;
     Ok(bytes

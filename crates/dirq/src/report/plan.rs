@@ -139,7 +139,7 @@ pub fn path_label(config: &BenchConfig) -> String {
             .to_string()
         }
         Bench::Tick => label = format!("tick scale {}", config.tick_scale),
-        Bench::Whileloop | Bench::ExitCost | Bench::Fault | Bench::HaltWakeup => {}
+        Bench::Whileloop | Bench::ExitCost | Bench::Fault | Bench::HaltWakeup | Bench::Hostile => {}
     }
     label
 }
@@ -194,6 +194,7 @@ pub fn command_line(config: &BenchConfig) -> String {
             " --tick-scale {} --duration-ms {}",
             config.tick_scale, config.duration_ms
         )),
+        Bench::Hostile => command.push_str(&format!(" --case {}", config.hostile)),
         Bench::Whileloop => command.push_str(&format!(
             " --rate {} --duration-ms {}",
             config.rate_hz, config.duration_ms

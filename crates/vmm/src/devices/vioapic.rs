@@ -18,7 +18,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend as _, VolatileMemory};
 use super::control::RunControl;
 use super::event_source::LineSource;
 use super::interrupt::signal_msi;
-use super::{check_access_size, fill_le, le_value, DeviceError, MmioDevice};
+use super::{check_access_size, fill_le, le_value, DeviceError, Direction, MmioDevice};
 use crate::abi;
 use crate::memory::GuestMemory;
 use crate::vm::Vm;
@@ -109,6 +109,14 @@ impl VioapicDevice {
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
         };
+        if let Registers::ReadOnlyMirror { mirror, .. } = &device.registers {
+            // The mirror's reads never reach the VMM, so nothing can refuse
+            // one outside the registers: it reads all-ones, as an
+            // unclaimed bus read does, never a plausible 0.
+            mirror
+                .write_slice(&[0xff; Self::SIZE as usize], GuestAddress(abi::VIOAPIC_GPA))
+                .map_err(device_error)?;
+        }
         device.publish(&device.lock())?;
         Ok(device)
     }
@@ -259,7 +267,7 @@ impl MmioDevice for VioapicDevice {
     }
 
     fn read(&self, _cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
-        check_access_size("a VIOAPIC register", data.len(), 4)?;
+        check_access_size("a VIOAPIC register", Direction::Read, data.len(), 4)?;
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.sample()?;
         let value = self.lock().read(offset).map_err(device_error)?;
@@ -268,7 +276,7 @@ impl MmioDevice for VioapicDevice {
     }
 
     fn write(&self, _cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        check_access_size("a VIOAPIC register", data.len(), 4)?;
+        check_access_size("a VIOAPIC register", Direction::Write, data.len(), 4)?;
         self.writes.fetch_add(1, Ordering::Relaxed);
         let value = le_value(data) as u32;
         self.run(|model| model.write(offset, value))
