@@ -142,6 +142,9 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
 }
 
 pub fn execute(args: Args) -> Result<()> {
+    if let Some(path) = &args.out {
+        crate::output::check_writable(path)?;
+    }
     eprintln!("dirq calibrate: measuring this host's interrupt costs on /dev/kvm ...");
     let bar = ProgressBar::new(CALIBRATION_RUNS);
     bar.set_message("probe");
@@ -162,8 +165,7 @@ pub fn execute(args: Args) -> Result<()> {
     }
     match &args.out {
         Some(path) => {
-            std::fs::write(path, &toml)
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            crate::output::write_atomic(path, toml.as_bytes())?;
             eprintln!(
                 "dirq calibrate: wrote {} (use it with `dirq sim <scenario> --profile {}`)",
                 path.display(),

@@ -63,6 +63,9 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
+    if let Some(path) = &args.trace {
+        crate::output::check_writable(path)?;
+    }
     let options = RunOptions {
         seed: args.seed,
         profile,
@@ -91,8 +94,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     })?;
     bar.finish_and_clear();
     if let (Some(path), Some(trace)) = (&args.trace, &output.trace) {
-        std::fs::write(path, serde_json::to_vec(trace)?)
-            .with_context(|| format!("cannot write trace {}", path.display()))?;
+        crate::output::write_atomic(path, &serde_json::to_vec(trace)?)?;
         eprintln!("trace written to {}", path.display());
     }
     if args.json {
