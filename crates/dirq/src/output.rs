@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {}", path.display())]
     Write {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is a directory, not a file")]
+    #[error("{} is a directory, not a file", path.display())]
     IsDirectory { path: PathBuf },
 }
 

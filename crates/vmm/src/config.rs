@@ -366,6 +366,17 @@ pub struct BenchConfig {
 /// for an acknowledgement (2 s), so that its verdict comes first.
 pub const HOSTILE_TIMEOUT_MS: u64 = 4_000;
 
+/// The fastest device `--rate`: one interrupt per microsecond, already
+/// beyond what one exit costs on any host dirq runs on.
+pub const MAX_RATE_HZ: u64 = 1_000_000;
+/// The longest `--duration-ms` (a minute).
+pub const MAX_DURATION_MS: u64 = 60_000;
+/// The longest watchdog, in ms (an hour).
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+/// `--period-ns` bounds: 1 us to 1 s.
+pub const MIN_PERIOD_NS: u64 = 1_000;
+pub const MAX_PERIOD_NS: u64 = 1_000_000_000;
+
 /// The largest count the guest's sample area holds.
 pub const MAX_COUNT: u64 = crate::memory::SAMPLES_CAPACITY;
 /// vCPUs a run can boot: the guest's per-CPU stacks and counters.
@@ -475,22 +486,39 @@ impl BenchConfig {
                 max: MAX_COUNT,
             });
         }
-        if self.bench == Bench::TimerLatency && !(1_000..=1_000_000_000).contains(&self.period_ns) {
+        if self.bench == Bench::TimerLatency
+            && !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&self.period_ns)
+        {
             return Err(ConfigError::OutOfRange {
                 what: "--period-ns",
                 value: self.period_ns,
-                min: 1_000,
-                max: 1_000_000_000,
+                min: MIN_PERIOD_NS,
+                max: MAX_PERIOD_NS,
             });
         }
-        if matches!(self.bench, Bench::Whileloop | Bench::Tick)
-            && !(1..=60_000).contains(&self.duration_ms)
-        {
+        // Every bench's duration reaches the guest in ns: bounded, it cannot wrap.
+        if !(1..=MAX_DURATION_MS).contains(&self.duration_ms) {
             return Err(ConfigError::OutOfRange {
                 what: "--duration-ms",
                 value: self.duration_ms,
                 min: 1,
-                max: 60_000,
+                max: MAX_DURATION_MS,
+            });
+        }
+        if self.rate_hz > MAX_RATE_HZ {
+            return Err(ConfigError::OutOfRange {
+                what: "--rate",
+                value: self.rate_hz,
+                min: 0,
+                max: MAX_RATE_HZ,
+            });
+        }
+        if self.timeout_ms > MAX_TIMEOUT_MS {
+            return Err(ConfigError::OutOfRange {
+                what: "--timeout (in ms)",
+                value: self.timeout_ms,
+                min: 1,
+                max: MAX_TIMEOUT_MS,
             });
         }
         if self.bench == Bench::Whileloop && self.rate_hz == 0 {
