@@ -44,6 +44,10 @@ pub struct Args {
     /// core); the results do not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
+    /// Run a scenario even if its estimated events are over the budget
+    /// (2e9 events, about ten minutes of one thread).
+    #[arg(long)]
+    allow_long: bool,
 }
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
@@ -82,6 +86,18 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         .scenario
         .context("a scenario name or file is required")?;
     let scenario = resolve(&name)?;
+    if !args.allow_long {
+        let profile = options
+            .profile
+            .clone()
+            .unwrap_or_else(CostProfile::did_2015);
+        scenario.check_budget(&profile).with_context(|| {
+            format!(
+                "scenario {} refused (pass --allow-long to run it anyway)",
+                scenario.name
+            )
+        })?;
+    }
     let total = scenario.expand().len();
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
