@@ -148,9 +148,14 @@ pub fn execute(args: Args) -> Result<()> {
     eprintln!("dirq calibrate: measuring this host's interrupt costs on /dev/kvm ...");
     let bar = ProgressBar::new(CALIBRATION_RUNS);
     bar.set_message("probe");
-    let probe = dirq_vmm::probe::probe(args.guest_exec).context("probe failed")?;
-    let calibration = calibrate(probe, args.quick, &bar)?;
+    // Every step is needed for the profile: the first that fails ends it.
+    let calibration = dirq_vmm::probe::probe(args.guest_exec)
+        .context("probe failed")
+        .and_then(|probe| calibrate(probe, args.quick, &bar));
     bar.finish_and_clear();
+    let calibration = calibration.inspect_err(|err| {
+        eprintln!("dirq calibrate: FAILED {err:#}; no profile written");
+    })?;
     let toml = calibration
         .host
         .to_toml()

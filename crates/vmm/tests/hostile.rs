@@ -24,6 +24,7 @@ fn every_hostile_case_ends_as_declared() {
         return;
     }
     let mut wrong = Vec::new();
+    let resident_before = resident_bytes();
     for &case in HostileCase::ALL {
         let config = case.config();
         let started = Instant::now();
@@ -65,5 +66,28 @@ fn every_hostile_case_ends_as_declared() {
             }
         }
     }
+    // Each run's guest RAM is unmapped when it ends; nothing a guest did
+    // (a flood, a forged count) may have grown the VMM past that.
+    let grown = resident_bytes().saturating_sub(resident_before);
+    if grown > RESIDENT_GROWTH_LIMIT {
+        wrong.push(format!(
+            "the VMM's resident memory grew by {grown} bytes over the suite"
+        ));
+    }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// More than one run's guest RAM and buffers: something a guest grew.
+const RESIDENT_GROWTH_LIMIT: u64 = 64 << 20;
+
+/// This process's resident memory (/proc/self/statm, in pages).
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|field| field.parse().ok())
+        .expect("resident pages");
+    // SAFETY: sysconf has no preconditions.
+    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
 }
