@@ -105,8 +105,13 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar.set_message(format!("simulating {}", scenario.name));
+    // The bar draws only on a terminal; a log gets a line per run instead.
+    let log_progress = !std::io::IsTerminal::is_terminal(&std::io::stderr());
     let output = dirq_sim::run_scenario_on(&scenario, &options, threads, |done, _| {
-        bar.set_position(done as u64)
+        bar.set_position(done as u64);
+        if log_progress {
+            eprintln!("dirq sim: {}: {done}/{total} runs", scenario.name);
+        }
     })?;
     bar.finish_and_clear();
     if let (Some(path), Some(trace)) = (&args.trace, &output.trace) {

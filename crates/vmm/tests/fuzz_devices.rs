@@ -8,15 +8,43 @@ use std::sync::Arc;
 
 use dirq_arch::vioapic::{Vioapic, LINES, MMIO_SIZE as VIOAPIC_MMIO_SIZE};
 use dirq_vmm::abi;
+use dirq_vmm::config::{HaltMode, Irqchip};
+use dirq_vmm::devices::control::RunControl;
+use dirq_vmm::devices::event_source::PendingEvents;
 use dirq_vmm::devices::ioapic::IoapicDevice;
 use dirq_vmm::devices::serial::{Serial, CONSOLE_LIMIT, SERIAL_PORTS};
 use dirq_vmm::devices::task_file::{self, TaskFile};
 use dirq_vmm::devices::userspace_irqchip::{GuestTscClock, LapicMmio, LapicMsrs, UserspaceIrqchip};
+use dirq_vmm::devices::vioapic::{Registers, VioapicDevice};
+use dirq_vmm::devices::MmioDevice;
 use dirq_vmm::devices::{pit, Bus};
 use dirq_vmm::memory::{self, GuestMemory};
+use dirq_vmm::testing::require_kvm;
 use dirq_vmm::vcpu::Kicker;
+use dirq_vmm::vm::{Vm, VmOptions};
 use proptest::prelude::*;
 use vm_memory::{Bytes, GuestAddress};
+
+/// The PV VIOAPIC on a real VM (its sends go to KVM's LAPIC), with the
+/// run already stopped: a lock the fuzzed page leaves taken is given up
+/// on at once instead of after a second.
+fn pv_vioapic() -> (VioapicDevice, GuestMemory) {
+    let kvm = kvm_ioctls::Kvm::new().expect("/dev/kvm");
+    let memory = memory::create_guest_memory().expect("guest RAM");
+    let options = VmOptions {
+        irqchip: Irqchip::Kernel,
+        halt: HaltMode::Exit,
+    };
+    let vm = Arc::new(Vm::new(&kvm, &memory, &options).expect("VM"));
+    let control = Arc::new(RunControl::default());
+    control.request_stop();
+    let line = Box::new(PendingEvents {
+        memory: memory.clone(),
+    });
+    let device = VioapicDevice::new(Registers::Paravirtual, memory.clone(), line, vm, control)
+        .expect("VIOAPIC");
+    (device, memory)
+}
 
 /// Where the fuzzed batches live in guest RAM.
 const BATCH_GPA: u64 = 0x5000;
@@ -169,5 +197,53 @@ proptest! {
             // In service: asserted and unmasked, nothing else.
             prop_assert_eq!(vioapic.isr(), vioapic.irr() & !vioapic.mask());
         }
+    }
+}
+
+#[test]
+fn the_pv_vioapic_refuses_or_serves_whatever_the_pv_page_holds() {
+    if !require_kvm("the_pv_vioapic_refuses_or_serves_whatever_the_pv_page_holds") {
+        return;
+    }
+    let accesses = prop::collection::vec(
+        (
+            any::<[u32; 4]>(),
+            any::<bool>(),
+            0..VIOAPIC_MMIO_SIZE / 4,
+            any::<u32>(),
+        ),
+        1..40,
+    );
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(32));
+    let outcome = runner.run(&accesses, |accesses| {
+        let (device, memory) = pv_vioapic();
+        for (page, write, register, value) in accesses {
+            // Lock, IRR, ISR and MASK as a hostile guest left them.
+            for (index, word) in page.iter().enumerate() {
+                memory
+                    .write_obj(*word, GuestAddress(abi::VIOAPIC_PV_GPA + 4 * index as u64))
+                    .expect("PV page");
+            }
+            let offset = register * 4;
+            let served = if write {
+                device.write(0, offset, &value.to_le_bytes())
+            } else {
+                device.read(0, offset, &mut [0; 4])
+            };
+            let lock: u32 = memory
+                .read_obj(GuestAddress(abi::VIOAPIC_PV_LOCK_GPA))
+                .expect("lock");
+            // Served: the VMM let go of the lock it took; refused: it never
+            // touched a lock it did not get.
+            let expected_lock = if served.is_ok() { 0 } else { page[0] };
+            prop_assert_eq!(lock, expected_lock, "{:?}", served);
+            if page[0] > 1 {
+                prop_assert!(served.is_err());
+            }
+        }
+        Ok(())
+    });
+    if let Err(failure) = outcome {
+        panic!("{failure}");
     }
 }
