@@ -44,7 +44,7 @@ static void require_cpuid_bits(u32 leaf, u32 value, u32 mask)
         fail(DIRQ_FAILURE_MISSING_FEATURE, leaf, mask, 0, 0);
 }
 
-static void apic_write(u32 reg, u32 value)
+void apic_write(u32 reg, u32 value)
 {
     if (shared->x2apic)
         wrmsr(MSR_X2APIC_BASE + (reg >> 4), value);

@@ -18,6 +18,8 @@
 extern volatile u32 pv_eoi_word[];
 
 void apic_init_cpu(u32 cpu);
+/* Writes an xAPIC register (by its MMIO offset) through the mode in use. */
+void apic_write(u32 reg, u32 value);
 void apic_send_ipi(u32 dest_apic_id, u8 vector);
 /* Fixed IPI to this CPU (x2APIC SELF IPI register, or the ICR's self shorthand). */
 void apic_send_self_ipi(u8 vector);

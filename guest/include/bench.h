@@ -26,5 +26,6 @@ extern const struct bench bench_vioapic;
 extern const struct bench bench_io_batch;
 extern const struct bench bench_tick;
 extern const struct bench bench_halt_wakeup;
+extern const struct bench bench_hostile;
 
 #endif

@@ -53,6 +53,10 @@ const RTE_HIGH_WRITABLE: u64 = 0xFF00_0000_0000_0000;
 pub enum IoapicError {
     #[error("IOAPIC pin {pin} does not exist (the IOAPIC has {NUM_PINS} pins)")]
     InvalidPin { pin: u32 },
+    #[error("IOAPIC offset {offset:#x} is not a register (IOREGSEL is at {IOREGSEL:#x}, IOWIN at {IOWIN:#x})")]
+    NoRegister { offset: u64 },
+    #[error("IOAPIC register select {select:#x} names no register (IOAPICID to IOAPICARB, or {IOREDTBL_BASE:#x} to {:#x})", IOREDTBL_BASE + 2 * NUM_PINS as u32 - 1)]
+    InvalidSelect { select: u32 },
 }
 
 /// One 64-bit redirection table entry.
@@ -134,6 +138,24 @@ impl Ioapic {
             ioregsel: 0,
             entries: [RedirectionEntry::RESET; NUM_PINS],
             asserted_lines: 0,
+        }
+    }
+
+    /// Refuses what the hardware would silently ignore: an access at an
+    /// offset that is no register, or an IOREGSEL `written` that selects
+    /// none. A VMM checks before `read_mmio` or `write_mmio`.
+    pub fn check_access(offset: u64, written: Option<u32>) -> Result<(), IoapicError> {
+        match (offset, written) {
+            (IOREGSEL, Some(select)) => {
+                let exists = select <= IOAPICARB || Self::redirection_register(select).is_some();
+                if exists {
+                    Ok(())
+                } else {
+                    Err(IoapicError::InvalidSelect { select })
+                }
+            }
+            (IOREGSEL | IOWIN, _) => Ok(()),
+            _ => Err(IoapicError::NoRegister { offset }),
         }
     }
 

@@ -209,3 +209,23 @@ fn bad_pins_and_registers_are_errors_or_ignored() {
     assert_eq!(ioapic.read_mmio(IOWIN), 0);
     assert_eq!(ioapic.read_mmio(0x04), 0);
 }
+
+#[test]
+fn selects_and_offsets_that_name_no_register_are_refused() {
+    assert_eq!(Ioapic::check_access(IOREGSEL, Some(IOAPICARB)), Ok(()));
+    let last = IOREDTBL_BASE + 2 * NUM_PINS as u32 - 1;
+    assert_eq!(Ioapic::check_access(IOREGSEL, Some(last)), Ok(()));
+    assert_eq!(
+        Ioapic::check_access(IOREGSEL, Some(last + 1)),
+        Err(IoapicError::InvalidSelect { select: last + 1 })
+    );
+    assert_eq!(
+        Ioapic::check_access(IOREGSEL, Some(0x03)),
+        Err(IoapicError::InvalidSelect { select: 0x03 })
+    );
+    assert_eq!(Ioapic::check_access(IOWIN, Some(0)), Ok(()));
+    assert_eq!(
+        Ioapic::check_access(0x04, None),
+        Err(IoapicError::NoRegister { offset: 0x04 })
+    );
+}

@@ -142,12 +142,20 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
 }
 
 pub fn execute(args: Args) -> Result<()> {
+    if let Some(path) = &args.out {
+        crate::output::check_writable(path)?;
+    }
     eprintln!("dirq calibrate: measuring this host's interrupt costs on /dev/kvm ...");
     let bar = ProgressBar::new(CALIBRATION_RUNS);
     bar.set_message("probe");
-    let probe = dirq_vmm::probe::probe(args.guest_exec).context("probe failed")?;
-    let calibration = calibrate(probe, args.quick, &bar)?;
+    // Every step is needed for the profile: the first that fails ends it.
+    let calibration = dirq_vmm::probe::probe(args.guest_exec)
+        .context("probe failed")
+        .and_then(|probe| calibrate(probe, args.quick, &bar));
     bar.finish_and_clear();
+    let calibration = calibration.inspect_err(|err| {
+        eprintln!("dirq calibrate: FAILED {err:#}; no profile written");
+    })?;
     let toml = calibration
         .host
         .to_toml()
@@ -162,8 +170,7 @@ pub fn execute(args: Args) -> Result<()> {
     }
     match &args.out {
         Some(path) => {
-            std::fs::write(path, &toml)
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            crate::output::write_atomic(path, toml.as_bytes())?;
             eprintln!(
                 "dirq calibrate: wrote {} (use it with `dirq sim <scenario> --profile {}`)",
                 path.display(),

@@ -136,6 +136,9 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     };
     let tables = measure(&designs, settings, &bar);
     bar.finish_and_clear();
+    for failure in &tables.failures {
+        eprintln!("dirq designs: FAILED {failure}");
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&tables)?);
     } else {

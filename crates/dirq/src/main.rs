@@ -5,6 +5,7 @@
 
 mod calibrate;
 mod designs;
+mod output;
 mod probe;
 mod report;
 mod run;

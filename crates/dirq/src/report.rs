@@ -98,6 +98,8 @@ pub fn execute(args: Args) -> Result<()> {
     let traces_dir = args.out.join("traces");
     std::fs::create_dir_all(&traces_dir)
         .with_context(|| format!("cannot create {}", traces_dir.display()))?;
+    // Before any work: a report that cannot be written is not worth measuring.
+    crate::output::check_writable(&args.out.join("data.json"))?;
 
     let mut steps = Steps::new();
     let kvm = if args.sim_only {
@@ -122,11 +124,18 @@ pub fn execute(args: Args) -> Result<()> {
     if report.kvm.available {
         real = run_real_half(&mut report, &mut steps, &args);
         designs = Some(run_designs(&mut report, &mut steps, depth, args.guest_exec));
-    } else {
+    } else if args.sim_only {
         report.notes.push(format!(
             "Simulation only ({}): no probe, calibration, real runs or model checks.",
             report.kvm.detail
         ));
+    } else {
+        let warning = format!(
+            "WARNING: no access to /dev/kvm ({}): this report has the simulation half only, no probe, calibration, real runs or model checks.",
+            report.kvm.detail
+        );
+        eprintln!("dirq report: {warning}");
+        report.notes.insert(0, warning);
     }
     let simulated = run_simulations(&mut report, &mut steps, depth, args.seed, &traces_dir);
     report.sections.insert(
@@ -139,6 +148,17 @@ pub fn execute(args: Args) -> Result<()> {
             simulated: &simulated,
         }),
     );
+    let failures = steps.failures().to_vec();
+    if !failures.is_empty() {
+        report.notes.insert(
+            0,
+            format!(
+                "PARTIAL REPORT: {} step(s) failed: {}",
+                failures.len(),
+                failures.join("; ")
+            ),
+        );
+    }
     report.steps = steps.finish();
     let guest_exec = report
         .raw
@@ -150,6 +170,12 @@ pub fn execute(args: Args) -> Result<()> {
         "dirq report: wrote {} and {}",
         args.out.join("index.html").display(),
         args.out.join("data.json").display()
+    );
+    anyhow::ensure!(
+        failures.is_empty(),
+        "{} step(s) failed, so the report is partial:\n  {}",
+        failures.len(),
+        failures.join("\n  ")
     );
     Ok(())
 }
@@ -186,7 +212,11 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
             }
             half.probe = Some(probe);
         }
-        Err(err) => report.notes.push(format!("`dirq probe` failed: {err}")),
+        Err(err) => {
+            let reason = format!("{:#}", anyhow::Error::from(err));
+            steps.fail("probe", &reason);
+            report.notes.push(format!("`dirq probe` failed: {reason}"));
+        }
     }
 
     let calibration = match &half.probe {
@@ -198,10 +228,13 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         None => Err(anyhow::anyhow!("calibration needs the probe's exit costs")),
     };
     match &calibration {
-        Ok(calibration) => record_calibration(report, calibration, out),
-        Err(err) => report
-            .notes
-            .push(format!("`dirq calibrate` failed: {err:#}")),
+        Ok(calibration) => record_calibration(report, steps, calibration, out),
+        Err(err) => {
+            steps.fail("calibrate", &format!("{err:#}"));
+            report
+                .notes
+                .push(format!("`dirq calibrate` failed: {err:#}"));
+        }
     }
 
     let mut plan = plan::real_plan(depth);
@@ -214,6 +247,9 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         (plan.len() * repeats) as u64,
         |bar| plan::run_all(&plan, repeats, bar),
     );
+    for failure in &failures {
+        steps.fail("real benchmarks", failure);
+    }
     report.notes.extend(failures);
     report.notes.extend(exec_warnings(&raws));
     report
@@ -255,24 +291,34 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
             )
         },
     );
+    for failure in &checks.failures {
+        steps.fail("model vs reality", failure);
+    }
     record_checks(report, &checks);
     half.checks = Some(checks);
     half
 }
 
 /// The calibration section, its data, and the profile file beside the page.
-fn record_calibration(report: &mut ReportData, calibration: &Calibration, out: &Path) {
+fn record_calibration(
+    report: &mut ReportData,
+    steps: &mut Steps,
+    calibration: &Calibration,
+    out: &Path,
+) {
     let profile_path = out.join(PROFILE_FILE);
     let written = calibration
         .host
         .to_toml()
         .map_err(anyhow::Error::from)
-        .and_then(|text| Ok(std::fs::write(&profile_path, text)?));
+        .and_then(|text| Ok(crate::output::write_atomic(&profile_path, text.as_bytes())?));
     if let Err(err) = written {
-        report.notes.push(format!(
+        let reason = format!(
             "the calibrated profile could not be written to {}: {err:#}",
             profile_path.display()
-        ));
+        );
+        steps.fail("calibrate", &reason);
+        report.notes.push(reason);
     }
     report
         .sections
@@ -359,12 +405,10 @@ fn run_designs(
             crate::designs::measure(&all, settings, bar)
         },
     );
-    report.notes.extend(
-        tables
-            .failures
-            .iter()
-            .map(|failure| format!("`{command}`: {failure}")),
-    );
+    for failure in &tables.failures {
+        steps.fail("software-only designs", failure);
+        report.notes.push(format!("`{command}`: {failure}"));
+    }
     if let Some(section) = designs::designs_section(&tables, command) {
         report.sections.push(section);
     }
@@ -384,9 +428,9 @@ fn run_simulations(
     let scenarios = match simulate::scenarios_for(depth) {
         Ok(scenarios) => scenarios,
         Err(err) => {
-            report.notes.push(format!(
-                "the built-in scenarios could not be loaded: {err:#}"
-            ));
+            let reason = format!("the built-in scenarios could not be loaded: {err:#}");
+            steps.fail("simulation", &reason);
+            report.notes.push(reason);
             return Vec::new();
         }
     };
@@ -426,7 +470,10 @@ fn run_simulations(
                 raws.push(outcome.raw);
                 views.push(outcome.view);
             }
-            Err(err) => report.notes.push(format!("{err:#}")),
+            Err(err) => {
+                steps.fail("simulation", &format!("{err:#}"));
+                report.notes.push(format!("{err:#}"));
+            }
         }
     }
     report
@@ -449,7 +496,10 @@ fn run_simulations(
                 .push(scenarios::traced_exits_section(&exits, &file));
             insert_raw(report, "traced_exits", &exits);
         }
-        Err(err) => report.notes.push(format!("trace not written: {err:#}")),
+        Err(err) => {
+            steps.fail("simulation trace", &format!("{err:#}"));
+            report.notes.push(format!("trace not written: {err:#}"));
+        }
     }
     views
 }
@@ -491,11 +541,10 @@ fn write_report(report: &ReportData, meta: &Meta, out: &Path) -> Result<()> {
         result: report,
     };
     let json = serde_json::to_string_pretty(&document).context("cannot serialize data.json")?;
-    let data_path = out.join("data.json");
-    std::fs::write(&data_path, json)
-        .with_context(|| format!("cannot write {}", data_path.display()))?;
-    let page_path = out.join("index.html");
-    std::fs::write(&page_path, html::render_page(report, meta))
-        .with_context(|| format!("cannot write {}", page_path.display()))?;
+    crate::output::write_atomic(&out.join("data.json"), json.as_bytes())?;
+    crate::output::write_atomic(
+        &out.join("index.html"),
+        html::render_page(report, meta).as_bytes(),
+    )?;
     Ok(())
 }

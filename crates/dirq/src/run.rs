@@ -4,8 +4,8 @@
 use anyhow::Context;
 use dirq_vmm::bench;
 use dirq_vmm::config::{
-    ApicMode, Bench, BenchConfig, FaultKind, GuestExec, GuestIdle, HaltMode, Inject, IpiKind,
-    IpiMeasure, IrqSource, Irqchip, TimerMode, VioapicMode,
+    ApicMode, Bench, BenchConfig, FaultKind, GuestExec, GuestIdle, HaltMode, HostileCase, Inject,
+    IpiKind, IpiMeasure, IrqSource, Irqchip, TimerMode, VioapicMode,
 };
 use dirq_vmm::report::{text_table, LatencySummary, RunReport};
 
@@ -25,10 +25,12 @@ use crate::report::meta;
   dirq run io-batch --io-batch                           # 11 port writes per disk command, one exit\n  \
   dirq run tick --tick-scale 10                          # the guest's 1000 Hz PIT tick, 10x slower\n  \
   dirq run ipi --ipi broadcast --vcpus 4 --pv-send-ipi   # one hypercall pings three vCPUs\n  \
-  dirq run fault --fault triple-fault                    # fault handling self-test (exits non-zero)\n\n\
+  dirq run fault --fault triple-fault                    # fault handling self-test (exits non-zero)\n  \
+  dirq run hostile --list                                # the attacks on the VMM, each with refuses or survives\n  \
+  dirq run hostile --case pv-lock-held-forever           # one attack: the VMM must refuse it, naming the cause\n\n\
 `dirq designs` runs vioapic, io-batch, tick and ipi in every mode and prints them side by side.")]
 pub struct Args {
-    /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, vioapic, io-batch, tick, halt-wakeup, fault.
+    /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, vioapic, io-batch, tick, halt-wakeup, fault, hostile.
     #[arg(value_parser = parse::<Bench>)]
     bench: Bench,
     /// Interrupt controller: userspace (dirq's models, every access exits), kernel (KVM's), split (KVM LAPIC, dirq IOAPIC).
@@ -55,16 +57,18 @@ pub struct Args {
     /// LAPIC timer mode for timer-latency: oneshot or tsc-deadline.
     #[arg(long, value_parser = parse::<TimerMode>)]
     timer: Option<TimerMode>,
-    /// Events to measure (interrupts, timer expiries, IPI round trips, timed exits).
+    /// Events to measure (interrupts, timer expiries, IPI round trips, timed exits):
+    /// 1-1572864; default 5000 (exit-cost 20000, vioapic 20000, halt-wakeup 1000).
     #[arg(long)]
     count: Option<u64>,
-    /// Device interrupts per second for irq-latency and whileloop; 0 = back to back.
+    /// Device interrupts per second for irq-latency and whileloop, 0-1000000 (0 = back to back);
+    /// default 5000 (whileloop 10000).
     #[arg(long)]
     rate: Option<u64>,
-    /// Timer period in ns for timer-latency.
+    /// Timer period in ns for timer-latency, 1000-1000000000; default 200000.
     #[arg(long)]
     period_ns: Option<u64>,
-    /// Length of whileloop's unloaded loop, in ms.
+    /// Length of whileloop's unloaded loop and tick's loop, in ms, 1-60000; default 500.
     #[arg(long)]
     duration_ms: Option<u64>,
     /// The fault bench's misbehaviour: triple-fault, hang, unowned-port, unowned-mmio, exception.
@@ -79,7 +83,7 @@ pub struct Args {
     /// io-batch: record each disk command's port writes and ring one doorbell.
     #[arg(long)]
     io_batch: bool,
-    /// tick: run the guest's PIT this many times slower, unseen by the guest.
+    /// tick: run the guest's PIT this many times slower, unseen by the guest: 1-1000; default 1.
     #[arg(long, value_name = "K")]
     tick_scale: Option<u32>,
     /// ipi: unicast (CPU 0 pings CPU 1) or broadcast (CPU 0 pings every other vCPU).
@@ -92,14 +96,15 @@ pub struct Args {
     /// ipi: what a sample times: round-trip (ping to last pong) or one-way (ping to its handler).
     #[arg(long, value_parser = parse::<IpiMeasure>)]
     ipi_measure: Option<IpiMeasure>,
-    /// vCPUs to boot (1-8; more than the host's cores is allowed).
+    /// vCPUs to boot, 1-8 (more than the host's cores is allowed); default 2.
     #[arg(long)]
     vcpus: Option<u32>,
     /// How the guest executes: native or emulated (kvm_pvm hosts; default: native where offered).
     /// VT-x/SVM hosts run it on hardware and take no other value.
     #[arg(long, value_parser = parse::<GuestExec>)]
     guest_exec: Option<GuestExec>,
-    /// Watchdog: fail the run if the guest has not finished after this many seconds.
+    /// Watchdog: fail the run if the guest has not finished after this many seconds,
+    /// 0.001-3600; default 30 (hostile: 4).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
     /// Print one JSON object instead of the tables: the run, with the schema version, command
@@ -113,6 +118,12 @@ pub struct Args {
     /// Echo the guest's serial console to stderr.
     #[arg(long)]
     console: bool,
+    /// hostile: the attack on the VMM to run (`--list` names them all).
+    #[arg(long = "case", value_parser = parse::<HostileCase>)]
+    case: Option<HostileCase>,
+    /// hostile: list every attack with what the VMM must do with it (refuses or survives).
+    #[arg(long)]
+    list: bool,
     /// irq-latency only: compare the userspace path (--irqchip userspace --halt exit) with the best
     /// in-kernel one (--irqchip kernel --inject irqfd --pv-eoi --halt poll:200000); --count, --rate,
     /// --apic, --guest-idle and --source apply to both.
@@ -129,7 +140,13 @@ where
 
 impl Args {
     fn config(&self) -> anyhow::Result<BenchConfig> {
-        let mut config = BenchConfig::new(self.bench);
+        let mut config = match (self.bench, self.case) {
+            (Bench::Hostile, Some(case)) => case.config(),
+            (Bench::Hostile, None) => {
+                anyhow::bail!("hostile needs --case <name>: `dirq run hostile --list` names them")
+            }
+            (bench, _) => BenchConfig::new(bench),
+        };
         config.irqchip = self.irqchip.unwrap_or(config.irqchip);
         config.inject = self.inject.unwrap_or(config.inject);
         config.source = self.source.unwrap_or(config.source);
@@ -154,9 +171,10 @@ impl Args {
         config.vcpus = self.vcpus.unwrap_or(config.vcpus);
         self.refuse_flags_of_other_benches()?;
         if let Some(seconds) = self.timeout {
+            let max_s = dirq_vmm::config::MAX_TIMEOUT_MS / 1000;
             anyhow::ensure!(
-                seconds.is_finite() && seconds > 0.0,
-                "--timeout must be a positive number of seconds, got {seconds}"
+                seconds.is_finite() && seconds > 0.0 && seconds <= max_s as f64,
+                "--timeout must be between 0.001 and {max_s} seconds, got {seconds}"
             );
             config.timeout_ms = (seconds * 1000.0).ceil() as u64;
         }
@@ -166,21 +184,62 @@ impl Args {
 }
 
 impl Args {
-    /// A design's flag on another bench would be silently ignored: refuse it.
+    /// A flag the chosen bench does not use would be silently ignored:
+    /// refuse it, naming the benches that take it.
     fn refuse_flags_of_other_benches(&self) -> anyhow::Result<()> {
-        let owned = [
-            ("--vioapic", self.vioapic.is_some(), Bench::Vioapic),
-            ("--race", self.race, Bench::Vioapic),
-            ("--io-batch", self.io_batch, Bench::IoBatch),
-            ("--tick-scale", self.tick_scale.is_some(), Bench::Tick),
-            ("--ipi", self.ipi.is_some(), Bench::Ipi),
-            ("--pv-send-ipi", self.pv_send_ipi, Bench::Ipi),
-            ("--ipi-measure", self.ipi_measure.is_some(), Bench::Ipi),
+        use Bench::*;
+        const COUNTED: &[Bench] = &[
+            IrqLatency,
+            TimerLatency,
+            Ipi,
+            ExitCost,
+            Vioapic,
+            IoBatch,
+            HaltWakeup,
         ];
-        for (flag, given, bench) in owned {
-            anyhow::ensure!(
-                !given || self.bench == bench,
-                "{flag} applies to the {bench} bench only"
+        let owned: [(&str, bool, &[Bench]); 17] = [
+            ("--vioapic", self.vioapic.is_some(), &[Vioapic]),
+            ("--race", self.race, &[Vioapic]),
+            ("--io-batch", self.io_batch, &[IoBatch]),
+            ("--tick-scale", self.tick_scale.is_some(), &[Tick]),
+            ("--ipi", self.ipi.is_some(), &[Ipi]),
+            ("--pv-send-ipi", self.pv_send_ipi, &[Ipi]),
+            ("--ipi-measure", self.ipi_measure.is_some(), &[Ipi]),
+            ("--case", self.case.is_some(), &[Hostile]),
+            ("--list", self.list, &[Hostile]),
+            ("--period-ns", self.period_ns.is_some(), &[TimerLatency]),
+            ("--timer", self.timer.is_some(), &[TimerLatency]),
+            ("--rate", self.rate.is_some(), &[IrqLatency, Whileloop]),
+            (
+                "--duration-ms",
+                self.duration_ms.is_some(),
+                &[Whileloop, Tick],
+            ),
+            ("--fault", self.fault.is_some(), &[Fault]),
+            ("--source", self.source.is_some(), &[IrqLatency]),
+            ("--compare", self.compare, &[IrqLatency]),
+            ("--count", self.count.is_some(), COUNTED),
+        ];
+        for (flag, given, benches) in owned {
+            if given && !benches.contains(&self.bench) {
+                let names: Vec<&str> = benches.iter().map(|bench| bench.name()).collect();
+                anyhow::bail!(
+                    "{flag} does not apply to {}: only {} take(s) it",
+                    self.bench,
+                    names.join(", ")
+                );
+            }
+        }
+        // --compare chooses these for each of its two paths.
+        let overridden = [
+            ("--irqchip", self.irqchip.is_some()),
+            ("--inject", self.inject.is_some()),
+            ("--pv-eoi", self.pv_eoi),
+            ("--halt", self.halt.is_some()),
+        ];
+        if let Some((flag, _)) = overridden.iter().find(|(_, given)| self.compare && *given) {
+            anyhow::bail!(
+                "--compare sets --irqchip, --inject, --pv-eoi and --halt for each path itself: drop {flag}"
             );
         }
         Ok(())
@@ -188,13 +247,14 @@ impl Args {
 }
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
+    if args.list {
+        args.refuse_flags_of_other_benches()?;
+        print!("{}", dirq_vmm::hostile::list());
+        return Ok(());
+    }
     let config = args.config()?;
     let started = time::OffsetDateTime::now_utc();
     if args.compare {
-        anyhow::ensure!(
-            config.bench == Bench::IrqLatency,
-            "--compare applies to irq-latency only"
-        );
         let spinner = indicatif::ProgressBar::new_spinner().with_message(
             "booting the guest three times: userspace path, best in-kernel path, exit costs",
         );

@@ -44,6 +44,10 @@ pub struct Args {
     /// core); the results do not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
+    /// Run a scenario even if its estimated events are over the budget
+    /// (2e9 events, about ten minutes of one thread).
+    #[arg(long)]
+    allow_long: bool,
 }
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
@@ -63,6 +67,9 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
+    if let Some(path) = &args.trace {
+        crate::output::check_writable(path)?;
+    }
     let options = RunOptions {
         seed: args.seed,
         profile,
@@ -79,6 +86,18 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         .scenario
         .context("a scenario name or file is required")?;
     let scenario = resolve(&name)?;
+    if !args.allow_long {
+        let profile = options
+            .profile
+            .clone()
+            .unwrap_or_else(CostProfile::did_2015);
+        scenario.check_budget(&profile).with_context(|| {
+            format!(
+                "scenario {} refused (pass --allow-long to run it anyway)",
+                scenario.name
+            )
+        })?;
+    }
     let total = scenario.expand().len();
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
@@ -86,13 +105,17 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar.set_message(format!("simulating {}", scenario.name));
+    // The bar draws only on a terminal; a log gets a line per run instead.
+    let log_progress = !std::io::IsTerminal::is_terminal(&std::io::stderr());
     let output = dirq_sim::run_scenario_on(&scenario, &options, threads, |done, _| {
-        bar.set_position(done as u64)
+        bar.set_position(done as u64);
+        if log_progress {
+            eprintln!("dirq sim: {}: {done}/{total} runs", scenario.name);
+        }
     })?;
     bar.finish_and_clear();
     if let (Some(path), Some(trace)) = (&args.trace, &output.trace) {
-        std::fs::write(path, serde_json::to_vec(trace)?)
-            .with_context(|| format!("cannot write trace {}", path.display()))?;
+        crate::output::write_atomic(path, &serde_json::to_vec(trace)?)?;
         eprintln!("trace written to {}", path.display());
     }
     if args.json {

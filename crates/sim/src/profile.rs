@@ -16,6 +16,10 @@ pub enum ProfileError {
         field: &'static str,
         rule: &'static str,
     },
+    #[error("cost profile field {field} is {value} ns; costs are at most {MAX_COST_NS} ns (1 s), so the simulator's time arithmetic cannot overflow")]
+    CostTooLarge { field: String, value: u64 },
+    #[error("cost profile cannot be checked")]
+    Unreadable(#[from] serde_json::Error),
 }
 
 /// Exit-to-re-entry service time per exit reason, ns.
@@ -118,6 +122,12 @@ pub struct CostProfile {
     pub idle_exits_per_s: IdleExitsPerS,
 }
 
+/// The largest cost a profile may give (1 s): a bound that keeps every sum
+/// of costs the simulator forms far from overflowing.
+pub const MAX_COST_NS: u64 = 1_000_000_000;
+/// The most background exits per second per vCPU (one per microsecond).
+pub const MAX_IDLE_EXITS_PER_S: f64 = 1e6;
+
 /// The `did-2015` profile text, embedded so the binary needs no data files.
 pub const DID_2015_TOML: &str = include_str!("../../../profiles/did-2015.toml");
 
@@ -142,11 +152,33 @@ impl CostProfile {
             self.idle_exits_per_s.io_instruction,
             self.idle_exits_per_s.ept_violation,
         ];
-        if rates.iter().any(|rate| !rate.is_finite() || *rate < 0.0) {
+        if rates
+            .iter()
+            .any(|rate| !rate.is_finite() || !(0.0..=MAX_IDLE_EXITS_PER_S).contains(rate))
+        {
             return Err(ProfileError::Invalid {
                 field: "idle_exits_per_s",
-                rule: "finite and non-negative",
+                rule: "finite, 0 to 1e6 per second",
             });
+        }
+        if self.name.trim().is_empty() {
+            return Err(ProfileError::Invalid {
+                field: "name",
+                rule: "not empty",
+            });
+        }
+        // Every cost, by its TOML path.
+        let costs = serde_json::to_value(self)?;
+        for section in ["exit_service_ns", "host_ns", "guest_ns"] {
+            let fields = costs[section].as_object().into_iter().flatten();
+            for (field, value) in fields {
+                if let Some(value) = value.as_u64().filter(|&value| value > MAX_COST_NS) {
+                    return Err(ProfileError::CostTooLarge {
+                        field: format!("{section}.{field}"),
+                        value,
+                    });
+                }
+            }
         }
         if self.host_ns.sched_quantum == 0 || self.host_ns.preemption_retry == 0 {
             return Err(ProfileError::Invalid {
@@ -194,6 +226,27 @@ mod tests {
     fn unknown_field_is_rejected() {
         let text = DID_2015_TOML.replace("[guest_ns]", "[guest_ns]\nbogus = 1");
         assert!(CostProfile::from_toml(&text).is_err());
+    }
+
+    #[test]
+    fn costs_that_could_overflow_the_clock_are_refused_naming_the_field() {
+        let text = DID_2015_TOML.replace(
+            "external_interrupt = 1970",
+            &format!("external_interrupt = {}", i64::MAX),
+        );
+        let err = CostProfile::from_toml(&text).expect_err("too large");
+        assert!(
+            matches!(&err, ProfileError::CostTooLarge { field, .. } if field == "exit_service_ns.external_interrupt"),
+            "{err}"
+        );
+        let text = DID_2015_TOML.replace("io_instruction = 65.5", "io_instruction = 1e12");
+        assert!(matches!(
+            CostProfile::from_toml(&text),
+            Err(ProfileError::Invalid {
+                field: "idle_exits_per_s",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -30,9 +30,11 @@ use thiserror::Error;
 
 use crate::policy::PolicyKind;
 
+mod budget;
 mod builtin;
 mod sweep;
 
+pub use budget::{OverBudget, EVENT_BUDGET};
 pub use builtin::{builtin, builtin_names};
 pub use sweep::Sweep;
 
@@ -56,8 +58,12 @@ pub enum ScenarioError {
 pub enum InvalidScenario {
     #[error("duration_ms must be 1..={MAX_DURATION_MS}")]
     Duration,
-    #[error("nic.packets_per_interrupt must be at least 1")]
+    #[error("nic.packets_per_interrupt must be 1..={MAX_PACKETS_PER_INTERRUPT}")]
     NoPacketsPerInterrupt,
+    #[error("nic.interrupt_timeout_ns must be 1..={MAX_INTERRUPT_TIMEOUT_NS}")]
+    InterruptTimeout,
+    #[error("the scenario's name must not be empty")]
+    EmptyName,
     #[error("a scenario needs at least one [[runs]] group")]
     NoRunGroups,
     #[error("host.cores must be 2..={MAX_CORES} (core 0 is housekeeping)")]
@@ -332,6 +338,10 @@ fn enum_name<T: Serialize>(value: &T) -> serde_json::Value {
 }
 
 pub const MAX_DURATION_MS: u64 = 600_000;
+/// The NIC's coalescing: at most a full 82599 receive ring per interrupt,
+/// and at most a second's wait.
+pub const MAX_PACKETS_PER_INTERRUPT: u32 = 4096;
+pub const MAX_INTERRUPT_TIMEOUT_NS: u64 = 1_000_000_000;
 pub const MAX_CORES: u32 = 1024;
 pub const MAX_VMS: u32 = 1024;
 pub const MAX_VCPUS_PER_VM: u32 = 256;
@@ -443,8 +453,14 @@ impl Scenario {
         if self.duration_ms == 0 || self.duration_ms > MAX_DURATION_MS {
             return Err(InvalidScenario::Duration);
         }
-        if self.nic.packets_per_interrupt == 0 {
+        if self.name.trim().is_empty() {
+            return Err(InvalidScenario::EmptyName);
+        }
+        if !(1..=MAX_PACKETS_PER_INTERRUPT).contains(&self.nic.packets_per_interrupt) {
             return Err(InvalidScenario::NoPacketsPerInterrupt);
+        }
+        if !(1..=MAX_INTERRUPT_TIMEOUT_NS).contains(&self.nic.interrupt_timeout_ns) {
+            return Err(InvalidScenario::InterruptTimeout);
         }
         if self.runs.is_empty() {
             return Err(InvalidScenario::NoRunGroups);

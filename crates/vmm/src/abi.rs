@@ -49,6 +49,7 @@ pub const BENCH_VIOAPIC: u32 = 7;
 pub const BENCH_IO_BATCH: u32 = 8;
 pub const BENCH_TICK: u32 = 9;
 pub const BENCH_HALT_WAKEUP: u32 = 10;
+pub const BENCH_HOSTILE: u32 = 11;
 
 pub const VIOAPIC_USERSPACE: u64 = 1;
 pub const VIOAPIC_KERNEL: u64 = 2;

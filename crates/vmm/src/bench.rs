@@ -73,6 +73,7 @@ pub fn run_with_console(config: &BenchConfig, echo_console: bool) -> Result<RunR
         Bench::Vioapic => crate::designs::vioapic::run(config, echo_console),
         Bench::IoBatch => crate::designs::io_batch::run(config, echo_console),
         Bench::Tick => crate::designs::tick::run(config, echo_console),
+        Bench::Hostile => crate::hostile::run(config, echo_console),
     }
 }
 
@@ -200,6 +201,13 @@ pub(crate) fn guest_share(
     (loaded_iterations as f64 * baseline_cycles as f64) / (iterations as f64 * loaded_cycles as f64)
 }
 
+/// The guest's per-CPU counts, added without trusting them to fit.
+fn saturating_sum(counts: &[u64]) -> u64 {
+    counts
+        .iter()
+        .fold(0, |sum, &count| sum.saturating_add(count))
+}
+
 /// Benches whose figures the guest measures itself with its TSC.
 fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport {
     let shared = &output.shared;
@@ -233,9 +241,9 @@ fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport 
             {
                 results.insert(format!("ipis_to_vcpu{cpu}"), *handled as f64);
             }
-            shared.handled.iter().sum()
+            saturating_sum(&shared.handled)
         }
-        _ => shared.handled.iter().sum(),
+        _ => saturating_sum(&shared.handled),
     };
     results.insert("pv_eoi_skips".into(), shared.pv_eoi_skips as f64);
     let (exits, duration_s) = window_exits(&output);

@@ -97,6 +97,44 @@ named_enum!(
         /// A self-IPI sent between enabling interrupts and HLT must wake
         /// the halt (the lost-wake-up window of kvm_pvm's native mode).
         HaltWakeup = "halt-wakeup",
+        /// Guest code that attacks the VMM (`HostileCase`): the VMM must
+        /// refuse it with a message naming the cause, or survive it.
+        Hostile = "hostile",
+    }
+);
+
+named_enum!(
+    /// The attack of the `hostile` bench (crates/vmm/src/hostile.rs says
+    /// what the VMM must do with each; guest/bench_hostile.c does it).
+    HostileCase, "hostile case", {
+        TripleFaultVcpu0 = "triple-fault-vcpu0",
+        TripleFaultVcpu1 = "triple-fault-vcpu1",
+        InterruptsOffForever = "interrupts-off-forever",
+        EoiStormX2apic = "eoi-storm-x2apic",
+        EoiStormMmio = "eoi-storm-mmio",
+        UnownedPort = "unowned-port",
+        UnownedMmio = "unowned-mmio",
+        UnownedMsr = "unowned-msr",
+        DoorbellOutsideRam = "doorbell-outside-ram",
+        DoorbellStraddlesRamEnd = "doorbell-straddles-ram-end",
+        DoorbellHugeCount = "doorbell-huge-count",
+        DoorbellBadSize = "doorbell-bad-size",
+        DoorbellReservedByte = "doorbell-reserved-byte",
+        DoorbellUnownedPort = "doorbell-unowned-port",
+        DoorbellNested = "doorbell-nested",
+        PvLockHeldForever = "pv-lock-held-forever",
+        PvLockHeldThenUnmask = "pv-lock-held-then-unmask",
+        PvLockGarbage = "pv-lock-garbage",
+        PvPageCorrupt = "pv-page-corrupt",
+        UnknownHypercall = "unknown-hypercall",
+        SerialFloodLines = "serial-flood-lines",
+        SerialFloodNoNewline = "serial-flood-no-newline",
+        SerialEscapes = "serial-escapes",
+        InitSipiVcpu1 = "init-sipi-vcpu1",
+        ForgedAck = "forged-ack",
+        TprBlocksAll = "tpr-blocks-all",
+        PeriodicTimerCount1 = "periodic-timer-count-1",
+        ForgedSampleCount = "forged-sample-count",
     }
 );
 
@@ -319,7 +357,25 @@ pub struct BenchConfig {
     /// (`exec::HostExec::default_exec`).
     #[serde(default)]
     pub guest_exec: Option<GuestExec>,
+    /// The hostile bench's attack.
+    #[serde(default = "HostileCase::first")]
+    pub hostile: HostileCase,
 }
+
+/// The hostile bench's default watchdog: longer than the device's wait
+/// for an acknowledgement (2 s), so that its verdict comes first.
+pub const HOSTILE_TIMEOUT_MS: u64 = 4_000;
+
+/// The fastest device `--rate`: one interrupt per microsecond, already
+/// beyond what one exit costs on any host dirq runs on.
+pub const MAX_RATE_HZ: u64 = 1_000_000;
+/// The longest `--duration-ms` (a minute).
+pub const MAX_DURATION_MS: u64 = 60_000;
+/// The longest watchdog, in ms (an hour).
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+/// `--period-ns` bounds: 1 us to 1 s.
+pub const MIN_PERIOD_NS: u64 = 1_000;
+pub const MAX_PERIOD_NS: u64 = 1_000_000_000;
 
 /// The largest count the guest's sample area holds.
 pub const MAX_COUNT: u64 = crate::memory::SAMPLES_CAPACITY;
@@ -342,6 +398,7 @@ impl BenchConfig {
             Bench::IoBatch => (5_000, 0),
             Bench::Tick => (0, 0),
             Bench::HaltWakeup => (1_000, 0),
+            Bench::Hostile => (100, 0),
         };
         BenchConfig {
             bench,
@@ -372,8 +429,14 @@ impl BenchConfig {
             ipi: IpiKind::Unicast,
             pv_send_ipi: false,
             ipi_measure: IpiMeasure::RoundTrip,
-            timeout_ms: 30_000,
+            // A hostile case that refuses by the watchdog should not take long.
+            timeout_ms: if bench == Bench::Hostile {
+                HOSTILE_TIMEOUT_MS
+            } else {
+                30_000
+            },
             guest_exec: None,
+            hostile: HostileCase::first(),
         }
     }
 
@@ -413,6 +476,7 @@ impl BenchConfig {
                 | Bench::Vioapic
                 | Bench::IoBatch
                 | Bench::HaltWakeup
+                | Bench::Hostile
         );
         if counted && !(1..=MAX_COUNT).contains(&self.count) {
             return Err(ConfigError::OutOfRange {
@@ -422,22 +486,39 @@ impl BenchConfig {
                 max: MAX_COUNT,
             });
         }
-        if self.bench == Bench::TimerLatency && !(1_000..=1_000_000_000).contains(&self.period_ns) {
+        if self.bench == Bench::TimerLatency
+            && !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&self.period_ns)
+        {
             return Err(ConfigError::OutOfRange {
                 what: "--period-ns",
                 value: self.period_ns,
-                min: 1_000,
-                max: 1_000_000_000,
+                min: MIN_PERIOD_NS,
+                max: MAX_PERIOD_NS,
             });
         }
-        if matches!(self.bench, Bench::Whileloop | Bench::Tick)
-            && !(1..=60_000).contains(&self.duration_ms)
-        {
+        // Every bench's duration reaches the guest in ns: bounded, it cannot wrap.
+        if !(1..=MAX_DURATION_MS).contains(&self.duration_ms) {
             return Err(ConfigError::OutOfRange {
                 what: "--duration-ms",
                 value: self.duration_ms,
                 min: 1,
-                max: 60_000,
+                max: MAX_DURATION_MS,
+            });
+        }
+        if self.rate_hz > MAX_RATE_HZ {
+            return Err(ConfigError::OutOfRange {
+                what: "--rate",
+                value: self.rate_hz,
+                min: 0,
+                max: MAX_RATE_HZ,
+            });
+        }
+        if self.timeout_ms > MAX_TIMEOUT_MS {
+            return Err(ConfigError::OutOfRange {
+                what: "--timeout (in ms)",
+                value: self.timeout_ms,
+                min: 1,
+                max: MAX_TIMEOUT_MS,
             });
         }
         if self.bench == Bench::Whileloop && self.rate_hz == 0 {
@@ -454,6 +535,7 @@ impl BenchConfig {
         match self.bench {
             Bench::Vioapic => [self.vioapic.abi_id(), u64::from(self.vioapic_race), 0, 0],
             Bench::IoBatch => [u64::from(self.io_batch), 0, 0, 0],
+            Bench::Hostile => [self.hostile.abi_id(), 0, 0, 0],
             Bench::Ipi => {
                 let kind = match (self.ipi, self.pv_send_ipi) {
                     (IpiKind::Unicast, _) => crate::abi::IPI_UNICAST,
@@ -538,7 +620,14 @@ impl Bench {
             Bench::IoBatch => crate::abi::BENCH_IO_BATCH,
             Bench::Tick => crate::abi::BENCH_TICK,
             Bench::HaltWakeup => crate::abi::BENCH_HALT_WAKEUP,
+            Bench::Hostile => crate::abi::BENCH_HOSTILE,
         }
+    }
+}
+
+impl HostileCase {
+    fn first() -> Self {
+        HostileCase::ALL[0]
     }
 }
 

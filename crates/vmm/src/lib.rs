@@ -24,6 +24,7 @@ pub mod designs;
 pub mod devices;
 pub mod exec;
 pub mod exits;
+pub mod hostile;
 pub mod machine;
 pub mod memory;
 pub mod placement;

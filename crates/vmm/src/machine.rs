@@ -61,6 +61,8 @@ pub enum MachineError {
     Guest(String),
     #[error("the benchmark device failed")]
     Device(#[from] MsiDeviceError),
+    #[error("the guest claims {written} samples written; its buffer holds {capacity}")]
+    SampleCount { written: u64, capacity: u64 },
     #[error("the guest finished without {0}")]
     Protocol(&'static str),
     #[error("userspace irqchip: {0}")]
@@ -117,6 +119,8 @@ pub struct Attach<'a> {
     pub bus: &'a mut Bus,
     pub vm: &'a Arc<Vm>,
     pub memory: &'a GuestMemory,
+    /// The run's stop flag: a device that waits on the guest must watch it.
+    pub control: &'a Arc<RunControl>,
     /// dirq's IOAPIC model, in userspace and split modes.
     pub ioapic: Option<&'a Arc<IoapicDevice>>,
     /// dirq's LAPIC models, in userspace mode.
@@ -206,6 +210,7 @@ pub fn run<T: Send>(
             bus: &mut bus,
             vm: &vm,
             memory: &memory,
+            control: &control,
             ioapic: ioapic.as_ref(),
             irqchip: irqchip.as_ref(),
         })?;
@@ -251,12 +256,36 @@ pub fn run<T: Send>(
                 control: &control,
                 sink: sink.as_ref(),
             };
-            scope.spawn(move || device(&env))
+            let (control, kicker) = (&control, &kicker);
+            scope.spawn(move || {
+                let result = device(&env);
+                // The device's verdict ends the run now, not at the watchdog.
+                if result.is_err() {
+                    control.request_stop();
+                    kicker.kick_all();
+                }
+                result
+            })
         });
 
         let finished = control.wait_for_end(deadline);
         control.request_stop();
-        kicker.kick_all();
+        let mut threads: Vec<(String, &dyn IsFinished)> = vcpu_threads
+            .iter()
+            .enumerate()
+            .map(|(cpu, thread)| (format!("vCPU {cpu}"), thread as &dyn IsFinished))
+            .collect();
+        threads.extend(
+            timer_thread
+                .iter()
+                .map(|t| ("LAPIC timer".into(), t as &dyn IsFinished)),
+        );
+        threads.extend(
+            device_thread
+                .iter()
+                .map(|t| ("device".into(), t as &dyn IsFinished)),
+        );
+        report_hung_threads(&threads, &kicker);
         let vcpu_results: Vec<_> = vcpu_threads
             .into_iter()
             .map(|thread| thread.join())
@@ -278,6 +307,12 @@ pub fn run<T: Send>(
             None => format!("vCPU {cpu} rip unknown"),
         });
     }
+    // A lost or doubled interrupt is the device's verdict: it names the
+    // cause better than the watchdog that the lost interrupt then trips.
+    let device = match device_result {
+        Some(joined) => Some(joined.map_err(|_| MachineError::ThreadPanic("device"))??),
+        None => None,
+    };
     if timed_out {
         return Err(MachineError::Timeout {
             timeout_ms: config.timeout_ms,
@@ -289,10 +324,6 @@ pub fn run<T: Send>(
     if control.guest_end() == Some(GuestEnd::Failed) {
         return Err(MachineError::Guest(describe_failure(&shared)));
     }
-    let device = match device_result {
-        Some(joined) => Some(joined.map_err(|_| MachineError::ThreadPanic("device"))??),
-        None => None,
-    };
     let window = control
         .window()
         .ok_or(MachineError::Protocol("opening its measured window"))?;
@@ -312,6 +343,47 @@ pub fn run<T: Send>(
         tsc_khz,
         device,
     })
+}
+
+/// How long the VMM's threads have to stop once asked to.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// Between two kicks of the vCPUs while waiting for them to stop: a kick
+/// sent just before a thread entered KVM_RUN is lost.
+const STOP_KICK_INTERVAL: Duration = Duration::from_millis(10);
+
+/// A thread the run waits for.
+trait IsFinished {
+    fn is_finished(&self) -> bool;
+}
+
+impl<T> IsFinished for std::thread::ScopedJoinHandle<'_, T> {
+    fn is_finished(&self) -> bool {
+        std::thread::ScopedJoinHandle::is_finished(self)
+    }
+}
+
+/// Kicks the vCPUs until every thread has stopped, for at most
+/// `STOP_GRACE`; then names on stderr the threads that have not (the scope
+/// still joins them: they are stuck in a call the VMM cannot interrupt).
+fn report_hung_threads(threads: &[(String, &dyn IsFinished)], kicker: &Kicker) {
+    let asked = Instant::now();
+    while threads.iter().any(|(_, thread)| !thread.is_finished()) {
+        if asked.elapsed() > STOP_GRACE {
+            let hung: Vec<&str> = threads
+                .iter()
+                .filter(|(_, thread)| !thread.is_finished())
+                .map(|(name, _)| name.as_str())
+                .collect();
+            eprintln!(
+                "dirq: VMM thread(s) {} did not stop within {} ms of the stop request",
+                hung.join(", "),
+                STOP_GRACE.as_millis()
+            );
+            return;
+        }
+        kicker.kick_all();
+        std::thread::sleep(STOP_KICK_INTERVAL);
+    }
 }
 
 /// The config's vCPUs in long mode at the guest's entry, with its CPUID.
@@ -495,8 +567,16 @@ fn guest_tsc_clock(vcpu: &Vcpu, tsc_khz: u64) -> Result<GuestTscClock, MachineEr
     Ok(GuestTscClock::new(guest_tsc, host_tsc, tsc_khz))
 }
 
+/// The guest's samples; it wrote the count, so a count beyond the buffer
+/// is refused, not clamped into samples it never wrote.
 fn read_samples(memory: &GuestMemory, written: u64) -> Result<Vec<u64>, MachineError> {
-    let count = written.min(memory::SAMPLES_CAPACITY) as usize;
+    if written > memory::SAMPLES_CAPACITY {
+        return Err(MachineError::SampleCount {
+            written,
+            capacity: memory::SAMPLES_CAPACITY,
+        });
+    }
+    let count = written as usize;
     let mut bytes = vec![0u8; count * 8];
     memory.read_slice(&mut bytes, GuestAddress(memory::SAMPLES_GPA))?;
     Ok(bytes

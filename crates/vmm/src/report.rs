@@ -348,6 +348,18 @@ impl fmt::Display for RunReport {
     }
 }
 
+/// The error and its causes on one line, as `dirq` prints it.
+pub fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

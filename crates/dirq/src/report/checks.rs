@@ -450,7 +450,8 @@ fn workload_name(config: &BenchConfig) -> String {
         | Bench::Vioapic
         | Bench::IoBatch
         | Bench::Tick
-        | Bench::HaltWakeup => config.bench.to_string(),
+        | Bench::HaltWakeup
+        | Bench::Hostile => config.bench.to_string(),
     }
 }
 

@@ -156,7 +156,8 @@ pub fn path_label(config: &BenchConfig) -> String {
         | Bench::Whileloop
         | Bench::ExitCost
         | Bench::Fault
-        | Bench::HaltWakeup => {}
+        | Bench::HaltWakeup
+        | Bench::Hostile => {}
     }
     label
 }
@@ -211,6 +212,7 @@ pub fn command_line(config: &BenchConfig) -> String {
             " --tick-scale {} --duration-ms {}",
             config.tick_scale, config.duration_ms
         )),
+        Bench::Hostile => command.push_str(&format!(" --case {}", config.hostile)),
         Bench::Whileloop => command.push_str(&format!(
             " --rate {} --duration-ms {}",
             config.rate_hz, config.duration_ms

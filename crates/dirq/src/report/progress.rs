@@ -10,13 +10,27 @@ use super::data::StepTiming;
 
 pub struct Steps {
     timings: Vec<StepTiming>,
+    /// "<step>: <reason>", one per failure, in order.
+    failures: Vec<String>,
 }
 
 impl Steps {
     pub fn new() -> Self {
         Self {
             timings: Vec::new(),
+            failures: Vec::new(),
         }
+    }
+
+    /// Records that (part of) `step` failed, and says so on the terminal at once.
+    pub fn fail(&mut self, step: &str, reason: &str) {
+        eprintln!("dirq report: FAILED {step}: {reason}");
+        self.failures.push(format!("{step}: {reason}"));
+    }
+
+    /// Every failure recorded so far.
+    pub fn failures(&self) -> &[String] {
+        &self.failures
     }
 
     /// Runs one step with a bar of `items` units of work; `work` advances it.
@@ -32,7 +46,8 @@ impl Steps {
         let result = work(&bar);
         bar.finish_and_clear();
         let wall_s = started.elapsed().as_secs_f64();
-        eprintln!("dirq report: {name}: done in {wall_s:.1} s");
+        // Whether it succeeded is the caller's to say (`fail`).
+        eprintln!("dirq report: {name}: finished in {wall_s:.1} s");
         self.timings.push(StepTiming {
             step: name.to_string(),
             wall_s,

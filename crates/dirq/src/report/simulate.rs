@@ -162,8 +162,7 @@ pub fn write_design_trace(
         .context("tracing the designs")?;
     let trace = output.trace.context("the simulator returned no trace")?;
     let path = dir.join(TRACE_FILE);
-    std::fs::write(&path, serde_json::to_vec(&trace)?)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    crate::output::write_atomic(&path, &serde_json::to_vec(&trace)?)?;
     Ok((TRACE_FILE.to_string(), traced_exits(&trace)))
 }
 

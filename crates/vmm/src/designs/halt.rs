@@ -136,23 +136,11 @@ pub fn compare(settings: Settings) -> Result<HaltTable, BenchError> {
                 row.exits_per_round_trip = run.exits.total as f64 / config.count as f64;
                 runs.push(run);
             }
-            Err(err) => row.unavailable = Some(with_causes(&err)),
+            Err(err) => row.unavailable = Some(crate::report::with_causes(&err)),
         }
         rows.push(row);
     }
     Ok(HaltTable { rows, runs })
-}
-
-/// The error and its causes on one line.
-fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 impl fmt::Display for HaltTable {

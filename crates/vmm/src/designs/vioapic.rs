@@ -33,9 +33,9 @@ const MIRROR_SLOT: u32 = 1;
 const RACE_MAX_GAP: Duration = Duration::from_micros(200);
 
 /// The controller dirq runs for the guest, once the machine has attached it.
-type Controller = OnceLock<Arc<VioapicDevice>>;
+pub(crate) type Controller = OnceLock<Arc<VioapicDevice>>;
 /// Kernel level: the level-triggered irqfd and its resample eventfd.
-type KernelLine = OnceLock<(EventFd, EventFd)>;
+pub(crate) type KernelLine = OnceLock<(EventFd, EventFd)>;
 
 /// Runs the vioapic bench at `config.vioapic`'s level.
 pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
@@ -146,7 +146,7 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
     ))
 }
 
-fn attach_controller(
+pub(crate) fn attach_controller(
     attach: &mut Attach,
     controller: &Controller,
     kernel_line: &KernelLine,
@@ -185,8 +185,14 @@ fn attach_controller(
             count: config.count,
         })
     };
-    let device = VioapicDevice::new(registers, memory, line, attach.vm.clone())
-        .map_err(|err| MachineError::Irqchip(format!("VIOAPIC: {err}")))?;
+    let device = VioapicDevice::new(
+        registers,
+        memory,
+        line,
+        attach.vm.clone(),
+        attach.control.clone(),
+    )
+    .map_err(|err| MachineError::Irqchip(format!("VIOAPIC: {err}")))?;
     let device = Arc::new(device);
     attach.bus.add_mmio(
         abi::VIOAPIC_GPA..abi::VIOAPIC_GPA + VioapicDevice::SIZE,
@@ -197,7 +203,10 @@ fn attach_controller(
 }
 
 /// The first event; the controller samples the rest as the guest unmasks.
-fn start_back_to_back(env: &DeviceEnv, controller: &VioapicDevice) -> Result<(), MsiDeviceError> {
+pub(crate) fn start_back_to_back(
+    env: &DeviceEnv,
+    controller: &VioapicDevice,
+) -> Result<(), MsiDeviceError> {
     if env.control.wait_for_window() {
         controller.sample()?;
     }

@@ -9,7 +9,7 @@ use dirq_arch::lapic::Interrupt;
 use dirq_arch::msi::MsiMessage;
 
 use super::interrupt::{signal_msi, InterruptError, InterruptSink};
-use super::{check_access_size, fill_le, le_value, DeviceError, MmioDevice};
+use super::{check_access_size, fill_le, le_value, DeviceError, Direction, MmioDevice};
 use crate::vm::Vm;
 
 /// Where an IOAPIC's redirected interrupts go.
@@ -88,14 +88,17 @@ impl MmioDevice for IoapicDevice {
     }
 
     fn read(&self, _cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
-        check_access_size("an IOAPIC register", data.len(), 4)?;
+        check_access_size("an IOAPIC register", Direction::Read, data.len(), 4)?;
+        Ioapic::check_access(offset, None)?;
         fill_le(data, u64::from(self.lock().read_mmio(offset)));
         Ok(())
     }
 
     fn write(&self, _cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        check_access_size("an IOAPIC register", data.len(), 4)?;
-        let raised = self.lock().write_mmio(offset, le_value(data) as u32);
+        check_access_size("an IOAPIC register", Direction::Write, data.len(), 4)?;
+        let value = le_value(data) as u32;
+        Ioapic::check_access(offset, Some(value))?;
+        let raised = self.lock().write_mmio(offset, value);
         self.deliver(raised).map_err(DeviceError::Device)
     }
 }

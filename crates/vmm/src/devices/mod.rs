@@ -21,16 +21,37 @@ use vm_memory::{Bytes, GuestAddress};
 use crate::abi::{IO_BATCH_ENTRY_SIZE, IO_BATCH_HEADER_SIZE, IO_BATCH_MAX};
 use crate::memory::GuestMemory;
 
+/// Which way an access goes, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Read,
+    Write,
+}
+
+impl std::fmt::Display for Direction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Direction::Read => "read",
+            Direction::Write => "write",
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
-    #[error("guest wrote {len} bytes to {what}, which takes {expected}")]
+    #[error("guest made a {len}-byte {direction} of {what}, which takes {expected} bytes")]
     BadAccessSize {
         what: &'static str,
+        direction: Direction,
         len: usize,
         expected: usize,
     },
     #[error("{0}")]
     Device(String),
+    #[error(transparent)]
+    PvLock(#[from] vioapic::PvLockError),
+    #[error(transparent)]
+    Ioapic(#[from] dirq_arch::ioapic::IoapicError),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,14 +67,46 @@ pub enum BusError {
         "guest accessed MSR {msr:#x} ({direction}), which neither KVM nor a VMM device handles"
     )]
     UnownedMsr { msr: u32, direction: &'static str },
-    #[error("guest's I/O batch at {gpa:#x}: {what}")]
-    IoBatch { gpa: u64, what: String },
+    #[error("guest's I/O batch at {gpa:#x}")]
+    IoBatch {
+        gpa: u64,
+        #[source]
+        source: IoBatchError,
+    },
     #[error("{device}")]
     Device {
         device: &'static str,
         #[source]
         source: DeviceError,
     },
+}
+
+/// What is wrong with a guest's I/O batch: nothing of it is replayed then.
+#[derive(Debug, thiserror::Error)]
+pub enum IoBatchError {
+    #[error("its {len} bytes are not all in guest RAM")]
+    OutsideRam { len: u64 },
+    #[error("it holds {count} writes, at most {IO_BATCH_MAX} fit")]
+    TooMany { count: u32 },
+    #[error("its header's reserved word is {0:#x}, not 0")]
+    ReservedHeader(u32),
+    #[error("entry {index}: reserved byte is {value:#x}, not 0 (a batch holds port writes only)")]
+    ReservedByte { index: usize, value: u8 },
+    #[error("entry {index}: size {size}, not 1, 2 or 4")]
+    BadSize { index: usize, size: u8 },
+    #[error("entry {index}: value {value:#x} does not fit its {size} bytes")]
+    ValueTooWide { index: usize, value: u32, size: u8 },
+    #[error("entry {index}: port {port:#x} rings the doorbell itself")]
+    Nested { index: usize, port: u16 },
+    #[error("entry {index}: port {port:#x} is owned by no device")]
+    UnownedPort { index: usize, port: u16 },
+}
+
+/// One validated entry of an I/O batch.
+struct BatchWrite {
+    port: u16,
+    bytes: [u8; 4],
+    size: usize,
 }
 
 /// A device on the I/O port bus. `offset` is relative to its base port.
@@ -117,35 +170,80 @@ impl Bus {
         self.io_batch = Some((port, memory));
     }
 
+    /// Validates the whole batch, then replays it: a bad entry anywhere
+    /// refuses the batch before any of its writes took effect.
     fn replay_io_batch(&self, cpu: usize, gpa: u64, memory: &GuestMemory) -> Result<(), BusError> {
-        let fail = |what: String| BusError::IoBatch { gpa, what };
-        let count: u32 = memory
-            .read_obj(GuestAddress(gpa))
-            .map_err(|err| fail(err.to_string()))?;
-        if count as usize > IO_BATCH_MAX {
-            return Err(fail(format!("{count} writes, at most {IO_BATCH_MAX} fit")));
-        }
-        for index in 0..u64::from(count) {
-            let mut entry = [0u8; IO_BATCH_ENTRY_SIZE as usize];
-            let entry_gpa = gpa + IO_BATCH_HEADER_SIZE + index * IO_BATCH_ENTRY_SIZE;
-            memory
-                .read_slice(&mut entry, GuestAddress(entry_gpa))
-                .map_err(|err| fail(err.to_string()))?;
-            let port = u16::from_le_bytes([entry[0], entry[1]]);
-            let size = usize::from(entry[2]);
-            if !matches!(size, 1 | 2 | 4) {
-                return Err(fail(format!("write {index} has size {size}")));
-            }
-            if self
-                .io_batch
-                .as_ref()
-                .is_some_and(|(doorbell, _)| *doorbell == port)
-            {
-                return Err(fail(format!("write {index} rings the doorbell itself")));
-            }
-            self.pio_write(cpu, port, &entry[4..4 + size])?;
+        let fail = |source| BusError::IoBatch { gpa, source };
+        let writes = self.read_io_batch(gpa, memory).map_err(fail)?;
+        for write in writes {
+            self.pio_write(cpu, write.port, &write.bytes[..write.size])?;
         }
         Ok(())
+    }
+
+    fn read_io_batch(
+        &self,
+        gpa: u64,
+        memory: &GuestMemory,
+    ) -> Result<Vec<BatchWrite>, IoBatchError> {
+        let read = |len: u64| {
+            let mut bytes = vec![0u8; len as usize];
+            memory
+                .read_slice(&mut bytes, GuestAddress(gpa))
+                .map(|()| bytes)
+                .map_err(|_| IoBatchError::OutsideRam { len })
+        };
+        let header = read(IO_BATCH_HEADER_SIZE)?;
+        let word = |at: usize| {
+            u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
+        };
+        let count = word(0);
+        if count as usize > IO_BATCH_MAX {
+            return Err(IoBatchError::TooMany { count });
+        }
+        if word(4) != 0 {
+            return Err(IoBatchError::ReservedHeader(word(4)));
+        }
+        let batch = read(IO_BATCH_HEADER_SIZE + u64::from(count) * IO_BATCH_ENTRY_SIZE)?;
+        batch[IO_BATCH_HEADER_SIZE as usize..]
+            .chunks_exact(IO_BATCH_ENTRY_SIZE as usize)
+            .enumerate()
+            .map(|(index, entry)| self.check_batch_entry(index, entry))
+            .collect()
+    }
+
+    fn check_batch_entry(&self, index: usize, entry: &[u8]) -> Result<BatchWrite, IoBatchError> {
+        let port = u16::from_le_bytes([entry[0], entry[1]]);
+        let (size, reserved) = (entry[2], entry[3]);
+        let bytes = [entry[4], entry[5], entry[6], entry[7]];
+        let value = u32::from_le_bytes(bytes);
+        if reserved != 0 {
+            return Err(IoBatchError::ReservedByte {
+                index,
+                value: reserved,
+            });
+        }
+        if !matches!(size, 1 | 2 | 4) {
+            return Err(IoBatchError::BadSize { index, size });
+        }
+        if size < 4 && value >> (8 * u32::from(size)) != 0 {
+            return Err(IoBatchError::ValueTooWide { index, value, size });
+        }
+        if self
+            .io_batch
+            .as_ref()
+            .is_some_and(|(doorbell, _)| *doorbell == port)
+        {
+            return Err(IoBatchError::Nested { index, port });
+        }
+        if find(&self.pio, port).is_none() {
+            return Err(IoBatchError::UnownedPort { index, port });
+        }
+        Ok(BatchWrite {
+            port,
+            bytes,
+            size: usize::from(size),
+        })
     }
 
     pub fn pio_write(&self, cpu: usize, port: u16, data: &[u8]) -> Result<(), BusError> {
@@ -218,6 +316,7 @@ fn wrap(device: &'static str) -> impl FnOnce(DeviceError) -> BusError {
 /// `expected` bytes.
 pub fn check_access_size(
     what: &'static str,
+    direction: Direction,
     len: usize,
     expected: usize,
 ) -> Result<(), DeviceError> {
@@ -226,6 +325,7 @@ pub fn check_access_size(
     } else {
         Err(DeviceError::BadAccessSize {
             what,
+            direction,
             len,
             expected,
         })
@@ -311,13 +411,19 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn io_batch_doorbell_replays_the_guests_writes_in_order() {
+    /// A bus with a recorder on 0x1f0-0x1f7 and the doorbell on 0xfc.
+    fn doorbell_bus() -> (GuestMemory, Arc<Recorder>, Bus) {
         let memory = crate::memory::create_guest_memory().expect("guest RAM");
         let device = Arc::new(Recorder::default());
         let mut bus = Bus::default();
         bus.add_pio(0x1f0..0x1f8, device.clone());
         bus.enable_io_batch(0xfc, memory.clone());
+        (memory, device, bus)
+    }
+
+    #[test]
+    fn io_batch_doorbell_replays_the_guests_writes_in_order() {
+        let (memory, device, bus) = doorbell_bus();
         let batch = 0x5000u64;
         let entries: [(u16, u8, u32); 3] = [(0x1f2, 1, 8), (0x1f3, 2, 0x1234), (0x1f7, 1, 0x34)];
         memory
@@ -345,7 +451,64 @@ mod tests {
         let err = bus
             .pio_write(0, 0xfc, &(batch as u32).to_le_bytes())
             .expect_err("nested doorbell");
-        assert!(err.to_string().contains("doorbell"), "{err}");
+        assert!(
+            matches!(
+                err,
+                BusError::IoBatch {
+                    source: IoBatchError::Nested {
+                        index: 0,
+                        port: 0xfc
+                    },
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_bad_io_batch_entry_is_named_and_nothing_of_the_batch_runs() {
+        let (memory, device, bus) = doorbell_bus();
+        let batch = 0x5000u64;
+        let good = [0xf2, 0x01, 1, 0, 8, 0, 0, 0];
+        for (bad, message) in [
+            (
+                [0xf3, 0x01, 1, 0xff, 0, 0, 0, 0],
+                "entry 1: reserved byte is 0xff",
+            ),
+            ([0xf3, 0x01, 3, 0, 0, 0, 0, 0], "entry 1: size 3"),
+            (
+                [0xf3, 0x01, 1, 0, 0, 1, 0, 0],
+                "entry 1: value 0x100 does not fit",
+            ),
+            (
+                [0x34, 0x12, 1, 0, 0, 0, 0, 0],
+                "entry 1: port 0x1234 is owned by no device",
+            ),
+        ] {
+            memory.write_obj(2u32, GuestAddress(batch)).expect("header");
+            memory
+                .write_slice(&[good, bad].concat(), GuestAddress(batch + 8))
+                .expect("entries");
+            let err = bus
+                .pio_write(0, 0xfc, &(batch as u32).to_le_bytes())
+                .expect_err("bad entry");
+            let BusError::IoBatch { source, .. } = &err else {
+                panic!("{err}");
+            };
+            assert!(source.to_string().starts_with(message), "{source}");
+        }
+        assert!(device.0.lock().expect("not poisoned").is_empty());
+        let err = bus
+            .pio_write(0, 0xfc, &0x00ff_fffcu32.to_le_bytes())
+            .expect_err("straddles the end of RAM");
+        assert!(matches!(
+            err,
+            BusError::IoBatch {
+                source: IoBatchError::OutsideRam { .. },
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -16,13 +16,17 @@ use crate::memory::GuestMemory;
 const ACK_TIMEOUT: Duration = Duration::from_secs(2);
 /// Sleep only when the next raise is further away than the scheduler's slack.
 const SLEEP_THRESHOLD: Duration = Duration::from_micros(200);
+/// The longest sleep between two looks at the stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum MsiDeviceError {
     #[error(transparent)]
     Raise(#[from] InterruptError),
-    #[error("device interrupt {seq} was not acknowledged within {ACK_TIMEOUT:?} (lost)")]
+    #[error("device interrupt {seq} was not acknowledged within {ACK_TIMEOUT:?} (lost; {} acknowledged before it)", .seq - 1)]
     Unacknowledged { seq: u64 },
+    #[error("the guest acknowledged interrupt {acked} when only {raised} had been raised (a forged or doubled acknowledgement)")]
+    AckedUnraised { acked: u64, raised: u64 },
     #[error("the device cannot access the shared page")]
     GuestMemory(#[from] vm_memory::GuestMemoryError),
     #[error("the device's interrupt controller failed")]
@@ -36,16 +40,16 @@ pub struct DeviceEnv<'a> {
     pub sink: &'a dyn InterruptSink,
 }
 
-/// Waits (spinning for the last stretch) until `when`.
-fn pace_until(when: Instant) {
+/// Waits (spinning for the last stretch) until `when`, or until the run stops.
+fn pace_until(when: Instant, control: &RunControl) {
     loop {
         let now = Instant::now();
-        if now >= when {
+        if now >= when || control.should_stop() {
             return;
         }
         let left = when - now;
         if left > SLEEP_THRESHOLD {
-            std::thread::sleep(left - SLEEP_THRESHOLD);
+            std::thread::sleep((left - SLEEP_THRESHOLD).min(STOP_CHECK));
         } else {
             std::hint::spin_loop();
         }
@@ -69,7 +73,7 @@ pub fn ping_pong(env: &DeviceEnv, count: u64, rate_hz: u64) -> Result<Vec<u64>, 
     }
     let start = Instant::now();
     for seq in 1..=count {
-        pace_until(due(start, rate_hz, seq - 1));
+        pace_until(due(start, rate_hz, seq - 1), env.control);
         env.memory
             .store(seq, GuestAddress(abi::RAISE_SEQ_GPA), Ordering::Release)?;
         let raised = Instant::now();
@@ -78,7 +82,10 @@ pub fn ping_pong(env: &DeviceEnv, count: u64, rate_hz: u64) -> Result<Vec<u64>, 
             let acked: u64 = env
                 .memory
                 .load(GuestAddress(abi::ACK_SEQ_GPA), Ordering::Acquire)?;
-            if acked >= seq {
+            if acked > seq {
+                return Err(MsiDeviceError::AckedUnraised { acked, raised: seq });
+            }
+            if acked == seq {
                 break;
             }
             if env.control.should_stop() {
@@ -105,7 +112,7 @@ pub fn periodic(env: &DeviceEnv, rate_hz: u64) -> Result<u64, MsiDeviceError> {
     while !env.control.window_closed() && !env.control.should_stop() {
         env.sink.raise()?;
         raised += 1;
-        pace_until(due(start, rate_hz, raised));
+        pace_until(due(start, rate_hz, raised), env.control);
     }
     Ok(raised)
 }

@@ -11,7 +11,7 @@ use dirq_arch::clock::Clock;
 use dirq_arch::pit::{Pit, PitError, PORT_CHANNEL0};
 
 use super::control::RunControl;
-use super::{check_access_size, fill_le, le_value, DeviceError, PioDevice};
+use super::{check_access_size, fill_le, le_value, DeviceError, Direction, PioDevice};
 
 pub const PORTS: u16 = 4;
 /// Longest the timer thread sleeps before re-checking for a stop.
@@ -94,7 +94,7 @@ impl PioDevice for PitDevice {
     }
 
     fn read(&self, _cpu: usize, offset: u16, data: &mut [u8]) -> Result<(), DeviceError> {
-        check_access_size("a PIT port", data.len(), 1)?;
+        check_access_size("a PIT port", Direction::Read, data.len(), 1)?;
         let value = self
             .lock()
             .read_port(PORT_CHANNEL0 + offset, &self.clock)
@@ -104,7 +104,7 @@ impl PioDevice for PitDevice {
     }
 
     fn write(&self, _cpu: usize, offset: u16, data: &[u8]) -> Result<(), DeviceError> {
-        check_access_size("a PIT port", data.len(), 1)?;
+        check_access_size("a PIT port", Direction::Write, data.len(), 1)?;
         self.lock()
             .write_port(PORT_CHANNEL0 + offset, le_value(data) as u8, &self.clock)
             .map_err(|err| DeviceError::Device(err.to_string()))?;

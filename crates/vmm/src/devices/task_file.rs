@@ -7,7 +7,7 @@
 
 use std::sync::Mutex;
 
-use super::{check_access_size, fill_le, le_value, DeviceError, PioDevice};
+use super::{check_access_size, fill_le, le_value, DeviceError, Direction, PioDevice};
 
 pub const PORTS: u16 = 8;
 const REG_FEATURES: u16 = 1;
@@ -79,7 +79,7 @@ impl PioDevice for TaskFile {
     }
 
     fn read(&self, _cpu: usize, offset: u16, data: &mut [u8]) -> Result<(), DeviceError> {
-        check_access_size("a task file register", data.len(), 1)?;
+        check_access_size("a task file register", Direction::Read, data.len(), 1)?;
         let state = self.lock();
         let value = match offset {
             REG_FEATURES..=REG_LBA_HIGH => state.registers[usize::from(offset - REG_FEATURES)].1,
@@ -92,7 +92,7 @@ impl PioDevice for TaskFile {
     }
 
     fn write(&self, _cpu: usize, offset: u16, data: &[u8]) -> Result<(), DeviceError> {
-        check_access_size("a task file register", data.len(), 1)?;
+        check_access_size("a task file register", Direction::Write, data.len(), 1)?;
         let value = le_value(data) as u8;
         let mut state = self.lock();
         match offset {

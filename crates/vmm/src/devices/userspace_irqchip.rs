@@ -20,7 +20,7 @@ use dirq_arch::msi::{MsiFormat, MsiMessage};
 use super::control::RunControl;
 use super::interrupt::{InterruptError, InterruptSink};
 use super::ioapic::{ApicBus, IoapicDevice};
-use super::{check_access_size, fill_le, le_value, DeviceError, MmioDevice, MsrDevice};
+use super::{check_access_size, fill_le, le_value, DeviceError, Direction, MmioDevice, MsrDevice};
 use crate::vcpu::{Kicker, UserspaceInterruptController};
 
 /// SDM 10.4.1: APIC registers are accessed as aligned 32-bit quantities.
@@ -284,7 +284,12 @@ impl MmioDevice for LapicMmio {
     }
 
     fn read(&self, cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
-        check_access_size("an xAPIC register", data.len(), XAPIC_REGISTER_BYTES)?;
+        check_access_size(
+            "an xAPIC register",
+            Direction::Read,
+            data.len(),
+            XAPIC_REGISTER_BYTES,
+        )?;
         let chip = &self.0;
         let value =
             lock(&chip.cpu(cpu).map_err(DeviceError::Device)?.lapic).read_mmio(offset, &chip.clock);
@@ -293,7 +298,12 @@ impl MmioDevice for LapicMmio {
     }
 
     fn write(&self, cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        check_access_size("an xAPIC register", data.len(), XAPIC_REGISTER_BYTES)?;
+        check_access_size(
+            "an xAPIC register",
+            Direction::Write,
+            data.len(),
+            XAPIC_REGISTER_BYTES,
+        )?;
         let chip = &self.0;
         let message = lock(&chip.cpu(cpu).map_err(DeviceError::Device)?.lapic).write_mmio(
             offset,

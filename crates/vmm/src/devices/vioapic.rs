@@ -8,15 +8,17 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use dirq_arch::lapic::Interrupt;
 use dirq_arch::msi::MsiMessage;
 use dirq_arch::vioapic::{Vioapic, VioapicError, LINES, REG_IRR, REG_MASK, REG_ROUTE_BASE};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend as _, VolatileMemory};
 
+use super::control::RunControl;
 use super::event_source::LineSource;
 use super::interrupt::signal_msi;
-use super::{check_access_size, fill_le, le_value, DeviceError, MmioDevice};
+use super::{check_access_size, fill_le, le_value, DeviceError, Direction, MmioDevice};
 use crate::abi;
 use crate::memory::GuestMemory;
 use crate::vm::Vm;
@@ -47,6 +49,27 @@ pub enum Registers {
 /// write; any other value, an unmask among them, still traps.
 pub const POSTED_MASK: u32 = u32::MAX;
 
+/// The guest holds the PV lock for a few instructions; held this long, it
+/// is not going to let go (a preempted vCPU thread comes back far sooner).
+const PV_LOCK_HOLD_LIMIT: Duration = Duration::from_secs(1);
+/// Spins between two looks at the clock and the stop flag.
+const PV_LOCK_SPINS_PER_CHECK: u32 = 1024;
+
+/// The guest's PV lock word: free, or taken by whoever set it.
+const PV_LOCK_FREE: u32 = 0;
+const PV_LOCK_TAKEN: u32 = 1;
+
+/// Why the VMM gave up on the guest's PV lock.
+#[derive(Debug, thiserror::Error)]
+pub enum PvLockError {
+    #[error("the guest held the VIOAPIC PV lock for {held_ms} ms (the VMM waits at most {} ms)", PV_LOCK_HOLD_LIMIT.as_millis())]
+    HeldTooLong { held_ms: u128 },
+    #[error("the guest held the VIOAPIC PV lock for {held_ms} ms, until the run was stopped")]
+    Stopped { held_ms: u128 },
+    #[error("the guest wrote {0:#x} to the VIOAPIC PV lock word, which holds only 0 (free) or 1 (taken)")]
+    Garbage(u32),
+}
+
 pub struct VioapicDevice {
     model: Mutex<Vioapic>,
     registers: Registers,
@@ -54,6 +77,8 @@ pub struct VioapicDevice {
     memory: GuestMemory,
     line: Box<dyn LineSource>,
     vm: Arc<Vm>,
+    /// Bounds the wait for the guest's PV lock.
+    control: Arc<RunControl>,
     /// Register accesses that reached the VMM (exits), by direction.
     reads: AtomicU64,
     writes: AtomicU64,
@@ -72,6 +97,7 @@ impl VioapicDevice {
         memory: GuestMemory,
         line: Box<dyn LineSource>,
         vm: Arc<Vm>,
+        control: Arc<RunControl>,
     ) -> Result<Self, DeviceError> {
         let device = VioapicDevice {
             model: Mutex::new(Vioapic::new()),
@@ -79,9 +105,18 @@ impl VioapicDevice {
             memory,
             line,
             vm,
+            control,
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
         };
+        if let Registers::ReadOnlyMirror { mirror, .. } = &device.registers {
+            // The mirror's reads never reach the VMM, so nothing can refuse
+            // one outside the registers: it reads all-ones, as an
+            // unclaimed bus read does, never a plausible 0.
+            mirror
+                .write_slice(&[0xff; Self::SIZE as usize], GuestAddress(abi::VIOAPIC_GPA))
+                .map_err(device_error)?;
+        }
         device.publish(&device.lock())?;
         Ok(device)
     }
@@ -108,6 +143,8 @@ impl VioapicDevice {
 
     /// Runs `f` holding the paravirtual page's lock, which the guest takes
     /// to mask (a spin lock: the guest holds it for a few instructions).
+    /// The guest owns the lock word, so the wait is bounded: by
+    /// `PV_LOCK_HOLD_LIMIT` and by the run's stop flag.
     fn with_pv_lock<T>(
         &self,
         f: impl FnOnce() -> Result<T, DeviceError>,
@@ -120,14 +157,33 @@ impl VioapicDevice {
             .get_slice(GuestAddress(abi::VIOAPIC_PV_LOCK_GPA), 4)
             .map_err(device_error)?;
         let lock = slice.get_atomic_ref::<AtomicU32>(0).map_err(device_error)?;
-        while lock
-            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        let since = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            match lock.compare_exchange_weak(
+                PV_LOCK_FREE,
+                PV_LOCK_TAKEN,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(PV_LOCK_FREE | PV_LOCK_TAKEN) => {}
+                Err(garbage) => return Err(PvLockError::Garbage(garbage).into()),
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(PV_LOCK_SPINS_PER_CHECK) {
+                let held_ms = since.elapsed().as_millis();
+                if self.control.should_stop() {
+                    return Err(PvLockError::Stopped { held_ms }.into());
+                }
+                if since.elapsed() > PV_LOCK_HOLD_LIMIT {
+                    return Err(PvLockError::HeldTooLong { held_ms }.into());
+                }
+            }
             std::hint::spin_loop();
         }
         let result = f();
-        lock.store(0, Ordering::Release);
+        lock.store(PV_LOCK_FREE, Ordering::Release);
         result
     }
 
@@ -211,7 +267,7 @@ impl MmioDevice for VioapicDevice {
     }
 
     fn read(&self, _cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
-        check_access_size("a VIOAPIC register", data.len(), 4)?;
+        check_access_size("a VIOAPIC register", Direction::Read, data.len(), 4)?;
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.sample()?;
         let value = self.lock().read(offset).map_err(device_error)?;
@@ -220,7 +276,7 @@ impl MmioDevice for VioapicDevice {
     }
 
     fn write(&self, _cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        check_access_size("a VIOAPIC register", data.len(), 4)?;
+        check_access_size("a VIOAPIC register", Direction::Write, data.len(), 4)?;
         self.writes.fetch_add(1, Ordering::Relaxed);
         let value = le_value(data) as u32;
         self.run(|model| model.write(offset, value))
