@@ -256,9 +256,12 @@ pub fn run<T: Send>(
                 control: &control,
                 sink: sink.as_ref(),
             };
-            let (control, kicker) = (&control, &kicker);
+            let (control, kicker, placement) = (&control, &kicker, &placement);
             scope.spawn(move || {
-                let result = device(&env);
+                let result = placement
+                    .pin_device_thread()
+                    .map_err(MsiDeviceError::from)
+                    .and_then(|()| device(&env));
                 // The device's verdict ends the run now, not at the watchdog.
                 if result.is_err() {
                     control.request_stop();

@@ -10,6 +10,12 @@ use serde::{Deserialize, Serialize};
 pub enum PlacementError {
     #[error("cannot read this process's CPU affinity")]
     Affinity(#[source] std::io::Error),
+    #[error("cannot pin the device thread to host CPU {cpu}")]
+    PinDevice {
+        cpu: usize,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot pin vCPU {vcpu} to host CPU {cpu}")]
     Pin {
         vcpu: usize,
@@ -63,26 +69,48 @@ impl Placement {
 
     /// Pins the calling thread, vCPU `vcpu`'s, to its host CPU, if it has one.
     pub fn pin_this_thread(&self, vcpu: usize) -> Result<(), PlacementError> {
-        let Some(&cpu) = self.vcpu_cpus.get(vcpu) else {
-            return Ok(());
-        };
-        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write only into
-        // the local set, and sched_setaffinity reads it for this thread (0).
-        let result = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_ZERO(&mut set);
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-        };
-        if result != 0 {
-            return Err(PlacementError::Pin {
-                vcpu,
-                cpu,
-                source: std::io::Error::last_os_error(),
-            });
+        match self.vcpu_cpus.get(vcpu) {
+            Some(&cpu) => pin(cpu).map_err(|source| PlacementError::Pin { vcpu, cpu, source }),
+            None => Ok(()),
         }
-        Ok(())
     }
+
+    /// The host CPU for the thread that raises device interrupts: the last
+    /// one vCPU 0, which takes them, does not run on, as a vhost thread
+    /// would be placed; a device thread spinning beside vCPU 0 would take
+    /// turns with it. `None` when vCPU 0 is unpinned or alone.
+    pub fn device_cpu(&self) -> Option<usize> {
+        let vcpu0 = *self.vcpu_cpus.first()?;
+        self.host_cpus
+            .iter()
+            .rev()
+            .copied()
+            .find(|&cpu| cpu != vcpu0)
+    }
+
+    /// Pins the calling thread, a device thread, to `device_cpu`, if any.
+    pub fn pin_device_thread(&self) -> Result<(), PlacementError> {
+        match self.device_cpu() {
+            Some(cpu) => pin(cpu).map_err(|source| PlacementError::PinDevice { cpu, source }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Pins the calling thread to host CPU `cpu`.
+fn pin(cpu: usize) -> Result<(), std::io::Error> {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write only into the
+    // local set, and sched_setaffinity reads it for this thread (0).
+    let result = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if result != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn allowed_cpus() -> Result<Vec<usize>, PlacementError> {
@@ -109,6 +137,14 @@ mod tests {
         assert_eq!(placement.vcpu_cpus, vec![0, 2]);
         assert!(!placement.shares_cpus());
         assert_eq!(placement.note(2), None);
+    }
+
+    #[test]
+    fn the_device_thread_runs_beside_vcpu_0_never_on_its_cpu() {
+        assert_eq!(Placement::for_cpus(vec![0, 1], 2).device_cpu(), Some(1));
+        assert_eq!(Placement::for_cpus(vec![0, 1, 2], 1).device_cpu(), Some(2));
+        assert_eq!(Placement::for_cpus(vec![3], 1).device_cpu(), None);
+        assert_eq!(Placement::for_cpus(vec![0, 1], 4).device_cpu(), None);
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub enum MsiDeviceError {
     GuestMemory(#[from] vm_memory::GuestMemoryError),
     #[error("the device's interrupt controller failed")]
     Controller(#[from] super::DeviceError),
+    #[error(transparent)]
+    Placement(#[from] crate::placement::PlacementError),
 }
 
 /// What the device thread sees of the machine.
