@@ -23,7 +23,7 @@
 #define LVT_TIMER_PERIODIC (1u << 17)
 #define LVT_MASKED (1u << 16)
 #define EOI_STORM 10000
-#define SERIAL_FLOOD (24 * 1024) /* more than the VMM keeps */
+#define SERIAL_FLOOD (20 * 1024) /* more than the VMM keeps */
 #define PERIODIC_TIMER_NS 20000000ul
 
 /* Buffers live on the stack: static ones would grow the kernel's .bss and

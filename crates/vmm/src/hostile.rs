@@ -15,6 +15,9 @@ use crate::devices::msi_device::{self, DeviceEnv};
 use crate::machine::{self, Attach, DeviceThread, Extensions};
 use crate::report::RunReport;
 
+/// The watchdog of a case that must survive.
+const SURVIVOR_TIMEOUT_MS: u64 = 20_000;
+
 /// What the VMM must do with a case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expect {
@@ -149,6 +152,11 @@ impl HostileCase {
         }
         if self.target() == Target::Device {
             config.count = 1;
+        }
+        // A case that must survive never waits for the watchdog; on a busy
+        // host its work (a serial flood: an exit per byte) may take seconds.
+        if self.expect() == Expect::Survives {
+            config.timeout_ms = SURVIVOR_TIMEOUT_MS;
         }
         config
     }
