@@ -667,6 +667,10 @@ fn describe_failure(shared: &SharedPage) -> String {
             abi::MAGIC,
             abi::VERSION
         ),
+        abi::FAILURE_HYPERCALL_REFUSED => format!(
+            "KVM refused the guest's hypercall {d0:#x} (it returned {})",
+            d1 as i64
+        ),
         other => format!("unknown failure code {other}"),
     }
 }
