@@ -204,6 +204,7 @@ enum dirq_failure {
     DIRQ_FAILURE_UNKNOWN_BENCH = 2,  /* detail[0] = bench */
     DIRQ_FAILURE_MISSING_FEATURE = 3, /* detail[0] = CPUID leaf, detail[1] = bit mask */
     DIRQ_FAILURE_ABI_MISMATCH = 4,    /* detail[0] = magic, detail[1] = version */
+    DIRQ_FAILURE_HYPERCALL_REFUSED = 5, /* detail[0] = hypercall number, detail[1] = what KVM returned */
 };
 
 

@@ -24,7 +24,7 @@ use crate::report::meta;
   dirq run vioapic --vioapic pv                          # level-triggered interrupts, MASK in shared memory\n  \
   dirq run io-batch --io-batch                           # 11 port writes per disk command, one exit\n  \
   dirq run tick --tick-scale 10                          # the guest's 1000 Hz PIT tick, 10x slower\n  \
-  dirq run ipi --ipi broadcast --vcpus 4 --pv-send-ipi   # one hypercall pings three vCPUs\n  \
+  dirq run ipi --ipi broadcast --vcpus 4 --pv-send-ipi   # one hypercall pings three vCPUs (VT-x/SVM hosts only)\n  \
   dirq run fault --fault triple-fault                    # fault handling self-test (exits non-zero)\n  \
   dirq run hostile --list                                # the attacks on the VMM, each with refuses or survives\n  \
   dirq run hostile --case pv-lock-held-forever           # one attack: the VMM must refuse it, naming the cause\n\n\
@@ -112,8 +112,15 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// After the tables, print the latency histogram as cyclictest does: one line per bucket up
-    /// to US microseconds (default 10000), then min/avg/max and the samples above (overflows).
-    #[arg(long, value_name = "US", num_args = 0..=1, default_missing_value = "10000")]
+    /// to US microseconds, 1-10000000 (default 10000), then min/avg/max and the samples above (overflows).
+    #[arg(
+        long,
+        value_name = "US",
+        num_args = 0..=1,
+        default_missing_value = "10000",
+        value_parser = clap::value_parser!(u64).range(1..=10_000_000),
+        conflicts_with_all = ["json", "compare"]
+    )]
     histogram: Option<u64>,
     /// Echo the guest's serial console to stderr.
     #[arg(long)]
@@ -122,7 +129,7 @@ pub struct Args {
     #[arg(long = "case", value_parser = parse::<HostileCase>)]
     case: Option<HostileCase>,
     /// hostile: list every attack with what the VMM must do with it (refuses or survives).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "case")]
     list: bool,
     /// irq-latency only: compare the userspace path (--irqchip userspace --halt exit) with the best
     /// in-kernel one (--irqchip kernel --inject irqfd --pv-eoi --halt poll:200000); --count, --rate,

@@ -41,7 +41,7 @@ fn a_refused_case_exits_non_zero_naming_the_cause() {
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains(case.cause().unwrap_or_default()),
+        case.causes().iter().any(|cause| stderr.contains(cause)),
         "{stderr}"
     );
 }

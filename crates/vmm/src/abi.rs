@@ -72,6 +72,7 @@ pub const FAILURE_EXCEPTION: u32 = 1;
 pub const FAILURE_UNKNOWN_BENCH: u32 = 2;
 pub const FAILURE_MISSING_FEATURE: u32 = 3;
 pub const FAILURE_ABI_MISMATCH: u32 = 4;
+pub const FAILURE_HYPERCALL_REFUSED: u32 = 5;
 
 pub const VECTOR_DEVICE: u8 = 0x40;
 

@@ -69,6 +69,8 @@ pub enum MachineError {
     Irqchip(String),
     #[error("cannot read the guest TSC (KVM_GET_MSRS of IA32_TSC)")]
     GuestTsc,
+    #[error("VMM thread(s) {threads} did not stop within {} ms of the stop request: left running", STOP_GRACE.as_millis())]
+    ThreadsHung { threads: String },
     #[error("a VMM thread panicked: {0}")]
     ThreadPanic(&'static str),
     #[error(transparent)]
@@ -218,38 +220,50 @@ pub fn run<T: Send>(
     let sink = interrupt_sink(config, &vm, irqchip.as_ref(), ioapic.as_ref())?;
 
     let deadline = Instant::now() + Duration::from_millis(config.timeout_ms);
-    let (vcpu_results, device_result, timers_ok, timed_out) = std::thread::scope(|scope| {
-        let vcpu_threads: Vec<_> = vcpus
-            .into_iter()
-            .map(|mut vcpu| {
-                let (bus, control, kicker, accounting) = (&bus, &control, &kicker, &accounting);
-                let placement = &placement;
-                let irqchip = irqchip.as_deref();
-                let ioapic = ioapic.as_deref();
-                scope.spawn(move || {
-                    let ctx = VcpuContext {
-                        bus,
-                        control,
-                        counters: &accounting.counters[vcpu.index],
-                        kicker,
-                        irqchip: irqchip.map(|chip| chip as &dyn UserspaceInterruptController),
-                        ioapic,
-                    };
-                    let result = placement
-                        .pin_this_thread(vcpu.index)
-                        .map_err(VcpuError::from)
-                        .and_then(|()| vcpu.run(&ctx));
-                    if result.is_err() {
-                        control.request_stop();
-                        kicker.kick_all();
-                    }
-                    (result, vcpu.current_rip())
-                })
+    // The vCPU and timer threads own what they use: one stuck where the VMM
+    // cannot interrupt it (in KVM_RUN) is left running, not joined forever.
+    let bus = Arc::new(bus);
+    let placement = Arc::new(placement);
+    let vcpu_threads: Vec<_> = vcpus
+        .into_iter()
+        .map(|mut vcpu| {
+            let (bus, control, kicker, accounting) = (
+                bus.clone(),
+                control.clone(),
+                kicker.clone(),
+                accounting.clone(),
+            );
+            let (placement, irqchip, ioapic) = (placement.clone(), irqchip.clone(), ioapic.clone());
+            std::thread::spawn(move || {
+                let ctx = VcpuContext {
+                    bus: &bus,
+                    control: &control,
+                    counters: &accounting.counters[vcpu.index],
+                    kicker: &kicker,
+                    irqchip: irqchip
+                        .as_deref()
+                        .map(|chip| chip as &dyn UserspaceInterruptController),
+                    ioapic: ioapic.as_deref(),
+                };
+                let result = placement
+                    .pin_this_thread(vcpu.index)
+                    .map_err(VcpuError::from)
+                    .and_then(|()| vcpu.run(&ctx));
+                if result.is_err() {
+                    control.request_stop();
+                    kicker.kick_all();
+                }
+                (result, vcpu.current_rip())
             })
-            .collect();
-        let timer_thread = irqchip
-            .as_deref()
-            .map(|chip| scope.spawn(|| chip.run_timers(&control)));
+        })
+        .collect();
+    let timer_thread = irqchip.clone().map(|chip| {
+        let control = control.clone();
+        std::thread::spawn(move || chip.run_timers(&control))
+    });
+    // The device thread borrows the bench's state, so it is scoped; every
+    // device loop watches the stop flag.
+    let (vcpu_results, device_result, timers_ok, timed_out) = std::thread::scope(|scope| {
         let device_thread = device.map(|device| {
             let env = DeviceEnv {
                 memory: &memory,
@@ -288,26 +302,40 @@ pub fn run<T: Send>(
                 .iter()
                 .map(|t| ("device".into(), t as &dyn IsFinished)),
         );
-        report_hung_threads(&threads, &kicker);
+        wait_for_threads(&threads, &kicker);
+        // None: the thread did not stop, and is left running.
         let vcpu_results: Vec<_> = vcpu_threads
             .into_iter()
-            .map(|thread| thread.join())
+            .map(|thread| thread.is_finished().then(|| thread.join()))
             .collect();
         let device_result = device_thread.map(|thread| thread.join());
-        let timers_ok = timer_thread.is_none_or(|thread| thread.join().is_ok());
+        let timers_ok =
+            timer_thread.map(|thread| thread.is_finished().then(|| thread.join().is_ok()));
         (vcpu_results, device_result, timers_ok, !finished)
     });
-    if !timers_ok {
-        return Err(MachineError::ThreadPanic("LAPIC timer"));
+    let mut hung = Vec::new();
+    match timers_ok {
+        Some(Some(false)) => return Err(MachineError::ThreadPanic("LAPIC timer")),
+        Some(None) => hung.push("LAPIC timer".to_string()),
+        Some(Some(true)) | None => {}
     }
 
     let mut rips = Vec::new();
     for (cpu, joined) in vcpu_results.into_iter().enumerate() {
+        let Some(joined) = joined else {
+            hung.push(format!("vCPU {cpu}"));
+            continue;
+        };
         let (result, rip) = joined.map_err(|_| MachineError::ThreadPanic("vCPU"))?;
         result?;
         rips.push(match rip {
             Some(rip) => format!("vCPU {cpu} rip {rip:#x}"),
             None => format!("vCPU {cpu} rip unknown"),
+        });
+    }
+    if !hung.is_empty() {
+        return Err(MachineError::ThreadsHung {
+            threads: hung.join(", "),
         });
     }
     // A lost or doubled interrupt is the device's verdict: it names the
@@ -337,7 +365,7 @@ pub fn run<T: Send>(
     Ok(MachineOutput {
         facts: MachineFacts {
             exec: exec_outcome(guest_exec, config.vcpus, shared.native_cpus),
-            placement,
+            placement: Arc::unwrap_or_clone(placement),
             console,
         },
         shared,
@@ -365,25 +393,18 @@ impl<T> IsFinished for std::thread::ScopedJoinHandle<'_, T> {
     }
 }
 
+impl<T> IsFinished for std::thread::JoinHandle<T> {
+    fn is_finished(&self) -> bool {
+        std::thread::JoinHandle::is_finished(self)
+    }
+}
+
 /// Kicks the vCPUs until every thread has stopped, for at most
-/// `STOP_GRACE`; then names on stderr the threads that have not (the scope
-/// still joins them: they are stuck in a call the VMM cannot interrupt).
-fn report_hung_threads(threads: &[(String, &dyn IsFinished)], kicker: &Kicker) {
+/// `STOP_GRACE`; the caller leaves running, and reports, those that have
+/// not (stuck in a call the VMM cannot interrupt).
+fn wait_for_threads(threads: &[(String, &dyn IsFinished)], kicker: &Kicker) {
     let asked = Instant::now();
-    while threads.iter().any(|(_, thread)| !thread.is_finished()) {
-        if asked.elapsed() > STOP_GRACE {
-            let hung: Vec<&str> = threads
-                .iter()
-                .filter(|(_, thread)| !thread.is_finished())
-                .map(|(name, _)| name.as_str())
-                .collect();
-            eprintln!(
-                "dirq: VMM thread(s) {} did not stop within {} ms of the stop request",
-                hung.join(", "),
-                STOP_GRACE.as_millis()
-            );
-            return;
-        }
+    while threads.iter().any(|(_, thread)| !thread.is_finished()) && asked.elapsed() < STOP_GRACE {
         kicker.kick_all();
         std::thread::sleep(STOP_KICK_INTERVAL);
     }
@@ -632,6 +653,10 @@ fn describe_failure(shared: &SharedPage) -> String {
             "the guest expects a different boot page (it read magic {d0:#x}, version {d1}; the VMM writes {:#x}, version {})",
             abi::MAGIC,
             abi::VERSION
+        ),
+        abi::FAILURE_HYPERCALL_REFUSED => format!(
+            "KVM refused the guest's hypercall {d0:#x} (it returned {})",
+            d1 as i64
         ),
         other => format!("unknown failure code {other}"),
     }
