@@ -236,7 +236,11 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
             ),
             None => TableRow::new(vec![
                 label(row),
-                row.vcpus.to_string(),
+                format!(
+                    "{}{}",
+                    row.vcpus,
+                    if row.cpus_shared.is_some() { " *" } else { "" }
+                ),
                 row.latency_ns
                     .as_ref()
                     .map_or_else(|| "-".into(), |l| format_value(l.p50 as f64)),
@@ -251,8 +255,13 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
     Figure {
         id: "designs-halt".into(),
         title: "IPIs and HLT: latency against host CPU burned".into(),
-        caption: "CPU burned is the vCPU threads' CPU time over the measured window's wall time."
-            .into(),
+        caption: match table.shared_cpus_note() {
+            Some(note) => format!(
+                "CPU burned is the vCPU threads' CPU time over the measured window's wall time. * {note}."
+            ),
+            None => "CPU burned is the vCPU threads' CPU time over the measured window's wall time."
+                .into(),
+        },
         commands: vec![
             format!("{command} --only halt"),
             "dirq run ipi --halt exit | --halt poll:<ns> | --guest-idle busy | --halt none | --pv-send-ipi"

@@ -76,6 +76,16 @@ pub struct HaltRow {
     pub exits_per_round_trip: f64,
     /// Why the row could not be measured on this host.
     pub unavailable: Option<String>,
+    /// Set when its vCPUs time-shared host CPUs, which its figures show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_shared: Option<String>,
+}
+
+impl HaltTable {
+    /// What the rows marked `*` share: the first row's note that has one.
+    pub fn shared_cpus_note(&self) -> Option<&str> {
+        self.rows.iter().find_map(|row| row.cpus_shared.as_deref())
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -124,6 +134,7 @@ pub fn compare(settings: Settings) -> Result<HaltTable, BenchError> {
             host_cpu_per_s: 0.0,
             exits_per_round_trip: 0.0,
             unavailable: None,
+            cpus_shared: None,
         };
         match crate::bench::run(&config) {
             Ok(run) => {
@@ -134,6 +145,7 @@ pub fn compare(settings: Settings) -> Result<HaltTable, BenchError> {
                     0.0
                 };
                 row.exits_per_round_trip = run.exits.total as f64 / config.count as f64;
+                row.cpus_shared = run.placement.note(config.vcpus);
                 runs.push(run);
             }
             Err(err) => row.unavailable = Some(crate::report::with_causes(&err)),
@@ -151,12 +163,13 @@ impl fmt::Display for HaltTable {
             "ipi", "waiting", "vCPUs", "p50 (us)", "p99 (us)", "CPU (cores)", "exits/round"
         )?;
         for row in &self.rows {
+            let shared = if row.cpus_shared.is_some() { "*" } else { "" };
             write!(
                 f,
                 "{:<10} {:<26} {:>5} ",
                 row.ipi.name(),
                 row.label,
-                row.vcpus
+                format!("{}{shared}", row.vcpus)
             )?;
             match (&row.unavailable, &row.latency_ns) {
                 (Some(reason), _) => writeln!(f, "unavailable: {reason}")?,
@@ -169,6 +182,9 @@ impl fmt::Display for HaltTable {
                     row.exits_per_round_trip
                 )?,
             }
+        }
+        if let Some(note) = self.shared_cpus_note() {
+            writeln!(f, "* {note}")?;
         }
         Ok(())
     }
