@@ -90,11 +90,14 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
     let mut reports = Vec::new();
     let mut runs = Vec::new();
     for config in &configs {
-        bar.set_message(format!(
-            "{} {}",
-            config.bench,
-            crate::report::plan::path_label(config)
-        ));
+        crate::report::progress::working_on(
+            bar,
+            format!(
+                "{} {}",
+                config.bench,
+                crate::report::plan::path_label(config)
+            ),
+        );
         let (case, raw) = run_case(config)
             .with_context(|| format!("calibration run `{}` failed", command_line(config)))?;
         reports.push(case.run);
@@ -147,7 +150,7 @@ pub fn execute(args: Args) -> Result<()> {
     }
     eprintln!("dirq calibrate: measuring this host's interrupt costs on /dev/kvm ...");
     let bar = ProgressBar::new(CALIBRATION_RUNS);
-    bar.set_message("probe");
+    crate::report::progress::working_on(&bar, "probe");
     // Every step is needed for the profile: the first that fails ends it.
     let calibration = dirq_vmm::probe::probe(args.guest_exec)
         .context("probe failed")

@@ -81,7 +81,7 @@ pub struct DesignTables {
 pub fn measure(designs: &[Design], settings: Settings, bar: &ProgressBar) -> DesignTables {
     let mut tables = DesignTables::default();
     for &design in designs {
-        bar.set_message(design.title());
+        crate::report::progress::working_on(bar, design.title());
         let measured = match design {
             Design::Vioapic => vioapic::compare(settings).map(|t| tables.vioapic = Some(t)),
             Design::IoBatch => io_batch::compare(settings).map(|t| tables.io_batch = Some(t)),

@@ -15,7 +15,7 @@ mod html;
 pub mod meta;
 mod model;
 pub mod plan;
-mod progress;
+pub mod progress;
 mod real;
 mod scenarios;
 mod simulate;
@@ -64,7 +64,7 @@ pub struct Args {
     /// Directory to write index.html, data.json and traces/ into (created if missing).
     #[arg(long, default_value = "report")]
     pub out: PathBuf,
-    /// Seed for every simulation run (same seed, same simulated numbers).
+    /// Seed for every simulation run, any u64 (same seed, same simulated numbers).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Skip everything that needs /dev/kvm (probe, calibration, real runs, model checks).

@@ -31,7 +31,7 @@ pub struct Args {
     /// Print one JSON object instead of tables.
     #[arg(long)]
     json: bool,
-    /// Seed of the random streams: same seed, same result.
+    /// Seed of the random streams (any u64): same seed, same result.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Write a Chrome/Perfetto trace (one track per core) to this file.
@@ -40,8 +40,8 @@ pub struct Args {
     /// A cost-profile TOML replacing the built-in did-2015 profile.
     #[arg(long, value_name = "FILE.toml")]
     profile: Option<PathBuf>,
-    /// Threads running a scenario's independent runs (default: every
-    /// core); the results do not depend on it.
+    /// Threads running a scenario's independent runs, 1-65535 (default:
+    /// every core); the results do not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
     /// Run a scenario even if its estimated events are over the budget

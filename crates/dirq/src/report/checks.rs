@@ -387,7 +387,7 @@ pub fn run_checks(
     let mut extrapolated: Vec<String> = Vec::new();
     for case in cases {
         let configuration = configuration_name(case);
-        bar.set_message(configuration.clone());
+        super::progress::working_on(bar, configuration.clone());
         match twin(&case.config, base, costs) {
             Err(reason) => checks.unmodelled.push(Unmodelled {
                 configuration,

@@ -271,10 +271,13 @@ pub fn run_all(
     let mut failed: Vec<(usize, Option<String>)> = vec![(0, None); cases.len()];
     for round in 1..=repeats {
         for (case, (count, first)) in cases.iter_mut().zip(&mut failed) {
-            bar.set_message(format!(
-                "{} {} (run {round} of {repeats})",
-                case.config.bench, case.label
-            ));
+            super::progress::working_on(
+                bar,
+                format!(
+                    "{} {} (run {round} of {repeats})",
+                    case.config.bench, case.label
+                ),
+            );
             let mut config = case.config.clone();
             config.timeout_ms = config.timeout_ms.min(REPORT_RUN_TIMEOUT_MS);
             match run_case(&config) {

@@ -8,6 +8,17 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::data::StepTiming;
 
+/// Shows what `bar` works on now: in the bar on a terminal, as a line on
+/// stderr otherwise (where indicatif draws nothing), so a log shows
+/// progress too.
+pub fn working_on(bar: &ProgressBar, what: impl Into<String>) {
+    let what = what.into();
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("  {what} ...");
+    }
+    bar.set_message(what);
+}
+
 pub struct Steps {
     timings: Vec<StepTiming>,
     /// "<step>: <reason>", one per failure, in order.
