@@ -285,6 +285,15 @@ fn run_prints_perf_kvm_stat_tables_a_histogram_and_self_describing_json() {
         text.contains("Time%, Min, Max, Avg time: not measured"),
         "{text}"
     );
+    // The run loop times the exits that reach the VMM: the userspace
+    // irqchip's EOIs have a time.
+    let userspace = run(&["--irqchip", "userspace"]);
+    let eoi_row = userspace
+        .lines()
+        .skip_while(|line| !line.contains("returned to the VMM"))
+        .find(|line| line.trim_start().starts_with("MSR_WRITE"))
+        .unwrap_or_else(|| panic!("no userspace MSR_WRITE row:\n{userspace}"));
+    assert!(eoi_row.matches("us").count() >= 3, "{eoi_row}");
     // Exits are named by VMX reason; KVM's other statistics are not exits.
     assert!(!text.contains("halt_exits"), "{text}");
     assert!(text.contains("# Histogram"), "{text}");

@@ -2,8 +2,11 @@
 //! and KVM's in-kernel counters from each vCPU's binary stats fd.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
 
 use serde::{Deserialize, Serialize};
 
@@ -56,17 +59,72 @@ impl UserspaceExit {
     }
 }
 
-/// One vCPU's userspace exits, counted by its run loop, and the CPU time
-/// of the thread that runs it.
-#[derive(Default)]
+/// The longest userspace exit a histogram holds: a minute (a HLT the VMM
+/// sleeps through can be long).
+const EXIT_TIME_MAX_NS: u64 = 60_000_000_000;
+
+/// Time histograms of one vCPU's userspace exits, one per reason.
+type ExitTimes = Vec<Histogram<u64>>;
+
+fn exit_times() -> ExitTimes {
+    UserspaceExit::ALL
+        .iter()
+        .map(|_| {
+            Histogram::new_with_bounds(1, EXIT_TIME_MAX_NS, 2)
+                .expect("1 ns to a minute at 2 digits is a valid histogram")
+        })
+        .collect()
+}
+
+/// One vCPU's userspace exits, counted and timed by its run loop, and the
+/// CPU time of the thread that runs it.
 pub struct ExitCounters {
     counts: [AtomicU64; UserspaceExit::ALL.len()],
+    /// The reason counted last and not timed yet, plus one (0: none).
+    untimed: AtomicUsize,
+    times: Mutex<ExitTimes>,
     cpu_clock: OnceLock<libc::clockid_t>,
+}
+
+impl Default for ExitCounters {
+    fn default() -> Self {
+        ExitCounters {
+            counts: Default::default(),
+            untimed: AtomicUsize::new(0),
+            times: Mutex::new(exit_times()),
+            cpu_clock: OnceLock::new(),
+        }
+    }
 }
 
 impl ExitCounters {
     pub fn count(&self, reason: UserspaceExit) {
         self.counts[reason as usize].fetch_add(1, Ordering::Relaxed);
+        self.untimed.store(reason as usize + 1, Ordering::Relaxed);
+    }
+
+    /// The exit counted last took `elapsed` in the VMM, from KVM_RUN's
+    /// return to the next KVM_RUN (`perf kvm stat`'s time is exit to entry;
+    /// this is the VMM's part of it).
+    pub fn time_last(&self, elapsed: Duration) {
+        let Some(reason) = self.untimed.swap(0, Ordering::Relaxed).checked_sub(1) else {
+            return;
+        };
+        let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        let mut times = self
+            .times
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(histogram) = times.get_mut(reason) {
+            histogram.saturating_record(ns.clamp(1, EXIT_TIME_MAX_NS));
+        }
+    }
+
+    fn times(&self) -> ExitTimes {
+        self.times
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// Called on the vCPU's thread before it first runs: from then on the
@@ -255,8 +313,47 @@ pub enum ExitsError {
 #[derive(Clone, Debug, Default)]
 pub struct ExitSnapshot {
     userspace: Vec<Counters>,
+    userspace_times: Vec<ExitTimes>,
     kernel: Vec<Counters>,
     cpu_ns: Vec<u64>,
+}
+
+/// How long one kind of userspace exit kept the VMM, over a window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExitTime {
+    pub samples: u64,
+    pub total_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+}
+
+impl ExitTime {
+    /// The exits recorded in `after` but not in `before`; `None` if none.
+    fn between(before: Option<&Histogram<u64>>, after: &Histogram<u64>) -> Option<Self> {
+        let mut window = after.clone();
+        if let Some(before) = before {
+            window.subtract(before).ok()?;
+        }
+        (!window.is_empty()).then(|| ExitTime {
+            samples: window.len(),
+            total_ns: (window.mean() * window.len() as f64) as u64,
+            min_ns: window.min(),
+            max_ns: window.max(),
+        })
+    }
+
+    /// Both together: `self` then `other`.
+    pub fn merge(self, other: ExitTime) -> ExitTime {
+        if self.samples == 0 {
+            return other;
+        }
+        ExitTime {
+            samples: self.samples + other.samples,
+            total_ns: self.total_ns + other.total_ns,
+            min_ns: self.min_ns.min(other.min_ns),
+            max_ns: self.max_ns.max(other.max_ns),
+        }
+    }
 }
 
 /// Every vCPU's counters: the run loops' and KVM's.
@@ -285,6 +382,7 @@ impl ExitAccounting {
             .collect::<Result<_, _>>()?;
         Ok(ExitSnapshot {
             userspace: self.counters.iter().map(ExitCounters::snapshot).collect(),
+            userspace_times: self.counters.iter().map(ExitCounters::times).collect(),
             kernel,
             cpu_ns: self.counters.iter().map(ExitCounters::cpu_ns).collect(),
         })
@@ -300,6 +398,9 @@ pub struct VcpuExits {
     pub kernel: u64,
     /// Userspace exits by reason (`io`, `mmio`, `msr_write`, `irq_window`, `hlt`, `intr`, ...).
     pub userspace_by_reason: BTreeMap<String, u64>,
+    /// How long each reason's exits kept the VMM.
+    #[serde(default)]
+    pub userspace_time: BTreeMap<String, ExitTime>,
     /// Every scalar KVM stat that moved (exits, irq_injections, halt_wakeup, ...).
     pub kvm_stats: BTreeMap<String, u64>,
     /// CPU seconds the vCPU's thread burned.
@@ -325,6 +426,9 @@ pub struct ExitSummary {
     pub by_category: BTreeMap<String, u64>,
     /// Userspace exits by reason, summed over vCPUs.
     pub userspace_by_reason: BTreeMap<String, u64>,
+    /// How long each reason's userspace exits kept the VMM, over all vCPUs.
+    #[serde(default)]
+    pub userspace_time: BTreeMap<String, ExitTime>,
     /// CPU seconds all vCPU threads burned: what polling (in KVM or in the
     /// guest) costs the host.
     pub vcpu_cpu_s: f64,
@@ -373,19 +477,39 @@ impl ExitSummary {
                 .unwrap_or(0)
                 .max(userspace);
             let cpu_ns = |snapshot: &ExitSnapshot| snapshot.cpu_ns.get(cpu).copied().unwrap_or(0);
+            let before_times = before.userspace_times.get(cpu);
+            let userspace_time = after
+                .userspace_times
+                .get(cpu)
+                .into_iter()
+                .flat_map(|times| times.iter().enumerate())
+                .filter_map(|(reason, after)| {
+                    let before = before_times.and_then(|times| times.get(reason));
+                    Some((
+                        UserspaceExit::ALL.get(reason)?.name().to_string(),
+                        ExitTime::between(before, after)?,
+                    ))
+                })
+                .collect();
             per_vcpu.push(VcpuExits {
                 cpu,
                 total,
                 userspace,
                 kernel: total - userspace,
                 userspace_by_reason,
+                userspace_time,
                 kvm_stats,
                 cpu_s: cpu_ns(after).saturating_sub(cpu_ns(before)) as f64 / 1e9,
             });
         }
         let mut by_reason = BTreeMap::new();
         let mut userspace_by_reason = BTreeMap::new();
+        let mut userspace_time: BTreeMap<String, ExitTime> = BTreeMap::new();
         for vcpu in &per_vcpu {
+            for (name, time) in &vcpu.userspace_time {
+                let merged = userspace_time.remove(name).unwrap_or_default().merge(*time);
+                userspace_time.insert(name.clone(), merged);
+            }
             for name in KERNEL_EXIT_STATS {
                 if let Some(value) = vcpu.kvm_stats.get(*name) {
                     *by_reason.entry(name.to_string()).or_insert(0) += value;
@@ -403,6 +527,7 @@ impl ExitSummary {
             kernel: per_vcpu.iter().map(|v| v.kernel).sum(),
             by_reason,
             userspace_by_reason,
+            userspace_time,
             vcpu_cpu_s: per_vcpu.iter().map(|v| v.cpu_s).sum(),
             per_vcpu,
         }
@@ -441,6 +566,7 @@ mod tests {
     fn window_counts_exits_between_snapshots_without_the_end_marker() {
         let before = ExitSnapshot {
             userspace: vec![counters(&[("io", 5), ("hlt", 1)])],
+            userspace_times: Vec::new(),
             kernel: vec![counters(&[
                 ("exits", 10),
                 ("io_exits", 5),
@@ -450,6 +576,7 @@ mod tests {
         };
         let after = ExitSnapshot {
             userspace: vec![counters(&[("io", 6), ("hlt", 101)])],
+            userspace_times: Vec::new(),
             kernel: vec![counters(&[
                 ("exits", 160),
                 ("io_exits", 6),
@@ -515,11 +642,13 @@ mod tests {
     fn kicks_before_entry_are_not_exits() {
         let before = ExitSnapshot {
             userspace: vec![Counters::new()],
+            userspace_times: Vec::new(),
             kernel: vec![Counters::new()],
             cpu_ns: vec![0],
         };
         let after = ExitSnapshot {
             userspace: vec![counters(&[("intr", 10), ("msr_write", 4)])],
+            userspace_times: Vec::new(),
             kernel: vec![counters(&[("exits", 7), ("signal_exits", 3)])],
             cpu_ns: vec![0],
         };
@@ -529,5 +658,32 @@ mod tests {
         assert_eq!(summary.total, 7);
         assert_eq!(summary.kernel, 0);
         assert_eq!(summary.userspace_by_reason.get("intr"), Some(&10));
+    }
+
+    #[test]
+    fn the_run_loop_times_each_counted_exit_and_a_window_keeps_only_its_own() {
+        let counters = ExitCounters::default();
+        let snapshot = |counters: &ExitCounters| ExitSnapshot {
+            userspace: vec![counters.snapshot()],
+            userspace_times: vec![counters.times()],
+            kernel: vec![Counters::new()],
+            cpu_ns: vec![0],
+        };
+        counters.count(UserspaceExit::Io);
+        counters.time_last(Duration::from_micros(5));
+        let before = snapshot(&counters);
+        for us in [10, 20] {
+            counters.count(UserspaceExit::MsrWrite);
+            counters.time_last(Duration::from_micros(us));
+        }
+        // Nothing was counted since: nothing to time.
+        counters.time_last(Duration::from_secs(1));
+        let summary = ExitSummary::between(&before, &snapshot(&counters), 0);
+        let eoi = summary.userspace_time["msr_write"];
+        assert_eq!(eoi.samples, 2);
+        assert!((9_900..=10_100).contains(&eoi.min_ns), "{eoi:?}");
+        assert!((19_800..=20_200).contains(&eoi.max_ns), "{eoi:?}");
+        assert!((29_500..=30_500).contains(&eoi.total_ns), "{eoi:?}");
+        assert!(!summary.userspace_time.contains_key("io"), "{summary:?}");
     }
 }

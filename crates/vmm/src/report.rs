@@ -9,7 +9,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{BenchConfig, GuestExec};
-use crate::exits::{ExitSummary, UserspaceExit, VmxExit, INSN_EMULATION_STAT};
+use crate::exits::{ExitSummary, ExitTime, UserspaceExit, VmxExit, INSN_EMULATION_STAT};
 use crate::machine::MachineFacts;
 use crate::placement::Placement;
 
@@ -171,8 +171,8 @@ impl RunReport {
 /// Why the exit tables have no times: said under each table.
 const KERNEL_TIME_NOTE: &str = "Time%, Min, Max, Avg time: not measured. KVM's kvm_exit/kvm_entry \
 tracepoints would time these exits; on kvm_pvm they record no VM-EXIT samples.";
-const USERSPACE_TIME_NOTE: &str =
-    "Time%, Min, Max, Avg time: not measured (the run loop does not time its exits yet).";
+const USERSPACE_TIME_NOTE: &str = "Time: from KVM_RUN's return to the next KVM_RUN (the VMM's part \
+of each exit; KVM's own part is not timed). A kick that finds the vCPU outside the guest is timed, not counted.";
 
 /// A table in the text style every dirq command prints.
 pub fn text_table(header: &[&str]) -> comfy_table::Table {
@@ -190,8 +190,13 @@ pub fn text_table(header: &[&str]) -> comfy_table::Table {
     table
 }
 
-/// `perf kvm stat report`'s table: one row per exit reason, largest first.
-fn exit_table(rows: &BTreeMap<String, u64>, interrupts: u64) -> comfy_table::Table {
+/// `perf kvm stat report`'s table: one row per exit reason, largest first,
+/// with its times where `times` has them.
+fn exit_table(
+    rows: &BTreeMap<String, u64>,
+    times: &BTreeMap<String, ExitTime>,
+    interrupts: u64,
+) -> comfy_table::Table {
     let mut table = text_table(&[
         "VM-EXIT",
         "Samples",
@@ -203,17 +208,29 @@ fn exit_table(rows: &BTreeMap<String, u64>, interrupts: u64) -> comfy_table::Tab
         "per interrupt",
     ]);
     let total: u64 = rows.values().sum();
+    let total_ns: u64 = times.values().map(|time| time.total_ns).sum();
+    let us = |ns: u64| format!("{:.2}us", ns as f64 / 1e3);
     let mut sorted: Vec<_> = rows.iter().filter(|(_, count)| **count > 0).collect();
     sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     for (reason, count) in sorted {
+        let timed = times.get(reason).map(|time| {
+            [
+                format!("{:.2}%", 100.0 * per(time.total_ns, total_ns)),
+                us(time.min_ns),
+                us(time.max_ns),
+                us(time.total_ns / time.samples.max(1)),
+            ]
+        });
+        let [time_share, min, max, avg] =
+            timed.unwrap_or_else(|| ["-".into(), "-".into(), "-".into(), "-".into()]);
         table.add_row(vec![
             reason.clone(),
             count.to_string(),
             format!("{:.2}%", 100.0 * per(*count, total)),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
+            time_share,
+            min,
+            max,
+            avg,
             format!("{:.3}", per(*count, interrupts)),
         ]);
     }
@@ -243,6 +260,20 @@ impl RunReport {
             *value = value.saturating_sub(counted.saturating_sub(self.exits.userspace));
         }
         rows
+    }
+
+    /// The VMM's time on userspace exits by VMX reason, as the rows of
+    /// `userspace_exits_by_vmx_reason` group them.
+    fn userspace_time_by_vmx_reason(&self) -> BTreeMap<String, ExitTime> {
+        let mut times: BTreeMap<String, ExitTime> = BTreeMap::new();
+        for reason in UserspaceExit::ALL {
+            if let Some(time) = self.exits.userspace_time.get(reason.name()) {
+                let name = VmxExit::from(reason).name().to_string();
+                let merged = times.remove(&name).unwrap_or_default().merge(*time);
+                times.insert(name, merged);
+            }
+        }
+        times
     }
 
     /// KVM's statistics that count no exit: emulations, injections, wake-ups.
@@ -293,7 +324,7 @@ impl fmt::Display for RunReport {
         writeln!(
             f,
             "{}",
-            exit_table(&self.exits.by_category, self.interrupts)
+            exit_table(&self.exits.by_category, &BTreeMap::new(), self.interrupts)
         )?;
         writeln!(f, "{KERNEL_TIME_NOTE}")?;
         writeln!(f)?;
@@ -304,7 +335,11 @@ impl fmt::Display for RunReport {
         writeln!(
             f,
             "{}",
-            exit_table(&self.userspace_exits_by_vmx_reason(), self.interrupts)
+            exit_table(
+                &self.userspace_exits_by_vmx_reason(),
+                &self.userspace_time_by_vmx_reason(),
+                self.interrupts
+            )
         )?;
         writeln!(f, "{USERSPACE_TIME_NOTE}")?;
         let other = self.other_kvm_stats();

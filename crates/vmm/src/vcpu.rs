@@ -3,6 +3,7 @@
 
 use std::cell::Cell;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use kvm_bindings::{kvm_interrupt, kvm_run};
 use kvm_ioctls::{VcpuExit, VcpuFd};
@@ -193,7 +194,9 @@ impl Vcpu {
             if let Some(irqchip) = ctx.irqchip {
                 self.prepare_injection(irqchip)?;
             }
-            let next = match self.fd.run() {
+            let result = self.fd.run();
+            let returned = Instant::now();
+            let next = match result {
                 Ok(exit) => handle_exit(cpu, exit, ctx)?,
                 Err(err) if err.errno() == libc::EINTR => {
                     ctx.counters.count(UserspaceExit::Interrupted);
@@ -215,6 +218,7 @@ impl Vcpu {
                 Next::Internal => return Err(self.internal_error()),
                 Next::Unexpected(exit) => return Err(self.unexpected(exit)),
             }
+            ctx.counters.time_last(returned.elapsed());
         }
         Ok(())
     }
