@@ -145,6 +145,7 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
 }
 
 pub fn execute(args: Args) -> Result<()> {
+    let started = time::OffsetDateTime::now_utc();
     if let Some(path) = &args.out {
         crate::output::check_writable(path)?;
     }
@@ -164,7 +165,8 @@ pub fn execute(args: Args) -> Result<()> {
         .to_toml()
         .context("cannot write the profile as TOML")?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&calibration)?);
+        let guest_exec = Some(calibration.probe.guest_exec.to_string());
+        crate::report::meta::print_json(&calibration, started, guest_exec)?;
     } else {
         eprintln!("{:<44} {:>12}  source", "cost", "ns");
         for (name, measured) in calibration.costs.rows() {

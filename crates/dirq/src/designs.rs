@@ -115,6 +115,7 @@ impl fmt::Display for DesignTables {
 }
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
+    let started = time::OffsetDateTime::now_utc();
     let designs = if args.only.is_empty() {
         Design::ALL.to_vec()
     } else {
@@ -140,7 +141,11 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         eprintln!("dirq designs: FAILED {failure}");
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&tables)?);
+        let guest_exec = dirq_vmm::exec::HostExec::detect_host()
+            .ok()
+            .and_then(|host| host.resolve(args.guest_exec).ok())
+            .map(|exec| exec.to_string());
+        crate::report::meta::print_json(&tables, started, guest_exec)?;
     } else {
         print!("{tables}");
     }

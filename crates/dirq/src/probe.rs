@@ -20,6 +20,7 @@ pub struct Args {
 }
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
+    let started = time::OffsetDateTime::now_utc();
     let report = dirq_vmm::probe::probe(args.guest_exec).context("probing KVM failed")?;
     let emulation = args
         .emulation
@@ -27,8 +28,9 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         .transpose()
         .context("the emulated/native comparison failed")?;
     if args.json {
+        let guest_exec = Some(report.guest_exec.to_string());
         let json = serde_json::json!({ "probe": report, "emulation": emulation });
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        crate::report::meta::print_json(&json, started, guest_exec)?;
     } else {
         print!("{report}");
         if let Some(table) = emulation {

@@ -271,7 +271,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         let comparison = comparison.context("comparison run failed")?;
         if args.json {
             let guest_exec = meta::guest_exec_of(&serde_json::to_value(&comparison.best)?);
-            print_json(&comparison, started, guest_exec)?;
+            meta::print_json(&comparison, started, guest_exec)?;
         } else {
             print!("{}", comparison_text(&comparison));
         }
@@ -281,7 +281,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("{} run failed", config.bench))?;
     if args.json {
         let guest_exec = meta::guest_exec_of(&serde_json::to_value(&report)?);
-        print_json(&report, started, guest_exec)?;
+        meta::print_json(&report, started, guest_exec)?;
         return Ok(());
     }
     print!("{report}");
@@ -291,19 +291,6 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             None => println!("# Histogram: {} measures no latency", config.bench),
         }
     }
-    Ok(())
-}
-
-fn print_json(
-    result: &impl serde::Serialize,
-    started: time::OffsetDateTime,
-    guest_exec: Option<String>,
-) -> anyhow::Result<()> {
-    let document = meta::Document {
-        meta: meta::Meta::since(started, guest_exec),
-        result,
-    };
-    println!("{}", serde_json::to_string_pretty(&document)?);
     Ok(())
 }
 

@@ -25,7 +25,7 @@ pub struct Args {
     #[arg(long, conflicts_with = "all")]
     list: bool,
     /// Run every built-in scenario and print events per second and wall
-    /// time per scenario and in total (with --json: a list of results).
+    /// time per scenario and in total (with --json: the list as "results").
     #[arg(long, conflicts_with = "trace")]
     all: bool,
     /// Print one JSON object instead of tables.
@@ -51,6 +51,7 @@ pub struct Args {
 }
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
+    let started = time::OffsetDateTime::now_utc();
     if args.list {
         for name in scenario::builtin_names() {
             let scenario = scenario::builtin(name)?;
@@ -119,7 +120,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         eprintln!("trace written to {}", path.display());
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&output.result)?);
+        crate::report::meta::print_json(&output.result, started, None)?;
     } else {
         print_tables(&output.result);
     }
@@ -128,6 +129,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
 
 /// Every built-in scenario, timed: the simulator's speed benchmark.
 fn run_all(options: &RunOptions, threads: usize, json: bool) -> anyhow::Result<()> {
+    let started_at = time::OffsetDateTime::now_utc();
     let started = std::time::Instant::now();
     let names = scenario::builtin_names();
     let bar = indicatif::ProgressBar::new(names.len() as u64);
@@ -140,7 +142,8 @@ fn run_all(options: &RunOptions, threads: usize, json: bool) -> anyhow::Result<(
     }
     bar.finish_and_clear();
     if json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        let results = serde_json::json!({ "results": results });
+        crate::report::meta::print_json(&results, started_at, None)?;
         return Ok(());
     }
     println!(

@@ -91,6 +91,21 @@ pub struct Document<'a, T: Serialize> {
     pub result: &'a T,
 }
 
+/// Prints `result` as one JSON object behind the metadata of a command
+/// that started at `started`: every dirq `--json` output has this shape.
+pub fn print_json(
+    result: &impl Serialize,
+    started: OffsetDateTime,
+    guest_exec: Option<String>,
+) -> serde_json::Result<()> {
+    let document = Document {
+        meta: Meta::since(started, guest_exec),
+        result,
+    };
+    println!("{}", serde_json::to_string_pretty(&document)?);
+    Ok(())
+}
+
 /// "2026-11-22 07:39 UTC".
 pub fn utc_minutes(at: OffsetDateTime) -> String {
     let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute] UTC");

@@ -183,8 +183,17 @@ impl VioapicDevice {
             std::hint::spin_loop();
         }
         let result = f();
-        lock.store(PV_LOCK_FREE, Ordering::Release);
-        result
+        // A guest that scribbles on the lock while the VMM holds it must
+        // not have that hidden by the release: garbage stays and is refused.
+        match lock.compare_exchange(
+            PV_LOCK_TAKEN,
+            PV_LOCK_FREE,
+            Ordering::Release,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) | Err(PV_LOCK_FREE) => result,
+            Err(garbage) => Err(PvLockError::Garbage(garbage).into()),
+        }
     }
 
     /// Applies `op`, samples the device line, publishes the registers where
