@@ -1,8 +1,10 @@
-//! Builds the freestanding guest test kernel in `guest/` with gcc, so the
-//! VMM can embed it (`include_bytes!` of `$OUT_DIR/dirq-guest.elf`).
+//! Builds the freestanding guest test kernel in `guest/` with the C
+//! compiler the `cc` crate detects (gcc, or `$CC`), so the VMM can embed it
+//! (`include_bytes!` of `$OUT_DIR/dirq-guest.elf`). `cc` finds and
+//! configures the compiler; the link, a static ELF at fixed addresses with
+//! `guest/linker.ld`, is ours.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Flags that keep the guest to instructions this KVM backend runs natively:
 /// no SSE/AVX (no xsave state), no red zone (interrupts share the stack).
@@ -34,7 +36,12 @@ fn main() {
         println!("cargo:rerun-if-changed={}", source.display());
     }
     let elf = out_dir.join("dirq-guest.elf");
-    let status = Command::new("gcc")
+    let compiler = cc::Build::new()
+        .cargo_metadata(false)
+        .cargo_warnings(false)
+        .get_compiler();
+    let status = compiler
+        .to_command()
         .args(CFLAGS)
         .arg("-I")
         .arg(guest_dir.join("include"))
@@ -44,10 +51,16 @@ fn main() {
         .arg(&elf)
         .args(&sources)
         .status()
-        .unwrap_or_else(|err| panic!("cannot run gcc to build the guest kernel: {err}"));
+        .unwrap_or_else(|err| {
+            panic!(
+                "cannot run the C compiler {} to build the guest kernel (install gcc): {err}",
+                compiler.path().display()
+            )
+        });
     assert!(
         status.success(),
-        "gcc failed to build the guest kernel in {}",
+        "{} failed to build the guest kernel in {}",
+        compiler.path().display(),
         guest_dir.display()
     );
 }
