@@ -11,7 +11,6 @@
 #include "kernel.h"
 #include "x86.h"
 
-#define MSR_PVM_VIF_PAGE 0x4b564d10
 /* Reading it traps to KVM in native mode: the cheapest way to let KVM
  * deliver a held interrupt. */
 #define MSR_PVM_SIGNATURE 0x4b564d11
@@ -29,7 +28,8 @@ static volatile u8 native[DIRQ_MAX_CPUS];
 
 static volatile u8 *this_vif(void) { return (volatile u8 *)(DIRQ_VIF_GPA + DIRQ_VIF_PAGE_SIZE * (u64)this_cpu()); }
 
-int exec_native(void) { return native[this_cpu()]; }
+/* Whether this CPU runs natively on kvm_pvm. */
+static int exec_native(void) { return native[this_cpu()]; }
 
 void exec_mode_enter(u32 cpu)
 {

@@ -21,9 +21,6 @@ void exec_mode_enter(u32 cpu);
  * native mode): advances *rip past it and returns 1. */
 int exec_fixup_fault(u64 vector, u64 *rip);
 
-/* Whether this CPU runs natively on kvm_pvm. */
-int exec_native(void);
-
 void irq_enable(void);
 void irq_disable(void);
 
