@@ -5,6 +5,7 @@
 
 pub mod bus;
 pub mod clock;
+pub mod exit;
 pub mod interrupt;
 pub mod ioapic;
 pub mod iommu;

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
+use dirq_arch::exit::VmxExit;
 use thiserror::Error;
 
 pub use metrics::{ExitReason, Invariant, RunResult, ScenarioResult};
@@ -157,10 +158,11 @@ fn spec_label(spec: &RunSpec) -> String {
 fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     let counters = &machine.counters;
     let seconds = spec.duration_ns as f64 / 1e9;
-    let exits_by_reason_per_s: BTreeMap<ExitReason, f64> = ExitReason::ALL
-        .iter()
-        .map(|&reason| (reason, counters.exits[reason.index()] as f64 / seconds))
-        .collect();
+    let mut exits_by_reason_per_s: BTreeMap<VmxExit, f64> = BTreeMap::new();
+    for reason in ExitReason::ALL {
+        *exits_by_reason_per_s.entry(reason.vmx()).or_default() +=
+            counters.exits[reason.index()] as f64 / seconds;
+    }
     let total_exits: u64 = counters.exits.iter().sum();
     let invariant_violations = Invariant::ALL
         .iter()

@@ -1,49 +1,37 @@
 //! What a run measures, and the serialized result shape shared by
 //! `dirq sim --json` and the report.
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 
+use dirq_arch::exit::VmxExit;
 use serde::{Deserialize, Serialize};
 
 use crate::policy::PolicyKind;
 
-/// VM exit reasons, named as KVM reports them. Ordered, hashed and
-/// borrowed as their names, so a map keyed by them is looked up by name
-/// and serializes in the same order as one keyed by the name strings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The simulator's exit classes: each is one VMX exit (what the output
+/// names it, [`ExitReason::vmx`]) with a service time of its own, so NMI
+/// and exception exits, both VMX's `EXCEPTION_NMI`, cost differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitReason {
-    #[serde(rename = "EXTINT")]
-    ExtInt,
-    #[serde(rename = "PENDVINT")]
-    PendVInt,
-    #[serde(rename = "MSRWR")]
-    MsrWr,
-    #[serde(rename = "APIC_ACCESS")]
+    ExternalInterrupt,
+    InterruptWindow,
+    MsrWrite,
     ApicAccess,
-    #[serde(rename = "IOINSR")]
-    IoInsr,
-    #[serde(rename = "HLT")]
+    IoInstruction,
     Hlt,
-    #[serde(rename = "EPT_VIOLATION")]
     EptViolation,
-    #[serde(rename = "NMI")]
     Nmi,
-    #[serde(rename = "EXCEPTION")]
     Exception,
-    #[serde(rename = "OTHER")]
     Other,
 }
 
 impl ExitReason {
     pub const ALL: [ExitReason; 10] = [
-        ExitReason::ExtInt,
-        ExitReason::PendVInt,
-        ExitReason::MsrWr,
+        ExitReason::ExternalInterrupt,
+        ExitReason::InterruptWindow,
+        ExitReason::MsrWrite,
         ExitReason::ApicAccess,
-        ExitReason::IoInsr,
+        ExitReason::IoInstruction,
         ExitReason::Hlt,
         ExitReason::EptViolation,
         ExitReason::Nmi,
@@ -51,53 +39,23 @@ impl ExitReason {
         ExitReason::Other,
     ];
 
-    pub fn name(self) -> &'static str {
+    /// The VMX basic exit reason (SDM volume 3, appendix C).
+    pub fn vmx(self) -> VmxExit {
         match self {
-            ExitReason::ExtInt => "EXTINT",
-            ExitReason::PendVInt => "PENDVINT",
-            ExitReason::MsrWr => "MSRWR",
-            ExitReason::ApicAccess => "APIC_ACCESS",
-            ExitReason::IoInsr => "IOINSR",
-            ExitReason::Hlt => "HLT",
-            ExitReason::EptViolation => "EPT_VIOLATION",
-            ExitReason::Nmi => "NMI",
-            ExitReason::Exception => "EXCEPTION",
-            ExitReason::Other => "OTHER",
+            ExitReason::ExternalInterrupt => VmxExit::ExternalInterrupt,
+            ExitReason::InterruptWindow => VmxExit::InterruptWindow,
+            ExitReason::MsrWrite => VmxExit::MsrWrite,
+            ExitReason::ApicAccess => VmxExit::ApicAccess,
+            ExitReason::IoInstruction => VmxExit::IoInstruction,
+            ExitReason::Hlt => VmxExit::Hlt,
+            ExitReason::EptViolation => VmxExit::EptViolation,
+            ExitReason::Nmi | ExitReason::Exception => VmxExit::ExceptionNmi,
+            ExitReason::Other => VmxExit::Other,
         }
     }
 
     pub fn index(self) -> usize {
         self as usize
-    }
-}
-
-impl Ord for ExitReason {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.name().cmp(other.name())
-    }
-}
-
-impl PartialOrd for ExitReason {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Hash for ExitReason {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.name().hash(state);
-    }
-}
-
-impl Borrow<str> for ExitReason {
-    fn borrow(&self) -> &str {
-        self.name()
-    }
-}
-
-impl std::fmt::Display for ExitReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -161,7 +119,7 @@ pub struct RunResult {
     pub policy: PolicyKind,
     pub params: BTreeMap<String, serde_json::Value>,
     pub exits_per_s: f64,
-    pub exits_by_reason_per_s: BTreeMap<ExitReason, f64>,
+    pub exits_by_reason_per_s: BTreeMap<VmxExit, f64>,
     pub time_in_guest: f64,
     /// Fraction of the VM cores' time not asleep: guest, host, and host
     /// halt-polling all burn the core.

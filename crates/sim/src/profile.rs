@@ -26,19 +26,19 @@ pub enum ProfileError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExitServiceNs {
-    /// EXTINT: a physical interrupt arrived in guest mode.
+    /// EXTERNAL_INTERRUPT: a physical interrupt arrived in guest mode.
     pub external_interrupt: u64,
-    /// MSRWR of the x2APIC EOI register.
+    /// MSR_WRITE of the x2APIC EOI register.
     pub eoi_write: u64,
-    /// IOINSR: port I/O (virtio notify, device setup).
+    /// IO_INSTRUCTION: port I/O (virtio notify, device setup).
     pub io_instruction: u64,
     /// EPT_VIOLATION: MMIO emulation or a missing mapping.
     pub ept_violation: u64,
-    /// MSRWR of TMICT (timer programming).
+    /// MSR_WRITE of TMICT (timer programming).
     pub timer_write: u64,
-    /// MSRWR of the ICR (guest IPI), before the IPI is sent.
+    /// MSR_WRITE of the ICR (guest IPI), before the IPI is sent.
     pub icr_write: u64,
-    /// PENDVINT: the interrupt window opened.
+    /// INTERRUPT_WINDOW: the interrupt window opened.
     pub interrupt_window: u64,
     /// HLT, the exit itself (sleeping and waking are `HostNs` costs).
     pub hlt: u64,
@@ -103,7 +103,7 @@ pub struct GuestNs {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IdleExitsPerS {
-    /// Background IOINSR exits per second per vCPU.
+    /// Background IO_INSTRUCTION exits per second per vCPU.
     pub io_instruction: f64,
     /// Background EPT_VIOLATION exits per second per vCPU.
     pub ept_violation: f64,
@@ -189,16 +189,16 @@ impl CostProfile {
         Ok(())
     }
 
-    /// Service time of one exit of `reason` (for MSRWR the caller picks the
+    /// Service time of one exit of `reason` (for MSR_WRITE the caller picks the
     /// MSR-specific field).
     pub fn exit_cost(&self, reason: ExitReason) -> u64 {
         let service = &self.exit_service_ns;
         let base = match reason {
-            ExitReason::ExtInt => service.external_interrupt,
-            ExitReason::PendVInt => service.interrupt_window,
-            ExitReason::MsrWr => service.eoi_write,
+            ExitReason::ExternalInterrupt => service.external_interrupt,
+            ExitReason::InterruptWindow => service.interrupt_window,
+            ExitReason::MsrWrite => service.eoi_write,
             ExitReason::ApicAccess => service.apic_access,
-            ExitReason::IoInsr => service.io_instruction,
+            ExitReason::IoInstruction => service.io_instruction,
             ExitReason::Hlt => service.hlt,
             ExitReason::EptViolation => service.ept_violation,
             ExitReason::Nmi => service.nmi,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::metrics::ExitReason;
+use dirq_arch::exit::VmxExit;
 
 /// Only the start of each run is traced: enough to see every mechanism at
 /// work, small enough for a trace viewer.
@@ -101,14 +101,17 @@ impl Trace {
         self.push(event);
     }
 
-    /// A point event: an exit (shown as the host slice it starts), an
-    /// interrupt raised or handled (linked by a flow arrow), or another.
+    /// An exit: shown as the host slice it starts, named by its reason.
+    pub(crate) fn exit(&mut self, core: usize, at_ns: u64, reason: VmxExit) {
+        if at_ns < TRACE_WINDOW_NS {
+            self.pending_exit.insert(core, (at_ns, reason.name()));
+        }
+    }
+
+    /// A point event: an interrupt raised or handled (linked by a flow
+    /// arrow), or another.
     pub(crate) fn instant(&mut self, core: usize, at_ns: u64, what: &str, vector: u8) {
         if at_ns >= TRACE_WINDOW_NS {
-            return;
-        }
-        if let Some(reason) = ExitReason::ALL.iter().find(|r| r.name() == what) {
-            self.pending_exit.insert(core, (at_ns, reason.name()));
             return;
         }
         let name = if vector == 0 {
@@ -201,7 +204,7 @@ mod tests {
     fn an_exit_is_the_host_slice_it_starts_named_by_its_reason() {
         let mut trace = Trace::default();
         trace.span(0, 0, 1_000, "guest");
-        trace.instant(0, 1_000, ExitReason::ExtInt.name(), 0);
+        trace.exit(0, 1_000, VmxExit::ExternalInterrupt);
         trace.span(0, 1_000, 3_500, "host");
         trace.span(0, 3_500, 4_000, "guest");
         let events = events(trace, 2);
@@ -209,14 +212,20 @@ mod tests {
             .iter()
             .find(|e| e["cat"] == "exit")
             .expect("an exit slice");
-        assert_eq!(exit["name"], "EXTINT");
+        assert_eq!(exit["name"], "EXTERNAL_INTERRUPT");
         assert_eq!(exit["ph"], "X");
         assert_eq!(exit["dur"], 2.5);
         assert_eq!(exit["args"]["cost_ns"], 2_500);
         assert_eq!(exit["pid"], 2);
         // No separate instant for the exit, and no plain "host" slice.
         assert_eq!(events.iter().filter(|e| e["name"] == "host").count(), 0);
-        assert_eq!(events.iter().filter(|e| e["name"] == "EXTINT").count(), 1);
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| e["name"] == "EXTERNAL_INTERRUPT")
+                .count(),
+            1
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Each policy's exit behaviour, the invariant checker, determinism and the
 //! calibration target, asserted on exit counts (never on wall time).
 
+use dirq_arch::exit::VmxExit;
 use dirq_sim::metrics::{Invariant, RunResult, ScenarioResult};
 use dirq_sim::policy::PolicyKind;
 use dirq_sim::scenario::{self, Scenario};
@@ -33,8 +34,8 @@ fn run_quiet(body: &str) -> ScenarioResult {
     run_with(&scenario(body), quiet_profile(), false).result
 }
 
-fn exits(run: &RunResult, reason: &str) -> f64 {
-    run.exits_by_reason_per_s[reason]
+fn exits(run: &RunResult, reason: VmxExit) -> f64 {
+    run.exits_by_reason_per_s[&reason]
 }
 
 fn violations(run: &RunResult, invariant: Invariant) -> u64 {
@@ -84,9 +85,9 @@ fn vanilla_sriov_interrupt_exits_extint_then_msrwr_for_the_eoi() {
     let run = &output.result.runs[0];
     let handled = run.interrupts.handled as f64 / 0.02;
     assert!(handled > 0.0);
-    assert_eq!(exits(run, "EXTINT"), handled);
-    assert_eq!(exits(run, "MSRWR"), handled);
-    // On the vCPU's core: EXTINT, then the handler, then the EOI's MSRWR
+    assert_eq!(exits(run, VmxExit::ExternalInterrupt), handled);
+    assert_eq!(exits(run, VmxExit::MsrWrite), handled);
+    // On the vCPU's core: EXTERNAL_INTERRUPT, then the handler, then the EOI's MSR_WRITE
     // (exits are the host slices they start, handlers zero-length slices).
     let trace = output.trace.expect("trace requested");
     let sequence: Vec<&str> = trace["traceEvents"]
@@ -95,11 +96,11 @@ fn vanilla_sriov_interrupt_exits_extint_then_msrwr_for_the_eoi() {
         .iter()
         .filter(|event| event["tid"] == 1 && event["ph"] == "X")
         .filter_map(|event| event["name"].as_str())
-        .filter(|name| matches!(*name, "EXTINT" | "MSRWR" | "handle 0x41"))
+        .filter(|name| matches!(*name, "EXTERNAL_INTERRUPT" | "MSR_WRITE" | "handle 0x41"))
         .collect();
     assert!(sequence.len() >= 30, "{sequence:?}");
     for triple in sequence.chunks_exact(3) {
-        assert_eq!(triple, ["EXTINT", "handle 0x41", "MSRWR"]);
+        assert_eq!(triple, ["EXTERNAL_INTERRUPT", "handle 0x41", "MSR_WRITE"]);
     }
 }
 
@@ -125,8 +126,8 @@ fn eli_virtual_interrupt_uses_injection_mode_until_its_eoi() {
     // mode until then.
     let handled = virtual_run.interrupts.handled as f64;
     assert!(handled > 1000.0);
-    assert_eq!(exits(virtual_run, "MSRWR"), handled);
-    assert!(exits(virtual_run, "EXCEPTION") > 0.0);
+    assert_eq!(exits(virtual_run, VmxExit::MsrWrite), handled);
+    assert!(exits(virtual_run, VmxExit::ExceptionNmi) > 0.0);
     // Assigned interrupts in direct mode: delivered and completed with no exit.
     assert!(direct_run.interrupts.handled > 1000);
     assert_eq!(direct_run.exits_per_s, 0.0);
@@ -145,8 +146,8 @@ fn eli_delivery_traps_every_eoi_but_delivers_directly() {
     "#,
     );
     let run = &result.runs[0];
-    assert_eq!(exits(run, "EXTINT"), 0.0);
-    assert_eq!(exits(run, "MSRWR"), run.interrupts.handled as f64);
+    assert_eq!(exits(run, VmxExit::ExternalInterrupt), 0.0);
+    assert_eq!(exits(run, VmxExit::MsrWrite), run.interrupts.handled as f64);
     assert_clean(run);
 }
 
@@ -176,10 +177,10 @@ fn apicv_posts_virtual_interrupts_and_virtualizes_their_eoi() {
     // Without VT-d posting the VF's MSI is a host interrupt; its EOI is
     // virtualized.
     assert_eq!(
-        exits(assigned, "EXTINT"),
+        exits(assigned, VmxExit::ExternalInterrupt),
         assigned.interrupts.handled as f64
     );
-    assert_eq!(exits(assigned, "MSRWR"), 0.0);
+    assert_eq!(exits(assigned, VmxExit::MsrWrite), 0.0);
     assert_clean(posted);
     assert_clean(assigned);
 }
@@ -198,12 +199,12 @@ fn fio_request_costs_three_msr_writes_and_one_io_exit_under_vanilla() {
     let requests = vanilla.throughput.as_ref().expect("IOPS").value;
     assert!(requests > 1000.0);
     // Within one request in flight at the end of the run.
-    assert!((exits(vanilla, "MSRWR") - 3.0 * requests).abs() <= 3.0 / 0.1);
-    assert!((exits(vanilla, "IOINSR") - requests).abs() <= 1.0 / 0.1);
+    assert!((exits(vanilla, VmxExit::MsrWrite) - 3.0 * requests).abs() <= 3.0 / 0.1);
+    assert!((exits(vanilla, VmxExit::IoInstruction) - requests).abs() <= 1.0 / 0.1);
     // DID: the TMICT writes and the EOI go straight to hardware; the
     // virtio notify still exits.
-    assert_eq!(exits(did, "MSRWR"), 0.0);
-    assert!(exits(did, "IOINSR") > 0.0);
+    assert_eq!(exits(did, VmxExit::MsrWrite), 0.0);
+    assert!(exits(did, VmxExit::IoInstruction) > 0.0);
 }
 
 #[test]
@@ -218,9 +219,9 @@ fn cyclictest_timer_exits_under_vanilla_not_under_did() {
     let [bare, vanilla, did] = [&result.runs[0], &result.runs[1], &result.runs[2]];
     let ticks = bare.latency_ns.as_ref().expect("latency").samples as f64;
     assert!(ticks > 900.0);
-    // Vanilla: the hrtimer's EXTINT, and two MSR writes (TMICT, EOI) per tick.
-    assert_eq!(exits(vanilla, "EXTINT"), ticks);
-    assert_eq!(exits(vanilla, "MSRWR"), 2.0 * ticks);
+    // Vanilla: the hrtimer's EXTERNAL_INTERRUPT, and two MSR writes (TMICT, EOI) per tick.
+    assert_eq!(exits(vanilla, VmxExit::ExternalInterrupt), ticks);
+    assert_eq!(exits(vanilla, VmxExit::MsrWrite), 2.0 * ticks);
     assert_eq!(did.exits_per_s, 0.0);
     let latency = |run: &RunResult| run.latency_ns.as_ref().expect("latency").mean;
     assert!(latency(vanilla) > latency(did));
@@ -253,15 +254,19 @@ fn ipi_idle_modes_trade_halt_exits() {
     let (hlt, poll, broadcast) = (&result.runs[0], &result.runs[1], &result.runs[2]);
     let sent = 10_000.0;
     assert!(
-        exits(hlt, "HLT") > 0.9 * sent,
+        exits(hlt, VmxExit::Hlt) > 0.9 * sent,
         "{:?}",
         hlt.exits_by_reason_per_s
     );
-    assert_eq!(exits(poll, "HLT"), 0.0);
+    assert_eq!(exits(poll, VmxExit::Hlt), 0.0);
     // Per IPI: the sender's ICR write exits and the target's EOI exits.
     let ipis_per_s = poll.interrupts.handled as f64 / 0.1;
-    assert_eq!(exits(poll, "MSRWR"), 2.0 * ipis_per_s);
-    assert_eq!(exits(poll, "EXTINT"), ipis_per_s, "the kick of the target");
+    assert_eq!(exits(poll, VmxExit::MsrWrite), 2.0 * ipis_per_s);
+    assert_eq!(
+        exits(poll, VmxExit::ExternalInterrupt),
+        ipis_per_s,
+        "the kick of the target"
+    );
     let latency = |run: &RunResult| run.latency_ns.as_ref().expect("latency").mean;
     assert!(latency(hlt) > latency(poll));
     // Two targets, 100 ms.
@@ -283,7 +288,7 @@ fn idle_vm_takes_only_background_io_and_ept_exits() {
     );
     let result = run_with(&scenario, CostProfile::did_2015(), false).result;
     for run in &result.runs {
-        let background = exits(run, "IOINSR") + exits(run, "EPT_VIOLATION");
+        let background = exits(run, VmxExit::IoInstruction) + exits(run, VmxExit::EptViolation);
         assert_eq!(run.exits_per_s, background);
         // 65.5 + 9.91 exits/s in the profile.
         assert!((background - 75.4).abs() < 8.0, "{background}");
@@ -338,7 +343,7 @@ fn naive_direct_eoi_breaks_priority_and_eoi_while_eli_and_did_hold() {
     // The overcommitted runs time-slice: DID's NMI path is exercised.
     let did_overcommitted = &result.runs[5];
     assert_eq!(did_overcommitted.policy, PolicyKind::Did);
-    assert!(exits(did_overcommitted, "NMI") > 0.0);
+    assert!(exits(did_overcommitted, VmxExit::ExceptionNmi) > 0.0);
 }
 
 #[test]

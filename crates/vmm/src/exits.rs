@@ -170,81 +170,17 @@ impl ExitCounters {
     }
 }
 
-/// VM exit reasons as Intel's SDM (volume 3, appendix C) and Linux's
-/// `VMX_EXIT_REASONS` (what `perf kvm stat` prints) name them: the one
-/// naming of the simulator's, the real runs' and the report's exits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum VmxExit {
-    ExceptionNmi,
-    ExternalInterrupt,
-    InterruptWindow,
-    NmiWindow,
-    Hlt,
-    Vmcall,
-    IoInstruction,
-    MsrRead,
-    MsrWrite,
-    ApicAccess,
-    EoiInduced,
-    EptViolation,
-    EptMisconfig,
-    /// Exits no KVM statistic categorizes (on kvm_pvm: the privileged
-    /// instructions it emulates, which VMX would report as their own reasons).
-    Other,
-}
+pub use dirq_arch::exit::VmxExit;
 
-impl VmxExit {
-    pub const ALL: [VmxExit; 14] = [
-        VmxExit::ExceptionNmi,
-        VmxExit::ExternalInterrupt,
-        VmxExit::InterruptWindow,
-        VmxExit::NmiWindow,
-        VmxExit::Hlt,
-        VmxExit::Vmcall,
-        VmxExit::IoInstruction,
-        VmxExit::MsrRead,
-        VmxExit::MsrWrite,
-        VmxExit::ApicAccess,
-        VmxExit::EoiInduced,
-        VmxExit::EptViolation,
-        VmxExit::EptMisconfig,
-        VmxExit::Other,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            VmxExit::ExceptionNmi => "EXCEPTION_NMI",
-            VmxExit::ExternalInterrupt => "EXTERNAL_INTERRUPT",
-            VmxExit::InterruptWindow => "INTERRUPT_WINDOW",
-            VmxExit::NmiWindow => "NMI_WINDOW",
-            VmxExit::Hlt => "HLT",
-            VmxExit::Vmcall => "VMCALL",
-            VmxExit::IoInstruction => "IO_INSTRUCTION",
-            VmxExit::MsrRead => "MSR_READ",
-            VmxExit::MsrWrite => "MSR_WRITE",
-            VmxExit::ApicAccess => "APIC_ACCESS",
-            VmxExit::EoiInduced => "EOI_INDUCED",
-            VmxExit::EptViolation => "EPT_VIOLATION",
-            VmxExit::EptMisconfig => "EPT_MISCONFIG",
-            VmxExit::Other => "OTHER",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<VmxExit> {
-        VmxExit::ALL.into_iter().find(|exit| exit.name() == name)
-    }
-
-    /// The VM exits a KVM per-vCPU statistic counts. The other statistics
-    /// count no exit of their own: `insn_emulation` counts emulated
-    /// instructions, `signal_exits` and `request_irq_exits` count returns to
-    /// userspace whose VM exit another statistic already counted.
-    pub fn of_kvm_stat(stat: &str) -> Option<VmxExit> {
-        KVM_STAT_EXITS
-            .iter()
-            .find(|(name, _)| *name == stat)
-            .map(|(_, exit)| *exit)
-    }
+/// The VM exit a KVM per-vCPU statistic counts. The other statistics
+/// count no exit of their own: `insn_emulation` counts emulated
+/// instructions, `signal_exits` and `request_irq_exits` count returns to
+/// userspace whose VM exit another statistic already counted.
+pub fn exit_of_kvm_stat(stat: &str) -> Option<VmxExit> {
+    KVM_STAT_EXITS
+        .iter()
+        .find(|(name, _)| *name == stat)
+        .map(|(_, exit)| *exit)
 }
 
 /// KVM's per-vCPU statistics that count VM exits, and the exit each counts
@@ -421,7 +357,7 @@ pub struct ExitSummary {
     /// and the other exit-related events it counts (`insn_emulation`, `hypercalls`).
     pub by_reason: BTreeMap<String, u64>,
     /// The exits themselves by VMX exit reason ([`VmxExit::name`], mapped
-    /// from KVM's statistics by [`VmxExit::of_kvm_stat`]), with what no
+    /// from KVM's statistics by [`exit_of_kvm_stat`]), with what no
     /// statistic claims as `OTHER`: sums to `total`.
     pub by_category: BTreeMap<String, u64>,
     /// Userspace exits by reason, summed over vCPUs.
@@ -540,7 +476,7 @@ impl ExitSummary {
 fn categorize(by_reason: &BTreeMap<String, u64>, total: u64) -> BTreeMap<String, u64> {
     let mut categories: BTreeMap<String, u64> = BTreeMap::new();
     for (stat, count) in by_reason {
-        if let Some(exit) = VmxExit::of_kvm_stat(stat) {
+        if let Some(exit) = exit_of_kvm_stat(stat) {
             *categories.entry(exit.name().to_string()).or_insert(0) += count;
         }
     }
@@ -625,9 +561,9 @@ mod tests {
     fn every_exit_statistic_and_userspace_exit_has_one_vmx_name() {
         for (stat, exit) in KVM_STAT_EXITS {
             assert!(KERNEL_EXIT_STATS.contains(&stat), "{stat} is not read");
-            assert_eq!(VmxExit::of_kvm_stat(stat), Some(exit));
+            assert_eq!(exit_of_kvm_stat(stat), Some(exit));
         }
-        assert_eq!(VmxExit::of_kvm_stat("insn_emulation"), None);
+        assert_eq!(exit_of_kvm_stat("insn_emulation"), None);
         for exit in VmxExit::ALL {
             assert_eq!(VmxExit::from_name(exit.name()), Some(exit));
             assert_eq!(

@@ -9,7 +9,9 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{BenchConfig, GuestExec};
-use crate::exits::{ExitSummary, ExitTime, UserspaceExit, VmxExit, INSN_EMULATION_STAT};
+use crate::exits::{
+    exit_of_kvm_stat, ExitSummary, ExitTime, UserspaceExit, VmxExit, INSN_EMULATION_STAT,
+};
 use crate::machine::MachineFacts;
 use crate::placement::Placement;
 
@@ -281,7 +283,7 @@ impl RunReport {
         let mut stats = BTreeMap::new();
         for vcpu in &self.exits.per_vcpu {
             for (name, value) in &vcpu.kvm_stats {
-                if name != "exits" && VmxExit::of_kvm_stat(name).is_none() {
+                if name != "exits" && exit_of_kvm_stat(name).is_none() {
                     *stats.entry(name.clone()).or_insert(0) += value;
                 }
             }

@@ -262,14 +262,14 @@ mod tests {
             (
                 "vanilla".to_string(),
                 BTreeMap::from([
-                    ("EXTINT".to_string(), 14_000.0),
-                    ("MSRWR".to_string(), 15_000.0),
+                    ("EXTERNAL_INTERRUPT".to_string(), 14_000.0),
+                    ("MSR_WRITE".to_string(), 15_000.0),
                     ("HLT".to_string(), 0.0),
                 ]),
             ),
             (
                 "did".to_string(),
-                BTreeMap::from([("IOINSR".to_string(), 400.0)]),
+                BTreeMap::from([("IO_INSTRUCTION".to_string(), 400.0)]),
             ),
         ];
         let chart = exit_bars("exits/s", &entries);
@@ -281,7 +281,7 @@ mod tests {
         };
         assert_eq!(categories, &["vanilla", "did"]);
         let names: Vec<&str> = stacks.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["MSRWR", "EXTINT", "IOINSR"]);
+        assert_eq!(names, ["MSR_WRITE", "EXTERNAL_INTERRUPT", "IO_INSTRUCTION"]);
         assert_eq!(stacks[2].values, vec![0.0, 400.0]);
         let table = exit_table("run", &chart, "exits/s");
         assert_eq!(table.rows[0].cells[..2], ["vanilla", "29K"]);

@@ -217,13 +217,13 @@ mod tests {
                 value_label: "exits/s".into(),
                 categories: vec!["vanilla 100K".into(), "did 100K".into()],
                 stacks: vec![NamedValues {
-                    name: "EXTINT".into(),
+                    name: "EXTERNAL_INTERRUPT".into(),
                     values: vec![14_000.0, 10.0],
                 }],
             },
             table: Table {
                 title: String::new(),
-                columns: vec!["run".into(), "EXTINT/s".into()],
+                columns: vec!["run".into(), "EXTERNAL_INTERRUPT/s".into()],
                 rows: vec![
                     TableRow::new(vec!["vanilla 100K".into(), "14000".into()]),
                     TableRow::flagged(vec!["did 100K".into(), "10".into()], true),

@@ -5,8 +5,9 @@
 use serde::Serialize;
 use time::OffsetDateTime;
 
-/// Raised whenever a field of a JSON output changes meaning or goes away.
-pub const SCHEMA_VERSION: u32 = 2;
+/// Raised whenever a field of a JSON output changes meaning or goes away
+/// (3: the simulator names its exits by VMX reason).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Kernel modules that provide KVM's x86 backend.
 const KVM_BACKENDS: [&str; 3] = ["kvm_intel", "kvm_amd", "kvm_pvm"];

@@ -229,7 +229,7 @@ mod tests {
             "policy": policy,
             "params": {"rate_pps": rate},
             "exits_per_s": extint,
-            "exits_by_reason_per_s": {"EXTINT": extint},
+            "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": extint},
             "time_in_guest": guest,
             "invariant_violations": {"priority_inversion": 0},
             "events": 1000, "wall_s": 0.01,

@@ -13,7 +13,6 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use super::data::Depth;
-use super::exit_names::vmx_name;
 use super::views::SimScenario;
 
 /// Simulated time per run in a smoke report: enough events to draw every
@@ -129,7 +128,7 @@ pub fn traced_exits(trace: &serde_json::Value) -> Vec<TracedExits> {
         else {
             continue;
         };
-        let times = process.by_reason.entry(vmx_name(name)).or_default();
+        let times = process.by_reason.entry(name.to_string()).or_default();
         times.min_ns = if times.samples == 0 {
             cost
         } else {
@@ -182,8 +181,8 @@ mod tests {
         let trace = serde_json::json!({"traceEvents": [
             {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "did udp-rx"}},
             {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "bare"}},
-            {"ph": "X", "cat": "exit", "name": "EXTINT", "pid": 1, "args": {"cost_ns": 300}},
-            {"ph": "X", "cat": "exit", "name": "EXTINT", "pid": 1, "args": {"cost_ns": 100}},
+            {"ph": "X", "cat": "exit", "name": "EXTERNAL_INTERRUPT", "pid": 1, "args": {"cost_ns": 300}},
+            {"ph": "X", "cat": "exit", "name": "EXTERNAL_INTERRUPT", "pid": 1, "args": {"cost_ns": 100}},
             {"ph": "X", "cat": "mode", "name": "guest", "pid": 1},
             {"ph": "X", "cat": "exit", "name": "HLT", "pid": 1, "args": {"cost_ns": 50}}
         ]});

@@ -57,19 +57,6 @@ impl Latency {
     }
 }
 
-/// Exit reasons in the report's one naming (VMX), whatever the producer
-/// called them; rates of reasons that share a VMX name add up.
-fn vmx_named<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<BTreeMap<String, f64>, D::Error> {
-    let by_reason = BTreeMap::<String, f64>::deserialize(deserializer)?;
-    let mut named = BTreeMap::new();
-    for (reason, value) in by_reason {
-        *named.entry(vmx_name(&reason)).or_insert(0.0) += value;
-    }
-    Ok(named)
-}
-
 /// One run of `dirq sim --json`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct SimRun {
@@ -78,7 +65,7 @@ pub struct SimRun {
     pub params: serde_json::Map<String, serde_json::Value>,
     pub exits_per_s: f64,
     /// By VMX exit reason.
-    #[serde(default, deserialize_with = "vmx_named")]
+    #[serde(default)]
     pub exits_by_reason_per_s: BTreeMap<String, f64>,
     pub time_in_guest: f64,
     /// Fraction of the VM's cores' time not asleep.
@@ -262,7 +249,7 @@ mod tests {
             "policy": "vanilla",
             "params": {"rate_pps": 250000},
             "exits_per_s": 62000.0,
-            "exits_by_reason_per_s": {"EXTINT": 31000.0, "MSRWR": 31000.0, "NMI": 1.0, "EXCEPTION": 2.0},
+            "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": 31000.0, "MSR_WRITE": 31000.0, "EXCEPTION_NMI": 3.0},
             "time_in_guest": 0.8748,
             "invariant_violations": {"lost": 0, "priority": 2},
             "events": 10, "wall_s": 0.1
@@ -273,8 +260,6 @@ mod tests {
         assert_eq!(run.rate(), Some(("rate_pps".to_string(), 250_000.0)));
         assert_eq!(run.violations(), 2);
         assert!(run.latency_ns.is_none());
-        // The simulator's reason names read as VMX names; NMI and
-        // exceptions share VMX's EXCEPTION_NMI.
         assert_eq!(
             run.exits_by_reason_per_s.keys().collect::<Vec<_>>(),
             ["EXCEPTION_NMI", "EXTERNAL_INTERRUPT", "MSR_WRITE"]

@@ -38,7 +38,7 @@ impl Machine {
                 if !self.process_posted_notification(vcpu)
                     && self.vcpus[vcpu].vmcs.external_interrupt_exits()
                 {
-                    self.list_exit(vcpu, ExitReason::ExtInt, fx);
+                    self.list_exit(vcpu, ExitReason::ExternalInterrupt, fx);
                 } else {
                     self.try_deliver(vcpu, fx);
                 }
@@ -184,7 +184,7 @@ mod tests {
         running(&mut m, 0);
         let vector = m.queues[0].vf_host_vector;
         let fx = listed(&mut m, |m, fx| m.deliver_physical(1, vector, fx));
-        assert_eq!(fx, [exit_of(&m, 0, ExitReason::ExtInt)]);
+        assert_eq!(fx, [exit_of(&m, 0, ExitReason::ExternalInterrupt)]);
         assert!(m.cores[1].lapic.irr().contains(vector));
     }
 

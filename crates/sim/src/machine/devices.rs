@@ -284,7 +284,7 @@ impl Machine {
     /// A virtio notify: a port write that exits under every hypervisor.
     pub(super) fn io_notify(&self, vcpu: usize, fx: &mut Effects) {
         if self.vcpus[vcpu].vmcs.io_exits() {
-            self.list_exit(vcpu, ExitReason::IoInsr, fx);
+            self.list_exit(vcpu, ExitReason::IoInstruction, fx);
         }
     }
 
@@ -321,7 +321,7 @@ impl Machine {
             let cost = self.profile.exit_service_ns.icr_write
                 + self.profile.host_ns.exit_entry_transition
                 + self.profile.host_ns.send_ipi * targets.len() as u64;
-            fx.exit(vcpu, ExitReason::MsrWr, cost);
+            fx.exit(vcpu, ExitReason::MsrWrite, cost);
             send_at += self.profile.exit_service_ns.icr_write;
         }
         for target in targets {
@@ -460,7 +460,7 @@ mod tests {
         let icr_write = m.profile.exit_service_ns.icr_write;
         let exit = Effect::Exit {
             vcpu: 0,
-            reason: ExitReason::MsrWr,
+            reason: ExitReason::MsrWrite,
             service_ns: icr_write
                 + m.profile.host_ns.exit_entry_transition
                 + m.profile.host_ns.send_ipi,

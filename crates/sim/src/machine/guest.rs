@@ -358,7 +358,7 @@ impl Machine {
             self.vcpus[vcpu]
                 .vmcs
                 .set_primary(CPU_INTERRUPT_WINDOW_EXITING, false);
-            self.list_exit(vcpu, ExitReason::PendVInt, fx);
+            self.list_exit(vcpu, ExitReason::InterruptWindow, fx);
             return;
         }
         fx.push(Effect::TryDeliver(vcpu));
@@ -435,6 +435,6 @@ mod tests {
             .vmcs
             .set_primary(CPU_INTERRUPT_WINDOW_EXITING, true);
         let fx = listed(&mut m, |m, fx| m.enable_interrupts(0, fx));
-        assert_eq!(fx, [exit_of(&m, 0, ExitReason::PendVInt)]);
+        assert_eq!(fx, [exit_of(&m, 0, ExitReason::InterruptWindow)]);
     }
 }

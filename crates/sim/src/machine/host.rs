@@ -46,11 +46,11 @@ impl Machine {
         // After the guest slice closes: the trace names the host slice
         // that starts now after the exit.
         if let Some(trace) = &mut self.trace {
-            trace.instant(core, self.now, reason.name(), 0);
+            trace.exit(core, self.now, reason.vmx());
         }
         if matches!(
             reason,
-            ExitReason::ExtInt | ExitReason::Nmi | ExitReason::Exception
+            ExitReason::ExternalInterrupt | ExitReason::Nmi | ExitReason::Exception
         ) {
             self.cores[core].free_host_irqs = 1;
         }

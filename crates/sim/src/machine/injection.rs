@@ -132,7 +132,7 @@ impl Machine {
             });
         let completed = match self.vcpus[vcpu].vmcs.msr_write(msrs::EOI) {
             MsrWriteAction::Exit => {
-                self.list_exit(vcpu, ExitReason::MsrWr, fx);
+                self.list_exit(vcpu, ExitReason::MsrWrite, fx);
                 self.emulate_eoi(vcpu)
             }
             MsrWriteAction::VirtualizedApicWrite => {
@@ -233,7 +233,7 @@ mod tests {
         let fx = listed(&mut m, |m, fx| m.guest_eoi(0, fx));
         assert_eq!(
             fx,
-            [exit_of(&m, 0, ExitReason::MsrWr), Effect::TryDeliver(0)]
+            [exit_of(&m, 0, ExitReason::MsrWrite), Effect::TryDeliver(0)]
         );
         assert!(m.vcpus[0].vlapic.isr().is_empty());
         assert!(m.checker.violations.iter().all(|&count| count == 0));

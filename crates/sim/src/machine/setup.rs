@@ -181,7 +181,7 @@ impl Machine {
         }
         for vcpu in 0..self.vcpus.len() {
             if self.vcpus[vcpu].vmcs.io_exits() {
-                self.schedule_background_exit(vcpu, ExitReason::IoInsr, &mut fx);
+                self.schedule_background_exit(vcpu, ExitReason::IoInstruction, &mut fx);
             }
             if self.vcpus[vcpu].vmcs.ept_enabled() {
                 self.schedule_background_exit(vcpu, ExitReason::EptViolation, &mut fx);
@@ -247,7 +247,7 @@ impl Machine {
         fx: &mut Effects,
     ) {
         let rate = match reason {
-            ExitReason::IoInsr => self.profile.idle_exits_per_s.io_instruction,
+            ExitReason::IoInstruction => self.profile.idle_exits_per_s.io_instruction,
             _ => self.profile.idle_exits_per_s.ept_violation,
         };
         let vcpu = vcpu as u32;

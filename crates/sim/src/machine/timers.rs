@@ -21,7 +21,7 @@ impl Machine {
         if self.vcpus[vcpu].vmcs.msr_write(msrs::TMICT) == MsrWriteAction::Exit {
             fx.exit(
                 vcpu,
-                ExitReason::MsrWr,
+                ExitReason::MsrWrite,
                 self.profile.exit_service_ns.timer_write
                     + self.profile.host_ns.exit_entry_transition,
             );
@@ -249,7 +249,7 @@ mod tests {
             fx.as_slice(),
             [
                 Effect::Exit {
-                    reason: ExitReason::MsrWr,
+                    reason: ExitReason::MsrWrite,
                     ..
                 },
                 Effect::Schedule {

@@ -1,6 +1,6 @@
 //! APICv (docs/mechanisms.md section 3): posted virtual interrupts and EOI
 //! virtualization; an assigned device's MSI without VT-d posting is still a
-//! host interrupt (EXTINT) that the host then posts; timer writes exit.
+//! host interrupt (EXTERNAL_INTERRUPT) that the host then posts; timer writes exit.
 
 use dirq_arch::interrupt::DeliveryMode;
 

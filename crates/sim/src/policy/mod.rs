@@ -91,7 +91,7 @@ pub struct Design {
     pub virtual_signal: VirtualSignal,
     pub timer_path: TimerPath,
     /// Delivery mode of host IPIs and hypervisor ticks sent to a core that
-    /// runs a guest: Fixed (they exit as EXTINT, or through ELI's shadow IDT
+    /// runs a guest: Fixed (they exit as EXTERNAL_INTERRUPT, or through ELI's shadow IDT
     /// as an exception) or NMI (DID).
     pub host_interrupt_mode: DeliveryMode,
     /// ELI's injection mode, switched on to inject a virtual interrupt.
