@@ -25,6 +25,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use dirq_arch::exit::VmxExit;
+use dirq_stats::LatencySummary;
 use thiserror::Error;
 
 pub use metrics::{ExitReason, Invariant, RunResult, ScenarioResult};
@@ -32,7 +33,7 @@ pub use profile::CostProfile;
 pub use scenario::Scenario;
 
 use machine::Machine;
-use metrics::{InterruptCounts, LatencyNs, Throughput};
+use metrics::{InterruptCounts, Throughput};
 use scenario::{RunSpec, WorkloadKind};
 use trace::{Trace, TraceFile};
 
@@ -187,7 +188,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         exits_by_reason_per_s,
         time_in_guest,
         cpu_busy,
-        latency_ns: latency(&counters.latencies),
+        latency_ns: LatencySummary::from_samples_ns(&counters.latencies),
         throughput: throughput(spec, counters, seconds),
         invariant_violations,
         interrupts: InterruptCounts {
@@ -199,25 +200,6 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         events: counters.events,
         wall_s: 0.0,
     }
-}
-
-fn latency(samples: &[u64]) -> Option<LatencyNs> {
-    if samples.is_empty() {
-        return None;
-    }
-    let mut sorted = samples.to_vec();
-    sorted.sort_unstable();
-    let at = |fraction: f64| {
-        let index = ((sorted.len() as f64 * fraction).ceil() as usize).clamp(1, sorted.len()) - 1;
-        sorted[index]
-    };
-    Some(LatencyNs {
-        mean: sorted.iter().map(|&ns| ns as f64).sum::<f64>() / sorted.len() as f64,
-        p50: at(0.50),
-        p99: at(0.99),
-        max: sorted[sorted.len() - 1],
-        samples: sorted.len() as u64,
-    })
 }
 
 fn throughput(spec: &RunSpec, counters: &machine::Counters, seconds: f64) -> Option<Throughput> {

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use dirq_arch::exit::VmxExit;
+use dirq_stats::LatencySummary;
 use serde::{Deserialize, Serialize};
 
 use crate::policy::PolicyKind;
@@ -96,16 +97,6 @@ impl Invariant {
     ];
 }
 
-/// Latency summary in ns.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LatencyNs {
-    pub mean: f64,
-    pub p50: u64,
-    pub p99: u64,
-    pub max: u64,
-    pub samples: u64,
-}
-
 /// A throughput figure with its unit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Throughput {
@@ -125,7 +116,7 @@ pub struct RunResult {
     /// halt-polling all burn the core.
     pub cpu_busy: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub latency_ns: Option<LatencyNs>,
+    pub latency_ns: Option<LatencySummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throughput: Option<Throughput>,
     pub invariant_violations: BTreeMap<Invariant, u64>,

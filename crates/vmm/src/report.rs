@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{BenchConfig, GuestExec};
@@ -15,59 +14,7 @@ use crate::exits::{
 use crate::machine::MachineFacts;
 use crate::placement::Placement;
 
-/// Log-spaced histogram buckets: the first ends at this many ns, each
-/// next one is 5% wider, so a CDF drawn from them is within 5% in latency.
-const FIRST_BUCKET_NS: u64 = 100;
-const BUCKET_GROWTH: f64 = 1.05;
-
-/// One bucket of a latency histogram: `count` samples above the previous
-/// bucket's `le_ns` and at most this one's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Bucket {
-    pub le_ns: u64,
-    pub count: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LatencySummary {
-    pub samples: u64,
-    pub mean: f64,
-    pub min: u64,
-    pub p50: u64,
-    pub p99: u64,
-    pub max: u64,
-    /// The HdrHistogram's non-empty log buckets, in ascending order.
-    #[serde(default)]
-    pub histogram: Vec<Bucket>,
-}
-
-impl LatencySummary {
-    /// None when there are no samples.
-    pub fn from_samples_ns(samples: &[u64]) -> Option<Self> {
-        let max = *samples.iter().max()?;
-        let mut histogram = Histogram::<u64>::new_with_max(max.max(2), 3).ok()?;
-        for &sample in samples {
-            histogram.record(sample).ok()?;
-        }
-        let buckets = histogram
-            .iter_log(FIRST_BUCKET_NS, BUCKET_GROWTH)
-            .filter(|step| step.count_since_last_iteration() > 0)
-            .map(|step| Bucket {
-                le_ns: step.value_iterated_to(),
-                count: step.count_since_last_iteration(),
-            })
-            .collect();
-        Some(LatencySummary {
-            samples: histogram.len(),
-            mean: histogram.mean(),
-            min: histogram.min(),
-            p50: histogram.value_at_quantile(0.5),
-            p99: histogram.value_at_quantile(0.99),
-            max: histogram.max(),
-            histogram: buckets,
-        })
-    }
-}
+pub use dirq_stats::{Bucket, LatencySummary};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
@@ -395,50 +342,4 @@ pub fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn latency_summary_reports_percentiles_of_the_samples() {
-        let samples: Vec<u64> = (1..=1000).map(|i| i * 1000).collect();
-        let summary = LatencySummary::from_samples_ns(&samples).expect("non-empty");
-        assert_eq!(summary.samples, 1000);
-        // hdrhistogram with 3 significant digits: within 0.1%.
-        assert!(
-            (summary.p50 as f64 - 500_000.0).abs() <= 500.0,
-            "{summary:?}"
-        );
-        assert!(
-            (summary.p99 as f64 - 990_000.0).abs() <= 990.0,
-            "{summary:?}"
-        );
-        assert!(
-            (summary.max as f64 - 1_000_000.0).abs() <= 1000.0,
-            "{summary:?}"
-        );
-        assert!((summary.mean - 500_500.0).abs() <= 500.0, "{summary:?}");
-        assert!(LatencySummary::from_samples_ns(&[]).is_none());
-    }
-
-    #[test]
-    fn histogram_buckets_hold_every_sample_in_ascending_log_buckets() {
-        let samples: Vec<u64> = (1..=1000).map(|i| i * 1000).collect();
-        let summary = LatencySummary::from_samples_ns(&samples).expect("non-empty");
-        let buckets = &summary.histogram;
-        assert_eq!(buckets.iter().map(|b| b.count).sum::<u64>(), 1000);
-        assert!(buckets.windows(2).all(|pair| pair[0].le_ns < pair[1].le_ns));
-        // 1 us to 1 ms in 5% steps is about 142 buckets; below 20 us some
-        // fall between two samples 1 us apart and are left out.
-        assert!((90..=145).contains(&buckets.len()), "{}", buckets.len());
-        assert!(buckets.iter().all(|b| b.count > 0));
-        let below_10us: u64 = buckets
-            .iter()
-            .filter(|b| b.le_ns <= 10_000)
-            .map(|b| b.count)
-            .sum();
-        assert!((9..=10).contains(&below_10us), "{below_10us}");
-    }
 }

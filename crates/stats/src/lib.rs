@@ -1,0 +1,137 @@
+//! `dirq-stats`: one latency summary for the real runs and the simulator,
+//! so a measured and a predicted distribution read (and plot) alike.
+#![forbid(unsafe_code)]
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Log-spaced histogram buckets: the first ends at this many ns, each
+/// next one is 5% wider, so a CDF drawn from them is within 5% in latency.
+const FIRST_BUCKET_NS: u64 = 100;
+const BUCKET_GROWTH: f64 = 1.05;
+
+/// One bucket of a latency histogram: `count` samples above the previous
+/// bucket's `le_ns` and at most this one's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub le_ns: u64,
+    pub count: u64,
+}
+
+/// A latency distribution in ns: exact order statistics of the samples
+/// and their HdrHistogram log buckets.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    pub samples: u64,
+    pub mean: f64,
+    pub min: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub max: u64,
+    /// The non-empty log buckets, in ascending order.
+    #[serde(default)]
+    pub histogram: Vec<Bucket>,
+}
+
+impl LatencySummary {
+    /// None when there are no samples.
+    pub fn from_samples_ns(samples: &[u64]) -> Option<Self> {
+        let mut sorted = samples.to_vec();
+        sorted.sort_unstable();
+        let (&min, &max) = (sorted.first()?, sorted.last()?);
+        // The nearest-rank percentile: the smallest sample with at least
+        // `fraction` of the samples at or below it.
+        let at = |fraction: f64| {
+            let rank = (sorted.len() as f64 * fraction).ceil() as usize;
+            sorted[rank.clamp(1, sorted.len()) - 1]
+        };
+        let mut histogram = Histogram::<u64>::new_with_max(max.max(2), 3).ok()?;
+        for &sample in &sorted {
+            histogram.record(sample).ok()?;
+        }
+        let buckets = histogram
+            .iter_log(FIRST_BUCKET_NS, BUCKET_GROWTH)
+            .filter(|step| step.count_since_last_iteration() > 0)
+            .map(|step| Bucket {
+                le_ns: step.value_iterated_to(),
+                count: step.count_since_last_iteration(),
+            })
+            .collect();
+        Some(LatencySummary {
+            samples: sorted.len() as u64,
+            mean: sorted.iter().map(|&ns| ns as f64).sum::<f64>() / sorted.len() as f64,
+            min,
+            p50: at(0.50),
+            p90: at(0.90),
+            p99: at(0.99),
+            max,
+            histogram: buckets,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn nothing_to_summarize_is_none() {
+        assert_eq!(LatencySummary::from_samples_ns(&[]), None);
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank_samples() {
+        let samples: Vec<u64> = (1..=100).rev().collect();
+        let summary = LatencySummary::from_samples_ns(&samples).unwrap();
+        assert_eq!(
+            (
+                summary.min,
+                summary.p50,
+                summary.p90,
+                summary.p99,
+                summary.max
+            ),
+            (1, 50, 90, 99, 100)
+        );
+        assert_eq!(summary.mean, 50.5);
+    }
+
+    #[test]
+    fn histogram_buckets_hold_every_sample_in_ascending_log_buckets() {
+        let samples: Vec<u64> = (1..=1000).map(|i| i * 1000).collect();
+        let summary = LatencySummary::from_samples_ns(&samples).expect("non-empty");
+        let buckets = &summary.histogram;
+        assert_eq!(buckets.iter().map(|b| b.count).sum::<u64>(), 1000);
+        assert!(buckets.windows(2).all(|pair| pair[0].le_ns < pair[1].le_ns));
+        // 1 us to 1 ms in 5% steps is about 142 buckets; below 20 us some
+        // fall between two samples 1 us apart and are left out.
+        assert!((90..=145).contains(&buckets.len()), "{}", buckets.len());
+        assert!(buckets.iter().all(|b| b.count > 0));
+        let below_10us: u64 = buckets
+            .iter()
+            .filter(|b| b.le_ns <= 10_000)
+            .map(|b| b.count)
+            .sum();
+        assert!((9..=10).contains(&below_10us), "{below_10us}");
+    }
+
+    proptest! {
+        #[test]
+        fn buckets_hold_every_sample_in_ascending_order(
+            samples in proptest::collection::vec(1u64..10_000_000, 1..300)
+        ) {
+            let summary = LatencySummary::from_samples_ns(&samples).unwrap();
+            let buckets = &summary.histogram;
+            prop_assert_eq!(buckets.iter().map(|b| b.count).sum::<u64>(), samples.len() as u64);
+            prop_assert!(buckets.windows(2).all(|pair| pair[0].le_ns < pair[1].le_ns));
+            prop_assert!(summary.min <= summary.p50 && summary.p50 <= summary.p90);
+            prop_assert!(summary.p90 <= summary.p99 && summary.p99 <= summary.max);
+            // HdrHistogram keeps 3 significant digits: the last bucket ends
+            // at the maximum, within 0.1%.
+            let last = buckets.last().unwrap().le_ns as f64;
+            prop_assert!(last >= summary.max as f64 * 0.999);
+        }
+    }
+}
