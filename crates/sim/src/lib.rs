@@ -33,7 +33,7 @@ pub use profile::CostProfile;
 pub use scenario::Scenario;
 
 use machine::Machine;
-use metrics::{InterruptCounts, Throughput};
+use metrics::{InterruptCounts, StudyResults, Throughput};
 use scenario::{RunSpec, WorkloadKind};
 use trace::{Trace, TraceFile};
 
@@ -191,6 +191,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         latency_ns: LatencySummary::from_samples_ns(&counters.latencies),
         throughput: throughput(spec, counters, seconds),
         invariant_violations,
+        study: StudyResults::default(),
         interrupts: InterruptCounts {
             raised: machine.checker.raised,
             handled: machine.checker.handled,

@@ -120,12 +120,40 @@ pub struct RunResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throughput: Option<Throughput>,
     pub invariant_violations: BTreeMap<Invariant, u64>,
+    /// Results particular to one study, beside the common fields.
+    #[serde(flatten)]
+    pub study: StudyResults,
     /// Interrupts the checker followed: raised, handled, coalesced.
     pub interrupts: InterruptCounts,
     pub events: u64,
     /// Host wall-clock seconds the run took: the only field that differs
     /// between two runs with one seed.
     pub wall_s: f64,
+}
+
+/// The figures one study reports that the others do not; absent from a
+/// run's JSON unless its workload measures them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StudyResults {
+    /// Loongson VIOAPIC: host cycles per delivered interrupt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycles_per_interrupt: Option<f64>,
+    /// Loongson VIOAPIC: seconds for one million interrupts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds_per_million: Option<f64>,
+    /// IPI study: seconds for the benchmark's 100,000 calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_s: Option<f64>,
+    /// VoIP: calls per setup-latency bucket (`<10`, `10-100`, `100-200`,
+    /// `>200` ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setup_ms_buckets: Option<BTreeMap<String, u64>>,
+    /// VoIP: calls completed per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_rate: Option<f64>,
+    /// VoIP: INVITEs SIP's timers retransmitted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invite_retransmissions: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
