@@ -109,6 +109,7 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
     };
     let p50 = |run: &crate::report::views::RealRun, command: &str| -> Result<f64> {
         run.latency_ns
+            .as_ref()
             .map(|latency| latency.p50)
             .with_context(|| format!("`{command}` reported no latency"))
     };

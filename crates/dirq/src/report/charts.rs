@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::data::{Axis, Chart, NamedValues, Scale, Series, SeriesStyle, Spread, Table, TableRow};
 use super::figures::compact_number;
-use super::views::Latency;
+use super::views::{cdf_steps, Latency};
 
 /// Stacked bars of exit reasons, one bar per labelled entry. Reasons are
 /// ordered by their largest value so the big ones sit at the left.
@@ -68,19 +68,27 @@ pub fn exit_table(first_column: &str, chart: &Chart, unit: &str) -> Table {
     }
 }
 
-/// Latency percentiles as points, one series per entry, and their table.
-pub fn latency_percentiles(entries: &[(String, Latency)]) -> (Chart, Table) {
+/// Latency CDFs from the histogram buckets, one series per entry, and
+/// their percentiles in a table.
+pub fn latency_distributions(entries: &[(String, Latency)]) -> (Chart, Table) {
     let chart = latency_chart(
         entries
             .iter()
-            .map(|(label, latency)| latency.percentile_points(label))
+            .map(|(label, latency)| cdf_steps(label, &latency.histogram))
             .collect(),
     );
     let table = Table {
         title: String::new(),
-        columns: ["run", "mean (ns)", "p50 (ns)", "p99 (ns)", "max (ns)"]
-            .map(String::from)
-            .to_vec(),
+        columns: [
+            "run",
+            "mean (ns)",
+            "p50 (ns)",
+            "p90 (ns)",
+            "p99 (ns)",
+            "max (ns)",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: entries
             .iter()
             .map(|(label, l)| {
@@ -88,6 +96,7 @@ pub fn latency_percentiles(entries: &[(String, Latency)]) -> (Chart, Table) {
                     label.clone(),
                     format_value(l.mean),
                     format_value(l.p50),
+                    l.p90.map_or_else(|| "-".into(), format_value),
                     format_value(l.p99),
                     format_value(l.max),
                 ])

@@ -264,7 +264,7 @@ fn compare(case: &RealCase, predicted: &SimRun, statistic: ExitStatistic) -> Vec
             exits,
         ));
     }
-    if let (Some(measured), Some(latency)) = (one_way_p50(case), predicted.latency_ns) {
+    if let (Some(measured), Some(latency)) = (one_way_p50(case), predicted.latency_ns.as_ref()) {
         comparisons.push(Comparison::new(
             name.clone(),
             Metric::LatencyP50Ns,
@@ -346,7 +346,7 @@ impl Extrapolated {
                         .collect()
                 })
                 .unwrap_or_default(),
-            latency_p50_ns: run.latency_ns.map(|l| l.p50),
+            latency_p50_ns: run.latency_ns.as_ref().map(|l| l.p50),
             time_in_guest: run.time_in_guest,
             cpu_cores: run
                 .cpu_busy

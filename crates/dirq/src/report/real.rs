@@ -61,11 +61,11 @@ impl RealCase {
     }
 
     pub fn p50(&self) -> Option<Spread> {
-        self.spread(|r| Some(r.run.latency_ns?.p50))
+        self.spread(|r| Some(r.run.latency_ns.as_ref()?.p50))
     }
 
     pub fn p99(&self) -> Option<Spread> {
-        self.spread(|r| Some(r.run.latency_ns?.p99))
+        self.spread(|r| Some(r.run.latency_ns.as_ref()?.p99))
     }
 
     pub fn guest_share(&self) -> Option<Spread> {
@@ -231,7 +231,10 @@ fn latency_figure(bench: &str, what: &str, cases: &[&RealCase]) -> Option<Figure
                     case.label.clone(),
                     spread_cell(case.p50(), format_value),
                     spread_cell(case.p99(), format_value),
-                    spread_cell(case.spread(|r| Some(r.run.latency_ns?.max)), format_value),
+                    spread_cell(
+                        case.spread(|r| Some(r.run.latency_ns.as_ref()?.max)),
+                        format_value,
+                    ),
                     case.pooled_histogram()
                         .iter()
                         .map(|b| b.count)

@@ -2,7 +2,7 @@
 //! in guest against rate, latency distributions, invariant checks.
 
 use super::charts::{
-    exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_percentiles,
+    exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_distributions,
     LinePoint,
 };
 use super::data::{Axis, Figure, Scale, Section, Spread, Table, TableRow};
@@ -86,15 +86,15 @@ pub fn scenario_section(
     let latencies: Vec<_> = runs
         .iter()
         .zip(&labels)
-        .filter_map(|(run, label)| Some((label.clone(), run.latency_ns?)))
+        .filter_map(|(run, label)| Some((label.clone(), run.latency_ns.clone()?)))
         .collect();
     if !latencies.is_empty() {
-        let (chart, table) = latency_percentiles(&latencies);
+        let (chart, table) = latency_distributions(&latencies);
         figures.push(Figure {
             id: format!("{id}-latency"),
-            title: format!("{}: latency percentiles per policy", result.scenario),
-            caption: "Each run's p50, p99 and maximum, at 0.5, 0.99 and 1 on the y axis: the \
-                      simulator reports percentiles, not its samples' distribution."
+            title: format!("{}: latency CDF per policy", result.scenario),
+            caption: "Each line is the CDF of every simulated sample of the run, from its \
+                      histogram buckets (5% wide)."
                 .into(),
             commands,
             chart,
@@ -141,6 +141,7 @@ fn summary_table(runs: &[SimRun], labels: &[String]) -> Table {
                         format_value(run.exits_per_s),
                         format_percent(run.time_in_guest),
                         run.latency_ns
+                            .as_ref()
                             .map_or_else(|| "-".into(), |l| format_value(l.mean)),
                         throughput_text(run),
                         run.violations().to_string(),
@@ -236,8 +237,8 @@ mod tests {
             "throughput": {"value": rate, "unit": "packets/s"}
         });
         if latency {
-            value["latency_ns"] =
-                serde_json::json!({"mean": 3000.0, "p50": 2500.0, "p99": 9000.0, "max": 20000.0});
+            value["latency_ns"] = serde_json::json!({"mean": 3000.0, "p50": 2500.0, "p99": 9000.0, "max": 20000.0,
+                    "histogram": [{"le_ns": 2500, "count": 50}, {"le_ns": 20000, "count": 50}]});
         }
         value
     }
@@ -275,8 +276,13 @@ mod tests {
         };
         assert_eq!(series.len(), 2);
         assert_eq!(series[1].points, vec![[100000.0, 0.998], [250000.0, 0.998]]);
-        // The run without latency is left out of the CDF, not drawn at zero.
+        // The run without latency is left out of the CDF, not drawn at zero;
+        // the others are steps through their buckets.
         assert_eq!(section.figures[2].table.rows.len(), 3);
+        let Chart::Xy { series, .. } = &section.figures[2].chart else {
+            panic!("latency is a CDF");
+        };
+        assert_eq!(series[0].points, vec![[2500.0, 0.5], [20000.0, 1.0]]);
         assert!(section.figures.iter().all(|f| f.chart.has_data()));
         assert!(section
             .figures

@@ -14,15 +14,17 @@ use super::data::SeriesStyle;
 use super::exit_names::vmx_name;
 use super::figures::compact_number;
 
-/// `latency_ns` in both contracts (`min` only in `dirq run`'s).
-#[derive(Debug, Clone, Copy, Deserialize)]
+/// `latency_ns` in both contracts (`dirq_stats::LatencySummary`).
+#[derive(Debug, Clone, Deserialize)]
 pub struct Latency {
-    #[serde(default)]
-    pub min: Option<f64>,
     pub mean: f64,
     pub p50: f64,
+    #[serde(default)]
+    pub p90: Option<f64>,
     pub p99: f64,
     pub max: f64,
+    #[serde(default)]
+    pub histogram: Vec<Bucket>,
 }
 
 /// The empirical CDF of histogram buckets (ascending): at each bucket's
@@ -38,23 +40,6 @@ pub fn cdf_steps(name: &str, buckets: &[Bucket]) -> Series {
         })
         .collect();
     Series::new(name, SeriesStyle::Steps, points)
-}
-
-impl Latency {
-    /// The percentiles the contract reports, as points at their quantile:
-    /// what there is of a distribution without its histogram (the
-    /// simulator's contract has none).
-    pub fn percentile_points(&self, name: &str) -> Series {
-        let from_min = self.min.map(|min| [min, 0.0]);
-        Series::new(
-            name,
-            SeriesStyle::Points,
-            from_min
-                .into_iter()
-                .chain([[self.p50, 0.5], [self.p99, 0.99], [self.max, 1.0]])
-                .collect(),
-        )
-    }
 }
 
 /// One run of `dirq sim --json`.
@@ -289,17 +274,7 @@ mod tests {
     }
 
     #[test]
-    fn cdfs_come_from_buckets_and_percentiles_are_points() {
-        let latency = Latency {
-            min: None,
-            mean: 3.0,
-            p50: 2.0,
-            p99: 9.0,
-            max: 20.0,
-        };
-        let points = latency.percentile_points("did");
-        assert_eq!(points.style, SeriesStyle::Points);
-        assert_eq!(points.points, vec![[2.0, 0.5], [9.0, 0.99], [20.0, 1.0]]);
+    fn cdfs_come_from_buckets() {
         let buckets = [
             Bucket {
                 le_ns: 100,
