@@ -25,6 +25,7 @@ pub mod devices;
 pub mod exec;
 pub mod exits;
 pub mod hostile;
+pub mod interrupt;
 pub mod machine;
 pub mod memory;
 pub mod placement;

@@ -14,28 +14,31 @@ use super::Settings;
 use crate::abi;
 use crate::bench::{cycles_to_seconds, guest_share, window_exits, BenchError};
 use crate::config::{Bench, BenchConfig};
-use crate::devices::ioapic::IoapicDevice;
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::pit::{self, PitDevice};
-use crate::devices::DeviceError;
+use crate::interrupt::IoapicDevice;
 use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError};
 use crate::report::RunReport;
 
 /// Runs the tick bench with the PIT slowed `config.tick_scale` times.
 pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
-    let pit = Arc::new(
-        PitDevice::new(config.tick_scale)
-            .map_err(|err| MachineError::Irqchip(format!("PIT: {err}")))?,
-    );
+    let pit =
+        Arc::new(
+            PitDevice::new(config.tick_scale).map_err(|err| MachineError::DeviceSetup {
+                device: "PIT",
+                source: err.into(),
+            })?,
+        );
     let ioapic = OnceLock::<Arc<IoapicDevice>>::new();
     let attach = |attach: &mut Attach| {
         attach.bus.add_pio(
             dirq_arch::pit::PORT_CHANNEL0..dirq_arch::pit::PORT_CHANNEL0 + pit::PORTS,
             pit.clone(),
         );
-        let split_ioapic = attach.ioapic.ok_or(MachineError::Irqchip(
-            "the tick bench needs the VMM's IOAPIC (--irqchip split)".into(),
-        ))?;
+        let split_ioapic = attach
+            .interrupts
+            .ioapic()
+            .ok_or(MachineError::NoVmmIoapic(attach.config.irqchip))?;
         let _ = ioapic.set(split_ioapic.clone());
         Ok(())
     };
@@ -44,7 +47,7 @@ pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchE
             return Ok(());
         };
         pit.run_timer(env.control, || ioapic.pulse(abi::PIT_IOAPIC_PIN))
-            .map_err(|err| MsiDeviceError::Controller(DeviceError::Device(err)))
+            .map_err(MsiDeviceError::Raise)
     });
     let output = machine::run(
         config,

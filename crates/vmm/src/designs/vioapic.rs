@@ -18,9 +18,9 @@ use crate::abi;
 use crate::bench::{cycles_to_seconds, window_exits, BenchError};
 use crate::config::{Bench, BenchConfig, HaltMode, VioapicMode};
 use crate::devices::event_source::{BackToBack, LineSource, PendingEvents};
-use crate::devices::interrupt::InterruptError;
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::vioapic::{Registers, VioapicDevice, POSTED_MASK};
+use crate::interrupt::InterruptError;
 use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError};
 use crate::memory;
 use crate::report::RunReport;
@@ -192,7 +192,10 @@ pub(crate) fn attach_controller(
         attach.vm.clone(),
         attach.control.clone(),
     )
-    .map_err(|err| MachineError::Irqchip(format!("VIOAPIC: {err}")))?;
+    .map_err(|source| MachineError::DeviceSetup {
+        device: "VIOAPIC",
+        source,
+    })?;
     let device = Arc::new(device);
     attach.bus.add_mmio(
         abi::VIOAPIC_GPA..abi::VIOAPIC_GPA + VioapicDevice::SIZE,
