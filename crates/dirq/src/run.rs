@@ -266,7 +266,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             "booting the guest three times: userspace path, best in-kernel path, exit costs",
         );
         spinner.enable_steady_tick(std::time::Duration::from_millis(100));
-        let comparison = bench::compare(&config);
+        let comparison = bench::irq_latency::compare(&config);
         spinner.finish_and_clear();
         let comparison = comparison.context("comparison run failed")?;
         if args.json {
@@ -295,7 +295,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
 }
 
 /// `--compare`: both paths side by side, then the verdict.
-fn comparison_text(comparison: &bench::Comparison) -> String {
+fn comparison_text(comparison: &bench::irq_latency::Comparison) -> String {
     let mut table = text_table(&[
         "irq-latency path",
         "p50 (us)",

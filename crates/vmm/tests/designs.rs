@@ -5,8 +5,8 @@
 mod common;
 
 use common::{run, userspace_exits};
+use dirq_vmm::bench::io_batch::WRITES_PER_COMMAND;
 use dirq_vmm::config::{Bench, BenchConfig, IpiKind, VioapicMode};
-use dirq_vmm::designs::io_batch::WRITES_PER_COMMAND;
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::RunReport;
 

@@ -4,13 +4,16 @@
 mod common;
 
 use common::{one_vm_at_a_time, run, userspace_exits};
-use dirq_vmm::bench::{BenchError, BusError, MachineError, VcpuError};
+use dirq_vmm::bench::BenchError;
 use dirq_vmm::config::{
     ApicMode, Bench, BenchConfig, FaultKind, GuestExec, GuestIdle, Inject, IpiKind, IrqSource,
     Irqchip, TimerMode,
 };
+use dirq_vmm::devices::BusError;
 use dirq_vmm::exec::HostExec;
+use dirq_vmm::machine::MachineError;
 use dirq_vmm::testing::require_kvm;
+use dirq_vmm::vcpu::VcpuError;
 use dirq_vmm::RunReport;
 
 const INTERRUPTS: u64 = 300;
