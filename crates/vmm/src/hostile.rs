@@ -6,7 +6,8 @@
 
 use std::fmt;
 
-use crate::config::{ApicMode, Bench, BenchConfig, HostileCase, VioapicMode};
+use crate::config::params::HostileParams;
+use crate::config::{ApicMode, Bench, BenchConfig, BenchParams, CommonSettings, HostileCase};
 
 /// The watchdog of a case that must survive.
 const SURVIVOR_TIMEOUT_MS: u64 = 20_000;
@@ -139,23 +140,27 @@ impl HostileCase {
 
     /// The run that mounts this attack, with the hostile bench's defaults.
     pub fn config(self) -> BenchConfig {
-        let mut config = BenchConfig::new(Bench::Hostile);
-        config.hostile = self;
+        let mut common = CommonSettings::new(Bench::Hostile);
         if self == HostileCase::EoiStormMmio {
-            config.apic = ApicMode::Xapic;
-        }
-        if self.target() == Target::PvVioapic {
-            config.vioapic = VioapicMode::Pv;
-        }
-        if self.target() == Target::Device {
-            config.count = 1;
+            common.apic = ApicMode::Xapic;
         }
         // A case that must survive never waits for the watchdog; on a busy
         // host its work (a serial flood: an exit per byte) may take seconds.
         if self.expect() == Expect::Survives {
-            config.timeout_ms = SURVIVOR_TIMEOUT_MS;
+            common.timeout_ms = SURVIVOR_TIMEOUT_MS;
         }
-        config
+        let mut params = HostileParams {
+            hostile: self,
+            ..HostileParams::default()
+        };
+        // One interrupt is enough to forge its acknowledgement or block it.
+        if self.target() == Target::Device {
+            params.count = 1;
+        }
+        BenchConfig {
+            params: BenchParams::Hostile(params),
+            common,
+        }
     }
 }
 

@@ -13,7 +13,8 @@ use vm_memory::{Bytes, GuestAddress};
 
 use crate::abi::{self, SharedPage};
 use crate::boot::{self, BootError, CpuidOptions};
-use crate::config::{BenchConfig, GuestExec, GuestIdle, IrqSource, Irqchip, TimerMode};
+use crate::config::params::IpiParams;
+use crate::config::{ApicMode, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip};
 use crate::devices::control::{ControlPort, GuestEnd, NoopPort, RunControl, Window};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::serial::{Serial, SERIAL_PORTS};
@@ -116,7 +117,6 @@ pub struct MachineOutput<T> {
 
 /// What a bench may add devices to before the guest starts.
 pub struct Attach<'a> {
-    pub config: &'a BenchConfig,
     pub bus: &'a mut Bus,
     pub vm: &'a Arc<Vm>,
     pub memory: &'a GuestMemory,
@@ -156,12 +156,13 @@ pub fn run<T: Send>(
     let entry = memory::load_guest_kernel(&memory)?;
     boot::write_boot_structures(&memory)?;
 
-    let vm = Arc::new(Vm::new(&kvm, &memory, config.halt)?);
-    interrupt::prepare_vm(config.irqchip, &vm)?;
+    let common = &config.common;
+    let vm = Arc::new(Vm::new(&kvm, &memory, common.halt)?);
+    interrupt::prepare_vm(common.irqchip, &vm)?;
     let vcpus = create_vcpus(&kvm, &vm, config, entry)?;
     let host = HostExec::detect_on(&vcpus[0].fd);
-    let guest_exec = host.resolve(config.guest_exec)?;
-    if let (true, Some(why)) = (config.pv_send_ipi, host.hypercalls_unavailable()) {
+    let guest_exec = host.resolve(common.guest_exec)?;
+    if let (true, Some(why)) = (pv_send_ipi(config), host.hypercalls_unavailable()) {
         return Err(MachineError::Unavailable {
             feature: "PV send-IPI",
             why,
@@ -196,7 +197,7 @@ pub fn run<T: Send>(
     );
     bus.add_pio(abi::PORT_NOOP..abi::PORT_NOOP + 1, Arc::new(NoopPort));
     let interrupts = interrupt::create(
-        config.irqchip,
+        common.irqchip,
         Setup {
             vm: &vm,
             bus: &mut bus,
@@ -208,7 +209,6 @@ pub fn run<T: Send>(
     )?;
     if let Some(attach) = attach {
         attach(&mut Attach {
-            config,
             bus: &mut bus,
             vm: &vm,
             memory: &memory,
@@ -217,12 +217,12 @@ pub fn run<T: Send>(
         })?;
     }
     let sink = interrupts.sink(Path::choose(
-        config.irqchip,
-        device_line(config.source),
-        config.inject,
+        common.irqchip,
+        device_line(&config.params),
+        common.inject,
     ))?;
 
-    let deadline = Instant::now() + Duration::from_millis(config.timeout_ms);
+    let deadline = Instant::now() + Duration::from_millis(common.timeout_ms);
     // The vCPU and timer threads own what they use: one stuck where the VMM
     // cannot interrupt it (in KVM_RUN) is left running, not joined forever.
     let bus = Arc::new(bus);
@@ -346,7 +346,7 @@ pub fn run<T: Send>(
     };
     if timed_out {
         return Err(MachineError::Timeout {
-            timeout_ms: config.timeout_ms,
+            timeout_ms: common.timeout_ms,
             rips: rips.join(", "),
         });
     }
@@ -364,7 +364,7 @@ pub fn run<T: Send>(
     let samples = read_samples(&memory, shared.samples_written)?;
     Ok(MachineOutput {
         facts: MachineFacts {
-            exec: exec_outcome(guest_exec, config.vcpus, shared.native_cpus),
+            exec: exec_outcome(guest_exec, common.vcpus, shared.native_cpus),
             placement: Arc::unwrap_or_clone(placement),
             console,
         },
@@ -421,11 +421,11 @@ fn create_vcpus(
         .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
         .map_err(MachineError::Cpuid)?;
     let cpuid_options = CpuidOptions {
-        tsc_deadline: interrupt::offers_tsc_deadline(config.irqchip, kvm),
-        pv_eoi: config.pv_eoi,
-        pv_send_ipi: config.pv_send_ipi,
+        tsc_deadline: interrupt::offers_tsc_deadline(config.common.irqchip, kvm),
+        pv_eoi: config.common.pv_eoi,
+        pv_send_ipi: pv_send_ipi(config),
     };
-    (0..config.vcpus as usize)
+    (0..config.common.vcpus as usize)
         .map(|cpu| {
             let fd = vm
                 .fd
@@ -464,21 +464,14 @@ fn exec_outcome(asked: GuestExec, vcpus: u32, native_cpus: u64) -> ExecOutcome {
 }
 
 fn boot_parameters(config: &BenchConfig, guest_exec: GuestExec, tsc_khz: u64) -> SharedPage {
-    SharedPage {
+    let common = &config.common;
+    let mut page = SharedPage {
         magic: abi::MAGIC,
         abi_version: abi::VERSION,
-        bench: config.bench.abi_id(),
-        fault: config.fault.abi_id(),
-        x2apic: u32::from(config.apic == crate::config::ApicMode::X2apic),
-        pv_eoi: u32::from(config.pv_eoi),
-        idle_busy: u32::from(config.guest_idle == GuestIdle::Busy),
-        tsc_deadline: u32::from(config.timer == TimerMode::TscDeadline),
-        num_cpus: config.vcpus,
-        via_ioapic: u32::from(config.source == IrqSource::Ioapic),
-        count: config.count,
-        period_ns: config.period_ns,
-        duration_ns: config.duration_ms * 1_000_000,
-        args: config.guest_args(),
+        x2apic: u32::from(common.apic == ApicMode::X2apic),
+        pv_eoi: u32::from(common.pv_eoi),
+        idle_busy: u32::from(common.guest_idle == GuestIdle::Busy),
+        num_cpus: common.vcpus,
         guest_exec: if guest_exec == GuestExec::Native {
             abi::EXEC_PVM_NATIVE
         } else {
@@ -489,12 +482,30 @@ fn boot_parameters(config: &BenchConfig, guest_exec: GuestExec, tsc_khz: u64) ->
         samples_gpa: memory::SAMPLES_GPA,
         samples_capacity: memory::SAMPLES_CAPACITY,
         ..SharedPage::default()
-    }
+    };
+    config.params.boot(&mut page);
+    page
 }
 
-/// What the benchmark device is wired to: an MSI to vCPU 0, or the IOAPIC
-/// input the guest routes to the same vector.
-fn device_line(source: IrqSource) -> DeviceLine {
+/// Whether the guest sends its broadcast IPIs by hypercall.
+fn pv_send_ipi(config: &BenchConfig) -> bool {
+    matches!(
+        config.params,
+        BenchParams::Ipi(IpiParams {
+            pv_send_ipi: true,
+            ..
+        })
+    )
+}
+
+/// What the benchmark device is wired to: an MSI to vCPU 0, or (as
+/// irq-latency's `--source` may say) the IOAPIC input the guest routes to
+/// the same vector.
+fn device_line(params: &BenchParams) -> DeviceLine {
+    let source = match params {
+        BenchParams::IrqLatency(params) => params.source,
+        _ => IrqSource::Msi,
+    };
     match source {
         IrqSource::Msi => DeviceLine::Msi(fixed_msi(0, abi::VECTOR_DEVICE)),
         IrqSource::Ioapic => DeviceLine::IoapicPin(abi::DEVICE_IOAPIC_PIN),

@@ -6,15 +6,26 @@ use std::collections::BTreeMap;
 use super::vioapic::{attach_controller, start_back_to_back, Controller, KernelLine};
 use super::{window_exits, BenchError};
 use crate::abi;
-use crate::config::{BenchConfig, HostileCase};
+use crate::config::params::{HostileParams, VioapicParams};
+use crate::config::{BenchConfig, HostileCase, VioapicMode};
 use crate::devices::msi_device::{self, DeviceEnv};
 use crate::hostile::{Expect, Target};
 use crate::machine::{self, Attach, DeviceThread, Extensions};
 use crate::report::RunReport;
 
-/// Runs `config.hostile` and judges what the VMM did with it.
-pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
-    let case = config.hostile;
+/// Runs `params.hostile` and judges what the VMM did with it.
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &HostileParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
+    let (case, count) = (params.hostile, params.count);
+    // The PV lock and page attacks face the paravirtual level.
+    let vioapic = VioapicParams {
+        count,
+        vioapic: VioapicMode::Pv,
+        vioapic_race: false,
+    };
     let controller = Controller::new();
     let kernel_line = KernelLine::new();
     let attach = |attach: &mut Attach| match case.target() {
@@ -24,10 +35,9 @@ pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport,
                 .enable_io_batch(abi::PORT_IO_BATCH, attach.memory.clone());
             Ok(())
         }
-        Target::PvVioapic => attach_controller(attach, &controller, &kernel_line),
+        Target::PvVioapic => attach_controller(attach, &vioapic, &controller, &kernel_line),
         Target::Machine | Target::Device => Ok(()),
     };
-    let count = config.count;
     let device: DeviceThread<()> = Box::new(|env: &DeviceEnv| match case.target() {
         Target::Device => msi_device::ping_pong(env, count, 0).map(drop),
         Target::PvVioapic => match controller.get() {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::{cycles_to_seconds, window_exits, BenchError};
 use crate::abi;
+use crate::config::params::IoBatchParams;
 use crate::config::BenchConfig;
 use crate::devices::task_file::{self, TaskFile};
 use crate::machine::{self, Attach, Extensions};
@@ -16,15 +17,19 @@ use crate::report::RunReport;
 /// Port writes in one disk command (an LBA48 command setup).
 pub const WRITES_PER_COMMAND: u64 = 11;
 
-/// Runs the io-batch bench, one way or the other as `config.io_batch` says.
-pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
+/// Runs the io-batch bench, one way or the other as `params.io_batch` says.
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &IoBatchParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
     let disk = Arc::new(TaskFile::default());
     let attach = |attach: &mut Attach| {
         attach.bus.add_pio(
             abi::PORT_TASK_FILE..abi::PORT_TASK_FILE + task_file::PORTS,
             disk.clone(),
         );
-        if attach.config.io_batch {
+        if params.io_batch {
             attach
                 .bus
                 .enable_io_batch(abi::PORT_IO_BATCH, attach.memory.clone());
@@ -40,12 +45,12 @@ pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport,
         },
     )?;
     let state = disk.state();
-    if state.commands != config.count {
+    if state.commands != params.count {
         return Err(BenchError::Invariant {
             bench: "io-batch",
             what: format!(
                 "the disk executed {} of the guest's {} commands",
-                state.commands, config.count
+                state.commands, params.count
             ),
         });
     }

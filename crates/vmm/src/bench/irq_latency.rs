@@ -7,13 +7,21 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{window_exits, BenchError, BEST_PATH_HALT_POLL_NS};
-use crate::config::{Bench, BenchConfig, GuestIdle, HaltMode, Inject, IpiMeasure, Irqchip};
+use crate::config::params::{IpiParams, IrqLatencyParams};
+use crate::config::{
+    Bench, BenchConfig, BenchParams, CommonSettings, GuestIdle, HaltMode, Inject, IpiMeasure,
+    Irqchip,
+};
 use crate::devices::msi_device::{self, DeviceEnv};
 use crate::machine::{self, DeviceThread, Extensions};
 use crate::report::{LatencySummary, RunReport};
 
-pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
-    let (count, rate) = (config.count, config.rate_hz);
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &IrqLatencyParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
+    let (count, rate) = (params.count, params.rate_hz);
     let device: DeviceThread<Vec<u64>> =
         Box::new(move |env: &DeviceEnv| msi_device::ping_pong(env, count, rate));
     let output = machine::run(
@@ -75,28 +83,44 @@ pub struct Comparison {
 /// source) on both paths, whose interrupt-path flags are fixed, and the
 /// exit-cost bench.
 pub fn compare(base: &BenchConfig) -> Result<Comparison, BenchError> {
-    let mut baseline_config = base.clone();
-    baseline_config.irqchip = Irqchip::Userspace;
-    baseline_config.inject = Inject::Vcpu;
-    baseline_config.pv_eoi = false;
-    baseline_config.halt = HaltMode::Exit;
-    let mut best_config = base.clone();
-    best_config.irqchip = Irqchip::Kernel;
-    best_config.inject = Inject::Irqfd;
-    best_config.pv_eoi = true;
-    best_config.halt = HaltMode::Poll {
-        ns: BEST_PATH_HALT_POLL_NS,
+    let path = |irqchip, inject, pv_eoi, halt| BenchConfig {
+        params: base.params.clone(),
+        common: CommonSettings {
+            irqchip,
+            inject,
+            pv_eoi,
+            halt,
+            ..base.common.clone()
+        },
     };
-
-    let baseline = super::run(&baseline_config)?;
-    let best = super::run(&best_config)?;
+    let baseline = super::run(&path(
+        Irqchip::Userspace,
+        Inject::Vcpu,
+        false,
+        HaltMode::Exit,
+    ))?;
+    let best = super::run(&path(
+        Irqchip::Kernel,
+        Inject::Irqfd,
+        true,
+        HaltMode::Poll {
+            ns: BEST_PATH_HALT_POLL_NS,
+        },
+    ))?;
     let mut exit_cost = BenchConfig::new(Bench::ExitCost);
-    exit_cost.guest_exec = base.guest_exec;
+    exit_cost.common.guest_exec = base.common.guest_exec;
     let exit_cost = super::run(&exit_cost)?;
-    let mut floor = BenchConfig::new(Bench::Ipi);
-    floor.ipi_measure = IpiMeasure::OneWay;
-    floor.guest_idle = GuestIdle::Busy;
-    floor.guest_exec = base.guest_exec;
+    let floor = BenchConfig {
+        params: BenchParams::Ipi(IpiParams {
+            ipi_measure: IpiMeasure::OneWay,
+            ..IpiParams::default()
+        }),
+        common: CommonSettings {
+            guest_idle: GuestIdle::Busy,
+            guest_exec: base.common.guest_exec,
+            ..CommonSettings::new(Bench::Ipi)
+        },
+    };
     let floor = super::run(&floor)?;
     let figure = |name: &str| exit_cost.results.get(name).copied().unwrap_or(0.0);
     let p50 = |report: &RunReport| {

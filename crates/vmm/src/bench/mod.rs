@@ -13,7 +13,7 @@ mod whileloop;
 use std::collections::BTreeMap;
 
 use crate::abi;
-use crate::config::{Bench, BenchConfig, ConfigError, FaultKind};
+use crate::config::{Bench, BenchConfig, BenchParams, ConfigError, FaultKind};
 use crate::exits::ExitSummary;
 use crate::machine::{self, Extensions, MachineError, MachineOutput};
 use crate::report::{LatencySummary, RunReport};
@@ -47,33 +47,33 @@ pub fn run(config: &BenchConfig) -> Result<RunReport, BenchError> {
 /// As `run`, also echoing the guest's console lines to stderr when asked.
 pub fn run_with_console(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
     config.validate()?;
-    match config.bench {
-        Bench::IrqLatency => irq_latency::run(config, echo_console),
-        Bench::Whileloop => whileloop::run(config, echo_console),
-        Bench::TimerLatency | Bench::Ipi | Bench::ExitCost => {
+    match &config.params {
+        BenchParams::IrqLatency(params) => irq_latency::run(config, params, echo_console),
+        BenchParams::Whileloop(params) => whileloop::run(config, params, echo_console),
+        BenchParams::TimerLatency(_) | BenchParams::Ipi(_) | BenchParams::ExitCost(_) => {
             let output = machine::run::<()>(config, echo_console, Extensions::default())?;
             Ok(guest_measured(config, output))
         }
-        Bench::HaltWakeup => {
+        BenchParams::HaltWakeup(params) => {
             let output = machine::run::<()>(config, echo_console, Extensions::default())?;
             let handled = output.shared.handled[0];
-            if handled != config.count {
+            if handled != params.count {
                 return Err(BenchError::Delivery {
                     bench: "halt-wakeup",
-                    raised: config.count,
+                    raised: params.count,
                     handled,
                 });
             }
             Ok(guest_measured(config, output))
         }
-        Bench::Fault => {
+        BenchParams::Fault(params) => {
             machine::run::<()>(config, echo_console, Extensions::default())?;
-            Err(BenchError::FaultNotRaised(config.fault))
+            Err(BenchError::FaultNotRaised(params.fault))
         }
-        Bench::Vioapic => vioapic::run(config, echo_console),
-        Bench::IoBatch => io_batch::run(config, echo_console),
-        Bench::Tick => tick::run(config, echo_console),
-        Bench::Hostile => hostile::run(config, echo_console),
+        BenchParams::Vioapic(params) => vioapic::run(config, params, echo_console),
+        BenchParams::IoBatch(params) => io_batch::run(config, params, echo_console),
+        BenchParams::Tick(params) => tick::run(config, params, echo_console),
+        BenchParams::Hostile(params) => hostile::run(config, params, echo_console),
     }
 }
 
@@ -133,7 +133,7 @@ fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport 
         .map(|&c| cycles_to_ns(c, tsc_khz))
         .collect();
     let mut results = BTreeMap::new();
-    let interrupts = match config.bench {
+    let interrupts = match config.bench() {
         Bench::ExitCost => {
             let iterations = shared.result[abi::RESULT_EXIT_COST_ITERATIONS].max(1);
             let per_exit = |cycles| cycles_to_ns(cycles, tsc_khz) as f64 / iterations as f64;
@@ -151,7 +151,7 @@ fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport 
             for (cpu, handled) in shared
                 .handled
                 .iter()
-                .take(config.vcpus as usize)
+                .take(config.common.vcpus as usize)
                 .enumerate()
             {
                 results.insert(format!("ipis_to_vcpu{cpu}"), *handled as f64);

@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::{cycles_to_seconds, guest_share, window_exits, BenchError};
 use crate::abi;
+use crate::config::params::TickParams;
 use crate::config::BenchConfig;
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::pit::{self, PitDevice};
@@ -16,11 +17,15 @@ use crate::interrupt::IoapicDevice;
 use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError};
 use crate::report::RunReport;
 
-/// Runs the tick bench with the PIT slowed `config.tick_scale` times.
-pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
+/// Runs the tick bench with the PIT slowed `params.tick_scale` times.
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &TickParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
     let pit =
         Arc::new(
-            PitDevice::new(config.tick_scale).map_err(|err| MachineError::DeviceSetup {
+            PitDevice::new(params.tick_scale).map_err(|err| MachineError::DeviceSetup {
                 device: "PIT",
                 source: err.into(),
             })?,
@@ -34,7 +39,7 @@ pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport,
         let split_ioapic = attach
             .interrupts
             .ioapic()
-            .ok_or(MachineError::NoVmmIoapic(attach.config.irqchip))?;
+            .ok_or(MachineError::NoVmmIoapic(config.common.irqchip))?;
         let _ = ioapic.set(split_ioapic.clone());
         Ok(())
     };
@@ -95,7 +100,7 @@ pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport,
         ("max_count_read", max_read as f64),
         (
             "effective_reload",
-            f64::from(pit.reload_count()) * f64::from(config.tick_scale),
+            f64::from(pit.reload_count()) * f64::from(params.tick_scale),
         ),
     ] {
         results.insert(name.to_string(), value);

@@ -13,6 +13,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use super::{cycles_to_seconds, window_exits, BenchError};
 use crate::abi;
+use crate::config::params::VioapicParams;
 use crate::config::{BenchConfig, VioapicMode};
 use crate::devices::event_source::{BackToBack, LineSource, PendingEvents};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
@@ -30,16 +31,20 @@ const MIRROR_SLOT: u32 = 1;
 const RACE_MAX_GAP: Duration = Duration::from_micros(200);
 
 /// The controller dirq runs for the guest, once the machine has attached it.
-pub(crate) type Controller = OnceLock<Arc<VioapicDevice>>;
+pub(super) type Controller = OnceLock<Arc<VioapicDevice>>;
 /// Kernel level: the level-triggered irqfd and its resample eventfd.
-pub(crate) type KernelLine = OnceLock<(EventFd, EventFd)>;
+pub(super) type KernelLine = OnceLock<(EventFd, EventFd)>;
 
-/// Runs the vioapic bench at `config.vioapic`'s level.
-pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
+/// Runs the vioapic bench at `params.vioapic`'s level.
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &VioapicParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
     let controller = Controller::new();
     let kernel_line = KernelLine::new();
-    let attach = |attach: &mut Attach| attach_controller(attach, &controller, &kernel_line);
-    let (count, race) = (config.count, config.vioapic_race);
+    let attach = |attach: &mut Attach| attach_controller(attach, params, &controller, &kernel_line);
+    let (count, race) = (params.count, params.vioapic_race);
     // Attaching set exactly one of the two before this thread starts.
     let device: DeviceThread<()> =
         Box::new(
@@ -79,7 +84,7 @@ pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport,
     // A posted mask (ro-page) completes without waiting for a send already
     // under way, which may then arrive: the guest finds nothing in service
     // and counts it spurious. Only the synchronous levels promise none.
-    if masked_arrivals > 0 && config.vioapic != VioapicMode::RoPage {
+    if masked_arrivals > 0 && params.vioapic != VioapicMode::RoPage {
         return violation(format!(
             "{masked_arrivals} interrupts arrived while the guest had the line masked"
         ));
@@ -143,20 +148,22 @@ pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport,
     ))
 }
 
-pub(crate) fn attach_controller(
+/// Puts the controller at `params.vioapic`'s level on the bus, or binds
+/// the kernel level's line.
+pub(super) fn attach_controller(
     attach: &mut Attach,
+    params: &VioapicParams,
     controller: &Controller,
     kernel_line: &KernelLine,
 ) -> Result<(), MachineError> {
-    let config = attach.config;
-    if config.vioapic == VioapicMode::Kernel {
+    if params.vioapic == VioapicMode::Kernel {
         let line = attach.vm.level_irqfd(abi::DEVICE_IOAPIC_PIN)?;
         // Set once per run, by this one call.
         let _ = kernel_line.set(line);
         return Ok(());
     }
     let memory = attach.memory.clone();
-    let registers = match config.vioapic {
+    let registers = match params.vioapic {
         VioapicMode::RoPage => {
             let mirror = memory::create_page(abi::VIOAPIC_GPA)?;
             attach.vm.map_readonly(MIRROR_SLOT, &mirror)?;
@@ -174,12 +181,12 @@ pub(crate) fn attach_controller(
     let events = PendingEvents {
         memory: memory.clone(),
     };
-    let line: Box<dyn LineSource> = if config.vioapic_race {
+    let line: Box<dyn LineSource> = if params.vioapic_race {
         Box::new(events)
     } else {
         Box::new(BackToBack {
             events,
-            count: config.count,
+            count: params.count,
         })
     };
     let device = VioapicDevice::new(
@@ -203,7 +210,7 @@ pub(crate) fn attach_controller(
 }
 
 /// The first event; the controller samples the rest as the guest unmasks.
-pub(crate) fn start_back_to_back(
+pub(super) fn start_back_to_back(
     env: &DeviceEnv,
     controller: &VioapicDevice,
 ) -> Result<(), MsiDeviceError> {

@@ -5,13 +5,18 @@ use std::collections::BTreeMap;
 
 use super::{cycles_to_ns, guest_share, window_exits, BenchError};
 use crate::abi;
+use crate::config::params::WhileloopParams;
 use crate::config::BenchConfig;
 use crate::devices::msi_device::{self, DeviceEnv};
 use crate::machine::{self, DeviceThread, Extensions};
 use crate::report::RunReport;
 
-pub(super) fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
-    let rate = config.rate_hz;
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &WhileloopParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
+    let rate = params.rate_hz;
     let device: DeviceThread<u64> =
         Box::new(move |env: &DeviceEnv| msi_device::periodic(env, rate));
     let output = machine::run(

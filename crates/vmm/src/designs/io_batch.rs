@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Settings;
 use crate::bench::BenchError;
-use crate::config::{Bench, BenchConfig};
+use crate::config::params::IoBatchParams;
+use crate::config::{BenchConfig, BenchParams};
 use crate::report::RunReport;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -31,23 +32,27 @@ pub struct IoBatchTable {
     pub runs: Vec<RunReport>,
 }
 
+/// The two ways the comparison runs: 11 port writes, then one doorbell.
+const BATCHED: [bool; 2] = [false, true];
+
 pub fn comparison_config(batched: bool, settings: Settings) -> BenchConfig {
-    let mut config = settings.config(Bench::IoBatch);
-    config.io_batch = batched;
-    config.count = settings.pick(1_000, 5_000);
-    config
+    settings.config(BenchParams::IoBatch(IoBatchParams {
+        io_batch: batched,
+        count: settings.pick(1_000, 5_000),
+    }))
 }
 
 pub fn compare(settings: Settings) -> Result<IoBatchTable, BenchError> {
-    let runs = [false, true]
+    let runs = BATCHED
         .into_iter()
         .map(|batched| crate::bench::run(&comparison_config(batched, settings)))
         .collect::<Result<Vec<_>, _>>()?;
     let figure = |run: &RunReport, name: &str| run.results.get(name).copied().unwrap_or(0.0);
-    let rows: Vec<IoBatchRow> = runs
-        .iter()
-        .map(|run| IoBatchRow {
-            batched: run.config.io_batch,
+    let rows: Vec<IoBatchRow> = BATCHED
+        .into_iter()
+        .zip(&runs)
+        .map(|(batched, run)| IoBatchRow {
+            batched,
             commands: run.commands.unwrap_or(0),
             commands_per_s: figure(run, "commands_per_s"),
             exits_per_command: figure(run, "exits_per_command"),

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Settings;
 use crate::bench::BenchError;
-use crate::config::{Bench, BenchConfig};
+use crate::config::params::TickParams;
+use crate::config::{BenchConfig, BenchParams};
 use crate::report::RunReport;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,10 +36,10 @@ pub struct TickTable {
 pub const COMPARED_SCALES: [u32; 2] = [1, 10];
 
 pub fn comparison_config(scale: u32, settings: Settings) -> BenchConfig {
-    let mut config = settings.config(Bench::Tick);
-    config.tick_scale = scale;
-    config.duration_ms = settings.pick(300, 1_000);
-    config
+    settings.config(BenchParams::Tick(TickParams {
+        tick_scale: scale,
+        duration_ms: settings.pick(300, 1_000),
+    }))
 }
 
 pub fn compare(settings: Settings) -> Result<TickTable, BenchError> {
@@ -47,10 +48,11 @@ pub fn compare(settings: Settings) -> Result<TickTable, BenchError> {
         .map(|&scale| crate::bench::run(&comparison_config(scale, settings)))
         .collect::<Result<Vec<_>, _>>()?;
     let figure = |run: &RunReport, name: &str| run.results.get(name).copied().unwrap_or(0.0);
-    let rows = runs
-        .iter()
-        .map(|run| TickRow {
-            scale: run.config.tick_scale,
+    let rows = COMPARED_SCALES
+        .into_iter()
+        .zip(&runs)
+        .map(|(scale, run)| TickRow {
+            scale,
             timer_interrupts: run.interrupts,
             timer_interrupts_per_s: figure(run, "timer_interrupts_per_s"),
             exits_per_s: figure(run, "exits_per_s"),

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{per_interrupt_by_category, Settings};
 use crate::bench::{BenchError, BEST_PATH_HALT_POLL_NS};
-use crate::config::{Bench, BenchConfig, HaltMode, VioapicMode};
+use crate::config::params::VioapicParams;
+use crate::config::{BenchConfig, BenchParams, HaltMode, VioapicMode};
 use crate::report::RunReport;
 
 /// One level's row of the comparison.
@@ -41,12 +42,14 @@ pub struct VioapicTable {
 /// default, so that the kernel level's device thread can re-assert without
 /// a sleeping vCPU in between.
 pub fn comparison_config(mode: VioapicMode, settings: Settings) -> BenchConfig {
-    let mut config = settings.config(Bench::Vioapic);
-    config.vioapic = mode;
-    config.halt = HaltMode::Poll {
+    let mut config = settings.config(BenchParams::Vioapic(VioapicParams {
+        vioapic: mode,
+        count: settings.pick(2_000, 20_000),
+        ..VioapicParams::default()
+    }));
+    config.common.halt = HaltMode::Poll {
         ns: BEST_PATH_HALT_POLL_NS,
     };
-    config.count = settings.pick(2_000, 20_000);
     config
 }
 
@@ -58,10 +61,11 @@ pub fn compare(settings: Settings) -> Result<VioapicTable, BenchError> {
         .collect::<Result<Vec<_>, _>>()?;
     let figure = |run: &RunReport, name: &str| run.results.get(name).copied().unwrap_or(0.0);
     let baseline = figure(&runs[0], "interrupts_per_s");
-    let rows = runs
+    let rows = VioapicMode::ALL
         .iter()
-        .map(|run| VioapicRow {
-            mode: run.config.vioapic,
+        .zip(&runs)
+        .map(|(&mode, run)| VioapicRow {
+            mode,
             interrupts: run.interrupts,
             interrupts_per_s: figure(run, "interrupts_per_s"),
             host_cycles_per_interrupt: figure(run, "host_cycles_per_interrupt"),
