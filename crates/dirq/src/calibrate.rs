@@ -5,9 +5,13 @@ pub mod costs;
 pub mod profile;
 
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use anyhow::{ensure, Context, Result};
-use dirq_vmm::config::{Bench, BenchConfig, GuestExec, GuestIdle, Inject, Irqchip};
+use dirq_vmm::config::params::IrqLatencyParams;
+use dirq_vmm::config::{
+    BenchConfig, BenchParams, CommonSettings, GuestExec, GuestIdle, Inject, Irqchip,
+};
 use dirq_vmm::probe::ProbeReport;
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -37,7 +41,7 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// How the guest executes: native or emulated (kvm_pvm; default: native where offered).
-    #[arg(long, value_parser = crate::run::parse::<GuestExec>)]
+    #[arg(long, value_parser = GuestExec::from_str)]
     pub guest_exec: Option<GuestExec>,
 }
 
@@ -70,15 +74,20 @@ fn calibration_runs(
     events: u64,
     guest_exec: GuestExec,
 ) -> [BenchConfig; CALIBRATION_RUNS as usize] {
-    let mut running = BenchConfig::new(Bench::IrqLatency);
-    running.guest_exec = Some(guest_exec);
-    running.irqchip = Irqchip::Kernel;
-    running.inject = Inject::Irqfd;
-    running.pv_eoi = true;
-    running.guest_idle = GuestIdle::Busy;
-    running.count = events;
+    let mut running = BenchConfig::from(BenchParams::IrqLatency(IrqLatencyParams {
+        count: events,
+        ..IrqLatencyParams::default()
+    }));
+    running.common = CommonSettings {
+        guest_exec: Some(guest_exec),
+        irqchip: Irqchip::Kernel,
+        inject: Inject::Irqfd,
+        pv_eoi: true,
+        guest_idle: GuestIdle::Busy,
+        ..running.common
+    };
     let mut halted = running.clone();
-    halted.guest_idle = GuestIdle::Halt;
+    halted.common.guest_idle = GuestIdle::Halt;
     [running, halted]
 }
 
@@ -94,7 +103,7 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
             bar,
             format!(
                 "{} {}",
-                config.bench,
+                config.bench(),
                 crate::report::plan::path_label(config)
             ),
         );

@@ -5,6 +5,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use std::str::FromStr;
+
 use anyhow::Context;
 use dirq_vmm::config::GuestExec;
 use dirq_vmm::designs::{halt, io_batch, tick, vioapic, Scale, Settings};
@@ -34,7 +36,7 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// How the guest executes: native or emulated (kvm_pvm; default: native where offered).
-    #[arg(long, value_parser = crate::run::parse::<GuestExec>)]
+    #[arg(long, value_parser = GuestExec::from_str)]
     guest_exec: Option<GuestExec>,
 }
 

@@ -1,6 +1,8 @@
 //! `dirq probe`: this host's KVM capabilities, how the guest executes on
 //! it, and the platform's floors (exit costs, self-IPI, cross-vCPU IPI).
 
+use std::str::FromStr;
+
 use anyhow::Context;
 use dirq_vmm::config::GuestExec;
 
@@ -15,7 +17,7 @@ pub struct Args {
     #[arg(long)]
     emulation: bool,
     /// How the guest executes: native or emulated (kvm_pvm; default: native where offered).
-    #[arg(long, value_parser = crate::run::parse::<GuestExec>)]
+    #[arg(long, value_parser = GuestExec::from_str)]
     guest_exec: Option<GuestExec>,
 }
 

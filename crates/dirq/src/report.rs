@@ -22,6 +22,7 @@ mod simulate;
 pub mod views;
 
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use anyhow::{Context, Result};
 use dirq_vmm::config::GuestExec;
@@ -73,7 +74,7 @@ pub struct Args {
     /// How the guest executes in every real run: native or emulated (kvm_pvm hosts;
     /// default: native where offered). Where the host offers both, the report also
     /// puts them side by side on three interrupt paths.
-    #[arg(long, value_parser = crate::run::parse::<GuestExec>)]
+    #[arg(long, value_parser = GuestExec::from_str)]
     pub guest_exec: Option<GuestExec>,
     /// Tiny counts for the test suite: proves the pipeline, not the numbers.
     #[arg(long, hide = true, conflicts_with = "quick")]
@@ -239,7 +240,7 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
 
     let mut plan = plan::real_plan(depth);
     for config in &mut plan {
-        config.guest_exec = args.guest_exec;
+        config.common.guest_exec = args.guest_exec;
     }
     let repeats = depth.repeats();
     let (cases, raws, failures) = steps.run(

@@ -1,11 +1,13 @@
 //! `dirq run <bench>`: boot the guest test kernel on KVM, run one
 //! benchmark through the chosen interrupt path, count every exit.
 
+use std::str::FromStr;
+
 use anyhow::Context;
 use dirq_vmm::bench;
 use dirq_vmm::config::{
-    ApicMode, Bench, BenchConfig, FaultKind, GuestExec, GuestIdle, HaltMode, HostileCase, Inject,
-    IpiKind, IpiMeasure, IrqSource, Irqchip, TimerMode, VioapicMode,
+    self, ApicMode, Bench, BenchConfig, ConfigError, FaultKind, GuestExec, GuestIdle, HaltMode,
+    HostileCase, Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, Param, TimerMode, VioapicMode,
 };
 use dirq_vmm::report::{text_table, LatencySummary, RunReport};
 
@@ -31,31 +33,31 @@ use crate::report::meta;
 `dirq designs` runs vioapic, io-batch, tick and ipi in every mode and prints them side by side.")]
 pub struct Args {
     /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, vioapic, io-batch, tick, halt-wakeup, fault, hostile.
-    #[arg(value_parser = parse::<Bench>)]
+    #[arg(value_parser = Bench::from_str)]
     bench: Bench,
     /// Interrupt controller: userspace (dirq's models, every access exits), kernel (KVM's), split (KVM LAPIC, dirq IOAPIC).
-    #[arg(long, value_parser = parse::<Irqchip>)]
+    #[arg(long, value_parser = Irqchip::from_str)]
     irqchip: Option<Irqchip>,
     /// How the device's MSI reaches the vCPU: vcpu (the VMM injects it) or irqfd (the kernel does).
-    #[arg(long, value_parser = parse::<Inject>)]
+    #[arg(long, value_parser = Inject::from_str)]
     inject: Option<Inject>,
     /// What the irq-latency device drives: msi, or ioapic (input 10 of the IOAPIC, routed by the guest).
-    #[arg(long, value_parser = parse::<IrqSource>)]
+    #[arg(long, value_parser = IrqSource::from_str)]
     source: Option<IrqSource>,
     /// Let the guest use KVM's PV EOI (EOI through a shared-memory flag, no exit).
     #[arg(long)]
     pv_eoi: bool,
     /// HLT handling: exit (sleep at once), poll:<ns> (KVM halt polling), none (HLT does not exit).
-    #[arg(long, value_parser = parse::<HaltMode>)]
+    #[arg(long, value_parser = HaltMode::from_str)]
     halt: Option<HaltMode>,
     /// LAPIC interface the guest uses: xapic (MMIO) or x2apic (MSRs).
-    #[arg(long, value_parser = parse::<ApicMode>)]
+    #[arg(long, value_parser = ApicMode::from_str)]
     apic: Option<ApicMode>,
     /// What the guest does between events: halt or busy (spin).
-    #[arg(long, value_parser = parse::<GuestIdle>)]
+    #[arg(long, value_parser = GuestIdle::from_str)]
     guest_idle: Option<GuestIdle>,
     /// LAPIC timer mode for timer-latency: oneshot or tsc-deadline.
-    #[arg(long, value_parser = parse::<TimerMode>)]
+    #[arg(long, value_parser = TimerMode::from_str)]
     timer: Option<TimerMode>,
     /// Events to measure (interrupts, timer expiries, IPI round trips, timed exits):
     /// 1-1572864; default 5000 (exit-cost 20000, vioapic 20000, halt-wakeup 1000).
@@ -72,10 +74,10 @@ pub struct Args {
     #[arg(long)]
     duration_ms: Option<u64>,
     /// The fault bench's misbehaviour: triple-fault, hang, unowned-port, unowned-mmio, exception.
-    #[arg(long, value_parser = parse::<FaultKind>)]
+    #[arg(long, value_parser = FaultKind::from_str)]
     fault: Option<FaultKind>,
     /// vioapic: where the I/O interrupt controller lives: userspace, kernel, ro-page or pv.
-    #[arg(long, value_parser = parse::<VioapicMode>)]
+    #[arg(long, value_parser = VioapicMode::from_str)]
     vioapic: Option<VioapicMode>,
     /// vioapic race test: the device raises at random times while the guest masks and unmasks.
     #[arg(long)]
@@ -87,21 +89,21 @@ pub struct Args {
     #[arg(long, value_name = "K")]
     tick_scale: Option<u32>,
     /// ipi: unicast (CPU 0 pings CPU 1) or broadcast (CPU 0 pings every other vCPU).
-    #[arg(long, value_parser = parse::<IpiKind>)]
+    #[arg(long, value_parser = IpiKind::from_str)]
     ipi: Option<IpiKind>,
     /// ipi broadcast: send with one KVM PV send-IPI hypercall instead of an ICR write
     /// (needs hypercalls: unavailable under kvm_pvm).
     #[arg(long)]
     pv_send_ipi: bool,
     /// ipi: what a sample times: round-trip (ping to last pong) or one-way (ping to its handler).
-    #[arg(long, value_parser = parse::<IpiMeasure>)]
+    #[arg(long, value_parser = IpiMeasure::from_str)]
     ipi_measure: Option<IpiMeasure>,
     /// vCPUs to boot, 1-8 (more than the host's cores is allowed); default 2.
     #[arg(long)]
     vcpus: Option<u32>,
     /// How the guest executes: native or emulated (kvm_pvm hosts; default: native where offered).
     /// VT-x/SVM hosts run it on hardware and take no other value.
-    #[arg(long, value_parser = parse::<GuestExec>)]
+    #[arg(long, value_parser = GuestExec::from_str)]
     guest_exec: Option<GuestExec>,
     /// Watchdog: fail the run if the guest has not finished after this many seconds,
     /// 0.001-3600; default 30 (hostile: 4).
@@ -126,7 +128,7 @@ pub struct Args {
     #[arg(long)]
     console: bool,
     /// hostile: the attack on the VMM to run (`--list` names them all).
-    #[arg(long = "case", value_parser = parse::<HostileCase>)]
+    #[arg(long = "case", value_parser = HostileCase::from_str)]
     case: Option<HostileCase>,
     /// hostile: list every attack with what the VMM must do with it (refuses or survives).
     #[arg(long, conflicts_with = "case")]
@@ -138,13 +140,6 @@ pub struct Args {
     compare: bool,
 }
 
-pub(crate) fn parse<T: std::str::FromStr>(value: &str) -> Result<T, String>
-where
-    T::Err: std::fmt::Display,
-{
-    value.parse().map_err(|err: T::Err| err.to_string())
-}
-
 impl Args {
     fn config(&self) -> anyhow::Result<BenchConfig> {
         let mut config = match (self.bench, self.case) {
@@ -154,87 +149,64 @@ impl Args {
             }
             (bench, _) => BenchConfig::new(bench),
         };
-        config.irqchip = self.irqchip.unwrap_or(config.irqchip);
-        config.inject = self.inject.unwrap_or(config.inject);
-        config.source = self.source.unwrap_or(config.source);
-        config.pv_eoi = self.pv_eoi;
-        config.halt = self.halt.unwrap_or(config.halt);
-        config.apic = self.apic.unwrap_or(config.apic);
-        config.guest_idle = self.guest_idle.unwrap_or(config.guest_idle);
-        config.timer = self.timer.unwrap_or(config.timer);
-        config.count = self.count.unwrap_or(config.count);
-        config.rate_hz = self.rate.unwrap_or(config.rate_hz);
-        config.period_ns = self.period_ns.unwrap_or(config.period_ns);
-        config.duration_ms = self.duration_ms.unwrap_or(config.duration_ms);
-        config.fault = self.fault.unwrap_or(config.fault);
-        config.vioapic = self.vioapic.unwrap_or(config.vioapic);
-        config.vioapic_race = self.race;
-        config.io_batch = self.io_batch;
-        config.tick_scale = self.tick_scale.unwrap_or(config.tick_scale);
-        config.ipi = self.ipi.unwrap_or(config.ipi);
-        config.pv_send_ipi = self.pv_send_ipi;
-        config.ipi_measure = self.ipi_measure.unwrap_or(config.ipi_measure);
-        config.guest_exec = self.guest_exec;
-        config.vcpus = self.vcpus.unwrap_or(config.vcpus);
-        self.refuse_flags_of_other_benches()?;
+        self.refuse_actions_of_other_benches()?;
+        self.set_params(&mut config)?;
+        let common = &mut config.common;
+        common.irqchip = self.irqchip.unwrap_or(common.irqchip);
+        common.inject = self.inject.unwrap_or(common.inject);
+        common.pv_eoi = self.pv_eoi;
+        common.halt = self.halt.unwrap_or(common.halt);
+        common.apic = self.apic.unwrap_or(common.apic);
+        common.guest_idle = self.guest_idle.unwrap_or(common.guest_idle);
+        common.guest_exec = self.guest_exec;
+        common.vcpus = self.vcpus.unwrap_or(common.vcpus);
         if let Some(seconds) = self.timeout {
-            let max_s = dirq_vmm::config::MAX_TIMEOUT_MS / 1000;
-            anyhow::ensure!(
-                seconds.is_finite() && seconds > 0.0 && seconds <= max_s as f64,
-                "--timeout must be between 0.001 and {max_s} seconds, got {seconds}"
-            );
-            config.timeout_ms = (seconds * 1000.0).ceil() as u64;
+            common.timeout_ms = config::timeout_ms_from_seconds(seconds)?;
         }
         config.validate()?;
         Ok(config)
     }
-}
 
-impl Args {
-    /// A flag the chosen bench does not use would be silently ignored:
-    /// refuse it, naming the benches that take it.
-    fn refuse_flags_of_other_benches(&self) -> anyhow::Result<()> {
-        use Bench::*;
-        const COUNTED: &[Bench] = &[
-            IrqLatency,
-            TimerLatency,
-            Ipi,
-            ExitCost,
-            Vioapic,
-            IoBatch,
-            HaltWakeup,
+    /// The bench parameters the command line gives: the bench's own
+    /// parameter set takes them, or refuses one it would silently ignore.
+    fn set_params(&self, config: &mut BenchConfig) -> Result<(), ConfigError> {
+        let given = [
+            self.count.map(Param::Count),
+            self.rate.map(Param::Rate),
+            self.source.map(Param::Source),
+            self.period_ns.map(Param::PeriodNs),
+            self.timer.map(Param::Timer),
+            self.duration_ms.map(Param::DurationMs),
+            self.fault.map(Param::Fault),
+            self.vioapic.map(Param::Vioapic),
+            self.race.then_some(Param::Race),
+            self.io_batch.then_some(Param::IoBatch),
+            self.tick_scale.map(Param::TickScale),
+            self.ipi.map(Param::Ipi),
+            self.pv_send_ipi.then_some(Param::PvSendIpi),
+            self.ipi_measure.map(Param::IpiMeasure),
+            self.case.map(Param::Case),
         ];
-        let owned: [(&str, bool, &[Bench]); 17] = [
-            ("--vioapic", self.vioapic.is_some(), &[Vioapic]),
-            ("--race", self.race, &[Vioapic]),
-            ("--io-batch", self.io_batch, &[IoBatch]),
-            ("--tick-scale", self.tick_scale.is_some(), &[Tick]),
-            ("--ipi", self.ipi.is_some(), &[Ipi]),
-            ("--pv-send-ipi", self.pv_send_ipi, &[Ipi]),
-            ("--ipi-measure", self.ipi_measure.is_some(), &[Ipi]),
-            ("--case", self.case.is_some(), &[Hostile]),
-            ("--list", self.list, &[Hostile]),
-            ("--period-ns", self.period_ns.is_some(), &[TimerLatency]),
-            ("--timer", self.timer.is_some(), &[TimerLatency]),
-            ("--rate", self.rate.is_some(), &[IrqLatency, Whileloop]),
-            (
-                "--duration-ms",
-                self.duration_ms.is_some(),
-                &[Whileloop, Tick],
-            ),
-            ("--fault", self.fault.is_some(), &[Fault]),
-            ("--source", self.source.is_some(), &[IrqLatency]),
-            ("--compare", self.compare, &[IrqLatency]),
-            ("--count", self.count.is_some(), COUNTED),
-        ];
-        for (flag, given, benches) in owned {
-            if given && !benches.contains(&self.bench) {
-                let names: Vec<&str> = benches.iter().map(|bench| bench.name()).collect();
-                anyhow::bail!(
-                    "{flag} does not apply to {}: only {} take(s) it",
-                    self.bench,
-                    names.join(", ")
-                );
+        given
+            .into_iter()
+            .flatten()
+            .try_for_each(|param| config.params.set(param))
+    }
+
+    /// `--list` and `--compare` do something else than one run, for one
+    /// bench each; `--compare` chooses the interrupt path itself.
+    fn refuse_actions_of_other_benches(&self) -> anyhow::Result<()> {
+        for (flag, given, bench) in [
+            ("--list", self.list, Bench::Hostile),
+            ("--compare", self.compare, Bench::IrqLatency),
+        ] {
+            if given && self.bench != bench {
+                return Err(ConfigError::NotApplicable {
+                    flag,
+                    bench: self.bench,
+                    takers: vec![bench],
+                }
+                .into());
             }
         }
         // --compare chooses these for each of its two paths.
@@ -255,7 +227,8 @@ impl Args {
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
     if args.list {
-        args.refuse_flags_of_other_benches()?;
+        args.refuse_actions_of_other_benches()?;
+        args.set_params(&mut BenchConfig::new(Bench::Hostile))?;
         print!("{}", dirq_vmm::hostile::list());
         return Ok(());
     }
@@ -266,7 +239,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             "booting the guest three times: userspace path, best in-kernel path, exit costs",
         );
         spinner.enable_steady_tick(std::time::Duration::from_millis(100));
-        let comparison = bench::compare(&config);
+        let comparison = bench::irq_latency::compare(&config);
         spinner.finish_and_clear();
         let comparison = comparison.context("comparison run failed")?;
         if args.json {
@@ -278,7 +251,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let report = bench::run_with_console(&config, args.console)
-        .with_context(|| format!("{} run failed", config.bench))?;
+        .with_context(|| format!("{} run failed", config.bench()))?;
     if args.json {
         let guest_exec = meta::guest_exec_of(&serde_json::to_value(&report)?);
         meta::print_json(&report, started, guest_exec)?;
@@ -288,14 +261,14 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     if let Some(max_us) = args.histogram {
         match &report.latency_ns {
             Some(latency) => print!("{}", cyclictest_histogram(latency, max_us)),
-            None => println!("# Histogram: {} measures no latency", config.bench),
+            None => println!("# Histogram: {} measures no latency", config.bench()),
         }
     }
     Ok(())
 }
 
 /// `--compare`: both paths side by side, then the verdict.
-fn comparison_text(comparison: &bench::Comparison) -> String {
+fn comparison_text(comparison: &bench::irq_latency::Comparison) -> String {
     let mut table = text_table(&[
         "irq-latency path",
         "p50 (us)",
@@ -329,7 +302,7 @@ fn comparison_text(comparison: &bench::Comparison) -> String {
     for report in [&comparison.baseline, &comparison.best] {
         text.push_str(&format!(
             "where {}'s time goes, exits per interrupt: {}\n",
-            report.config.irqchip,
+            report.config.common.irqchip,
             exit_mix(report)
         ));
     }

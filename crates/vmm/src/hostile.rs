@@ -4,16 +4,10 @@
 //! run fails with a message naming the cause) or survive it (the run
 //! completes and what it reports is right).
 
-use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::abi;
-use crate::bench::{window_exits, BenchError};
-use crate::config::{ApicMode, Bench, BenchConfig, HostileCase, VioapicMode};
-use crate::designs::vioapic::{attach_controller, start_back_to_back, Controller, KernelLine};
-use crate::devices::msi_device::{self, DeviceEnv};
-use crate::machine::{self, Attach, DeviceThread, Extensions};
-use crate::report::RunReport;
+use crate::config::params::HostileParams;
+use crate::config::{ApicMode, Bench, BenchConfig, BenchParams, CommonSettings, HostileCase};
 
 /// The watchdog of a case that must survive.
 const SURVIVOR_TIMEOUT_MS: u64 = 20_000;
@@ -38,7 +32,7 @@ impl fmt::Display for Expect {
 
 /// Which host side a case attacks.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Target {
+pub(crate) enum Target {
     /// The standard machine.
     Machine,
     /// The I/O batch doorbell on the bus.
@@ -126,7 +120,7 @@ impl HostileCase {
         }
     }
 
-    fn target(self) -> Target {
+    pub(crate) fn target(self) -> Target {
         use HostileCase::*;
         match self {
             DoorbellOutsideRam
@@ -146,95 +140,28 @@ impl HostileCase {
 
     /// The run that mounts this attack, with the hostile bench's defaults.
     pub fn config(self) -> BenchConfig {
-        let mut config = BenchConfig::new(Bench::Hostile);
-        config.hostile = self;
+        let mut common = CommonSettings::new(Bench::Hostile);
         if self == HostileCase::EoiStormMmio {
-            config.apic = ApicMode::Xapic;
-        }
-        if self.target() == Target::PvVioapic {
-            config.vioapic = VioapicMode::Pv;
-        }
-        if self.target() == Target::Device {
-            config.count = 1;
+            common.apic = ApicMode::Xapic;
         }
         // A case that must survive never waits for the watchdog; on a busy
         // host its work (a serial flood: an exit per byte) may take seconds.
         if self.expect() == Expect::Survives {
-            config.timeout_ms = SURVIVOR_TIMEOUT_MS;
+            common.timeout_ms = SURVIVOR_TIMEOUT_MS;
         }
-        config
-    }
-}
-
-/// Runs `config.hostile` and judges what the VMM did with it.
-pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
-    let case = config.hostile;
-    let controller = Controller::new();
-    let kernel_line = KernelLine::new();
-    let attach = |attach: &mut Attach| match case.target() {
-        Target::Doorbell => {
-            attach
-                .bus
-                .enable_io_batch(abi::PORT_IO_BATCH, attach.memory.clone());
-            Ok(())
+        let mut params = HostileParams {
+            hostile: self,
+            ..HostileParams::default()
+        };
+        // One interrupt is enough to forge its acknowledgement or block it.
+        if self.target() == Target::Device {
+            params.count = 1;
         }
-        Target::PvVioapic => attach_controller(attach, &controller, &kernel_line),
-        Target::Machine | Target::Device => Ok(()),
-    };
-    let count = config.count;
-    let device: DeviceThread<()> = Box::new(|env: &DeviceEnv| match case.target() {
-        Target::Device => msi_device::ping_pong(env, count, 0).map(drop),
-        Target::PvVioapic => match controller.get() {
-            Some(controller) => start_back_to_back(env, controller),
-            None => Ok(()),
-        },
-        Target::Machine | Target::Doorbell => Ok(()),
-    });
-    let output = machine::run(
-        config,
-        echo_console,
-        Extensions {
-            attach: Some(&attach),
-            device: Some(device),
-        },
-    )?;
-    let invariant = |what: String| {
-        Err(BenchError::Invariant {
-            bench: "hostile",
-            what,
-        })
-    };
-    if case.expect() == Expect::Refuses {
-        return invariant(format!(
-            "the VMM let case {case} complete; it must refuse it"
-        ));
+        BenchConfig {
+            params: BenchParams::Hostile(params),
+            common,
+        }
     }
-    let handled = output.shared.handled[0];
-    let want = match case {
-        // After the storm the guest's self-IPIs must all still arrive.
-        HostileCase::EoiStormX2apic | HostileCase::EoiStormMmio => Some(count),
-        _ => None,
-    };
-    if want.is_some_and(|want| want != handled) {
-        return Err(BenchError::Delivery {
-            bench: "hostile",
-            raised: count,
-            handled,
-        });
-    }
-    if case == HostileCase::PeriodicTimerCount1 && handled == 0 {
-        return invariant("the periodic timer never fired".into());
-    }
-    let (exits, duration_s) = window_exits(&output);
-    Ok(RunReport::new(
-        config,
-        handled,
-        exits,
-        None,
-        duration_s,
-        BTreeMap::new(),
-        output.facts,
-    ))
 }
 
 /// `--list`: every case with what the VMM must do with it.

@@ -6,15 +6,21 @@
 //! module in [`designs`] (a software-only design in every mode, as a table),
 //! and [`testing::require_kvm`] for tests.
 //!
+//! Layers, each using only those below it: `designs` and `probe` compare
+//! runs of `bench`; `bench` runs one benchmark on a `machine`; the machine
+//! boots a `vm` with its `vcpu`s, `devices` on a bus, and the `interrupt`
+//! path its config's irqchip mode chooses.
+//!
 //! Adding a benchmark: a guest file `guest/bench_<name>.c` defining a
 //! `struct bench` (one line in guest/bench.c's table; hot interrupt
 //! handlers go in guest/irq_entries.S, see why there), a `Bench` variant
-//! with its ABI id, and a host side in `bench.rs` that calls
-//! [`machine::run`] with [`machine::Extensions`]: an `attach` hook that puts
-//! new devices (`devices::{PioDevice, MmioDevice, MsrDevice}`) on the bus and
-//! a device thread that raises interrupts through the run's `InterruptSink`.
-//! Bench-specific guest parameters travel in `shared->args`
-//! ([`BenchConfig::guest_args`]).
+//! with its ABI id, its parameter set in `config/params.rs` (defaults,
+//! rules, flags, and what the guest reads of it: bench-specific values
+//! travel in `shared->args`), and a host side in `bench/` that calls
+//! [`machine::run`] with [`machine::Extensions`]: an `attach` hook that
+//! puts new devices (`devices::{PioDevice, MmioDevice, MsrDevice}`) on the
+//! bus and a device thread that raises interrupts through the run's
+//! `interrupt::InterruptSink`.
 
 pub mod abi;
 pub mod bench;
@@ -25,6 +31,7 @@ pub mod devices;
 pub mod exec;
 pub mod exits;
 pub mod hostile;
+pub mod interrupt;
 pub mod machine;
 pub mod memory;
 pub mod placement;

@@ -8,34 +8,28 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
-use kvm_ioctls::{Cap, Kvm};
+use kvm_ioctls::Kvm;
 use vm_memory::{Bytes, GuestAddress};
 
 use crate::abi::{self, SharedPage};
 use crate::boot::{self, BootError, CpuidOptions};
-use crate::config::{BenchConfig, GuestExec, GuestIdle, Inject, IrqSource, Irqchip, TimerMode};
+use crate::config::params::IpiParams;
+use crate::config::{ApicMode, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip};
 use crate::devices::control::{ControlPort, GuestEnd, NoopPort, RunControl, Window};
-use crate::devices::interrupt::{fixed_msi, InterruptSink, Irqfd, SignalMsi};
-use crate::devices::ioapic::{IoapicDevice, IoapicPin, KvmIrqLine, KvmLapics};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::serial::{Serial, SERIAL_PORTS};
-use crate::devices::userspace_irqchip::{
-    GuestTscClock, LapicMmio, LapicMsrs, UserspaceIrqchip, UserspaceMsi,
-};
-use crate::devices::Bus;
-use crate::exec::{read_msr, ExecError, HostExec};
+use crate::devices::{Bus, DeviceError};
+use crate::exec::{ExecError, HostExec};
 use crate::exits::ExitAccounting;
+use crate::interrupt::{
+    self, fixed_msi, DeviceLine, InterruptController, InterruptError, Kicker, Path, Setup,
+    APIC_TIMER_HZ,
+};
 use crate::memory::{self, GuestMemory, MemoryError};
 use crate::placement::{Placement, PlacementError};
 use crate::stats::{StatsError, StatsFd};
-use crate::vcpu::{Kicker, UserspaceInterruptController, Vcpu, VcpuContext, VcpuError};
-use crate::vm::{Vm, VmError, VmOptions};
-
-/// The in-kernel LAPIC timer counts at 1 GHz (KVM's APIC_BUS_CYCLE_NS = 1).
-const KVM_APIC_TIMER_HZ: u64 = 1_000_000_000;
-/// The GSI the benchmark device's irqfd is routed on.
-const DEVICE_GSI: u32 = 24;
-const MSR_IA32_TSC: u32 = 0x10;
+use crate::vcpu::{Vcpu, VcpuContext, VcpuError};
+use crate::vm::{Vm, VmError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MachineError {
@@ -65,10 +59,16 @@ pub enum MachineError {
     SampleCount { written: u64, capacity: u64 },
     #[error("the guest finished without {0}")]
     Protocol(&'static str),
-    #[error("userspace irqchip: {0}")]
-    Irqchip(String),
-    #[error("cannot read the guest TSC (KVM_GET_MSRS of IA32_TSC)")]
-    GuestTsc,
+    #[error(transparent)]
+    Interrupt(#[from] InterruptError),
+    #[error("cannot set up the {device}")]
+    DeviceSetup {
+        device: &'static str,
+        #[source]
+        source: DeviceError,
+    },
+    #[error("the {0} irqchip has no IOAPIC in the VMM, which this bench drives")]
+    NoVmmIoapic(Irqchip),
     #[error("VMM thread(s) {threads} did not stop within {} ms of the stop request: left running", STOP_GRACE.as_millis())]
     ThreadsHung { threads: String },
     #[error("a VMM thread panicked: {0}")]
@@ -117,16 +117,13 @@ pub struct MachineOutput<T> {
 
 /// What a bench may add devices to before the guest starts.
 pub struct Attach<'a> {
-    pub config: &'a BenchConfig,
     pub bus: &'a mut Bus,
     pub vm: &'a Arc<Vm>,
     pub memory: &'a GuestMemory,
     /// The run's stop flag: a device that waits on the guest must watch it.
     pub control: &'a Arc<RunControl>,
-    /// dirq's IOAPIC model, in userspace and split modes.
-    pub ioapic: Option<&'a Arc<IoapicDevice>>,
-    /// dirq's LAPIC models, in userspace mode.
-    pub irqchip: Option<&'a Arc<UserspaceIrqchip>>,
+    /// The run's interrupt controllers.
+    pub interrupts: &'a dyn InterruptController,
 }
 
 /// A bench's extra devices: called once, after the standard devices are on the bus.
@@ -159,18 +156,13 @@ pub fn run<T: Send>(
     let entry = memory::load_guest_kernel(&memory)?;
     boot::write_boot_structures(&memory)?;
 
-    let vm = Arc::new(Vm::new(
-        &kvm,
-        &memory,
-        &VmOptions {
-            irqchip: config.irqchip,
-            halt: config.halt,
-        },
-    )?);
+    let common = &config.common;
+    let vm = Arc::new(Vm::new(&kvm, &memory, common.halt)?);
+    interrupt::prepare_vm(common.irqchip, &vm)?;
     let vcpus = create_vcpus(&kvm, &vm, config, entry)?;
     let host = HostExec::detect_on(&vcpus[0].fd);
-    let guest_exec = host.resolve(config.guest_exec)?;
-    if let (true, Some(why)) = (config.pv_send_ipi, host.hypercalls_unavailable()) {
+    let guest_exec = host.resolve(common.guest_exec)?;
+    if let (true, Some(why)) = (pv_send_ipi(config), host.hypercalls_unavailable()) {
         return Err(MachineError::Unavailable {
             feature: "PV send-IPI",
             why,
@@ -204,22 +196,33 @@ pub fn run<T: Send>(
         Arc::new(ControlPort::new(control.clone(), accounting.clone())),
     );
     bus.add_pio(abi::PORT_NOOP..abi::PORT_NOOP + 1, Arc::new(NoopPort));
-    let InterruptControllers { irqchip, ioapic } =
-        attach_interrupt_controllers(config, &vm, &mut bus, &vcpus[0], tsc_khz, &kicker)?;
+    let interrupts = interrupt::create(
+        common.irqchip,
+        Setup {
+            vm: &vm,
+            bus: &mut bus,
+            boot_vcpu: &vcpus[0].fd,
+            vcpus: vcpus.len(),
+            tsc_khz,
+            kicker: &kicker,
+        },
+    )?;
     if let Some(attach) = attach {
         attach(&mut Attach {
-            config,
             bus: &mut bus,
             vm: &vm,
             memory: &memory,
             control: &control,
-            ioapic: ioapic.as_ref(),
-            irqchip: irqchip.as_ref(),
+            interrupts: &*interrupts,
         })?;
     }
-    let sink = interrupt_sink(config, &vm, irqchip.as_ref(), ioapic.as_ref())?;
+    let sink = interrupts.sink(Path::choose(
+        common.irqchip,
+        device_line(&config.params),
+        common.inject,
+    ))?;
 
-    let deadline = Instant::now() + Duration::from_millis(config.timeout_ms);
+    let deadline = Instant::now() + Duration::from_millis(common.timeout_ms);
     // The vCPU and timer threads own what they use: one stuck where the VMM
     // cannot interrupt it (in KVM_RUN) is left running, not joined forever.
     let bus = Arc::new(bus);
@@ -233,17 +236,14 @@ pub fn run<T: Send>(
                 kicker.clone(),
                 accounting.clone(),
             );
-            let (placement, irqchip, ioapic) = (placement.clone(), irqchip.clone(), ioapic.clone());
+            let (placement, interrupts) = (placement.clone(), interrupts.clone());
             std::thread::spawn(move || {
                 let ctx = VcpuContext {
                     bus: &bus,
                     control: &control,
                     counters: &accounting.counters[vcpu.index],
                     kicker: &kicker,
-                    irqchip: irqchip
-                        .as_deref()
-                        .map(|chip| chip as &dyn UserspaceInterruptController),
-                    ioapic: ioapic.as_deref(),
+                    interrupts: &*interrupts,
                 };
                 let result = placement
                     .pin_this_thread(vcpu.index)
@@ -257,9 +257,9 @@ pub fn run<T: Send>(
             })
         })
         .collect();
-    let timer_thread = irqchip.clone().map(|chip| {
+    let timer_thread = interrupts.clone().timer_loop().map(|timers| {
         let control = control.clone();
-        std::thread::spawn(move || chip.run_timers(&control))
+        std::thread::spawn(move || timers(&control))
     });
     // The device thread borrows the bench's state, so it is scoped; every
     // device loop watches the stop flag.
@@ -268,7 +268,7 @@ pub fn run<T: Send>(
             let env = DeviceEnv {
                 memory: &memory,
                 control: &control,
-                sink: sink.as_ref(),
+                sink: &*sink,
             };
             let (control, kicker, placement) = (&control, &kicker, &placement);
             scope.spawn(move || {
@@ -346,7 +346,7 @@ pub fn run<T: Send>(
     };
     if timed_out {
         return Err(MachineError::Timeout {
-            timeout_ms: config.timeout_ms,
+            timeout_ms: common.timeout_ms,
             rips: rips.join(", "),
         });
     }
@@ -364,7 +364,7 @@ pub fn run<T: Send>(
     let samples = read_samples(&memory, shared.samples_written)?;
     Ok(MachineOutput {
         facts: MachineFacts {
-            exec: exec_outcome(guest_exec, config.vcpus, shared.native_cpus),
+            exec: exec_outcome(guest_exec, common.vcpus, shared.native_cpus),
             placement: Arc::unwrap_or_clone(placement),
             console,
         },
@@ -421,12 +421,11 @@ fn create_vcpus(
         .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
         .map_err(MachineError::Cpuid)?;
     let cpuid_options = CpuidOptions {
-        tsc_deadline: config.irqchip == Irqchip::Userspace
-            || kvm.check_extension(Cap::TscDeadlineTimer),
-        pv_eoi: config.pv_eoi,
-        pv_send_ipi: config.pv_send_ipi,
+        tsc_deadline: interrupt::offers_tsc_deadline(config.common.irqchip, kvm),
+        pv_eoi: config.common.pv_eoi,
+        pv_send_ipi: pv_send_ipi(config),
     };
-    (0..config.vcpus as usize)
+    (0..config.common.vcpus as usize)
         .map(|cpu| {
             let fd = vm
                 .fd
@@ -440,62 +439,6 @@ fn create_vcpus(
             Ok(Vcpu { index: cpu, fd })
         })
         .collect()
-}
-
-/// The interrupt controllers this VMM emulates (KVM's need nothing here).
-struct InterruptControllers {
-    /// dirq's LAPICs (userspace mode).
-    irqchip: Option<Arc<UserspaceIrqchip>>,
-    /// dirq's IOAPIC (userspace and split modes).
-    ioapic: Option<Arc<IoapicDevice>>,
-}
-
-fn attach_interrupt_controllers(
-    config: &BenchConfig,
-    vm: &Arc<Vm>,
-    bus: &mut Bus,
-    boot_vcpu: &Vcpu,
-    tsc_khz: u64,
-    kicker: &Arc<Kicker>,
-) -> Result<InterruptControllers, MachineError> {
-    let irqchip = match config.irqchip {
-        Irqchip::Userspace => {
-            let clock = guest_tsc_clock(boot_vcpu, tsc_khz)?;
-            let chip = Arc::new(
-                UserspaceIrqchip::new(
-                    config.vcpus as usize,
-                    KVM_APIC_TIMER_HZ,
-                    clock,
-                    kicker.clone(),
-                )
-                .map_err(|err| MachineError::Irqchip(err.to_string()))?,
-            );
-            bus.add_mmio(
-                abi::LAPIC_GPA..abi::LAPIC_GPA + LapicMmio::SIZE,
-                Arc::new(LapicMmio(chip.clone())),
-            );
-            let msrs = Arc::new(LapicMsrs(chip.clone()));
-            for range in LapicMsrs::RANGES {
-                bus.add_msr(range, msrs.clone());
-            }
-            Some(chip)
-        }
-        Irqchip::Kernel | Irqchip::Split => None,
-    };
-    let ioapic = match (&irqchip, config.irqchip) {
-        (Some(chip), _) => Some(chip.attach_ioapic()),
-        (None, Irqchip::Split) => {
-            Some(Arc::new(IoapicDevice::new(Box::new(KvmLapics(vm.clone())))))
-        }
-        (None, _) => None,
-    };
-    if let Some(ioapic) = &ioapic {
-        bus.add_mmio(
-            abi::IOAPIC_GPA..abi::IOAPIC_GPA + IoapicDevice::SIZE,
-            ioapic.clone(),
-        );
-    }
-    Ok(InterruptControllers { irqchip, ioapic })
 }
 
 /// Native mode asked for is native mode had only if every vCPU switched.
@@ -521,74 +464,52 @@ fn exec_outcome(asked: GuestExec, vcpus: u32, native_cpus: u64) -> ExecOutcome {
 }
 
 fn boot_parameters(config: &BenchConfig, guest_exec: GuestExec, tsc_khz: u64) -> SharedPage {
-    SharedPage {
+    let common = &config.common;
+    let mut page = SharedPage {
         magic: abi::MAGIC,
         abi_version: abi::VERSION,
-        bench: config.bench.abi_id(),
-        fault: config.fault.abi_id(),
-        x2apic: u32::from(config.apic == crate::config::ApicMode::X2apic),
-        pv_eoi: u32::from(config.pv_eoi),
-        idle_busy: u32::from(config.guest_idle == GuestIdle::Busy),
-        tsc_deadline: u32::from(config.timer == TimerMode::TscDeadline),
-        num_cpus: config.vcpus,
-        via_ioapic: u32::from(config.source == IrqSource::Ioapic),
-        count: config.count,
-        period_ns: config.period_ns,
-        duration_ns: config.duration_ms * 1_000_000,
-        args: config.guest_args(),
+        x2apic: u32::from(common.apic == ApicMode::X2apic),
+        pv_eoi: u32::from(common.pv_eoi),
+        idle_busy: u32::from(common.guest_idle == GuestIdle::Busy),
+        num_cpus: common.vcpus,
         guest_exec: if guest_exec == GuestExec::Native {
             abi::EXEC_PVM_NATIVE
         } else {
             abi::EXEC_PLAIN
         },
         tsc_khz,
-        apic_timer_hz: KVM_APIC_TIMER_HZ,
+        apic_timer_hz: APIC_TIMER_HZ,
         samples_gpa: memory::SAMPLES_GPA,
         samples_capacity: memory::SAMPLES_CAPACITY,
         ..SharedPage::default()
+    };
+    config.params.boot(&mut page);
+    page
+}
+
+/// Whether the guest sends its broadcast IPIs by hypercall.
+fn pv_send_ipi(config: &BenchConfig) -> bool {
+    matches!(
+        config.params,
+        BenchParams::Ipi(IpiParams {
+            pv_send_ipi: true,
+            ..
+        })
+    )
+}
+
+/// What the benchmark device is wired to: an MSI to vCPU 0, or (as
+/// irq-latency's `--source` may say) the IOAPIC input the guest routes to
+/// the same vector.
+fn device_line(params: &BenchParams) -> DeviceLine {
+    let source = match params {
+        BenchParams::IrqLatency(params) => params.source,
+        _ => IrqSource::Msi,
+    };
+    match source {
+        IrqSource::Msi => DeviceLine::Msi(fixed_msi(0, abi::VECTOR_DEVICE)),
+        IrqSource::Ioapic => DeviceLine::IoapicPin(abi::DEVICE_IOAPIC_PIN),
     }
-}
-
-/// The path a device interrupt takes to vCPU 0, as configured.
-fn interrupt_sink(
-    config: &BenchConfig,
-    vm: &Arc<Vm>,
-    irqchip: Option<&Arc<UserspaceIrqchip>>,
-    ioapic: Option<&Arc<IoapicDevice>>,
-) -> Result<Box<dyn InterruptSink>, MachineError> {
-    let msi = fixed_msi(0, abi::VECTOR_DEVICE);
-    let pin = abi::DEVICE_IOAPIC_PIN;
-    Ok(match (config.source, irqchip, ioapic, config.inject) {
-        (IrqSource::Msi, Some(chip), _, _) => Box::new(UserspaceMsi {
-            chip: chip.clone(),
-            msi,
-        }),
-        (IrqSource::Msi, None, _, Inject::Vcpu) => Box::new(SignalMsi {
-            vm: vm.clone(),
-            msi,
-        }),
-        (IrqSource::Msi, None, _, Inject::Irqfd) => Box::new(Irqfd {
-            eventfd: vm.msi_irqfd(DEVICE_GSI, msi)?,
-        }),
-        (IrqSource::Ioapic, _, Some(ioapic), _) => Box::new(IoapicPin {
-            ioapic: ioapic.clone(),
-            pin,
-        }),
-        (IrqSource::Ioapic, _, None, Inject::Vcpu) => Box::new(KvmIrqLine {
-            vm: vm.clone(),
-            pin,
-        }),
-        (IrqSource::Ioapic, _, None, Inject::Irqfd) => Box::new(Irqfd {
-            eventfd: vm.irqfd(pin)?,
-        }),
-    })
-}
-
-/// Maps the guest's TSC onto the host's, for the userspace LAPIC timers.
-fn guest_tsc_clock(vcpu: &Vcpu, tsc_khz: u64) -> Result<GuestTscClock, MachineError> {
-    let host_tsc = GuestTscClock::host_tsc();
-    let guest_tsc = read_msr(&vcpu.fd, MSR_IA32_TSC).ok_or(MachineError::GuestTsc)?;
-    Ok(GuestTscClock::new(guest_tsc, host_tsc, tsc_khz))
 }
 
 /// The guest's samples; it wrote the count, so a count beyond the buffer

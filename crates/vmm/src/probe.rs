@@ -11,7 +11,11 @@ use kvm_ioctls::Kvm;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::{self, BenchError};
-use crate::config::{Bench, BenchConfig, GuestExec, GuestIdle, Inject, IpiMeasure, Irqchip};
+use crate::config::params::{ExitCostParams, IpiParams, IrqLatencyParams};
+use crate::config::{
+    Bench, BenchConfig, BenchParams, CommonSettings, GuestExec, GuestIdle, Inject, IpiMeasure,
+    Irqchip,
+};
 use crate::exec::{kvm_backend, ExecError, HostExec};
 use crate::report::RunReport;
 
@@ -208,13 +212,20 @@ pub fn emulation_table() -> Result<EmulationTable, ProbeError> {
     let mut rows = Vec::new();
     for (irqchip, inject) in paths {
         let run = |exec, count| {
-            let mut config = BenchConfig::new(Bench::IrqLatency);
-            config.irqchip = irqchip;
-            config.inject = inject;
-            config.guest_idle = GuestIdle::Busy;
-            config.rate_hz = 0;
-            config.count = count;
-            config.guest_exec = Some(exec);
+            let config = BenchConfig {
+                params: BenchParams::IrqLatency(IrqLatencyParams {
+                    count,
+                    rate_hz: 0,
+                    ..IrqLatencyParams::default()
+                }),
+                common: CommonSettings {
+                    irqchip,
+                    inject,
+                    guest_idle: GuestIdle::Busy,
+                    guest_exec: Some(exec),
+                    ..CommonSettings::new(Bench::IrqLatency)
+                },
+            };
             bench::run(&config).map_err(|source| ProbeError::Floor {
                 what: "irq-latency for the emulation table",
                 source,
@@ -260,21 +271,27 @@ impl std::fmt::Display for EmulationTable {
 const FLOOR_SAMPLES: u64 = 5_000;
 
 fn measure_floors(guest_exec: GuestExec) -> Result<Floors, ProbeError> {
-    let timed = |what, mut config: BenchConfig| {
-        config.count = FLOOR_SAMPLES;
-        config.guest_exec = Some(guest_exec);
-        bench::run(&config).map_err(|source| ProbeError::Floor { what, source })
+    let timed = |what, params: BenchParams, guest_idle| {
+        let common = CommonSettings {
+            guest_idle,
+            guest_exec: Some(guest_exec),
+            ..CommonSettings::new(params.bench())
+        };
+        bench::run(&BenchConfig { params, common })
+            .map_err(|source| ProbeError::Floor { what, source })
     };
     let p50 = |report: &RunReport| report.latency_ns.as_ref().map_or(0.0, |l| l.p50 as f64);
-    let exit_cost = timed("exits and self-IPIs", BenchConfig::new(Bench::ExitCost))?;
-    let ipi = |idle| {
-        let mut config = BenchConfig::new(Bench::Ipi);
-        config.ipi_measure = IpiMeasure::OneWay;
-        config.guest_idle = idle;
-        config
-    };
-    let busy = timed("an IPI to a busy vCPU", ipi(GuestIdle::Busy))?;
-    let halted = timed("an IPI to a halted vCPU", ipi(GuestIdle::Halt))?;
+    let exit_cost = BenchParams::ExitCost(ExitCostParams {
+        count: FLOOR_SAMPLES,
+    });
+    let exit_cost = timed("exits and self-IPIs", exit_cost, GuestIdle::Halt)?;
+    let ipi = BenchParams::Ipi(IpiParams {
+        count: FLOOR_SAMPLES,
+        ipi_measure: IpiMeasure::OneWay,
+        ..IpiParams::default()
+    });
+    let busy = timed("an IPI to a busy vCPU", ipi.clone(), GuestIdle::Busy)?;
+    let halted = timed("an IPI to a halted vCPU", ipi, GuestIdle::Halt)?;
     let figure = |name: &str| exit_cost.results.get(name).copied().unwrap_or(0.0);
     Ok(Floors {
         userspace_exit_ns: figure("userspace_exit_ns"),
@@ -282,7 +299,7 @@ fn measure_floors(guest_exec: GuestExec) -> Result<Floors, ProbeError> {
         self_ipi_p50_ns: p50(&exit_cost),
         ipi_busy_p50_ns: p50(&busy),
         ipi_halted_p50_ns: p50(&halted),
-        placement_note: busy.placement.note(busy.config.vcpus),
+        placement_note: busy.placement.note(busy.config.common.vcpus),
     })
 }
 

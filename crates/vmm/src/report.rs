@@ -78,7 +78,7 @@ impl RunReport {
             .copied()
             .unwrap_or(0);
         RunReport {
-            bench: config.bench.name().to_string(),
+            bench: config.bench().name().to_string(),
             config: config.clone(),
             interrupts,
             exits_per_interrupt: per(exits.total, interrupts),
@@ -104,7 +104,7 @@ impl RunReport {
 
     /// The flags that chose the path, in `dirq run` syntax.
     pub fn path(&self) -> String {
-        let c = &self.config;
+        let c = &self.config.common;
         format!(
             "--irqchip {} --inject {} --apic {} --halt {} --guest-idle {}{}",
             c.irqchip,
@@ -250,7 +250,7 @@ impl fmt::Display for RunReport {
         if let Some(warning) = &self.exec_warning {
             writeln!(f, "WARNING: {warning}")?;
         }
-        if let Some(note) = self.placement.note(self.config.vcpus) {
+        if let Some(note) = self.placement.note(self.config.common.vcpus) {
             writeln!(f, "NOTE: {note}")?;
         }
         writeln!(

@@ -1,24 +1,19 @@
-//! The VM: its memory slot, interrupt controller mode, halt behaviour and
-//! MSR routing, fixed before any vCPU exists (KVM requires that order).
+//! The VM: its memory slot and halt behaviour, fixed before any vCPU
+//! exists (KVM requires that order), as is its interrupt controller mode
+//! (`interrupt::prepare_vm`).
 
-use dirq_arch::lapic::{MSR_IA32_APIC_BASE, MSR_IA32_TSC_DEADLINE};
 use kvm_bindings::{
     kvm_enable_cap, kvm_irq_routing_entry, kvm_userspace_memory_region, KvmIrqRouting,
-    KVM_CAP_DISABLE_QUIRKS2, KVM_CAP_HALT_POLL, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_DISABLE_EXITS,
-    KVM_CAP_X86_USER_SPACE_MSR, KVM_IRQ_ROUTING_MSI, KVM_MEM_READONLY, KVM_MSR_EXIT_REASON_FILTER,
-    KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN, KVM_X86_DISABLE_EXITS_HLT,
-    KVM_X86_QUIRK_FIX_HYPERCALL_INSN,
+    KVM_CAP_DISABLE_QUIRKS2, KVM_CAP_HALT_POLL, KVM_CAP_X86_DISABLE_EXITS, KVM_IRQ_ROUTING_MSI,
+    KVM_MEM_READONLY, KVM_X86_DISABLE_EXITS_HLT, KVM_X86_QUIRK_FIX_HYPERCALL_INSN,
 };
-use kvm_ioctls::{Kvm, MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VmFd};
+use kvm_ioctls::{Kvm, VmFd};
 use vm_memory::{GuestMemoryBackend as _, GuestMemoryRegion};
 use vmm_sys_util::eventfd::EventFd;
 
-use crate::config::{HaltMode, Irqchip};
+use crate::config::HaltMode;
 use crate::memory::GuestMemory;
 use dirq_arch::msi::MsiMessage;
-
-/// IOAPIC pins KVM reserves routes for in split mode (the IOAPIC has 24).
-const SPLIT_IRQCHIP_IOAPIC_PINS: u64 = 24;
 
 #[derive(Debug, thiserror::Error)]
 pub enum VmError {
@@ -40,41 +35,22 @@ fn kvm_call(what: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> VmError {
     move |source| VmError::Kvm { what, source }
 }
 
-pub struct VmOptions {
-    pub irqchip: Irqchip,
-    pub halt: HaltMode,
-}
-
 pub struct Vm {
     pub fd: VmFd,
-    pub irqchip: Irqchip,
 }
 
 impl Vm {
-    pub fn new(kvm: &Kvm, memory: &GuestMemory, options: &VmOptions) -> Result<Self, VmError> {
+    /// A VM with `memory` as its RAM and HLT handled as `halt` says.
+    pub fn new(kvm: &Kvm, memory: &GuestMemory, halt: HaltMode) -> Result<Self, VmError> {
         let fd = kvm.create_vm().map_err(kvm_call("KVM_CREATE_VM"))?;
-        let vm = Vm {
-            fd,
-            irqchip: options.irqchip,
-        };
+        let vm = Vm { fd };
         vm.register_memory(memory)?;
-        vm.configure_halt(kvm, options.halt)?;
-        match options.irqchip {
-            Irqchip::Kernel => vm
-                .fd
-                .create_irq_chip()
-                .map_err(kvm_call("KVM_CREATE_IRQCHIP"))?,
-            Irqchip::Split => vm.enable_cap(
-                KVM_CAP_SPLIT_IRQCHIP,
-                SPLIT_IRQCHIP_IOAPIC_PINS,
-                "KVM_CAP_SPLIT_IRQCHIP",
-            )?,
-            Irqchip::Userspace => vm.route_lapic_msrs_to_userspace()?,
-        }
+        vm.configure_halt(kvm, halt)?;
         Ok(vm)
     }
 
-    fn enable_cap(&self, cap: u32, arg: u64, what: &'static str) -> Result<(), VmError> {
+    /// KVM_ENABLE_CAP of `cap` with `arg`; `what` names it in the error.
+    pub fn enable_cap(&self, cap: u32, arg: u64, what: &'static str) -> Result<(), VmError> {
         let mut request = kvm_enable_cap {
             cap,
             ..Default::default()
@@ -140,32 +116,6 @@ impl Vm {
             return Err(VmError::MissingCapability("KVM_CAP_HALT_POLL"));
         }
         self.enable_cap(KVM_CAP_HALT_POLL, u64::from(ns), "KVM_CAP_HALT_POLL")
-    }
-
-    /// Without KVM's LAPIC, x2APIC MSR accesses fail inside KVM; this makes
-    /// them exit to the VMM instead. KVM would handle IA32_APIC_BASE itself
-    /// and ignore IA32_TSC_DEADLINE, so a filter sends those two to us too.
-    fn route_lapic_msrs_to_userspace(&self) -> Result<(), VmError> {
-        let reasons =
-            KVM_MSR_EXIT_REASON_INVAL | KVM_MSR_EXIT_REASON_UNKNOWN | KVM_MSR_EXIT_REASON_FILTER;
-        self.enable_cap(
-            KVM_CAP_X86_USER_SPACE_MSR,
-            u64::from(reasons),
-            "KVM_CAP_X86_USER_SPACE_MSR",
-        )?;
-        let deny_one = [0u8; 1];
-        let deny = |msr| MsrFilterRange {
-            flags: MsrFilterRangeFlags::READ | MsrFilterRangeFlags::WRITE,
-            base: msr,
-            msr_count: 1,
-            bitmap: &deny_one,
-        };
-        self.fd
-            .set_msr_filter(
-                MsrFilterDefaultAction::ALLOW,
-                &[deny(MSR_IA32_APIC_BASE), deny(MSR_IA32_TSC_DEADLINE)],
-            )
-            .map_err(kvm_call("KVM_X86_SET_MSR_FILTER"))
     }
 
     /// Stops KVM from rewriting VMCALL/VMMCALL into the host's flavour

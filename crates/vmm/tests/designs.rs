@@ -5,8 +5,9 @@
 mod common;
 
 use common::{run, userspace_exits};
-use dirq_vmm::config::{Bench, BenchConfig, IpiKind, VioapicMode};
-use dirq_vmm::designs::io_batch::WRITES_PER_COMMAND;
+use dirq_vmm::bench::io_batch::WRITES_PER_COMMAND;
+use dirq_vmm::config::params::{IoBatchParams, IpiParams, TickParams, VioapicParams};
+use dirq_vmm::config::{BenchConfig, BenchParams, IpiKind, VioapicMode};
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::RunReport;
 
@@ -20,13 +21,25 @@ fn result(report: &RunReport, name: &str) -> f64 {
 const EVENTS: u64 = 500;
 
 fn vioapic(mode: VioapicMode) -> RunReport {
-    let mut config = BenchConfig::new(Bench::Vioapic);
-    config.vioapic = mode;
-    config.count = EVENTS;
+    let config = BenchConfig::from(BenchParams::Vioapic(VioapicParams {
+        vioapic: mode,
+        count: EVENTS,
+        ..VioapicParams::default()
+    }));
     let report = run(&config).unwrap_or_else(|err| panic!("vioapic {mode}: {err}"));
     // bench::run fails unless every event was consumed, in order.
     assert_eq!(result(&report, "events"), EVENTS as f64, "{mode}");
     report
+}
+
+/// The race test at `mode`: the device raises at random times while the
+/// guest also masks and unmasks.
+fn racing(mode: VioapicMode) -> BenchConfig {
+    BenchConfig::from(BenchParams::Vioapic(VioapicParams {
+        vioapic: mode,
+        vioapic_race: true,
+        count: 3_000,
+    }))
 }
 
 /// Register accesses of one interrupt's sequence at this level.
@@ -87,10 +100,7 @@ fn vioapic_ro_page_posted_mask_loses_and_reorders_nothing_under_racing_raises() 
     if !require_kvm("vioapic_ro_page_posted_mask_loses_and_reorders_nothing_under_racing_raises") {
         return;
     }
-    let mut config = BenchConfig::new(Bench::Vioapic);
-    config.vioapic = VioapicMode::RoPage;
-    config.vioapic_race = true;
-    config.count = 3_000;
+    let config = racing(VioapicMode::RoPage);
     // Fails on a lost interrupt (the guest halts until the watchdog) or an
     // event consumed twice or out of order; interrupts already on their way
     // when the mask was posted may arrive and are spurious to the guest.
@@ -140,10 +150,7 @@ fn vioapic_pv_survives_raises_racing_mask_and_unmask() {
         return;
     }
     for mode in [VioapicMode::Pv, VioapicMode::Userspace] {
-        let mut config = BenchConfig::new(Bench::Vioapic);
-        config.vioapic = mode;
-        config.vioapic_race = true;
-        config.count = 3_000;
+        let config = racing(mode);
         // Fails if an interrupt arrived while the guest had the line masked
         // with none in flight, or if the guest never got an event (a lost
         // interrupt leaves it halted until the watchdog).
@@ -159,22 +166,20 @@ fn vioapic_pv_survives_raises_racing_mask_and_unmask() {
 
 #[test]
 fn vioapic_refuses_paths_it_does_not_measure() {
-    let mut config = BenchConfig::new(Bench::Vioapic);
-    config.vioapic = VioapicMode::Kernel;
-    config.vioapic_race = true;
     assert!(
-        config.validate().is_err(),
+        racing(VioapicMode::Kernel).validate().is_err(),
         "the race test drives dirq's controller"
     );
-    let mut config = BenchConfig::new(Bench::Vioapic);
-    config.pv_eoi = true;
+    let mut config = racing(VioapicMode::Pv);
+    config.common.pv_eoi = true;
     assert!(config.validate().is_err());
 }
 
 fn io_batch(batched: bool) -> RunReport {
-    let mut config = BenchConfig::new(Bench::IoBatch);
-    config.io_batch = batched;
-    config.count = 300;
+    let config = BenchConfig::from(BenchParams::IoBatch(IoBatchParams {
+        io_batch: batched,
+        count: 300,
+    }));
     run(&config).unwrap_or_else(|err| panic!("io-batch (batched {batched}): {err}"))
 }
 
@@ -208,9 +213,10 @@ fn tick_scaling_cuts_timer_interrupts_by_k_unseen_by_the_guest() {
     }
     const K: u32 = 10;
     let ticks = |scale: u32| {
-        let mut config = BenchConfig::new(Bench::Tick);
-        config.tick_scale = scale;
-        config.duration_ms = 300;
+        let config = BenchConfig::from(BenchParams::Tick(TickParams {
+            tick_scale: scale,
+            duration_ms: 300,
+        }));
         let report = run(&config).unwrap_or_else(|err| panic!("tick K={scale}: {err}"));
         // bench::run fails if the guest read back a count it never wrote.
         assert!(result(&report, "max_count_read") <= result(&report, "guest_reload"));
@@ -236,10 +242,12 @@ fn broadcast_ipis_reach_every_other_vcpu() {
     if !require_kvm("broadcast_ipis_reach_every_other_vcpu") {
         return;
     }
-    let mut config = BenchConfig::new(Bench::Ipi);
-    config.ipi = IpiKind::Broadcast;
-    config.vcpus = 4;
-    config.count = 200;
+    let mut config = BenchConfig::from(BenchParams::Ipi(IpiParams {
+        ipi: IpiKind::Broadcast,
+        count: 200,
+        ..IpiParams::default()
+    }));
+    config.common.vcpus = 4;
     let report = run(&config).expect("broadcast ipi runs");
     for cpu in 1..4 {
         assert_eq!(

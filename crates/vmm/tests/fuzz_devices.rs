@@ -11,17 +11,16 @@ use dirq_vmm::abi;
 use dirq_vmm::config::{HaltMode, Irqchip};
 use dirq_vmm::devices::control::RunControl;
 use dirq_vmm::devices::event_source::PendingEvents;
-use dirq_vmm::devices::ioapic::IoapicDevice;
 use dirq_vmm::devices::serial::{Serial, CONSOLE_LIMIT, SERIAL_PORTS};
 use dirq_vmm::devices::task_file::{self, TaskFile};
-use dirq_vmm::devices::userspace_irqchip::{GuestTscClock, LapicMmio, LapicMsrs, UserspaceIrqchip};
 use dirq_vmm::devices::vioapic::{Registers, VioapicDevice};
 use dirq_vmm::devices::MmioDevice;
 use dirq_vmm::devices::{pit, Bus};
+use dirq_vmm::interrupt::userspace::{GuestTscClock, LapicMmio, UserspaceIrqchip};
+use dirq_vmm::interrupt::{self, IoapicDevice, Kicker, APIC_TIMER_HZ};
 use dirq_vmm::memory::{self, GuestMemory};
 use dirq_vmm::testing::require_kvm;
-use dirq_vmm::vcpu::Kicker;
-use dirq_vmm::vm::{Vm, VmOptions};
+use dirq_vmm::vm::Vm;
 use proptest::prelude::*;
 use vm_memory::{Bytes, GuestAddress};
 
@@ -31,11 +30,8 @@ use vm_memory::{Bytes, GuestAddress};
 fn pv_vioapic() -> (VioapicDevice, GuestMemory) {
     let kvm = kvm_ioctls::Kvm::new().expect("/dev/kvm");
     let memory = memory::create_guest_memory().expect("guest RAM");
-    let options = VmOptions {
-        irqchip: Irqchip::Kernel,
-        halt: HaltMode::Exit,
-    };
-    let vm = Arc::new(Vm::new(&kvm, &memory, &options).expect("VM"));
+    let vm = Arc::new(Vm::new(&kvm, &memory, HaltMode::Exit).expect("VM"));
+    interrupt::prepare_vm(Irqchip::Kernel, &vm).expect("KVM's irqchip");
     let control = Arc::new(RunControl::default());
     control.request_stop();
     let line = Box::new(PendingEvents {
@@ -112,10 +108,8 @@ fn machine() -> (Bus, Arc<Serial>, GuestMemory) {
     let memory = memory::create_guest_memory().expect("guest RAM");
     let serial = Arc::new(Serial::new(false));
     let clock = GuestTscClock::new(0, GuestTscClock::host_tsc(), 1_000_000);
-    let chip = Arc::new(
-        UserspaceIrqchip::new(VCPUS, 1_000_000_000, clock, Arc::new(Kicker::default()))
-            .expect("LAPICs"),
-    );
+    let chip = UserspaceIrqchip::new(VCPUS, APIC_TIMER_HZ, clock, Arc::new(Kicker::default()))
+        .expect("LAPICs");
     let mut bus = Bus::default();
     bus.add_pio(
         abi::PORT_SERIAL..abi::PORT_SERIAL + SERIAL_PORTS,
@@ -129,18 +123,7 @@ fn machine() -> (Bus, Arc<Serial>, GuestMemory) {
         dirq_arch::pit::PORT_CHANNEL0..dirq_arch::pit::PORT_CHANNEL0 + pit::PORTS,
         Arc::new(pit::PitDevice::new(1).expect("PIT")),
     );
-    bus.add_mmio(
-        abi::LAPIC_GPA..abi::LAPIC_GPA + LapicMmio::SIZE,
-        Arc::new(LapicMmio(chip.clone())),
-    );
-    bus.add_mmio(
-        abi::IOAPIC_GPA..abi::IOAPIC_GPA + IoapicDevice::SIZE,
-        chip.attach_ioapic(),
-    );
-    let msrs = Arc::new(LapicMsrs(chip));
-    for range in LapicMsrs::RANGES {
-        bus.add_msr(range, msrs.clone());
-    }
+    chip.attach(&mut bus);
     bus.enable_io_batch(abi::PORT_IO_BATCH, memory.clone());
     (bus, serial, memory)
 }

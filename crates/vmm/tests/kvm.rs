@@ -4,24 +4,38 @@
 mod common;
 
 use common::{one_vm_at_a_time, run, userspace_exits};
-use dirq_vmm::bench::{BenchError, BusError, MachineError, VcpuError};
-use dirq_vmm::config::{
-    ApicMode, Bench, BenchConfig, FaultKind, GuestExec, GuestIdle, Inject, IpiKind, IrqSource,
-    Irqchip, TimerMode,
+use dirq_vmm::bench::BenchError;
+use dirq_vmm::config::params::{
+    ExitCostParams, FaultParams, HaltWakeupParams, IpiParams, IrqLatencyParams, TimerLatencyParams,
+    WhileloopParams,
 };
+use dirq_vmm::config::{
+    ApicMode, BenchConfig, BenchParams, FaultKind, GuestExec, GuestIdle, Inject, IpiKind,
+    IrqSource, Irqchip, TimerMode,
+};
+use dirq_vmm::devices::BusError;
 use dirq_vmm::exec::HostExec;
+use dirq_vmm::machine::MachineError;
 use dirq_vmm::testing::require_kvm;
+use dirq_vmm::vcpu::VcpuError;
 use dirq_vmm::RunReport;
 
 const INTERRUPTS: u64 = 300;
 
+/// `count` interrupts from `source`, back to back.
+fn irq_latency_params(source: IrqSource, count: u64) -> BenchParams {
+    BenchParams::IrqLatency(IrqLatencyParams {
+        count,
+        rate_hz: 0,
+        source,
+    })
+}
+
 fn irq_latency(irqchip: Irqchip, inject: Inject, apic: ApicMode) -> BenchConfig {
-    let mut config = BenchConfig::new(Bench::IrqLatency);
-    config.irqchip = irqchip;
-    config.inject = inject;
-    config.apic = apic;
-    config.count = INTERRUPTS;
-    config.rate_hz = 0;
+    let mut config = BenchConfig::from(irq_latency_params(IrqSource::Msi, INTERRUPTS));
+    config.common.irqchip = irqchip;
+    config.common.inject = inject;
+    config.common.apic = apic;
     config
 }
 
@@ -67,7 +81,7 @@ fn kernel_irqfd_delivers_without_userspace_exits() {
         return;
     }
     let mut config = irq_latency(Irqchip::Kernel, Inject::Irqfd, ApicMode::X2apic);
-    config.pv_eoi = true;
+    config.common.pv_eoi = true;
     let report = run(&config).expect("kernel irqfd irq-latency runs");
     assert_eq!(report.interrupts, INTERRUPTS);
     assert_eq!(report.exits.userspace, 0, "{:?}", report.exits);
@@ -118,10 +132,11 @@ fn native_mode_runs_a_million_iteration_loop_without_emulation() {
         return;
     }
     let loop_run = |exec, duration_ms| {
-        let mut config = BenchConfig::new(Bench::Whileloop);
-        config.rate_hz = 1;
-        config.duration_ms = duration_ms;
-        config.guest_exec = Some(exec);
+        let mut config = BenchConfig::from(BenchParams::Whileloop(WhileloopParams {
+            rate_hz: 1,
+            duration_ms,
+        }));
+        config.common.guest_exec = Some(exec);
         let report = run(&config).expect("whileloop runs");
         assert_eq!(report.guest_exec, exec);
         assert_eq!(report.exec_warning, None);
@@ -151,10 +166,9 @@ fn an_interrupt_between_enabling_and_hlt_wakes_the_vcpu() {
         if exec == GuestExec::Emulated && default_exec() == GuestExec::Hardware {
             continue;
         }
-        let mut config = BenchConfig::new(Bench::HaltWakeup);
-        config.count = count;
-        config.guest_exec = Some(exec);
-        config.timeout_ms = 10_000;
+        let mut config = BenchConfig::from(BenchParams::HaltWakeup(HaltWakeupParams { count }));
+        config.common.guest_exec = Some(exec);
+        config.common.timeout_ms = 10_000;
         // bench::run fails unless every round's interrupt was handled
         // once; a lost wake-up would sleep until the watchdog.
         let report = run(&config).unwrap_or_else(|err| panic!("{exec}: {err}"));
@@ -173,10 +187,12 @@ fn pv_send_ipi_is_refused_before_boot_where_hypercalls_cannot_work() {
         eprintln!("hypercalls work on this host: nothing to refuse");
         return;
     };
-    let mut config = BenchConfig::new(Bench::Ipi);
-    config.ipi = IpiKind::Broadcast;
-    config.pv_send_ipi = true;
-    config.vcpus = 3;
+    let mut config = BenchConfig::from(BenchParams::Ipi(IpiParams {
+        ipi: IpiKind::Broadcast,
+        pv_send_ipi: true,
+        ..IpiParams::default()
+    }));
+    config.common.vcpus = 3;
     let err = run(&config).expect_err("PV send-IPI cannot run here");
     assert!(
         matches!(
@@ -272,12 +288,11 @@ fn every_raised_interrupt_is_delivered_exactly_once() {
         .chain((default_exec() == GuestExec::Native).then_some(emulated));
     for (irqchip, inject, source, idle, exec) in paths {
         let path = format!("{irqchip}/{inject}/{source}/{idle}/{exec:?}");
-        let mut config = irq_latency(irqchip, inject, ApicMode::X2apic);
-        config.source = source;
-        config.guest_idle = idle;
-        config.guest_exec = exec;
         let count = if exec.is_some() { INTERRUPTS } else { count };
-        config.count = count;
+        let mut config = irq_latency(irqchip, inject, ApicMode::X2apic);
+        config.params = irq_latency_params(source, count);
+        config.common.guest_idle = idle;
+        config.common.guest_exec = exec;
         // bench::run fails unless the guest handled each raised interrupt
         // once, in order (it checks the guest's count and sequence numbers).
         let report = run(&config).unwrap_or_else(|err| panic!("{path}: {err}"));
@@ -296,9 +311,11 @@ fn vcpu1_receives_ipis() {
         return;
     }
     for irqchip in [Irqchip::Kernel, Irqchip::Userspace] {
-        let mut config = BenchConfig::new(Bench::Ipi);
-        config.irqchip = irqchip;
-        config.count = 200;
+        let mut config = BenchConfig::from(BenchParams::Ipi(IpiParams {
+            count: 200,
+            ..IpiParams::default()
+        }));
+        config.common.irqchip = irqchip;
         let report = run(&config).expect("ipi runs");
         assert_eq!(
             report.results.get("ipis_to_vcpu1"),
@@ -335,11 +352,12 @@ fn timer_latency_exits_where_the_lapic_lives() {
         (Irqchip::Userspace, TimerMode::TscDeadline),
         (Irqchip::Userspace, TimerMode::Oneshot),
     ] {
-        let mut config = BenchConfig::new(Bench::TimerLatency);
-        config.irqchip = irqchip;
-        config.timer = timer;
-        config.count = 200;
-        config.period_ns = 100_000;
+        let mut config = BenchConfig::from(BenchParams::TimerLatency(TimerLatencyParams {
+            timer,
+            count: 200,
+            period_ns: 100_000,
+        }));
+        config.common.irqchip = irqchip;
         let report = run(&config).expect("timer-latency runs");
         assert_eq!(report.interrupts, 200, "{irqchip}/{timer}");
         assert_eq!(report.latency_ns.as_ref().map(|l| l.samples), Some(200));
@@ -358,9 +376,8 @@ fn timer_latency_exits_where_the_lapic_lives() {
 }
 
 fn fault(kind: FaultKind) -> BenchError {
-    let mut config = BenchConfig::new(Bench::Fault);
-    config.fault = kind;
-    config.timeout_ms = 1_000;
+    let mut config = BenchConfig::from(BenchParams::Fault(FaultParams { fault: kind }));
+    config.common.timeout_ms = 1_000;
     match run(&config) {
         Ok(_) => panic!("the {kind} guest must fail"),
         Err(err) => err,
@@ -470,8 +487,7 @@ fn exit_cost_run_counts_one_userspace_exit_per_out() {
     if !require_kvm("exit_cost_run_counts_one_userspace_exit_per_out") {
         return;
     }
-    let mut config = BenchConfig::new(Bench::ExitCost);
-    config.count = 1_000;
+    let config = BenchConfig::from(BenchParams::ExitCost(ExitCostParams { count: 1_000 }));
     let report = run(&config).expect("exit-cost runs");
     assert_eq!(userspace_exits(&report, "io"), 1_000, "{:?}", report.exits);
     assert_eq!(report.exits.userspace, 1_000, "{:?}", report.exits);

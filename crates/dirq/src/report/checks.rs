@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use dirq_sim::policy::PolicyKind;
 use dirq_sim::scenario::Scenario;
 use dirq_sim::CostProfile;
-use dirq_vmm::config::{Bench, BenchConfig, GuestExec, GuestIdle, HaltMode, Irqchip};
+use dirq_vmm::config::{BenchConfig, BenchParams, GuestExec, GuestIdle, HaltMode, Irqchip};
 use dirq_vmm::exits::VmxExit;
 use dirq_vmm::probe::ProbeReport;
 use indicatif::ProgressBar;
@@ -36,6 +36,15 @@ const TWIN_DURATION_MS: u64 = 500;
 /// The policies the extrapolation compares with vanilla.
 const EXTRAPOLATED: [PolicyKind; 3] = [PolicyKind::Apicv, PolicyKind::Eli, PolicyKind::Did];
 
+/// Why a real run has no simulated twin.
+#[derive(Debug, thiserror::Error)]
+enum NoTwin {
+    #[error("PV EOI: the simulator has no PV EOI mechanism")]
+    PvEoi,
+    #[error("no simulated workload of this shape")]
+    Shape,
+}
+
 /// A real run's simulated twin: a one-group scenario and the path's costs.
 struct Twin {
     /// The scenario's `[[runs]]` group, without `policies`.
@@ -51,7 +60,7 @@ fn path_profile(base: &CostProfile, costs: &HostCosts, config: &BenchConfig) -> 
     let mut profile = base.clone();
     profile.idle_exits_per_s.io_instruction = 0.0;
     profile.idle_exits_per_s.ept_violation = 0.0;
-    if config.irqchip == Irqchip::Userspace {
+    if config.common.irqchip == Irqchip::Userspace {
         let userspace = costs.userspace_exit.ns.round() as u64;
         let service = &mut profile.exit_service_ns;
         service.external_interrupt = userspace;
@@ -62,14 +71,14 @@ fn path_profile(base: &CostProfile, costs: &HostCosts, config: &BenchConfig) -> 
         service.hlt = userspace;
         service.apic_access = userspace;
     }
-    if let HaltMode::Poll { ns } = config.halt {
+    if let HaltMode::Poll { ns } = config.common.halt {
         profile.host_ns.halt_poll = u64::from(ns);
     }
     profile
 }
 
 fn idle_mode(config: &BenchConfig) -> &'static str {
-    match (config.guest_idle, config.halt) {
+    match (config.common.guest_idle, config.common.halt) {
         (GuestIdle::Busy, _) | (GuestIdle::Halt, HaltMode::None) => "poll",
         (GuestIdle::Halt, HaltMode::Exit) => "hlt",
         (GuestIdle::Halt, HaltMode::Poll { .. }) => "halt-poll",
@@ -77,31 +86,31 @@ fn idle_mode(config: &BenchConfig) -> &'static str {
 }
 
 /// The simulated twin of a real run, or why there is none.
-fn twin(config: &BenchConfig, base: &CostProfile, costs: &HostCosts) -> Result<Twin, String> {
-    if config.pv_eoi {
-        return Err("PV EOI: the simulator has no PV EOI mechanism".into());
+fn twin(config: &BenchConfig, base: &CostProfile, costs: &HostCosts) -> Result<Twin, NoTwin> {
+    if config.common.pv_eoi {
+        return Err(NoTwin::PvEoi);
     }
     let idle = idle_mode(config);
-    let group = match config.bench {
+    let group = match &config.params {
         // The device thread's MSIs are virtual-device interrupts: a backend
         // on another core kicks the vCPU, as virtio does.
-        Bench::IrqLatency if config.rate_hz > 0 => format!(
+        BenchParams::IrqLatency(params) if params.rate_hz > 0 => format!(
             "workload = \"udp-rx\"\ntransport = \"pv\"\nrates_pps = [{}]\nidle = \"{idle}\"\n",
-            config.rate_hz
+            params.rate_hz
         ),
-        Bench::TimerLatency if config.period_ns == CYCLICTEST_PERIOD_NS => {
+        BenchParams::TimerLatency(params) if params.period_ns == CYCLICTEST_PERIOD_NS => {
             format!("workload = \"cyclictest\"\nidle = \"{idle}\"\n")
         }
-        Bench::Ipi => format!(
+        BenchParams::Ipi(_) => format!(
             "workload = \"ipi\"\nidle = \"{idle}\"\nipi_mode = \"unicast\"\n\
              host = {{ cores = 3, vms = 1, vcpus_per_vm = {} }}\n",
             twin_vcpus(config)
         ),
-        Bench::Whileloop => format!(
+        BenchParams::Whileloop(params) => format!(
             "workload = \"whileloop\"\ntransport = \"pv\"\nrates_pps = [{}]\n",
-            config.rate_hz
+            params.rate_hz
         ),
-        _ => return Err("no simulated workload of this shape".into()),
+        _ => return Err(NoTwin::Shape),
     };
     Ok(Twin {
         group,
@@ -112,8 +121,8 @@ fn twin(config: &BenchConfig, base: &CostProfile, costs: &HostCosts) -> Result<T
 /// The vCPUs of a twin: two for the IPI ping-pong, one for every other
 /// workload (the scenarios' default).
 fn twin_vcpus(config: &BenchConfig) -> u32 {
-    match config.bench {
-        Bench::Ipi => 2,
+    match config.params {
+        BenchParams::Ipi(_) => 2,
         _ => 1,
     }
 }
@@ -194,7 +203,7 @@ impl ExitStatistic {
     /// on every backend.
     fn exits_per_interrupt(self, run: &SimRun, config: &BenchConfig) -> Option<f64> {
         if let ExitStatistic::NativeTraps { pv_eoi_waives } = self {
-            let unwaived_eoi = if config.pv_eoi && !pv_eoi_waives {
+            let unwaived_eoi = if config.common.pv_eoi && !pv_eoi_waives {
                 1.0
             } else {
                 0.0
@@ -208,7 +217,7 @@ impl ExitStatistic {
             return Some(exits + IRETQ_TRAPS_PER_INTERRUPT + unwaived_eoi);
         }
         let emulated = self == ExitStatistic::WithoutEmulatedLapicWrites
-            && config.irqchip != Irqchip::Userspace;
+            && config.common.irqchip != Irqchip::Userspace;
         let uncounted: f64 = if emulated {
             LAPIC_WRITE_REASONS
                 .iter()
@@ -225,11 +234,8 @@ impl ExitStatistic {
 /// has one, the interrupt rate.
 fn configuration_name(case: &RealCase) -> String {
     let mut name = format!("{} · {}", case.bench(), case.label);
-    if matches!(case.config.bench, Bench::Whileloop | Bench::IrqLatency) {
-        name.push_str(&format!(
-            " · {}/s",
-            compact_number(case.config.rate_hz as f64)
-        ));
+    if let Some(rate_hz) = case.config.params.rate_hz() {
+        name.push_str(&format!(" · {}/s", compact_number(rate_hz as f64)));
     }
     name
 }
@@ -238,8 +244,8 @@ fn configuration_name(case: &RealCase) -> String {
 /// real IPI bench times a round trip).
 fn one_way_p50(case: &RealCase) -> Option<Spread> {
     let p50 = case.p50()?;
-    Some(match case.config.bench {
-        Bench::Ipi => Spread {
+    Some(match case.config.params {
+        BenchParams::Ipi(_) => Spread {
             median: p50.median / 2.0,
             min: p50.min / 2.0,
             max: p50.max / 2.0,
@@ -391,14 +397,14 @@ pub fn run_checks(
         match twin(&case.config, base, costs) {
             Err(reason) => checks.unmodelled.push(Unmodelled {
                 configuration,
-                reason,
+                reason: reason.to_string(),
             }),
             Ok(twin) => {
                 let key = format!("{}{}", twin.group, twin.profile.host_ns.halt_poll);
                 // The designs replace KVM's in-kernel LAPIC, so only its
                 // twins are extrapolated.
                 let extrapolate =
-                    case.config.irqchip == Irqchip::Kernel && !extrapolated.contains(&key);
+                    case.config.common.irqchip == Irqchip::Kernel && !extrapolated.contains(&key);
                 if extrapolate {
                     extrapolated.push(key);
                 }
@@ -433,25 +439,23 @@ pub fn run_checks(
 
 /// The workload a twin simulates, without the real path that ran it.
 fn workload_name(config: &BenchConfig) -> String {
-    let rate = || compact_number(config.rate_hz as f64);
-    match config.bench {
-        Bench::IrqLatency => {
-            let idle = match config.guest_idle {
+    match &config.params {
+        BenchParams::IrqLatency(params) => {
+            let idle = match config.common.guest_idle {
                 GuestIdle::Busy => "busy",
                 GuestIdle::Halt => "halted",
             };
-            format!("irq-latency · {idle} · {}/s", rate())
+            format!(
+                "irq-latency · {idle} · {}/s",
+                compact_number(params.rate_hz as f64)
+            )
         }
-        Bench::TimerLatency => "timer-latency · 1 kHz".into(),
-        Bench::Ipi => format!("ipi · {}", path_label(config)),
-        Bench::Whileloop => format!("whileloop · {}/s", rate()),
-        Bench::ExitCost
-        | Bench::Fault
-        | Bench::Vioapic
-        | Bench::IoBatch
-        | Bench::Tick
-        | Bench::HaltWakeup
-        | Bench::Hostile => config.bench.to_string(),
+        BenchParams::TimerLatency(_) => "timer-latency · 1 kHz".into(),
+        BenchParams::Ipi(_) => format!("ipi · {}", path_label(config)),
+        BenchParams::Whileloop(params) => {
+            format!("whileloop · {}/s", compact_number(params.rate_hz as f64))
+        }
+        _ => config.bench().to_string(),
     }
 }
 
@@ -624,6 +628,8 @@ mod tests {
     use crate::calibrate::costs::{derive_costs, Commands, Observations};
     use crate::report::real::Repeat;
     use crate::report::views::RealRun;
+    use dirq_vmm::config::params::TimerLatencyParams;
+    use dirq_vmm::config::Bench;
 
     fn host_costs() -> HostCosts {
         derive_costs(&Observations {
@@ -637,7 +643,17 @@ mod tests {
 
     fn config(bench: Bench, irqchip: Irqchip) -> BenchConfig {
         let mut config = BenchConfig::new(bench);
-        config.irqchip = irqchip;
+        config.common.irqchip = irqchip;
+        config
+    }
+
+    /// timer-latency at the simulator's cyclictest rate.
+    fn cyclictest(irqchip: Irqchip) -> BenchConfig {
+        let mut config = BenchConfig::from(BenchParams::TimerLatency(TimerLatencyParams {
+            period_ns: CYCLICTEST_PERIOD_NS,
+            ..TimerLatencyParams::default()
+        }));
+        config.common.irqchip = irqchip;
         config
     }
 
@@ -650,12 +666,12 @@ mod tests {
         assert!(irq.group.contains("udp-rx") && irq.group.contains("[5000]"));
         assert_eq!(irq.profile.idle_exits_per_s.io_instruction, 0.0);
 
-        let mut timer = config(Bench::TimerLatency, Irqchip::Userspace);
+        let timer = config(Bench::TimerLatency, Irqchip::Userspace);
         assert!(
-            twin(&timer, &base, &costs).is_err(),
+            matches!(twin(&timer, &base, &costs), Err(NoTwin::Shape)),
             "only 1 kHz timers have a twin"
         );
-        timer.period_ns = CYCLICTEST_PERIOD_NS;
+        let timer = cyclictest(Irqchip::Userspace);
         let timer_twin = twin(&timer, &base, &costs).expect("1 kHz timer has a twin");
         assert!(timer_twin.group.contains("cyclictest"));
         // The userspace irqchip serves every interrupt-controller exit in the VMM.
@@ -663,19 +679,18 @@ mod tests {
         assert_eq!(timer_twin.profile.exit_service_ns.timer_write, 10_000);
 
         let mut ipi = config(Bench::Ipi, Irqchip::Kernel);
-        ipi.halt = HaltMode::Poll { ns: 50_000 };
+        ipi.common.halt = HaltMode::Poll { ns: 50_000 };
         let ipi_twin = twin(&ipi, &base, &costs).expect("ipi has a twin");
         assert!(ipi_twin.group.contains("halt-poll"));
         assert_eq!(ipi_twin.profile.host_ns.halt_poll, 50_000);
 
         let mut pv = config(Bench::IrqLatency, Irqchip::Kernel);
-        pv.pv_eoi = true;
-        assert!(twin(&pv, &base, &costs).is_err());
+        pv.common.pv_eoi = true;
+        assert!(matches!(twin(&pv, &base, &costs), Err(NoTwin::PvEoi)));
     }
 
     fn timer_case(exits_per_interrupt: f64) -> RealCase {
-        let mut config = config(Bench::TimerLatency, Irqchip::Kernel);
-        config.period_ns = CYCLICTEST_PERIOD_NS;
+        let config = cyclictest(Irqchip::Kernel);
         let run: RealRun = serde_json::from_value(serde_json::json!({
             "bench": "timer-latency",
             "config": serde_json::to_value(&config).expect("config serializes"),
@@ -743,7 +758,7 @@ mod tests {
     fn on_kvm_pvm_the_twin_counts_what_the_execution_mode_traps() {
         let checks_with = |statistic, irqchip| {
             let mut case = timer_case(1.0);
-            case.config.irqchip = irqchip;
+            case.config.common.irqchip = irqchip;
             let checks = run_checks(
                 &[case],
                 &CostProfile::did_2015(),

@@ -194,7 +194,7 @@ fn fastest_path_sentences(cases: &[RealCase]) -> Vec<String> {
     for (idle, state) in [(GuestIdle::Busy, "running"), (GuestIdle::Halt, "halted")] {
         let paths: Vec<(&RealCase, Spread)> = cases
             .iter()
-            .filter(|c| c.bench() == "irq-latency" && c.config.guest_idle == idle)
+            .filter(|c| c.bench() == "irq-latency" && c.config.common.guest_idle == idle)
             .filter_map(|c| Some((c, c.p50()?)))
             .collect();
         let fastest = paths
@@ -202,7 +202,7 @@ fn fastest_path_sentences(cases: &[RealCase]) -> Vec<String> {
             .min_by(|a, b| a.1.median.total_cmp(&b.1.median));
         let userspace = paths
             .iter()
-            .find(|(c, _)| c.config.irqchip == Irqchip::Userspace);
+            .find(|(c, _)| c.config.common.irqchip == Irqchip::Userspace);
         let name = |case: &RealCase| {
             case.label
                 .split(" · ")

@@ -1,6 +1,9 @@
 //! Which real runs `dirq report` makes at each depth, and running them.
 
-use dirq_vmm::config::{Bench, BenchConfig, GuestIdle, HaltMode, Inject, Irqchip};
+use dirq_vmm::config::params::{IpiParams, IrqLatencyParams, TimerLatencyParams, WhileloopParams};
+use dirq_vmm::config::{
+    BenchConfig, BenchParams, CommonSettings, GuestIdle, HaltMode, Inject, Irqchip,
+};
 use indicatif::ProgressBar;
 
 use super::checks::CYCLICTEST_PERIOD_NS;
@@ -17,12 +20,22 @@ const PATHS: [(Irqchip, Inject, bool); 5] = [
     (Irqchip::Kernel, Inject::Irqfd, true),
 ];
 
-fn with_path(bench: Bench, (irqchip, inject, pv_eoi): (Irqchip, Inject, bool)) -> BenchConfig {
-    let mut config = BenchConfig::new(bench);
-    config.irqchip = irqchip;
-    config.inject = inject;
-    config.pv_eoi = pv_eoi;
-    config
+/// `params` on one of `PATHS`, the guest waiting as `guest_idle` says.
+fn with_path(
+    params: BenchParams,
+    (irqchip, inject, pv_eoi): (Irqchip, Inject, bool),
+    guest_idle: GuestIdle,
+) -> BenchConfig {
+    BenchConfig {
+        common: CommonSettings {
+            irqchip,
+            inject,
+            pv_eoi,
+            guest_idle,
+            ..CommonSettings::new(params.bench())
+        },
+        params,
+    }
 }
 
 /// Events per counted run at each depth.
@@ -61,19 +74,22 @@ pub fn real_plan(depth: Depth) -> Vec<BenchConfig> {
     // vCPU) and with the guest halted (injection plus wake-up).
     for idle in [GuestIdle::Busy, GuestIdle::Halt] {
         for &path in paths {
-            let mut config = with_path(Bench::IrqLatency, PATHS[path]);
-            config.guest_idle = idle;
-            config.count = events_for(idle, events);
-            plan.push(config);
+            let params = BenchParams::IrqLatency(IrqLatencyParams {
+                count: events_for(idle, events),
+                ..IrqLatencyParams::default()
+            });
+            plan.push(with_path(params, PATHS[path], idle));
         }
     }
     // timer-latency: the timer programmed through the VMM and through KVM,
     // at the simulator's cyclictest rate (1 kHz) so the model can follow.
     for &path in &[0, 2, 4] {
-        let mut config = with_path(Bench::TimerLatency, PATHS[path]);
-        config.count = events / 4;
-        config.period_ns = CYCLICTEST_PERIOD_NS;
-        plan.push(config);
+        let params = BenchParams::TimerLatency(TimerLatencyParams {
+            count: events / 4,
+            period_ns: CYCLICTEST_PERIOD_NS,
+            ..TimerLatencyParams::default()
+        });
+        plan.push(with_path(params, PATHS[path], GuestIdle::Halt));
     }
     // ipi: latency against CPU burned across the halt choices.
     let halts: &[(HaltMode, GuestIdle)] = match depth {
@@ -90,11 +106,13 @@ pub fn real_plan(depth: Depth) -> Vec<BenchConfig> {
         ],
     };
     for &(halt, idle) in halts {
+        let params = BenchParams::Ipi(IpiParams {
+            count: events_for(idle, events),
+            ..IpiParams::default()
+        });
         // KVM's LAPIC without PV EOI: the path the simulator models.
-        let mut config = with_path(Bench::Ipi, PATHS[2]);
-        config.halt = halt;
-        config.guest_idle = idle;
-        config.count = events_for(idle, events);
+        let mut config = with_path(params, PATHS[2], idle);
+        config.common.halt = halt;
         plan.push(config);
     }
     // whileloop: the share of time the guest keeps as the rate grows.
@@ -104,11 +122,12 @@ pub fn real_plan(depth: Depth) -> Vec<BenchConfig> {
         Depth::Full => (&[2_000, 5_000, 10_000, 20_000, 40_000], 300),
     };
     for &path in &[0, 2, 4] {
-        for &rate in rates {
-            let mut config = with_path(Bench::Whileloop, PATHS[path]);
-            config.rate_hz = rate;
-            config.duration_ms = duration_ms;
-            plan.push(config);
+        for &rate_hz in rates {
+            let params = BenchParams::Whileloop(WhileloopParams {
+                rate_hz,
+                duration_ms,
+            });
+            plan.push(with_path(params, PATHS[path], GuestIdle::Halt));
         }
     }
     plan
@@ -116,24 +135,25 @@ pub fn real_plan(depth: Depth) -> Vec<BenchConfig> {
 
 /// "kernel + irqfd + PV EOI · busy": what tells the runs of one bench apart.
 pub fn path_label(config: &BenchConfig) -> String {
-    let mut label = config.irqchip.to_string();
-    if config.irqchip != Irqchip::Userspace {
-        if config.inject == Inject::Irqfd {
+    let common = &config.common;
+    let mut label = common.irqchip.to_string();
+    if common.irqchip != Irqchip::Userspace {
+        if common.inject == Inject::Irqfd {
             label.push_str(" + irqfd");
         }
-        if config.pv_eoi {
+        if common.pv_eoi {
             label.push_str(" + PV EOI");
         }
     }
-    match config.bench {
-        Bench::IrqLatency => {
-            label.push_str(match config.guest_idle {
+    match &config.params {
+        BenchParams::IrqLatency(_) => {
+            label.push_str(match common.guest_idle {
                 GuestIdle::Busy => " · busy",
                 GuestIdle::Halt => " · halted",
             });
         }
-        Bench::Ipi => {
-            label = match (config.guest_idle, config.halt) {
+        BenchParams::Ipi(_) => {
+            label = match (common.guest_idle, common.halt) {
                 (GuestIdle::Busy, _) => "guest polls (idle=poll)".to_string(),
                 (GuestIdle::Halt, HaltMode::Exit) => "HLT exits".to_string(),
                 (GuestIdle::Halt, HaltMode::None) => "HLT does not exit".to_string(),
@@ -142,84 +162,46 @@ pub fn path_label(config: &BenchConfig) -> String {
                 }
             };
         }
-        Bench::Vioapic => label = format!("VIOAPIC {}", config.vioapic),
-        Bench::IoBatch => {
-            label = if config.io_batch {
+        BenchParams::Vioapic(params) => label = format!("VIOAPIC {}", params.vioapic),
+        BenchParams::IoBatch(params) => {
+            label = if params.io_batch {
                 "one doorbell per command"
             } else {
                 "port writes"
             }
             .to_string()
         }
-        Bench::Tick => label = format!("tick scale {}", config.tick_scale),
-        Bench::TimerLatency
-        | Bench::Whileloop
-        | Bench::ExitCost
-        | Bench::Fault
-        | Bench::HaltWakeup
-        | Bench::Hostile => {}
+        BenchParams::Tick(params) => label = format!("tick scale {}", params.tick_scale),
+        BenchParams::TimerLatency(_)
+        | BenchParams::Whileloop(_)
+        | BenchParams::ExitCost(_)
+        | BenchParams::Fault(_)
+        | BenchParams::HaltWakeup(_)
+        | BenchParams::Hostile(_) => {}
     }
     label
 }
 
-/// The `dirq run` command line that repeats a run.
+/// The `dirq run` command line that repeats a run: the interrupt path,
+/// the vCPUs where they are not the default two, the bench's parameters.
 pub fn command_line(config: &BenchConfig) -> String {
+    let common = &config.common;
     let mut command = format!(
         "dirq run {} --irqchip {} --inject {}{} --halt {} --guest-idle {}",
-        config.bench,
-        config.irqchip,
-        config.inject,
-        if config.pv_eoi { " --pv-eoi" } else { "" },
-        config.halt,
-        config.guest_idle
+        config.bench(),
+        common.irqchip,
+        common.inject,
+        if common.pv_eoi { " --pv-eoi" } else { "" },
+        common.halt,
+        common.guest_idle
     );
-    match config.bench {
-        Bench::IrqLatency => command.push_str(&format!(
-            " --count {} --rate {}",
-            config.count, config.rate_hz
-        )),
-        Bench::TimerLatency => command.push_str(&format!(
-            " --timer {} --period-ns {} --count {}",
-            config.timer, config.period_ns, config.count
-        )),
-        Bench::Ipi => command.push_str(&format!(
-            " --ipi {} --ipi-measure {}{} --vcpus {} --count {}",
-            config.ipi,
-            config.ipi_measure,
-            if config.pv_send_ipi {
-                " --pv-send-ipi"
-            } else {
-                ""
-            },
-            config.vcpus,
-            config.count
-        )),
-        Bench::ExitCost | Bench::HaltWakeup => {
-            command.push_str(&format!(" --count {}", config.count))
-        }
-        Bench::Vioapic => command.push_str(&format!(
-            " --vioapic {}{} --count {}",
-            config.vioapic,
-            if config.vioapic_race { " --race" } else { "" },
-            config.count
-        )),
-        Bench::IoBatch => command.push_str(&format!(
-            "{} --count {}",
-            if config.io_batch { " --io-batch" } else { "" },
-            config.count
-        )),
-        Bench::Tick => command.push_str(&format!(
-            " --tick-scale {} --duration-ms {}",
-            config.tick_scale, config.duration_ms
-        )),
-        Bench::Hostile => command.push_str(&format!(" --case {}", config.hostile)),
-        Bench::Whileloop => command.push_str(&format!(
-            " --rate {} --duration-ms {}",
-            config.rate_hz, config.duration_ms
-        )),
-        Bench::Fault => {}
+    if common.vcpus != CommonSettings::new(config.bench()).vcpus {
+        command.push_str(&format!(" --vcpus {}", common.vcpus));
     }
-    if let Some(exec) = config.guest_exec {
+    for param in config.params.params() {
+        command.push_str(&format!(" {param}"));
+    }
+    if let Some(exec) = common.guest_exec {
         command.push_str(&format!(" --guest-exec {exec}"));
     }
     command
@@ -275,11 +257,12 @@ pub fn run_all(
                 bar,
                 format!(
                     "{} {} (run {round} of {repeats})",
-                    case.config.bench, case.label
+                    case.config.bench(),
+                    case.label
                 ),
             );
             let mut config = case.config.clone();
-            config.timeout_ms = config.timeout_ms.min(REPORT_RUN_TIMEOUT_MS);
+            config.common.timeout_ms = config.common.timeout_ms.min(REPORT_RUN_TIMEOUT_MS);
             match run_case(&config) {
                 Ok((repeat, raw)) => {
                     case.repeats.push(repeat);
@@ -334,16 +317,26 @@ mod tests {
 
     #[test]
     fn labels_and_commands_name_the_path() {
-        let mut config = with_path(Bench::IrqLatency, PATHS[4]);
-        config.guest_idle = GuestIdle::Busy;
+        let irq = BenchParams::new(dirq_vmm::config::Bench::IrqLatency);
+        let config = with_path(irq, PATHS[4], GuestIdle::Busy);
         assert_eq!(path_label(&config), "kernel + irqfd + PV EOI · busy");
         assert_eq!(
             command_line(&config),
             "dirq run irq-latency --irqchip kernel --inject irqfd --pv-eoi --halt exit \
-             --guest-idle busy --count 5000 --rate 5000"
+             --guest-idle busy --count 5000 --rate 5000 --source msi"
         );
-        let mut ipi = with_path(Bench::Ipi, PATHS[2]);
-        ipi.halt = HaltMode::Poll { ns: 50_000 };
+        let ipi = BenchParams::Ipi(IpiParams {
+            ipi: dirq_vmm::config::IpiKind::Broadcast,
+            ..IpiParams::default()
+        });
+        let mut ipi = with_path(ipi, PATHS[2], GuestIdle::Halt);
+        ipi.common.halt = HaltMode::Poll { ns: 50_000 };
+        ipi.common.vcpus = 4;
         assert_eq!(path_label(&ipi), "halt polling 50 us");
+        assert_eq!(
+            command_line(&ipi),
+            "dirq run ipi --irqchip kernel --inject vcpu --halt poll:50000 --guest-idle halt \
+             --vcpus 4 --ipi broadcast --ipi-measure round-trip --count 5000"
+        );
     }
 }

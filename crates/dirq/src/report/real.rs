@@ -48,7 +48,7 @@ impl RealCase {
     pub fn bench(&self) -> &str {
         self.repeats
             .first()
-            .map_or_else(|| self.config.bench.name(), |r| r.run.bench.as_str())
+            .map_or_else(|| self.config.bench().name(), |r| r.run.bench.as_str())
     }
 
     /// The median and range of a figure over the repeats that have it.

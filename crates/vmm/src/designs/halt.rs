@@ -9,7 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use super::Settings;
 use crate::bench::{BenchError, BEST_PATH_HALT_POLL_NS};
-use crate::config::{Bench, BenchConfig, GuestIdle, HaltMode, IpiKind};
+use crate::config::params::IpiParams;
+use crate::config::{
+    Bench, BenchConfig, BenchParams, CommonSettings, GuestIdle, HaltMode, IpiKind,
+};
 use crate::report::{LatencySummary, RunReport};
 
 /// vCPUs of the broadcast rows: more than the two cores of a small host.
@@ -48,17 +51,17 @@ impl WaitMode {
         }
     }
 
-    fn apply(self, config: &mut BenchConfig) {
+    fn apply(self, ipi: &mut IpiParams, common: &mut CommonSettings) {
         match self {
             WaitMode::HltExits => {}
             WaitMode::HaltPoll => {
-                config.halt = HaltMode::Poll {
+                common.halt = HaltMode::Poll {
                     ns: BEST_PATH_HALT_POLL_NS,
                 }
             }
-            WaitMode::GuestPolls => config.guest_idle = GuestIdle::Busy,
-            WaitMode::HltInGuest => config.halt = HaltMode::None,
-            WaitMode::PvSendIpi => config.pv_send_ipi = true,
+            WaitMode::GuestPolls => common.guest_idle = GuestIdle::Busy,
+            WaitMode::HltInGuest => common.halt = HaltMode::None,
+            WaitMode::PvSendIpi => ipi.pv_send_ipi = true,
         }
     }
 }
@@ -94,9 +97,9 @@ pub struct HaltTable {
     pub runs: Vec<RunReport>,
 }
 
-/// The rows: every wait mode for a unicast, and for a broadcast (where PV
-/// send-IPI applies) to `BROADCAST_VCPUS`.
-pub fn comparison_configs(settings: Settings) -> Vec<(WaitMode, BenchConfig)> {
+/// The rows' runs: every wait mode for a unicast, and for a broadcast
+/// (where PV send-IPI applies) to `BROADCAST_VCPUS`.
+pub fn comparison_runs(settings: Settings) -> Vec<(WaitMode, IpiParams, CommonSettings)> {
     let unicast = [
         WaitMode::HltExits,
         WaitMode::HaltPoll,
@@ -109,13 +112,16 @@ pub fn comparison_configs(settings: Settings) -> Vec<(WaitMode, BenchConfig)> {
         .map(|&mode| (mode, IpiKind::Unicast, 2))
         .chain(broadcast.map(|mode| (mode, IpiKind::Broadcast, BROADCAST_VCPUS)));
     rows.map(|(mode, ipi, vcpus)| {
-        let mut config = settings.config(Bench::Ipi);
-        config.ipi = ipi;
-        config.vcpus = vcpus;
-        config.count = settings.pick(200, 1_000);
-        config.timeout_ms = ROW_TIMEOUT_SLACK_MS + ROW_TIMEOUT_PER_ROUND_MS * config.count;
-        mode.apply(&mut config);
-        (mode, config)
+        let mut ipi = IpiParams {
+            ipi,
+            count: settings.pick(200, 1_000),
+            ..IpiParams::default()
+        };
+        let mut common = settings.common(Bench::Ipi);
+        common.vcpus = vcpus;
+        common.timeout_ms = ROW_TIMEOUT_SLACK_MS + ROW_TIMEOUT_PER_ROUND_MS * ipi.count;
+        mode.apply(&mut ipi, &mut common);
+        (mode, ipi, common)
     })
     .collect()
 }
@@ -124,17 +130,22 @@ pub fn comparison_configs(settings: Settings) -> Vec<(WaitMode, BenchConfig)> {
 pub fn compare(settings: Settings) -> Result<HaltTable, BenchError> {
     let mut rows = Vec::new();
     let mut runs = Vec::new();
-    for (mode, config) in comparison_configs(settings) {
+    for (mode, ipi, common) in comparison_runs(settings) {
         let mut row = HaltRow {
-            ipi: config.ipi,
+            ipi: ipi.ipi,
             mode,
             label: mode.label(),
-            vcpus: config.vcpus,
+            vcpus: common.vcpus,
             latency_ns: None,
             host_cpu_per_s: 0.0,
             exits_per_round_trip: 0.0,
             unavailable: None,
             cpus_shared: None,
+        };
+        let count = ipi.count;
+        let config = BenchConfig {
+            params: BenchParams::Ipi(ipi),
+            common,
         };
         match crate::bench::run(&config) {
             Ok(run) => {
@@ -144,8 +155,8 @@ pub fn compare(settings: Settings) -> Result<HaltTable, BenchError> {
                 } else {
                     0.0
                 };
-                row.exits_per_round_trip = run.exits.total as f64 / config.count as f64;
-                row.cpus_shared = run.placement.note(config.vcpus);
+                row.exits_per_round_trip = run.exits.total as f64 / count as f64;
+                row.cpus_shared = run.placement.note(config.common.vcpus);
                 runs.push(run);
             }
             Err(err) => row.unavailable = Some(crate::report::with_causes(&err)),

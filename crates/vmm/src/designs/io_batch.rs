@@ -1,79 +1,16 @@
-//! `dirq run io-batch`: coalescing consecutive port I/O (mechanisms.md
-//! section 8). The guest (guest/bench_io_batch.c) issues disk commands of 11
-//! port writes to an ATA task file, one exit each, or records them and
-//! rings one doorbell that the VMM's bus replays.
+//! Batched port I/O (mechanisms.md section 8): the io-batch bench
+//! (`bench::io_batch`) with 11 port writes per disk command and with one
+//! doorbell, side by side.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::Settings;
-use crate::abi;
-use crate::bench::{cycles_to_seconds, window_exits, BenchError};
-use crate::config::{Bench, BenchConfig};
-use crate::devices::task_file::{self, TaskFile};
-use crate::machine::{self, Attach, Extensions};
+use crate::bench::BenchError;
+use crate::config::params::IoBatchParams;
+use crate::config::{BenchConfig, BenchParams};
 use crate::report::RunReport;
-
-/// Port writes in one disk command (an LBA48 command setup).
-pub const WRITES_PER_COMMAND: u64 = 11;
-
-/// Runs the io-batch bench, one way or the other as `config.io_batch` says.
-pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
-    let disk = Arc::new(TaskFile::default());
-    let attach = |attach: &mut Attach| {
-        attach.bus.add_pio(
-            abi::PORT_TASK_FILE..abi::PORT_TASK_FILE + task_file::PORTS,
-            disk.clone(),
-        );
-        if attach.config.io_batch {
-            attach
-                .bus
-                .enable_io_batch(abi::PORT_IO_BATCH, attach.memory.clone());
-        }
-        Ok(())
-    };
-    let output = machine::run::<()>(
-        config,
-        echo_console,
-        Extensions {
-            attach: Some(&attach),
-            device: None,
-        },
-    )?;
-    let state = disk.state();
-    if state.commands != config.count {
-        return Err(BenchError::Invariant {
-            bench: "io-batch",
-            what: format!(
-                "the disk executed {} of the guest's {} commands",
-                state.commands, config.count
-            ),
-        });
-    }
-    let commands = state.commands;
-    let cycles = output.shared.result[abi::RESULT_IO_BATCH_CYCLES];
-    let seconds = cycles_to_seconds(cycles, output.tsc_khz);
-    let (exits, duration_s) = window_exits(&output);
-    let per_command = |value: u64| value as f64 / commands.max(1) as f64;
-    let mut results = BTreeMap::new();
-    for (name, value) in [
-        (
-            "commands_per_s",
-            commands as f64 / seconds.max(f64::MIN_POSITIVE),
-        ),
-        ("exits_per_command", per_command(exits.total)),
-        ("userspace_exits_per_command", per_command(exits.userspace)),
-        ("device_digest", f64::from(state.digest)),
-    ] {
-        results.insert(name.to_string(), value);
-    }
-    let mut report = RunReport::new(config, 0, exits, None, duration_s, results, output.facts);
-    report.commands = Some(commands);
-    Ok(report)
-}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IoBatchRow {
@@ -95,23 +32,27 @@ pub struct IoBatchTable {
     pub runs: Vec<RunReport>,
 }
 
+/// The two ways the comparison runs: 11 port writes, then one doorbell.
+const BATCHED: [bool; 2] = [false, true];
+
 pub fn comparison_config(batched: bool, settings: Settings) -> BenchConfig {
-    let mut config = settings.config(Bench::IoBatch);
-    config.io_batch = batched;
-    config.count = settings.pick(1_000, 5_000);
-    config
+    settings.config(BenchParams::IoBatch(IoBatchParams {
+        io_batch: batched,
+        count: settings.pick(1_000, 5_000),
+    }))
 }
 
 pub fn compare(settings: Settings) -> Result<IoBatchTable, BenchError> {
-    let runs = [false, true]
+    let runs = BATCHED
         .into_iter()
         .map(|batched| crate::bench::run(&comparison_config(batched, settings)))
         .collect::<Result<Vec<_>, _>>()?;
     let figure = |run: &RunReport, name: &str| run.results.get(name).copied().unwrap_or(0.0);
-    let rows: Vec<IoBatchRow> = runs
-        .iter()
-        .map(|run| IoBatchRow {
-            batched: run.config.io_batch,
+    let rows: Vec<IoBatchRow> = BATCHED
+        .into_iter()
+        .zip(&runs)
+        .map(|(batched, run)| IoBatchRow {
+            batched,
             commands: run.commands.unwrap_or(0),
             commands_per_s: figure(run, "commands_per_s"),
             exits_per_command: figure(run, "exits_per_command"),

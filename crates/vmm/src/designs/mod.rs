@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Bench, BenchConfig, GuestExec};
+use crate::config::{Bench, BenchConfig, BenchParams, CommonSettings, GuestExec};
 use crate::report::RunReport;
 
 pub mod halt;
@@ -31,11 +31,21 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// `bench`'s defaults, executing as these settings say.
-    pub fn config(self, bench: Bench) -> BenchConfig {
-        let mut config = BenchConfig::new(bench);
-        config.guest_exec = self.guest_exec;
-        config
+    /// `bench`'s shared defaults, executing as these settings say.
+    pub fn common(self, bench: Bench) -> CommonSettings {
+        CommonSettings {
+            guest_exec: self.guest_exec,
+            ..CommonSettings::new(bench)
+        }
+    }
+
+    /// A run of `params` with its bench's shared defaults, executing as
+    /// these settings say.
+    pub fn config(self, params: BenchParams) -> BenchConfig {
+        BenchConfig {
+            common: self.common(params.bench()),
+            params,
+        }
     }
 
     /// `quick` or `full`, by the scale.

@@ -1,116 +1,16 @@
-//! `dirq run tick`: transparent timer-frequency reduction (mechanisms.md
-//! section 8). The guest (guest/bench_tick.c) programs the PIT for 1000 Hz
-//! and times a compute loop under the tick; the VMM's PIT can run K times
-//! slower (`--tick-scale K`) while the guest reads back only counts it
-//! programmed.
+//! Transparent tick scaling (mechanisms.md section 8): the tick bench
+//! (`bench::tick`) at the guest's own 1000 Hz and with the VMM's PIT ten
+//! times slower, side by side.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
 use super::Settings;
-use crate::abi;
-use crate::bench::{cycles_to_seconds, guest_share, window_exits, BenchError};
-use crate::config::{Bench, BenchConfig};
-use crate::devices::ioapic::IoapicDevice;
-use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
-use crate::devices::pit::{self, PitDevice};
-use crate::devices::DeviceError;
-use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError};
+use crate::bench::BenchError;
+use crate::config::params::TickParams;
+use crate::config::{BenchConfig, BenchParams};
 use crate::report::RunReport;
-
-/// Runs the tick bench with the PIT slowed `config.tick_scale` times.
-pub fn run(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
-    let pit = Arc::new(
-        PitDevice::new(config.tick_scale)
-            .map_err(|err| MachineError::Irqchip(format!("PIT: {err}")))?,
-    );
-    let ioapic = OnceLock::<Arc<IoapicDevice>>::new();
-    let attach = |attach: &mut Attach| {
-        attach.bus.add_pio(
-            dirq_arch::pit::PORT_CHANNEL0..dirq_arch::pit::PORT_CHANNEL0 + pit::PORTS,
-            pit.clone(),
-        );
-        let split_ioapic = attach.ioapic.ok_or(MachineError::Irqchip(
-            "the tick bench needs the VMM's IOAPIC (--irqchip split)".into(),
-        ))?;
-        let _ = ioapic.set(split_ioapic.clone());
-        Ok(())
-    };
-    let device: DeviceThread<()> = Box::new(|env: &DeviceEnv| {
-        let Some(ioapic) = ioapic.get() else {
-            return Ok(());
-        };
-        pit.run_timer(env.control, || ioapic.pulse(abi::PIT_IOAPIC_PIN))
-            .map_err(|err| MsiDeviceError::Controller(DeviceError::Device(err)))
-    });
-    let output = machine::run(
-        config,
-        echo_console,
-        Extensions {
-            attach: Some(&attach),
-            device: Some(device),
-        },
-    )?;
-
-    let result = |index: usize| output.shared.result[index];
-    let (ticks, reload, max_read) = (
-        result(abi::RESULT_TICK_TICKS),
-        result(abi::RESULT_TICK_RELOAD),
-        result(abi::RESULT_TICK_MAX_COUNT_READ),
-    );
-    if max_read > reload {
-        return Err(BenchError::Invariant {
-            bench: "tick",
-            what: format!(
-                "the guest read back count {max_read}, beyond the {reload} it programmed: the scaling showed"
-            ),
-        });
-    }
-    let loaded = result(abi::RESULT_TICK_LOADED_CYCLES);
-    let loaded_s = cycles_to_seconds(loaded, output.tsc_khz);
-    let (exits, duration_s) = window_exits(&output);
-    let mut results = BTreeMap::new();
-    for (name, value) in [
-        ("timer_interrupts", ticks as f64),
-        (
-            "timer_interrupts_per_s",
-            ticks as f64 / loaded_s.max(f64::MIN_POSITIVE),
-        ),
-        (
-            "exits_per_s",
-            exits.total as f64 / duration_s.max(f64::MIN_POSITIVE),
-        ),
-        (
-            "guest_share",
-            guest_share(
-                result(abi::RESULT_TICK_ITERATIONS),
-                result(abi::RESULT_TICK_BASELINE_CYCLES),
-                result(abi::RESULT_TICK_LOADED_ITERATIONS),
-                loaded,
-            ),
-        ),
-        ("guest_reload", reload as f64),
-        ("max_count_read", max_read as f64),
-        (
-            "effective_reload",
-            f64::from(pit.reload_count()) * f64::from(config.tick_scale),
-        ),
-    ] {
-        results.insert(name.to_string(), value);
-    }
-    Ok(RunReport::new(
-        config,
-        ticks,
-        exits,
-        None,
-        duration_s,
-        results,
-        output.facts,
-    ))
-}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TickRow {
@@ -136,10 +36,10 @@ pub struct TickTable {
 pub const COMPARED_SCALES: [u32; 2] = [1, 10];
 
 pub fn comparison_config(scale: u32, settings: Settings) -> BenchConfig {
-    let mut config = settings.config(Bench::Tick);
-    config.tick_scale = scale;
-    config.duration_ms = settings.pick(300, 1_000);
-    config
+    settings.config(BenchParams::Tick(TickParams {
+        tick_scale: scale,
+        duration_ms: settings.pick(300, 1_000),
+    }))
 }
 
 pub fn compare(settings: Settings) -> Result<TickTable, BenchError> {
@@ -148,10 +48,11 @@ pub fn compare(settings: Settings) -> Result<TickTable, BenchError> {
         .map(|&scale| crate::bench::run(&comparison_config(scale, settings)))
         .collect::<Result<Vec<_>, _>>()?;
     let figure = |run: &RunReport, name: &str| run.results.get(name).copied().unwrap_or(0.0);
-    let rows = runs
-        .iter()
-        .map(|run| TickRow {
-            scale: run.config.tick_scale,
+    let rows = COMPARED_SCALES
+        .into_iter()
+        .zip(&runs)
+        .map(|(scale, run)| TickRow {
+            scale,
             timer_interrupts: run.interrupts,
             timer_interrupts_per_s: figure(run, "timer_interrupts_per_s"),
             exits_per_s: figure(run, "exits_per_s"),

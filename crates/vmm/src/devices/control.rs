@@ -118,10 +118,7 @@ impl ControlPort {
     }
 
     fn snapshot(&self) -> Result<(Instant, ExitSnapshot), DeviceError> {
-        let snapshot = self
-            .accounting
-            .snapshot()
-            .map_err(|err| DeviceError::Device(err.to_string()))?;
+        let snapshot = self.accounting.snapshot()?;
         Ok((Instant::now(), snapshot))
     }
 }
@@ -147,18 +144,12 @@ impl PioDevice for ControlPort {
             abi::CONTROL_BENCH_END => {
                 let end = self.snapshot()?;
                 let mut state = self.control.lock();
-                let window = state.window.as_mut().ok_or_else(|| {
-                    DeviceError::Device("the guest closed a window it never opened".into())
-                })?;
+                let window = state.window.as_mut().ok_or(DeviceError::WindowNotOpen)?;
                 window.end = Some(end);
             }
             abi::CONTROL_DONE => self.control.lock().guest_end = Some(GuestEnd::Done),
             abi::CONTROL_FAILED => self.control.lock().guest_end = Some(GuestEnd::Failed),
-            other => {
-                return Err(DeviceError::Device(format!(
-                    "unknown control command {other}"
-                )))
-            }
+            other => return Err(DeviceError::UnknownControlCommand(other)),
         }
         self.control.changed.notify_all();
         Ok(())

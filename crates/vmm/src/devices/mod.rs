@@ -4,13 +4,10 @@
 
 pub mod control;
 pub mod event_source;
-pub mod interrupt;
-pub mod ioapic;
 pub mod msi_device;
 pub mod pit;
 pub mod serial;
 pub mod task_file;
-pub mod userspace_irqchip;
 pub mod vioapic;
 
 use std::ops::Range;
@@ -46,12 +43,26 @@ pub enum DeviceError {
         len: usize,
         expected: usize,
     },
-    #[error("{0}")]
-    Device(String),
+    #[error(transparent)]
+    Interrupt(#[from] crate::interrupt::InterruptError),
     #[error(transparent)]
     PvLock(#[from] vioapic::PvLockError),
     #[error(transparent)]
     Ioapic(#[from] dirq_arch::ioapic::IoapicError),
+    #[error(transparent)]
+    Vioapic(#[from] dirq_arch::vioapic::VioapicError),
+    #[error(transparent)]
+    Pit(#[from] dirq_arch::pit::PitError),
+    #[error("cannot access guest memory")]
+    GuestMemory(#[from] vm_memory::GuestMemoryError),
+    #[error("cannot access guest memory")]
+    VolatileMemory(#[from] vm_memory::volatile_memory::Error),
+    #[error(transparent)]
+    Exits(#[from] crate::exits::ExitsError),
+    #[error("the guest closed a window it never opened")]
+    WindowNotOpen,
+    #[error("unknown control command {0}")]
+    UnknownControlCommand(u32),
 }
 
 #[derive(Debug, thiserror::Error)]

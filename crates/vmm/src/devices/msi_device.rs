@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use vm_memory::{Bytes, GuestAddress};
 
 use super::control::RunControl;
-use super::interrupt::{InterruptError, InterruptSink};
 use crate::abi;
+use crate::interrupt::{InterruptError, InterruptSink};
 use crate::memory::GuestMemory;
 
 /// An interrupt not acknowledged within this long is lost.

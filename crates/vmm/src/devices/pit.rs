@@ -57,12 +57,12 @@ impl PitDevice {
         self.lock().reload_count()
     }
 
-    /// Calls `irq0` at every IRQ0 edge until the run stops.
-    pub fn run_timer(
+    /// Calls `irq0` at every IRQ0 edge until the run stops or it fails.
+    pub fn run_timer<E>(
         &self,
         control: &RunControl,
-        irq0: impl Fn() -> Result<(), String>,
-    ) -> Result<(), String> {
+        irq0: impl Fn() -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut pit = self.lock();
         while !control.should_stop() {
             let now = self.clock.now_ns();
@@ -95,10 +95,7 @@ impl PioDevice for PitDevice {
 
     fn read(&self, _cpu: usize, offset: u16, data: &mut [u8]) -> Result<(), DeviceError> {
         check_access_size("a PIT port", Direction::Read, data.len(), 1)?;
-        let value = self
-            .lock()
-            .read_port(PORT_CHANNEL0 + offset, &self.clock)
-            .map_err(|err| DeviceError::Device(err.to_string()))?;
+        let value = self.lock().read_port(PORT_CHANNEL0 + offset, &self.clock)?;
         fill_le(data, u64::from(value));
         Ok(())
     }
@@ -106,8 +103,7 @@ impl PioDevice for PitDevice {
     fn write(&self, _cpu: usize, offset: u16, data: &[u8]) -> Result<(), DeviceError> {
         check_access_size("a PIT port", Direction::Write, data.len(), 1)?;
         self.lock()
-            .write_port(PORT_CHANNEL0 + offset, le_value(data) as u8, &self.clock)
-            .map_err(|err| DeviceError::Device(err.to_string()))?;
+            .write_port(PORT_CHANNEL0 + offset, le_value(data) as u8, &self.clock)?;
         self.reprogrammed.notify_all();
         Ok(())
     }

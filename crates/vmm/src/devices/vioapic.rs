@@ -17,9 +17,9 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend as _, VolatileMemory};
 
 use super::control::RunControl;
 use super::event_source::LineSource;
-use super::interrupt::signal_msi;
 use super::{check_access_size, fill_le, le_value, DeviceError, Direction, MmioDevice};
 use crate::abi;
+use crate::interrupt::{kernel::signal_msi, InterruptError};
 use crate::memory::GuestMemory;
 use crate::vm::Vm;
 use vmm_sys_util::eventfd::EventFd;
@@ -84,10 +84,6 @@ pub struct VioapicDevice {
     writes: AtomicU64,
 }
 
-fn device_error(err: impl std::fmt::Display) -> DeviceError {
-    DeviceError::Device(err.to_string())
-}
-
 impl VioapicDevice {
     pub const SIZE: u64 = dirq_arch::vioapic::MMIO_SIZE;
 
@@ -113,9 +109,7 @@ impl VioapicDevice {
             // The mirror's reads never reach the VMM, so nothing can refuse
             // one outside the registers: it reads all-ones, as an
             // unclaimed bus read does, never a plausible 0.
-            mirror
-                .write_slice(&[0xff; Self::SIZE as usize], GuestAddress(abi::VIOAPIC_GPA))
-                .map_err(device_error)?;
+            mirror.write_slice(&[0xff; Self::SIZE as usize], GuestAddress(abi::VIOAPIC_GPA))?;
         }
         device.publish(&device.lock())?;
         Ok(device)
@@ -154,9 +148,8 @@ impl VioapicDevice {
         }
         let slice = self
             .memory
-            .get_slice(GuestAddress(abi::VIOAPIC_PV_LOCK_GPA), 4)
-            .map_err(device_error)?;
-        let lock = slice.get_atomic_ref::<AtomicU32>(0).map_err(device_error)?;
+            .get_slice(GuestAddress(abi::VIOAPIC_PV_LOCK_GPA), 4)?;
+        let lock = slice.get_atomic_ref::<AtomicU32>(0)?;
         let since = Instant::now();
         let mut spins = 0u32;
         loop {
@@ -216,27 +209,22 @@ impl VioapicDevice {
             // A non-blocking eventfd reads its count once, or fails when
             // no mask was posted since.
             if posted_mask.read().is_ok() {
-                sent.extend(model.write(REG_MASK, POSTED_MASK).map_err(device_error)?);
+                sent.extend(model.write(REG_MASK, POSTED_MASK)?);
             }
         }
         if matches!(self.registers, Registers::Paravirtual) {
             let mask: u32 = self
                 .memory
-                .read_obj(GuestAddress(abi::VIOAPIC_PV_MASK_GPA))
-                .map_err(device_error)?;
+                .read_obj(GuestAddress(abi::VIOAPIC_PV_MASK_GPA))?;
             sent.extend(model.sync_mask(mask));
         }
-        sent.extend(op(&mut model).map_err(device_error)?);
-        let level = self.line.level().map_err(device_error)?;
-        sent.extend(
-            model
-                .set_line(abi::VIOAPIC_LINE, level)
-                .map_err(device_error)?,
-        );
+        sent.extend(op(&mut model)?);
+        let level = self.line.level()?;
+        sent.extend(model.set_line(abi::VIOAPIC_LINE, level)?);
         self.publish(&model)?;
         for interrupt in sent {
-            let msi = MsiMessage::compose(&interrupt).map_err(device_error)?;
-            signal_msi(&self.vm, msi).map_err(device_error)?;
+            let msi = MsiMessage::compose(&interrupt).map_err(InterruptError::from)?;
+            signal_msi(&self.vm, msi)?;
         }
         Ok(())
     }
@@ -250,9 +238,7 @@ impl VioapicDevice {
                 for offset in (REG_IRR..REG_ROUTE_BASE + 4 * u64::from(LINES)).step_by(4) {
                     page.extend(model.read(offset).unwrap_or(0).to_le_bytes());
                 }
-                mirror
-                    .write_slice(&page, GuestAddress(abi::VIOAPIC_GPA))
-                    .map_err(device_error)
+                Ok(mirror.write_slice(&page, GuestAddress(abi::VIOAPIC_GPA))?)
             }
             Registers::Paravirtual => {
                 for (gpa, value) in [
@@ -260,9 +246,7 @@ impl VioapicDevice {
                     (abi::VIOAPIC_PV_ISR_GPA, model.isr()),
                     (abi::VIOAPIC_PV_MASK_GPA, model.mask()),
                 ] {
-                    self.memory
-                        .write_obj(value, GuestAddress(gpa))
-                        .map_err(device_error)?;
+                    self.memory.write_obj(value, GuestAddress(gpa))?;
                 }
                 Ok(())
             }
@@ -279,7 +263,7 @@ impl MmioDevice for VioapicDevice {
         check_access_size("a VIOAPIC register", Direction::Read, data.len(), 4)?;
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.sample()?;
-        let value = self.lock().read(offset).map_err(device_error)?;
+        let value = self.lock().read(offset)?;
         fill_le(data, u64::from(value));
         Ok(())
     }

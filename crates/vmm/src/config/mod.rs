@@ -1,10 +1,16 @@
 //! What a run boots and measures: every flag of `dirq run`, serde-friendly
-//! so reports can record and replay it.
+//! so reports can record and replay it. A `BenchConfig` is the bench's own
+//! parameter set (`params`) and the settings every bench shares; each
+//! checks its own rules.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+pub mod params;
+
+pub use params::{BenchParams, Param};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -17,7 +23,7 @@ pub enum ConfigError {
     #[error("invalid halt mode '{0}' (expected exit, none or poll:<ns>, e.g. poll:200000)")]
     InvalidHalt(String),
     #[error("{0}")]
-    Incompatible(String),
+    Incompatible(&'static str),
     #[error("{what} must be between {min} and {max}, got {value}")]
     OutOfRange {
         what: &'static str,
@@ -25,6 +31,19 @@ pub enum ConfigError {
         min: u64,
         max: u64,
     },
+    #[error("--timeout must be between 0.001 and {max_s} seconds, got {seconds}")]
+    Timeout { seconds: f64, max_s: u64 },
+    #[error("{flag} does not apply to {bench}: only {} take(s) it", names(.takers))]
+    NotApplicable {
+        flag: &'static str,
+        bench: Bench,
+        takers: Vec<Bench>,
+    },
+}
+
+fn names(benches: &[Bench]) -> String {
+    let names: Vec<&str> = benches.iter().map(|bench| bench.name()).collect();
+    names.join(", ")
 }
 
 /// Defines a string-valued enum: `FromStr`, `Display`, serde as the string.
@@ -310,98 +329,79 @@ impl From<HaltMode> for String {
     }
 }
 
-/// Everything one run boots and measures. `BenchConfig::new` gives defaults
-/// that finish in about a second.
+/// Everything one run boots and measures: the bench with its own
+/// parameters, and the settings every bench shares. `BenchConfig::new`
+/// gives defaults that finish in about a second. Serialized flat, as one
+/// object: `bench` (the bench's name), its parameters, the shared settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchConfig {
-    pub bench: Bench,
+    #[serde(flatten)]
+    pub params: BenchParams,
+    #[serde(flatten)]
+    pub common: CommonSettings,
+}
+
+/// What every bench is run with: the interrupt path, the guest's side of
+/// it, and the watchdog.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CommonSettings {
     pub irqchip: Irqchip,
     pub inject: Inject,
-    pub source: IrqSource,
     pub pv_eoi: bool,
     pub halt: HaltMode,
     pub apic: ApicMode,
     pub guest_idle: GuestIdle,
-    pub timer: TimerMode,
-    /// Events to measure: interrupts, timer expiries, IPI round trips, exits.
-    pub count: u64,
-    /// Device interrupts per second (irq-latency, whileloop); 0 = back to back.
-    pub rate_hz: u64,
-    /// Timer period (timer-latency).
-    pub period_ns: u64,
-    /// Length of the unloaded loop (whileloop).
-    pub duration_ms: u64,
-    /// The misbehaviour of the `fault` bench.
-    pub fault: FaultKind,
     /// vCPUs to boot (the ipi bench's broadcast uses more than two).
     pub vcpus: u32,
-    /// The vioapic bench's controller level.
-    pub vioapic: VioapicMode,
-    /// vioapic race test: the device raises at random times while the guest
-    /// also masks and unmasks outside its handler.
-    pub vioapic_race: bool,
-    /// io-batch: record each command's port writes and ring one doorbell.
-    pub io_batch: bool,
-    /// tick: the VMM runs the guest's PIT this many times slower.
-    pub tick_scale: u32,
-    /// ipi: unicast or broadcast.
-    pub ipi: IpiKind,
-    /// ipi broadcast: one KVM_HC_SEND_IPI hypercall instead of an ICR write.
-    pub pv_send_ipi: bool,
-    /// ipi: round trip or one way.
-    #[serde(default = "IpiMeasure::round_trip")]
-    pub ipi_measure: IpiMeasure,
     /// The watchdog: a run that has not finished by then fails.
     pub timeout_ms: u64,
     /// How the guest executes; `None`: the best this host offers
     /// (`exec::HostExec::default_exec`).
     #[serde(default)]
     pub guest_exec: Option<GuestExec>,
-    /// The hostile bench's attack.
-    #[serde(default = "HostileCase::first")]
-    pub hostile: HostileCase,
 }
 
 /// The hostile bench's default watchdog: longer than the device's wait
 /// for an acknowledgement (2 s), so that its verdict comes first.
 pub const HOSTILE_TIMEOUT_MS: u64 = 4_000;
-
-/// The fastest device `--rate`: one interrupt per microsecond, already
-/// beyond what one exit costs on any host dirq runs on.
-pub const MAX_RATE_HZ: u64 = 1_000_000;
-/// The longest `--duration-ms` (a minute).
-pub const MAX_DURATION_MS: u64 = 60_000;
 /// The longest watchdog, in ms (an hour).
 pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
-/// `--period-ns` bounds: 1 us to 1 s.
-pub const MIN_PERIOD_NS: u64 = 1_000;
-pub const MAX_PERIOD_NS: u64 = 1_000_000_000;
-
-/// The largest count the guest's sample area holds.
-pub const MAX_COUNT: u64 = crate::memory::SAMPLES_CAPACITY;
 /// vCPUs a run can boot: the guest's per-CPU stacks and counters.
 pub const MAX_VCPUS: u32 = crate::abi::MAX_CPUS as u32;
-/// The largest `--tick-scale`: it turns a 1000 Hz tick into a 1 Hz one.
-pub const MAX_TICK_SCALE: u32 = 1000;
 
 impl BenchConfig {
-    /// The in-kernel path with defaults sized for about a second of work.
+    /// `bench` on the in-kernel path, with defaults sized for about a second of work.
     pub fn new(bench: Bench) -> Self {
-        let (count, rate_hz) = match bench {
-            Bench::IrqLatency => (5_000, 5_000),
-            Bench::TimerLatency => (5_000, 0),
-            Bench::Ipi => (5_000, 0),
-            Bench::Whileloop => (0, 10_000),
-            Bench::ExitCost => (20_000, 0),
-            Bench::Fault => (0, 0),
-            Bench::Vioapic => (20_000, 0),
-            Bench::IoBatch => (5_000, 0),
-            Bench::Tick => (0, 0),
-            Bench::HaltWakeup => (1_000, 0),
-            Bench::Hostile => (100, 0),
-        };
+        BenchParams::new(bench).into()
+    }
+
+    pub fn bench(&self) -> Bench {
+        self.params.bench()
+    }
+
+    /// Rejects values out of range and combinations KVM or the bench
+    /// cannot run, with the reason: the shared settings' rules, then the
+    /// bench's own.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.common.validate()?;
+        self.params.validate(&self.common)
+    }
+}
+
+/// `params` with its bench's shared defaults.
+impl From<BenchParams> for BenchConfig {
+    fn from(params: BenchParams) -> Self {
         BenchConfig {
-            bench,
+            common: CommonSettings::new(params.bench()),
+            params,
+        }
+    }
+}
+
+impl CommonSettings {
+    /// What `bench` runs with unless told otherwise.
+    pub fn new(bench: Bench) -> Self {
+        CommonSettings {
             // The tick's PIT lives in the VMM, which KVM allows only with
             // its IOAPIC out of the kernel too.
             irqchip: if bench == Bench::Tick {
@@ -410,25 +410,11 @@ impl BenchConfig {
                 Irqchip::Kernel
             },
             inject: Inject::Vcpu,
-            source: IrqSource::Msi,
             pv_eoi: false,
             halt: HaltMode::Exit,
             apic: ApicMode::X2apic,
             guest_idle: GuestIdle::Halt,
-            timer: TimerMode::TscDeadline,
-            count,
-            rate_hz,
-            period_ns: 200_000,
-            duration_ms: 500,
-            fault: FaultKind::Exception,
             vcpus: 2,
-            vioapic: VioapicMode::Userspace,
-            vioapic_race: false,
-            io_batch: false,
-            tick_scale: 1,
-            ipi: IpiKind::Unicast,
-            pv_send_ipi: false,
-            ipi_measure: IpiMeasure::RoundTrip,
             // A hostile case that refuses by the watchdog should not take long.
             timeout_ms: if bench == Bench::Hostile {
                 HOSTILE_TIMEOUT_MS
@@ -436,13 +422,11 @@ impl BenchConfig {
                 30_000
             },
             guest_exec: None,
-            hostile: HostileCase::first(),
         }
     }
 
-    /// Rejects combinations KVM cannot provide, with the reason.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let incompatible = |why: &str| Err(ConfigError::Incompatible(why.to_string()));
+    /// The rules of the shared settings, whatever the bench.
+    fn validate(&self) -> Result<(), ConfigError> {
         if self.irqchip == Irqchip::Userspace {
             if self.inject == Inject::Irqfd {
                 return incompatible(
@@ -460,149 +444,36 @@ impl BenchConfig {
                 );
             }
         }
-        if self.irqchip == Irqchip::Split
-            && self.source == IrqSource::Ioapic
-            && self.inject == Inject::Irqfd
-        {
-            return incompatible("--inject irqfd cannot drive the IOAPIC in the VMM (--irqchip split): use --inject vcpu");
-        }
-        self.validate_designs()?;
-        let counted = matches!(
-            self.bench,
-            Bench::IrqLatency
-                | Bench::TimerLatency
-                | Bench::Ipi
-                | Bench::ExitCost
-                | Bench::Vioapic
-                | Bench::IoBatch
-                | Bench::HaltWakeup
-                | Bench::Hostile
-        );
-        if counted && !(1..=MAX_COUNT).contains(&self.count) {
-            return Err(ConfigError::OutOfRange {
-                what: "--count",
-                value: self.count,
-                min: 1,
-                max: MAX_COUNT,
-            });
-        }
-        if self.bench == Bench::TimerLatency
-            && !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&self.period_ns)
-        {
-            return Err(ConfigError::OutOfRange {
-                what: "--period-ns",
-                value: self.period_ns,
-                min: MIN_PERIOD_NS,
-                max: MAX_PERIOD_NS,
-            });
-        }
-        // Every bench's duration reaches the guest in ns: bounded, it cannot wrap.
-        if !(1..=MAX_DURATION_MS).contains(&self.duration_ms) {
-            return Err(ConfigError::OutOfRange {
-                what: "--duration-ms",
-                value: self.duration_ms,
-                min: 1,
-                max: MAX_DURATION_MS,
-            });
-        }
-        if self.rate_hz > MAX_RATE_HZ {
-            return Err(ConfigError::OutOfRange {
-                what: "--rate",
-                value: self.rate_hz,
-                min: 0,
-                max: MAX_RATE_HZ,
-            });
-        }
-        if self.timeout_ms > MAX_TIMEOUT_MS {
-            return Err(ConfigError::OutOfRange {
-                what: "--timeout (in ms)",
-                value: self.timeout_ms,
-                min: 1,
-                max: MAX_TIMEOUT_MS,
-            });
-        }
-        if self.bench == Bench::Whileloop && self.rate_hz == 0 {
-            return incompatible("whileloop needs an interrupt rate: --rate must be at least 1");
-        }
-        if self.timeout_ms == 0 {
-            return incompatible("--timeout must be at least 1 ms");
-        }
-        Ok(())
+        in_range("--vcpus", self.vcpus.into(), 1, MAX_VCPUS.into())?;
+        in_range("--timeout (in ms)", self.timeout_ms, 1, MAX_TIMEOUT_MS)
     }
+}
 
-    /// The bench-specific parameters the guest reads from `shared->args`.
-    pub fn guest_args(&self) -> [u64; 4] {
-        match self.bench {
-            Bench::Vioapic => [self.vioapic.abi_id(), u64::from(self.vioapic_race), 0, 0],
-            Bench::IoBatch => [u64::from(self.io_batch), 0, 0, 0],
-            Bench::Hostile => [self.hostile.abi_id(), 0, 0, 0],
-            Bench::Ipi => {
-                let kind = match (self.ipi, self.pv_send_ipi) {
-                    (IpiKind::Unicast, _) => crate::abi::IPI_UNICAST,
-                    (IpiKind::Broadcast, false) => crate::abi::IPI_BROADCAST,
-                    (IpiKind::Broadcast, true) => crate::abi::IPI_BROADCAST_PV,
-                };
-                let measure = match self.ipi_measure {
-                    IpiMeasure::RoundTrip => crate::abi::IPI_ROUND_TRIP,
-                    IpiMeasure::OneWay => crate::abi::IPI_ONE_WAY,
-                };
-                [kind, measure, 0, 0]
-            }
-            _ => [0; 4],
-        }
+/// `--timeout`'s seconds as the watchdog's ms.
+pub fn timeout_ms_from_seconds(seconds: f64) -> Result<u64, ConfigError> {
+    let max_s = MAX_TIMEOUT_MS / 1000;
+    if seconds.is_finite() && seconds > 0.0 && seconds <= max_s as f64 {
+        Ok((seconds * 1000.0).ceil() as u64)
+    } else {
+        Err(ConfigError::Timeout { seconds, max_s })
     }
+}
 
-    /// The flags of the software-only designs (mechanisms.md sections 6-8).
-    fn validate_designs(&self) -> Result<(), ConfigError> {
-        let incompatible = |why: &str| Err(ConfigError::Incompatible(why.to_string()));
-        if !(1..=MAX_VCPUS).contains(&self.vcpus) {
-            return Err(ConfigError::OutOfRange {
-                what: "--vcpus",
-                value: u64::from(self.vcpus),
-                min: 1,
-                max: u64::from(MAX_VCPUS),
-            });
-        }
-        if self.bench == Bench::Ipi && self.vcpus < 2 {
-            return incompatible("ipi needs at least 2 vCPUs");
-        }
-        if !(1..=MAX_TICK_SCALE).contains(&self.tick_scale) {
-            return Err(ConfigError::OutOfRange {
-                what: "--tick-scale",
-                value: u64::from(self.tick_scale),
-                min: 1,
-                max: u64::from(MAX_TICK_SCALE),
-            });
-        }
-        if self.pv_send_ipi && self.ipi != IpiKind::Broadcast {
-            return incompatible(
-                "--pv-send-ipi replaces the broadcast ICR write: use it with --ipi broadcast",
-            );
-        }
-        match self.bench {
-            Bench::Vioapic => {
-                // The modes differ only in where the I/O controller lives; the
-                // LAPIC below it is KVM's in every mode.
-                if self.irqchip != Irqchip::Kernel || self.pv_eoi || self.apic != ApicMode::X2apic {
-                    return incompatible("vioapic runs on KVM's LAPIC in x2APIC mode (--irqchip kernel --apic x2apic, no --pv-eoi); --vioapic chooses where the I/O interrupt controller lives");
-                }
-                if self.vioapic_race && self.vioapic == VioapicMode::Kernel {
-                    return incompatible("the vioapic race test drives dirq's controller: use --vioapic userspace, ro-page or pv");
-                }
-            }
-            Bench::HaltWakeup if self.apic != ApicMode::X2apic => {
-                return incompatible(
-                    "halt-wakeup sends its self-IPI through the x2APIC: use --apic x2apic",
-                );
-            }
-            Bench::Tick if self.irqchip != Irqchip::Split => {
-                return incompatible(
-                    "tick needs a PIT the VMM emulates, which KVM allows only with --irqchip split",
-                );
-            }
-            _ => {}
-        }
+fn incompatible(why: &'static str) -> Result<(), ConfigError> {
+    Err(ConfigError::Incompatible(why))
+}
+
+/// Refuses `value` outside `min..=max`, naming the flag that set it.
+fn in_range(what: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
         Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            what,
+            value,
+            min,
+            max,
+        })
     }
 }
 
@@ -626,13 +497,13 @@ impl Bench {
 }
 
 impl HostileCase {
-    fn first() -> Self {
+    pub(crate) fn first() -> Self {
         HostileCase::ALL[0]
     }
 }
 
 impl IpiMeasure {
-    fn round_trip() -> Self {
+    pub(crate) fn round_trip() -> Self {
         IpiMeasure::RoundTrip
     }
 }
@@ -701,15 +572,15 @@ mod tests {
     #[test]
     fn kvm_only_features_are_refused_with_the_userspace_irqchip() {
         let mut config = BenchConfig::new(Bench::IrqLatency);
-        config.irqchip = Irqchip::Userspace;
+        config.common.irqchip = Irqchip::Userspace;
         assert!(config.validate().is_ok());
         for change in [
-            |c: &mut BenchConfig| c.inject = Inject::Irqfd,
-            |c: &mut BenchConfig| c.pv_eoi = true,
-            |c: &mut BenchConfig| c.halt = HaltMode::Poll { ns: 1000 },
+            |c: &mut CommonSettings| c.inject = Inject::Irqfd,
+            |c: &mut CommonSettings| c.pv_eoi = true,
+            |c: &mut CommonSettings| c.halt = HaltMode::Poll { ns: 1000 },
         ] {
             let mut bad = config.clone();
-            change(&mut bad);
+            change(&mut bad.common);
             assert!(
                 matches!(bad.validate(), Err(ConfigError::Incompatible(_))),
                 "{bad:?}"
@@ -718,18 +589,47 @@ mod tests {
     }
 
     #[test]
-    fn counts_beyond_the_sample_area_are_refused() {
-        let mut config = BenchConfig::new(Bench::TimerLatency);
-        config.count = MAX_COUNT + 1;
-        assert!(matches!(
-            config.validate(),
-            Err(ConfigError::OutOfRange {
-                what: "--count",
-                ..
-            })
-        ));
-        config.count = 0;
-        assert!(config.validate().is_err());
+    fn shared_settings_out_of_range_are_refused_for_every_bench() {
+        for &bench in Bench::ALL {
+            let mut config = BenchConfig::new(bench);
+            config.common.vcpus = MAX_VCPUS + 1;
+            assert!(matches!(
+                config.validate(),
+                Err(ConfigError::OutOfRange {
+                    what: "--vcpus",
+                    ..
+                })
+            ));
+            config.common.vcpus = 2;
+            config.common.timeout_ms = 0;
+            assert!(config.validate().is_err(), "{bench}");
+        }
+    }
+
+    #[test]
+    fn timeouts_are_taken_in_seconds_and_kept_in_ms() {
+        assert_eq!(timeout_ms_from_seconds(0.0015).expect("valid"), 2);
+        assert_eq!(timeout_ms_from_seconds(4.0).expect("valid"), 4_000);
+        for bad in [0.0, -1.0, f64::NAN, 3_601.0] {
+            assert!(matches!(
+                timeout_ms_from_seconds(bad),
+                Err(ConfigError::Timeout { max_s: 3_600, .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_config_serializes_flat_with_the_benchs_parameters_only() {
+        let config = BenchConfig::new(Bench::TimerLatency);
+        let json = serde_json::to_value(&config).expect("serializes");
+        assert_eq!(json["bench"], "timer-latency");
+        assert_eq!(json["period_ns"], 200_000);
+        assert_eq!(json["irqchip"], "kernel");
+        assert!(json.get("rate_hz").is_none(), "{json}");
+        assert_eq!(
+            serde_json::from_value::<BenchConfig>(json).expect("deserializes"),
+            config
+        );
     }
 
     #[test]

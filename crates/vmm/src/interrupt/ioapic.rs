@@ -1,31 +1,18 @@
-//! dirq's IOAPIC model (`dirq_arch::ioapic`) on the MMIO bus, for
-//! `--irqchip userspace` and `split`. What it raises goes onto an
-//! `ApicBus`: dirq's own LAPICs, or KVM's (as an MSI) in split mode.
+//! dirq's IOAPIC model (`dirq_arch::ioapic`) on the MMIO bus, for the
+//! split and userspace modes. What it raises goes onto an `ApicBus`:
+//! KVM's LAPICs (split) or dirq's (userspace).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dirq_arch::ioapic::{Ioapic, MMIO_SIZE};
 use dirq_arch::lapic::Interrupt;
-use dirq_arch::msi::MsiMessage;
 
-use super::interrupt::{signal_msi, InterruptError, InterruptSink};
-use super::{check_access_size, fill_le, le_value, DeviceError, Direction, MmioDevice};
-use crate::vm::Vm;
+use super::{InterruptError, InterruptSink};
+use crate::devices::{check_access_size, fill_le, le_value, DeviceError, Direction, MmioDevice};
 
 /// Where an IOAPIC's redirected interrupts go.
 pub trait ApicBus: Send + Sync {
-    fn deliver(&self, interrupt: Interrupt) -> Result<(), String>;
-}
-
-/// Split mode: KVM's LAPICs, reached by turning the redirection into an MSI
-/// (the IOAPIC's messages carry the same fields, SDM 10.11).
-pub struct KvmLapics(pub Arc<Vm>);
-
-impl ApicBus for KvmLapics {
-    fn deliver(&self, interrupt: Interrupt) -> Result<(), String> {
-        let msi = MsiMessage::compose(&interrupt).map_err(|err| err.to_string())?;
-        signal_msi(&self.0, msi).map_err(|err| err.to_string())
-    }
+    fn deliver(&self, interrupt: Interrupt) -> Result<(), InterruptError>;
 }
 
 pub struct IoapicDevice {
@@ -50,7 +37,7 @@ impl IoapicDevice {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn deliver(&self, interrupt: Option<Interrupt>) -> Result<(), String> {
+    fn deliver(&self, interrupt: Option<Interrupt>) -> Result<(), InterruptError> {
         match interrupt {
             Some(interrupt) => self.bus.deliver(interrupt),
             None => Ok(()),
@@ -58,21 +45,16 @@ impl IoapicDevice {
     }
 
     /// An edge on `pin`: asserted, then deasserted.
-    pub fn pulse(&self, pin: u32) -> Result<(), String> {
-        let raised = self
-            .lock()
-            .set_irq(pin, true)
-            .map_err(|err| err.to_string())?;
+    pub fn pulse(&self, pin: u32) -> Result<(), InterruptError> {
+        let raised = self.lock().set_irq(pin, true)?;
         self.deliver(raised)?;
-        self.lock()
-            .set_irq(pin, false)
-            .map_err(|err| err.to_string())?;
+        self.lock().set_irq(pin, false)?;
         Ok(())
     }
 
     /// A LAPIC completed level-triggered `vector`: clear remote-IRR, and
     /// redeliver lines still asserted (82093AA 3.2.4).
-    pub fn end_of_interrupt(&self, vector: u8) -> Result<(), String> {
+    pub fn end_of_interrupt(&self, vector: u8) -> Result<(), InterruptError> {
         let mut redelivered = Vec::new();
         self.lock()
             .end_of_interrupt(vector, |interrupt| redelivered.push(interrupt));
@@ -99,11 +81,11 @@ impl MmioDevice for IoapicDevice {
         let value = le_value(data) as u32;
         Ioapic::check_access(offset, Some(value))?;
         let raised = self.lock().write_mmio(offset, value);
-        self.deliver(raised).map_err(DeviceError::Device)
+        self.deliver(raised).map_err(DeviceError::from)
     }
 }
 
-/// A device wired to an IOAPIC input of dirq's model.
+/// A device wired to an input of dirq's IOAPIC.
 pub struct IoapicPin {
     pub ioapic: Arc<IoapicDevice>,
     pub pin: u32,
@@ -111,26 +93,6 @@ pub struct IoapicPin {
 
 impl InterruptSink for IoapicPin {
     fn raise(&self) -> Result<(), InterruptError> {
-        self.ioapic
-            .pulse(self.pin)
-            .map_err(InterruptError::Userspace)
-    }
-}
-
-/// A device wired to an input of KVM's in-kernel IOAPIC (KVM_IRQ_LINE).
-pub struct KvmIrqLine {
-    pub vm: Arc<Vm>,
-    pub pin: u32,
-}
-
-impl InterruptSink for KvmIrqLine {
-    fn raise(&self) -> Result<(), InterruptError> {
-        for level in [true, false] {
-            self.vm
-                .fd
-                .set_irq_line(self.pin, level)
-                .map_err(InterruptError::IrqLine)?;
-        }
-        Ok(())
+        self.ioapic.pulse(self.pin)
     }
 }

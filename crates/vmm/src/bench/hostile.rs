@@ -1,0 +1,94 @@
+//! `dirq run hostile --case <name>`: the host side of each attack (the
+//! cases and what the VMM must do with each are in `crate::hostile`).
+
+use std::collections::BTreeMap;
+
+use super::vioapic::{attach_controller, start_back_to_back, Controller, KernelLine};
+use super::{window_exits, BenchError};
+use crate::abi;
+use crate::config::params::{HostileParams, VioapicParams};
+use crate::config::{BenchConfig, HostileCase, VioapicMode};
+use crate::devices::msi_device::{self, DeviceEnv};
+use crate::hostile::{Expect, Target};
+use crate::machine::{self, Attach, DeviceThread, Extensions};
+use crate::report::RunReport;
+
+/// Runs `params.hostile` and judges what the VMM did with it.
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &HostileParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
+    let (case, count) = (params.hostile, params.count);
+    // The PV lock and page attacks face the paravirtual level.
+    let vioapic = VioapicParams {
+        count,
+        vioapic: VioapicMode::Pv,
+        vioapic_race: false,
+    };
+    let controller = Controller::new();
+    let kernel_line = KernelLine::new();
+    let attach = |attach: &mut Attach| match case.target() {
+        Target::Doorbell => {
+            attach
+                .bus
+                .enable_io_batch(abi::PORT_IO_BATCH, attach.memory.clone());
+            Ok(())
+        }
+        Target::PvVioapic => attach_controller(attach, &vioapic, &controller, &kernel_line),
+        Target::Machine | Target::Device => Ok(()),
+    };
+    let device: DeviceThread<()> = Box::new(|env: &DeviceEnv| match case.target() {
+        Target::Device => msi_device::ping_pong(env, count, 0).map(drop),
+        Target::PvVioapic => match controller.get() {
+            Some(controller) => start_back_to_back(env, controller),
+            None => Ok(()),
+        },
+        Target::Machine | Target::Doorbell => Ok(()),
+    });
+    let output = machine::run(
+        config,
+        echo_console,
+        Extensions {
+            attach: Some(&attach),
+            device: Some(device),
+        },
+    )?;
+    let invariant = |what: String| {
+        Err(BenchError::Invariant {
+            bench: "hostile",
+            what,
+        })
+    };
+    if case.expect() == Expect::Refuses {
+        return invariant(format!(
+            "the VMM let case {case} complete; it must refuse it"
+        ));
+    }
+    let handled = output.shared.handled[0];
+    let want = match case {
+        // After the storm the guest's self-IPIs must all still arrive.
+        HostileCase::EoiStormX2apic | HostileCase::EoiStormMmio => Some(count),
+        _ => None,
+    };
+    if want.is_some_and(|want| want != handled) {
+        return Err(BenchError::Delivery {
+            bench: "hostile",
+            raised: count,
+            handled,
+        });
+    }
+    if case == HostileCase::PeriodicTimerCount1 && handled == 0 {
+        return invariant("the periodic timer never fired".into());
+    }
+    let (exits, duration_s) = window_exits(&output);
+    Ok(RunReport::new(
+        config,
+        handled,
+        exits,
+        None,
+        duration_s,
+        BTreeMap::new(),
+        output.facts,
+    ))
+}

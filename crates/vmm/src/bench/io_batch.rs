@@ -1,0 +1,77 @@
+//! `dirq run io-batch`: coalescing consecutive port I/O (mechanisms.md
+//! section 8). The guest (guest/bench_io_batch.c) issues disk commands of 11
+//! port writes to an ATA task file, one exit each, or records them and
+//! rings one doorbell that the VMM's bus replays.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{cycles_to_seconds, window_exits, BenchError};
+use crate::abi;
+use crate::config::params::IoBatchParams;
+use crate::config::BenchConfig;
+use crate::devices::task_file::{self, TaskFile};
+use crate::machine::{self, Attach, Extensions};
+use crate::report::RunReport;
+
+/// Port writes in one disk command (an LBA48 command setup).
+pub const WRITES_PER_COMMAND: u64 = 11;
+
+/// Runs the io-batch bench, one way or the other as `params.io_batch` says.
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &IoBatchParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
+    let disk = Arc::new(TaskFile::default());
+    let attach = |attach: &mut Attach| {
+        attach.bus.add_pio(
+            abi::PORT_TASK_FILE..abi::PORT_TASK_FILE + task_file::PORTS,
+            disk.clone(),
+        );
+        if params.io_batch {
+            attach
+                .bus
+                .enable_io_batch(abi::PORT_IO_BATCH, attach.memory.clone());
+        }
+        Ok(())
+    };
+    let output = machine::run::<()>(
+        config,
+        echo_console,
+        Extensions {
+            attach: Some(&attach),
+            device: None,
+        },
+    )?;
+    let state = disk.state();
+    if state.commands != params.count {
+        return Err(BenchError::Invariant {
+            bench: "io-batch",
+            what: format!(
+                "the disk executed {} of the guest's {} commands",
+                state.commands, params.count
+            ),
+        });
+    }
+    let commands = state.commands;
+    let cycles = output.shared.result[abi::RESULT_IO_BATCH_CYCLES];
+    let seconds = cycles_to_seconds(cycles, output.tsc_khz);
+    let (exits, duration_s) = window_exits(&output);
+    let per_command = |value: u64| value as f64 / commands.max(1) as f64;
+    let mut results = BTreeMap::new();
+    for (name, value) in [
+        (
+            "commands_per_s",
+            commands as f64 / seconds.max(f64::MIN_POSITIVE),
+        ),
+        ("exits_per_command", per_command(exits.total)),
+        ("userspace_exits_per_command", per_command(exits.userspace)),
+        ("device_digest", f64::from(state.digest)),
+    ] {
+        results.insert(name.to_string(), value);
+    }
+    let mut report = RunReport::new(config, 0, exits, None, duration_s, results, output.facts);
+    report.commands = Some(commands);
+    Ok(report)
+}

@@ -1,0 +1,286 @@
+//! `dirq run vioapic`: the four levels of the Loongson VIOAPIC study
+//! (mechanisms.md section 6) on x86 KVM. A device with back-to-back
+//! level-triggered events interrupts the guest through an I/O interrupt
+//! controller that lives in the VMM (every access exits), in the kernel
+//! (KVM's IOAPIC), in the VMM behind a read-only mirror page, or in the VMM
+//! with a paravirtual MASK. The guest's side is guest/bench_vioapic.c.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use vmm_sys_util::eventfd::EventFd;
+
+use super::{cycles_to_seconds, window_exits, BenchError};
+use crate::abi;
+use crate::config::params::VioapicParams;
+use crate::config::{BenchConfig, VioapicMode};
+use crate::devices::event_source::{BackToBack, LineSource, PendingEvents};
+use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
+use crate::devices::vioapic::{Registers, VioapicDevice, POSTED_MASK};
+use crate::interrupt::InterruptError;
+use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError};
+use crate::memory;
+use crate::report::RunReport;
+use dirq_arch::vioapic::REG_MASK;
+
+/// The slot after guest RAM's.
+const MIRROR_SLOT: u32 = 1;
+/// Race test: the device's longest pause between two events, about twice
+/// the time the guest needs to service one at the cheapest level.
+const RACE_MAX_GAP: Duration = Duration::from_micros(200);
+
+/// The controller dirq runs for the guest, once the machine has attached it.
+pub(super) type Controller = OnceLock<Arc<VioapicDevice>>;
+/// Kernel level: the level-triggered irqfd and its resample eventfd.
+pub(super) type KernelLine = OnceLock<(EventFd, EventFd)>;
+
+/// Runs the vioapic bench at `params.vioapic`'s level.
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &VioapicParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
+    let controller = Controller::new();
+    let kernel_line = KernelLine::new();
+    let attach = |attach: &mut Attach| attach_controller(attach, params, &controller, &kernel_line);
+    let (count, race) = (params.count, params.vioapic_race);
+    // Attaching set exactly one of the two before this thread starts.
+    let device: DeviceThread<()> =
+        Box::new(
+            |env: &DeviceEnv| match (kernel_line.get(), controller.get()) {
+                (Some((trigger, resample)), _) => resample_loop(env, count, trigger, resample),
+                (None, Some(controller)) if race => raise_at_random(env, count, controller),
+                (None, Some(controller)) => start_back_to_back(env, controller),
+                (None, None) => Ok(()),
+            },
+        );
+    let output = machine::run(
+        config,
+        echo_console,
+        Extensions {
+            attach: Some(&attach),
+            device: Some(device),
+        },
+    )?;
+
+    let result = |index: usize| output.shared.result[index];
+    let serviced = output.shared.handled[0];
+    let events = result(abi::RESULT_VIOAPIC_EVENTS);
+    if events != count {
+        return Err(BenchError::Delivery {
+            bench: "vioapic",
+            raised: count,
+            handled: events,
+        });
+    }
+    let violation = |what: String| {
+        Err(BenchError::Invariant {
+            bench: "vioapic",
+            what,
+        })
+    };
+    let masked_arrivals = result(abi::RESULT_VIOAPIC_MASKED_ARRIVALS);
+    // A posted mask (ro-page) completes without waiting for a send already
+    // under way, which may then arrive: the guest finds nothing in service
+    // and counts it spurious. Only the synchronous levels promise none.
+    if masked_arrivals > 0 && params.vioapic != VioapicMode::RoPage {
+        return violation(format!(
+            "{masked_arrivals} interrupts arrived while the guest had the line masked"
+        ));
+    }
+    let (spurious, misordered) = (
+        result(abi::RESULT_VIOAPIC_SPURIOUS),
+        result(abi::RESULT_VIOAPIC_MISORDERED),
+    );
+    if misordered > 0 {
+        return violation(format!(
+            "{misordered} of {count} back-to-back events were consumed out of order"
+        ));
+    }
+
+    // Throughput counts device events serviced: a spurious interrupt (a
+    // duplicate delivery, or a race-test toggle getting there first) does
+    // no work, though its cycles count against the rest.
+    let cycles = result(abi::RESULT_VIOAPIC_CYCLES);
+    let seconds = cycles_to_seconds(cycles, output.tsc_khz);
+    let (vmm_reads, vmm_writes) = controller.get().map_or((0, 0), |device| device.exits());
+    let mut results = BTreeMap::new();
+    for (name, value) in [
+        ("events", events as f64),
+        (
+            "interrupts_per_s",
+            events as f64 / seconds.max(f64::MIN_POSITIVE),
+        ),
+        (
+            "host_cycles_per_interrupt",
+            cycles as f64 / events.max(1) as f64,
+        ),
+        // What the guest's sequence does; `trapped_*` is what exited.
+        (
+            "register_reads_per_interrupt",
+            result(abi::RESULT_VIOAPIC_READS) as f64,
+        ),
+        (
+            "register_writes_per_interrupt",
+            result(abi::RESULT_VIOAPIC_WRITES) as f64,
+        ),
+        // Accesses that exited to the VMM's controller (0 at the kernel level).
+        ("trapped_reads", vmm_reads as f64),
+        ("trapped_writes", vmm_writes as f64),
+        ("spurious", spurious as f64),
+        (
+            "mask_toggles",
+            result(abi::RESULT_VIOAPIC_MASK_TOGGLES) as f64,
+        ),
+    ] {
+        results.insert(name.to_string(), value);
+    }
+    let (exits, duration_s) = window_exits(&output);
+    Ok(RunReport::new(
+        config,
+        serviced,
+        exits,
+        None,
+        duration_s,
+        results,
+        output.facts,
+    ))
+}
+
+/// Puts the controller at `params.vioapic`'s level on the bus, or binds
+/// the kernel level's line.
+pub(super) fn attach_controller(
+    attach: &mut Attach,
+    params: &VioapicParams,
+    controller: &Controller,
+    kernel_line: &KernelLine,
+) -> Result<(), MachineError> {
+    if params.vioapic == VioapicMode::Kernel {
+        let line = attach.vm.level_irqfd(abi::DEVICE_IOAPIC_PIN)?;
+        // Set once per run, by this one call.
+        let _ = kernel_line.set(line);
+        return Ok(());
+    }
+    let memory = attach.memory.clone();
+    let registers = match params.vioapic {
+        VioapicMode::RoPage => {
+            let mirror = memory::create_page(abi::VIOAPIC_GPA)?;
+            attach.vm.map_readonly(MIRROR_SLOT, &mirror)?;
+            let posted_mask = attach
+                .vm
+                .mmio_ioeventfd(abi::VIOAPIC_GPA + REG_MASK, POSTED_MASK)?;
+            Registers::ReadOnlyMirror {
+                mirror,
+                posted_mask,
+            }
+        }
+        VioapicMode::Pv => Registers::Paravirtual,
+        _ => Registers::Trapped,
+    };
+    let events = PendingEvents {
+        memory: memory.clone(),
+    };
+    let line: Box<dyn LineSource> = if params.vioapic_race {
+        Box::new(events)
+    } else {
+        Box::new(BackToBack {
+            events,
+            count: params.count,
+        })
+    };
+    let device = VioapicDevice::new(
+        registers,
+        memory,
+        line,
+        attach.vm.clone(),
+        attach.control.clone(),
+    )
+    .map_err(|source| MachineError::DeviceSetup {
+        device: "VIOAPIC",
+        source,
+    })?;
+    let device = Arc::new(device);
+    attach.bus.add_mmio(
+        abi::VIOAPIC_GPA..abi::VIOAPIC_GPA + VioapicDevice::SIZE,
+        device.clone(),
+    );
+    let _ = controller.set(device);
+    Ok(())
+}
+
+/// The first event; the controller samples the rest as the guest unmasks.
+pub(super) fn start_back_to_back(
+    env: &DeviceEnv,
+    controller: &VioapicDevice,
+) -> Result<(), MsiDeviceError> {
+    if env.control.wait_for_window() {
+        controller.sample()?;
+    }
+    Ok(())
+}
+
+/// Race test: `count` events at random gaps, each sampled at once.
+fn raise_at_random(
+    env: &DeviceEnv,
+    count: u64,
+    controller: &VioapicDevice,
+) -> Result<(), MsiDeviceError> {
+    if !env.control.wait_for_window() {
+        return Ok(());
+    }
+    let events = PendingEvents {
+        memory: env.memory.clone(),
+    };
+    // xorshift64: a fixed sequence of gaps, not a reproducible interleaving.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..count {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let gap = RACE_MAX_GAP.mul_f64((state % 1000) as f64 / 1000.0);
+        let until = Instant::now() + gap;
+        while Instant::now() < until {
+            if env.control.should_stop() {
+                return Ok(());
+            }
+            std::hint::spin_loop();
+        }
+        events.raise()?;
+        controller.sample()?;
+    }
+    Ok(())
+}
+
+/// Kernel level: KVM's IOAPIC deasserts the line at the guest's EOI and
+/// signals `resample`; the device asserts it again when it has an event.
+fn resample_loop(
+    env: &DeviceEnv,
+    count: u64,
+    trigger: &EventFd,
+    resample: &EventFd,
+) -> Result<(), MsiDeviceError> {
+    if !env.control.wait_for_window() {
+        return Ok(());
+    }
+    let device = BackToBack {
+        events: PendingEvents {
+            memory: env.memory.clone(),
+        },
+        count,
+    };
+    loop {
+        if device.level()? {
+            trigger
+                .write(1)
+                .map_err(|err| MsiDeviceError::Raise(InterruptError::Irqfd(err)))?;
+        }
+        // Spin: a sleeping device would add a host wake-up to every interrupt.
+        while resample.read().is_err() {
+            if env.control.window_closed() || env.control.should_stop() {
+                return Ok(());
+            }
+            std::hint::spin_loop();
+        }
+    }
+}

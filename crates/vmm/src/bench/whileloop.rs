@@ -1,0 +1,62 @@
+//! `dirq run whileloop`: a compute loop's slowdown under a device thread
+//! raising interrupts at a fixed rate.
+
+use std::collections::BTreeMap;
+
+use super::{cycles_to_ns, guest_share, window_exits, BenchError};
+use crate::abi;
+use crate::config::params::WhileloopParams;
+use crate::config::BenchConfig;
+use crate::devices::msi_device::{self, DeviceEnv};
+use crate::machine::{self, DeviceThread, Extensions};
+use crate::report::RunReport;
+
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &WhileloopParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
+    let rate = params.rate_hz;
+    let device: DeviceThread<u64> =
+        Box::new(move |env: &DeviceEnv| msi_device::periodic(env, rate));
+    let output = machine::run(
+        config,
+        echo_console,
+        Extensions {
+            device: Some(device),
+            ..Extensions::default()
+        },
+    )?;
+    let shared = &output.shared;
+    let baseline = shared.result[abi::RESULT_WHILELOOP_BASELINE_CYCLES];
+    let loaded = shared.result[abi::RESULT_WHILELOOP_LOADED_CYCLES];
+    let iterations = shared.result[abi::RESULT_WHILELOOP_ITERATIONS];
+    let loaded_iterations = shared.result[abi::RESULT_WHILELOOP_LOADED_ITERATIONS];
+    let mut results = BTreeMap::new();
+    results.insert("raised".into(), output.device.unwrap_or(0) as f64);
+    results.insert("iterations".into(), iterations as f64);
+    // Below `iterations` when the guest gave up at its slowdown cap.
+    results.insert("loaded_iterations".into(), loaded_iterations as f64);
+    results.insert(
+        "baseline_ns".into(),
+        cycles_to_ns(baseline, output.tsc_khz) as f64,
+    );
+    results.insert(
+        "loaded_ns".into(),
+        cycles_to_ns(loaded, output.tsc_khz) as f64,
+    );
+    results.insert(
+        "guest_share".into(),
+        guest_share(iterations, baseline, loaded_iterations, loaded),
+    );
+    let (exits, duration_s) = window_exits(&output);
+    Ok(RunReport::new(
+        config,
+        shared.handled[0],
+        exits,
+        None,
+        duration_s,
+        results,
+        output.facts,
+    ))
+}

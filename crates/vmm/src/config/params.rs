@@ -1,0 +1,893 @@
+//! One parameter set per bench: what it measures beyond the settings every
+//! bench shares, its defaults, its rules (each set's `validate`, the one
+//! place they are checked), the flags that set it and what the guest reads
+//! of it from the boot page.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    in_range, incompatible, ApicMode, Bench, CommonSettings, ConfigError, FaultKind, HostileCase,
+    Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, TimerMode, VioapicMode,
+};
+use crate::abi::{self, SharedPage};
+
+/// The fastest device `--rate`: one interrupt per microsecond, already
+/// beyond what one exit costs on any host dirq runs on.
+pub const MAX_RATE_HZ: u64 = 1_000_000;
+/// The longest `--duration-ms` (a minute).
+pub const MAX_DURATION_MS: u64 = 60_000;
+/// `--period-ns` bounds: 1 us to 1 s.
+pub const MIN_PERIOD_NS: u64 = 1_000;
+pub const MAX_PERIOD_NS: u64 = 1_000_000_000;
+/// The largest count the guest's sample area holds.
+pub const MAX_COUNT: u64 = crate::memory::SAMPLES_CAPACITY;
+/// The largest `--tick-scale`: it turns a 1000 Hz tick into a 1 Hz one.
+pub const MAX_TICK_SCALE: u32 = 1000;
+
+/// One bench parameter, as one `dirq run` flag sets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Param {
+    Count(u64),
+    Rate(u64),
+    Source(IrqSource),
+    PeriodNs(u64),
+    Timer(TimerMode),
+    DurationMs(u64),
+    Fault(FaultKind),
+    Vioapic(VioapicMode),
+    Race,
+    IoBatch,
+    TickScale(u32),
+    Ipi(IpiKind),
+    PvSendIpi,
+    IpiMeasure(IpiMeasure),
+    Case(HostileCase),
+}
+
+impl Param {
+    pub fn flag(self) -> &'static str {
+        match self {
+            Param::Count(_) => "--count",
+            Param::Rate(_) => "--rate",
+            Param::Source(_) => "--source",
+            Param::PeriodNs(_) => "--period-ns",
+            Param::Timer(_) => "--timer",
+            Param::DurationMs(_) => "--duration-ms",
+            Param::Fault(_) => "--fault",
+            Param::Vioapic(_) => "--vioapic",
+            Param::Race => "--race",
+            Param::IoBatch => "--io-batch",
+            Param::TickScale(_) => "--tick-scale",
+            Param::Ipi(_) => "--ipi",
+            Param::PvSendIpi => "--pv-send-ipi",
+            Param::IpiMeasure(_) => "--ipi-measure",
+            Param::Case(_) => "--case",
+        }
+    }
+}
+
+/// The flag with its value, as on a `dirq run` command line.
+impl fmt::Display for Param {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let flag = self.flag();
+        match self {
+            Param::Count(value)
+            | Param::Rate(value)
+            | Param::PeriodNs(value)
+            | Param::DurationMs(value) => write!(f, "{flag} {value}"),
+            Param::TickScale(value) => write!(f, "{flag} {value}"),
+            Param::Source(value) => write!(f, "{flag} {value}"),
+            Param::Timer(value) => write!(f, "{flag} {value}"),
+            Param::Fault(value) => write!(f, "{flag} {value}"),
+            Param::Vioapic(value) => write!(f, "{flag} {value}"),
+            Param::Ipi(value) => write!(f, "{flag} {value}"),
+            Param::IpiMeasure(value) => write!(f, "{flag} {value}"),
+            Param::Case(value) => write!(f, "{flag} {value}"),
+            Param::Race | Param::IoBatch | Param::PvSendIpi => f.write_str(flag),
+        }
+    }
+}
+
+/// What each bench's parameter set does.
+trait ParamSet {
+    /// Refuses values out of range, and combinations with the shared
+    /// settings that KVM or the bench cannot run.
+    fn validate(&self, common: &CommonSettings) -> Result<(), ConfigError>;
+    /// Takes `param`'s value; false if this bench has no such parameter.
+    fn set(&mut self, param: Param) -> bool;
+    /// Every parameter as the flag that sets it (a boolean one only when on).
+    fn params(&self) -> Vec<Param>;
+    /// Writes what the guest reads of the parameters into its boot page.
+    fn boot(&self, page: &mut SharedPage);
+}
+
+/// Defines `BenchParams` with one variant per bench (named as `Bench`'s)
+/// and its dispatch to each variant's set.
+macro_rules! bench_params {
+    ($($bench:ident($params:ident)),+ $(,)?) => {
+        /// A bench and its parameters; serialized with the bench's name
+        /// under `bench`, beside its parameters.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "bench", rename_all = "kebab-case")]
+        pub enum BenchParams {
+            $($bench($params)),+
+        }
+
+        impl BenchParams {
+            /// `bench` with its defaults.
+            pub fn new(bench: Bench) -> Self {
+                match bench {
+                    $(Bench::$bench => BenchParams::$bench($params::default())),+
+                }
+            }
+
+            pub fn bench(&self) -> Bench {
+                match self {
+                    $(BenchParams::$bench(_) => Bench::$bench),+
+                }
+            }
+
+            fn set_ref(&self) -> &dyn ParamSet {
+                match self {
+                    $(BenchParams::$bench(params) => params),+
+                }
+            }
+
+            fn set_mut(&mut self) -> &mut dyn ParamSet {
+                match self {
+                    $(BenchParams::$bench(params) => params),+
+                }
+            }
+        }
+    };
+}
+
+bench_params!(
+    IrqLatency(IrqLatencyParams),
+    TimerLatency(TimerLatencyParams),
+    Ipi(IpiParams),
+    Whileloop(WhileloopParams),
+    ExitCost(ExitCostParams),
+    Fault(FaultParams),
+    Vioapic(VioapicParams),
+    IoBatch(IoBatchParams),
+    Tick(TickParams),
+    HaltWakeup(HaltWakeupParams),
+    Hostile(HostileParams),
+);
+
+impl BenchParams {
+    /// The bench's rules, given the settings it runs with.
+    pub fn validate(&self, common: &CommonSettings) -> Result<(), ConfigError> {
+        self.set_ref().validate(common)
+    }
+
+    /// Takes one flag's value, or refuses a flag this bench does not take
+    /// (it would be silently ignored), naming the benches that do.
+    pub fn set(&mut self, param: Param) -> Result<(), ConfigError> {
+        if self.set_mut().set(param) {
+            return Ok(());
+        }
+        Err(ConfigError::NotApplicable {
+            flag: param.flag(),
+            bench: self.bench(),
+            takers: Bench::ALL
+                .iter()
+                .copied()
+                .filter(|&bench| BenchParams::new(bench).set_mut().set(param))
+                .collect(),
+        })
+    }
+
+    /// The parameters as the flags that set them, in `dirq run` order.
+    pub fn params(&self) -> Vec<Param> {
+        self.set_ref().params()
+    }
+
+    /// Device interrupts per second, for the benches that have a rate.
+    pub fn rate_hz(&self) -> Option<u64> {
+        match self {
+            BenchParams::IrqLatency(params) => Some(params.rate_hz),
+            BenchParams::Whileloop(params) => Some(params.rate_hz),
+            _ => None,
+        }
+    }
+
+    /// Writes the bench and what the guest reads of its parameters into
+    /// the boot page.
+    pub(crate) fn boot(&self, page: &mut SharedPage) {
+        page.bench = self.bench().abi_id();
+        self.set_ref().boot(page);
+    }
+}
+
+/// Refuses a count the guest's sample area cannot hold.
+fn check_count(count: u64) -> Result<(), ConfigError> {
+    in_range("--count", count, 1, MAX_COUNT)
+}
+
+/// A device thread raises MSIs (or pulses an IOAPIC input); the round trip
+/// to the guest's ack.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IrqLatencyParams {
+    pub count: u64,
+    /// Device interrupts per second; 0 = back to back.
+    pub rate_hz: u64,
+    pub source: IrqSource,
+}
+
+impl Default for IrqLatencyParams {
+    fn default() -> Self {
+        IrqLatencyParams {
+            count: 5_000,
+            rate_hz: 5_000,
+            source: IrqSource::Msi,
+        }
+    }
+}
+
+impl ParamSet for IrqLatencyParams {
+    fn validate(&self, common: &CommonSettings) -> Result<(), ConfigError> {
+        check_count(self.count)?;
+        in_range("--rate", self.rate_hz, 0, MAX_RATE_HZ)?;
+        if common.irqchip == Irqchip::Split
+            && self.source == IrqSource::Ioapic
+            && common.inject == Inject::Irqfd
+        {
+            return incompatible("--inject irqfd cannot drive the IOAPIC in the VMM (--irqchip split): use --inject vcpu");
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, param: Param) -> bool {
+        match param {
+            Param::Count(count) => self.count = count,
+            Param::Rate(rate) => self.rate_hz = rate,
+            Param::Source(source) => self.source = source,
+            _ => return false,
+        }
+        true
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![
+            Param::Count(self.count),
+            Param::Rate(self.rate_hz),
+            Param::Source(self.source),
+        ]
+    }
+
+    fn boot(&self, page: &mut SharedPage) {
+        page.count = self.count;
+        page.via_ioapic = u32::from(self.source == IrqSource::Ioapic);
+    }
+}
+
+/// The guest's LAPIC timer: how late each expiry is handled.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimerLatencyParams {
+    pub count: u64,
+    pub period_ns: u64,
+    pub timer: TimerMode,
+}
+
+impl Default for TimerLatencyParams {
+    fn default() -> Self {
+        TimerLatencyParams {
+            count: 5_000,
+            period_ns: 200_000,
+            timer: TimerMode::TscDeadline,
+        }
+    }
+}
+
+impl ParamSet for TimerLatencyParams {
+    fn validate(&self, _common: &CommonSettings) -> Result<(), ConfigError> {
+        check_count(self.count)?;
+        in_range("--period-ns", self.period_ns, MIN_PERIOD_NS, MAX_PERIOD_NS)
+    }
+
+    fn set(&mut self, param: Param) -> bool {
+        match param {
+            Param::Count(count) => self.count = count,
+            Param::PeriodNs(period) => self.period_ns = period,
+            Param::Timer(timer) => self.timer = timer,
+            _ => return false,
+        }
+        true
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![
+            Param::Timer(self.timer),
+            Param::PeriodNs(self.period_ns),
+            Param::Count(self.count),
+        ]
+    }
+
+    fn boot(&self, page: &mut SharedPage) {
+        page.count = self.count;
+        page.period_ns = self.period_ns;
+        page.tsc_deadline = u32::from(self.timer == TimerMode::TscDeadline);
+    }
+}
+
+/// vCPU 0 pings the others with IPIs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IpiParams {
+    pub count: u64,
+    pub ipi: IpiKind,
+    /// A broadcast is one KVM_HC_SEND_IPI hypercall instead of an ICR write.
+    pub pv_send_ipi: bool,
+    #[serde(default = "IpiMeasure::round_trip")]
+    pub ipi_measure: IpiMeasure,
+}
+
+impl Default for IpiParams {
+    fn default() -> Self {
+        IpiParams {
+            count: 5_000,
+            ipi: IpiKind::Unicast,
+            pv_send_ipi: false,
+            ipi_measure: IpiMeasure::RoundTrip,
+        }
+    }
+}
+
+impl ParamSet for IpiParams {
+    fn validate(&self, common: &CommonSettings) -> Result<(), ConfigError> {
+        check_count(self.count)?;
+        if common.vcpus < 2 {
+            return incompatible("ipi needs at least 2 vCPUs");
+        }
+        if self.pv_send_ipi && self.ipi != IpiKind::Broadcast {
+            return incompatible(
+                "--pv-send-ipi replaces the broadcast ICR write: use it with --ipi broadcast",
+            );
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, param: Param) -> bool {
+        match param {
+            Param::Count(count) => self.count = count,
+            Param::Ipi(ipi) => self.ipi = ipi,
+            Param::PvSendIpi => self.pv_send_ipi = true,
+            Param::IpiMeasure(measure) => self.ipi_measure = measure,
+            _ => return false,
+        }
+        true
+    }
+
+    fn params(&self) -> Vec<Param> {
+        let mut params = vec![Param::Ipi(self.ipi), Param::IpiMeasure(self.ipi_measure)];
+        if self.pv_send_ipi {
+            params.push(Param::PvSendIpi);
+        }
+        params.push(Param::Count(self.count));
+        params
+    }
+
+    fn boot(&self, page: &mut SharedPage) {
+        let kind = match (self.ipi, self.pv_send_ipi) {
+            (IpiKind::Unicast, _) => abi::IPI_UNICAST,
+            (IpiKind::Broadcast, false) => abi::IPI_BROADCAST,
+            (IpiKind::Broadcast, true) => abi::IPI_BROADCAST_PV,
+        };
+        let measure = match self.ipi_measure {
+            IpiMeasure::RoundTrip => abi::IPI_ROUND_TRIP,
+            IpiMeasure::OneWay => abi::IPI_ONE_WAY,
+        };
+        page.count = self.count;
+        page.args = [kind, measure, 0, 0];
+    }
+}
+
+/// A compute loop's slowdown under a device's interrupt load.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WhileloopParams {
+    pub rate_hz: u64,
+    /// Length of the unloaded loop.
+    pub duration_ms: u64,
+}
+
+impl Default for WhileloopParams {
+    fn default() -> Self {
+        WhileloopParams {
+            rate_hz: 10_000,
+            duration_ms: 500,
+        }
+    }
+}
+
+impl ParamSet for WhileloopParams {
+    fn validate(&self, _common: &CommonSettings) -> Result<(), ConfigError> {
+        if self.rate_hz == 0 {
+            return incompatible("whileloop needs an interrupt rate: --rate must be at least 1");
+        }
+        in_range("--rate", self.rate_hz, 1, MAX_RATE_HZ)?;
+        // The duration reaches the guest in ns: bounded, it cannot wrap.
+        in_range("--duration-ms", self.duration_ms, 1, MAX_DURATION_MS)
+    }
+
+    fn set(&mut self, param: Param) -> bool {
+        match param {
+            Param::Rate(rate) => self.rate_hz = rate,
+            Param::DurationMs(duration) => self.duration_ms = duration,
+            _ => return false,
+        }
+        true
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![
+            Param::Rate(self.rate_hz),
+            Param::DurationMs(self.duration_ms),
+        ]
+    }
+
+    fn boot(&self, page: &mut SharedPage) {
+        page.duration_ns = self.duration_ms * 1_000_000;
+    }
+}
+
+/// One userspace exit and one in-kernel exit, timed (`dirq probe`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExitCostParams {
+    pub count: u64,
+}
+
+impl Default for ExitCostParams {
+    fn default() -> Self {
+        ExitCostParams { count: 20_000 }
+    }
+}
+
+impl ParamSet for ExitCostParams {
+    fn validate(&self, _common: &CommonSettings) -> Result<(), ConfigError> {
+        check_count(self.count)
+    }
+
+    fn set(&mut self, param: Param) -> bool {
+        match param {
+            Param::Count(count) => self.count = count,
+            _ => return false,
+        }
+        true
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Count(self.count)]
+    }
+
+    fn boot(&self, page: &mut SharedPage) {
+        page.count = self.count;
+    }
+}
+
+/// The guest misbehaves on purpose.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FaultParams {
+    pub fault: FaultKind,
+}
+
+impl Default for FaultParams {
+    fn default() -> Self {
+        FaultParams {
+            fault: FaultKind::Exception,
+        }
+    }
+}
+
+impl ParamSet for FaultParams {
+    fn validate(&self, _common: &CommonSettings) -> Result<(), ConfigError> {
+        Ok(())
+    }
+
+    fn set(&mut self, param: Param) -> bool {
+        match param {
+            Param::Fault(fault) => self.fault = fault,
+            _ => return false,
+        }
+        true
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Fault(self.fault)]
+    }
+
+    fn boot(&self, page: &mut SharedPage) {
+        page.fault = self.fault.abi_id();
+    }
+}
+
+/// Level-triggered device interrupts through an I/O interrupt controller
+/// at one of four levels, back to back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VioapicParams {
+    pub count: u64,
+    /// Where the controller lives.
+    pub vioapic: VioapicMode,
+    /// Race test: the device raises at random times while the guest also
+    /// masks and unmasks outside its handler.
+    pub vioapic_race: bool,
+}
+
+impl Default for VioapicParams {
+    fn default() -> Self {
+        VioapicParams {
+            count: 20_000,
+            vioapic: VioapicMode::Userspace,
+            vioapic_race: false,
+        }
+    }
+}
+
+impl ParamSet for VioapicParams {
+    fn validate(&self, common: &CommonSettings) -> Result<(), ConfigError> {
+        check_count(self.count)?;
+        // The levels differ only in where the I/O controller lives; the
+        // LAPIC below it is KVM's at every level.
+        if common.irqchip != Irqchip::Kernel || common.pv_eoi || common.apic != ApicMode::X2apic {
+            return incompatible("vioapic runs on KVM's LAPIC in x2APIC mode (--irqchip kernel --apic x2apic, no --pv-eoi); --vioapic chooses where the I/O interrupt controller lives");
+        }
+        if self.vioapic_race && self.vioapic == VioapicMode::Kernel {
+            return incompatible(
+                "the vioapic race test drives dirq's controller: use --vioapic userspace, ro-page or pv",
+            );
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, param: Param) -> bool {
+        match param {
+            Param::Count(count) => self.count = count,
+            Param::Vioapic(mode) => self.vioapic = mode,
+            Param::Race => self.vioapic_race = true,
+            _ => return false,
+        }
+        true
+    }
+
+    fn params(&self) -> Vec<Param> {
+        let mut params = vec![Param::Vioapic(self.vioapic)];
+        if self.vioapic_race {
+            params.push(Param::Race);
+        }
+        params.push(Param::Count(self.count));
+        params
+    }
+
+    fn boot(&self, page: &mut SharedPage) {
+        page.count = self.count;
+        page.args = [self.vioapic.abi_id(), u64::from(self.vioapic_race), 0, 0];
+    }
+}
+
+/// Disk commands of 11 port writes each, or one doorbell per command.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IoBatchParams {
+    pub count: u64,
+    /// Record each command's port writes and ring one doorbell.
+    pub io_batch: bool,
+}
+
+impl Default for IoBatchParams {
+    fn default() -> Self {
+        IoBatchParams {
+            count: 5_000,
+            io_batch: false,
+        }
+    }
+}
+
+impl ParamSet for IoBatchParams {
+    fn validate(&self, _common: &CommonSettings) -> Result<(), ConfigError> {
+        check_count(self.count)
+    }
+
+    fn set(&mut self, param: Param) -> bool {
+        match param {
+            Param::Count(count) => self.count = count,
+            Param::IoBatch => self.io_batch = true,
+            _ => return false,
+        }
+        true
+    }
+
+    fn params(&self) -> Vec<Param> {
+        let mut params = Vec::new();
+        if self.io_batch {
+            params.push(Param::IoBatch);
+        }
+        params.push(Param::Count(self.count));
+        params
+    }
+
+    fn boot(&self, page: &mut SharedPage) {
+        page.count = self.count;
+        page.args = [u64::from(self.io_batch), 0, 0, 0];
+    }
+}
+
+/// A compute loop under the guest's 1000 Hz PIT tick, which the VMM may
+/// run slower.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TickParams {
+    /// The VMM runs the guest's PIT this many times slower.
+    pub tick_scale: u32,
+    /// Length of the loop.
+    pub duration_ms: u64,
+}
+
+impl Default for TickParams {
+    fn default() -> Self {
+        TickParams {
+            tick_scale: 1,
+            duration_ms: 500,
+        }
+    }
+}
+
+impl ParamSet for TickParams {
+    fn validate(&self, common: &CommonSettings) -> Result<(), ConfigError> {
+        in_range(
+            "--tick-scale",
+            self.tick_scale.into(),
+            1,
+            MAX_TICK_SCALE.into(),
+        )?;
+        in_range("--duration-ms", self.duration_ms, 1, MAX_DURATION_MS)?;
+        if common.irqchip != Irqchip::Split {
+            return incompatible(
+                "tick needs a PIT the VMM emulates, which KVM allows only with --irqchip split",
+            );
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, param: Param) -> bool {
+        match param {
+            Param::TickScale(scale) => self.tick_scale = scale,
+            Param::DurationMs(duration) => self.duration_ms = duration,
+            _ => return false,
+        }
+        true
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![
+            Param::TickScale(self.tick_scale),
+            Param::DurationMs(self.duration_ms),
+        ]
+    }
+
+    fn boot(&self, page: &mut SharedPage) {
+        page.duration_ns = self.duration_ms * 1_000_000;
+    }
+}
+
+/// A self-IPI sent between enabling interrupts and HLT must wake the halt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HaltWakeupParams {
+    pub count: u64,
+}
+
+impl Default for HaltWakeupParams {
+    fn default() -> Self {
+        HaltWakeupParams { count: 1_000 }
+    }
+}
+
+impl ParamSet for HaltWakeupParams {
+    fn validate(&self, common: &CommonSettings) -> Result<(), ConfigError> {
+        check_count(self.count)?;
+        if common.apic != ApicMode::X2apic {
+            return incompatible(
+                "halt-wakeup sends its self-IPI through the x2APIC: use --apic x2apic",
+            );
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, param: Param) -> bool {
+        match param {
+            Param::Count(count) => self.count = count,
+            _ => return false,
+        }
+        true
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Count(self.count)]
+    }
+
+    fn boot(&self, page: &mut SharedPage) {
+        page.count = self.count;
+    }
+}
+
+/// Guest code that attacks the VMM.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostileParams {
+    #[serde(default = "HostileCase::first")]
+    pub hostile: HostileCase,
+    /// The case's rounds (self-IPIs, device interrupts); the case sets it
+    /// (`HostileCase::config`), no flag does.
+    pub count: u64,
+}
+
+impl Default for HostileParams {
+    fn default() -> Self {
+        HostileParams {
+            hostile: HostileCase::first(),
+            count: 100,
+        }
+    }
+}
+
+impl ParamSet for HostileParams {
+    fn validate(&self, _common: &CommonSettings) -> Result<(), ConfigError> {
+        check_count(self.count)
+    }
+
+    fn set(&mut self, param: Param) -> bool {
+        match param {
+            Param::Case(case) => self.hostile = case,
+            _ => return false,
+        }
+        true
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Case(self.hostile)]
+    }
+
+    fn boot(&self, page: &mut SharedPage) {
+        page.count = self.count;
+        page.args = [self.hostile.abi_id(), 0, 0, 0];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BenchConfig;
+
+    #[test]
+    fn each_variant_is_serialized_under_its_benchs_name() {
+        for &bench in Bench::ALL {
+            let json = serde_json::to_value(BenchParams::new(bench)).expect("serializes");
+            assert_eq!(json["bench"], bench.name());
+            let back: BenchParams = serde_json::from_value(json).expect("deserializes");
+            assert_eq!(back.bench(), bench);
+        }
+    }
+
+    #[test]
+    fn every_parameter_a_set_lists_sets_it_back() {
+        for &bench in Bench::ALL {
+            let defaults = BenchParams::new(bench);
+            let mut params = defaults.clone();
+            for param in defaults.params() {
+                params.set(param).expect("a listed parameter applies");
+            }
+            assert_eq!(params, defaults, "{bench}");
+        }
+    }
+
+    #[test]
+    fn a_flag_of_another_bench_is_refused_naming_the_benches_that_take_it() {
+        let mut tick = BenchParams::new(Bench::Tick);
+        let err = tick.set(Param::Count(10)).expect_err("tick counts nothing");
+        assert_eq!(
+            err.to_string(),
+            "--count does not apply to tick: only irq-latency, timer-latency, ipi, exit-cost, \
+             vioapic, io-batch, halt-wakeup take(s) it"
+        );
+        let err = BenchParams::new(Bench::Ipi)
+            .set(Param::Race)
+            .expect_err("a vioapic flag");
+        assert!(
+            matches!(&err, ConfigError::NotApplicable { flag: "--race", bench: Bench::Ipi, takers } if takers == &[Bench::Vioapic]),
+            "{err}"
+        );
+        // The hostile bench's count belongs to its case, not to a flag.
+        assert!(BenchParams::new(Bench::Hostile)
+            .set(Param::Count(1))
+            .is_err());
+        let mut whileloop = BenchParams::new(Bench::Whileloop);
+        whileloop
+            .set(Param::Rate(20_000))
+            .expect("whileloop has a rate");
+        assert_eq!(whileloop.rate_hz(), Some(20_000));
+    }
+
+    #[test]
+    fn each_set_refuses_its_own_out_of_range_values() {
+        let cases: [(Bench, Param, &str); 6] = [
+            (Bench::TimerLatency, Param::Count(MAX_COUNT + 1), "--count"),
+            (Bench::TimerLatency, Param::PeriodNs(999), "--period-ns"),
+            (Bench::IrqLatency, Param::Rate(MAX_RATE_HZ + 1), "--rate"),
+            (Bench::Whileloop, Param::DurationMs(0), "--duration-ms"),
+            (
+                Bench::Tick,
+                Param::TickScale(MAX_TICK_SCALE + 1),
+                "--tick-scale",
+            ),
+            (Bench::Vioapic, Param::Count(0), "--count"),
+        ];
+        for (bench, param, flag) in cases {
+            let mut config = BenchConfig::new(bench);
+            config.params.set(param).expect("the bench takes it");
+            assert!(
+                matches!(config.validate(), Err(ConfigError::OutOfRange { what, .. }) if what == flag),
+                "{bench} {param}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_set_refuses_shared_settings_it_cannot_run_with() {
+        let refused = |bench, change: fn(&mut BenchConfig)| {
+            let mut config = BenchConfig::new(bench);
+            change(&mut config);
+            matches!(config.validate(), Err(ConfigError::Incompatible(_)))
+        };
+        assert!(refused(Bench::Tick, |c| c.common.irqchip = Irqchip::Kernel));
+        assert!(refused(Bench::Vioapic, |c| c.common.pv_eoi = true));
+        assert!(refused(Bench::Vioapic, |c| c.common.apic = ApicMode::Xapic));
+        assert!(refused(Bench::HaltWakeup, |c| c.common.apic = ApicMode::Xapic));
+        assert!(refused(Bench::Ipi, |c| c.common.vcpus = 1));
+        assert!(refused(Bench::Whileloop, |c| c.params =
+            BenchParams::Whileloop(WhileloopParams {
+                rate_hz: 0,
+                duration_ms: 500
+            })));
+        assert!(refused(Bench::IrqLatency, |c| {
+            c.common.irqchip = Irqchip::Split;
+            c.common.inject = Inject::Irqfd;
+            c.params = BenchParams::IrqLatency(IrqLatencyParams {
+                source: IrqSource::Ioapic,
+                ..IrqLatencyParams::default()
+            });
+        }));
+        assert!(refused(Bench::Ipi, |c| c.params =
+            BenchParams::Ipi(IpiParams {
+                pv_send_ipi: true,
+                ..IpiParams::default()
+            })));
+        assert!(refused(Bench::Vioapic, |c| c.params =
+            BenchParams::Vioapic(VioapicParams {
+                vioapic: VioapicMode::Kernel,
+                vioapic_race: true,
+                ..VioapicParams::default()
+            })));
+        // The same settings elsewhere are fine: the rules are each bench's.
+        assert!(!refused(Bench::IrqLatency, |c| c.common.apic = ApicMode::Xapic));
+        assert!(!refused(Bench::TimerLatency, |c| c.common.vcpus = 1));
+    }
+
+    #[test]
+    fn the_guest_reads_only_its_benchs_parameters() {
+        let mut page = SharedPage::default();
+        BenchParams::Ipi(IpiParams {
+            ipi: IpiKind::Broadcast,
+            pv_send_ipi: true,
+            ipi_measure: IpiMeasure::OneWay,
+            count: 7,
+        })
+        .boot(&mut page);
+        assert_eq!(page.bench, abi::BENCH_IPI);
+        assert_eq!(page.count, 7);
+        assert_eq!(page.args, [abi::IPI_BROADCAST_PV, abi::IPI_ONE_WAY, 0, 0]);
+        assert_eq!((page.period_ns, page.duration_ns, page.fault), (0, 0, 0));
+
+        let mut page = SharedPage::default();
+        BenchParams::new(Bench::Tick).boot(&mut page);
+        assert_eq!(page.duration_ns, 500_000_000);
+        assert_eq!(page.count, 0);
+    }
+}

@@ -1,0 +1,615 @@
+//! `--irqchip userspace`: no KVM irqchip; dirq's LAPIC models
+//! (`dirq_arch::lapic`) stand in for KVM's, and dirq's IOAPIC delivers into
+//! them over `dirq_arch::bus`. Every xAPIC MMIO and x2APIC MSR access exits
+//! to this process; interrupts go in through KVM_INTERRUPT before an entry
+//! when the vCPU can take them, halted vCPUs sleep here, and a timer thread
+//! fires the LAPIC timers.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use kvm_bindings::{kvm_interrupt, KVM_MSR_EXIT_REASON_FILTER, KVM_MSR_EXIT_REASON_INVAL};
+use kvm_bindings::{KVM_CAP_X86_USER_SPACE_MSR, KVM_MSR_EXIT_REASON_UNKNOWN};
+use kvm_ioctls::{MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VcpuFd};
+use vmm_sys_util::ioctl::ioctl_with_ref;
+use vmm_sys_util::ioctl_iow_nr;
+
+use dirq_arch::bus;
+use dirq_arch::clock::Clock;
+use dirq_arch::interrupt::{ApicBusMessage, Interrupt};
+use dirq_arch::lapic::{
+    Lapic, LapicConfig, MMIO_SIZE, MSR_IA32_APIC_BASE, MSR_IA32_TSC_DEADLINE, MSR_X2APIC_FIRST,
+    MSR_X2APIC_LAST,
+};
+use dirq_arch::msi::{MsiFormat, MsiMessage};
+
+use super::ioapic::{ApicBus, IoapicDevice, IoapicPin};
+use super::{
+    InterruptController, InterruptError, InterruptSink, Kicker, Path, Setup, TimerLoop,
+    APIC_TIMER_HZ,
+};
+use crate::abi;
+use crate::config::Irqchip;
+use crate::devices::control::RunControl;
+use crate::devices::{
+    check_access_size, fill_le, le_value, Bus, DeviceError, Direction, MmioDevice, MsrDevice,
+};
+use crate::exec::read_msr;
+use crate::vm::{Vm, VmError};
+
+const KVMIO: u32 = 0xae;
+ioctl_iow_nr!(KVM_INTERRUPT, KVMIO, 0x86, kvm_interrupt);
+
+/// SDM 10.4.1: APIC registers are accessed as aligned 32-bit quantities.
+const XAPIC_REGISTER_BYTES: usize = 4;
+/// Longest a halted vCPU or the timer thread sleeps before re-checking for a stop.
+const STOP_POLL: Duration = Duration::from_millis(20);
+const MSR_IA32_TSC: u32 = 0x10;
+
+/// Without KVM's LAPIC, x2APIC MSR accesses fail inside KVM; this makes
+/// them exit to the VMM instead. KVM would handle IA32_APIC_BASE itself
+/// and ignore IA32_TSC_DEADLINE, so a filter sends those two to us too.
+pub(super) fn prepare_vm(vm: &Vm) -> Result<(), InterruptError> {
+    let reasons =
+        KVM_MSR_EXIT_REASON_INVAL | KVM_MSR_EXIT_REASON_UNKNOWN | KVM_MSR_EXIT_REASON_FILTER;
+    vm.enable_cap(
+        KVM_CAP_X86_USER_SPACE_MSR,
+        u64::from(reasons),
+        "KVM_CAP_X86_USER_SPACE_MSR",
+    )?;
+    let deny_one = [0u8; 1];
+    let deny = |msr| MsrFilterRange {
+        flags: MsrFilterRangeFlags::READ | MsrFilterRangeFlags::WRITE,
+        base: msr,
+        msr_count: 1,
+        bitmap: &deny_one,
+    };
+    vm.fd
+        .set_msr_filter(
+            MsrFilterDefaultAction::ALLOW,
+            &[deny(MSR_IA32_APIC_BASE), deny(MSR_IA32_TSC_DEADLINE)],
+        )
+        .map_err(|source| VmError::Kvm {
+            what: "KVM_X86_SET_MSR_FILTER",
+            source,
+        })?;
+    Ok(())
+}
+
+/// The guest's TSC as a clock: the LAPIC models convert TSC-deadline values
+/// with it, so it must tick with the guest's TSC.
+pub struct GuestTscClock {
+    /// guest TSC - host TSC, sampled at boot.
+    offset: i64,
+    tsc_khz: u64,
+}
+
+impl GuestTscClock {
+    pub fn new(guest_tsc: u64, host_tsc: u64, tsc_khz: u64) -> Self {
+        GuestTscClock {
+            offset: guest_tsc.wrapping_sub(host_tsc) as i64,
+            tsc_khz: tsc_khz.max(1),
+        }
+    }
+
+    pub fn host_tsc() -> u64 {
+        // SAFETY: RDTSC has no memory effects; every x86-64 CPU has it.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+}
+
+impl Clock for GuestTscClock {
+    fn now_ns(&self) -> u64 {
+        let guest_tsc = Self::host_tsc().wrapping_add(self.offset as u64);
+        (u128::from(guest_tsc) * 1_000_000 / u128::from(self.tsc_khz)) as u64
+    }
+}
+
+struct CpuApic {
+    lapic: Mutex<Lapic>,
+    /// Signalled when an interrupt arrives for a halted vCPU.
+    wake: Condvar,
+    /// The vCPU sleeps in `halted` (changed only under `lapic`'s
+    /// lock): waking it needs the condvar, not a kick out of KVM_RUN.
+    halted: AtomicBool,
+}
+
+pub struct UserspaceIrqchip {
+    cpus: Vec<CpuApic>,
+    clock: GuestTscClock,
+    kicker: Arc<Kicker>,
+    /// Bumped on every LAPIC register write, so the timer thread re-plans.
+    timer_generation: Mutex<u64>,
+    timer_changed: Condvar,
+    /// dirq's IOAPIC, delivering into these LAPICs; it receives the EOIs
+    /// of level-triggered vectors.
+    ioapic: Arc<IoapicDevice>,
+    /// This irqchip, for the sinks it hands out.
+    this: Weak<UserspaceIrqchip>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Model state stays consistent across a panic: each update is one call.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl UserspaceIrqchip {
+    /// One LAPIC per vCPU, APIC ID = vCPU index, timer bus at `bus_hz`,
+    /// and an IOAPIC.
+    pub fn new(
+        vcpus: usize,
+        bus_hz: u64,
+        clock: GuestTscClock,
+        kicker: Arc<Kicker>,
+    ) -> Result<Arc<Self>, InterruptError> {
+        let config = LapicConfig::new(bus_hz, clock.tsc_khz * 1000)?;
+        let cpus = (0..vcpus)
+            .map(|cpu| CpuApic {
+                lapic: Mutex::new(Lapic::new(cpu as u32, config)),
+                wake: Condvar::new(),
+                halted: AtomicBool::new(false),
+            })
+            .collect();
+        Ok(Arc::new_cyclic(|this| UserspaceIrqchip {
+            cpus,
+            clock,
+            kicker,
+            timer_generation: Mutex::new(0),
+            timer_changed: Condvar::new(),
+            ioapic: Arc::new(IoapicDevice::new(Box::new(UserspaceLapics(this.clone())))),
+            this: this.clone(),
+        }))
+    }
+
+    /// The irqchip of a run, its LAPICs and IOAPIC on `setup.bus`; its
+    /// timers count the guest's TSC.
+    pub(super) fn create(setup: Setup) -> Result<Arc<Self>, InterruptError> {
+        let host_tsc = GuestTscClock::host_tsc();
+        let guest_tsc = read_msr(setup.boot_vcpu, MSR_IA32_TSC).ok_or(InterruptError::GuestTsc)?;
+        let clock = GuestTscClock::new(guest_tsc, host_tsc, setup.tsc_khz);
+        let chip = Self::new(setup.vcpus, APIC_TIMER_HZ, clock, setup.kicker.clone())?;
+        chip.attach(setup.bus);
+        Ok(chip)
+    }
+
+    /// Puts the xAPIC page, the LAPIC MSRs and the IOAPIC on `bus`.
+    pub fn attach(self: &Arc<Self>, bus: &mut Bus) {
+        bus.add_mmio(
+            abi::LAPIC_GPA..abi::LAPIC_GPA + LapicMmio::SIZE,
+            Arc::new(LapicMmio(self.clone())),
+        );
+        let msrs = Arc::new(LapicMsrs(self.clone()));
+        for range in LapicMsrs::RANGES {
+            bus.add_msr(range, msrs.clone());
+        }
+        bus.add_mmio(
+            abi::IOAPIC_GPA..abi::IOAPIC_GPA + IoapicDevice::SIZE,
+            self.ioapic.clone(),
+        );
+    }
+
+    fn cpu(&self, cpu: usize) -> Result<&CpuApic, InterruptError> {
+        self.cpus.get(cpu).ok_or(InterruptError::NoLapic(cpu))
+    }
+
+    /// The highest-priority interrupt `cpu`'s LAPIC would dispatch now.
+    pub fn pending_vector(&self, cpu: usize) -> Result<Option<u8>, InterruptError> {
+        Ok(lock(&self.cpu(cpu)?.lapic).pending_vector())
+    }
+
+    /// `vector` was handed to KVM_INTERRUPT: move it from IRR to ISR.
+    pub fn acknowledge(&self, cpu: usize, vector: u8) -> Result<(), InterruptError> {
+        match lock(&self.cpu(cpu)?.lapic).acknowledge() {
+            Some(acked) if acked == vector => Ok(()),
+            acknowledged => Err(InterruptError::Acknowledged {
+                injected: vector,
+                acknowledged,
+            }),
+        }
+    }
+
+    /// Puts `interrupt` on the APIC bus: every LAPIC it addresses latches it
+    /// and its vCPU is woken (halted) or kicked out of KVM_RUN (running).
+    /// `sender` is the vCPU whose own run loop is delivering, if any: it
+    /// injects before its next entry without a kick.
+    pub fn deliver(
+        &self,
+        interrupt: Interrupt,
+        sender: Option<usize>,
+    ) -> Result<(), InterruptError> {
+        if !interrupt.delivery_mode.uses_irr() {
+            return Err(InterruptError::DeliveryMode(interrupt.delivery_mode));
+        }
+        // Every LAPIC is locked, in vCPU order, so that lowest-priority
+        // arbitration sees one consistent set of priorities.
+        let mut lapics: Vec<MutexGuard<'_, Lapic>> =
+            self.cpus.iter().map(|apic| lock(&apic.lapic)).collect();
+        let views: Vec<&Lapic> = lapics.iter().map(|lapic| &**lapic).collect();
+        let targets = bus::route(&interrupt, &views)?;
+        for cpu in targets.iter() {
+            lapics[cpu].accept(interrupt.vector, interrupt.trigger_mode);
+            self.wake(cpu, &self.cpus[cpu], sender);
+        }
+        Ok(())
+    }
+
+    /// Gets a newly pending interrupt seen: a halted vCPU is woken, a
+    /// running one kicked out of KVM_RUN, unless it is `sender`, which
+    /// injects before its next entry anyway. Call with `apic.lapic` locked.
+    fn wake(&self, cpu: usize, apic: &CpuApic, sender: Option<usize>) {
+        if apic.halted.load(Ordering::Relaxed) {
+            apic.wake.notify_all();
+        } else if sender != Some(cpu) {
+            self.kicker.kick(cpu);
+        }
+    }
+
+    fn handle_bus_message(
+        &self,
+        message: Option<ApicBusMessage>,
+        cpu: usize,
+    ) -> Result<(), InterruptError> {
+        self.timer_may_have_changed();
+        match message {
+            Some(ApicBusMessage::Ipi(interrupt)) => self.deliver(interrupt, Some(cpu)),
+            Some(ApicBusMessage::Eoi(vector)) => self.ioapic.end_of_interrupt(vector),
+            None => Ok(()),
+        }
+    }
+
+    fn timer_may_have_changed(&self) {
+        *lock(&self.timer_generation) += 1;
+        self.timer_changed.notify_all();
+    }
+
+    /// Fires due LAPIC timers until the run stops; run it on its own thread.
+    pub fn run_timers(&self, control: &RunControl) {
+        while !control.should_stop() {
+            let mut generation = lock(&self.timer_generation);
+            let seen = *generation;
+            let next_deadline = self
+                .cpus
+                .iter()
+                .filter_map(|apic| lock(&apic.lapic).timer_deadline_ns())
+                .min();
+            let now = self.clock.now_ns();
+            let sleep = match next_deadline {
+                Some(deadline) if deadline <= now => Duration::ZERO,
+                Some(deadline) => Duration::from_nanos(deadline - now).min(STOP_POLL),
+                None => STOP_POLL,
+            };
+            if !sleep.is_zero() {
+                while *generation == seen && !control.should_stop() {
+                    let (guard, timeout) = self
+                        .timer_changed
+                        .wait_timeout(generation, sleep)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    generation = guard;
+                    if timeout.timed_out() {
+                        break;
+                    }
+                }
+            }
+            drop(generation);
+            for (cpu, apic) in self.cpus.iter().enumerate() {
+                let mut lapic = lock(&apic.lapic);
+                if lapic.expire_timer(&self.clock) {
+                    self.wake(cpu, apic, None);
+                }
+            }
+        }
+    }
+}
+
+/// The IOAPIC's view of these LAPICs; weak, as the irqchip owns the IOAPIC.
+struct UserspaceLapics(Weak<UserspaceIrqchip>);
+
+impl ApicBus for UserspaceLapics {
+    fn deliver(&self, interrupt: Interrupt) -> Result<(), InterruptError> {
+        let chip = self.0.upgrade().ok_or(InterruptError::Gone)?;
+        chip.deliver(interrupt, None)
+    }
+}
+
+impl InterruptController for UserspaceIrqchip {
+    fn sink(&self, path: Path) -> Result<Box<dyn InterruptSink>, InterruptError> {
+        Ok(match path {
+            Path::DirqApicBus(msi) => Box::new(UserspaceMsi {
+                chip: self.this.upgrade().ok_or(InterruptError::Gone)?,
+                msi,
+            }),
+            Path::DirqIoapic(pin) => Box::new(IoapicPin {
+                ioapic: self.ioapic.clone(),
+                pin,
+            }),
+            _ => {
+                return Err(InterruptError::NoPath {
+                    path,
+                    mode: Irqchip::Userspace,
+                })
+            }
+        })
+    }
+
+    /// KVM_INTERRUPT the highest pending vector if the guest can take it
+    /// now; otherwise ask KVM for an interrupt-window exit.
+    fn before_entry(&self, cpu: usize, vcpu: &mut VcpuFd) -> Result<(), InterruptError> {
+        let pending = self.pending_vector(cpu)?;
+        let run = vcpu.get_kvm_run();
+        let Some(vector) = pending else {
+            run.request_interrupt_window = 0;
+            return Ok(());
+        };
+        // KVM derives ready_for_interrupt_injection from the guest's
+        // interruptibility (RFLAGS.IF and the interrupt shadow on VT-x/SVM,
+        // the VIF flag under kvm_pvm), so it alone decides. if_flag does
+        // not: in kvm_pvm's native mode it never shows the VIF.
+        if run.ready_for_interrupt_injection == 0 {
+            run.request_interrupt_window = 1;
+            return Ok(());
+        }
+        run.request_interrupt_window = 0;
+        let request = kvm_interrupt {
+            irq: u32::from(vector),
+        };
+        // SAFETY: KVM_INTERRUPT reads one kvm_interrupt from the valid
+        // reference; the vCPU fd is the caller's and not running (the
+        // caller's run loop is about to enter it).
+        let ret = unsafe { ioctl_with_ref(vcpu, KVM_INTERRUPT(), &request) };
+        if ret < 0 {
+            return Err(InterruptError::KvmInterrupt(std::io::Error::last_os_error()));
+        }
+        self.acknowledge(cpu, vector)
+    }
+
+    fn halted(&self, cpu: usize, control: &RunControl) -> Result<(), InterruptError> {
+        let apic = self.cpu(cpu)?;
+        let mut lapic = lock(&apic.lapic);
+        apic.halted.store(true, Ordering::Relaxed);
+        while lapic.pending_vector().is_none() && !control.should_stop() {
+            lapic = apic
+                .wake
+                .wait_timeout(lapic, STOP_POLL)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+        apic.halted.store(false, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn ioapic(&self) -> Option<&Arc<IoapicDevice>> {
+        Some(&self.ioapic)
+    }
+
+    fn timer_loop(self: Arc<Self>) -> Option<TimerLoop> {
+        Some(Box::new(move |control| self.run_timers(control)))
+    }
+}
+
+/// The xAPIC MMIO page, shared by all vCPUs: each access goes to the
+/// accessing vCPU's LAPIC (SDM 10.4.1).
+pub struct LapicMmio(pub Arc<UserspaceIrqchip>);
+
+impl LapicMmio {
+    pub const SIZE: u64 = MMIO_SIZE;
+}
+
+impl MmioDevice for LapicMmio {
+    fn name(&self) -> &'static str {
+        "LAPIC (xAPIC MMIO)"
+    }
+
+    fn read(&self, cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
+        check_access_size(
+            "an xAPIC register",
+            Direction::Read,
+            data.len(),
+            XAPIC_REGISTER_BYTES,
+        )?;
+        let chip = &self.0;
+        let value = lock(&chip.cpu(cpu)?.lapic).read_mmio(offset, &chip.clock);
+        fill_le(data, u64::from(value));
+        Ok(())
+    }
+
+    fn write(&self, cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        check_access_size(
+            "an xAPIC register",
+            Direction::Write,
+            data.len(),
+            XAPIC_REGISTER_BYTES,
+        )?;
+        let chip = &self.0;
+        let message =
+            lock(&chip.cpu(cpu)?.lapic).write_mmio(offset, le_value(data) as u32, &chip.clock);
+        Ok(chip.handle_bus_message(message, cpu)?)
+    }
+}
+
+/// The x2APIC MSRs, IA32_APIC_BASE and IA32_TSC_DEADLINE of every vCPU.
+pub struct LapicMsrs(pub Arc<UserspaceIrqchip>);
+
+impl LapicMsrs {
+    /// The MSR ranges this device owns.
+    pub const RANGES: [std::ops::Range<u32>; 3] = [
+        MSR_IA32_APIC_BASE..MSR_IA32_APIC_BASE + 1,
+        MSR_IA32_TSC_DEADLINE..MSR_IA32_TSC_DEADLINE + 1,
+        MSR_X2APIC_FIRST..MSR_X2APIC_LAST + 1,
+    ];
+}
+
+impl MsrDevice for LapicMsrs {
+    fn name(&self) -> &'static str {
+        "LAPIC (MSRs)"
+    }
+
+    fn read(&self, cpu: usize, msr: u32) -> Result<u64, DeviceError> {
+        let chip = &self.0;
+        let value = lock(&chip.cpu(cpu)?.lapic).read_msr(msr, &chip.clock);
+        Ok(value.map_err(InterruptError::from)?)
+    }
+
+    fn write(&self, cpu: usize, msr: u32, value: u64) -> Result<(), DeviceError> {
+        let chip = &self.0;
+        let message = lock(&chip.cpu(cpu)?.lapic)
+            .write_msr(msr, value, &chip.clock)
+            .map_err(InterruptError::from)?;
+        Ok(chip.handle_bus_message(message, cpu)?)
+    }
+}
+
+/// A device's MSI with the userspace irqchip: the VMM decodes it and puts
+/// it on its own APIC bus.
+struct UserspaceMsi {
+    chip: Arc<UserspaceIrqchip>,
+    msi: MsiMessage,
+}
+
+impl InterruptSink for UserspaceMsi {
+    fn raise(&self) -> Result<(), InterruptError> {
+        match self.msi.decode()? {
+            MsiFormat::Compatibility(interrupt) => self.chip.deliver(interrupt, None),
+            MsiFormat::Remappable(_) => Err(InterruptError::Remappable),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interrupt::fixed_msi;
+    use dirq_arch::lapic::{APIC_EOI, APIC_SVR, MSR_X2APIC_FIRST};
+
+    const VECTOR: u8 = 0x40;
+    const SVR_ENABLED: u64 = 0x1ff;
+
+    /// Two LAPICs, software-enabled through the xAPIC page (no vCPU threads).
+    fn chip() -> Arc<UserspaceIrqchip> {
+        let clock = GuestTscClock::new(0, 0, 1_000_000);
+        let chip = UserspaceIrqchip::new(2, APIC_TIMER_HZ, clock, Arc::new(Kicker::default()))
+            .expect("valid LAPIC config");
+        let mmio = LapicMmio(chip.clone());
+        for cpu in 0..2 {
+            mmio.write(cpu, APIC_SVR, &(SVR_ENABLED as u32).to_le_bytes())
+                .expect("SVR write");
+        }
+        chip
+    }
+
+    fn pending(chip: &UserspaceIrqchip, cpu: usize) -> Option<u8> {
+        chip.pending_vector(cpu).expect("the vCPU has a LAPIC")
+    }
+
+    fn msi_sink(chip: &UserspaceIrqchip, dest: u8) -> Box<dyn InterruptSink> {
+        chip.sink(Path::DirqApicBus(fixed_msi(dest, VECTOR)))
+            .expect("the userspace irqchip takes MSIs")
+    }
+
+    #[test]
+    fn an_msi_reaches_only_its_destination_and_is_injected_once() {
+        let chip = chip();
+        msi_sink(&chip, 1).raise().expect("MSI decodes");
+        assert_eq!(pending(&chip, 0), None);
+        assert_eq!(pending(&chip, 1), Some(VECTOR));
+        chip.acknowledge(1, VECTOR).expect("IRR -> ISR");
+        // In service, not pending: the run loop will not inject it again.
+        assert_eq!(pending(&chip, 1), None);
+        assert!(matches!(
+            chip.acknowledge(1, VECTOR),
+            Err(InterruptError::Acknowledged {
+                injected: VECTOR,
+                acknowledged: None
+            })
+        ));
+    }
+
+    #[test]
+    fn an_eoi_through_the_xapic_page_lets_the_next_interrupt_in() {
+        let chip = chip();
+        let msi = msi_sink(&chip, 0);
+        msi.raise().expect("MSI decodes");
+        chip.acknowledge(0, VECTOR).expect("dispatched");
+        msi.raise().expect("MSI decodes");
+        // Same priority class as the one in service: held back (SDM 10.8.3.1).
+        assert_eq!(pending(&chip, 0), None);
+        LapicMmio(chip.clone())
+            .write(0, APIC_EOI, &0u32.to_le_bytes())
+            .expect("EOI write");
+        assert_eq!(pending(&chip, 0), Some(VECTOR));
+    }
+
+    #[test]
+    fn an_x2apic_icr_write_sends_an_ipi_to_the_other_vcpu() {
+        let chip = chip();
+        let msrs = LapicMsrs(chip.clone());
+        for cpu in 0..2 {
+            let base = msrs.read(cpu, MSR_IA32_APIC_BASE).expect("APIC base reads");
+            msrs.write(cpu, MSR_IA32_APIC_BASE, base | (1 << 10))
+                .expect("x2APIC mode");
+        }
+        let icr = MSR_X2APIC_FIRST + 0x30;
+        msrs.write(0, icr, (1u64 << 32) | u64::from(VECTOR))
+            .expect("ICR write");
+        assert_eq!(pending(&chip, 1), Some(VECTOR));
+        assert_eq!(pending(&chip, 0), None);
+    }
+
+    #[test]
+    fn the_ioapic_routes_a_pin_to_a_lapic() {
+        let chip = chip();
+        let ioapic = chip.ioapic().expect("userspace mode has an IOAPIC");
+        let pin = 10u32;
+        let write = |register: u32, value: u32| {
+            ioapic
+                .write(0, 0x00, &register.to_le_bytes())
+                .expect("IOREGSEL");
+            ioapic.write(0, 0x10, &value.to_le_bytes()).expect("IOWIN");
+        };
+        write(0x10 + 2 * pin + 1, 1 << 24); // destination APIC ID 1
+        write(0x10 + 2 * pin, u32::from(VECTOR)); // fixed, edge, unmasked
+        chip.sink(Path::DirqIoapic(pin))
+            .expect("the userspace irqchip has IOAPIC inputs")
+            .raise()
+            .expect("pin pulses");
+        assert_eq!(pending(&chip, 1), Some(VECTOR));
+        assert_eq!(pending(&chip, 0), None);
+    }
+
+    #[test]
+    fn model_errors_reach_the_guest_access_typed() {
+        let chip = chip();
+        // x2APIC MSRs while the LAPIC is in xAPIC mode: the model refuses.
+        let err = LapicMsrs(chip.clone())
+            .read(0, MSR_X2APIC_FIRST + 0x30)
+            .expect_err("x2APIC is off");
+        assert!(
+            matches!(
+                err,
+                DeviceError::Interrupt(InterruptError::Lapic(
+                    dirq_arch::lapic::LapicError::X2apicDisabled { .. }
+                ))
+            ),
+            "{err:?}"
+        );
+        // An access from a vCPU the irqchip has no LAPIC for.
+        let err = LapicMmio(chip.clone())
+            .read(7, APIC_SVR, &mut [0; 4])
+            .expect_err("no vCPU 7");
+        assert!(
+            matches!(err, DeviceError::Interrupt(InterruptError::NoLapic(7))),
+            "{err:?}"
+        );
+        // Neither KVM's MSI paths nor its IOAPIC exist in this mode.
+        let path = Path::SignalMsi(fixed_msi(0, VECTOR));
+        assert!(matches!(
+            chip.sink(path),
+            Err(InterruptError::NoPath {
+                mode: Irqchip::Userspace,
+                ..
+            })
+        ));
+    }
+}
