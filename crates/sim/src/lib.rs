@@ -17,6 +17,7 @@ pub mod profile;
 mod queue;
 pub mod rng;
 pub mod scenario;
+pub mod service;
 pub mod trace;
 
 use std::collections::BTreeMap;
@@ -47,7 +48,7 @@ pub enum SimError {
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     pub seed: u64,
-    /// Overrides the built-in `did-2015` profile.
+    /// Overrides the scenario's built-in profile.
     pub profile: Option<CostProfile>,
     /// Collect a Chrome/Perfetto trace.
     pub trace: bool,
@@ -86,7 +87,7 @@ pub fn run_scenario_on(
     let profile = options
         .profile
         .clone()
-        .unwrap_or_else(CostProfile::did_2015);
+        .unwrap_or_else(|| scenario.profile.profile());
     let specs = scenario.expand();
     let next = AtomicUsize::new(0);
     let mut finished: Vec<Option<(RunResult, Option<Trace>)>> =

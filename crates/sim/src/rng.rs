@@ -31,6 +31,12 @@ impl Rng {
         let uniform = 1.0 - self.next_f64(); // (0, 1]
         ((-uniform.ln() * mean_ns) as u64).max(1)
     }
+
+    /// A standard normal deviate (Box-Muller, one of the pair).
+    pub fn standard_normal(&mut self) -> f64 {
+        let radius = (-2.0 * (1.0 - self.next_f64()).ln()).sqrt();
+        radius * (std::f64::consts::TAU * self.next_f64()).cos()
+    }
 }
 
 #[cfg(test)]

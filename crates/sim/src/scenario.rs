@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::policy::PolicyKind;
+use crate::profile::BuiltinProfile;
 
 mod budget;
 mod builtin;
@@ -278,6 +279,10 @@ pub struct Scenario {
     pub duration_ms: u64,
     #[serde(default)]
     pub nic: NicCoalescing,
+    /// The built-in cost profile of the study's testbed (unless the run
+    /// is given one).
+    #[serde(default)]
+    pub profile: BuiltinProfile,
     pub runs: Vec<RunGroup>,
 }
 
@@ -544,6 +549,7 @@ mod tests {
             description: "value-built".into(),
             duration_ms: 10,
             nic: NicCoalescing::FITTED,
+            profile: BuiltinProfile::Did2015,
             runs: vec![group],
         };
         assert_eq!(scenario.validate(), Ok(()));

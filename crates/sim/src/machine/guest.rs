@@ -165,17 +165,21 @@ impl Machine {
         }
     }
 
-    pub(super) fn work_ns(&self, work: Work) -> u64 {
+    /// One instance of `work`: a guest service time drawn around its
+    /// mean with the profile's guest shape; the IPI sender's gap is the
+    /// workload's own rate, not a service time.
+    pub(super) fn work_ns(&mut self, work: Work) -> u64 {
         let guest = &self.profile.guest_ns;
-        match work {
+        let mean = match work {
             Work::IrqEntry => guest.irq_entry,
             Work::TimerToUserRest => guest.timer_irq_to_user.saturating_sub(guest.irq_entry),
             Work::Request => guest.request_work,
             Work::IpiGap => {
                 let rate = self.spec.group.ipi_rate_per_s.max(1);
-                1_000_000_000 / rate
+                return 1_000_000_000 / rate;
             }
-        }
+        };
+        self.profile.service_time.guest.draw(mean, &mut self.rng)
     }
 
     pub(super) fn packet_work_ns(&self) -> u64 {
@@ -200,7 +204,10 @@ impl Machine {
             let step = frame.program[frame.pc];
             let handoff = match step {
                 Step::Work(work) => {
-                    let remaining = frame.remaining.unwrap_or_else(|| self.work_ns(work));
+                    let remaining = match frame.remaining {
+                        Some(remaining) => remaining,
+                        None => self.work_ns(work),
+                    };
                     self.start_timed(vcpu, remaining, fx);
                     return;
                 }

@@ -40,6 +40,12 @@ impl Machine {
         fx: &mut Effects,
     ) {
         let core = self.vcpus[vcpu].home_core;
+        // The listed cost is the mean; this exit's own is drawn around it.
+        let service_ns = self
+            .profile
+            .service_time
+            .exit
+            .draw(service_ns, &mut self.rng);
         self.suspend(vcpu, fx);
         self.counters.exits[reason.index()] += 1;
         self.set_mode(core, Mode::Host);
