@@ -192,7 +192,12 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         latency_ns: LatencySummary::from_samples_ns(&counters.latencies),
         throughput: throughput(spec, counters, seconds),
         invariant_violations,
-        study: StudyResults::default(),
+        study: StudyResults {
+            timer_irqs_in_host_mode: spec
+                .has_guest_timer()
+                .then_some(counters.timer_irqs_in_host_mode),
+            ..StudyResults::default()
+        },
         interrupts: InterruptCounts {
             raised: machine.checker.raised,
             handled: machine.checker.handled,

@@ -18,6 +18,7 @@ mod fixture;
 mod guest;
 mod host;
 mod injection;
+mod periodic;
 mod setup;
 mod state;
 mod timers;
@@ -52,6 +53,7 @@ pub(crate) use checker::Checker;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
 use guest::{Frame, TimerWrite, HALT_LOOP, IPI_SENDER, SPIN};
+use periodic::Accesses;
 pub(crate) use state::Counters;
 use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
 
@@ -123,9 +125,13 @@ enum Event {
     SliceEnd {
         core: u32,
     },
-    BackgroundExit {
+    /// The host's scheduler tick on a guest core.
+    HostTick {
+        core: u32,
+    },
+    /// The guest's housekeeping pass is due.
+    Housekeeping {
         vcpu: u32,
-        reason: ExitReason,
     },
     RemoteRequest {
         vm: u32,
@@ -247,6 +253,7 @@ impl Machine {
             Effect::GuestEoi(vcpu) => self.guest_eoi(vcpu, fx),
             Effect::TimerWrite { vcpu, write } => self.guest_timer_write(vcpu, write, fx),
             Effect::SubmitBlock(vcpu) => self.guest_submit_block(vcpu, fx),
+            Effect::DeviceAccess(vcpu) => self.device_access(vcpu, fx),
             Effect::SendIpi(vcpu) => self.guest_send_ipi(vcpu, fx),
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
@@ -280,13 +287,8 @@ impl Machine {
             Event::SliceEnd { core } => {
                 self.host_interrupt(core as usize, NmiMessage::SliceEnd, fx)
             }
-            Event::BackgroundExit { vcpu, reason } => {
-                let vcpu = vcpu as usize;
-                if self.in_guest(vcpu) {
-                    self.list_exit(vcpu, reason, fx);
-                }
-                self.schedule_background_exit(vcpu, reason, fx);
-            }
+            Event::HostTick { core } => self.host_tick(core as usize, fx),
+            Event::Housekeeping { vcpu } => self.housekeeping_due(vcpu as usize, fx),
             Event::GuestIpi { vcpu } => {
                 let vcpu = vcpu as usize;
                 let vm = self.vcpus[vcpu].vm;

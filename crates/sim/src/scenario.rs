@@ -298,6 +298,11 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// Whether the run arms a guest timer (cyclictest, or `with_timer`).
+    pub fn has_guest_timer(&self) -> bool {
+        self.group.with_timer || self.workload == WorkloadKind::Cyclictest
+    }
+
     /// The `params` object of the run's JSON.
     pub fn params(&self) -> BTreeMap<String, serde_json::Value> {
         let mut params = BTreeMap::new();

@@ -30,6 +30,8 @@ pub(super) enum Effect {
         write: TimerWrite,
     },
     SubmitBlock(usize),
+    /// A housekeeping access (docs: `periodic`).
+    DeviceAccess(usize),
     SendIpi(usize),
     GuestHalt(usize),
     NetperfRespond {

@@ -9,6 +9,8 @@ pub(super) enum Work {
     TimerToUserRest,
     Request,
     IpiGap,
+    /// A housekeeping section with interrupts disabled.
+    IrqsOffSection,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +29,12 @@ pub(super) enum Step {
     MaskRx,
     UnmaskRx,
     Eoi,
+    Cli,
     Sti,
+    /// Housekeeping: the pass's next I/O or EPT-faulting access.
+    DeviceAccess,
+    /// Housekeeping: back to the start while accesses are left.
+    NextAccess,
     /// NAPI poll: one packet at a time until the ring is empty.
     PollRx,
     WriteTimer(TimerWrite),
@@ -174,6 +181,7 @@ impl Machine {
             Work::IrqEntry => guest.irq_entry,
             Work::TimerToUserRest => guest.timer_irq_to_user.saturating_sub(guest.irq_entry),
             Work::Request => guest.request_work,
+            Work::IrqsOffSection => self.profile.guest_housekeeping.irqs_off_ns,
             Work::IpiGap => {
                 let rate = self.spec.group.ipi_rate_per_s.max(1);
                 return 1_000_000_000 / rate;
@@ -253,6 +261,20 @@ impl Machine {
                     self.enable_interrupts(vcpu, fx);
                     return;
                 }
+                Step::Cli => {
+                    self.vcpus[vcpu].interruptible = false;
+                    self.advance(vcpu);
+                    continue;
+                }
+                Step::NextAccess => {
+                    if self.vcpus[vcpu].housekeeping.is_empty() {
+                        self.advance(vcpu);
+                    } else if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
+                        top.pc = 0;
+                    }
+                    continue;
+                }
+                Step::DeviceAccess => Effect::DeviceAccess(vcpu),
                 Step::Iret => {
                     let v = &mut self.vcpus[vcpu];
                     let popped = v.frames.pop();

@@ -103,6 +103,7 @@ impl Machine {
                     // Set below, once the VM's queue pairs exist.
                     queues: 0,
                     injecting: None,
+                    housekeeping: Accesses::default(),
                 });
                 cores[home_core].runqueue.push(id);
                 cores[home_core].hosts_vcpus = true;
@@ -180,14 +181,10 @@ impl Machine {
             self.apply(&mut fx);
         }
         for vcpu in 0..self.vcpus.len() {
-            if self.vcpus[vcpu].vmcs.io_exits() {
-                self.schedule_background_exit(vcpu, ExitReason::IoInstruction, &mut fx);
-            }
-            if self.vcpus[vcpu].vmcs.ept_enabled() {
-                self.schedule_background_exit(vcpu, ExitReason::EptViolation, &mut fx);
-            }
-            self.apply(&mut fx);
+            self.start_housekeeping(vcpu, &mut fx);
         }
+        self.start_host_ticks(&mut fx);
+        self.apply(&mut fx);
         self.fx = fx;
     }
 
@@ -238,19 +235,5 @@ impl Machine {
         let target = CYCLICTEST_PERIOD_NS + offset;
         self.vcpus[vcpu].timer_target = Some(target);
         self.program_guest_timer(vcpu, target, fx);
-    }
-
-    pub(super) fn schedule_background_exit(
-        &mut self,
-        vcpu: usize,
-        reason: ExitReason,
-        fx: &mut Effects,
-    ) {
-        let rate = match reason {
-            ExitReason::IoInstruction => self.profile.idle_exits_per_s.io_instruction,
-            _ => self.profile.idle_exits_per_s.ept_violation,
-        };
-        let vcpu = vcpu as u32;
-        self.schedule_poisson(rate, Event::BackgroundExit { vcpu, reason }, fx);
     }
 }

@@ -87,6 +87,8 @@ pub(super) struct Vcpu {
     pub(super) queues: usize,
     /// A vector acknowledged from the software LAPIC, injected at entry.
     pub(super) injecting: Option<u8>,
+    /// The accesses the running housekeeping pass has still to make.
+    pub(super) housekeeping: Accesses,
 }
 
 pub(super) struct Vm {
@@ -106,4 +108,6 @@ pub(crate) struct Counters {
     pub guest_core_ns: u64,
     pub spin_ns: u64,
     pub events: u64,
+    /// Guest timer expiries that found their core in host mode.
+    pub timer_irqs_in_host_mode: u64,
 }

@@ -75,7 +75,9 @@ impl RunSpec {
         } else {
             0.0
         };
-        let idle = profile.idle_exits_per_s.io_instruction + profile.idle_exits_per_s.ept_violation;
+        let idle = profile.idle_exits_per_s.io_instruction
+            + profile.idle_exits_per_s.ept_violation
+            + profile.host_tick.hz as f64;
         let slices = 1e9 / profile.host_ns.sched_quantum.max(1) as f64;
         let per_vm_per_s = traffic + timers + (idle + slices) * vcpus;
         let seconds = self.duration_ns as f64 / 1e9;
