@@ -11,6 +11,7 @@
 
 mod checker;
 mod delivery;
+mod design_work;
 mod devices;
 mod effects;
 #[cfg(test)]
@@ -50,6 +51,7 @@ use crate::trace::Trace;
 use crate::SimError;
 
 pub(crate) use checker::Checker;
+use design_work::DesignWork;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
 use guest::{Frame, TimerWrite, HALT_LOOP, IPI_SENDER, SPIN};

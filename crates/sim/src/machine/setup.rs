@@ -104,6 +104,7 @@ impl Machine {
                     queues: 0,
                     injecting: None,
                     housekeeping: Accesses::default(),
+                    entry_work_paid: false,
                 });
                 cores[home_core].runqueue.push(id);
                 cores[home_core].hosts_vcpus = true;
@@ -159,7 +160,8 @@ impl Machine {
     pub(super) fn start(&mut self) {
         let mut fx = std::mem::take(&mut self.fx);
         // Every VF's IRTE is valid from the start: routed as for a VM that
-        // is not running until its vCPU is first scheduled in.
+        // is not running until its vCPU is first scheduled in. Set-up work
+        // is not charged.
         for vcpu in 0..self.vcpus.len() {
             self.retarget_vf(vcpu);
         }

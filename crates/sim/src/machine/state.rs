@@ -89,6 +89,8 @@ pub(super) struct Vcpu {
     pub(super) injecting: Option<u8>,
     /// The accesses the running housekeeping pass has still to make.
     pub(super) housekeeping: Accesses,
+    /// The host has spent the coming entry's design work.
+    pub(super) entry_work_paid: bool,
 }
 
 pub(super) struct Vm {
