@@ -196,6 +196,13 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
             timer_irqs_in_host_mode: spec
                 .has_guest_timer()
                 .then_some(counters.timer_irqs_in_host_mode),
+            total_s: (spec.workload == WorkloadKind::IpiCall && counters.requests_done > 0).then(
+                || {
+                    let mean_ns = counters.latencies.iter().sum::<u64>() as f64
+                        / counters.requests_done as f64;
+                    mean_ns * machine::CALLS_PER_BENCHMARK / 1e9
+                },
+            ),
             ..StudyResults::default()
         },
         interrupts: InterruptCounts {
@@ -218,6 +225,7 @@ fn throughput(spec: &RunSpec, counters: &machine::Counters, seconds: f64) -> Opt
         ),
         WorkloadKind::Fio => (counters.requests_done as f64 / seconds, "IOPS"),
         WorkloadKind::NetperfRr => (counters.requests_done as f64 / seconds, "transactions/s"),
+        WorkloadKind::IpiCall => (counters.requests_done as f64 / seconds, "calls/s"),
         WorkloadKind::Whileloop => (
             counters.spin_ns as f64 / counters.guest_core_ns.max(1) as f64,
             "fraction of the core running the loop",

@@ -19,6 +19,8 @@ mod fixture;
 mod guest;
 mod host;
 mod injection;
+mod ipi_call;
+mod numa;
 mod periodic;
 mod setup;
 mod state;
@@ -55,6 +57,8 @@ use design_work::DesignWork;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
 use guest::{Frame, TimerWrite, HALT_LOOP, IPI_SENDER, SPIN};
+pub(crate) use ipi_call::CALLS_PER_BENCHMARK;
+use ipi_call::{Call, CALL_HANDLER, IPI_CALLER};
 use periodic::Accesses;
 pub(crate) use state::Counters;
 use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
@@ -134,6 +138,10 @@ enum Event {
     /// The guest's housekeeping pass is due.
     Housekeeping {
         vcpu: u32,
+    },
+    /// A VM's caller sees its call's last callee finish.
+    CallDone {
+        vm: u32,
     },
     RemoteRequest {
         vm: u32,
@@ -256,6 +264,7 @@ impl Machine {
             Effect::TimerWrite { vcpu, write } => self.guest_timer_write(vcpu, write, fx),
             Effect::SubmitBlock(vcpu) => self.guest_submit_block(vcpu, fx),
             Effect::DeviceAccess(vcpu) => self.device_access(vcpu, fx),
+            Effect::CompleteCall(vcpu) => self.complete_call(vcpu, fx),
             Effect::SendIpi(vcpu) => self.guest_send_ipi(vcpu, fx),
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
@@ -291,6 +300,7 @@ impl Machine {
             }
             Event::HostTick { core } => self.host_tick(core as usize, fx),
             Event::Housekeeping { vcpu } => self.housekeeping_due(vcpu as usize, fx),
+            Event::CallDone { vm } => self.call_done(vm as usize, fx),
             Event::GuestIpi { vcpu } => {
                 let vcpu = vcpu as usize;
                 let vm = self.vcpus[vcpu].vm;

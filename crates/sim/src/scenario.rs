@@ -91,6 +91,10 @@ pub enum InvalidScenario {
     IpiRate,
     #[error("a sweep needs at least one value")]
     EmptySweep,
+    #[error("host.numa_nodes must be 1..=host.cores")]
+    NumaNodes,
+    #[error("ipi-call needs host.vcpus_per_vm >= 2 and, for target = \"cross-node\", a vCPU homed on another node than vCPU 0")]
+    NoCallTarget,
 }
 
 /// The workloads the simulator knows.
@@ -113,6 +117,10 @@ pub enum WorkloadKind {
     Ipi,
     /// An idle VM: only background exits.
     Idle,
+    /// The IPI study's benchmark: vCPU 0 calls a function on `target` and
+    /// waits for its completion (smp_call_function_single/many), call
+    /// after call.
+    IpiCall,
 }
 
 impl WorkloadKind {
@@ -126,6 +134,7 @@ impl WorkloadKind {
             WorkloadKind::Fio => "fio",
             WorkloadKind::Ipi => "ipi",
             WorkloadKind::Idle => "idle",
+            WorkloadKind::IpiCall => "ipi-call",
         }
     }
 }
@@ -151,6 +160,7 @@ pub enum IdleMode {
     #[default]
     Poll,
     /// HLT exits and the vCPU thread sleeps.
+    #[serde(rename = "halt", alias = "hlt")]
     Hlt,
     /// HLT exits; the host polls `halt_poll` ns before sleeping.
     HaltPoll,
@@ -176,6 +186,19 @@ pub enum IpiMode {
     #[default]
     Unicast,
     Broadcast,
+}
+
+/// Whom the IPI study's caller calls (vCPU 0 is the caller).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IpiTarget {
+    /// The first other vCPU homed on vCPU 0's NUMA node.
+    #[default]
+    SameNode,
+    /// The first vCPU homed on another node.
+    CrossNode,
+    /// Every other vCPU (smp_call_function_many).
+    All,
 }
 
 /// The SR-IOV VF's interrupt coalescing (82599-style): an interrupt fires
@@ -255,6 +278,13 @@ pub struct RunGroup {
     pub with_timer: bool,
     #[serde(default)]
     pub queue_owners: QueueOwners,
+    /// NUMA nodes (sockets) the host's cores split into, in equal runs of
+    /// consecutive cores.
+    #[serde(default = "one_node")]
+    pub numa_nodes: u32,
+    /// The ipi-call workload's callee.
+    #[serde(default)]
+    pub target: IpiTarget,
     /// One more parameter over a list: the group stands for one group per
     /// value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -263,6 +293,10 @@ pub struct RunGroup {
 
 fn default_ipi_rate() -> u64 {
     10_000
+}
+
+fn one_node() -> u32 {
+    1
 }
 
 fn default_duration_ms() -> u64 {
@@ -321,7 +355,14 @@ impl RunSpec {
             params.insert("ipi_mode".into(), enum_name(&self.group.ipi_mode));
             params.insert("ipi_rate_per_s".into(), self.group.ipi_rate_per_s.into());
         }
-        if self.group.idle != IdleMode::Poll || self.workload == WorkloadKind::Ipi {
+        if self.workload == WorkloadKind::IpiCall {
+            params.insert("target".into(), enum_name(&self.group.target));
+        }
+        if self.group.numa_nodes != 1 {
+            params.insert("numa_nodes".into(), self.group.numa_nodes.into());
+        }
+        let ipis = matches!(self.workload, WorkloadKind::Ipi | WorkloadKind::IpiCall);
+        if self.group.idle != IdleMode::Poll || ipis {
             params.insert("idle".into(), enum_name(&self.group.idle));
         }
         let host = self.group.host;
@@ -388,7 +429,34 @@ impl RunGroup {
             nested_interrupts: false,
             with_timer: false,
             queue_owners: QueueOwners::default(),
+            numa_nodes: one_node(),
+            target: IpiTarget::default(),
             sweep: None,
+        }
+    }
+
+    /// The NUMA node of `core`: the cores split into `numa_nodes` equal
+    /// runs of consecutive cores.
+    pub fn node_of_core(&self, core: u32) -> u32 {
+        (u64::from(core) * u64::from(self.numa_nodes) / u64::from(self.host.cores.max(1))) as u32
+    }
+
+    /// The core vCPU `index` of the first VM is pinned to (round robin
+    /// over the guest cores; core 0 is housekeeping).
+    pub fn home_core(&self, index: u32) -> u32 {
+        1 + index % (self.host.cores - 1).max(1)
+    }
+
+    /// The ipi-call workload's callees among the first VM's vCPU indices,
+    /// by `target`.
+    pub fn call_targets(&self) -> Vec<u32> {
+        let caller_node = self.node_of_core(self.home_core(0));
+        let others = 1..self.host.vcpus_per_vm;
+        let on_caller_node = |&index: &u32| self.node_of_core(self.home_core(index)) == caller_node;
+        match self.target {
+            IpiTarget::SameNode => others.filter(on_caller_node).take(1).collect(),
+            IpiTarget::CrossNode => others.filter(|i| !on_caller_node(i)).take(1).collect(),
+            IpiTarget::All => others.collect(),
         }
     }
 
@@ -437,6 +505,12 @@ impl RunGroup {
             .any(|&rate| rate == 0 || rate > MAX_RATE_PPS)
         {
             return Err(InvalidScenario::Rate);
+        }
+        if self.numa_nodes == 0 || self.numa_nodes > host.cores {
+            return Err(InvalidScenario::NumaNodes);
+        }
+        if self.workload == WorkloadKind::IpiCall && self.call_targets().is_empty() {
+            return Err(InvalidScenario::NoCallTarget);
         }
         if self.workload == WorkloadKind::Ipi && host.vcpus_per_vm < 2 {
             return Err(InvalidScenario::IpiNeedsTwoVcpus);
@@ -569,6 +643,38 @@ mod tests {
             scenario.validate(),
             Err(InvalidScenario::NoPolicies(WorkloadKind::Cyclictest))
         );
+    }
+
+    #[test]
+    fn call_targets_follow_the_numa_nodes() {
+        let mut group = RunGroup::new(WorkloadKind::IpiCall, vec![PolicyKind::Apicv]);
+        group.host = HostShape {
+            cores: 8,
+            vms: 1,
+            vcpus_per_vm: 6,
+        };
+        group.numa_nodes = 2;
+        // Cores 0-3 are node 0, 4-7 node 1; vCPU i is on core 1 + i.
+        assert_eq!((group.node_of_core(3), group.node_of_core(4)), (0, 1));
+        assert_eq!(group.call_targets(), [1]);
+        group.target = IpiTarget::CrossNode;
+        assert_eq!(group.call_targets(), [3]);
+        group.target = IpiTarget::All;
+        assert_eq!(group.call_targets(), [1, 2, 3, 4, 5]);
+        group.target = IpiTarget::CrossNode;
+        group.numa_nodes = 1;
+        assert_eq!(group.validate(), Err(InvalidScenario::NoCallTarget));
+        group.numa_nodes = 9;
+        assert_eq!(group.validate(), Err(InvalidScenario::NumaNodes));
+    }
+
+    #[test]
+    fn the_halting_idle_mode_is_named_halt_and_still_read_as_hlt() {
+        for name in ["halt", "hlt"] {
+            let mode: IdleMode = serde_json::from_value(name.into()).expect("known");
+            assert_eq!(mode, IdleMode::Hlt);
+        }
+        assert_eq!(enum_name(&IdleMode::Hlt), "halt");
     }
 
     #[test]

@@ -35,6 +35,14 @@ pub(super) enum Step {
     DeviceAccess,
     /// Housekeeping: back to the start while accesses are left.
     NextAccess,
+    /// ipi-call: the caller starts a call.
+    StartCall,
+    /// ipi-call: back to the ICR write while callees are unsent.
+    NextIcrWrite,
+    /// ipi-call: the caller spins until its call completes.
+    AwaitCall,
+    /// ipi-call: a callee ran the function.
+    CompleteCall,
     /// NAPI poll: one packet at a time until the ring is empty.
     PollRx,
     WriteTimer(TimerWrite),
@@ -135,6 +143,7 @@ impl Machine {
             }
             GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR => RX_HANDLER,
             GUEST_TIMER_VECTOR if self.vcpus[vcpu].timer_target.is_some() => TIMER_HANDLER,
+            GUEST_IPI_VECTOR if self.spec.workload == WorkloadKind::IpiCall => CALL_HANDLER,
             GUEST_IPI_VECTOR => IPI_HANDLER,
             _ => PLAIN_HANDLER,
         };
@@ -275,6 +284,31 @@ impl Machine {
                     continue;
                 }
                 Step::DeviceAccess => Effect::DeviceAccess(vcpu),
+                Step::StartCall => {
+                    self.start_call(vcpu);
+                    self.advance(vcpu);
+                    continue;
+                }
+                Step::NextIcrWrite => {
+                    let vm = self.vcpus[vcpu].vm;
+                    if self.vms[vm].call.unsent.is_empty() {
+                        self.advance(vcpu);
+                    } else if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
+                        top.pc -= 1;
+                    }
+                    continue;
+                }
+                Step::AwaitCall => {
+                    let vm = self.vcpus[vcpu].vm;
+                    if self.vms[vm].call.done {
+                        self.advance(vcpu);
+                        continue;
+                    }
+                    self.vcpus[vcpu].spin_since = Some(self.now);
+                    self.vcpus[vcpu].step_running = true;
+                    return;
+                }
+                Step::CompleteCall => Effect::CompleteCall(vcpu),
                 Step::Iret => {
                     let v = &mut self.vcpus[vcpu];
                     let popped = v.frames.pop();

@@ -74,10 +74,10 @@ impl Machine {
             for index in 0..host.vcpus_per_vm as usize {
                 let id = vcpus.len();
                 let home_core = 1 + id % guest_cores;
-                let program = if spec.workload == WorkloadKind::Ipi && index == 0 {
-                    IPI_SENDER
-                } else {
-                    background
+                let program = match (spec.workload, index) {
+                    (WorkloadKind::Ipi, 0) => IPI_SENDER,
+                    (WorkloadKind::IpiCall, 0) => IPI_CALLER,
+                    _ => background,
                 };
                 vcpus.push(Vcpu {
                     vm,
@@ -130,6 +130,7 @@ impl Machine {
             }
             vms.push(Vm {
                 vcpus: ids,
+                call: Call::default(),
                 request_sent_at: None,
                 backend_busy_until: 0,
             });

@@ -95,6 +95,8 @@ pub(super) struct Vcpu {
 
 pub(super) struct Vm {
     pub(super) vcpus: Vec<usize>,
+    /// The ipi-call workload's call in flight.
+    pub(super) call: Call,
     pub(super) request_sent_at: Option<u64>,
     pub(super) backend_busy_until: u64,
 }

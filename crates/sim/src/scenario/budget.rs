@@ -69,6 +69,8 @@ impl RunSpec {
             WorkloadKind::NetperfRr | WorkloadKind::Fio => REQUESTS_PER_S * owners,
             WorkloadKind::Ipi => group.ipi_rate_per_s as f64 * (vcpus - 1.0),
             WorkloadKind::Cyclictest | WorkloadKind::Idle => 0.0,
+            // One call at a time, a few microseconds each, to each target.
+            WorkloadKind::IpiCall => REQUESTS_PER_S * group.call_targets().len() as f64,
         };
         let timers = if group.with_timer || self.workload == WorkloadKind::Cyclictest {
             TIMER_HZ * owners
