@@ -237,6 +237,16 @@ fn print_run(run: &RunResult) {
     if let Some(throughput) = &run.throughput {
         println!("  throughput: {:.4} {}", throughput.value, throughput.unit);
     }
+    // The study's own figures, whichever the run reports.
+    if let Ok(serde_json::Value::Object(study)) = serde_json::to_value(&run.study) {
+        if !study.is_empty() {
+            let figures: Vec<String> = study
+                .iter()
+                .map(|(name, value)| format!("{name} {value}"))
+                .collect();
+            println!("  study: {}", figures.join(", "));
+        }
+    }
     let violations: Vec<String> = run
         .invariant_violations
         .iter()

@@ -46,6 +46,9 @@ pub(super) enum Step {
     /// NAPI poll: one packet at a time until the ring is empty.
     PollRx,
     WriteTimer(TimerWrite),
+    /// The timer handler wakes cyclictest's thread; the scheduler runs it
+    /// when the last handler returns.
+    WakeUserTask,
     RecordTimerLatency,
     RecordRequestLatency,
     RecordIpiLatency,
@@ -64,10 +67,18 @@ const RX_HANDLER: &[Step] = &[
     Step::UnmaskRx,
     Step::Iret,
 ];
+/// cyclictest's timer interrupt: re-arm, EOI, wake the measuring thread.
 const TIMER_HANDLER: &[Step] = &[
     Step::Work(Work::IrqEntry),
     Step::WriteTimer(TimerWrite::NextTick),
     Step::Eoi,
+    Step::WakeUserTask,
+    Step::Iret,
+];
+/// cyclictest's thread, run by the guest's scheduler once the handlers
+/// return: the switch to it and its return from the wait, then it reads
+/// the clock; then it sleeps again.
+const USER_TASK: &[Step] = &[
     Step::Work(Work::TimerToUserRest),
     Step::RecordTimerLatency,
     Step::Iret,
@@ -316,6 +327,12 @@ impl Machine {
                     if v.frames.is_empty() {
                         v.frames.push(Frame::background(SPIN));
                     }
+                    // Back from the last handler: the scheduler switches to
+                    // a woken thread (a nested return goes to a handler).
+                    let to_task = v.frames.last().is_some_and(|top| top.vector.is_none());
+                    if to_task && std::mem::take(&mut v.user_task_woken) {
+                        v.frames.push(Frame::background(USER_TASK));
+                    }
                     if restored {
                         self.enable_interrupts(vcpu, fx);
                         return;
@@ -324,6 +341,11 @@ impl Machine {
                     continue;
                 }
                 Step::WriteTimer(write) => Effect::TimerWrite { vcpu, write },
+                Step::WakeUserTask => {
+                    self.vcpus[vcpu].user_task_woken = true;
+                    self.advance(vcpu);
+                    continue;
+                }
                 Step::RecordTimerLatency => {
                     self.advance(vcpu);
                     // The handler already re-armed for the next period.
@@ -486,6 +508,32 @@ mod tests {
         listed(&mut m, |m, fx| m.deliver_to_guest(0, GUEST_VF_VECTOR, fx));
         assert_eq!(m.checker.violations_of(Invariant::Doubled), 1);
         assert_eq!(m.checker.violations_of(Invariant::PriorityInversion), 1);
+    }
+
+    #[test]
+    fn the_woken_thread_runs_only_when_the_last_handler_returns() {
+        let mut m = single(PolicyKind::Did);
+        // A timer handler nested in a VF handler, at its WakeUserTask step.
+        in_handler(&mut m, 0, RX_HANDLER, 6, GUEST_VF_VECTOR);
+        m.vcpus[0].frames.push(Frame {
+            program: TIMER_HANDLER,
+            pc: 3,
+            remaining: None,
+            vector: Some(GUEST_TIMER_VECTOR),
+            eoi_done: true,
+            saved_interruptible: true,
+        });
+        listed(&mut m, |m, fx| m.run_guest(0, fx));
+        // Back in the VF handler (its Iret next): the thread waits.
+        assert!(m.vcpus[0].user_task_woken);
+        let top = m.vcpus[0].frames.last().map(|frame| frame.vector);
+        assert_eq!(top, Some(Some(GUEST_VF_VECTOR)));
+        m.vcpus[0].step_running = false;
+        listed(&mut m, |m, fx| m.run_guest(0, fx));
+        // The VF handler returned: the scheduler switched to the thread.
+        assert!(!m.vcpus[0].user_task_woken);
+        let top = m.vcpus[0].frames.last().map(|frame| frame.program.len());
+        assert_eq!(top, Some(USER_TASK.len()));
     }
 
     #[test]

@@ -105,6 +105,7 @@ impl Machine {
                     injecting: None,
                     housekeeping: Accesses::default(),
                     entry_work_paid: false,
+                    user_task_woken: false,
                 });
                 cores[home_core].runqueue.push(id);
                 cores[home_core].hosts_vcpus = true;

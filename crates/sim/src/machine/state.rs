@@ -91,6 +91,8 @@ pub(super) struct Vcpu {
     pub(super) housekeeping: Accesses,
     /// The host has spent the coming entry's design work.
     pub(super) entry_work_paid: bool,
+    /// cyclictest's thread is woken and waits for the handlers to return.
+    pub(super) user_task_woken: bool,
 }
 
 pub(super) struct Vm {
