@@ -49,6 +49,7 @@ use crate::profile::CostProfile;
 use crate::queue::{EventQueue, Keyed};
 use crate::rng::Rng;
 use crate::scenario::{IdleMode, IpiMode, RunSpec, Transport, WorkloadKind};
+use crate::service::Sampler;
 use crate::trace::Trace;
 use crate::SimError;
 
@@ -180,6 +181,9 @@ pub(crate) struct Machine {
     fx: Effects,
     rng: Rng,
     profile: CostProfile,
+    /// The profile's service-time shapes, ready to draw.
+    exit_times: Sampler,
+    guest_times: Sampler,
     design: &'static Design,
     spec: RunSpec,
     cores: Vec<Core>,

@@ -41,6 +41,37 @@ impl ServiceShape {
         }
     }
 
+    /// The shape with its constants worked out once, ready to draw.
+    pub fn sampler(self) -> Sampler {
+        match self {
+            ServiceShape::Fixed => Sampler::Fixed,
+            ServiceShape::Exponential => Sampler::Exponential,
+            ServiceShape::Lognormal { cv } => {
+                // cv^2 = exp(sigma^2) - 1; the mean is kept by scaling
+                // exp(sigma z) by exp(-sigma^2 / 2).
+                let sigma2 = (1.0 + cv * cv).ln();
+                Sampler::Lognormal {
+                    sigma: sigma2.sqrt(),
+                    half_sigma2: sigma2 / 2.0,
+                }
+            }
+            ServiceShape::FixedPlusExponential { fixed_fraction } => {
+                Sampler::FixedPlusExponential { fixed_fraction }
+            }
+        }
+    }
+}
+
+/// A [`ServiceShape`] ready to draw.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sampler {
+    Fixed,
+    Exponential,
+    Lognormal { sigma: f64, half_sigma2: f64 },
+    FixedPlusExponential { fixed_fraction: f64 },
+}
+
+impl Sampler {
     /// One service time of mean `mean_ns`, in whole ns (at least 1 unless
     /// the mean is 0, so a zero cost stays free).
     pub fn draw(self, mean_ns: u64, rng: &mut Rng) -> u64 {
@@ -49,15 +80,12 @@ impl ServiceShape {
         }
         let mean = mean_ns as f64;
         let drawn = match self {
-            ServiceShape::Fixed => return mean_ns,
-            ServiceShape::Exponential => return rng.exponential_ns(mean),
-            ServiceShape::Lognormal { cv } => {
-                // mean = exp(mu + sigma^2 / 2), cv^2 = exp(sigma^2) - 1.
-                let sigma2 = (1.0 + cv * cv).ln();
-                let mu = mean.ln() - sigma2 / 2.0;
-                (mu + sigma2.sqrt() * rng.standard_normal()).exp()
+            Sampler::Fixed => return mean_ns,
+            Sampler::Exponential => return rng.exponential_ns(mean),
+            Sampler::Lognormal { sigma, half_sigma2 } => {
+                mean * (sigma * rng.standard_normal() - half_sigma2).exp()
             }
-            ServiceShape::FixedPlusExponential { fixed_fraction } => {
+            Sampler::FixedPlusExponential { fixed_fraction } => {
                 let fixed = mean * fixed_fraction;
                 fixed + rng.exponential_ns(mean - fixed) as f64
             }
@@ -95,7 +123,9 @@ mod tests {
 
     fn stats(shape: ServiceShape, mean: u64) -> (f64, u64, u64, u64) {
         let mut rng = Rng::new(3);
-        let mut samples: Vec<u64> = (0..100_000).map(|_| shape.draw(mean, &mut rng)).collect();
+        let mut samples: Vec<u64> = (0..100_000)
+            .map(|_| shape.sampler().draw(mean, &mut rng))
+            .collect();
         samples.sort_unstable();
         let average = samples.iter().sum::<u64>() as f64 / samples.len() as f64;
         let p50 = samples[samples.len() / 2];
@@ -135,10 +165,14 @@ mod tests {
     #[test]
     fn a_zero_cost_stays_free_and_the_same_seed_draws_the_same() {
         let mut rng = Rng::new(1);
-        assert_eq!(ServiceShape::Exponential.draw(0, &mut rng), 0);
+        assert_eq!(ServiceShape::Exponential.sampler().draw(0, &mut rng), 0);
         let shape = ServiceShape::Lognormal { cv: 1.0 };
-        let a: Vec<u64> = (0..10).map(|_| shape.draw(500, &mut Rng::new(9))).collect();
-        let b: Vec<u64> = (0..10).map(|_| shape.draw(500, &mut Rng::new(9))).collect();
+        let a: Vec<u64> = (0..10)
+            .map(|_| shape.sampler().draw(500, &mut Rng::new(9)))
+            .collect();
+        let b: Vec<u64> = (0..10)
+            .map(|_| shape.sampler().draw(500, &mut Rng::new(9)))
+            .collect();
         assert_eq!(a, b);
     }
 

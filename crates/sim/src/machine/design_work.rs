@@ -33,7 +33,7 @@ impl Machine {
     pub(super) fn entry_work_ns(&self, vcpu: usize) -> u64 {
         let v = &self.vcpus[vcpu];
         let self_ipis = match self.design.injection {
-            Injection::SelfIpi => v.virtual_pending.iter().count() as u64,
+            Injection::SelfIpi => u64::from(v.virtual_pending.len()),
             _ => 0,
         };
         let mode_switch = self.design.injection_mode.is_some()

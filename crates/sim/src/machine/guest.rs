@@ -207,7 +207,7 @@ impl Machine {
                 return 1_000_000_000 / rate;
             }
         };
-        self.profile.service_time.guest.draw(mean, &mut self.rng)
+        self.guest_times.draw(mean, &mut self.rng)
     }
 
     pub(super) fn packet_work_ns(&self) -> u64 {

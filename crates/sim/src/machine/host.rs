@@ -42,11 +42,7 @@ impl Machine {
     ) {
         let core = self.vcpus[vcpu].home_core;
         // The listed cost is the mean; this exit's own is drawn around it.
-        let service_ns = self
-            .profile
-            .service_time
-            .exit
-            .draw(service_ns, &mut self.rng);
+        let service_ns = self.exit_times.draw(service_ns, &mut self.rng);
         self.suspend(vcpu, fx);
         self.counters.exits[reason.index()] += 1;
         self.set_mode(core, Mode::Host);

@@ -141,6 +141,8 @@ impl Machine {
             end: spec.duration_ns,
             fx: Effects::default(),
             rng: Rng::new(seed),
+            exit_times: profile.service_time.exit.sampler(),
+            guest_times: profile.service_time.guest.sampler(),
             design,
             profile: profile.clone(),
             spec: spec.clone(),
