@@ -182,6 +182,21 @@ mod tests {
     }
 
     #[test]
+    fn a_256_vcpu_vm_calls_all_with_one_icr_write_per_cluster_of_16() {
+        let mut m = calls(PolicyKind::Apicv, 256, IpiTarget::All, IdleMode::Poll);
+        m.run();
+        let calls = m.counters.requests_done;
+        assert!(calls > 0);
+        // APICv virtualizes the EOI: every MSR_WRITE exit is an ICR write,
+        // 16 per call (logical IDs 1-255); the last call may be unfinished.
+        let writes = m.counters.exits[ExitReason::MsrWrite.index()];
+        assert!(
+            (16 * calls..=16 * (calls + 1)).contains(&writes),
+            "{writes} for {calls}"
+        );
+    }
+
+    #[test]
     fn the_last_callee_releases_the_caller_which_records_the_call() {
         let mut m = calls(PolicyKind::Apicv, 3, IpiTarget::All, IdleMode::Poll);
         running(&mut m, 0);

@@ -57,9 +57,7 @@ impl Accesses {
 impl Machine {
     /// Whether the design keeps host timers (the tick) on guest cores.
     fn ticks_on_guest_cores(&self) -> bool {
-        self.profile.host_tick.hz > 0
-            && self.design.timer_path == TimerPath::HostHrtimer
-            && self.design.vmcs.io_and_ept_exits
+        self.profile.host_tick.hz > 0 && self.design.timer_path == TimerPath::HostHrtimer
     }
 
     fn tick_period_ns(&self) -> u64 {
