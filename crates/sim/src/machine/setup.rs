@@ -59,7 +59,6 @@ impl Machine {
                 vf_vectors: Vec::new(),
             });
         }
-        let guest_cores = core_count - 1;
         let mut vcpus = Vec::new();
         let mut vms = Vec::new();
         let mut queues = Vec::new();
@@ -73,7 +72,7 @@ impl Machine {
             let mut ids = Vec::new();
             for index in 0..host.vcpus_per_vm as usize {
                 let id = vcpus.len();
-                let home_core = 1 + id % guest_cores;
+                let home_core = spec.group.home_core(id as u32) as usize;
                 let program = match (spec.workload, index) {
                     (WorkloadKind::Ipi, 0) => IPI_SENDER,
                     (WorkloadKind::IpiCall, 0) => IPI_CALLER,
