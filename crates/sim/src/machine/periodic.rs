@@ -249,6 +249,27 @@ mod tests {
     }
 
     #[test]
+    fn a_did_timer_waits_out_the_guests_section_with_interrupts_off() {
+        let mut m = single(PolicyKind::Did);
+        running(&mut m, 0);
+        m.vcpus[0].housekeeping = Accesses { io: 1, ept: 0 };
+        m.vcpus[0].frames.push(Frame::background(HOUSEKEEPING));
+        m.vcpus[0].step_running = false;
+        applied(&mut m, |m, fx| m.run_guest(0, fx));
+        assert!(!m.vcpus[0].interruptible, "inside the section");
+        applied(&mut m, |m, fx| m.program_guest_timer(0, 100, fx));
+        m.now = 100;
+        applied(&mut m, |m, fx| m.physical_timer(1, fx));
+        // Pending in the physical IRR, not taken: the guest runs on.
+        assert!(m.cores[1].lapic.irr().contains(GUEST_TIMER_VECTOR));
+        assert_eq!(m.vcpus[0].frames.len(), 2);
+        // STI: the guest takes it at once.
+        applied(&mut m, |m, fx| m.enable_interrupts(0, fx));
+        let handler = m.vcpus[0].frames.last().and_then(|frame| frame.vector);
+        assert_eq!(handler, Some(GUEST_TIMER_VECTOR));
+    }
+
+    #[test]
     fn a_due_pass_runs_above_the_background_and_wakes_a_halted_vcpu() {
         let mut m = single(PolicyKind::Vanilla);
         running(&mut m, 0);
