@@ -98,7 +98,8 @@ impl Sampler {
 /// from overflowing (a lognormal tail is unbounded).
 const MAX_DRAW_FACTOR: u64 = 1_000;
 
-/// Which shape applies to which published mean.
+/// Which shape applies to which published mean; by default every time is
+/// at its mean.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceTimes {
@@ -107,14 +108,6 @@ pub struct ServiceTimes {
     /// The guest's handler and user work (interrupt entry, the wake-up of
     /// the user task, a request's work).
     pub guest: ServiceShape,
-}
-
-impl ServiceTimes {
-    /// Every time at its mean (profiles that state no shape).
-    pub const FIXED: ServiceTimes = ServiceTimes {
-        exit: ServiceShape::Fixed,
-        guest: ServiceShape::Fixed,
-    };
 }
 
 #[cfg(test)]
