@@ -37,7 +37,7 @@ pub struct Args {
     /// Write a Chrome/Perfetto trace (one track per core) to this file.
     #[arg(long, value_name = "OUT.json")]
     trace: Option<PathBuf>,
-    /// A cost-profile TOML replacing the built-in did-2015 profile.
+    /// A cost-profile TOML replacing the scenario's built-in profile.
     #[arg(long, value_name = "FILE.toml")]
     profile: Option<PathBuf>,
     /// Threads running a scenario's independent runs, 1-65535 (default:
@@ -91,7 +91,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         let profile = options
             .profile
             .clone()
-            .unwrap_or_else(CostProfile::did_2015);
+            .unwrap_or_else(|| scenario.profile.profile());
         scenario.check_budget(&profile).with_context(|| {
             format!(
                 "scenario {} refused (pass --allow-long to run it anyway)",
@@ -236,6 +236,16 @@ fn print_run(run: &RunResult) {
     }
     if let Some(throughput) = &run.throughput {
         println!("  throughput: {:.4} {}", throughput.value, throughput.unit);
+    }
+    // The study's own figures, whichever the run reports.
+    if let Ok(serde_json::Value::Object(study)) = serde_json::to_value(&run.study) {
+        if !study.is_empty() {
+            let figures: Vec<String> = study
+                .iter()
+                .map(|(name, value)| format!("{name} {value}"))
+                .collect();
+            println!("  study: {}", figures.join(", "));
+        }
     }
     let violations: Vec<String> = run
         .invariant_violations

@@ -17,6 +17,7 @@ pub mod profile;
 mod queue;
 pub mod rng;
 pub mod scenario;
+pub mod service;
 pub mod trace;
 
 use std::collections::BTreeMap;
@@ -47,7 +48,7 @@ pub enum SimError {
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     pub seed: u64,
-    /// Overrides the built-in `did-2015` profile.
+    /// Overrides the scenario's built-in profile.
     pub profile: Option<CostProfile>,
     /// Collect a Chrome/Perfetto trace.
     pub trace: bool,
@@ -86,7 +87,7 @@ pub fn run_scenario_on(
     let profile = options
         .profile
         .clone()
-        .unwrap_or_else(CostProfile::did_2015);
+        .unwrap_or_else(|| scenario.profile.profile());
     let specs = scenario.expand();
     let next = AtomicUsize::new(0);
     let mut finished: Vec<Option<(RunResult, Option<Trace>)>> =
@@ -191,7 +192,19 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         latency_ns: LatencySummary::from_samples_ns(&counters.latencies),
         throughput: throughput(spec, counters, seconds),
         invariant_violations,
-        study: StudyResults::default(),
+        study: StudyResults {
+            timer_irqs_in_host_mode: spec
+                .has_guest_timer()
+                .then_some(counters.timer_irqs_in_host_mode),
+            total_s: (spec.workload == WorkloadKind::IpiCall && counters.requests_done > 0).then(
+                || {
+                    let mean_ns = counters.latencies.iter().sum::<u64>() as f64
+                        / counters.requests_done as f64;
+                    mean_ns * machine::CALLS_PER_BENCHMARK / 1e9
+                },
+            ),
+            ..StudyResults::default()
+        },
         interrupts: InterruptCounts {
             raised: machine.checker.raised,
             handled: machine.checker.handled,
@@ -212,6 +225,7 @@ fn throughput(spec: &RunSpec, counters: &machine::Counters, seconds: f64) -> Opt
         ),
         WorkloadKind::Fio => (counters.requests_done as f64 / seconds, "IOPS"),
         WorkloadKind::NetperfRr => (counters.requests_done as f64 / seconds, "transactions/s"),
+        WorkloadKind::IpiCall => (counters.requests_done as f64 / seconds, "calls/s"),
         WorkloadKind::Whileloop => (
             counters.spin_ns as f64 / counters.guest_core_ns.max(1) as f64,
             "fraction of the core running the loop",

@@ -11,6 +11,7 @@
 
 mod checker;
 mod delivery;
+mod design_work;
 mod devices;
 mod effects;
 #[cfg(test)]
@@ -18,6 +19,9 @@ mod fixture;
 mod guest;
 mod host;
 mod injection;
+mod ipi_call;
+mod numa;
+mod periodic;
 mod setup;
 mod state;
 mod timers;
@@ -45,13 +49,18 @@ use crate::profile::CostProfile;
 use crate::queue::{EventQueue, Keyed};
 use crate::rng::Rng;
 use crate::scenario::{IdleMode, IpiMode, RunSpec, Transport, WorkloadKind};
+use crate::service::Sampler;
 use crate::trace::Trace;
 use crate::SimError;
 
 pub(crate) use checker::Checker;
+use design_work::DesignWork;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
 use guest::{Frame, TimerWrite, HALT_LOOP, IPI_SENDER, SPIN};
+pub(crate) use ipi_call::CALLS_PER_BENCHMARK;
+use ipi_call::{Call, CALL_HANDLER, IPI_CALLER};
+use periodic::Accesses;
 pub(crate) use state::Counters;
 use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
 
@@ -123,9 +132,17 @@ enum Event {
     SliceEnd {
         core: u32,
     },
-    BackgroundExit {
+    /// The host's scheduler tick on a guest core.
+    HostTick {
+        core: u32,
+    },
+    /// The guest's housekeeping pass is due.
+    Housekeeping {
         vcpu: u32,
-        reason: ExitReason,
+    },
+    /// A VM's caller sees its call's last callee finish.
+    CallDone {
+        vm: u32,
     },
     RemoteRequest {
         vm: u32,
@@ -164,6 +181,9 @@ pub(crate) struct Machine {
     fx: Effects,
     rng: Rng,
     profile: CostProfile,
+    /// The profile's service-time shapes, ready to draw.
+    exit_times: Sampler,
+    guest_times: Sampler,
     design: &'static Design,
     spec: RunSpec,
     cores: Vec<Core>,
@@ -247,6 +267,8 @@ impl Machine {
             Effect::GuestEoi(vcpu) => self.guest_eoi(vcpu, fx),
             Effect::TimerWrite { vcpu, write } => self.guest_timer_write(vcpu, write, fx),
             Effect::SubmitBlock(vcpu) => self.guest_submit_block(vcpu, fx),
+            Effect::DeviceAccess(vcpu) => self.device_access(vcpu, fx),
+            Effect::CompleteCall(vcpu) => self.complete_call(vcpu, fx),
             Effect::SendIpi(vcpu) => self.guest_send_ipi(vcpu, fx),
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
@@ -280,13 +302,9 @@ impl Machine {
             Event::SliceEnd { core } => {
                 self.host_interrupt(core as usize, NmiMessage::SliceEnd, fx)
             }
-            Event::BackgroundExit { vcpu, reason } => {
-                let vcpu = vcpu as usize;
-                if self.in_guest(vcpu) {
-                    self.list_exit(vcpu, reason, fx);
-                }
-                self.schedule_background_exit(vcpu, reason, fx);
-            }
+            Event::HostTick { core } => self.host_tick(core as usize, fx),
+            Event::Housekeeping { vcpu } => self.housekeeping_due(vcpu as usize, fx),
+            Event::CallDone { vm } => self.call_done(vm as usize, fx),
             Event::GuestIpi { vcpu } => {
                 let vcpu = vcpu as usize;
                 let vm = self.vcpus[vcpu].vm;

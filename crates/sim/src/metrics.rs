@@ -154,6 +154,10 @@ pub struct StudyResults {
     /// VoIP: INVITEs SIP's timers retransmitted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub invite_retransmissions: Option<u64>,
+    /// Guest timer interrupts that arrived while their core was in host
+    /// mode (runs with a guest timer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timer_irqs_in_host_mode: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::metrics::ExitReason;
+use crate::service::ServiceTimes;
 
 #[derive(Debug, Error)]
 pub enum ProfileError {
@@ -109,6 +110,62 @@ pub struct IdleExitsPerS {
     pub ept_violation: f64,
 }
 
+/// The host's periodic scheduler tick on a core that runs a vCPU: a
+/// hypervisor that keeps its own timers on the guest cores (every design
+/// but DID and bare metal) takes it as an interrupt while the guest runs,
+/// and runs its handler with interrupts disabled.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostTick {
+    /// Ticks per second (the host kernel's HZ); 0: no tick modelled.
+    pub hz: u64,
+}
+
+/// The guest's own periodic work that makes an idle VM exit: a housekeeping
+/// pass every `period_ns` performs the I/O-port and EPT-faulting accesses
+/// whose rates `idle_exits_per_s` gives, each in a section with interrupts
+/// disabled.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestHousekeeping {
+    /// Time between two passes, ns (needed when `idle_exits_per_s` is not 0).
+    pub period_ns: u64,
+    /// Each pass comes `period_ns` after the previous one, give or take up
+    /// to this much (uniform): timer slack, so that passes do not keep one
+    /// phase against other periodic work.
+    pub jitter_ns: u64,
+    /// Guest time with interrupts disabled around each access, ns.
+    pub irqs_off_ns: u64,
+}
+
+/// The host work DID and ELI do that vanilla KVM does not, ns; each is
+/// charged by the mechanism that does it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DesignWorkNs {
+    /// Rewriting a VF's IRTE (and invalidating the IOMMU's interrupt entry
+    /// cache) at schedule-in or -out.
+    pub irte_rewrite: u64,
+    /// One self-IPI sent just before VM entry (DID's injection).
+    pub self_ipi: u64,
+    /// Moving a guest timer between a core's LAPIC and the designated core.
+    pub timer_migration: u64,
+    /// Switching ELI's injection mode on or off (VMCS and MSR-bitmap writes).
+    pub injection_mode_switch: u64,
+}
+
+/// The host's NUMA interconnect: how long one message between two cores
+/// takes (an IPI reaching its target once sent, or the cache line a
+/// waiting caller polls), ns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NumaNs {
+    /// Between two cores of one node.
+    pub same_node: u64,
+    /// Between cores of different nodes (sockets).
+    pub cross_node: u64,
+}
+
 /// Every cost the simulator uses. See `profiles/did-2015.toml` for the
 /// meaning and provenance of each field.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -120,6 +177,21 @@ pub struct CostProfile {
     pub host_ns: HostNs,
     pub guest_ns: GuestNs,
     pub idle_exits_per_s: IdleExitsPerS,
+    /// The shapes around the published means (absent: every time fixed).
+    #[serde(default)]
+    pub service_time: ServiceTimes,
+    /// Absent: no host tick.
+    #[serde(default)]
+    pub host_tick: HostTick,
+    /// Needed when `idle_exits_per_s` is not 0.
+    #[serde(default)]
+    pub guest_housekeeping: GuestHousekeeping,
+    /// Absent: DID's and ELI's own work is free.
+    #[serde(default)]
+    pub design_work_ns: DesignWorkNs,
+    /// Absent: IPIs arrive at once.
+    #[serde(default)]
+    pub numa_ns: NumaNs,
 }
 
 /// The largest cost a profile may give (1 s): a bound that keeps every sum
@@ -127,18 +199,49 @@ pub struct CostProfile {
 pub const MAX_COST_NS: u64 = 1_000_000_000;
 /// The most background exits per second per vCPU (one per microsecond).
 pub const MAX_IDLE_EXITS_PER_S: f64 = 1e6;
+/// The fastest host tick a profile may give.
+pub const MAX_HOST_TICK_HZ: u64 = 10_000;
 
 /// The `did-2015` profile text, embedded so the binary needs no data files.
 pub const DID_2015_TOML: &str = include_str!("../../../profiles/did-2015.toml");
 
+/// The `ipi-2019` profile text.
+pub const IPI_2019_TOML: &str = include_str!("../../../profiles/ipi-2019.toml");
+
+/// The profiles compiled into the binary; a scenario names the one its
+/// study's testbed has (`profile = "ipi-2019"`), did-2015 by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BuiltinProfile {
+    #[default]
+    #[serde(rename = "did-2015")]
+    Did2015,
+    #[serde(rename = "ipi-2019")]
+    Ipi2019,
+}
+
+impl BuiltinProfile {
+    pub const ALL: [BuiltinProfile; 2] = [BuiltinProfile::Did2015, BuiltinProfile::Ipi2019];
+
+    pub fn text(self) -> &'static str {
+        match self {
+            BuiltinProfile::Did2015 => DID_2015_TOML,
+            BuiltinProfile::Ipi2019 => IPI_2019_TOML,
+        }
+    }
+
+    pub fn profile(self) -> CostProfile {
+        match CostProfile::from_toml(self.text()) {
+            Ok(profile) => profile,
+            // Every embedded text is checked by a unit test.
+            Err(err) => unreachable!("embedded profile {self:?} is invalid: {err}"),
+        }
+    }
+}
+
 impl CostProfile {
     /// The DID testbed (docs/calibration.md).
     pub fn did_2015() -> CostProfile {
-        match Self::from_toml(DID_2015_TOML) {
-            Ok(profile) => profile,
-            // The embedded text is checked by a unit test.
-            Err(err) => unreachable!("embedded did-2015 profile is invalid: {err}"),
-        }
+        BuiltinProfile::Did2015.profile()
     }
 
     pub fn from_toml(text: &str) -> Result<CostProfile, ProfileError> {
@@ -167,9 +270,35 @@ impl CostProfile {
                 rule: "not empty",
             });
         }
+        if !self.service_time.exit.is_valid() || !self.service_time.guest.is_valid() {
+            return Err(ProfileError::Invalid {
+                field: "service_time",
+                rule: "a lognormal cv of 0 to 10, a fixed_fraction of 0 to 1",
+            });
+        }
+        let background = rates.iter().any(|&rate| rate > 0.0);
+        if background && self.guest_housekeeping.period_ns == 0 {
+            return Err(ProfileError::Invalid {
+                field: "guest_housekeeping.period_ns",
+                rule: "positive when idle_exits_per_s is not zero",
+            });
+        }
+        if self.host_tick.hz > MAX_HOST_TICK_HZ {
+            return Err(ProfileError::Invalid {
+                field: "host_tick.hz",
+                rule: "at most 10000",
+            });
+        }
         // Every cost, by its TOML path.
         let costs = serde_json::to_value(self)?;
-        for section in ["exit_service_ns", "host_ns", "guest_ns"] {
+        for section in [
+            "exit_service_ns",
+            "host_ns",
+            "guest_ns",
+            "guest_housekeeping",
+            "design_work_ns",
+            "numa_ns",
+        ] {
             let fields = costs[section].as_object().into_iter().flatten();
             for (field, value) in fields {
                 if let Some(value) = value.as_u64().filter(|&value| value > MAX_COST_NS) {
@@ -220,6 +349,29 @@ mod tests {
         assert_eq!(profile.exit_service_ns.eoi_write, 850);
         assert_eq!(profile.exit_service_ns.io_instruction, 8650);
         assert_eq!(profile.exit_service_ns.ept_violation, 9900);
+    }
+
+    #[test]
+    fn every_builtin_profile_parses_under_its_own_name() {
+        for builtin in BuiltinProfile::ALL {
+            let profile = CostProfile::from_toml(builtin.text()).expect("parses");
+            let named: BuiltinProfile =
+                serde_json::from_value(serde_json::Value::String(profile.name.clone()))
+                    .expect("a built-in name");
+            assert_eq!(named, builtin);
+        }
+    }
+
+    #[test]
+    fn housekeeping_needs_a_period_when_the_guest_exits_in_the_background() {
+        let text = DID_2015_TOML.replace("period_ns = ", "period_ns = 0 # ");
+        assert!(matches!(
+            CostProfile::from_toml(&text),
+            Err(ProfileError::Invalid {
+                field: "guest_housekeeping.period_ns",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -5,11 +5,16 @@
 #[derive(Clone, Debug)]
 pub struct Rng {
     state: u64,
+    /// The second deviate of the last Box-Muller pair, not yet used.
+    spare_normal: Option<f64>,
 }
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng { state: seed }
+        Rng {
+            state: seed,
+            spare_normal: None,
+        }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -31,6 +36,24 @@ impl Rng {
         let uniform = 1.0 - self.next_f64(); // (0, 1]
         ((-uniform.ln() * mean_ns) as u64).max(1)
     }
+
+    /// A standard normal deviate (Marsaglia's polar method: a pair per
+    /// accepted point of the unit disc, the second kept for the next call).
+    pub fn standard_normal(&mut self) -> f64 {
+        if let Some(spare) = self.spare_normal.take() {
+            return spare;
+        }
+        loop {
+            let u = 2.0 * self.next_f64() - 1.0;
+            let v = 2.0 * self.next_f64() - 1.0;
+            let s = u * u + v * v;
+            if s > 0.0 && s < 1.0 {
+                let factor = (-2.0 * s.ln() / s).sqrt();
+                self.spare_normal = Some(v * factor);
+                return u * factor;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -45,6 +68,17 @@ mod tests {
             assert_eq!(a.next_u64(), b.next_u64());
         }
         assert_ne!(Rng::new(7).next_u64(), Rng::new(8).next_u64());
+    }
+
+    #[test]
+    fn normal_deviates_have_mean_0_and_variance_1() {
+        let mut rng = Rng::new(5);
+        let n = 200_000;
+        let samples: Vec<f64> = (0..n).map(|_| rng.standard_normal()).collect();
+        let mean = samples.iter().sum::<f64>() / n as f64;
+        let variance = samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
+        assert!(mean.abs() < 0.01, "{mean}");
+        assert!((variance - 1.0).abs() < 0.02, "{variance}");
     }
 
     #[test]

@@ -29,14 +29,17 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::policy::PolicyKind;
+use crate::profile::BuiltinProfile;
 
 mod budget;
 mod builtin;
 mod sweep;
+mod topology;
 
 pub use budget::{OverBudget, EVENT_BUDGET};
 pub use builtin::{builtin, builtin_names};
 pub use sweep::Sweep;
+pub use topology::IpiTarget;
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {
@@ -90,6 +93,10 @@ pub enum InvalidScenario {
     IpiRate,
     #[error("a sweep needs at least one value")]
     EmptySweep,
+    #[error("host.numa_nodes must be 1..=host.cores")]
+    NumaNodes,
+    #[error("ipi-call needs host.vcpus_per_vm >= 2 and, for target = \"cross-node\", a vCPU homed on another node than vCPU 0")]
+    NoCallTarget,
 }
 
 /// The workloads the simulator knows.
@@ -112,6 +119,10 @@ pub enum WorkloadKind {
     Ipi,
     /// An idle VM: only background exits.
     Idle,
+    /// The IPI study's benchmark: vCPU 0 calls a function on `target` and
+    /// waits for its completion (smp_call_function_single/many), call
+    /// after call.
+    IpiCall,
 }
 
 impl WorkloadKind {
@@ -125,6 +136,7 @@ impl WorkloadKind {
             WorkloadKind::Fio => "fio",
             WorkloadKind::Ipi => "ipi",
             WorkloadKind::Idle => "idle",
+            WorkloadKind::IpiCall => "ipi-call",
         }
     }
 }
@@ -150,6 +162,7 @@ pub enum IdleMode {
     #[default]
     Poll,
     /// HLT exits and the vCPU thread sleeps.
+    #[serde(rename = "halt", alias = "hlt")]
     Hlt,
     /// HLT exits; the host polls `halt_poll` ns before sleeping.
     HaltPoll,
@@ -254,6 +267,13 @@ pub struct RunGroup {
     pub with_timer: bool,
     #[serde(default)]
     pub queue_owners: QueueOwners,
+    /// NUMA nodes (sockets) the host's cores split into, in equal runs of
+    /// consecutive cores.
+    #[serde(default = "one_node")]
+    pub numa_nodes: u32,
+    /// The ipi-call workload's callee.
+    #[serde(default)]
+    pub target: IpiTarget,
     /// One more parameter over a list: the group stands for one group per
     /// value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,6 +282,10 @@ pub struct RunGroup {
 
 fn default_ipi_rate() -> u64 {
     10_000
+}
+
+fn one_node() -> u32 {
+    1
 }
 
 fn default_duration_ms() -> u64 {
@@ -278,6 +302,10 @@ pub struct Scenario {
     pub duration_ms: u64,
     #[serde(default)]
     pub nic: NicCoalescing,
+    /// The built-in cost profile of the study's testbed (unless the run
+    /// is given one).
+    #[serde(default)]
+    pub profile: BuiltinProfile,
     pub runs: Vec<RunGroup>,
 }
 
@@ -293,6 +321,11 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// Whether the run arms a guest timer (cyclictest, or `with_timer`).
+    pub fn has_guest_timer(&self) -> bool {
+        self.group.with_timer || self.workload == WorkloadKind::Cyclictest
+    }
+
     /// The `params` object of the run's JSON.
     pub fn params(&self) -> BTreeMap<String, serde_json::Value> {
         let mut params = BTreeMap::new();
@@ -311,7 +344,14 @@ impl RunSpec {
             params.insert("ipi_mode".into(), enum_name(&self.group.ipi_mode));
             params.insert("ipi_rate_per_s".into(), self.group.ipi_rate_per_s.into());
         }
-        if self.group.idle != IdleMode::Poll || self.workload == WorkloadKind::Ipi {
+        if self.workload == WorkloadKind::IpiCall {
+            params.insert("target".into(), enum_name(&self.group.target));
+        }
+        if self.group.numa_nodes != 1 {
+            params.insert("numa_nodes".into(), self.group.numa_nodes.into());
+        }
+        let ipis = matches!(self.workload, WorkloadKind::Ipi | WorkloadKind::IpiCall);
+        if self.group.idle != IdleMode::Poll || ipis {
             params.insert("idle".into(), enum_name(&self.group.idle));
         }
         let host = self.group.host;
@@ -378,6 +418,8 @@ impl RunGroup {
             nested_interrupts: false,
             with_timer: false,
             queue_owners: QueueOwners::default(),
+            numa_nodes: one_node(),
+            target: IpiTarget::default(),
             sweep: None,
         }
     }
@@ -427,6 +469,12 @@ impl RunGroup {
             .any(|&rate| rate == 0 || rate > MAX_RATE_PPS)
         {
             return Err(InvalidScenario::Rate);
+        }
+        if self.numa_nodes == 0 || self.numa_nodes > host.cores {
+            return Err(InvalidScenario::NumaNodes);
+        }
+        if self.workload == WorkloadKind::IpiCall && self.call_targets().is_empty() {
+            return Err(InvalidScenario::NoCallTarget);
         }
         if self.workload == WorkloadKind::Ipi && host.vcpus_per_vm < 2 {
             return Err(InvalidScenario::IpiNeedsTwoVcpus);
@@ -544,6 +592,7 @@ mod tests {
             description: "value-built".into(),
             duration_ms: 10,
             nic: NicCoalescing::FITTED,
+            profile: BuiltinProfile::Did2015,
             runs: vec![group],
         };
         assert_eq!(scenario.validate(), Ok(()));
@@ -558,6 +607,15 @@ mod tests {
             scenario.validate(),
             Err(InvalidScenario::NoPolicies(WorkloadKind::Cyclictest))
         );
+    }
+
+    #[test]
+    fn the_halting_idle_mode_is_named_halt_and_still_read_as_hlt() {
+        for name in ["halt", "hlt"] {
+            let mode: IdleMode = serde_json::from_value(name.into()).expect("known");
+            assert_eq!(mode, IdleMode::Hlt);
+        }
+        assert_eq!(enum_name(&IdleMode::Hlt), "halt");
     }
 
     #[test]

@@ -80,7 +80,7 @@ fn path_profile(base: &CostProfile, costs: &HostCosts, config: &BenchConfig) -> 
 fn idle_mode(config: &BenchConfig) -> &'static str {
     match (config.common.guest_idle, config.common.halt) {
         (GuestIdle::Busy, _) | (GuestIdle::Halt, HaltMode::None) => "poll",
-        (GuestIdle::Halt, HaltMode::Exit) => "hlt",
+        (GuestIdle::Halt, HaltMode::Exit) => "halt",
         (GuestIdle::Halt, HaltMode::Poll { .. }) => "halt-poll",
     }
 }

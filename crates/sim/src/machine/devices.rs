@@ -310,6 +310,10 @@ impl Machine {
     /// The guest writes the ICR: every hypervisor traps it; bare metal
     /// sends the IPI itself.
     pub(super) fn guest_send_ipi(&mut self, vcpu: usize, fx: &mut Effects) {
+        if self.spec.workload == WorkloadKind::IpiCall {
+            self.send_call_ipis(vcpu, fx);
+            return;
+        }
         let vm = self.vcpus[vcpu].vm;
         let targets: Vec<usize> = match self.spec.group.ipi_mode {
             IpiMode::Unicast => self.vms[vm].vcpus.iter().copied().skip(1).take(1).collect(),
@@ -324,10 +328,12 @@ impl Machine {
             fx.exit(vcpu, ExitReason::MsrWrite, cost);
             send_at += self.profile.exit_service_ns.icr_write;
         }
+        let from = self.vcpus[vcpu].home_core;
         for target in targets {
             self.vcpus[target].ipi_sent_at = Some(self.now);
+            let to = self.vcpus[target].home_core;
             fx.schedule(
-                send_at,
+                send_at + self.interconnect_ns(from, to),
                 Event::GuestIpi {
                     vcpu: target as u32,
                 },

@@ -30,6 +30,10 @@ pub(super) enum Effect {
         write: TimerWrite,
     },
     SubmitBlock(usize),
+    /// A housekeeping access (`periodic`).
+    DeviceAccess(usize),
+    /// A callee finished the IPI study's function (`ipi_call`).
+    CompleteCall(usize),
     SendIpi(usize),
     GuestHalt(usize),
     NetperfRespond {

@@ -22,7 +22,9 @@ pub(super) fn machine(policy: PolicyKind, workload: WorkloadKind, host: HostShap
 
 /// A machine built from `spec`.
 pub(super) fn shaped(spec: RunSpec) -> Machine {
-    let profile = CostProfile::did_2015();
+    let mut profile = CostProfile::did_2015();
+    // Every cost at its mean, so that a test can name the time it expects.
+    profile.service_time = crate::service::ServiceTimes::default();
     match Machine::new(&spec, &profile, 1, false) {
         Ok(machine) => machine,
         Err(err) => panic!("fixture machine: {err}"),

@@ -9,6 +9,8 @@ pub(super) enum Work {
     TimerToUserRest,
     Request,
     IpiGap,
+    /// A housekeeping section with interrupts disabled.
+    IrqsOffSection,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,10 +29,26 @@ pub(super) enum Step {
     MaskRx,
     UnmaskRx,
     Eoi,
+    Cli,
     Sti,
+    /// Housekeeping: the pass's next I/O or EPT-faulting access.
+    DeviceAccess,
+    /// Housekeeping: back to the start while accesses are left.
+    NextAccess,
+    /// ipi-call: the caller starts a call.
+    StartCall,
+    /// ipi-call: back to the ICR write while callees are unsent.
+    NextIcrWrite,
+    /// ipi-call: the caller spins until its call completes.
+    AwaitCall,
+    /// ipi-call: a callee ran the function.
+    CompleteCall,
     /// NAPI poll: one packet at a time until the ring is empty.
     PollRx,
     WriteTimer(TimerWrite),
+    /// The timer handler wakes cyclictest's thread; the scheduler runs it
+    /// when the last handler returns.
+    WakeUserTask,
     RecordTimerLatency,
     RecordRequestLatency,
     RecordIpiLatency,
@@ -49,10 +67,18 @@ const RX_HANDLER: &[Step] = &[
     Step::UnmaskRx,
     Step::Iret,
 ];
+/// cyclictest's timer interrupt: re-arm, EOI, wake the measuring thread.
 const TIMER_HANDLER: &[Step] = &[
     Step::Work(Work::IrqEntry),
     Step::WriteTimer(TimerWrite::NextTick),
     Step::Eoi,
+    Step::WakeUserTask,
+    Step::Iret,
+];
+/// cyclictest's thread, run by the guest's scheduler once the handlers
+/// return: the switch to it and its return from the wait, then it reads
+/// the clock; then it sleeps again.
+const USER_TASK: &[Step] = &[
     Step::Work(Work::TimerToUserRest),
     Step::RecordTimerLatency,
     Step::Iret,
@@ -128,6 +154,7 @@ impl Machine {
             }
             GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR => RX_HANDLER,
             GUEST_TIMER_VECTOR if self.vcpus[vcpu].timer_target.is_some() => TIMER_HANDLER,
+            GUEST_IPI_VECTOR if self.spec.workload == WorkloadKind::IpiCall => CALL_HANDLER,
             GUEST_IPI_VECTOR => IPI_HANDLER,
             _ => PLAIN_HANDLER,
         };
@@ -165,17 +192,22 @@ impl Machine {
         }
     }
 
-    pub(super) fn work_ns(&self, work: Work) -> u64 {
+    /// One instance of `work`: a guest service time drawn around its
+    /// mean with the profile's guest shape; the IPI sender's gap is the
+    /// workload's own rate, not a service time.
+    pub(super) fn work_ns(&mut self, work: Work) -> u64 {
         let guest = &self.profile.guest_ns;
-        match work {
+        let mean = match work {
             Work::IrqEntry => guest.irq_entry,
             Work::TimerToUserRest => guest.timer_irq_to_user.saturating_sub(guest.irq_entry),
             Work::Request => guest.request_work,
+            Work::IrqsOffSection => self.profile.guest_housekeeping.irqs_off_ns,
             Work::IpiGap => {
                 let rate = self.spec.group.ipi_rate_per_s.max(1);
-                1_000_000_000 / rate
+                return 1_000_000_000 / rate;
             }
-        }
+        };
+        self.guest_times.draw(mean, &mut self.rng)
     }
 
     pub(super) fn packet_work_ns(&self) -> u64 {
@@ -200,7 +232,10 @@ impl Machine {
             let step = frame.program[frame.pc];
             let handoff = match step {
                 Step::Work(work) => {
-                    let remaining = frame.remaining.unwrap_or_else(|| self.work_ns(work));
+                    let remaining = match frame.remaining {
+                        Some(remaining) => remaining,
+                        None => self.work_ns(work),
+                    };
                     self.start_timed(vcpu, remaining, fx);
                     return;
                 }
@@ -246,12 +281,57 @@ impl Machine {
                     self.enable_interrupts(vcpu, fx);
                     return;
                 }
+                Step::Cli => {
+                    self.vcpus[vcpu].interruptible = false;
+                    self.advance(vcpu);
+                    continue;
+                }
+                Step::NextAccess => {
+                    if self.vcpus[vcpu].housekeeping.is_empty() {
+                        self.advance(vcpu);
+                    } else if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
+                        top.pc = 0;
+                    }
+                    continue;
+                }
+                Step::DeviceAccess => Effect::DeviceAccess(vcpu),
+                Step::StartCall => {
+                    self.start_call(vcpu);
+                    self.advance(vcpu);
+                    continue;
+                }
+                Step::NextIcrWrite => {
+                    let vm = self.vcpus[vcpu].vm;
+                    if self.vms[vm].call.unsent.is_empty() {
+                        self.advance(vcpu);
+                    } else if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
+                        top.pc -= 1;
+                    }
+                    continue;
+                }
+                Step::AwaitCall => {
+                    let vm = self.vcpus[vcpu].vm;
+                    if self.vms[vm].call.done {
+                        self.advance(vcpu);
+                        continue;
+                    }
+                    self.vcpus[vcpu].spin_since = Some(self.now);
+                    self.vcpus[vcpu].step_running = true;
+                    return;
+                }
+                Step::CompleteCall => Effect::CompleteCall(vcpu),
                 Step::Iret => {
                     let v = &mut self.vcpus[vcpu];
                     let popped = v.frames.pop();
                     let restored = popped.is_none_or(|frame| frame.saved_interruptible);
                     if v.frames.is_empty() {
                         v.frames.push(Frame::background(SPIN));
+                    }
+                    // Back from the last handler: the scheduler switches to
+                    // a woken thread (a nested return goes to a handler).
+                    let to_task = v.frames.last().is_some_and(|top| top.vector.is_none());
+                    if to_task && std::mem::take(&mut v.user_task_woken) {
+                        v.frames.push(Frame::background(USER_TASK));
                     }
                     if restored {
                         self.enable_interrupts(vcpu, fx);
@@ -261,6 +341,11 @@ impl Machine {
                     continue;
                 }
                 Step::WriteTimer(write) => Effect::TimerWrite { vcpu, write },
+                Step::WakeUserTask => {
+                    self.vcpus[vcpu].user_task_woken = true;
+                    self.advance(vcpu);
+                    continue;
+                }
                 Step::RecordTimerLatency => {
                     self.advance(vcpu);
                     // The handler already re-armed for the next period.
@@ -423,6 +508,32 @@ mod tests {
         listed(&mut m, |m, fx| m.deliver_to_guest(0, GUEST_VF_VECTOR, fx));
         assert_eq!(m.checker.violations_of(Invariant::Doubled), 1);
         assert_eq!(m.checker.violations_of(Invariant::PriorityInversion), 1);
+    }
+
+    #[test]
+    fn the_woken_thread_runs_only_when_the_last_handler_returns() {
+        let mut m = single(PolicyKind::Did);
+        // A timer handler nested in a VF handler, at its WakeUserTask step.
+        in_handler(&mut m, 0, RX_HANDLER, 6, GUEST_VF_VECTOR);
+        m.vcpus[0].frames.push(Frame {
+            program: TIMER_HANDLER,
+            pc: 3,
+            remaining: None,
+            vector: Some(GUEST_TIMER_VECTOR),
+            eoi_done: true,
+            saved_interruptible: true,
+        });
+        listed(&mut m, |m, fx| m.run_guest(0, fx));
+        // Back in the VF handler (its Iret next): the thread waits.
+        assert!(m.vcpus[0].user_task_woken);
+        let top = m.vcpus[0].frames.last().map(|frame| frame.vector);
+        assert_eq!(top, Some(Some(GUEST_VF_VECTOR)));
+        m.vcpus[0].step_running = false;
+        listed(&mut m, |m, fx| m.run_guest(0, fx));
+        // The VF handler returned: the scheduler switched to the thread.
+        assert!(!m.vcpus[0].user_task_woken);
+        let top = m.vcpus[0].frames.last().map(|frame| frame.program.len());
+        assert_eq!(top, Some(USER_TASK.len()));
     }
 
     #[test]

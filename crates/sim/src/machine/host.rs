@@ -25,6 +25,7 @@ impl Machine {
         };
         self.set_mode(core, Mode::Guest);
         self.cores[core].free_host_irqs = 0;
+        self.vcpus[vcpu].entry_work_paid = false;
         if let Some(vector) = self.vcpus[vcpu].injecting.take() {
             self.deliver_to_guest(vcpu, vector, fx);
         }
@@ -40,6 +41,8 @@ impl Machine {
         fx: &mut Effects,
     ) {
         let core = self.vcpus[vcpu].home_core;
+        // The listed cost is the mean; this exit's own is drawn around it.
+        let service_ns = self.exit_times.draw(service_ns, &mut self.rng);
         self.suspend(vcpu, fx);
         self.counters.exits[reason.index()] += 1;
         self.set_mode(core, Mode::Host);
@@ -106,6 +109,10 @@ impl Machine {
         }
         match self.cores[core].current {
             Some(vcpu) if self.vcpus[vcpu].state == VcpuState::Running => {
+                if let Some(ns) = self.entry_work_due(vcpu) {
+                    self.host_busy(core, ns, fx);
+                    return;
+                }
                 self.prepare_entry(vcpu);
                 self.enter_guest(core, fx);
             }
@@ -233,15 +240,15 @@ impl Machine {
         let Some(next) = next_in_turn(&self.cores[core].runqueue, current, runnable) else {
             return 0;
         };
-        self.schedule_out(current, fx);
+        let out_ns = self.schedule_out(current, fx);
         if self.vcpus[current].state == VcpuState::Running {
             self.vcpus[current].state = VcpuState::Runnable;
         }
         self.cores[core].current = Some(next);
         self.recheck_timer_ownership(core);
         self.vcpus[next].state = VcpuState::Running;
-        self.schedule_in(next, fx);
-        self.profile.host_ns.context_switch
+        let in_ns = self.schedule_in(next, fx);
+        self.profile.host_ns.context_switch + out_ns + in_ns
     }
 
     pub(super) fn vf_route(&self, vcpu: usize) -> VfRoute {
@@ -257,19 +264,24 @@ impl Machine {
     }
 
     /// Points the IRTE of the vCPU's own VF queue, if it owns one, at
-    /// where the vCPU is now.
-    pub(super) fn retarget_vf(&mut self, vcpu: usize) {
+    /// where the vCPU is now. Returns the host time a changed entry costs.
+    pub(super) fn retarget_vf(&mut self, vcpu: usize) -> u64 {
         let queues = self.vcpus[vcpu].queues;
         if self.queues[queues].owner != vcpu {
-            return;
+            return 0;
         }
         let irte = self.design.vf_irte.irte(&self.vf_route(vcpu));
+        if self.iommu.entry(queues as u32) == Some(&irte) {
+            return 0;
+        }
         // The table has one entry per queue pair.
         let _ = self.iommu.set_entry(queues as u32, irte);
+        self.design_work_ns(DesignWork::IrteRewrite)
     }
 
-    pub(super) fn schedule_in(&mut self, vcpu: usize, fx: &mut Effects) {
-        self.retarget_vf(vcpu);
+    /// Returns the host time the design's work for it costs.
+    pub(super) fn schedule_in(&mut self, vcpu: usize, fx: &mut Effects) -> u64 {
+        let mut ns = self.retarget_vf(vcpu);
         self.vcpus[vcpu].pid.suppress = false;
         if self.design.timer_path == TimerPath::PassThrough {
             if let Some(deadline) = self.vcpus[vcpu].parked_timer.take() {
@@ -277,15 +289,18 @@ impl Machine {
                 let core = self.vcpus[vcpu].home_core;
                 let count = deadline.saturating_sub(self.now).max(1);
                 self.program_physical_timer(core, vcpu, count, fx);
+                ns += self.design_work_ns(DesignWork::TimerMigration);
             }
         }
+        ns
     }
 
-    pub(super) fn schedule_out(&mut self, vcpu: usize, fx: &mut Effects) {
+    /// Returns the host time the design's work for it costs.
+    pub(super) fn schedule_out(&mut self, vcpu: usize, fx: &mut Effects) -> u64 {
         let core = self.vcpus[vcpu].home_core;
         // The IRTE must stop pointing at this core before anything else.
         self.cores[core].current = None;
-        self.retarget_vf(vcpu);
+        let mut ns = self.retarget_vf(vcpu);
         self.cores[core].current = Some(vcpu);
         self.vcpus[vcpu].pid.suppress = true;
         if self.design.timer_path == TimerPath::PassThrough
@@ -294,7 +309,9 @@ impl Machine {
             let deadline = self.cores[core].lapic.timer_deadline_ns();
             self.stop_physical_timer(core, fx);
             self.park_timer(vcpu, deadline, fx);
+            ns += self.design_work_ns(DesignWork::TimerMigration);
         }
+        ns
     }
 }
 

@@ -132,8 +132,15 @@ impl Machine {
             });
         let completed = match self.vcpus[vcpu].vmcs.msr_write(msrs::EOI) {
             MsrWriteAction::Exit => {
-                self.list_exit(vcpu, ExitReason::MsrWrite, fx);
-                self.emulate_eoi(vcpu)
+                let injection_mode = self.vcpus[vcpu].vmcs.external_interrupt_exits();
+                let completed = self.emulate_eoi(vcpu);
+                // ELI's last virtual EOI switches back to direct mode.
+                let switched = injection_mode && !self.vcpus[vcpu].vmcs.external_interrupt_exits();
+                let switch_ns =
+                    u64::from(switched) * self.design_work_ns(DesignWork::InjectionModeSwitch);
+                let eoi_ns = self.profile.exit_cost(ExitReason::MsrWrite);
+                fx.exit(vcpu, ExitReason::MsrWrite, eoi_ns + switch_ns);
+                completed
             }
             MsrWriteAction::VirtualizedApicWrite => {
                 let v = &mut self.vcpus[vcpu];

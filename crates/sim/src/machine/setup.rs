@@ -59,7 +59,6 @@ impl Machine {
                 vf_vectors: Vec::new(),
             });
         }
-        let guest_cores = core_count - 1;
         let mut vcpus = Vec::new();
         let mut vms = Vec::new();
         let mut queues = Vec::new();
@@ -73,11 +72,11 @@ impl Machine {
             let mut ids = Vec::new();
             for index in 0..host.vcpus_per_vm as usize {
                 let id = vcpus.len();
-                let home_core = 1 + id % guest_cores;
-                let program = if spec.workload == WorkloadKind::Ipi && index == 0 {
-                    IPI_SENDER
-                } else {
-                    background
+                let home_core = spec.group.home_core(id as u32) as usize;
+                let program = match (spec.workload, index) {
+                    (WorkloadKind::Ipi, 0) => IPI_SENDER,
+                    (WorkloadKind::IpiCall, 0) => IPI_CALLER,
+                    _ => background,
                 };
                 vcpus.push(Vcpu {
                     vm,
@@ -103,6 +102,9 @@ impl Machine {
                     // Set below, once the VM's queue pairs exist.
                     queues: 0,
                     injecting: None,
+                    housekeeping: Accesses::default(),
+                    entry_work_paid: false,
+                    user_task_woken: false,
                 });
                 cores[home_core].runqueue.push(id);
                 cores[home_core].hosts_vcpus = true;
@@ -128,6 +130,7 @@ impl Machine {
             }
             vms.push(Vm {
                 vcpus: ids,
+                call: Call::default(),
                 request_sent_at: None,
                 backend_busy_until: 0,
             });
@@ -137,6 +140,8 @@ impl Machine {
             end: spec.duration_ns,
             fx: Effects::default(),
             rng: Rng::new(seed),
+            exit_times: profile.service_time.exit.sampler(),
+            guest_times: profile.service_time.guest.sampler(),
             design,
             profile: profile.clone(),
             spec: spec.clone(),
@@ -158,7 +163,8 @@ impl Machine {
     pub(super) fn start(&mut self) {
         let mut fx = std::mem::take(&mut self.fx);
         // Every VF's IRTE is valid from the start: routed as for a VM that
-        // is not running until its vCPU is first scheduled in.
+        // is not running until its vCPU is first scheduled in. Set-up work
+        // is not charged.
         for vcpu in 0..self.vcpus.len() {
             self.retarget_vf(vcpu);
         }
@@ -180,14 +186,10 @@ impl Machine {
             self.apply(&mut fx);
         }
         for vcpu in 0..self.vcpus.len() {
-            if self.vcpus[vcpu].vmcs.io_exits() {
-                self.schedule_background_exit(vcpu, ExitReason::IoInstruction, &mut fx);
-            }
-            if self.vcpus[vcpu].vmcs.ept_enabled() {
-                self.schedule_background_exit(vcpu, ExitReason::EptViolation, &mut fx);
-            }
-            self.apply(&mut fx);
+            self.start_housekeeping(vcpu, &mut fx);
         }
+        self.start_host_ticks(&mut fx);
+        self.apply(&mut fx);
         self.fx = fx;
     }
 
@@ -238,19 +240,5 @@ impl Machine {
         let target = CYCLICTEST_PERIOD_NS + offset;
         self.vcpus[vcpu].timer_target = Some(target);
         self.program_guest_timer(vcpu, target, fx);
-    }
-
-    pub(super) fn schedule_background_exit(
-        &mut self,
-        vcpu: usize,
-        reason: ExitReason,
-        fx: &mut Effects,
-    ) {
-        let rate = match reason {
-            ExitReason::IoInstruction => self.profile.idle_exits_per_s.io_instruction,
-            _ => self.profile.idle_exits_per_s.ept_violation,
-        };
-        let vcpu = vcpu as u32;
-        self.schedule_poisson(rate, Event::BackgroundExit { vcpu, reason }, fx);
     }
 }

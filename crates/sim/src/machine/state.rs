@@ -87,10 +87,18 @@ pub(super) struct Vcpu {
     pub(super) queues: usize,
     /// A vector acknowledged from the software LAPIC, injected at entry.
     pub(super) injecting: Option<u8>,
+    /// The accesses the running housekeeping pass has still to make.
+    pub(super) housekeeping: Accesses,
+    /// The host has spent the coming entry's design work.
+    pub(super) entry_work_paid: bool,
+    /// cyclictest's thread is woken and waits for the handlers to return.
+    pub(super) user_task_woken: bool,
 }
 
 pub(super) struct Vm {
     pub(super) vcpus: Vec<usize>,
+    /// The ipi-call workload's call in flight.
+    pub(super) call: Call,
     pub(super) request_sent_at: Option<u64>,
     pub(super) backend_busy_until: u64,
 }
@@ -106,4 +114,6 @@ pub(crate) struct Counters {
     pub guest_core_ns: u64,
     pub spin_ns: u64,
     pub events: u64,
+    /// Guest timer expiries that found their core in host mode.
+    pub timer_irqs_in_host_mode: u64,
 }

@@ -1,6 +1,20 @@
 //! The guest LAPIC timer's paths: KVM's emulated hrtimer, the
 //! passed-through physical timer, and DID's timer parked on the
 //! housekeeping core while its vCPU is descheduled.
+//!
+//! KVM's emulated path as it was (Linux 3.6, docs/mechanisms.md section
+//! 2): the guest's TMICT write exits and arms a host hrtimer on the vCPU's
+//! core; its expiry is a host interrupt there (an EXTERNAL_INTERRUPT exit
+//! if the guest runs, waiting in the IRR if the host has interrupts off);
+//! the callback marks the timer pending in the software LAPIC and kicks
+//! the vCPU, and the entry injects it (an interrupt-window exit first if
+//! the guest has interrupts off). No timer advance: the hrtimer fires at
+//! the deadline, so the guest sees the expiry one exit, one injection and
+//! its own handler late. Those are the four sources of cyclictest's
+//! latency: host sections with interrupts off (exits, the host tick in
+//! `periodic`), the exit-and-inject delay (drawn service times), the
+//! guest's own sections with interrupts off (`periodic`), and the wake-up
+//! of the user task after the handler (`Work::TimerToUserRest`).
 
 use super::*;
 
@@ -111,6 +125,7 @@ impl Machine {
         }
         let owner = self.cores[core].timer_owner.take();
         self.recheck_timer_ownership(core);
+        self.note_timer_expiry(core);
         if let Some(vcpu) = owner {
             let vm = self.vcpus[vcpu].vm;
             self.raise(vm, GUEST_TIMER_VECTOR);
@@ -128,6 +143,7 @@ impl Machine {
         match self.design.timer_path {
             TimerPath::HostHrtimer => {
                 let core = self.vcpus[vcpu].home_core;
+                self.note_timer_expiry(core);
                 fx.push(Effect::DeliverPhysical {
                     core,
                     vector: HOST_TIMER_VECTOR,

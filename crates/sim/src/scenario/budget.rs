@@ -69,13 +69,17 @@ impl RunSpec {
             WorkloadKind::NetperfRr | WorkloadKind::Fio => REQUESTS_PER_S * owners,
             WorkloadKind::Ipi => group.ipi_rate_per_s as f64 * (vcpus - 1.0),
             WorkloadKind::Cyclictest | WorkloadKind::Idle => 0.0,
+            // One call at a time, a few microseconds each, to each target.
+            WorkloadKind::IpiCall => REQUESTS_PER_S * group.call_targets().len() as f64,
         };
         let timers = if group.with_timer || self.workload == WorkloadKind::Cyclictest {
             TIMER_HZ * owners
         } else {
             0.0
         };
-        let idle = profile.idle_exits_per_s.io_instruction + profile.idle_exits_per_s.ept_violation;
+        let idle = profile.idle_exits_per_s.io_instruction
+            + profile.idle_exits_per_s.ept_violation
+            + profile.host_tick.hz as f64;
         let slices = 1e9 / profile.host_ns.sched_quantum.max(1) as f64;
         let per_vm_per_s = traffic + timers + (idle + slices) * vcpus;
         let seconds = self.duration_ns as f64 / 1e9;

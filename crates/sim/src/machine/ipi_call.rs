@@ -1,0 +1,234 @@
+//! The IPI study's benchmark: vCPU 0 calls a function on other vCPUs and
+//! spins until every callee has run it (Linux's smp_call_function_single
+//! and _many with wait), call after call. The caller's ICR writes exit
+//! under every hypervisor here; in x2APIC cluster mode one write reaches
+//! the targets of one cluster of 16 logical IDs (SDM 10.12.10), so a call
+//! to all CPUs makes one write per cluster. A callee acknowledges (EOI)
+//! first, runs the function and releases the caller's lock, whose cache
+//! line reaches the caller over the interconnect.
+
+use super::guest::{Step, Work};
+use super::*;
+
+/// vCPU 0's loop: one call, its ICR writes, the wait.
+pub(super) const IPI_CALLER: &[Step] = &[
+    Step::StartCall,
+    Step::SendIpi,
+    Step::NextIcrWrite,
+    Step::AwaitCall,
+];
+/// A callee's interrupt handler.
+pub(super) const CALL_HANDLER: &[Step] = &[
+    Step::Work(Work::IrqEntry),
+    Step::Eoi,
+    Step::CompleteCall,
+    Step::Iret,
+];
+
+/// x2APIC logical IDs per cluster (SDM 10.12.10.2).
+const X2APIC_CLUSTER_SIZE: usize = 16;
+/// The benchmark's calls per configuration; `total_s` scales the
+/// simulated calls' mean to it.
+pub(crate) const CALLS_PER_BENCHMARK: f64 = 100_000.0;
+
+/// The call in flight of a VM's caller.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Call {
+    /// Callees whose ICR write the caller has still to make.
+    pub(super) unsent: Vec<usize>,
+    /// Callees that have not yet run the function.
+    pub(super) outstanding: usize,
+    pub(super) started: u64,
+    /// The caller has seen every callee finish.
+    pub(super) done: bool,
+}
+
+impl Machine {
+    /// The caller starts a call to the scenario's target(s).
+    pub(super) fn start_call(&mut self, vcpu: usize) {
+        let vm = self.vcpus[vcpu].vm;
+        let callees: Vec<usize> = self
+            .spec
+            .group
+            .call_targets()
+            .iter()
+            .map(|&index| self.vms[vm].vcpus[index as usize])
+            .collect();
+        self.vms[vm].call = Call {
+            outstanding: callees.len(),
+            unsent: callees,
+            started: self.now,
+            done: false,
+        };
+    }
+
+    /// The x2APIC cluster of a vCPU's logical ID (its index in the VM).
+    fn cluster_of(&self, vcpu: usize) -> usize {
+        let vm = self.vcpus[vcpu].vm;
+        (vcpu - self.vms[vm].vcpus[0]) / X2APIC_CLUSTER_SIZE
+    }
+
+    /// One ICR write of the call: the unsent callees of the next cluster.
+    /// A trapped write exits; the host sends one IPI per callee once it
+    /// has emulated the write, and each crosses the interconnect.
+    pub(super) fn send_call_ipis(&mut self, vcpu: usize, fx: &mut Effects) {
+        let vm = self.vcpus[vcpu].vm;
+        let Some(&first) = self.vms[vm].call.unsent.first() else {
+            return;
+        };
+        let cluster = self.cluster_of(first);
+        let (batch, rest): (Vec<usize>, Vec<usize>) = std::mem::take(&mut self.vms[vm].call.unsent)
+            .into_iter()
+            .partition(|&callee| self.cluster_of(callee) == cluster);
+        self.vms[vm].call.unsent = rest;
+        let trapped = self.vcpus[vcpu].vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
+        let mut send_at = self.now;
+        if trapped {
+            let service = &self.profile.exit_service_ns;
+            let cost = service.icr_write
+                + self.profile.host_ns.exit_entry_transition
+                + self.profile.host_ns.send_ipi * batch.len() as u64;
+            fx.exit(vcpu, ExitReason::MsrWrite, cost);
+            send_at += service.icr_write;
+        }
+        let from = self.vcpus[vcpu].home_core;
+        for callee in batch {
+            let arrival = send_at + self.interconnect_ns(from, self.vcpus[callee].home_core);
+            fx.schedule(
+                arrival,
+                Event::GuestIpi {
+                    vcpu: callee as u32,
+                },
+            );
+        }
+    }
+
+    /// A callee ran the function: the last one releases the caller, whose
+    /// spin sees it one interconnect crossing later.
+    pub(super) fn complete_call(&mut self, vcpu: usize, fx: &mut Effects) {
+        let vm = self.vcpus[vcpu].vm;
+        let call = &mut self.vms[vm].call;
+        call.outstanding = call.outstanding.saturating_sub(1);
+        if call.outstanding > 0 {
+            return;
+        }
+        let caller = self.vms[vm].vcpus[0];
+        let seen = self.now
+            + self.interconnect_ns(self.vcpus[vcpu].home_core, self.vcpus[caller].home_core);
+        fx.schedule(seen, Event::CallDone { vm: vm as u32 });
+    }
+
+    /// The caller sees its call complete: one call's latency; its spin
+    /// ends (at once in guest mode, else when it re-enters).
+    pub(super) fn call_done(&mut self, vm: usize, fx: &mut Effects) {
+        let call = &mut self.vms[vm].call;
+        call.done = true;
+        self.counters.latencies.push(self.now - call.started);
+        self.counters.requests_done += 1;
+        let caller = self.vms[vm].vcpus[0];
+        if self.in_guest(caller) {
+            self.suspend(caller, fx);
+            fx.push(Effect::RunGuest(caller));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{listed, running, shaped};
+    use super::*;
+    use crate::policy::PolicyKind;
+    use crate::scenario::{HostShape, IpiTarget, NicCoalescing, RunGroup};
+
+    /// A VM of `vcpus` vCPUs, one per core, under `policy`, calling
+    /// `target`, idle vCPUs in `idle` mode.
+    fn calls(policy: PolicyKind, vcpus: u32, target: IpiTarget, idle: IdleMode) -> Machine {
+        let mut group = RunGroup::new(WorkloadKind::IpiCall, vec![policy]);
+        group.host = HostShape {
+            cores: vcpus + 1,
+            vms: 1,
+            vcpus_per_vm: vcpus,
+        };
+        group.target = target;
+        group.idle = idle;
+        shaped(RunSpec {
+            policy,
+            workload: WorkloadKind::IpiCall,
+            rate_pps: None,
+            group,
+            nic: NicCoalescing::FITTED,
+            duration_ns: 2_000_000,
+        })
+    }
+
+    #[test]
+    fn a_call_to_all_makes_one_trapped_icr_write_per_x2apic_cluster() {
+        let mut m = calls(PolicyKind::Apicv, 40, IpiTarget::All, IdleMode::Poll);
+        running(&mut m, 0);
+        m.start_call(0);
+        assert_eq!(m.vms[0].call.outstanding, 39);
+        let mut writes = 0;
+        while !m.vms[0].call.unsent.is_empty() {
+            let fx = listed(&mut m, |m, fx| m.send_call_ipis(0, fx));
+            let exits = fx
+                .iter()
+                .filter(|effect| matches!(effect, Effect::Exit { .. }))
+                .count();
+            assert_eq!(exits, 1);
+            writes += 1;
+        }
+        // Logical IDs 1-15, 16-31, 32-39.
+        assert_eq!(writes, 3);
+    }
+
+    #[test]
+    fn a_256_vcpu_vm_calls_all_with_one_icr_write_per_cluster_of_16() {
+        let mut m = calls(PolicyKind::Apicv, 256, IpiTarget::All, IdleMode::Poll);
+        m.run();
+        let calls = m.counters.requests_done;
+        assert!(calls > 0);
+        // APICv virtualizes the EOI: every MSR_WRITE exit is an ICR write,
+        // 16 per call (logical IDs 1-255); the last call may be unfinished.
+        let writes = m.counters.exits[ExitReason::MsrWrite.index()];
+        assert!(
+            (16 * calls..=16 * (calls + 1)).contains(&writes),
+            "{writes} for {calls}"
+        );
+    }
+
+    #[test]
+    fn the_last_callee_releases_the_caller_which_records_the_call() {
+        let mut m = calls(PolicyKind::Apicv, 3, IpiTarget::All, IdleMode::Poll);
+        running(&mut m, 0);
+        m.start_call(0);
+        m.vms[0].call.unsent.clear();
+        assert!(listed(&mut m, |m, fx| m.complete_call(1, fx)).is_empty());
+        let fx = listed(&mut m, |m, fx| m.complete_call(2, fx));
+        assert!(matches!(
+            fx.as_slice(),
+            [Effect::Schedule {
+                event: Event::CallDone { vm: 0 },
+                ..
+            }]
+        ));
+        m.now = 7_000;
+        let fx = listed(&mut m, |m, fx| m.call_done(0, fx));
+        assert_eq!(fx.last(), Some(&Effect::RunGuest(0)));
+        assert!(m.vms[0].call.done);
+        assert_eq!(m.counters.latencies, [7_000]);
+    }
+
+    #[test]
+    fn guest_idle_poll_burns_a_full_core_per_vcpu_and_halting_does_not() {
+        let mut poll = calls(PolicyKind::Apicv, 4, IpiTarget::SameNode, IdleMode::Poll);
+        poll.run();
+        assert_eq!(poll.counters.asleep_ns, 0);
+        assert_eq!(poll.counters.guest_core_ns, 4 * poll.end);
+        assert!(poll.counters.requests_done > 0);
+        let mut halt = calls(PolicyKind::Apicv, 4, IpiTarget::SameNode, IdleMode::Hlt);
+        halt.run();
+        // vCPUs 2 and 3 are never called: they sleep nearly all the run.
+        assert!(halt.counters.asleep_ns > 2 * halt.end * 9 / 10);
+        assert!(halt.counters.requests_done > 0);
+    }
+}
