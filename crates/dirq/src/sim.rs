@@ -237,6 +237,12 @@ fn print_run(run: &RunResult) {
     if let Some(throughput) = &run.throughput {
         println!("  throughput: {:.4} {}", throughput.value, throughput.unit);
     }
+    if let (Some(cycles), Some(seconds)) = (
+        run.study.cycles_per_interrupt,
+        run.study.seconds_per_million,
+    ) {
+        println!("  cycles per interrupt {cycles:.0}   seconds per million {seconds:.2}");
+    }
     let violations: Vec<String> = run
         .invariant_violations
         .iter()

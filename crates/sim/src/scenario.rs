@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::policy::PolicyKind;
+pub use crate::vioapic::VioapicLevel;
 
 mod budget;
 mod builtin;
@@ -90,6 +91,10 @@ pub enum InvalidScenario {
     IpiRate,
     #[error("a sweep needs at least one value")]
     EmptySweep,
+    #[error("vioapic needs a level, and only vioapic takes one")]
+    Level,
+    #[error("vioapic runs on the Loongson testbed: a scenario holding it holds no other workload")]
+    MixedTestbeds,
 }
 
 /// The workloads the simulator knows.
@@ -112,6 +117,9 @@ pub enum WorkloadKind {
     Ipi,
     /// An idle VM: only background exits.
     Idle,
+    /// The Loongson VIOAPIC study: back-to-back level-triggered device
+    /// interrupts on one core, the controller at `level`.
+    Vioapic,
 }
 
 impl WorkloadKind {
@@ -125,6 +133,7 @@ impl WorkloadKind {
             WorkloadKind::Fio => "fio",
             WorkloadKind::Ipi => "ipi",
             WorkloadKind::Idle => "idle",
+            WorkloadKind::Vioapic => "vioapic",
         }
     }
 }
@@ -254,6 +263,9 @@ pub struct RunGroup {
     pub with_timer: bool,
     #[serde(default)]
     pub queue_owners: QueueOwners,
+    /// Where the vioapic workload's controller is emulated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<VioapicLevel>,
     /// One more parameter over a list: the group stands for one group per
     /// value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -329,6 +341,9 @@ impl RunSpec {
         if self.group.queue_owners != QueueOwners::default() {
             params.insert("queue_owners".into(), enum_name(&self.group.queue_owners));
         }
+        if let Some(level) = self.group.level {
+            params.insert("level".into(), level.name().into());
+        }
         params
     }
 }
@@ -378,6 +393,7 @@ impl RunGroup {
             nested_interrupts: false,
             with_timer: false,
             queue_owners: QueueOwners::default(),
+            level: None,
             sweep: None,
         }
     }
@@ -436,6 +452,9 @@ impl RunGroup {
         {
             return Err(InvalidScenario::IpiRate);
         }
+        if self.level.is_some() != (self.workload == WorkloadKind::Vioapic) {
+            return Err(InvalidScenario::Level);
+        }
         Ok(())
     }
 }
@@ -471,6 +490,14 @@ impl Scenario {
             .any(|group| group.sweep.as_ref().is_some_and(Sweep::is_empty))
         {
             return Err(InvalidScenario::EmptySweep);
+        }
+        let loongson = self
+            .runs
+            .iter()
+            .filter(|group| group.workload == WorkloadKind::Vioapic)
+            .count();
+        if loongson != 0 && loongson != self.runs.len() {
+            return Err(InvalidScenario::MixedTestbeds);
         }
         self.runs
             .iter()
@@ -558,6 +585,26 @@ mod tests {
             scenario.validate(),
             Err(InvalidScenario::NoPolicies(WorkloadKind::Cyclictest))
         );
+    }
+
+    #[test]
+    fn vioapic_takes_a_level_and_no_other_workload_beside_it() {
+        let vioapic = |level: &str, more: &str| {
+            Scenario::from_toml(&format!(
+                "name = \"v\"\ndescription = \"v\"\n[[runs]]\nworkload = \"vioapic\"\npolicies = [\"vanilla\"]\n{level}\n{more}"
+            ))
+        };
+        let params = vioapic("level = \"ro-page\"", "").expect("valid").expand()[0].params();
+        assert_eq!(params["level"], "ro-page");
+        assert!(matches!(
+            vioapic("", ""),
+            Err(ScenarioError::Invalid(InvalidScenario::Level))
+        ));
+        let beside = "[[runs]]\nworkload = \"cyclictest\"\npolicies = [\"did\"]";
+        assert!(matches!(
+            vioapic("level = \"pv\"", beside),
+            Err(ScenarioError::Invalid(InvalidScenario::MixedTestbeds))
+        ));
     }
 
     #[test]

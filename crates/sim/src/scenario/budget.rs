@@ -69,6 +69,9 @@ impl RunSpec {
             WorkloadKind::NetperfRr | WorkloadKind::Fio => REQUESTS_PER_S * owners,
             WorkloadKind::Ipi => group.ipi_rate_per_s as f64 * (vcpus - 1.0),
             WorkloadKind::Cyclictest | WorkloadKind::Idle => 0.0,
+            WorkloadKind::Vioapic => {
+                crate::vioapic::most_events_per_s(&crate::vioapic::LoongsonProfile::loongson_2019())
+            }
         };
         let timers = if group.with_timer || self.workload == WorkloadKind::Cyclictest {
             TIMER_HZ * owners

@@ -2,7 +2,7 @@
 
 use super::{Scenario, ScenarioError};
 
-const BUILTINS: [(&str, &str); 9] = [
+const BUILTINS: [(&str, &str); 10] = [
     (
         "did-udp-rx",
         include_str!("../../../../scenarios/did-udp-rx.toml"),
@@ -32,6 +32,10 @@ const BUILTINS: [(&str, &str); 9] = [
     (
         "fleet-overcommit",
         include_str!("../../../../scenarios/fleet-overcommit.toml"),
+    ),
+    (
+        "loongson-vioapic",
+        include_str!("../../../../scenarios/loongson-vioapic.toml"),
     ),
 ];
 

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{IdleMode, IpiMode, QueueOwners, RunGroup, Transport};
+use super::{IdleMode, IpiMode, QueueOwners, RunGroup, Transport, VioapicLevel};
 
 /// The parameter a group sweeps and its values, written
 /// `sweep = { parameter = "<name>", values = [...] }`; each value replaces
@@ -28,6 +28,8 @@ pub enum Sweep {
     NestedInterrupts(Vec<bool>),
     WithTimer(Vec<bool>),
     QueueOwners(Vec<QueueOwners>),
+    /// The vioapic workload's `level`.
+    Level(Vec<VioapicLevel>),
 }
 
 impl Sweep {
@@ -44,6 +46,7 @@ impl Sweep {
             Sweep::IpiRatePerS(values) => values.len(),
             Sweep::NestedInterrupts(values) | Sweep::WithTimer(values) => values.len(),
             Sweep::QueueOwners(values) => values.len(),
+            Sweep::Level(values) => values.len(),
         }
     }
 
@@ -82,6 +85,7 @@ impl Sweep {
             Sweep::QueueOwners(values) => each(values, base, |group, value| {
                 group.queue_owners = value;
             }),
+            Sweep::Level(values) => each(values, base, |group, value| group.level = Some(value)),
         }
     }
 }
