@@ -437,7 +437,7 @@ fn run_simulations(
     };
     let total_runs: usize = scenarios.iter().map(|s| s.expand().len()).sum();
     let outcomes = steps.run(
-        "simulation: built-in scenarios (did-2015 profile)",
+        "simulation: built-in scenarios (published profiles)",
         total_runs as u64,
         |bar| {
             scenarios
