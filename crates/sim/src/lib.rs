@@ -105,7 +105,7 @@ pub fn run_scenario_on(
                 let Some(spec) = specs.get(index) else { break };
                 let outcome = match (loongson, spec.group.level) {
                     (Some(loongson), Some(level)) => {
-                        Ok((vioapic::simulate(spec, level, loongson), None))
+                        Ok(vioapic::simulate(spec, level, loongson, options.trace))
                     }
                     _ => simulate(spec, profile, options),
                 };

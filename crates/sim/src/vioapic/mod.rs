@@ -20,6 +20,7 @@ pub use profile::{LoongsonProfile, VioapicCycles, LOONGSON_2019_TOML};
 use crate::metrics::{InterruptCounts, Invariant, RunResult, StudyResults, Throughput};
 use crate::queue::{EventQueue, Keyed};
 use crate::scenario::{RunSpec, Scenario, WorkloadKind};
+use crate::trace::Trace;
 
 /// The device's line and the vector its route carries.
 const LINE: u32 = 0;
@@ -31,6 +32,8 @@ const DEVICE_LANDING: Landing = Landing::Userspace;
 /// A trapped register access is a guest-physical access the host left
 /// unmapped: the Loongson VZ core's TLB exit, VMX's EPT violation.
 const ACCESS_EXIT: VmxExit = VmxExit::EptViolation;
+/// The one core host and guest share, in the trace.
+const CORE: usize = 0;
 
 /// Whether every run of `scenario` is on the Loongson testbed.
 pub fn on_loongson(scenario: &Scenario) -> bool {
@@ -101,14 +104,22 @@ struct Loongson<'a> {
     counts: Counts,
     queue: EventQueue<Event>,
     now: u64,
+    trace: Option<Trace>,
 }
 
 /// Runs one `vioapic` run: back-to-back interrupts for the run's duration
-/// (time is the core's cycles), figures over the interrupts completed.
-pub fn simulate(spec: &RunSpec, level: VioapicLevel, profile: &LoongsonProfile) -> RunResult {
+/// (time is the core's cycles), figures over the interrupts completed; and
+/// its trace when `trace` is set.
+pub(crate) fn simulate(
+    spec: &RunSpec,
+    level: VioapicLevel,
+    profile: &LoongsonProfile,
+    trace: bool,
+) -> (RunResult, Option<Trace>) {
     let started = std::time::Instant::now();
     let end = (spec.duration_ns as u128 * u128::from(profile.cpu_hz) / 1_000_000_000) as u64;
     let mut run = Loongson::new(level, profile);
+    run.trace = trace.then(Trace::default);
     run.start();
     while let Some((time, event)) = run.queue.pop() {
         if time > end {
@@ -120,7 +131,7 @@ pub fn simulate(spec: &RunSpec, level: VioapicLevel, profile: &LoongsonProfile) 
     }
     let mut result = run.summarize(spec);
     result.wall_s = started.elapsed().as_secs_f64();
-    result
+    (result, run.trace)
 }
 
 impl<'a> Loongson<'a> {
@@ -146,6 +157,7 @@ impl<'a> Loongson<'a> {
             counts: Counts::default(),
             queue: EventQueue::new(),
             now: 0,
+            trace: None,
         }
     }
 
@@ -171,6 +183,7 @@ impl<'a> Loongson<'a> {
     /// The device asserts the line for its next event.
     fn raise(&mut self) {
         self.counts.raised += 1;
+        self.trace_instant("raise");
         self.sync_shared_mask();
         self.set_line(true);
     }
@@ -209,28 +222,36 @@ impl<'a> Loongson<'a> {
         if self.delivered && !self.busy {
             self.busy = true;
             let at = self.now + self.profile.cycles.injection;
+            self.trace_span(at, "injection", None);
             self.queue.schedule(at, Event::Injected);
         }
     }
 
     fn schedule_step(&mut self, index: usize) {
-        let cycles = self.step_cycles(FLOW[index]);
-        self.queue
-            .schedule(self.now + cycles, Event::StepDone(index));
+        let step = FLOW[index];
+        let end = self.now + self.step_cycles(step);
+        let exit = self.landing(step).filter(|landing| landing.exits());
+        let name = if exit.is_some() { "host" } else { "guest" };
+        self.trace_span(end, name, exit.map(|_| ACCESS_EXIT));
+        self.queue.schedule(end, Event::StepDone(index));
+    }
+
+    /// Where a step's access lands; the handler's own work is the guest's.
+    fn landing(&self, step: Step) -> Option<Landing> {
+        match step {
+            Step::Handler => None,
+            Step::Controller(access) => Some(self.level.lands(access)),
+            Step::Device => Some(DEVICE_LANDING),
+        }
     }
 
     /// A step's cost, counted into the current response.
     fn step_cycles(&mut self, step: Step) -> u64 {
-        let (landing, write) = match step {
-            Step::Handler => {
-                self.current.guest_cycles += self.profile.cycles.handler;
-                return self.profile.cycles.handler;
-            }
-            Step::Controller(access) => {
-                (self.level.lands(access), access.kind == AccessKind::Write)
-            }
-            Step::Device => (DEVICE_LANDING, false),
+        let Some(landing) = self.landing(step) else {
+            self.current.guest_cycles += self.profile.cycles.handler;
+            return self.profile.cycles.handler;
         };
+        let write = matches!(step, Step::Controller(access) if access.kind == AccessKind::Write);
         let cycles = self.profile.access_cycles(landing, write);
         match landing {
             Landing::Memory | Landing::SharedPageLocked => self.current.guest_cycles += cycles,
@@ -251,6 +272,7 @@ impl<'a> Loongson<'a> {
                 // Read-to-clear: the event is consumed and the line drops;
                 // back to back, the next event is ready at once.
                 self.counts.handled += 1;
+                self.trace_instant("handle");
                 self.sync_shared_mask();
                 self.set_line(false);
                 self.raise();
@@ -307,6 +329,29 @@ impl<'a> Loongson<'a> {
         match messages {
             Ok(messages) => self.deliver(messages.len()),
             Err(err) => unreachable!("the model refused its own MASK write: {err}"),
+        }
+    }
+
+    fn ns(&self, cycles: u64) -> u64 {
+        (u128::from(cycles) * 1_000_000_000 / u128::from(self.profile.cpu_hz)) as u64
+    }
+
+    /// The core from now to `end` (cycles): an exit's host slice when
+    /// `exit` names one.
+    fn trace_span(&mut self, end: u64, name: &str, exit: Option<VmxExit>) {
+        let (start_ns, end_ns) = (self.ns(self.now), self.ns(end));
+        if let Some(trace) = &mut self.trace {
+            if let Some(reason) = exit {
+                trace.exit(CORE, start_ns, reason);
+            }
+            trace.span(CORE, start_ns, end_ns, name);
+        }
+    }
+
+    fn trace_instant(&mut self, what: &str) {
+        let at_ns = self.ns(self.now);
+        if let Some(trace) = &mut self.trace {
+            trace.instant(CORE, at_ns, what, DEVICE_VECTOR);
         }
     }
 
@@ -379,156 +424,4 @@ impl<'a> Loongson<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::PolicyKind;
-    use crate::scenario::{builtin, RunGroup, Scenario};
-
-    fn spec(level: VioapicLevel) -> RunSpec {
-        let mut group = RunGroup::new(WorkloadKind::Vioapic, vec![PolicyKind::Vanilla]);
-        group.level = Some(level);
-        Scenario {
-            name: "vioapic".into(),
-            description: "test".into(),
-            duration_ms: 10,
-            nic: crate::scenario::NicCoalescing::FITTED,
-            runs: vec![group],
-        }
-        .expand()
-        .remove(0)
-    }
-
-    fn run(level: VioapicLevel) -> RunResult {
-        simulate(&spec(level), level, &LoongsonProfile::loongson_2019())
-    }
-
-    fn exits_per_interrupt(result: &RunResult) -> f64 {
-        result.exits_per_s / result.throughput.as_ref().unwrap().value
-    }
-
-    #[test]
-    fn each_level_exits_once_per_trapped_access_plus_the_device_read() {
-        for level in VioapicLevel::ALL {
-            let result = run(level);
-            let expected = level.trapped_accesses() + usize::from(DEVICE_LANDING.exits());
-            let exits = exits_per_interrupt(&result);
-            assert!((exits - expected as f64).abs() < 1e-9, "{level:?}: {exits}");
-        }
-    }
-
-    #[test]
-    fn pv_exits_less_per_interrupt_than_the_kernel_level_and_ro_page_between() {
-        let [_, kernel, ro_page, pv] =
-            VioapicLevel::ALL.map(|level| exits_per_interrupt(&run(level)));
-        assert!(pv < ro_page && ro_page < kernel);
-    }
-
-    #[test]
-    fn an_interrupt_costs_injection_plus_its_steps_where_they_land() {
-        let profile = LoongsonProfile::loongson_2019();
-        for level in VioapicLevel::ALL {
-            let mut machine = Loongson::new(level, &profile);
-            let steps: u64 = FLOW.iter().map(|&step| machine.step_cycles(step)).sum();
-            let expected = profile.cycles.injection + steps;
-            let result = run(level);
-            assert_eq!(
-                result.study.cycles_per_interrupt,
-                Some(expected as f64),
-                "{level:?}"
-            );
-            let million = expected as f64 * 1e6 / profile.cpu_hz as f64;
-            assert!((result.study.seconds_per_million.unwrap() - million).abs() < 1e-9);
-        }
-    }
-
-    #[test]
-    fn the_userspace_level_is_the_fitted_point() {
-        // The calibration input the userspace write cost was fitted to.
-        let cycles = run(VioapicLevel::Userspace)
-            .study
-            .cycles_per_interrupt
-            .unwrap();
-        assert!((cycles - 91_769.0).abs() <= 3.0, "{cycles}");
-    }
-
-    #[test]
-    fn every_event_is_delivered_once_in_order_and_none_is_merged() {
-        for level in VioapicLevel::ALL {
-            let result = run(level);
-            assert!(
-                result
-                    .invariant_violations
-                    .values()
-                    .all(|&count| count == 0),
-                "{level:?}"
-            );
-            assert_eq!(result.interrupts.coalesced, 0, "{level:?}");
-            assert_eq!(result.interrupts.pending_at_end, 1, "the next event waits");
-            assert!(result.interrupts.handled > 100, "{level:?}");
-        }
-    }
-
-    #[test]
-    fn pv_masks_in_the_shared_page_and_the_vmm_honours_it() {
-        let profile = LoongsonProfile::loongson_2019();
-        let mut machine = Loongson::new(VioapicLevel::Pv, &profile);
-        machine.start();
-        assert!(machine.delivered);
-        machine.mask_read = machine.read_mask();
-        machine.write_mask(true);
-        assert_eq!(
-            machine.controller.mask() & LINE_BIT,
-            0,
-            "no exit: the controller has not seen it"
-        );
-        machine.delivered = false;
-        machine.finish_step(Step::Device);
-        assert!(
-            !machine.delivered,
-            "the VMM read the shared MASK before the line rose again"
-        );
-        machine.mask_read = machine.read_mask();
-        machine.write_mask(false);
-        assert!(
-            machine.delivered,
-            "UNMASK of an asserted line sends at once"
-        );
-    }
-
-    #[test]
-    fn a_status_read_finding_nothing_is_spurious() {
-        let profile = LoongsonProfile::loongson_2019();
-        let mut machine = Loongson::new(VioapicLevel::Kernel, &profile);
-        let status = Step::Controller(Access {
-            kind: AccessKind::Read,
-            register: Register::Isr,
-        });
-        machine.finish_step(status);
-        assert_eq!(machine.counts.spurious, 1, "the line is not asserted yet");
-        machine.start();
-        machine.finish_step(status);
-        assert_eq!(machine.counts.spurious, 1);
-    }
-
-    #[test]
-    fn the_builtin_scenario_runs_every_level_on_the_loongson_profile() {
-        let scenario = builtin("loongson-vioapic").unwrap();
-        assert!(on_loongson(&scenario));
-        let levels: Vec<_> = scenario
-            .expand()
-            .iter()
-            .map(|spec| spec.group.level)
-            .collect();
-        assert_eq!(levels, VioapicLevel::ALL.map(Some));
-        let options = crate::RunOptions {
-            seed: 1,
-            profile: Some(crate::CostProfile::did_2015()),
-            trace: false,
-        };
-        let result = crate::run_scenario(&scenario, &options).unwrap().result;
-        assert_eq!(
-            result.profile, "loongson-2019",
-            "an x86 profile does not apply"
-        );
-    }
-}
+mod tests;
