@@ -14,8 +14,9 @@ use std::collections::BTreeMap;
 use dirq_arch::exit::VmxExit;
 use dirq_arch::vioapic::{Vioapic, REG_MASK, REG_ROUTE_BASE, REG_UNMASK};
 
-pub use flow::{Access, AccessKind, Landing, Register, Step, VioapicLevel, FLOW};
-pub use profile::{LoongsonProfile, VioapicCycles, LOONGSON_2019_TOML};
+pub use flow::VioapicLevel;
+use flow::{AccessKind, Landing, Register, Step, FLOW};
+pub use profile::{LoongsonProfile, VioapicCycles};
 
 use crate::metrics::{InterruptCounts, Invariant, RunResult, StudyResults, Throughput};
 use crate::queue::{EventQueue, Keyed};

@@ -1,4 +1,5 @@
 //! The Loongson VIOAPIC run's mechanisms, asserted on its counts.
+use super::flow::Access;
 use super::*;
 use crate::policy::PolicyKind;
 use crate::scenario::{builtin, RunGroup, Scenario};
