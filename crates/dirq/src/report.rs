@@ -19,6 +19,7 @@ pub mod progress;
 mod real;
 mod scenarios;
 mod simulate;
+mod studies;
 pub mod views;
 
 use std::path::{Path, PathBuf};
@@ -437,7 +438,7 @@ fn run_simulations(
     };
     let total_runs: usize = scenarios.iter().map(|s| s.expand().len()).sum();
     let outcomes = steps.run(
-        "simulation: built-in scenarios (did-2015 profile)",
+        "simulation: built-in scenarios (published profiles)",
         total_runs as u64,
         |bar| {
             scenarios
@@ -451,6 +452,9 @@ fn run_simulations(
     );
     let mut raws = Vec::new();
     let mut views = Vec::new();
+    // The studies in their papers' shapes come before the scenarios' own
+    // sections, which follow in the built-in order.
+    let first_simulation = report.sections.len();
     for (scenario, outcome) in outcomes {
         match outcome {
             Ok(outcome) => {
@@ -477,6 +481,10 @@ fn run_simulations(
             }
         }
     }
+    let studies = studies::study_sections(&views, seed);
+    report
+        .sections
+        .splice(first_simulation..first_simulation, studies);
     report
         .raw
         .insert("sim_scenarios".into(), serde_json::Value::Array(raws));

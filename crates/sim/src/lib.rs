@@ -19,6 +19,7 @@ pub mod rng;
 pub mod scenario;
 pub mod service;
 pub mod trace;
+pub mod vioapic;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,7 +49,8 @@ pub enum SimError {
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     pub seed: u64,
-    /// Overrides the scenario's built-in profile.
+    /// Overrides the scenario's built-in profile (x86 scenarios; the
+    /// Loongson VIOAPIC study always runs on `loongson-2019`).
     pub profile: Option<CostProfile>,
     /// Collect a Chrome/Perfetto trace.
     pub trace: bool,
@@ -84,6 +86,8 @@ pub fn run_scenario_on(
     threads: usize,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<ScenarioOutput, SimError> {
+    // The Loongson testbed has its own profile: an x86 one does not apply.
+    let loongson = vioapic::on_loongson(scenario).then(vioapic::LoongsonProfile::loongson_2019);
     let profile = options
         .profile
         .clone()
@@ -96,11 +100,16 @@ pub fn run_scenario_on(
         let (sender, receiver) = mpsc::channel();
         for _ in 0..threads.clamp(1, specs.len().max(1)) {
             let sender = sender.clone();
-            let (specs, profile, next) = (&specs, &profile, &next);
+            let (specs, profile, next, loongson) = (&specs, &profile, &next, &loongson);
             scope.spawn(move || loop {
                 let index = next.fetch_add(1, Ordering::Relaxed);
                 let Some(spec) = specs.get(index) else { break };
-                let outcome = simulate(spec, profile, options);
+                let outcome = match (loongson, spec.group.level) {
+                    (Some(loongson), Some(level)) => {
+                        Ok(vioapic::simulate(spec, level, loongson, options.trace))
+                    }
+                    _ => simulate(spec, profile, options),
+                };
                 if sender.send((index, outcome)).is_err() {
                     break;
                 }
@@ -129,7 +138,7 @@ pub fn run_scenario_on(
         result: ScenarioResult {
             scenario: scenario.name.clone(),
             seed: options.seed,
-            profile: profile.name.clone(),
+            profile: loongson.map_or(profile.name, |loongson| loongson.name),
             runs,
         },
         trace: trace_file.map(|file| file.to_json()),

@@ -30,6 +30,7 @@ use thiserror::Error;
 
 use crate::policy::PolicyKind;
 use crate::profile::BuiltinProfile;
+pub use crate::vioapic::VioapicLevel;
 
 mod budget;
 mod builtin;
@@ -97,6 +98,10 @@ pub enum InvalidScenario {
     NumaNodes,
     #[error("ipi-call needs host.vcpus_per_vm >= 2 and, for target = \"cross-node\", a vCPU homed on another node than vCPU 0")]
     NoCallTarget,
+    #[error("vioapic needs a level, and only vioapic takes one")]
+    Level,
+    #[error("vioapic runs on the Loongson testbed: a scenario holding it holds no other workload")]
+    MixedTestbeds,
 }
 
 /// The workloads the simulator knows.
@@ -123,6 +128,9 @@ pub enum WorkloadKind {
     /// waits for its completion (smp_call_function_single/many), call
     /// after call.
     IpiCall,
+    /// The Loongson VIOAPIC study: back-to-back level-triggered device
+    /// interrupts on one core, the controller at `level`.
+    Vioapic,
 }
 
 impl WorkloadKind {
@@ -137,6 +145,7 @@ impl WorkloadKind {
             WorkloadKind::Ipi => "ipi",
             WorkloadKind::Idle => "idle",
             WorkloadKind::IpiCall => "ipi-call",
+            WorkloadKind::Vioapic => "vioapic",
         }
     }
 }
@@ -274,6 +283,9 @@ pub struct RunGroup {
     /// The ipi-call workload's callee.
     #[serde(default)]
     pub target: IpiTarget,
+    /// Where the vioapic workload's controller is emulated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<VioapicLevel>,
     /// One more parameter over a list: the group stands for one group per
     /// value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -369,6 +381,9 @@ impl RunSpec {
         if self.group.queue_owners != QueueOwners::default() {
             params.insert("queue_owners".into(), enum_name(&self.group.queue_owners));
         }
+        if let Some(level) = self.group.level {
+            params.insert("level".into(), level.name().into());
+        }
         params
     }
 }
@@ -420,6 +435,7 @@ impl RunGroup {
             queue_owners: QueueOwners::default(),
             numa_nodes: one_node(),
             target: IpiTarget::default(),
+            level: None,
             sweep: None,
         }
     }
@@ -484,6 +500,9 @@ impl RunGroup {
         {
             return Err(InvalidScenario::IpiRate);
         }
+        if self.level.is_some() != (self.workload == WorkloadKind::Vioapic) {
+            return Err(InvalidScenario::Level);
+        }
         Ok(())
     }
 }
@@ -519,6 +538,14 @@ impl Scenario {
             .any(|group| group.sweep.as_ref().is_some_and(Sweep::is_empty))
         {
             return Err(InvalidScenario::EmptySweep);
+        }
+        let loongson = self
+            .runs
+            .iter()
+            .filter(|group| group.workload == WorkloadKind::Vioapic)
+            .count();
+        if loongson != 0 && loongson != self.runs.len() {
+            return Err(InvalidScenario::MixedTestbeds);
         }
         self.runs
             .iter()
@@ -616,6 +643,26 @@ mod tests {
             assert_eq!(mode, IdleMode::Hlt);
         }
         assert_eq!(enum_name(&IdleMode::Hlt), "halt");
+    }
+
+    #[test]
+    fn vioapic_takes_a_level_and_no_other_workload_beside_it() {
+        let vioapic = |level: &str, more: &str| {
+            Scenario::from_toml(&format!(
+                "name = \"v\"\ndescription = \"v\"\n[[runs]]\nworkload = \"vioapic\"\npolicies = [\"vanilla\"]\n{level}\n{more}"
+            ))
+        };
+        let params = vioapic("level = \"ro-page\"", "").expect("valid").expand()[0].params();
+        assert_eq!(params["level"], "ro-page");
+        assert!(matches!(
+            vioapic("", ""),
+            Err(ScenarioError::Invalid(InvalidScenario::Level))
+        ));
+        let beside = "[[runs]]\nworkload = \"cyclictest\"\npolicies = [\"did\"]";
+        assert!(matches!(
+            vioapic("level = \"pv\"", beside),
+            Err(ScenarioError::Invalid(InvalidScenario::MixedTestbeds))
+        ));
     }
 
     #[test]

@@ -61,11 +61,13 @@ fn fixed_colour(name: &str) -> Option<RGBColor> {
 }
 
 /// Colours for one chart's entries: designs and exit reasons keep their
-/// fixed colour; other names take the palette slots no entry of this chart
-/// uses.
+/// fixed colour; other names (VIOAPIC levels, idle modes, buckets) take the
+/// palette slots no entry of this chart and no design uses, so that they
+/// never pass for a design.
 fn colours<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Vec<RGBColor> {
+    let design_slots = PolicyKind::ALL.len();
     let taken: Vec<RGBColor> = names.clone().filter_map(fixed_colour).collect();
-    let mut free = PALETTE
+    let mut free = PALETTE[design_slots..]
         .iter()
         .copied()
         .filter(|colour| !taken.contains(colour))
@@ -836,6 +838,12 @@ mod tests {
                 assert_ne!(a, b);
             }
         }
+        let designs: Vec<RGBColor> = PolicyKind::ALL
+            .iter()
+            .filter_map(|p| fixed_colour(p.name()))
+            .collect();
+        let levels = colours(["userspace", "kernel", "ro-page", "pv"].into_iter());
+        assert!(levels.iter().all(|level| !designs.contains(level)));
     }
 
     #[test]

@@ -68,6 +68,31 @@ pub struct SimRun {
     pub events: u64,
     #[serde(default)]
     pub wall_s: f64,
+    /// The figures particular to one study, absent from the others' runs.
+    #[serde(flatten)]
+    pub study: SimStudy,
+    /// `latency_ns.histogram`, taken from the raw JSON by
+    /// [`SimScenario::from_raw`].
+    #[serde(skip)]
+    pub latency_histogram: Vec<Bucket>,
+}
+
+/// The study-specific fields of a `dirq sim --json` run (`StudyResults`).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SimStudy {
+    #[serde(default)]
+    pub cycles_per_interrupt: Option<f64>,
+    #[serde(default)]
+    pub seconds_per_million: Option<f64>,
+    #[serde(default)]
+    pub total_s: Option<f64>,
+    /// Calls per setup-latency bucket, by the bucket's name.
+    #[serde(default)]
+    pub setup_ms_buckets: Option<BTreeMap<String, u64>>,
+    #[serde(default)]
+    pub call_rate: Option<f64>,
+    #[serde(default)]
+    pub invite_retransmissions: Option<u64>,
 }
 
 /// `interrupts` of a `dirq sim --json` run.
@@ -142,6 +167,19 @@ pub struct SimScenario {
 }
 
 impl SimScenario {
+    /// The view of `dirq sim --json`'s output, latency histograms included.
+    pub fn from_raw(raw: &serde_json::Value) -> serde_json::Result<SimScenario> {
+        let mut scenario: SimScenario = serde_json::from_value(raw.clone())?;
+        let raw_runs = raw["runs"].as_array().map_or(&[][..], Vec::as_slice);
+        for (run, raw_run) in scenario.runs.iter_mut().zip(raw_runs) {
+            let histogram = &raw_run["latency_ns"]["histogram"];
+            if !histogram.is_null() {
+                run.latency_histogram = serde_json::from_value(histogram.clone())?;
+            }
+        }
+        Ok(scenario)
+    }
+
     /// The parameters whose value differs between runs (a parameter every
     /// run shares says nothing in a label).
     pub fn varying_params(&self) -> Vec<String> {

@@ -71,6 +71,9 @@ impl RunSpec {
             WorkloadKind::Cyclictest | WorkloadKind::Idle => 0.0,
             // One call at a time, a few microseconds each, to each target.
             WorkloadKind::IpiCall => REQUESTS_PER_S * group.call_targets().len() as f64,
+            WorkloadKind::Vioapic => {
+                crate::vioapic::most_events_per_s(&crate::vioapic::LoongsonProfile::loongson_2019())
+            }
         };
         let timers = if group.with_timer || self.workload == WorkloadKind::Cyclictest {
             TIMER_HZ * owners

@@ -2,7 +2,7 @@
 
 use super::{Scenario, ScenarioError};
 
-const BUILTINS: [(&str, &str); 10] = [
+const BUILTINS: [(&str, &str); 11] = [
     (
         "did-udp-rx",
         include_str!("../../../../scenarios/did-udp-rx.toml"),
@@ -36,6 +36,10 @@ const BUILTINS: [(&str, &str); 10] = [
     (
         "ipi-blog",
         include_str!("../../../../scenarios/ipi-blog.toml"),
+    ),
+    (
+        "loongson-vioapic",
+        include_str!("../../../../scenarios/loongson-vioapic.toml"),
     ),
 ];
 

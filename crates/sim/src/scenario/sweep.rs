@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{IdleMode, IpiMode, IpiTarget, QueueOwners, RunGroup, Transport};
+use super::{IdleMode, IpiMode, IpiTarget, QueueOwners, RunGroup, Transport, VioapicLevel};
 
 /// The parameter a group sweeps and its values, written
 /// `sweep = { parameter = "<name>", values = [...] }`; each value replaces
@@ -30,6 +30,8 @@ pub enum Sweep {
     QueueOwners(Vec<QueueOwners>),
     /// The ipi-call workload's callee.
     Target(Vec<IpiTarget>),
+    /// The vioapic workload's `level`.
+    Level(Vec<VioapicLevel>),
 }
 
 impl Sweep {
@@ -47,6 +49,7 @@ impl Sweep {
             Sweep::NestedInterrupts(values) | Sweep::WithTimer(values) => values.len(),
             Sweep::QueueOwners(values) => values.len(),
             Sweep::Target(values) => values.len(),
+            Sweep::Level(values) => values.len(),
         }
     }
 
@@ -86,6 +89,7 @@ impl Sweep {
                 group.queue_owners = value;
             }),
             Sweep::Target(values) => each(values, base, |group, value| group.target = value),
+            Sweep::Level(values) => each(values, base, |group, value| group.level = Some(value)),
         }
     }
 }

@@ -1,0 +1,943 @@
+//! The source studies' experiments, each drawn in the shape of its paper's
+//! table or figure from the simulator's results: DID's UDP exit table,
+//! cyclictest latency density, memcached and VoIP tables, ELI's throughput
+//! table, the Loongson VIOAPIC levels and the IPI study. Every number here
+//! is a prediction of the simulator (or a declared fitted point); no
+//! published outcome is printed. A study whose scenario did not run, or ran
+//! nothing, has no section.
+
+use std::collections::BTreeMap;
+
+use super::charts::{exit_bars, exit_table, format_percent, format_value};
+use super::data::{Axis, Chart, Figure, GroupedSeries, NamedValues, Scale, Section, Spread};
+use super::data::{Table, TableRow};
+use super::figures::compact_number;
+use super::views::{SimRun, SimScenario};
+
+/// One study: its scenario, its title, and the builder of its figures.
+struct Study {
+    scenario: &'static str,
+    title: &'static str,
+    /// What the paper's table or figure shows, for the intro.
+    shape: &'static str,
+    /// The fitted point, when the study has one (an input, not a prediction).
+    fitted: Option<&'static str>,
+    figures: fn(&SimScenario, &[String]) -> Vec<Figure>,
+}
+
+const STUDIES: [Study; 7] = [
+    Study {
+        scenario: "did-udp-rx",
+        title: "DID: exits while receiving UDP",
+        shape: "the paper's UDP table: exits per second by reason and time in guest, per packet \
+                rate and design",
+        fitted: Some(
+            "vanilla's column is the calibration table the did-2015 profile's fitted values \
+             were fitted to (docs/calibration.md); DID's is a prediction",
+        ),
+        figures: udp_figures,
+    },
+    Study {
+        scenario: "did-cyclictest",
+        title: "DID: cyclictest latency density",
+        shape: "the paper's latency density: how the timer latencies of each design spread",
+        fitted: None,
+        figures: cyclictest_figures,
+    },
+    Study {
+        scenario: "did-memcached",
+        title: "DID: memcached peak throughput within QoS",
+        shape: "the paper's memcached table: the peak requests/s that still meets the QoS, for \
+                PV, PV-DID, SR-IOV, SR-IOV-DID, bare metal and each NAPI weight",
+        fitted: None,
+        figures: memcached_figures,
+    },
+    Study {
+        scenario: "did-voip",
+        title: "DID: VoIP call setup",
+        shape: "the paper's VoIP table: calls per setup-latency bucket, call rate and INVITE \
+                retransmissions per design",
+        fitted: None,
+        figures: voip_figures,
+    },
+    Study {
+        scenario: "eli-2012",
+        title: "ELI: throughput against bare metal",
+        shape: "the ELI paper's table: each workload's throughput under the baseline, ELI \
+                delivery only, full ELI and bare metal, and its share of bare metal",
+        fitted: None,
+        figures: eli_figures,
+    },
+    Study {
+        scenario: "loongson-vioapic",
+        title: "Loongson VIOAPIC: the cost of an interrupt at each level",
+        shape: "the study's comparison of the four controller levels: cycles per interrupt and \
+                seconds per million interrupts",
+        fitted: Some(
+            "the userspace level is the fitted point: its calibration input is 91,769 cycles \
+             per interrupt (76.48 s per million), and the profile's userspace write cost is \
+             fitted to it; kernel, ro-page and pv are predictions",
+        ),
+        figures: vioapic_figures,
+    },
+    Study {
+        scenario: "ipi-blog",
+        title: "IPIs: time and CPU burned per target and idle mode",
+        shape: "the IPI study's table: the benchmark's total time for each target (same node, \
+                cross node, all CPUs) and idle mode (HLT, guest polling, host halt polling), \
+                with the CPU it burned",
+        fitted: None,
+        figures: ipi_figures,
+    },
+];
+
+/// The study sections for the scenarios in `results`, in the studies'
+/// order; `seed` goes into the commands that repeat them.
+pub fn study_sections(results: &[SimScenario], seed: u64) -> Vec<Section> {
+    STUDIES
+        .iter()
+        .filter_map(|study| {
+            let result = results.iter().find(|r| r.scenario == study.scenario)?;
+            let command = format!("dirq sim {} --seed {seed}", study.scenario);
+            let figures = (study.figures)(result, std::slice::from_ref(&command));
+            if figures.is_empty() {
+                return None;
+            }
+            let mut intro = vec![format!(
+                "The simulator's predictions (`{command}`), drawn in the shape of {}. These are \
+                 not the paper's measurements, and none of its outcomes is shown here.",
+                study.shape
+            )];
+            intro.extend(
+                study
+                    .fitted
+                    .map(|fitted| format!("Fitted, not predicted: {fitted}.")),
+            );
+            Some(Section {
+                id: format!("study-{}", study.scenario),
+                title: format!("Study: {} ({})", study.title, study.scenario),
+                intro,
+                figures,
+                tables: Vec::new(),
+            })
+        })
+        .collect()
+}
+
+fn param<'a>(run: &'a SimRun, key: &str) -> Option<&'a str> {
+    run.params.get(key)?.as_str()
+}
+
+fn number_param(run: &SimRun, key: &str) -> Option<f64> {
+    run.params.get(key)?.as_f64()
+}
+
+/// One bar per row, its only segment named by the row's design, so every
+/// design keeps its colour and the legend names the designs.
+fn design_bars(value_label: &str, rows: &[(String, String, f64)]) -> Chart {
+    let mut stacks: Vec<NamedValues> = Vec::new();
+    for (_, design, _) in rows {
+        if !stacks.iter().any(|stack| stack.name == *design) {
+            stacks.push(NamedValues {
+                name: design.clone(),
+                values: Vec::new(),
+            });
+        }
+    }
+    for stack in &mut stacks {
+        stack.values = rows
+            .iter()
+            .map(|(_, design, value)| if *design == stack.name { *value } else { 0.0 })
+            .collect();
+    }
+    Chart::Bars {
+        value_label: value_label.to_string(),
+        categories: rows.iter().map(|(label, _, _)| label.clone()).collect(),
+        stacks,
+    }
+}
+
+fn table(columns: &[&str], rows: Vec<Vec<String>>) -> Table {
+    Table {
+        title: String::new(),
+        columns: columns.iter().map(|c| c.to_string()).collect(),
+        rows: rows.into_iter().map(TableRow::new).collect(),
+    }
+}
+
+fn figure(
+    id: &str,
+    title: &str,
+    caption: &str,
+    commands: &[String],
+    chart: Chart,
+    table: Table,
+) -> Figure {
+    Figure {
+        id: id.to_string(),
+        title: title.to_string(),
+        caption: caption.to_string(),
+        commands: commands.to_vec(),
+        chart,
+        table,
+    }
+}
+
+fn rate_text(run: &SimRun) -> String {
+    run.rate().map_or_else(String::new, |(_, rate)| {
+        format!("{} pps", compact_number(rate))
+    })
+}
+
+fn udp_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
+    let mut runs: Vec<&SimRun> = result.runs.iter().collect();
+    runs.sort_by(|a, b| {
+        let rate = |run: &SimRun| run.rate().map_or(0.0, |(_, rate)| rate);
+        rate(a).total_cmp(&rate(b))
+    });
+    let entries: Vec<(String, BTreeMap<String, f64>)> = runs
+        .iter()
+        .map(|run| {
+            let label = format!("{} · {}", rate_text(run), run.policy);
+            (label, run.exits_by_reason_per_s.clone())
+        })
+        .collect();
+    let chart = exit_bars("exits per second", &entries);
+    if !chart.has_data() {
+        return Vec::new();
+    }
+    let mut table = exit_table("rate · design", &chart, "exits/s");
+    table.columns.push("time in guest".into());
+    for (row, run) in table.rows.iter_mut().zip(&runs) {
+        row.cells.push(format_percent(run.time_in_guest));
+    }
+    vec![figure(
+        "study-did-udp-rx-exits",
+        "Exits per second by VMX reason, per packet rate and design",
+        "One bar per rate and design, its segments the exit reasons, as the paper's table \
+         breaks the exits down; the table adds the time in guest.",
+        commands,
+        chart,
+        table,
+    )]
+}
+
+fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
+    let runs: Vec<(&SimRun, u64)> = result
+        .runs
+        .iter()
+        .map(|run| (run, run.latency_histogram.iter().map(|b| b.count).sum()))
+        .filter(|(_, samples)| *samples > 0)
+        .collect();
+    // The buckets any design has samples in, each a row of the histogram.
+    let mut bounds: Vec<u64> = runs
+        .iter()
+        .flat_map(|(run, _)| run.latency_histogram.iter())
+        .filter(|b| b.count > 0)
+        .map(|b| b.le_ns)
+        .collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    if bounds.is_empty() {
+        return Vec::new();
+    }
+    let share = |run: &SimRun, samples: u64, bound: u64| {
+        let count: u64 = run
+            .latency_histogram
+            .iter()
+            .filter(|b| b.le_ns == bound)
+            .map(|b| b.count)
+            .sum();
+        count as f64 * 100.0 / samples as f64
+    };
+    let chart = Chart::Grouped {
+        value_axis: Axis {
+            label: "share of the design's samples (%)".into(),
+            scale: Scale::Linear,
+        },
+        categories: bounds
+            .iter()
+            .map(|bound| format!("\u{2264} {} ns", compact_number(*bound as f64)))
+            .collect(),
+        series: runs
+            .iter()
+            .map(|(run, samples)| GroupedSeries {
+                name: run.policy.clone(),
+                values: bounds
+                    .iter()
+                    .map(|&bound| Spread::of([share(run, *samples, bound)]))
+                    .collect(),
+            })
+            .collect(),
+    };
+    let rows = runs
+        .iter()
+        .map(|(run, samples)| {
+            let latency = |pick: fn(&super::views::Latency) -> f64| {
+                run.latency_ns
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |l| format_value(pick(l)))
+            };
+            vec![
+                run.policy.clone(),
+                samples.to_string(),
+                latency(|l| l.mean),
+                latency(|l| l.p50),
+                latency(|l| l.p99),
+                latency(|l| l.max),
+            ]
+        })
+        .collect();
+    vec![figure(
+        "study-did-cyclictest-density",
+        "Latency density per design",
+        "The histogram of each design's latencies, timer expiry to the user-level handler: a \
+         row per logarithmic bucket any design has samples in (named by its upper bound), a \
+         bar per design with its share of that design's samples.",
+        commands,
+        chart,
+        table(
+            &[
+                "design",
+                "samples",
+                "mean (ns)",
+                "p50 (ns)",
+                "p99 (ns)",
+                "max (ns)",
+            ],
+            rows,
+        ),
+    )]
+}
+
+/// The memcached table's row names: the design on its transport.
+fn memcached_configuration(run: &SimRun) -> String {
+    match (run.policy.as_str(), param(run, "transport")) {
+        ("bare", _) => "bare".into(),
+        ("vanilla", Some("pv")) => "PV".into(),
+        ("did", Some("pv")) => "PV-DID".into(),
+        ("vanilla", Some("sriov")) => "SR-IOV".into(),
+        ("did", Some("sriov")) => "SR-IOV-DID".into(),
+        (policy, Some(transport)) => format!("{policy} · {transport}"),
+        (policy, None) => policy.into(),
+    }
+}
+
+fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
+    let weights_vary = result
+        .varying_params()
+        .iter()
+        .any(|key| key == "napi_weight");
+    let label = |run: &SimRun| {
+        let configuration = memcached_configuration(run);
+        match number_param(run, "napi_weight").filter(|_| weights_vary) {
+            Some(weight) => format!("{configuration} · NAPI weight {weight}"),
+            None => configuration,
+        }
+    };
+    let bare = result
+        .runs
+        .iter()
+        .find(|run| run.policy == "bare")
+        .and_then(SimRun::throughput_value);
+    let rows: Vec<(String, String, f64, &SimRun)> = result
+        .runs
+        .iter()
+        .filter_map(|run| Some((label(run), run.policy.clone(), run.throughput_value()?, run)))
+        .collect();
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let bars: Vec<(String, String, f64)> = rows
+        .iter()
+        .map(|(l, d, v, _)| (l.clone(), d.clone(), *v))
+        .collect();
+    let cells = rows
+        .iter()
+        .map(|(label, _, value, run)| {
+            vec![
+                label.clone(),
+                format_value(*value),
+                bare.map_or_else(|| "-".into(), |bare| format_percent(value / bare)),
+                run.latency_ns
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |l| format_value(l.p99)),
+            ]
+        })
+        .collect();
+    vec![figure(
+        "study-did-memcached-peak",
+        "Peak requests/s meeting the QoS, per configuration",
+        "One bar per configuration, coloured by design.",
+        commands,
+        design_bars("peak requests/s within QoS", &bars),
+        table(
+            &[
+                "configuration",
+                "requests/s",
+                "of bare metal",
+                "latency p99 (ns)",
+            ],
+            cells,
+        ),
+    )]
+}
+
+/// A setup bucket's lower bound in ms ("<10" is 0, ">200" is 200), to keep
+/// the buckets in order.
+fn bucket_start(name: &str) -> f64 {
+    let digits: String = name
+        .trim_start_matches(['<', '>'])
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    if name.starts_with('<') {
+        0.0
+    } else {
+        digits.parse().unwrap_or(f64::INFINITY)
+    }
+}
+
+fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
+    let runs: Vec<(&SimRun, String, &BTreeMap<String, u64>)> = result
+        .runs
+        .iter()
+        .zip(result.labels())
+        .filter_map(|(run, label)| Some((run, label, run.study.setup_ms_buckets.as_ref()?)))
+        .collect();
+    let mut buckets: Vec<&String> = runs.iter().flat_map(|(_, _, b)| b.keys()).collect();
+    buckets.sort_by(|a, b| bucket_start(a).total_cmp(&bucket_start(b)).then(a.cmp(b)));
+    buckets.dedup();
+    if buckets.is_empty() {
+        return Vec::new();
+    }
+    let chart = Chart::Bars {
+        value_label: "calls".into(),
+        categories: runs.iter().map(|(_, label, _)| label.clone()).collect(),
+        stacks: buckets
+            .iter()
+            .map(|bucket| NamedValues {
+                name: format!("{bucket} ms"),
+                values: runs
+                    .iter()
+                    .map(|(_, _, b)| b.get(*bucket).copied().unwrap_or(0) as f64)
+                    .collect(),
+            })
+            .collect(),
+    };
+    let mut columns: Vec<String> = vec!["design".into()];
+    columns.extend(buckets.iter().map(|b| format!("{b} ms")));
+    columns.extend([
+        "call rate (calls/s)".into(),
+        "INVITE retransmissions".into(),
+    ]);
+    let rows = runs
+        .iter()
+        .map(|(run, label, b)| {
+            let mut cells = vec![label.clone()];
+            cells.extend(
+                buckets
+                    .iter()
+                    .map(|bucket| b.get(*bucket).copied().unwrap_or(0).to_string()),
+            );
+            cells.push(run.study.call_rate.map_or_else(|| "-".into(), format_value));
+            cells.push(
+                run.study
+                    .invite_retransmissions
+                    .map_or_else(|| "-".into(), |n| n.to_string()),
+            );
+            TableRow::new(cells)
+        })
+        .collect();
+    vec![figure(
+        "study-did-voip-setup",
+        "Calls per setup-latency bucket, per design",
+        "One bar per design, its segments the calls whose setup took that long.",
+        commands,
+        chart,
+        Table {
+            title: String::new(),
+            columns,
+            rows,
+        },
+    )]
+}
+
+/// The ELI table's column names for the designs it compares.
+fn eli_design(policy: &str) -> String {
+    match policy {
+        "vanilla" => "baseline".into(),
+        "eli-delivery" => "ELI delivery only".into(),
+        "eli" => "ELI".into(),
+        "bare" => "bare metal".into(),
+        other => other.into(),
+    }
+}
+
+fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
+    let mut workloads: Vec<&str> = result
+        .runs
+        .iter()
+        .filter_map(|r| param(r, "workload"))
+        .collect();
+    workloads.dedup();
+    let mut bars = Vec::new();
+    let mut rows = Vec::new();
+    for workload in workloads {
+        let runs: Vec<&SimRun> = result
+            .runs
+            .iter()
+            .filter(|run| param(run, "workload") == Some(workload))
+            .collect();
+        let bare = runs
+            .iter()
+            .find(|run| run.policy == "bare")
+            .and_then(|run| run.throughput_value());
+        for run in runs {
+            let Some(value) = run.throughput_value() else {
+                continue;
+            };
+            let unit = run
+                .throughput
+                .as_ref()
+                .and_then(|t| t.get("unit"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default();
+            let share = bare.filter(|bare| *bare > 0.0).map(|bare| value / bare);
+            let label = format!("{workload} · {}", eli_design(&run.policy));
+            if let Some(share) = share {
+                bars.push((label.clone(), run.policy.clone(), share * 100.0));
+            }
+            rows.push(vec![
+                label,
+                format!("{} {unit}", format_value(value))
+                    .trim_end()
+                    .to_string(),
+                share.map_or_else(|| "-".into(), format_percent),
+            ]);
+        }
+    }
+    if bars.is_empty() {
+        return Vec::new();
+    }
+    vec![figure(
+        "study-eli-2012-throughput",
+        "Throughput as a share of bare metal, per workload and design",
+        "One bar per workload and design, coloured by design (baseline is vanilla KVM).",
+        commands,
+        design_bars("throughput, % of bare metal", &bars),
+        table(&["workload · design", "throughput", "of bare metal"], rows),
+    )]
+}
+
+fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
+    let runs: Vec<(&SimRun, &str, f64)> = result
+        .runs
+        .iter()
+        .filter_map(|run| Some((run, param(run, "level")?, run.study.cycles_per_interrupt?)))
+        .collect();
+    if runs.is_empty() {
+        return Vec::new();
+    }
+    let userspace = runs
+        .iter()
+        .find(|(_, level, _)| *level == "userspace")
+        .map(|(_, _, cycles)| *cycles);
+    let bars: Vec<(String, String, f64)> = runs
+        .iter()
+        .map(|(_, level, cycles)| (level.to_string(), level.to_string(), *cycles))
+        .collect();
+    let rows = runs
+        .iter()
+        .map(|(run, level, cycles)| {
+            let per_interrupt = run.throughput_value().filter(|rate| *rate > 0.0);
+            vec![
+                level.to_string(),
+                per_interrupt
+                    .map_or_else(|| "-".into(), |rate| format_value(run.exits_per_s / rate)),
+                format_value(*cycles),
+                run.study
+                    .seconds_per_million
+                    .map_or_else(|| "-".into(), |s| format!("{s:.2}")),
+                userspace.map_or_else(|| "-".into(), |u| format!("{:.2}x", u / cycles)),
+                if *level == "userspace" {
+                    "fitted point"
+                } else {
+                    "prediction"
+                }
+                .into(),
+            ]
+        })
+        .collect();
+    vec![figure(
+        "study-loongson-vioapic-levels",
+        "Host cycles per interrupt at each controller level",
+        "One bar per level: injection, the handler, the device's read and the eight controller \
+         accesses, each an exit or a memory access by the level. Seconds per million scale the \
+         simulated interrupts to the study's million.",
+        commands,
+        design_bars("cycles per interrupt", &bars),
+        table(
+            &[
+                "level",
+                "exits per interrupt",
+                "cycles per interrupt",
+                "seconds per million",
+                "speed-up over userspace",
+                "status",
+            ],
+            rows,
+        ),
+    )]
+}
+
+fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
+    let policies_vary = result
+        .runs
+        .iter()
+        .any(|run| run.policy != result.runs[0].policy);
+    let label = |run: &SimRun| {
+        let mut parts = vec![param(run, "target").unwrap_or("?").to_string()];
+        if policies_vary {
+            parts.push(run.policy.clone());
+        }
+        parts.join(" · ")
+    };
+    let runs: Vec<(&SimRun, String, f64)> = result
+        .runs
+        .iter()
+        .filter_map(|run| Some((run, param(run, "idle")?.to_string(), run.study.total_s?)))
+        .collect();
+    if runs.is_empty() {
+        return Vec::new();
+    }
+    let row_label = |run: &SimRun, idle: &str| format!("{} · {idle}", label(run));
+    let time: Vec<(String, String, f64)> = runs
+        .iter()
+        .map(|(run, idle, total)| (row_label(run, idle), idle.clone(), *total))
+        .collect();
+    let cpu: Vec<(String, String, f64)> = runs
+        .iter()
+        .filter_map(|(run, idle, _)| {
+            Some((row_label(run, idle), idle.clone(), run.cpu_busy? * 100.0))
+        })
+        .collect();
+    let rows = |value: &dyn Fn(&SimRun, f64) -> String| -> Vec<Vec<String>> {
+        runs.iter()
+            .map(|(run, idle, total)| vec![label(run), idle.clone(), value(run, *total)])
+            .collect()
+    };
+    let time_rows = rows(&|_, total| format!("{total:.3}"));
+    let cpu_rows = rows(&|run, _| run.cpu_busy.map_or_else(|| "-".into(), format_percent));
+    let mut figures = vec![figure(
+        "study-ipi-blog-time",
+        "Total time of the benchmark's calls, per target and idle mode",
+        "One bar per target and idle mode, coloured by idle mode.",
+        commands,
+        design_bars("total time (s)", &time),
+        table(&["target", "idle", "total (s)"], time_rows),
+    )];
+    if !cpu.is_empty() {
+        figures.push(figure(
+            "study-ipi-blog-cpu",
+            "CPU burned, per target and idle mode",
+            "The share of the VM's cores' time not asleep: guest, host and host polling all \
+             burn the core.",
+            commands,
+            design_bars("CPU busy (% of the VM's cores)", &cpu),
+            table(&["target", "idle", "CPU busy"], cpu_rows),
+        ));
+    }
+    figures
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::figures::render_svg;
+    use serde_json::{json, Value};
+
+    fn run(policy: &str, params: Value, extra: Value) -> Value {
+        let mut run = json!({
+            "policy": policy, "params": params, "exits_per_s": 1000.0,
+            "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": 600.0, "MSR_WRITE": 400.0},
+            "time_in_guest": 0.9, "cpu_busy": 0.5, "events": 10, "wall_s": 0.01
+        });
+        for (key, value) in extra.as_object().into_iter().flatten() {
+            run[key] = value.clone();
+        }
+        run
+    }
+
+    fn scenario(name: &str, runs: Vec<Value>) -> SimScenario {
+        SimScenario::from_raw(&json!({"scenario": name, "runs": runs})).expect("contract parses")
+    }
+
+    fn throughput(value: f64, unit: &str) -> Value {
+        json!({"throughput": {"value": value, "unit": unit}})
+    }
+
+    fn sections(results: &[SimScenario]) -> Vec<Section> {
+        let sections = study_sections(results, 7);
+        for figure in sections.iter().flat_map(|s| &s.figures) {
+            render_svg(&figure.chart).unwrap_or_else(|err| panic!("{}: {err}", figure.id));
+            assert!(
+                !figure.table.rows.is_empty(),
+                "{}: a table below",
+                figure.id
+            );
+        }
+        sections
+    }
+
+    fn only(results: &[SimScenario]) -> Section {
+        let mut sections = sections(results);
+        assert_eq!(sections.len(), 1);
+        sections.remove(0)
+    }
+
+    #[test]
+    fn absent_or_empty_scenarios_have_no_section_and_every_section_says_prediction() {
+        assert!(sections(&[]).is_empty());
+        assert!(sections(&[scenario("loongson-vioapic", vec![])]).is_empty());
+        assert!(
+            sections(&[scenario("unknown", vec![run("did", json!({}), json!({}))])]).is_empty()
+        );
+        let section = only(&[scenario(
+            "did-udp-rx",
+            vec![run("vanilla", json!({"rate_pps": 100000}), json!({}))],
+        )]);
+        assert_eq!(section.id, "study-did-udp-rx");
+        assert!(section.intro[0].contains("predictions") && section.intro[0].contains("--seed 7"));
+        assert!(section.intro[1].starts_with("Fitted"));
+    }
+
+    #[test]
+    fn the_udp_table_orders_bars_by_rate_and_adds_time_in_guest() {
+        let section = only(&[scenario(
+            "did-udp-rx",
+            vec![
+                run("vanilla", json!({"rate_pps": 250000}), json!({})),
+                run("vanilla", json!({"rate_pps": 100000}), json!({})),
+                run("did", json!({"rate_pps": 100000}), json!({})),
+            ],
+        )]);
+        let table = &section.figures[0].table;
+        let labels: Vec<&str> = table.rows.iter().map(|r| r.cells[0].as_str()).collect();
+        assert_eq!(
+            labels,
+            ["100K pps · vanilla", "100K pps · did", "250K pps · vanilla"]
+        );
+        assert_eq!(
+            table.columns.last().map(String::as_str),
+            Some("time in guest")
+        );
+        assert_eq!(
+            table.rows[0].cells.last().map(String::as_str),
+            Some("90.00%")
+        );
+    }
+
+    #[test]
+    fn cyclictest_density_is_each_buckets_share() {
+        let histogram = json!({"latency_ns": {"samples": 4, "mean": 3.0, "min": 1, "p50": 2,
+            "p90": 4, "p99": 4, "max": 4,
+            "histogram": [{"le_ns": 1000, "count": 1}, {"le_ns": 2000, "count": 3}]}});
+        let section = only(&[scenario(
+            "did-cyclictest",
+            vec![
+                run("did", json!({}), histogram),
+                run("vanilla", json!({}), json!({})),
+            ],
+        )]);
+        let Chart::Grouped {
+            categories, series, ..
+        } = &section.figures[0].chart
+        else {
+            panic!("a histogram is grouped bars");
+        };
+        assert_eq!(categories, &["\u{2264} 1K ns", "\u{2264} 2K ns"]);
+        assert_eq!(series.len(), 1, "a run without a histogram draws nothing");
+        let shares: Vec<f64> = series[0]
+            .values
+            .iter()
+            .flatten()
+            .map(|s| s.median)
+            .collect();
+        assert_eq!(shares, [25.0, 75.0]);
+        assert_eq!(section.figures[0].table.rows[0].cells[1], "4");
+    }
+
+    #[test]
+    fn memcached_rows_are_named_as_in_the_paper_with_their_share_of_bare_metal() {
+        let rps = |v| throughput(v, "requests/s");
+        let section = only(&[scenario(
+            "did-memcached",
+            vec![
+                run(
+                    "vanilla",
+                    json!({"transport": "pv", "napi_weight": 64}),
+                    rps(50.0),
+                ),
+                run(
+                    "did",
+                    json!({"transport": "sriov", "napi_weight": 64}),
+                    rps(90.0),
+                ),
+                run(
+                    "did",
+                    json!({"transport": "sriov", "napi_weight": 16}),
+                    rps(80.0),
+                ),
+                run("bare", json!({"napi_weight": 64}), rps(100.0)),
+            ],
+        )]);
+        let rows: Vec<(&str, &str)> = section.figures[0]
+            .table
+            .rows
+            .iter()
+            .map(|r| (r.cells[0].as_str(), r.cells[2].as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("PV · NAPI weight 64", "50.00%"),
+                ("SR-IOV-DID · NAPI weight 64", "90.00%"),
+                ("SR-IOV-DID · NAPI weight 16", "80.00%"),
+                ("bare · NAPI weight 64", "100.00%")
+            ]
+        );
+        let Chart::Bars { stacks, .. } = &section.figures[0].chart else {
+            panic!("bars");
+        };
+        let designs: Vec<&str> = stacks.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(designs, ["vanilla", "did", "bare"], "one colour per design");
+        assert_eq!(stacks[1].values, vec![0.0, 90.0, 80.0, 0.0]);
+    }
+
+    #[test]
+    fn voip_buckets_keep_their_latency_order() {
+        let voip = |low: u64| {
+            json!({"setup_ms_buckets": {">200": 1, "10-100": 2, "<10": low, "100-200": 0},
+                   "call_rate": 99.5, "invite_retransmissions": 3})
+        };
+        let section = only(&[scenario(
+            "did-voip",
+            vec![
+                run("vanilla", json!({}), voip(5)),
+                run("did", json!({}), voip(9)),
+            ],
+        )]);
+        let table = &section.figures[0].table;
+        assert_eq!(
+            table.columns,
+            [
+                "design",
+                "<10 ms",
+                "10-100 ms",
+                "100-200 ms",
+                ">200 ms",
+                "call rate (calls/s)",
+                "INVITE retransmissions"
+            ]
+        );
+        assert_eq!(
+            table.rows[1].cells,
+            ["did", "9", "2", "0", "1", "99.5", "3"]
+        );
+    }
+
+    #[test]
+    fn eli_shares_are_of_the_same_workloads_bare_metal() {
+        let section = only(&[scenario(
+            "eli-2012",
+            vec![
+                run(
+                    "vanilla",
+                    json!({"workload": "netperf"}),
+                    throughput(4.0, "Gbit/s"),
+                ),
+                run(
+                    "bare",
+                    json!({"workload": "netperf"}),
+                    throughput(8.0, "Gbit/s"),
+                ),
+                run(
+                    "eli",
+                    json!({"workload": "apache"}),
+                    throughput(90.0, "requests/s"),
+                ),
+                run(
+                    "bare",
+                    json!({"workload": "apache"}),
+                    throughput(100.0, "requests/s"),
+                ),
+            ],
+        )]);
+        let rows: Vec<Vec<String>> = section.figures[0]
+            .table
+            .rows
+            .iter()
+            .map(|r| r.cells.clone())
+            .collect();
+        assert_eq!(rows[0], ["netperf · baseline", "4.00 Gbit/s", "50.00%"]);
+        assert_eq!(rows[2], ["apache · ELI", "90.0 requests/s", "90.00%"]);
+    }
+
+    #[test]
+    fn vioapic_levels_show_exits_per_interrupt_and_mark_the_fitted_point() {
+        let level = |level: &str, cycles: f64, exits: f64| {
+            run(
+                "vanilla",
+                json!({"level": level, "workload": "vioapic"}),
+                json!({"cycles_per_interrupt": cycles, "seconds_per_million": cycles / 1200.0,
+                       "exits_per_s": exits * 1000.0, "throughput": {"value": 1000.0, "unit": "interrupts/s"}}),
+            )
+        };
+        let section = only(&[scenario(
+            "loongson-vioapic",
+            vec![level("userspace", 4000.0, 9.0), level("pv", 1000.0, 3.0)],
+        )]);
+        let rows: Vec<Vec<String>> = section.figures[0]
+            .table
+            .rows
+            .iter()
+            .map(|r| r.cells.clone())
+            .collect();
+        assert_eq!(
+            rows[0],
+            ["userspace", "9.00", "4K", "3.33", "1.00x", "fitted point"]
+        );
+        assert_eq!(rows[1], ["pv", "3.00", "1K", "0.83", "4.00x", "prediction"]);
+    }
+
+    #[test]
+    fn ipi_runs_show_time_and_cpu_per_target_and_idle_mode() {
+        let ipi = |target: &str, idle: &str, total: f64| {
+            run(
+                "vanilla",
+                json!({"target": target, "idle": idle}),
+                json!({"total_s": total}),
+            )
+        };
+        let section = only(&[scenario(
+            "ipi-blog",
+            vec![
+                ipi("same-node", "halt", 1.5),
+                ipi("same-node", "poll", 0.5),
+                ipi("all", "halt", 9.0),
+            ],
+        )]);
+        assert_eq!(section.figures.len(), 2);
+        let time = &section.figures[0].table.rows[2].cells;
+        assert_eq!(time, &["all", "halt", "9.000"]);
+        assert_eq!(section.figures[1].table.rows[0].cells[2], "50.00%");
+        let Chart::Bars { stacks, .. } = &section.figures[0].chart else {
+            panic!("bars");
+        };
+        assert_eq!(
+            stacks.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["halt", "poll"]
+        );
+    }
+}
