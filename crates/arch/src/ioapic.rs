@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bits::{high_u32, low_u32};
 use crate::interrupt::{DeliveryMode, Destination, DestinationMode, Interrupt, TriggerMode};
 
 /// Default physical base of the IOAPIC's MMIO window.
@@ -28,9 +29,11 @@ pub const IOAPICARB: u32 = 0x02;
 /// (high).
 pub const IOREDTBL_BASE: u32 = 0x10;
 
-pub const NUM_PINS: usize = 24;
+/// The highest pin: 23 (82093AA 3.2.2, IOAPICVER bits 23:16).
+pub const MAX_REDIRECTION_ENTRY: u32 = 23;
+pub const NUM_PINS: usize = MAX_REDIRECTION_ENTRY as usize + 1;
 /// Version 0x11, maximum redirection entry 23 (82093AA 3.2.2).
-pub const IOAPIC_VERSION_VALUE: u32 = ((NUM_PINS as u32 - 1) << 16) | 0x11;
+pub const IOAPIC_VERSION_VALUE: u32 = (MAX_REDIRECTION_ENTRY << 16) | 0x11;
 const IOAPIC_ID_MASK: u32 = 0x0F00_0000;
 
 /// Redirection entry fields (82093AA 3.2.4).
@@ -55,7 +58,7 @@ pub enum IoapicError {
     InvalidPin { pin: u32 },
     #[error("IOAPIC offset {offset:#x} is not a register (IOREGSEL is at {IOREGSEL:#x}, IOWIN at {IOWIN:#x})")]
     NoRegister { offset: u64 },
-    #[error("IOAPIC register select {select:#x} names no register (IOAPICID to IOAPICARB, or {IOREDTBL_BASE:#x} to {:#x})", IOREDTBL_BASE + 2 * NUM_PINS as u32 - 1)]
+    #[error("IOAPIC register select {select:#x} names no register (IOAPICID to IOAPICARB, or {IOREDTBL_BASE:#x} to {:#x})", IOREDTBL_BASE + 2 * MAX_REDIRECTION_ENTRY + 1)]
     InvalidSelect { select: u32 },
 }
 
@@ -73,7 +76,7 @@ impl RedirectionEntry {
 
     /// `None` for the reserved encoding 0b011.
     pub fn delivery_mode(self) -> Option<DeliveryMode> {
-        DeliveryMode::from_bits((self.0 >> RTE_DELIVERY_MODE_SHIFT) as u32)
+        DeliveryMode::from_bits(low_u32(self.0 >> RTE_DELIVERY_MODE_SHIFT))
     }
 
     pub fn destination_mode(self) -> DestinationMode {
@@ -190,9 +193,8 @@ impl Ioapic {
             // The arbitration ID mirrors the APIC ID after reset (82093AA 3.2.3).
             IOAPICARB => self.id,
             _ => match Self::redirection_register(register) {
-                // Truncation selects the requested dword.
-                Some((pin, true)) => (self.entries[pin].0 >> 32) as u32,
-                Some((pin, false)) => self.entries[pin].0 as u32,
+                Some((pin, true)) => high_u32(self.entries[pin].0),
+                Some((pin, false)) => low_u32(self.entries[pin].0),
                 None => 0,
             },
         }

@@ -119,8 +119,7 @@ impl InterruptRemappingTable {
     }
 
     pub fn len(&self) -> u32 {
-        // At most 1 << 16 entries (see `new`).
-        self.entries.len() as u32
+        u32::try_from(self.entries.len()).expect("at most 1 << 16 entries (see `new`)")
     }
 
     pub fn is_empty(&self) -> bool {

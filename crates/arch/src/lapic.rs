@@ -12,6 +12,7 @@ use std::num::NonZeroU64;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bits::{high_u32, low_u32, low_u8};
 use crate::clock::Clock;
 // Re-exported so that code written against `lapic::Interrupt` keeps building;
 // new code imports `crate::interrupt`.
@@ -70,7 +71,7 @@ pub const MSR_X2APIC_LAST: u32 = 0x8FF;
 /// The x2APIC MSR of an xAPIC register offset: 0x800 + offset / 16
 /// (SDM 10.12.1.2).
 pub const fn x2apic_msr(offset: u64) -> u32 {
-    MSR_X2APIC_FIRST + (offset >> 4) as u32
+    MSR_X2APIC_FIRST + low_u32(offset >> 4)
 }
 
 pub const APIC_BASE_BSP: u64 = 1 << 8;
@@ -777,7 +778,7 @@ impl Lapic {
             APIC_TMR..APIC_IRR => self.tmr.bank(bank(APIC_TMR)),
             APIC_IRR..APIC_ESR => self.irr.bank(bank(APIC_IRR)),
             APIC_ESR => self.esr,
-            APIC_ICR_LOW => self.icr as u32,
+            APIC_ICR_LOW => low_u32(self.icr),
             APIC_TIMER_INITIAL_COUNT => self.timer.initial_count,
             APIC_TIMER_CURRENT_COUNT => self.current_count(clock.now_ns()),
             APIC_TIMER_DIVIDE_CONFIG => self.timer.divide_config,
@@ -794,7 +795,7 @@ impl Lapic {
         clock: &dyn Clock,
     ) -> Option<ApicBusMessage> {
         match offset {
-            APIC_TPR => self.set_tpr(value as u8),
+            APIC_TPR => self.set_tpr(low_u8(value)),
             APIC_EOI => return self.eoi().broadcast.map(ApicBusMessage::Eoi),
             APIC_SVR => self.set_svr(value),
             APIC_TIMER_INITIAL_COUNT => self.write_initial_count(value, clock.now_ns()),
@@ -834,19 +835,19 @@ impl Lapic {
     /// Decodes an ICR value into the IPI it sends (SDM 10.6.1). The INIT
     /// level de-assert message and the reserved delivery mode send nothing.
     fn send_ipi(&mut self, icr: u64) -> Option<Interrupt> {
-        let delivery_mode = DeliveryMode::from_bits((icr >> ICR_DELIVERY_MODE_SHIFT) as u32)?;
+        let delivery_mode = DeliveryMode::from_bits(low_u32(icr >> ICR_DELIVERY_MODE_SHIFT))?;
         let level_triggered = icr & ICR_TRIGGER_LEVEL != 0;
         if delivery_mode == DeliveryMode::Init && level_triggered && icr & ICR_LEVEL_ASSERT == 0 {
             return None;
         }
         let sender = self.apic_id;
-        let destination = match DestinationShorthand::from_bits((icr >> ICR_SHORTHAND_SHIFT) as u32)
+        let destination = match DestinationShorthand::from_bits(low_u32(icr >> ICR_SHORTHAND_SHIFT))
         {
             DestinationShorthand::NoShorthand => {
                 let id = if self.is_x2apic() {
-                    (icr >> 32) as u32
+                    high_u32(icr)
                 } else {
-                    (icr >> ICR_XAPIC_DESTINATION_SHIFT) as u32
+                    low_u32(icr >> ICR_XAPIC_DESTINATION_SHIFT)
                 };
                 if icr & ICR_LOGICAL_DESTINATION != 0 {
                     Destination::Logical(id)
@@ -988,8 +989,7 @@ impl Lapic {
             TimerMode::Periodic => initial - ticks % initial,
             _ => initial.saturating_sub(ticks),
         };
-        // remaining <= initial, which came from a u32.
-        remaining as u32
+        u32::try_from(remaining).expect("remaining <= initial, which came from a u32")
     }
 
     fn read_tsc_deadline(&self) -> u64 {

@@ -3,6 +3,7 @@
 //! through [`clock::Clock`], and what a model sends is returned to the caller.
 #![forbid(unsafe_code)]
 
+pub mod bits;
 pub mod bus;
 pub mod clock;
 pub mod exit;

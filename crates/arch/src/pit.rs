@@ -148,7 +148,7 @@ impl Channel {
         } else {
             u64::from(BINARY_MAX_COUNT)
         };
-        match self.mode {
+        let (value, output) = match self.mode {
             // Counts down once, then keeps wrapping through the full range;
             // mode 0's output rises at terminal count and stays high, mode
             // 4's strobes low for one tick.
@@ -158,12 +158,12 @@ impl Channel {
                     PitMode::InterruptOnTerminalCount => ticks >= count,
                     _ => ticks != count,
                 };
-                (value as u32, output)
+                (value, output)
             }
             // N, N-1, ..., 1, N, ...: output low while the count is 1.
             PitMode::RateGenerator => {
                 let value = count - ticks % count;
-                (value as u32, value != 1)
+                (value, value != 1)
             }
             // Counts down by two through each half period; output high for
             // the first half (the longer one when N is odd).
@@ -175,10 +175,12 @@ impl Channel {
                 } else {
                     (phase - first_half, false)
                 };
-                ((count - 2 * within) as u32, output)
+                (count - 2 * within, output)
             }
-            PitMode::HardwareOneShot | PitMode::HardwareStrobe => (count as u32, true),
-        }
+            PitMode::HardwareOneShot | PitMode::HardwareStrobe => (count, true),
+        };
+        let value = u32::try_from(value).expect("at most the count, which came from a u32");
+        (value, output)
     }
 }
 
@@ -358,7 +360,7 @@ impl Pit {
         let encoded = if channel.bcd {
             to_bcd(value)
         } else {
-            value as u16
+            count_register(value)
         };
         (encoded, output)
     }
@@ -421,6 +423,13 @@ fn from_bcd(value: u16) -> u32 {
 }
 
 /// Encodes a count below 10000 as 4 BCD digits.
+/// The 16-bit count register holding `value` (1..=65536): a full count of
+/// 65536 reads as 0, as the 8254 loads it.
+#[allow(clippy::cast_possible_truncation)] // 65536 wrapping to 0 is the intent.
+fn count_register(value: u32) -> u16 {
+    value as u16
+}
+
 fn to_bcd(value: u32) -> u16 {
     (0..4).fold(0, |acc, digit| {
         acc | (((value / 10u32.pow(digit)) % 10) as u16) << (digit * 4)

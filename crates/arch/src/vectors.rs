@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bits::{high_u32, low_u32};
+
 /// 256 bits, bit `v` standing for vector `v`.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct VectorSet {
@@ -47,11 +49,10 @@ impl VectorSet {
     /// The highest vector in the set: the one the LAPIC considers first.
     #[inline]
     pub fn highest(&self) -> Option<u8> {
-        (0..4).rev().find_map(|word| {
-            let bits = self.words[word];
-            // The word index is below 4 and the bit index below 64, so the
-            // vector fits in a u8.
-            (bits != 0).then(|| (word as u8) * 64 + (63 - bits.leading_zeros() as u8))
+        (0..4u8).rev().find_map(|word| {
+            let top_bit = self.words[usize::from(word)].checked_ilog2()?;
+            // The bit index is below 64 and the word index below 4.
+            Some(word * 64 + u8::try_from(top_bit).ok()?)
         })
     }
 
@@ -89,8 +90,8 @@ impl VectorSet {
     /// be below 8; higher banks read as 0.
     pub fn bank(&self, bank: usize) -> u32 {
         match self.words.get(bank / 2) {
-            // Truncation selects the 32-bit half of the word.
-            Some(word) => (word >> ((bank % 2) * 32)) as u32,
+            Some(&word) if bank.is_multiple_of(2) => low_u32(word),
+            Some(&word) => high_u32(word),
             None => 0,
         }
     }

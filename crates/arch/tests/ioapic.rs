@@ -1,5 +1,6 @@
 //! IOAPIC rules from the 82093AA datasheet and SDM 10.8.5 (EOI broadcast).
 
+use dirq_arch::bits::{high_u32, low_u32};
 use dirq_arch::interrupt::{DeliveryMode, Destination, Interrupt, TriggerMode};
 use dirq_arch::ioapic::*;
 
@@ -9,9 +10,9 @@ const PIN: u32 = 5;
 fn program(ioapic: &mut Ioapic, pin: u32, entry: u64) -> Option<Interrupt> {
     let register = IOREDTBL_BASE + 2 * pin;
     ioapic.write_mmio(IOREGSEL, register + 1);
-    ioapic.write_mmio(IOWIN, (entry >> 32) as u32);
+    ioapic.write_mmio(IOWIN, high_u32(entry));
     ioapic.write_mmio(IOREGSEL, register);
-    ioapic.write_mmio(IOWIN, entry as u32)
+    ioapic.write_mmio(IOWIN, low_u32(entry))
 }
 
 fn read_entry(ioapic: &mut Ioapic, pin: u32) -> u64 {
@@ -58,7 +59,7 @@ fn identification_registers() {
 #[test]
 fn redirection_entries_reset_masked_and_round_trip_writable_bits() {
     let mut ioapic = Ioapic::default();
-    for pin in 0..NUM_PINS as u32 {
+    for pin in 0..=MAX_REDIRECTION_ENTRY {
         assert_eq!(ioapic.redirection_entry(pin), Ok(RedirectionEntry::RESET));
     }
     program(&mut ioapic, 23, u64::MAX);
@@ -204,7 +205,7 @@ fn bad_pins_and_registers_are_errors_or_ignored() {
         ioapic.line_asserted(99),
         Err(IoapicError::InvalidPin { pin: 99 })
     );
-    ioapic.write_mmio(IOREGSEL, IOREDTBL_BASE + 2 * NUM_PINS as u32);
+    ioapic.write_mmio(IOREGSEL, IOREDTBL_BASE + 2 * MAX_REDIRECTION_ENTRY + 2);
     assert_eq!(ioapic.write_mmio(IOWIN, 0x40), None);
     assert_eq!(ioapic.read_mmio(IOWIN), 0);
     assert_eq!(ioapic.read_mmio(0x04), 0);
@@ -213,7 +214,7 @@ fn bad_pins_and_registers_are_errors_or_ignored() {
 #[test]
 fn selects_and_offsets_that_name_no_register_are_refused() {
     assert_eq!(Ioapic::check_access(IOREGSEL, Some(IOAPICARB)), Ok(()));
-    let last = IOREDTBL_BASE + 2 * NUM_PINS as u32 - 1;
+    let last = IOREDTBL_BASE + 2 * MAX_REDIRECTION_ENTRY + 1;
     assert_eq!(Ioapic::check_access(IOREGSEL, Some(last)), Ok(()));
     assert_eq!(
         Ioapic::check_access(IOREGSEL, Some(last + 1)),

@@ -121,7 +121,10 @@ fn mode0_interrupts_once_then_the_counter_wraps() {
     clock.set(ns_for_ticks(150));
     assert!(pit.expire(&clock));
     assert_eq!(pit.next_irq_ns(), None);
-    assert_eq!(read_count(&mut pit, &clock), (100u32 + 65_536 - 150) as u16);
+    assert_eq!(
+        read_count(&mut pit, &clock),
+        u16::try_from(100u32 + 65_536 - 150).unwrap()
+    );
     clock.advance(10_000_000);
     assert!(!pit.expire(&clock));
 }

@@ -9,7 +9,7 @@ use common::{pit_control, FakeClock, PIT_ACCESS_LOW_THEN_HIGH};
 use dirq_arch::bus::{route, BusError};
 use dirq_arch::clock::Clock;
 use dirq_arch::interrupt::{DeliveryMode, Destination, Interrupt, TriggerMode};
-use dirq_arch::ioapic::{Ioapic, NUM_PINS};
+use dirq_arch::ioapic::{Ioapic, MAX_REDIRECTION_ENTRY};
 use dirq_arch::lapic::{
     Lapic, LapicConfig, TimerMode, APIC_BASE_X2APIC_ENABLE, APIC_DFR, APIC_LDR, MSR_IA32_APIC_BASE,
     MSR_IA32_TSC_DEADLINE,
@@ -215,9 +215,9 @@ proptest! {
                 ioapic.read_mmio(offset);
             } else {
                 let _ = ioapic.set_irq(pin, level);
-                ioapic.end_of_interrupt(value as u8, |_| {});
+                ioapic.end_of_interrupt(dirq_arch::bits::low_u8(value), |_| {});
             }
-            for pin in 0..NUM_PINS as u32 {
+            for pin in 0..=MAX_REDIRECTION_ENTRY {
                 let entry = ioapic.redirection_entry(pin).expect("pin in range");
                 prop_assert!(!entry.remote_irr() || entry.trigger_mode() == TriggerMode::Level);
             }
@@ -311,7 +311,7 @@ proptest! {
     ) {
         let clock = FakeClock::default();
         let lapics: Vec<Lapic> = members.iter().enumerate().map(|(id, member)| {
-            let mut lapic = Lapic::new(id as u32, LapicConfig::new(1_000_000_000, 1_000_000_000).expect("rates"));
+            let mut lapic = Lapic::new(u32::try_from(id).expect("below 40 members"), LapicConfig::new(1_000_000_000, 1_000_000_000).expect("rates"));
             lapic.set_svr(0x1FF);
             if x2apic {
                 let base = lapic.apic_base() | APIC_BASE_X2APIC_ENABLE;
@@ -327,7 +327,7 @@ proptest! {
         }).collect();
         let interrupt = Interrupt { vector: 0x41, delivery_mode: mode, trigger_mode: TriggerMode::Edge, destination };
         let addressed: Vec<usize> = members.iter().enumerate()
-            .filter(|(id, member)| reference_addresses(*id as u32, member, x2apic, cluster, &destination))
+            .filter(|(id, member)| reference_addresses(u32::try_from(*id).expect("below 40 members"), member, x2apic, cluster, &destination))
             .map(|(id, _)| id)
             .collect();
         let shorthand_fixed_only = matches!(destination, Destination::SelfOnly { .. } | Destination::AllIncludingSelf);

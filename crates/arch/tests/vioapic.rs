@@ -181,9 +181,9 @@ proptest! {
             };
             let isr = irr & !mask;
             prop_assert_eq!(vioapic.isr(), isr);
-            let rose: Vec<u8> = (0..8u32)
+            let rose: Vec<u8> = (0..8u8)
                 .filter(|line| isr & !before & (1 << line) != 0)
-                .map(|line| 0x30 + line as u8)
+                .map(|line| 0x30 + line)
                 .collect();
             let vectors: Vec<u8> = sent.iter().map(|m| m.vector).collect();
             prop_assert_eq!(vectors, rose);

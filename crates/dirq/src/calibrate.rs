@@ -65,15 +65,13 @@ pub fn events_for(quick: bool) -> u64 {
 }
 
 /// How many real runs a calibration makes (after the probe).
-pub const CALIBRATION_RUNS: u64 = 2;
+pub const CALIBRATION_RUNS: u64 = CALIBRATION_RUN_COUNT as u64;
+const CALIBRATION_RUN_COUNT: usize = 2;
 
 /// The calibration runs: an interrupt into a running and into a halted
 /// vCPU, on the in-kernel path with PV EOI, where the interrupt's only exit
 /// is its delivery.
-fn calibration_runs(
-    events: u64,
-    guest_exec: GuestExec,
-) -> [BenchConfig; CALIBRATION_RUNS as usize] {
+fn calibration_runs(events: u64, guest_exec: GuestExec) -> [BenchConfig; CALIBRATION_RUN_COUNT] {
     let mut running = BenchConfig::from(BenchParams::IrqLatency(IrqLatencyParams {
         count: events,
         ..IrqLatencyParams::default()

@@ -4,6 +4,7 @@
 use std::str::FromStr;
 
 use anyhow::Context;
+use dirq_stats::f64_of;
 use dirq_vmm::bench;
 use dirq_vmm::config::{
     self, ApicMode, Bench, BenchConfig, ConfigError, FaultKind, GuestExec, GuestIdle, HaltMode,
@@ -281,7 +282,7 @@ fn comparison_text(comparison: &bench::irq_latency::Comparison) -> String {
             report
                 .latency_ns
                 .as_ref()
-                .map_or_else(|| "-".into(), |l| format!("{:.2}", pick(l) as f64 / 1e3))
+                .map_or_else(|| "-".into(), |l| format!("{:.2}", f64_of(pick(l)) / 1e3))
         };
         table.add_row(vec![
             report.path(),
@@ -318,18 +319,18 @@ fn comparison_text(comparison: &bench::irq_latency::Comparison) -> String {
 /// A run's exits per interrupt by VMX reason (userspace exits named "to
 /// VMM"), largest first.
 fn exit_mix(report: &RunReport) -> String {
-    let interrupts = report.interrupts.max(1) as f64;
+    let interrupts = f64_of(report.interrupts.max(1));
     let mut mix: Vec<(String, f64)> = report
         .exits
         .by_category
         .iter()
-        .map(|(reason, count)| (reason.clone(), *count as f64 / interrupts))
+        .map(|(reason, count)| (reason.clone(), f64_of(*count) / interrupts))
         .chain(
             report
                 .exits
                 .userspace_by_reason
                 .iter()
-                .map(|(reason, count)| (format!("{reason} to VMM"), *count as f64 / interrupts)),
+                .map(|(reason, count)| (format!("{reason} to VMM"), f64_of(*count) / interrupts)),
         )
         .filter(|(_, per)| *per >= 0.01)
         .collect();
@@ -353,7 +354,7 @@ fn cyclictest_histogram(latency: &LatencySummary, max_us: u64) -> String {
         } else {
             text.push_str(&format!(
                 "{:>10.1} {:>8}\n",
-                bucket.le_ns as f64 / 1e3,
+                f64_of(bucket.le_ns) / 1e3,
                 bucket.count
             ));
         }
@@ -362,9 +363,9 @@ fn cyclictest_histogram(latency: &LatencySummary, max_us: u64) -> String {
         "# Total: {}\n# Min Latencies: {:.1}\n# Avg Latencies: {:.1}\n# Max Latencies: {:.1}\n\
          # Histogram Overflows: {overflows} (above {max_us} us)\n",
         latency.samples,
-        latency.min as f64 / 1e3,
+        f64_of(latency.min) / 1e3,
         latency.mean / 1e3,
-        latency.max as f64 / 1e3
+        f64_of(latency.max) / 1e3
     ));
     text
 }

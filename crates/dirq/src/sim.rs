@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use dirq_sim::scenario::{self, Scenario};
 use dirq_sim::{CostProfile, RunOptions, RunResult, ScenarioResult};
+use dirq_stats::f64_of;
 
 /// Simulate interrupt-delivery policies on a modelled server.
 #[derive(clap::Args)]
@@ -156,7 +157,7 @@ fn run_all(options: &RunOptions, threads: usize, json: bool) -> anyhow::Result<(
             "{:<16} {:>5} {events:>12} {wall:>9.3} {:>12.1}",
             result.scenario,
             result.runs.len(),
-            events as f64 / wall.max(1e-9) / 1e6
+            f64_of(events) / wall.max(1e-9) / 1e6
         );
     }
     let events: u64 = results.iter().map(ScenarioResult::total_events).sum();
@@ -165,7 +166,7 @@ fn run_all(options: &RunOptions, threads: usize, json: bool) -> anyhow::Result<(
     println!(
         "{:<16} {runs:>5} {events:>12} {wall:>9.3} {:>12.1}",
         "total",
-        events as f64 / wall.max(1e-9) / 1e6
+        f64_of(events) / wall.max(1e-9) / 1e6
     );
     println!(
         "elapsed on {threads} thread(s): {:.3} s (the columns above are per-run time, summed)",
@@ -202,7 +203,7 @@ fn print_tables(result: &ScenarioResult) {
     println!(
         "\n{} runs, {events} events in {wall:.2} s: {:.1} M events/s",
         result.runs.len(),
-        events as f64 / wall.max(1e-9) / 1e6
+        f64_of(events) / wall.max(1e-9) / 1e6
     );
 }
 
@@ -268,6 +269,6 @@ fn print_run(run: &RunResult) {
         "  events {}  wall {:.3} s  ({:.1} M events/s)",
         run.events,
         run.wall_s,
-        run.events as f64 / run.wall_s.max(1e-9) / 1e6
+        f64_of(run.events) / run.wall_s.max(1e-9) / 1e6
     );
 }

@@ -5,6 +5,28 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+/// `count` as an f64, for statistics over counts, ns and cycles. Exact
+/// below 2^53 (about 104 days in ns), far above any count a run produces;
+/// beyond that it rounds to the nearest f64, which a statistic tolerates.
+#[allow(clippy::cast_precision_loss)] // Exact below 2^53, see above.
+pub fn f64_of(count: u64) -> f64 {
+    count as f64
+}
+
+/// `numerator / denominator` as an f64 (see [`f64_of`]); infinite or NaN
+/// when `denominator` is 0, as float division is.
+pub fn ratio(numerator: u64, denominator: u64) -> f64 {
+    f64_of(numerator) / f64_of(denominator)
+}
+
+/// `value` rounded to the nearest integer and clamped to `0..=u64::MAX`
+/// (NaN gives 0): a computed ns value, count or cycle figure back as an
+/// integer.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // `as` saturates; round first.
+pub fn round_u64(value: f64) -> u64 {
+    value.round() as u64
+}
+
 /// Log-spaced histogram buckets: the first ends at this many ns, each
 /// next one is 5% wider, so a CDF drawn from them is within 5% in latency.
 const FIRST_BUCKET_NS: u64 = 100;
@@ -42,9 +64,11 @@ impl LatencySummary {
         let (&min, &max) = (sorted.first()?, sorted.last()?);
         // The nearest-rank percentile: the smallest sample with at least
         // `fraction` of the samples at or below it.
+        let len = sorted.len() as u64;
         let at = |fraction: f64| {
-            let rank = (sorted.len() as f64 * fraction).ceil() as usize;
-            sorted[rank.clamp(1, sorted.len()) - 1]
+            let rank = round_u64((f64_of(len) * fraction).ceil());
+            sorted
+                [usize::try_from(rank).map_or(sorted.len(), |rank| rank.clamp(1, sorted.len())) - 1]
         };
         let mut histogram = Histogram::<u64>::new_with_max(max.max(2), 3).ok()?;
         for &sample in &sorted {
@@ -59,8 +83,8 @@ impl LatencySummary {
             })
             .collect();
         Some(LatencySummary {
-            samples: sorted.len() as u64,
-            mean: sorted.iter().map(|&ns| ns as f64).sum::<f64>() / sorted.len() as f64,
+            samples: len,
+            mean: sorted.iter().map(|&ns| f64_of(ns)).sum::<f64>() / f64_of(len),
             min,
             p50: at(0.50),
             p90: at(0.90),
@@ -130,8 +154,8 @@ mod tests {
             prop_assert!(summary.p90 <= summary.p99 && summary.p99 <= summary.max);
             // HdrHistogram keeps 3 significant digits: the last bucket ends
             // at the maximum, within 0.1%.
-            let last = buckets.last().unwrap().le_ns as f64;
-            prop_assert!(last >= summary.max as f64 * 0.999);
+            let last = f64_of(buckets.last().unwrap().le_ns);
+            prop_assert!(last >= f64_of(summary.max) * 0.999);
         }
     }
 }

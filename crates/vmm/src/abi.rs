@@ -180,6 +180,6 @@ pub const VIOAPIC_PV_MASK_GPA: u64 = VIOAPIC_PV_GPA + 12;
 /// `struct dirq_io_batch`: a count, then `IO_BATCH_MAX` 8-byte entries of
 /// port (u16), size (u8), reserved (u8), value (u32).
 pub const IO_BATCH_MAX: usize = 32;
-pub const IO_BATCH_HEADER_SIZE: u64 = 8;
-pub const IO_BATCH_ENTRY_SIZE: u64 = 8;
+pub const IO_BATCH_HEADER_SIZE: usize = 8;
+pub const IO_BATCH_ENTRY_SIZE: usize = 8;
 pub const ACK_SEQ_GPA: u64 = shared_field_gpa(offset_of!(SharedPage, ack_seq));

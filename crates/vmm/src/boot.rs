@@ -96,18 +96,19 @@ pub struct CpuidOptions {
 /// Per-vCPU CPUID: the APIC ID in leaves 1 and 0xB, TSC-deadline when the
 /// VMM can honour it, and KVM's PV EOI and PV send-IPI only when asked for.
 pub fn vcpu_cpuid(supported: &CpuId, cpu: usize, options: &CpuidOptions) -> CpuId {
+    let apic_id = u32::try_from(cpu).expect("vCPU indices are below abi::MAX_CPUS");
     let mut cpuid = supported.clone();
     for entry in cpuid.as_mut_slice() {
         match entry.function {
             CPUID_LEAF_FEATURES => {
-                entry.ebx = (entry.ebx & 0x00ff_ffff) | ((cpu as u32) << 24);
+                entry.ebx = (entry.ebx & 0x00ff_ffff) | (apic_id << 24);
                 if options.tsc_deadline {
                     entry.ecx |= CPUID_1_ECX_TSC_DEADLINE;
                 } else {
                     entry.ecx &= !CPUID_1_ECX_TSC_DEADLINE;
                 }
             }
-            CPUID_LEAF_TOPOLOGY => entry.edx = cpu as u32,
+            CPUID_LEAF_TOPOLOGY => entry.edx = apic_id,
             CPUID_KVM_FEATURES => {
                 // Offer the PV features the run uses, and no others it measures.
                 if !options.pv_eoi {
@@ -163,7 +164,7 @@ pub fn configure_vcpu(
     sregs.gs = data;
     sregs.ss = data;
     sregs.gdt.base = GDT_GPA;
-    sregs.gdt.limit = (GDT.len() * 8 - 1) as u16;
+    sregs.gdt.limit = u16::try_from(GDT.len() * 8 - 1).expect("a GDT of a few entries");
     sregs.cr3 = PML4_GPA;
     sregs.cr4 |= CR4_PAE;
     sregs.cr0 = CR0_PE | CR0_ET | CR0_NE | CR0_PG;

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use dirq_stats::{f64_of, round_u64};
 use hdrhistogram::Histogram;
 
 use serde::{Deserialize, Serialize};
@@ -154,7 +155,9 @@ impl ExitCounters {
         if unsafe { libc::clock_gettime(clock, &mut time) } != 0 {
             return 0;
         }
-        time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
+        // A CPU-time clock is never negative.
+        let (seconds, ns) = (time.tv_sec.cast_unsigned(), time.tv_nsec.cast_unsigned());
+        seconds * 1_000_000_000 + ns
     }
 
     fn snapshot(&self) -> Counters {
@@ -272,7 +275,7 @@ impl ExitTime {
         }
         (!window.is_empty()).then(|| ExitTime {
             samples: window.len(),
-            total_ns: (window.mean() * window.len() as f64) as u64,
+            total_ns: round_u64(window.mean() * f64_of(window.len())),
             min_ns: window.min(),
             max_ns: window.max(),
         })
@@ -435,7 +438,7 @@ impl ExitSummary {
                 userspace_by_reason,
                 userspace_time,
                 kvm_stats,
-                cpu_s: cpu_ns(after).saturating_sub(cpu_ns(before)) as f64 / 1e9,
+                cpu_s: f64_of(cpu_ns(after).saturating_sub(cpu_ns(before))) / 1e9,
             });
         }
         let mut by_reason = BTreeMap::new();

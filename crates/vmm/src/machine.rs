@@ -521,7 +521,10 @@ fn read_samples(memory: &GuestMemory, written: u64) -> Result<Vec<u64>, MachineE
             capacity: memory::SAMPLES_CAPACITY,
         });
     }
-    let count = written as usize;
+    let count = usize::try_from(written).map_err(|_| MachineError::SampleCount {
+        written,
+        capacity: memory::SAMPLES_CAPACITY,
+    })?;
     let mut bytes = vec![0u8; count * 8];
     memory.read_slice(&mut bytes, GuestAddress(memory::SAMPLES_GPA))?;
     Ok(bytes
@@ -554,7 +557,11 @@ fn exception_name(vector: u64) -> &'static str {
         "#XM",
         "#VE",
     ];
-    NAMES.get(vector as usize).copied().unwrap_or("interrupt")
+    usize::try_from(vector)
+        .ok()
+        .and_then(|vector| NAMES.get(vector))
+        .copied()
+        .unwrap_or("interrupt")
 }
 
 fn describe_failure(shared: &SharedPage) -> String {
@@ -577,7 +584,7 @@ fn describe_failure(shared: &SharedPage) -> String {
         ),
         abi::FAILURE_HYPERCALL_REFUSED => format!(
             "KVM refused the guest's hypercall {d0:#x} (it returned {})",
-            d1 as i64
+            d1.cast_signed()
         ),
         other => format!("unknown failure code {other}"),
     }

@@ -28,8 +28,8 @@ pub enum MemoryError {
 }
 
 pub fn create_guest_memory() -> Result<GuestMemory, MemoryError> {
-    GuestMemoryMmap::from_ranges(&[(GuestAddress(0), RAM_SIZE as usize)])
-        .map_err(MemoryError::Allocate)
+    let size = usize::try_from(RAM_SIZE).expect("16 MiB fits a 64-bit usize");
+    GuestMemoryMmap::from_ranges(&[(GuestAddress(0), size)]).map_err(MemoryError::Allocate)
 }
 
 /// One page of host memory at `gpa`, for a memory slot beside RAM.

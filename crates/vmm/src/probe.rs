@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use dirq_stats::f64_of;
 use kvm_bindings::*;
 use kvm_ioctls::Kvm;
 use serde::{Deserialize, Serialize};
@@ -258,7 +259,7 @@ impl std::fmt::Display for EmulationTable {
                     report
                         .latency_ns
                         .as_ref()
-                        .map_or(0.0, |l| l.p50 as f64 / 1e3),
+                        .map_or(0.0, |l| f64_of(l.p50) / 1e3),
                     report.insn_emulation_per_interrupt
                 )?;
             }
@@ -280,7 +281,7 @@ fn measure_floors(guest_exec: GuestExec) -> Result<Floors, ProbeError> {
         bench::run(&BenchConfig { params, common })
             .map_err(|source| ProbeError::Floor { what, source })
     };
-    let p50 = |report: &RunReport| report.latency_ns.as_ref().map_or(0.0, |l| l.p50 as f64);
+    let p50 = |report: &RunReport| report.latency_ns.as_ref().map_or(0.0, |l| f64_of(l.p50));
     let exit_cost = BenchParams::ExitCost(ExitCostParams {
         count: FLOOR_SAMPLES,
     });

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use dirq_stats::{f64_of, ratio};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{BenchConfig, GuestExec};
@@ -58,7 +59,7 @@ fn per(value: u64, interrupts: u64) -> f64 {
     if interrupts == 0 {
         0.0
     } else {
-        value as f64 / interrupts as f64
+        ratio(value, interrupts)
     }
 }
 
@@ -92,7 +93,7 @@ impl RunReport {
             exec_warning: machine.exec.warning,
             insn_emulation_per_interrupt: per(insn_emulation, interrupts),
             insn_emulation_per_s: if duration_s > 0.0 {
-                insn_emulation as f64 / duration_s
+                f64_of(insn_emulation) / duration_s
             } else {
                 0.0
             },
@@ -158,7 +159,7 @@ fn exit_table(
     ]);
     let total: u64 = rows.values().sum();
     let total_ns: u64 = times.values().map(|time| time.total_ns).sum();
-    let us = |ns: u64| format!("{:.2}us", ns as f64 / 1e3);
+    let us = |ns: u64| format!("{:.2}us", f64_of(ns) / 1e3);
     let mut sorted: Vec<_> = rows.iter().filter(|(_, count)| **count > 0).collect();
     sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     for (reason, count) in sorted {
@@ -318,11 +319,11 @@ impl fmt::Display for RunReport {
                 f,
                 "latency (us): samples {}  min {:.2}  avg {:.2}  p50 {:.2}  p99 {:.2}  max {:.2}",
                 latency.samples,
-                latency.min as f64 / 1e3,
+                f64_of(latency.min) / 1e3,
                 latency.mean / 1e3,
-                latency.p50 as f64 / 1e3,
-                latency.p99 as f64 / 1e3,
-                latency.max as f64 / 1e3,
+                f64_of(latency.p50) / 1e3,
+                f64_of(latency.p99) / 1e3,
+                f64_of(latency.max) / 1e3,
             )?;
         }
         for (name, value) in &self.results {

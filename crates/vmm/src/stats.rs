@@ -36,7 +36,7 @@ pub type Counters = BTreeMap<String, u64>;
 struct Descriptor {
     name: String,
     /// Byte offset of the value within the data block.
-    offset: u64,
+    offset: usize,
 }
 
 /// The scalar counters of one KVM stats fd.
@@ -87,7 +87,7 @@ impl StatsFd {
                 .map_err(|_| StatsError::Malformed("a stat name is not UTF-8"))?;
             descriptors.push(Descriptor {
                 name: name.to_string(),
-                offset: offset as u64,
+                offset,
             });
         }
         Ok(StatsFd {
@@ -106,7 +106,7 @@ impl StatsFd {
             .map_err(StatsError::Read)?;
         let mut counters = Counters::new();
         for descriptor in &self.descriptors {
-            let at = descriptor.offset as usize;
+            let at = descriptor.offset;
             let bytes: [u8; 8] = data
                 .get(at..at + 8)
                 .and_then(|slice| slice.try_into().ok())

@@ -2,6 +2,7 @@
 //! exists (KVM requires that order), as is its interrupt controller mode
 //! (`interrupt::prepare_vm`).
 
+use dirq_arch::bits::{high_u32, low_u32};
 use kvm_bindings::{
     kvm_enable_cap, kvm_irq_routing_entry, kvm_userspace_memory_region, KvmIrqRouting,
     KVM_CAP_DISABLE_QUIRKS2, KVM_CAP_HALT_POLL, KVM_CAP_X86_DISABLE_EXITS, KVM_IRQ_ROUTING_MSI,
@@ -98,7 +99,10 @@ impl Vm {
             HaltMode::Exit => self.enable_halt_poll(kvm, 0),
             HaltMode::Poll { ns } => self.enable_halt_poll(kvm, ns),
             HaltMode::None => {
-                let allowed = kvm.check_extension_raw(u64::from(KVM_CAP_X86_DISABLE_EXITS)) as u32;
+                // A negative return is an error: nothing is allowed then.
+                let allowed =
+                    u32::try_from(kvm.check_extension_raw(u64::from(KVM_CAP_X86_DISABLE_EXITS)))
+                        .unwrap_or(0);
                 if allowed & KVM_X86_DISABLE_EXITS_HLT == 0 {
                     return Err(VmError::MissingCapability("KVM_X86_DISABLE_EXITS_HLT"));
                 }
@@ -139,8 +143,8 @@ impl Vm {
             type_: KVM_IRQ_ROUTING_MSI,
             ..Default::default()
         };
-        entry.u.msi.address_lo = msi.address as u32;
-        entry.u.msi.address_hi = (msi.address >> 32) as u32;
+        entry.u.msi.address_lo = low_u32(msi.address);
+        entry.u.msi.address_hi = high_u32(msi.address);
         entry.u.msi.data = msi.data;
         let routing = KvmIrqRouting::from_entries(&[entry])
             .map_err(|_| VmError::MissingCapability("IRQ routing"))?;

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{run, userspace_exits};
+use dirq_stats::{f64_of, ratio, round_u64};
 use dirq_vmm::bench::io_batch::WRITES_PER_COMMAND;
 use dirq_vmm::config::params::{IoBatchParams, IpiParams, TickParams, VioapicParams};
 use dirq_vmm::config::{BenchConfig, BenchParams, IpiKind, VioapicMode};
@@ -28,7 +29,7 @@ fn vioapic(mode: VioapicMode) -> RunReport {
     }));
     let report = run(&config).unwrap_or_else(|err| panic!("vioapic {mode}: {err}"));
     // bench::run fails unless every event was consumed, in order.
-    assert_eq!(result(&report, "events"), EVENTS as f64, "{mode}");
+    assert_eq!(result(&report, "events"), f64_of(EVENTS), "{mode}");
     report
 }
 
@@ -45,8 +46,8 @@ fn racing(mode: VioapicMode) -> BenchConfig {
 /// Register accesses of one interrupt's sequence at this level.
 fn accesses_per_interrupt(report: &RunReport) -> (u64, u64) {
     (
-        result(report, "register_reads_per_interrupt") as u64,
-        result(report, "register_writes_per_interrupt") as u64,
+        round_u64(result(report, "register_reads_per_interrupt")),
+        round_u64(result(report, "register_writes_per_interrupt")),
     )
 }
 
@@ -230,7 +231,7 @@ fn tick_scaling_cuts_timer_interrupts_by_k_unseen_by_the_guest() {
     assert!(fast > 0 && slow > 0, "{fast} vs {slow} ticks");
     // The same loop under both: K times fewer ticks, give or take the
     // loop's length under the heavier tick.
-    let ratio = fast as f64 / slow as f64;
+    let ratio = ratio(fast, slow);
     assert!(
         (f64::from(K) / 2.0..=f64::from(K) * 2.0).contains(&ratio),
         "{fast} ticks at K=1, {slow} at K={K}"

@@ -151,7 +151,8 @@ proptest! {
                         header.copy_from_slice(&[header[0] % 40, 0, 0, 0, 0, 0, 0, 0]);
                     }
                     memory.write_slice(&bytes, GuestAddress(BATCH_GPA)).expect("in RAM");
-                    bus.pio_write(cpu, abi::PORT_IO_BATCH, &(gpa as u32).to_le_bytes())
+                    let doorbell = u32::try_from(gpa).expect("the strategy draws a u32");
+                    bus.pio_write(cpu, abi::PORT_IO_BATCH, &doorbell.to_le_bytes())
                 }
             };
         }

@@ -89,5 +89,5 @@ fn resident_bytes() -> u64 {
         .and_then(|field| field.parse().ok())
         .expect("resident pages");
     // SAFETY: sysconf has no preconditions.
-    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
+    pages * u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).expect("a page size")
 }

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{one_vm_at_a_time, run, userspace_exits};
+use dirq_stats::round_u64;
 use dirq_vmm::bench::BenchError;
 use dirq_vmm::config::params::{
     ExitCostParams, FaultParams, HaltWakeupParams, IpiParams, IrqLatencyParams, TimerLatencyParams,
@@ -98,7 +99,7 @@ fn kernel_irqfd_delivers_without_userspace_exits() {
         // touch of a page in the window (natively a page fault traps:
         // pf_taken), and a couple of RDMSRs that deliver an interrupt held
         // while the VIF was clear.
-        let eois = INTERRUPTS - report.results["pv_eoi_skips"] as u64;
+        let eois = INTERRUPTS - round_u64(report.results["pv_eoi_skips"]);
         let page_faults: u64 = report
             .exits
             .per_vcpu
@@ -140,7 +141,7 @@ fn native_mode_runs_a_million_iteration_loop_without_emulation() {
         let report = run(&config).expect("whileloop runs");
         assert_eq!(report.guest_exec, exec);
         assert_eq!(report.exec_warning, None);
-        let iterations = report.results["loaded_iterations"] as u64;
+        let iterations = round_u64(report.results["loaded_iterations"]);
         (iterations, kernel_exits(&report, "insn_emulation"))
     };
     let (iterations, emulated) = loop_run(GuestExec::Native, 20);

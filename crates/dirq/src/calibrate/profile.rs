@@ -3,6 +3,7 @@
 //! is kept from did-2015 and says so, field by field, in the TOML.
 
 use dirq_sim::profile::CostProfile;
+use dirq_stats::round_u64;
 
 use super::costs::HostCosts;
 
@@ -25,7 +26,7 @@ pub struct HostProfile {
 
 fn ns(value: f64) -> u64 {
     if value.is_finite() && value > 0.0 {
-        value.round() as u64
+        round_u64(value)
     } else {
         0
     }

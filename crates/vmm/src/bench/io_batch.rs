@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use dirq_stats::{f64_of, ratio};
+
 use super::{cycles_to_seconds, window_exits, BenchError};
 use crate::abi;
 use crate::config::params::IoBatchParams;
@@ -58,12 +60,12 @@ pub(super) fn run(
     let cycles = output.shared.result[abi::RESULT_IO_BATCH_CYCLES];
     let seconds = cycles_to_seconds(cycles, output.tsc_khz);
     let (exits, duration_s) = window_exits(&output);
-    let per_command = |value: u64| value as f64 / commands.max(1) as f64;
+    let per_command = |value: u64| ratio(value, commands.max(1));
     let mut results = BTreeMap::new();
     for (name, value) in [
         (
             "commands_per_s",
-            commands as f64 / seconds.max(f64::MIN_POSITIVE),
+            f64_of(commands) / seconds.max(f64::MIN_POSITIVE),
         ),
         ("exits_per_command", per_command(exits.total)),
         ("userspace_exits_per_command", per_command(exits.userspace)),

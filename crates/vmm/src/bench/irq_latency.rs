@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use dirq_stats::f64_of;
 use serde::{Deserialize, Serialize};
 
 use super::{window_exits, BenchError, BEST_PATH_HALT_POLL_NS};
@@ -47,7 +48,7 @@ pub(super) fn run(
     let (exits, duration_s) = window_exits(&output);
     let round_trips = output.device.clone().unwrap_or_default();
     let mut results = BTreeMap::new();
-    results.insert("pv_eoi_skips".into(), shared.pv_eoi_skips as f64);
+    results.insert("pv_eoi_skips".into(), f64_of(shared.pv_eoi_skips));
     Ok(RunReport::new(
         config,
         handled,
@@ -127,7 +128,7 @@ pub fn compare(base: &BenchConfig) -> Result<Comparison, BenchError> {
         report
             .latency_ns
             .as_ref()
-            .map_or(0.0, |latency| latency.p50 as f64)
+            .map_or(0.0, |latency| f64_of(latency.p50))
     };
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     Ok(Comparison {

@@ -12,6 +12,8 @@ mod whileloop;
 
 use std::collections::BTreeMap;
 
+use dirq_stats::{f64_of, ratio};
+
 use crate::abi;
 use crate::config::{Bench, BenchConfig, BenchParams, ConfigError, FaultKind};
 use crate::exits::ExitSummary;
@@ -92,14 +94,14 @@ pub(crate) fn window_exits<T>(output: &MachineOutput<T>) -> (ExitSummary, f64) {
 }
 
 pub(crate) fn cycles_to_seconds(cycles: u64, tsc_khz: u64) -> f64 {
-    cycles_to_ns(cycles, tsc_khz) as f64 / 1e9
+    f64_of(cycles_to_ns(cycles, tsc_khz)) / 1e9
 }
 
 pub(crate) fn cycles_to_ns(cycles: u64, tsc_khz: u64) -> u64 {
     if tsc_khz == 0 {
         return 0;
     }
-    (u128::from(cycles) * 1_000_000 / u128::from(tsc_khz)) as u64
+    u64::try_from(u128::from(cycles) * 1_000_000 / u128::from(tsc_khz)).unwrap_or(u64::MAX)
 }
 
 /// The share of the CPU a compute loop kept under a load: iterations per
@@ -113,7 +115,8 @@ pub(crate) fn guest_share(
     if loaded_cycles == 0 || iterations == 0 {
         return 0.0;
     }
-    (loaded_iterations as f64 * baseline_cycles as f64) / (iterations as f64 * loaded_cycles as f64)
+    (f64_of(loaded_iterations) * f64_of(baseline_cycles))
+        / (f64_of(iterations) * f64_of(loaded_cycles))
 }
 
 /// The guest's per-CPU counts, added without trusting them to fit.
@@ -136,7 +139,7 @@ fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport 
     let interrupts = match config.bench() {
         Bench::ExitCost => {
             let iterations = shared.result[abi::RESULT_EXIT_COST_ITERATIONS].max(1);
-            let per_exit = |cycles| cycles_to_ns(cycles, tsc_khz) as f64 / iterations as f64;
+            let per_exit = |cycles| ratio(cycles_to_ns(cycles, tsc_khz), iterations);
             results.insert(
                 "userspace_exit_ns".into(),
                 per_exit(shared.result[abi::RESULT_EXIT_COST_USERSPACE_CYCLES]),
@@ -154,13 +157,13 @@ fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport 
                 .take(config.common.vcpus as usize)
                 .enumerate()
             {
-                results.insert(format!("ipis_to_vcpu{cpu}"), *handled as f64);
+                results.insert(format!("ipis_to_vcpu{cpu}"), f64_of(*handled));
             }
             saturating_sum(&shared.handled)
         }
         _ => saturating_sum(&shared.handled),
     };
-    results.insert("pv_eoi_skips".into(), shared.pv_eoi_skips as f64);
+    results.insert("pv_eoi_skips".into(), f64_of(shared.pv_eoi_skips));
     let (exits, duration_s) = window_exits(&output);
     RunReport::new(
         config,

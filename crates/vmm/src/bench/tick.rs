@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+use dirq_stats::f64_of;
+
 use super::{cycles_to_seconds, guest_share, window_exits, BenchError};
 use crate::abi;
 use crate::config::params::TickParams;
@@ -78,14 +80,14 @@ pub(super) fn run(
     let (exits, duration_s) = window_exits(&output);
     let mut results = BTreeMap::new();
     for (name, value) in [
-        ("timer_interrupts", ticks as f64),
+        ("timer_interrupts", f64_of(ticks)),
         (
             "timer_interrupts_per_s",
-            ticks as f64 / loaded_s.max(f64::MIN_POSITIVE),
+            f64_of(ticks) / loaded_s.max(f64::MIN_POSITIVE),
         ),
         (
             "exits_per_s",
-            exits.total as f64 / duration_s.max(f64::MIN_POSITIVE),
+            f64_of(exits.total) / duration_s.max(f64::MIN_POSITIVE),
         ),
         (
             "guest_share",
@@ -96,8 +98,8 @@ pub(super) fn run(
                 loaded,
             ),
         ),
-        ("guest_reload", reload as f64),
-        ("max_count_read", max_read as f64),
+        ("guest_reload", f64_of(reload)),
+        ("max_count_read", f64_of(max_read)),
         (
             "effective_reload",
             f64::from(pit.reload_count()) * f64::from(params.tick_scale),

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use dirq_stats::{f64_of, ratio};
 use vmm_sys_util::eventfd::EventFd;
 
 use super::{cycles_to_seconds, window_exits, BenchError};
@@ -107,31 +108,28 @@ pub(super) fn run(
     let (vmm_reads, vmm_writes) = controller.get().map_or((0, 0), |device| device.exits());
     let mut results = BTreeMap::new();
     for (name, value) in [
-        ("events", events as f64),
+        ("events", f64_of(events)),
         (
             "interrupts_per_s",
-            events as f64 / seconds.max(f64::MIN_POSITIVE),
+            f64_of(events) / seconds.max(f64::MIN_POSITIVE),
         ),
-        (
-            "host_cycles_per_interrupt",
-            cycles as f64 / events.max(1) as f64,
-        ),
+        ("host_cycles_per_interrupt", ratio(cycles, events.max(1))),
         // What the guest's sequence does; `trapped_*` is what exited.
         (
             "register_reads_per_interrupt",
-            result(abi::RESULT_VIOAPIC_READS) as f64,
+            f64_of(result(abi::RESULT_VIOAPIC_READS)),
         ),
         (
             "register_writes_per_interrupt",
-            result(abi::RESULT_VIOAPIC_WRITES) as f64,
+            f64_of(result(abi::RESULT_VIOAPIC_WRITES)),
         ),
         // Accesses that exited to the VMM's controller (0 at the kernel level).
-        ("trapped_reads", vmm_reads as f64),
-        ("trapped_writes", vmm_writes as f64),
-        ("spurious", spurious as f64),
+        ("trapped_reads", f64_of(vmm_reads)),
+        ("trapped_writes", f64_of(vmm_writes)),
+        ("spurious", f64_of(spurious)),
         (
             "mask_toggles",
-            result(abi::RESULT_VIOAPIC_MASK_TOGGLES) as f64,
+            f64_of(result(abi::RESULT_VIOAPIC_MASK_TOGGLES)),
         ),
     ] {
         results.insert(name.to_string(), value);
@@ -238,7 +236,7 @@ fn raise_at_random(
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let gap = RACE_MAX_GAP.mul_f64((state % 1000) as f64 / 1000.0);
+        let gap = RACE_MAX_GAP.mul_f64(ratio(state % 1000, 1000));
         let until = Instant::now() + gap;
         while Instant::now() < until {
             if env.control.should_stop() {

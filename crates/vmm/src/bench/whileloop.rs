@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use dirq_stats::f64_of;
+
 use super::{cycles_to_ns, guest_share, window_exits, BenchError};
 use crate::abi;
 use crate::config::params::WhileloopParams;
@@ -33,17 +35,17 @@ pub(super) fn run(
     let iterations = shared.result[abi::RESULT_WHILELOOP_ITERATIONS];
     let loaded_iterations = shared.result[abi::RESULT_WHILELOOP_LOADED_ITERATIONS];
     let mut results = BTreeMap::new();
-    results.insert("raised".into(), output.device.unwrap_or(0) as f64);
-    results.insert("iterations".into(), iterations as f64);
+    results.insert("raised".into(), f64_of(output.device.unwrap_or(0)));
+    results.insert("iterations".into(), f64_of(iterations));
     // Below `iterations` when the guest gave up at its slowdown cap.
-    results.insert("loaded_iterations".into(), loaded_iterations as f64);
+    results.insert("loaded_iterations".into(), f64_of(loaded_iterations));
     results.insert(
         "baseline_ns".into(),
-        cycles_to_ns(baseline, output.tsc_khz) as f64,
+        f64_of(cycles_to_ns(baseline, output.tsc_khz)),
     );
     results.insert(
         "loaded_ns".into(),
-        cycles_to_ns(loaded, output.tsc_khz) as f64,
+        f64_of(cycles_to_ns(loaded, output.tsc_khz)),
     );
     results.insert(
         "guest_share".into(),

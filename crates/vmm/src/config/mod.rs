@@ -6,6 +6,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use dirq_stats::{f64_of, round_u64};
 use serde::{Deserialize, Serialize};
 
 pub mod params;
@@ -367,7 +368,8 @@ pub const HOSTILE_TIMEOUT_MS: u64 = 4_000;
 /// The longest watchdog, in ms (an hour).
 pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 /// vCPUs a run can boot: the guest's per-CPU stacks and counters.
-pub const MAX_VCPUS: u32 = crate::abi::MAX_CPUS as u32;
+pub const MAX_VCPUS: u32 = 8;
+const _: () = assert!(MAX_VCPUS as usize == crate::abi::MAX_CPUS);
 
 impl BenchConfig {
     /// `bench` on the in-kernel path, with defaults sized for about a second of work.
@@ -452,8 +454,8 @@ impl CommonSettings {
 /// `--timeout`'s seconds as the watchdog's ms.
 pub fn timeout_ms_from_seconds(seconds: f64) -> Result<u64, ConfigError> {
     let max_s = MAX_TIMEOUT_MS / 1000;
-    if seconds.is_finite() && seconds > 0.0 && seconds <= max_s as f64 {
-        Ok((seconds * 1000.0).ceil() as u64)
+    if seconds.is_finite() && seconds > 0.0 && seconds <= f64_of(max_s) {
+        Ok(round_u64((seconds * 1000.0).ceil()))
     } else {
         Err(ConfigError::Timeout { seconds, max_s })
     }

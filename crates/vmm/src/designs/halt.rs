@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use dirq_stats::{f64_of, ratio};
 use serde::{Deserialize, Serialize};
 
 use super::Settings;
@@ -155,7 +156,7 @@ pub fn compare(settings: Settings) -> Result<HaltTable, BenchError> {
                 } else {
                     0.0
                 };
-                row.exits_per_round_trip = run.exits.total as f64 / count as f64;
+                row.exits_per_round_trip = ratio(run.exits.total, count);
                 row.cpus_shared = run.placement.note(config.common.vcpus);
                 runs.push(run);
             }
@@ -187,8 +188,8 @@ impl fmt::Display for HaltTable {
                 (None, latency) => writeln!(
                     f,
                     "{:>10.2} {:>10.2} {:>12.2} {:>12.2}",
-                    latency.as_ref().map_or(0.0, |l| l.p50 as f64 / 1e3),
-                    latency.as_ref().map_or(0.0, |l| l.p99 as f64 / 1e3),
+                    latency.as_ref().map_or(0.0, |l| f64_of(l.p50) / 1e3),
+                    latency.as_ref().map_or(0.0, |l| f64_of(l.p99) / 1e3),
                     row.host_cpu_per_s,
                     row.exits_per_round_trip
                 )?,

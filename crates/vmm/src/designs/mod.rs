@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use dirq_stats::f64_of;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Bench, BenchConfig, BenchParams, CommonSettings, GuestExec};
@@ -59,10 +60,10 @@ impl Settings {
 
 /// The exits of `run` by KVM category, per interrupt it delivered.
 pub fn per_interrupt_by_category(run: &RunReport) -> BTreeMap<String, f64> {
-    let interrupts = run.interrupts.max(1) as f64;
+    let interrupts = f64_of(run.interrupts.max(1));
     run.exits
         .by_category
         .iter()
-        .map(|(reason, count)| (reason.clone(), *count as f64 / interrupts))
+        .map(|(reason, count)| (reason.clone(), f64_of(*count) / interrupts))
         .collect()
 }

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use dirq_stats::round_u64;
 use serde::{Deserialize, Serialize};
 
 use super::Settings;
@@ -57,8 +58,8 @@ pub fn compare(settings: Settings) -> Result<TickTable, BenchError> {
             timer_interrupts_per_s: figure(run, "timer_interrupts_per_s"),
             exits_per_s: figure(run, "exits_per_s"),
             guest_share: figure(run, "guest_share"),
-            max_count_read: figure(run, "max_count_read") as u64,
-            guest_reload: figure(run, "guest_reload") as u64,
+            max_count_read: round_u64(figure(run, "max_count_read")),
+            guest_reload: round_u64(figure(run, "guest_reload")),
         })
         .collect();
     Ok(TickTable { rows, runs })

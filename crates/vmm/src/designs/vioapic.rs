@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use dirq_stats::f64_of;
 use serde::{Deserialize, Serialize};
 
 use super::{per_interrupt_by_category, Settings};
@@ -73,7 +74,7 @@ pub fn compare(settings: Settings) -> Result<VioapicTable, BenchError> {
                 + figure(run, "register_writes_per_interrupt"),
             trapped_accesses_per_interrupt: (figure(run, "trapped_reads")
                 + figure(run, "trapped_writes"))
-                / run.interrupts.max(1) as f64,
+                / f64_of(run.interrupts.max(1)),
             exits_per_interrupt: run.exits_per_interrupt,
             userspace_exits_per_interrupt: run.userspace_exits_per_interrupt,
             exits_by_reason_per_interrupt: per_interrupt_by_category(run),

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{check_access_size, le_value, DeviceError, Direction, PioDevice};
+use super::{check_access_size, le_u32, DeviceError, Direction, PioDevice};
 use crate::abi;
 use crate::exits::{ExitAccounting, ExitSnapshot};
 
@@ -135,7 +135,7 @@ impl PioDevice for ControlPort {
 
     fn write(&self, _cpu: usize, _offset: u16, data: &[u8]) -> Result<(), DeviceError> {
         check_access_size("the control port", Direction::Write, data.len(), 4)?;
-        let command = le_value(data) as u32;
+        let command = le_u32(data);
         match command {
             abi::CONTROL_BENCH_START => {
                 let start = self.snapshot()?;

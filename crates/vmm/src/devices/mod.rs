@@ -13,6 +13,7 @@ pub mod vioapic;
 use std::ops::Range;
 use std::sync::Arc;
 
+use dirq_arch::bits::low_u32;
 use vm_memory::{Bytes, GuestAddress};
 
 use crate::abi::{IO_BATCH_ENTRY_SIZE, IO_BATCH_HEADER_SIZE, IO_BATCH_MAX};
@@ -96,7 +97,7 @@ pub enum BusError {
 #[derive(Debug, thiserror::Error)]
 pub enum IoBatchError {
     #[error("its {len} bytes are not all in guest RAM")]
-    OutsideRam { len: u64 },
+    OutsideRam { len: usize },
     #[error("it holds {count} writes, at most {IO_BATCH_MAX} fit")]
     TooMany { count: u32 },
     #[error("its header's reserved word is {0:#x}, not 0")]
@@ -197,8 +198,8 @@ impl Bus {
         gpa: u64,
         memory: &GuestMemory,
     ) -> Result<Vec<BatchWrite>, IoBatchError> {
-        let read = |len: u64| {
-            let mut bytes = vec![0u8; len as usize];
+        let read = |len: usize| {
+            let mut bytes = vec![0u8; len];
             memory
                 .read_slice(&mut bytes, GuestAddress(gpa))
                 .map(|()| bytes)
@@ -215,9 +216,9 @@ impl Bus {
         if word(4) != 0 {
             return Err(IoBatchError::ReservedHeader(word(4)));
         }
-        let batch = read(IO_BATCH_HEADER_SIZE + u64::from(count) * IO_BATCH_ENTRY_SIZE)?;
-        batch[IO_BATCH_HEADER_SIZE as usize..]
-            .chunks_exact(IO_BATCH_ENTRY_SIZE as usize)
+        let batch = read(IO_BATCH_HEADER_SIZE + count as usize * IO_BATCH_ENTRY_SIZE)?;
+        batch[IO_BATCH_HEADER_SIZE..]
+            .chunks_exact(IO_BATCH_ENTRY_SIZE)
             .enumerate()
             .map(|(index, entry)| self.check_batch_entry(index, entry))
             .collect()
@@ -350,10 +351,22 @@ pub fn le_value(data: &[u8]) -> u64 {
         .fold(0, |value, &byte| (value << 8) | u64::from(byte))
 }
 
+/// The low 32 bits of a little-endian access: all of it for the 1-, 2-
+/// and 4-byte accesses a 32-bit register takes.
+pub fn le_u32(data: &[u8]) -> u32 {
+    low_u32(le_value(data))
+}
+
+/// The low byte of a little-endian access: all of a 1-byte one.
+pub fn le_u8(data: &[u8]) -> u8 {
+    data.first().copied().unwrap_or(0)
+}
+
 /// Fills `data` with the low bytes of `value`, little-endian.
 pub fn fill_le(data: &mut [u8], value: u64) {
+    let bytes = value.to_le_bytes();
     for (index, byte) in data.iter_mut().enumerate() {
-        *byte = (value >> (8 * index)) as u8;
+        *byte = bytes.get(index).copied().unwrap_or(0);
     }
 }
 
@@ -438,7 +451,10 @@ mod tests {
         let batch = 0x5000u64;
         let entries: [(u16, u8, u32); 3] = [(0x1f2, 1, 8), (0x1f3, 2, 0x1234), (0x1f7, 1, 0x34)];
         memory
-            .write_obj(entries.len() as u32, GuestAddress(batch))
+            .write_obj(
+                u32::try_from(entries.len()).expect("3 entries"),
+                GuestAddress(batch),
+            )
             .expect("header");
         for (index, (port, size, value)) in entries.iter().enumerate() {
             let mut entry = [0u8; 8];
@@ -449,7 +465,7 @@ mod tests {
                 .write_slice(&entry, GuestAddress(batch + 8 + 8 * index as u64))
                 .expect("entry");
         }
-        bus.pio_write(0, 0xfc, &(batch as u32).to_le_bytes())
+        bus.pio_write(0, 0xfc, &low_u32(batch).to_le_bytes())
             .expect("doorbell");
         assert_eq!(
             *device.0.lock().expect("not poisoned"),
@@ -460,7 +476,7 @@ mod tests {
             .write_slice(&[0xfc, 0, 4, 0], GuestAddress(batch + 8))
             .expect("entry");
         let err = bus
-            .pio_write(0, 0xfc, &(batch as u32).to_le_bytes())
+            .pio_write(0, 0xfc, &low_u32(batch).to_le_bytes())
             .expect_err("nested doorbell");
         assert!(
             matches!(
@@ -502,7 +518,7 @@ mod tests {
                 .write_slice(&[good, bad].concat(), GuestAddress(batch + 8))
                 .expect("entries");
             let err = bus
-                .pio_write(0, 0xfc, &(batch as u32).to_le_bytes())
+                .pio_write(0, 0xfc, &low_u32(batch).to_le_bytes())
                 .expect_err("bad entry");
             let BusError::IoBatch { source, .. } = &err else {
                 panic!("{err}");

@@ -69,7 +69,7 @@ fn due(start: Instant, rate_hz: u64, n: u64) -> Instant {
 /// Raises `count` interrupts, each after the previous was acknowledged and
 /// no faster than `rate_hz`; returns each round trip in ns.
 pub fn ping_pong(env: &DeviceEnv, count: u64, rate_hz: u64) -> Result<Vec<u64>, MsiDeviceError> {
-    let mut round_trips = Vec::with_capacity(count as usize);
+    let mut round_trips = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
     if !env.control.wait_for_window() {
         return Ok(round_trips);
     }
@@ -98,7 +98,7 @@ pub fn ping_pong(env: &DeviceEnv, count: u64, rate_hz: u64) -> Result<Vec<u64>, 
             }
             std::hint::spin_loop();
         }
-        round_trips.push(raised.elapsed().as_nanos() as u64);
+        round_trips.push(u64::try_from(raised.elapsed().as_nanos()).unwrap_or(u64::MAX));
     }
     Ok(round_trips)
 }

@@ -11,7 +11,7 @@ use dirq_arch::clock::Clock;
 use dirq_arch::pit::{Pit, PitError, PORT_CHANNEL0};
 
 use super::control::RunControl;
-use super::{check_access_size, fill_le, le_value, DeviceError, Direction, PioDevice};
+use super::{check_access_size, fill_le, le_u8, DeviceError, Direction, PioDevice};
 
 pub const PORTS: u16 = 4;
 /// Longest the timer thread sleeps before re-checking for a stop.
@@ -22,7 +22,7 @@ struct MonotonicClock(Instant);
 
 impl Clock for MonotonicClock {
     fn now_ns(&self) -> u64 {
-        self.0.elapsed().as_nanos() as u64
+        u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
@@ -103,7 +103,7 @@ impl PioDevice for PitDevice {
     fn write(&self, _cpu: usize, offset: u16, data: &[u8]) -> Result<(), DeviceError> {
         check_access_size("a PIT port", Direction::Write, data.len(), 1)?;
         self.lock()
-            .write_port(PORT_CHANNEL0 + offset, le_value(data) as u8, &self.clock)?;
+            .write_port(PORT_CHANNEL0 + offset, le_u8(data), &self.clock)?;
         self.reprogrammed.notify_all();
         Ok(())
     }

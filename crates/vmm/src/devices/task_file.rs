@@ -7,7 +7,7 @@
 
 use std::sync::Mutex;
 
-use super::{check_access_size, fill_le, le_value, DeviceError, Direction, PioDevice};
+use super::{check_access_size, fill_le, le_u8, DeviceError, Direction, PioDevice};
 
 pub const PORTS: u16 = 8;
 const REG_FEATURES: u16 = 1;
@@ -93,7 +93,7 @@ impl PioDevice for TaskFile {
 
     fn write(&self, _cpu: usize, offset: u16, data: &[u8]) -> Result<(), DeviceError> {
         check_access_size("a task file register", Direction::Write, data.len(), 1)?;
-        let value = le_value(data) as u8;
+        let value = le_u8(data);
         let mut state = self.lock();
         match offset {
             REG_FEATURES..=REG_LBA_HIGH => {

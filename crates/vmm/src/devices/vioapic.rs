@@ -17,7 +17,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend as _, VolatileMemory};
 
 use super::control::RunControl;
 use super::event_source::LineSource;
-use super::{check_access_size, fill_le, le_value, DeviceError, Direction, MmioDevice};
+use super::{check_access_size, fill_le, le_u32, DeviceError, Direction, MmioDevice};
 use crate::abi;
 use crate::interrupt::{kernel::signal_msi, InterruptError};
 use crate::memory::GuestMemory;
@@ -109,7 +109,8 @@ impl VioapicDevice {
             // The mirror's reads never reach the VMM, so nothing can refuse
             // one outside the registers: it reads all-ones, as an
             // unclaimed bus read does, never a plausible 0.
-            mirror.write_slice(&[0xff; Self::SIZE as usize], GuestAddress(abi::VIOAPIC_GPA))?;
+            let ones = vec![0xff; usize::try_from(Self::SIZE).expect("a 4 KiB page")];
+            mirror.write_slice(&ones, GuestAddress(abi::VIOAPIC_GPA))?;
         }
         device.publish(&device.lock())?;
         Ok(device)
@@ -271,7 +272,7 @@ impl MmioDevice for VioapicDevice {
     fn write(&self, _cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         check_access_size("a VIOAPIC register", Direction::Write, data.len(), 4)?;
         self.writes.fetch_add(1, Ordering::Relaxed);
-        let value = le_value(data) as u32;
+        let value = le_u32(data);
         self.run(|model| model.write(offset, value))
     }
 }

@@ -8,7 +8,7 @@ use dirq_arch::ioapic::{Ioapic, MMIO_SIZE};
 use dirq_arch::lapic::Interrupt;
 
 use super::{InterruptError, InterruptSink};
-use crate::devices::{check_access_size, fill_le, le_value, DeviceError, Direction, MmioDevice};
+use crate::devices::{check_access_size, fill_le, le_u32, DeviceError, Direction, MmioDevice};
 
 /// Where an IOAPIC's redirected interrupts go.
 pub trait ApicBus: Send + Sync {
@@ -78,7 +78,7 @@ impl MmioDevice for IoapicDevice {
 
     fn write(&self, _cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         check_access_size("an IOAPIC register", Direction::Write, data.len(), 4)?;
-        let value = le_value(data) as u32;
+        let value = le_u32(data);
         Ioapic::check_access(offset, Some(value))?;
         let raised = self.lock().write_mmio(offset, value);
         self.deliver(raised).map_err(DeviceError::from)

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use dirq_arch::bits::{high_u32, low_u32};
 use kvm_bindings::kvm_msi;
 use vmm_sys_util::eventfd::EventFd;
 
@@ -85,8 +86,8 @@ pub(super) fn kvm_lapic_sink(
 /// Hands `msi` to KVM's LAPICs (KVM_SIGNAL_MSI).
 pub fn signal_msi(vm: &Vm, msi: MsiMessage) -> Result<(), InterruptError> {
     let request = kvm_msi {
-        address_lo: msi.address as u32,
-        address_hi: (msi.address >> 32) as u32,
+        address_lo: low_u32(msi.address),
+        address_hi: high_u32(msi.address),
         data: msi.data,
         ..Default::default()
     };

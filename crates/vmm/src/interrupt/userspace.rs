@@ -33,7 +33,7 @@ use crate::abi;
 use crate::config::Irqchip;
 use crate::devices::control::RunControl;
 use crate::devices::{
-    check_access_size, fill_le, le_value, Bus, DeviceError, Direction, MmioDevice, MsrDevice,
+    check_access_size, fill_le, le_u32, Bus, DeviceError, Direction, MmioDevice, MsrDevice,
 };
 use crate::exec::read_msr;
 use crate::vm::{Vm, VmError};
@@ -88,7 +88,7 @@ pub struct GuestTscClock {
 impl GuestTscClock {
     pub fn new(guest_tsc: u64, host_tsc: u64, tsc_khz: u64) -> Self {
         GuestTscClock {
-            offset: guest_tsc.wrapping_sub(host_tsc) as i64,
+            offset: guest_tsc.wrapping_sub(host_tsc).cast_signed(),
             tsc_khz: tsc_khz.max(1),
         }
     }
@@ -101,8 +101,9 @@ impl GuestTscClock {
 
 impl Clock for GuestTscClock {
     fn now_ns(&self) -> u64 {
-        let guest_tsc = Self::host_tsc().wrapping_add(self.offset as u64);
-        (u128::from(guest_tsc) * 1_000_000 / u128::from(self.tsc_khz)) as u64
+        let guest_tsc = Self::host_tsc().wrapping_add(self.offset.cast_unsigned());
+        u64::try_from(u128::from(guest_tsc) * 1_000_000 / u128::from(self.tsc_khz))
+            .unwrap_or(u64::MAX)
     }
 }
 
@@ -148,7 +149,10 @@ impl UserspaceIrqchip {
         let config = LapicConfig::new(bus_hz, clock.tsc_khz * 1000)?;
         let cpus = (0..vcpus)
             .map(|cpu| CpuApic {
-                lapic: Mutex::new(Lapic::new(cpu as u32, config)),
+                lapic: Mutex::new(Lapic::new(
+                    u32::try_from(cpu).expect("vCPU indices are below abi::MAX_CPUS"),
+                    config,
+                )),
                 wake: Condvar::new(),
                 halted: AtomicBool::new(false),
             })
@@ -423,8 +427,7 @@ impl MmioDevice for LapicMmio {
             XAPIC_REGISTER_BYTES,
         )?;
         let chip = &self.0;
-        let message =
-            lock(&chip.cpu(cpu)?.lapic).write_mmio(offset, le_value(data) as u32, &chip.clock);
+        let message = lock(&chip.cpu(cpu)?.lapic).write_mmio(offset, le_u32(data), &chip.clock);
         Ok(chip.handle_bus_message(message, cpu)?)
     }
 }
@@ -484,7 +487,7 @@ mod tests {
     use dirq_arch::lapic::{APIC_EOI, APIC_SVR, MSR_X2APIC_FIRST};
 
     const VECTOR: u8 = 0x40;
-    const SVR_ENABLED: u64 = 0x1ff;
+    const SVR_ENABLED: u32 = 0x1ff;
 
     /// Two LAPICs, software-enabled through the xAPIC page (no vCPU threads).
     fn chip() -> Arc<UserspaceIrqchip> {
@@ -493,7 +496,7 @@ mod tests {
             .expect("valid LAPIC config");
         let mmio = LapicMmio(chip.clone());
         for cpu in 0..2 {
-            mmio.write(cpu, APIC_SVR, &(SVR_ENABLED as u32).to_le_bytes())
+            mmio.write(cpu, APIC_SVR, &SVR_ENABLED.to_le_bytes())
                 .expect("SVR write");
         }
         chip
