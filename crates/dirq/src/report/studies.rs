@@ -8,11 +8,12 @@
 
 use std::collections::BTreeMap;
 
-use super::charts::{exit_bars, exit_table, format_percent, format_value};
-use super::data::{Axis, Chart, Figure, GroupedSeries, NamedValues, Scale, Section, Spread};
+use super::charts::{auto_scale, exit_bars, exit_table, format_percent, format_value};
+use super::data::{Axis, Chart, Figure, NamedValues, Scale, Section, Series, SeriesStyle};
 use super::data::{Table, TableRow};
 use super::figures::compact_number;
 use super::views::{SimRun, SimScenario};
+use dirq_stats::{f64_of, ratio};
 
 /// One study: its scenario, its title, and the builder of its figures.
 struct Study {
@@ -229,46 +230,34 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
         .map(|run| (run, run.latency_histogram.iter().map(|b| b.count).sum()))
         .filter(|(_, samples)| *samples > 0)
         .collect();
-    // The buckets any design has samples in, each a row of the histogram.
-    let mut bounds: Vec<u64> = runs
-        .iter()
-        .flat_map(|(run, _)| run.latency_histogram.iter())
-        .filter(|b| b.count > 0)
-        .map(|b| b.le_ns)
-        .collect();
-    bounds.sort_unstable();
-    bounds.dedup();
-    if bounds.is_empty() {
+    if runs.is_empty() {
         return Vec::new();
     }
-    let share = |run: &SimRun, samples: u64, bound: u64| {
-        let count: u64 = run
-            .latency_histogram
-            .iter()
-            .filter(|b| b.le_ns == bound)
-            .map(|b| b.count)
-            .sum();
-        count as f64 * 100.0 / samples as f64
-    };
-    let chart = Chart::Grouped {
-        value_axis: Axis {
-            label: "share of the design's samples (%)".into(),
+    // One line per design through its buckets' shares: designs whose
+    // latencies coincide (DID and bare metal) are meant to overlap.
+    let series: Vec<Series> = runs
+        .iter()
+        .map(|(run, samples)| {
+            let points = run
+                .latency_histogram
+                .iter()
+                .filter(|b| b.count > 0)
+                .map(|b| [f64_of(b.le_ns), ratio(b.count, *samples) * 100.0])
+                .collect();
+            Series::new(&run.policy, SeriesStyle::Line, points)
+        })
+        .collect();
+    let chart = Chart::Xy {
+        x_axis: Axis {
+            label: "latency, timer expiry to the user-level handler (ns)".into(),
+            scale: auto_scale(series.iter().flat_map(|s| s.points.iter().map(|p| p[0]))),
+        },
+        y_axis: Axis {
+            label: "share of the design's samples per 5% bucket (%)".into(),
             scale: Scale::Linear,
         },
-        categories: bounds
-            .iter()
-            .map(|bound| format!("\u{2264} {} ns", compact_number(*bound as f64)))
-            .collect(),
-        series: runs
-            .iter()
-            .map(|(run, samples)| GroupedSeries {
-                name: run.policy.clone(),
-                values: bounds
-                    .iter()
-                    .map(|&bound| Spread::of([share(run, *samples, bound)]))
-                    .collect(),
-            })
-            .collect(),
+        series,
+        identity_line: false,
     };
     let rows = runs
         .iter()
@@ -291,9 +280,9 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
     vec![figure(
         "study-did-cyclictest-density",
         "Latency density per design",
-        "The histogram of each design's latencies, timer expiry to the user-level handler: a \
-         row per logarithmic bucket any design has samples in (named by its upper bound), a \
-         bar per design with its share of that design's samples.",
+        "The density of each design's latencies, timer expiry to the user-level handler: for \
+         each logarithmic bucket (5% wide) with samples, the design's share of its samples \
+         at the bucket's upper bound.",
         commands,
         chart,
         table(
@@ -750,21 +739,11 @@ mod tests {
                 run("vanilla", json!({}), json!({})),
             ],
         )]);
-        let Chart::Grouped {
-            categories, series, ..
-        } = &section.figures[0].chart
-        else {
-            panic!("a histogram is grouped bars");
+        let Chart::Xy { series, .. } = &section.figures[0].chart else {
+            panic!("a density is a line per design");
         };
-        assert_eq!(categories, &["\u{2264} 1K ns", "\u{2264} 2K ns"]);
         assert_eq!(series.len(), 1, "a run without a histogram draws nothing");
-        let shares: Vec<f64> = series[0]
-            .values
-            .iter()
-            .flatten()
-            .map(|s| s.median)
-            .collect();
-        assert_eq!(shares, [25.0, 75.0]);
+        assert_eq!(series[0].points, vec![[1000.0, 25.0], [2000.0, 75.0]]);
         assert_eq!(section.figures[0].table.rows[0].cells[1], "4");
     }
 
