@@ -14,7 +14,7 @@ workload under several interrupt-delivery policies (bare, vanilla, apicv, eli-de
 eli, did, naive-direct-eoi), with every interrupt checked for mis-delivery, loss, \
 priority inversion and wrong EOIs.\n\n\
 Examples:\n  dirq sim --list\n  dirq sim --all                                      (every built-in scenario: the speed benchmark)\n  dirq sim did-udp-rx\n  dirq sim did-udp-rx --json --seed 7\n  \
-dirq sim scenarios/eli.toml --trace eli-trace.json   (open in ui.perfetto.dev)\n  \
+dirq sim scenarios/eli-2012.toml --trace eli-trace.json   (open in ui.perfetto.dev)\n  \
 dirq sim did-fio --profile my-host.toml              (a profile from `dirq calibrate`)"
 )]
 pub struct Args {
@@ -88,10 +88,10 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         .context("a scenario name or file is required")?;
     let scenario = resolve(&name)?;
     if !args.allow_long {
-        let profile = options
-            .profile
-            .clone()
-            .unwrap_or_else(CostProfile::did_2015);
+        let profile = match &options.profile {
+            Some(profile) => profile.clone(),
+            None => scenario.cost_profile()?,
+        };
         scenario.check_budget(&profile).with_context(|| {
             format!(
                 "scenario {} refused (pass --allow-long to run it anyway)",
@@ -236,6 +236,21 @@ fn print_run(run: &RunResult) {
     }
     if let Some(throughput) = &run.throughput {
         println!("  throughput: {:.4} {}", throughput.value, throughput.unit);
+    }
+    let study = &run.study;
+    if let (Some(buckets), Some(rate), Some(retransmitted)) = (
+        &study.setup_ms_buckets,
+        study.call_rate,
+        study.invite_retransmissions,
+    ) {
+        let buckets: Vec<String> = ["<10", "10-100", "100-200", ">200"]
+            .iter()
+            .map(|name| format!("{name} ms {}", buckets.get(*name).copied().unwrap_or(0)))
+            .collect();
+        println!(
+            "  call setup: {}; {rate:.1} calls/s, {retransmitted} INVITE retransmissions",
+            buckets.join(", ")
+        );
     }
     let violations: Vec<String> = run
         .invariant_violations

@@ -14,6 +14,7 @@ mod machine;
 pub mod metrics;
 pub mod policy;
 pub mod profile;
+mod qos;
 mod queue;
 pub mod rng;
 pub mod scenario;
@@ -33,7 +34,7 @@ pub use profile::CostProfile;
 pub use scenario::Scenario;
 
 use machine::Machine;
-use metrics::{InterruptCounts, StudyResults, Throughput};
+use metrics::{InterruptCounts, Throughput};
 use scenario::{RunSpec, WorkloadKind};
 use trace::{Trace, TraceFile};
 
@@ -41,13 +42,16 @@ use trace::{Trace, TraceFile};
 pub enum SimError {
     #[error("hardware model rejected the setup: {0}")]
     Model(dirq_arch::lapic::LapicError),
+    #[error("the scenario's cost profile")]
+    Profile(#[from] profile::ProfileError),
 }
 
 /// How to run a scenario.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     pub seed: u64,
-    /// Overrides the built-in `did-2015` profile.
+    /// Overrides the scenario's profile (by default the built-in
+    /// `did-2015`).
     pub profile: Option<CostProfile>,
     /// Collect a Chrome/Perfetto trace.
     pub trace: bool,
@@ -83,10 +87,10 @@ pub fn run_scenario_on(
     threads: usize,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<ScenarioOutput, SimError> {
-    let profile = options
-        .profile
-        .clone()
-        .unwrap_or_else(CostProfile::did_2015);
+    let profile = match &options.profile {
+        Some(profile) => profile.clone(),
+        None => scenario.cost_profile()?,
+    };
     let specs = scenario.expand();
     let next = AtomicUsize::new(0);
     let mut finished: Vec<Option<(RunResult, Option<Trace>)>> =
@@ -142,8 +146,19 @@ fn simulate(
     options: &RunOptions,
 ) -> Result<(RunResult, Option<Trace>), SimError> {
     let started = Instant::now();
-    let mut machine = Machine::new(spec, profile, options.seed, options.trace)?;
-    machine.run();
+    let (spec, machine) = match spec.group.qos_p95_ms {
+        Some(target_ms) => qos::peak_rate(spec, target_ms, |spec| {
+            let mut machine = Machine::new(spec, profile, options.seed, options.trace)?;
+            machine.run();
+            Ok(machine)
+        })?,
+        None => {
+            let mut machine = Machine::new(spec, profile, options.seed, options.trace)?;
+            machine.run();
+            (spec.clone(), machine)
+        }
+    };
+    let (spec, mut machine) = (&spec, machine);
     let mut run = summarize(spec, &machine);
     run.wall_s = started.elapsed().as_secs_f64();
     Ok((run, machine.trace.take()))
@@ -177,6 +192,10 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     if blocked > 0 {
         params.insert("iommu_blocked".into(), blocked.into());
     }
+    let lost = machine.lost_sip_messages();
+    if lost > 0 {
+        params.insert("lost_sip_messages".into(), lost.into());
+    }
     let dropped = machine.dropped_packets();
     if dropped > 0 {
         params.insert("dropped_packets".into(), dropped.into());
@@ -191,7 +210,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         latency_ns: LatencySummary::from_samples_ns(&counters.latencies),
         throughput: throughput(spec, counters, seconds),
         invariant_violations,
-        study: StudyResults::default(),
+        study: machine.voip_results().unwrap_or_default(),
         interrupts: InterruptCounts {
             raised: machine.checker.raised,
             handled: machine.checker.handled,
@@ -206,12 +225,16 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
 fn throughput(spec: &RunSpec, counters: &machine::Counters, seconds: f64) -> Option<Throughput> {
     let (value, unit) = match spec.workload {
         WorkloadKind::UdpRx => (counters.packets_processed as f64 / seconds, "packets/s"),
-        WorkloadKind::Iperf => (
-            counters.packets_processed as f64 * 1500.0 * 8.0 / seconds / 1e9,
-            "Gbit/s",
-        ),
+        WorkloadKind::Iperf => (counters.acked_bytes as f64 * 8.0 / seconds / 1e9, "Gbit/s"),
         WorkloadKind::Fio => (counters.requests_done as f64 / seconds, "IOPS"),
-        WorkloadKind::NetperfRr => (counters.requests_done as f64 / seconds, "transactions/s"),
+        WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
+            (counters.requests_done as f64 / seconds, "transactions/s")
+        }
+        WorkloadKind::Memcached | WorkloadKind::Apache => {
+            (counters.requests_done as f64 / seconds, "requests/s")
+        }
+        WorkloadKind::L2fwd => (counters.packets_processed as f64 / seconds, "packets/s"),
+        WorkloadKind::Netperf => (counters.acked_bytes as f64 * 8.0 / seconds / 1e6, "Mbit/s"),
         WorkloadKind::Whileloop => (
             counters.spin_ns as f64 / counters.guest_core_ns.max(1) as f64,
             "fraction of the core running the loop",

@@ -20,6 +20,11 @@ pub enum ProfileError {
     CostTooLarge { field: String, value: u64 },
     #[error("cost profile cannot be checked")]
     Unreadable(#[from] serde_json::Error),
+    #[error("cannot read cost profile {path}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// Exit-to-re-entry service time per exit reason, ns.
@@ -91,8 +96,6 @@ pub struct GuestNs {
     pub irq_entry: u64,
     /// NAPI receive work per 128-byte packet.
     pub rx_packet: u64,
-    /// NAPI receive work per 1500-byte packet.
-    pub rx_mtu_packet: u64,
     /// User work per netperf transaction or fio request.
     pub request_work: u64,
     /// Network one way: NIC, switch and the remote host.
@@ -109,6 +112,36 @@ pub struct IdleExitsPerS {
     pub ept_violation: f64,
 }
 
+/// The network: the link, TCP's and NAPI's settings, and the guest's
+/// network-stack work (ns of guest CPU time unless named otherwise).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkCosts {
+    /// Line rate of the NIC's link, Mbit/s.
+    pub link_mbps: u64,
+    pub mtu_bytes: u64,
+    /// Bytes a frame carries besides its TCP payload: Ethernet framing,
+    /// preamble and gap, IP and TCP headers.
+    pub frame_overhead_bytes: u64,
+    /// The largest TSO send / GRO merge / virtio GSO buffer, bytes.
+    pub gso_bytes: u64,
+    /// The receiver's TCP window, bytes.
+    pub tcp_window_bytes: u64,
+    /// NAPI's weight: packets one poll may take (`napi_weight` overrides).
+    pub napi_weight: u32,
+    /// Driver work per received frame (descriptor, buffer, GRO merge).
+    pub rx_frame: u64,
+    /// IP and TCP receive work per GRO batch (one merged packet).
+    pub rx_stack: u64,
+    /// Stack and driver work per transmitted packet (an ACK, a response).
+    pub tx_packet: u64,
+    /// Copying one KiB between kernel and user buffers (or by vhost).
+    pub copy_per_kib: u64,
+    /// One-way delay over the host's bridge between a host process and
+    /// the backend (PV), besides the backend's own work.
+    pub bridge_one_way: u64,
+}
+
 /// Every cost the simulator uses. See `profiles/did-2015.toml` for the
 /// meaning and provenance of each field.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -120,6 +153,27 @@ pub struct CostProfile {
     pub host_ns: HostNs,
     pub guest_ns: GuestNs,
     pub idle_exits_per_s: IdleExitsPerS,
+    pub network: NetworkCosts,
+    pub workloads: WorkloadCosts,
+}
+
+/// Per-request CPU work of the application workloads (ns of CPU time on
+/// the profile's testbed), each fitted to or taken from a bare-metal row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadCosts {
+    /// A memcached request: parse, look up, answer.
+    pub memcached_request: u64,
+    /// An HTTP request for a static page (apache).
+    pub http_request: u64,
+    /// The B2BUA's work per SIP message it relays.
+    pub sip_message: u64,
+    /// netperf's work per `message_bytes` write (the send system call).
+    pub stream_message: u64,
+    /// Forwarding one packet in a poll-mode driver (DPDK l2fwd).
+    pub l2fwd_packet: u64,
+    /// The testbed's CPU clock, MHz (cycles to ns).
+    pub cpu_mhz: u64,
 }
 
 /// The largest cost a profile may give (1 s): a bound that keeps every sum
@@ -130,6 +184,27 @@ pub const MAX_IDLE_EXITS_PER_S: f64 = 1e6;
 
 /// The `did-2015` profile text, embedded so the binary needs no data files.
 pub const DID_2015_TOML: &str = include_str!("../../../profiles/did-2015.toml");
+/// The `eli-2012` profile text.
+pub const ELI_2012_TOML: &str = include_str!("../../../profiles/eli-2012.toml");
+
+/// The built-in profiles by name.
+const BUILTIN_PROFILES: [(&str, &str); 2] =
+    [("did-2015", DID_2015_TOML), ("eli-2012", ELI_2012_TOML)];
+
+/// A built-in profile by name, or else a profile file at that path.
+pub fn resolve(name_or_path: &str) -> Result<CostProfile, ProfileError> {
+    if let Some((_, text)) = BUILTIN_PROFILES
+        .iter()
+        .find(|(name, _)| *name == name_or_path)
+    {
+        return CostProfile::from_toml(text);
+    }
+    let text = std::fs::read_to_string(name_or_path).map_err(|source| ProfileError::Read {
+        path: name_or_path.to_string(),
+        source,
+    })?;
+    CostProfile::from_toml(&text)
+}
 
 impl CostProfile {
     /// The DID testbed (docs/calibration.md).
@@ -169,7 +244,13 @@ impl CostProfile {
         }
         // Every cost, by its TOML path.
         let costs = serde_json::to_value(self)?;
-        for section in ["exit_service_ns", "host_ns", "guest_ns"] {
+        for section in [
+            "exit_service_ns",
+            "host_ns",
+            "guest_ns",
+            "network",
+            "workloads",
+        ] {
             let fields = costs[section].as_object().into_iter().flatten();
             for (field, value) in fields {
                 if let Some(value) = value.as_u64().filter(|&value| value > MAX_COST_NS) {
@@ -179,6 +260,19 @@ impl CostProfile {
                     });
                 }
             }
+        }
+        let network = &self.network;
+        if network.link_mbps == 0
+            || network.napi_weight == 0
+            || network.mtu_bytes <= network.frame_overhead_bytes
+            || network.gso_bytes < network.mtu_bytes
+            || network.tcp_window_bytes < network.gso_bytes
+            || self.workloads.cpu_mhz == 0
+        {
+            return Err(ProfileError::Invalid {
+                field: "network / workloads",
+                rule: "a positive link rate, NAPI weight and clock; MTU > frame overhead; gso_bytes >= MTU; window >= gso_bytes",
+            });
         }
         if self.host_ns.sched_quantum == 0 || self.host_ns.preemption_retry == 0 {
             return Err(ProfileError::Invalid {
@@ -220,6 +314,20 @@ mod tests {
         assert_eq!(profile.exit_service_ns.eoi_write, 850);
         assert_eq!(profile.exit_service_ns.io_instruction, 8650);
         assert_eq!(profile.exit_service_ns.ept_violation, 9900);
+    }
+
+    #[test]
+    fn every_builtin_profile_resolves_and_a_missing_file_is_an_error() {
+        for (name, _) in BUILTIN_PROFILES {
+            assert_eq!(
+                resolve(name).map(|profile| profile.name).ok(),
+                Some(name.to_string())
+            );
+        }
+        assert!(matches!(
+            resolve("no-such-profile.toml"),
+            Err(ProfileError::Read { .. })
+        ));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Scenarios: which workloads to run under which policies on which host.
 //! Built-in scenarios are the TOML files in `scenarios/`, embedded.
 //!
-//! A scenario is a name, a description, `duration_ms`, the NIC's coalescing
-//! and a list of `[[runs]]` groups. A group runs one workload under each of
+//! A scenario is a name, a description, `duration_ms`, the NIC's coalescing,
+//! optionally the cost `profile` it runs on (a built-in profile's name or a
+//! file's path; did-2015 by default) and a list of `[[runs]]` groups. A group runs one workload under each of
 //! its `policies`, at each of its `rates_pps`, on its `host`; the other keys
 //! are the [`RunGroup`] fields.
 //!
@@ -29,13 +30,16 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::policy::PolicyKind;
+use crate::profile::{CostProfile, ProfileError};
 
 mod budget;
 mod builtin;
+mod network;
 mod sweep;
 
 pub use budget::{OverBudget, EVENT_BUDGET};
 pub use builtin::{builtin, builtin_names};
+pub use network::{MAX_CLIENTS, MAX_ITR_US, MAX_MESSAGE_BYTES, MAX_NAPI_WEIGHT, MAX_QOS_MS};
 pub use sweep::Sweep;
 
 #[derive(Debug, Error)]
@@ -90,6 +94,18 @@ pub enum InvalidScenario {
     IpiRate,
     #[error("a sweep needs at least one value")]
     EmptySweep,
+    #[error("message_bytes must be 1..={MAX_MESSAGE_BYTES}")]
+    MessageBytes,
+    #[error("napi_weight must be 1..={MAX_NAPI_WEIGHT}")]
+    NapiWeight,
+    #[error("itr_us must be 0..={MAX_ITR_US}")]
+    ItrUs,
+    #[error("{0:?} needs clients = 1..={MAX_CLIENTS}")]
+    Clients(WorkloadKind),
+    #[error("qos_p95_ms must be 1..={MAX_QOS_MS}")]
+    QosTarget,
+    #[error("sip runs one B2BUA: host.vms must be 1")]
+    SipNeedsOneVm,
 }
 
 /// The workloads the simulator knows.
@@ -112,6 +128,18 @@ pub enum WorkloadKind {
     Ipi,
     /// An idle VM: only background exits.
     Idle,
+    /// netperf TCP stream: the guest sends `message_bytes` writes over TCP.
+    Netperf,
+    /// netperf UDP request/response (netperf-rr by the ELI study's name).
+    UdpRr,
+    /// memcached: a closed-loop server for `clients` connections.
+    Memcached,
+    /// apache: a closed-loop web server for `clients` connections.
+    Apache,
+    /// DPDK l2fwd: the poll-mode driver forwards 128-byte packets.
+    L2fwd,
+    /// A SIP back-to-back user agent relaying 100 calls/s of 10 s.
+    Sip,
 }
 
 impl WorkloadKind {
@@ -125,7 +153,23 @@ impl WorkloadKind {
             WorkloadKind::Fio => "fio",
             WorkloadKind::Ipi => "ipi",
             WorkloadKind::Idle => "idle",
+            WorkloadKind::Netperf => "netperf",
+            WorkloadKind::UdpRr => "udp-rr",
+            WorkloadKind::Memcached => "memcached",
+            WorkloadKind::Apache => "apache",
+            WorkloadKind::L2fwd => "l2fwd",
+            WorkloadKind::Sip => "sip",
         }
+    }
+
+    /// One request in flight at a time, answered at once: a ping-pong.
+    pub fn is_ping_pong(self) -> bool {
+        matches!(self, WorkloadKind::NetperfRr | WorkloadKind::UdpRr)
+    }
+
+    /// A server answering requests from clients over the network.
+    pub fn is_server(self) -> bool {
+        matches!(self, WorkloadKind::Memcached | WorkloadKind::Apache)
     }
 }
 
@@ -254,6 +298,26 @@ pub struct RunGroup {
     pub with_timer: bool,
     #[serde(default)]
     pub queue_owners: QueueOwners,
+    /// Payload bytes per message (netperf-rr, udp-rr, netperf's writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_bytes: Option<u64>,
+    /// The guest's NAPI weight, instead of the profile's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub napi_weight: Option<u32>,
+    /// A fixed NIC interrupt throttling interval (0: none) instead of the
+    /// adaptive one; the UDP receive workloads keep their fitted coalescing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itr_us: Option<u64>,
+    /// Computation per byte of I/O added to netperf's writes, CPU cycles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_cycles_per_byte: Option<u64>,
+    /// Concurrent client connections of a server workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<u32>,
+    /// Report the peak request rate at which 95 % of requests finish
+    /// within this many ms, found by bisection over the offered load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos_p95_ms: Option<u64>,
     /// One more parameter over a list: the group stands for one group per
     /// value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -278,6 +342,10 @@ pub struct Scenario {
     pub duration_ms: u64,
     #[serde(default)]
     pub nic: NicCoalescing,
+    /// The cost profile: a built-in profile's name or a file's path
+    /// (default did-2015); `dirq sim --profile` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     pub runs: Vec<RunGroup>,
 }
 
@@ -290,6 +358,9 @@ pub struct RunSpec {
     pub group: RunGroup,
     pub nic: NicCoalescing,
     pub duration_ns: u64,
+    /// A server's offered load, requests/s (None: every client sends its
+    /// next request as soon as the previous one is answered).
+    pub offered_per_s: Option<u64>,
 }
 
 impl RunSpec {
@@ -300,13 +371,18 @@ impl RunSpec {
         if let Some(rate) = self.rate_pps {
             params.insert("rate_pps".into(), rate.into());
         }
-        let uses_network = matches!(
+        let uses_network = !matches!(
             self.workload,
-            WorkloadKind::UdpRx | WorkloadKind::NetperfRr | WorkloadKind::Iperf
+            WorkloadKind::Cyclictest
+                | WorkloadKind::Whileloop
+                | WorkloadKind::Fio
+                | WorkloadKind::Ipi
+                | WorkloadKind::Idle
         );
         if uses_network {
             params.insert("transport".into(), enum_name(&self.group.transport));
         }
+        self.group.network_params(&mut params);
         if self.workload == WorkloadKind::Ipi {
             params.insert("ipi_mode".into(), enum_name(&self.group.ipi_mode));
             params.insert("ipi_rate_per_s".into(), self.group.ipi_rate_per_s.into());
@@ -378,6 +454,12 @@ impl RunGroup {
             nested_interrupts: false,
             with_timer: false,
             queue_owners: QueueOwners::default(),
+            message_bytes: None,
+            napi_weight: None,
+            itr_us: None,
+            compute_cycles_per_byte: None,
+            clients: None,
+            qos_p95_ms: None,
             sweep: None,
         }
     }
@@ -436,6 +518,7 @@ impl RunGroup {
         {
             return Err(InvalidScenario::IpiRate);
         }
+        self.validate_network()?;
         Ok(())
     }
 }
@@ -478,6 +561,14 @@ impl Scenario {
             .try_for_each(|group| group.validate())
     }
 
+    /// The profile the scenario names, or did-2015.
+    pub fn cost_profile(&self) -> Result<CostProfile, ProfileError> {
+        match &self.profile {
+            Some(name_or_path) => crate::profile::resolve(name_or_path),
+            None => Ok(CostProfile::did_2015()),
+        }
+    }
+
     /// Every run, in order: group by group, rate by rate, policy by policy.
     pub fn expand(&self) -> Vec<RunSpec> {
         let mut specs = Vec::new();
@@ -496,6 +587,7 @@ impl Scenario {
                         group: group.clone(),
                         nic: self.nic,
                         duration_ns: self.duration_ms * 1_000_000,
+                        offered_per_s: None,
                     });
                 }
             }
@@ -544,6 +636,7 @@ mod tests {
             description: "value-built".into(),
             duration_ms: 10,
             nic: NicCoalescing::FITTED,
+            profile: None,
             runs: vec![group],
         };
         assert_eq!(scenario.validate(), Ok(()));

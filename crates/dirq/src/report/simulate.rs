@@ -80,6 +80,7 @@ fn trace_scenario() -> Result<Scenario> {
         description: "10 ms of udp-rx over SR-IOV and virtio at 100K packets/s each, with a 1 kHz guest timer".into(),
         duration_ms: 10,
         nic: NicCoalescing::FITTED,
+        profile: None,
         runs: vec![traffic],
     };
     scenario.validate()?;

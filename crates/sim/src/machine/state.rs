@@ -91,6 +91,7 @@ pub(super) struct Vcpu {
 
 pub(super) struct Vm {
     pub(super) vcpus: Vec<usize>,
+    pub(super) clients: super::apps::ClientPool,
     pub(super) request_sent_at: Option<u64>,
     pub(super) backend_busy_until: u64,
 }
@@ -106,4 +107,6 @@ pub(crate) struct Counters {
     pub guest_core_ns: u64,
     pub spin_ns: u64,
     pub events: u64,
+    /// TCP payload bytes the receiver acknowledged (iperf, netperf).
+    pub acked_bytes: u64,
 }

@@ -28,6 +28,10 @@ pub enum Sweep {
     NestedInterrupts(Vec<bool>),
     WithTimer(Vec<bool>),
     QueueOwners(Vec<QueueOwners>),
+    MessageBytes(Vec<u64>),
+    NapiWeight(Vec<u32>),
+    ItrUs(Vec<u64>),
+    ComputeCyclesPerByte(Vec<u64>),
 }
 
 impl Sweep {
@@ -44,6 +48,9 @@ impl Sweep {
             Sweep::IpiRatePerS(values) => values.len(),
             Sweep::NestedInterrupts(values) | Sweep::WithTimer(values) => values.len(),
             Sweep::QueueOwners(values) => values.len(),
+            Sweep::MessageBytes(values) | Sweep::ItrUs(values) => values.len(),
+            Sweep::ComputeCyclesPerByte(values) => values.len(),
+            Sweep::NapiWeight(values) => values.len(),
         }
     }
 
@@ -81,6 +88,16 @@ impl Sweep {
             Sweep::WithTimer(values) => each(values, base, |group, value| group.with_timer = value),
             Sweep::QueueOwners(values) => each(values, base, |group, value| {
                 group.queue_owners = value;
+            }),
+            Sweep::MessageBytes(values) => each(values, base, |group, value| {
+                group.message_bytes = Some(value);
+            }),
+            Sweep::NapiWeight(values) => each(values, base, |group, value| {
+                group.napi_weight = Some(value);
+            }),
+            Sweep::ItrUs(values) => each(values, base, |group, value| group.itr_us = Some(value)),
+            Sweep::ComputeCyclesPerByte(values) => each(values, base, |group, value| {
+                group.compute_cycles_per_byte = Some(value);
             }),
         }
     }
