@@ -162,11 +162,6 @@ impl WorkloadKind {
         }
     }
 
-    /// One request in flight at a time, answered at once: a ping-pong.
-    pub fn is_ping_pong(self) -> bool {
-        matches!(self, WorkloadKind::NetperfRr | WorkloadKind::UdpRr)
-    }
-
     /// A server answering requests from clients over the network.
     pub fn is_server(self) -> bool {
         matches!(self, WorkloadKind::Memcached | WorkloadKind::Apache)

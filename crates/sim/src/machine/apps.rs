@@ -155,7 +155,7 @@ impl Machine {
             App::Serve if self.spec.workload == WorkloadKind::Sip => self.sip_handled(fx),
             App::Serve => match self.spec.group.transport {
                 Transport::Pv => {
-                    self.io_notify(vcpu, fx);
+                    self.virtio_kick(vcpu, fx);
                     self.backend_start(queues, BackendJob::TxResponse, fx);
                 }
                 _ => {
