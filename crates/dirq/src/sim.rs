@@ -37,7 +37,8 @@ pub struct Args {
     /// Write a Chrome/Perfetto trace (one track per core) to this file.
     #[arg(long, value_name = "OUT.json")]
     trace: Option<PathBuf>,
-    /// A cost-profile TOML replacing the built-in did-2015 profile.
+    /// A cost-profile TOML replacing the scenario's profile (by default
+    /// the built-in did-2015).
     #[arg(long, value_name = "FILE.toml")]
     profile: Option<PathBuf>,
     /// Threads running a scenario's independent runs, 1-65535 (default:

@@ -1,6 +1,7 @@
 //! Cost profiles: the measured (or assumed) costs the simulator takes as
-//! input. The `did-2015` profile ships embedded; `dirq calibrate` writes
-//! files of the same shape for `dirq sim --profile`.
+//! input. The `did-2015` and `eli-2012` profiles ship embedded (a scenario
+//! names its `profile`); `dirq calibrate` writes files of the same shape
+//! for `dirq sim --profile`.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
