@@ -260,7 +260,7 @@ pub(super) fn tcp_flow(network: &NetworkCosts, transport: Transport) -> TcpFlow 
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::shaped;
+    use super::super::fixture::{exit_of, listed, running, shaped};
     use super::*;
     use crate::policy::PolicyKind;
     use crate::scenario::{NicCoalescing, RunGroup};
@@ -277,6 +277,57 @@ mod tests {
         });
         m.run();
         m
+    }
+
+    /// A machine of `workload` over `transport`, not run.
+    fn built(workload: WorkloadKind, transport: Transport) -> Machine {
+        let mut group = RunGroup::new(workload, vec![PolicyKind::Did]);
+        group.transport = transport;
+        group.message_bytes = Some(256);
+        shaped(RunSpec {
+            policy: PolicyKind::Did,
+            workload,
+            rate_pps: None,
+            group,
+            nic: NicCoalescing::FITTED,
+            duration_ns: 1_000_000,
+            offered_per_s: None,
+        })
+    }
+
+    #[test]
+    fn the_receiver_pays_the_stack_and_the_ack_once_per_gro_batch() {
+        let mut m = built(WorkloadKind::Iperf, Transport::Sriov);
+        let network = m.profile.network.clone();
+        let first = m.rx_work_ns(0);
+        m.queues[0].tcp.received(false);
+        let next = m.rx_work_ns(0);
+        assert_eq!(first - next, network.rx_stack + network.tx_packet);
+    }
+
+    #[test]
+    fn nagle_holds_back_a_partial_segment_while_data_is_in_flight() {
+        let mut m = built(WorkloadKind::Netperf, Transport::Sriov);
+        m.queues[0].tcp.buffered = 256;
+        let fx = listed(&mut m, |m, fx| m.tso_send(0, fx));
+        assert_eq!(fx.len(), 1, "nothing in flight: the write goes at once");
+        assert_eq!(m.queues[0].tcp.in_flight(), 256);
+        m.queues[0].tcp.buffered = 256;
+        let fx = listed(&mut m, |m, fx| m.tso_send(0, fx));
+        assert!(fx.is_empty(), "a partial segment waits for the ACK");
+        m.queues[0].tcp.buffered = 2 * m.mss();
+        let fx = listed(&mut m, |m, fx| m.tso_send(0, fx));
+        assert_eq!(fx.len(), 1, "two full frames: one ACK");
+    }
+
+    #[test]
+    fn a_busy_vhost_is_not_kicked() {
+        let mut m = built(WorkloadKind::Memcached, Transport::Pv);
+        running(&mut m, 0);
+        let fx = listed(&mut m, |m, fx| m.virtio_kick(0, fx));
+        assert_eq!(fx, [exit_of(&m, 0, ExitReason::IoInstruction)]);
+        m.vms[0].backend_busy_until = 1_000;
+        assert!(listed(&mut m, |m, fx| m.virtio_kick(0, fx)).is_empty());
     }
 
     #[test]
