@@ -136,13 +136,13 @@ impl Machine {
                 Some(workloads.stream_message + compute + self.copy_ns(bytes) + send)
             }
             App::PollMode => {
-                let rx = &mut self.queues[queues].vf;
-                let burst = rx.ring.min(PMD_BURST);
+                let pair = &mut self.queues[queues];
+                let burst = pair.vf.ring.min(PMD_BURST);
                 if burst == 0 {
                     return None;
                 }
-                rx.ring -= burst;
-                self.counters.packets_processed += u64::from(burst);
+                pair.vf.ring -= burst;
+                pair.forwarding = burst;
                 Some(u64::from(burst) * workloads.l2fwd_packet)
             }
         }
@@ -170,7 +170,10 @@ impl Machine {
                 self.tso_send(queues, fx);
             }
             // The forwarded burst leaves through the VF's doorbell.
-            App::PollMode => {}
+            App::PollMode => {
+                let burst = std::mem::take(&mut self.queues[queues].forwarding);
+                self.counters.packets_processed += u64::from(burst);
+            }
         }
     }
 
@@ -254,7 +257,27 @@ impl Machine {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixture::{listed, machine, running};
     use super::*;
+    use crate::policy::PolicyKind;
+    use crate::scenario::HostShape;
+
+    #[test]
+    fn the_poll_mode_driver_forwards_bursts_and_is_poked_when_idle() {
+        let mut m = machine(PolicyKind::Did, WorkloadKind::L2fwd, HostShape::default());
+        running(&mut m, 0);
+        assert_eq!(m.app_work(0, App::PollMode), None, "an empty ring: spin");
+        m.vcpus[0].spin_since = Some(0);
+        let fx = listed(&mut m, |m, fx| m.pmd_burst(0, fx));
+        assert!(fx.contains(&Effect::Poke(0)), "{fx:?}");
+        let per_packet = m.profile.workloads.l2fwd_packet;
+        let work = m.app_work(0, App::PollMode);
+        assert_eq!(work, Some(u64::from(PMD_BURST) * per_packet));
+        assert_eq!(m.queues[0].vf.ring, 0);
+        assert_eq!(m.counters.packets_processed, 0, "counted once forwarded");
+        listed(&mut m, |m, fx| m.app_done(0, App::PollMode, fx));
+        assert_eq!(m.counters.packets_processed, u64::from(PMD_BURST));
+    }
 
     #[test]
     fn a_closed_loop_keeps_at_most_one_request_per_connection() {

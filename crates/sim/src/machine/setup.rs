@@ -148,6 +148,7 @@ impl Machine {
                     throttle: Throttle::new(itr),
                     tcp: tcp_flow(&profile.network, spec.group.transport),
                     socket: 0,
+                    forwarding: 0,
                 });
             }
             vms.push(Vm {
