@@ -202,7 +202,7 @@ enum Event {
 }
 
 /// How many kinds of event are cancellable (see [`Keyed for Event`]).
-const CANCELLABLE_KINDS: usize = 6;
+const CANCELLABLE_KINDS: usize = 7;
 
 /// The cancellable events: one pending at most per (kind, core, vCPU or
 /// queue pair); rescheduling one replaces it.
@@ -215,6 +215,7 @@ impl Keyed for Event {
             Event::PhysicalTimer { core } => (3, core),
             Event::HostTimer { vcpu } => (4, vcpu),
             Event::SliceEnd { core } => (5, core),
+            Event::TcpSend { queues } => (6, queues),
             _ => return None,
         };
         Some(id as usize * CANCELLABLE_KINDS + kind)

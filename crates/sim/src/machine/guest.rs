@@ -352,7 +352,7 @@ impl Machine {
             if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
                 top.remaining = None;
             }
-            if !self.fitted_coalescing() {
+            if self.acts_on_packets() {
                 fx.push(Effect::PacketTaken { vcpu, queue });
                 fx.push(Effect::RunGuest(vcpu));
                 return;

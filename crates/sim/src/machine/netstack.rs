@@ -20,12 +20,19 @@ const UDP_PACKET_BYTES: u64 = 128;
 const DEFAULT_MESSAGE_BYTES: u64 = 1;
 
 impl Machine {
-    /// The UDP receive workloads keep the coalescing fitted on them.
+    /// The UDP receive workloads: they keep the coalescing fitted on them,
+    /// and a packet NAPI takes is simply consumed.
     pub(super) fn fitted_coalescing(&self) -> bool {
         matches!(
             self.spec.workload,
             WorkloadKind::UdpRx | WorkloadKind::Whileloop
         )
+    }
+
+    /// Whether the workload acts on each packet NAPI takes
+    /// ([`Self::packet_taken`]); the UDP receivers only count it.
+    pub(super) fn acts_on_packets(&self) -> bool {
+        !self.fitted_coalescing()
     }
 
     pub(super) fn message_bytes(&self) -> u64 {
@@ -77,7 +84,7 @@ impl Machine {
         }
     }
 
-    /// The guest's work for the packet NAPI takes next from `kind`'s ring.
+    /// The guest's work for the packet NAPI takes next from `vcpu`'s ring.
     pub(super) fn rx_work_ns(&self, vcpu: usize) -> u64 {
         let network = &self.profile.network;
         let queues = self.vcpus[vcpu].queues;
@@ -92,7 +99,9 @@ impl Machine {
                 };
                 network.rx_frame + batch + self.copy_ns(flow.segment_bytes)
             }
+            // A pure ACK: no GRO merge, nothing to copy.
             WorkloadKind::Netperf => network.rx_frame + network.rx_stack,
+            // netperf's transaction, the message copied in and out.
             WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
                 self.profile.guest_ns.request_work + 2 * self.copy_ns(self.message_bytes())
             }
@@ -176,25 +185,33 @@ impl Machine {
     }
 
     /// iperf's sender sends what the window allows: MSS frames back to
-    /// back at line rate over the link, or GSO buffers to vhost (PV).
+    /// back at line rate over the link, or GSO buffers to vhost (PV). One
+    /// send is pending at most (a later one replaces it).
     pub(super) fn tcp_send(&mut self, queues: usize, fx: &mut Effects) {
+        let now = self.now;
+        let pair = queues as u32;
         let flow = &mut self.queues[queues].tcp;
+        if flow.link_free_at > now {
+            // The link is still sending the previous frame.
+            fx.schedule(flow.link_free_at, Event::TcpSend { queues: pair });
+            return;
+        }
         if !flow.can_send_segment() {
             return;
         }
         let segment = flow.segment_bytes;
         flow.sent(segment);
-        let pair = queues as u32;
         match self.spec.group.transport {
             Transport::Pv => {
                 self.backend_start(queues, BackendJob::RxPacket, fx);
-                fx.schedule(self.now, Event::TcpSend { queues: pair });
+                fx.schedule(now, Event::TcpSend { queues: pair });
             }
             _ => {
                 let on_wire = self.frame_wire_ns(segment);
-                let arrival = self.now + on_wire + self.profile.guest_ns.wire_one_way;
+                self.queues[queues].tcp.link_free_at = now + on_wire;
+                let arrival = now + on_wire + self.profile.guest_ns.wire_one_way;
                 fx.schedule(arrival, Event::SegmentArrival { queues: pair });
-                fx.schedule(self.now + on_wire, Event::TcpSend { queues: pair });
+                fx.schedule(now + on_wire, Event::TcpSend { queues: pair });
             }
         }
     }
@@ -260,7 +277,7 @@ pub(super) fn tcp_flow(network: &NetworkCosts, transport: Transport) -> TcpFlow 
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{exit_of, listed, running, shaped};
+    use super::super::fixture::{exit_of, listed, running, scheduled, shaped};
     use super::*;
     use crate::policy::PolicyKind;
     use crate::scenario::{NicCoalescing, RunGroup};
@@ -318,6 +335,21 @@ mod tests {
         m.queues[0].tcp.buffered = 2 * m.mss();
         let fx = listed(&mut m, |m, fx| m.tso_send(0, fx));
         assert_eq!(fx.len(), 1, "two full frames: one ACK");
+    }
+
+    #[test]
+    fn the_sender_waits_for_the_link_before_its_next_frame() {
+        let mut m = built(WorkloadKind::Iperf, Transport::Sriov);
+        let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));
+        let on_wire = m.frame_wire_ns(m.mss());
+        let arrival = on_wire + m.profile.guest_ns.wire_one_way;
+        let send = Event::TcpSend { queues: 0 };
+        let frame = Event::SegmentArrival { queues: 0 };
+        assert_eq!(fx, [scheduled(arrival, frame), scheduled(on_wire, send)]);
+        // An ACK's send while the frame is on the wire only re-arms.
+        let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));
+        assert_eq!(fx, [scheduled(on_wire, send)]);
+        assert_eq!(m.queues[0].tcp.in_flight(), m.mss());
     }
 
     #[test]
