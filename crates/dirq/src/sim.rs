@@ -15,7 +15,7 @@ workload under several interrupt-delivery policies (bare, vanilla, apicv, eli-de
 eli, did, naive-direct-eoi), with every interrupt checked for mis-delivery, loss, \
 priority inversion and wrong EOIs.\n\n\
 Examples:\n  dirq sim --list\n  dirq sim --all                                      (every built-in scenario: the speed benchmark)\n  dirq sim did-udp-rx\n  dirq sim did-udp-rx --json --seed 7\n  \
-dirq sim scenarios/eli.toml --trace eli-trace.json   (open in ui.perfetto.dev)\n  \
+dirq sim scenarios/eli-2012.toml --trace eli-trace.json   (open in ui.perfetto.dev)\n  \
 dirq sim did-fio --profile my-host.toml              (a profile from `dirq calibrate`)"
 )]
 pub struct Args {

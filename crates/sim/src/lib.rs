@@ -14,6 +14,7 @@ mod machine;
 pub mod metrics;
 pub mod policy;
 pub mod profile;
+mod qos;
 mod queue;
 pub mod rng;
 pub mod scenario;
@@ -43,6 +44,8 @@ use trace::{Trace, TraceFile};
 pub enum SimError {
     #[error("hardware model rejected the setup: {0}")]
     Model(dirq_arch::lapic::LapicError),
+    #[error("the scenario's cost profile")]
+    Profile(#[from] profile::ProfileError),
 }
 
 /// How to run a scenario.
@@ -152,8 +155,19 @@ fn simulate(
     options: &RunOptions,
 ) -> Result<(RunResult, Option<Trace>), SimError> {
     let started = Instant::now();
-    let mut machine = Machine::new(spec, profile, options.seed, options.trace)?;
-    machine.run();
+    let (spec, machine) = match spec.group.qos_p95_ms {
+        Some(target_ms) => qos::peak_rate(spec, target_ms, |spec| {
+            let mut machine = Machine::new(spec, profile, options.seed, options.trace)?;
+            machine.run();
+            Ok(machine)
+        })?,
+        None => {
+            let mut machine = Machine::new(spec, profile, options.seed, options.trace)?;
+            machine.run();
+            (spec.clone(), machine)
+        }
+    };
+    let (spec, mut machine) = (&spec, machine);
     let mut run = summarize(spec, &machine);
     run.wall_s = started.elapsed().as_secs_f64();
     Ok((run, machine.trace.take()))
@@ -187,6 +201,10 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     if blocked > 0 {
         params.insert("iommu_blocked".into(), blocked.into());
     }
+    let lost = machine.lost_sip_messages();
+    if lost > 0 {
+        params.insert("lost_sip_messages".into(), lost.into());
+    }
     let dropped = machine.dropped_packets();
     if dropped > 0 {
         params.insert("dropped_packets".into(), dropped.into());
@@ -212,7 +230,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
                     mean_ns * machine::CALLS_PER_BENCHMARK / 1e9
                 },
             ),
-            ..StudyResults::default()
+            ..machine.voip_results().unwrap_or_default()
         },
         interrupts: InterruptCounts {
             raised: machine.checker.raised,
@@ -228,13 +246,17 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
 fn throughput(spec: &RunSpec, counters: &machine::Counters, seconds: f64) -> Option<Throughput> {
     let (value, unit) = match spec.workload {
         WorkloadKind::UdpRx => (counters.packets_processed as f64 / seconds, "packets/s"),
-        WorkloadKind::Iperf => (
-            counters.packets_processed as f64 * 1500.0 * 8.0 / seconds / 1e9,
-            "Gbit/s",
-        ),
+        WorkloadKind::Iperf => (counters.acked_bytes as f64 * 8.0 / seconds / 1e9, "Gbit/s"),
         WorkloadKind::Fio => (counters.requests_done as f64 / seconds, "IOPS"),
-        WorkloadKind::NetperfRr => (counters.requests_done as f64 / seconds, "transactions/s"),
         WorkloadKind::IpiCall => (counters.requests_done as f64 / seconds, "calls/s"),
+        WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
+            (counters.requests_done as f64 / seconds, "transactions/s")
+        }
+        WorkloadKind::Memcached | WorkloadKind::Apache => {
+            (counters.requests_done as f64 / seconds, "requests/s")
+        }
+        WorkloadKind::L2fwd => (counters.packets_processed as f64 / seconds, "packets/s"),
+        WorkloadKind::Netperf => (counters.acked_bytes as f64 * 8.0 / seconds / 1e6, "Mbit/s"),
         WorkloadKind::Whileloop => (
             counters.spin_ns as f64 / counters.guest_core_ns.max(1) as f64,
             "fraction of the core running the loop",

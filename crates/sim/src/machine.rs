@@ -9,6 +9,7 @@
 //! virtual LAPIC is a `dirq_arch::lapic::Lapic`; VMCS, IOMMU and
 //! posted-interrupt descriptors are the `dirq_arch` models too).
 
+mod apps;
 mod checker;
 mod delivery;
 mod design_work;
@@ -20,10 +21,15 @@ mod guest;
 mod host;
 mod injection;
 mod ipi_call;
+mod itr;
+mod napi;
+mod netstack;
 mod numa;
 mod periodic;
 mod setup;
+mod sip;
 mod state;
+mod tcp;
 mod timers;
 
 use dirq_arch::bus;
@@ -57,7 +63,9 @@ pub(crate) use checker::Checker;
 use design_work::DesignWork;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
-use guest::{Frame, TimerWrite, HALT_LOOP, IPI_SENDER, SPIN};
+use guest::{
+    Frame, TimerWrite, HALT_LOOP, IPI_SENDER, POLL_MODE_DRIVER, SERVER, SPIN, STREAM_WRITER,
+};
 pub(crate) use ipi_call::CALLS_PER_BENCHMARK;
 use ipi_call::{Call, CALL_HANDLER, IPI_CALLER};
 use periodic::Accesses;
@@ -81,8 +89,6 @@ const POSTED_NOTIFICATION_VECTOR: u8 = 0xF2;
 const HOUSEKEEPING_CORE: usize = 0;
 /// Descriptors per receive ring; packets beyond are dropped.
 const RX_RING_SIZE: u32 = 1024;
-/// 10 GbE line rate in 1500-byte frames (1538 bytes on the wire).
-const LINE_RATE_MTU_PPS: u64 = 812_744;
 const CYCLICTEST_PERIOD_NS: u64 = 1_000_000;
 /// The LAPIC bus clock: 1 GHz so that one timer count is one ns.
 const BUS_HZ: u64 = 1_000_000_000;
@@ -151,10 +157,69 @@ enum Event {
     GuestIpi {
         vcpu: u32,
     },
+    /// iperf's sender may put its next segment on the wire.
+    TcpSend {
+        queues: u32,
+    },
+    /// A TCP segment reaches the VF.
+    SegmentArrival {
+        queues: u32,
+    },
+    /// A TCP ACK reaches iperf's sender.
+    TcpAck {
+        queues: u32,
+    },
+    /// A remote's TCP ACK reaches the VF (netperf).
+    AckArrival {
+        queues: u32,
+    },
+    /// A client offers a request (the offered load's Poisson arrivals).
+    ClientSend {
+        vm: u32,
+    },
+    RequestArrival {
+        vm: u32,
+    },
+    ResponseArrival {
+        vm: u32,
+    },
+    /// A burst of frames for a poll-mode driver.
+    PmdBurst {
+        queues: u32,
+    },
+    /// SIPp's UAC places a call.
+    SipCall {
+        call: u32,
+    },
+    /// The UAC's timer A for a call's INVITE.
+    SipTimerA {
+        call: u32,
+        interval: u64,
+    },
+    /// A SIP message reaches the B2BUA's VF.
+    SipArrival {
+        call: u32,
+        kind: sip::SipKind,
+    },
+    /// A message the B2BUA relayed reaches the UAS, which answers with
+    /// `kind`.
+    SipUas {
+        call: u32,
+        kind: sip::SipKind,
+    },
+    /// A message the B2BUA relayed reaches the UAC.
+    SipUac {
+        call: u32,
+        kind: sip::SipKind,
+    },
+    /// The UAC ends a call.
+    SipHangUp {
+        call: u32,
+    },
 }
 
 /// How many kinds of event are cancellable (see [`Keyed for Event`]).
-const CANCELLABLE_KINDS: usize = 6;
+const CANCELLABLE_KINDS: usize = 7;
 
 /// The cancellable events: one pending at most per (kind, core, vCPU or
 /// queue pair); rescheduling one replaces it.
@@ -167,6 +232,7 @@ impl Keyed for Event {
             Event::PhysicalTimer { core } => (3, core),
             Event::HostTimer { vcpu } => (4, vcpu),
             Event::SliceEnd { core } => (5, core),
+            Event::TcpSend { queues } => (6, queues),
             _ => return None,
         };
         Some(id as usize * CANCELLABLE_KINDS + kind)
@@ -192,6 +258,8 @@ pub(crate) struct Machine {
     queues: Vec<QueuePair>,
     iommu: InterruptRemappingTable,
     pub(crate) counters: Counters,
+    /// The VoIP run's calls (empty for other workloads).
+    sip: sip::Sip,
     pub(crate) checker: Checker,
     pub(crate) trace: Option<Trace>,
 }
@@ -272,6 +340,12 @@ impl Machine {
             Effect::SendIpi(vcpu) => self.guest_send_ipi(vcpu, fx),
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
+            Effect::PacketTaken { vcpu, queue } => self.packet_taken(vcpu, queue, fx),
+            Effect::NapiComplete { queues, queue } => self.napi_complete(queues, queue, fx),
+            Effect::Poke(vcpu) => {
+                self.suspend(vcpu, fx);
+                self.run_guest(vcpu, fx);
+            }
             Effect::DeliverPhysical { core, vector } => self.deliver_physical(core, vector, fx),
             Effect::PhysicalPending(core) => self.physical_pending(core, fx),
             Effect::HostInterrupt { core, message } => self.host_interrupt(core, message, fx),
@@ -314,6 +388,23 @@ impl Machine {
                     vector: GUEST_IPI_VECTOR,
                 });
             }
+            Event::TcpSend { queues } => self.tcp_send(queues as usize, fx),
+            Event::SegmentArrival { queues } | Event::AckArrival { queues } => {
+                self.rx_packet(queues as usize, RxQueueKind::Vf, fx)
+            }
+            Event::TcpAck { queues } => self.tcp_ack_arrives(queues as usize, fx),
+            Event::ClientSend { vm } => self.client_offers(vm as usize, fx),
+            Event::RequestArrival { vm } => self.request_arrives(vm as usize, fx),
+            Event::ResponseArrival { vm } => self.response_arrives(vm as usize, fx),
+            Event::PmdBurst { queues } => self.pmd_burst(queues as usize, fx),
+            Event::SipCall { call } => self.place_call(call, fx),
+            Event::SipTimerA { call, interval } => self.sip_timer_a(call, interval, fx),
+            Event::SipArrival { call, kind } => {
+                self.sip_arrival(sip::SipMessage { call, kind }, fx)
+            }
+            Event::SipUas { call, kind } => self.sip_peer_sends(call, kind, fx),
+            Event::SipUac { call, kind } => self.sip_uac(call, kind, fx),
+            Event::SipHangUp { call } => self.sip_peer_sends(call, sip::SipKind::Bye, fx),
             Event::RemoteRequest { vm } => {
                 let vm = vm as usize;
                 // The remote answers each response at once: the time since
@@ -322,11 +413,9 @@ impl Machine {
                     self.counters.latencies.push((self.now - sent) / 2);
                     self.counters.requests_done += 1;
                 }
-                let queues = self.first_queues(vm);
-                match self.spec.group.transport {
-                    Transport::Pv => self.backend_start(queues, BackendJob::RxPacket, fx),
-                    _ => self.rx_packet(queues, RxQueueKind::Vf, fx),
-                }
+                // ... and the request reaches the VM one way later.
+                let at = self.now + self.one_way_ns(self.message_bytes());
+                fx.schedule(at, Event::RequestArrival { vm: vm as u32 });
             }
         }
     }
@@ -430,11 +519,27 @@ impl Machine {
         self.apply(&mut fx);
         self.fx = fx;
         self.counters.spin_ns = self.vcpus.iter().map(|v| v.spin_ns).sum();
+        self.counters.acked_bytes = self.queues.iter().map(|q| q.tcp.acked_bytes).sum();
         self.count_lost();
     }
 
     pub(crate) fn iommu_blocked(&self) -> u64 {
         self.iommu.blocked()
+    }
+
+    /// VoIP's figures, for a `sip` run.
+    pub(crate) fn voip_results(&self) -> Option<crate::metrics::StudyResults> {
+        (self.spec.workload == WorkloadKind::Sip).then(|| crate::metrics::StudyResults {
+            setup_ms_buckets: Some(self.sip.buckets()),
+            call_rate: Some(self.sip.call_rate()),
+            invite_retransmissions: Some(self.sip.retransmissions()),
+            ..Default::default()
+        })
+    }
+
+    /// SIP messages lost to a full ring.
+    pub(crate) fn lost_sip_messages(&self) -> u64 {
+        self.sip.lost()
     }
 
     pub(crate) fn dropped_packets(&self) -> u64 {

@@ -1,6 +1,7 @@
 //! Cost profiles: the measured (or assumed) costs the simulator takes as
-//! input. The `did-2015` profile ships embedded; `dirq calibrate` writes
-//! files of the same shape for `dirq sim --profile`.
+//! input. The `did-2015` and `eli-2012` profiles ship embedded (a scenario
+//! names its `profile`); `dirq calibrate` writes files of the same shape
+//! for `dirq sim --profile`.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -21,6 +22,11 @@ pub enum ProfileError {
     CostTooLarge { field: String, value: u64 },
     #[error("cost profile cannot be checked")]
     Unreadable(#[from] serde_json::Error),
+    #[error("cannot read cost profile {path}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// Exit-to-re-entry service time per exit reason, ns.
@@ -92,8 +98,6 @@ pub struct GuestNs {
     pub irq_entry: u64,
     /// NAPI receive work per 128-byte packet.
     pub rx_packet: u64,
-    /// NAPI receive work per 1500-byte packet.
-    pub rx_mtu_packet: u64,
     /// User work per netperf transaction or fio request.
     pub request_work: u64,
     /// Network one way: NIC, switch and the remote host.
@@ -166,6 +170,36 @@ pub struct NumaNs {
     pub cross_node: u64,
 }
 
+/// The network: the link, TCP's and NAPI's settings, and the guest's
+/// network-stack work (ns of guest CPU time unless named otherwise).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkCosts {
+    /// Line rate of the NIC's link, Mbit/s.
+    pub link_mbps: u64,
+    pub mtu_bytes: u64,
+    /// Bytes a frame carries besides its TCP payload: Ethernet framing,
+    /// preamble and gap, IP and TCP headers.
+    pub frame_overhead_bytes: u64,
+    /// The largest TSO send / GRO merge / virtio GSO buffer, bytes.
+    pub gso_bytes: u64,
+    /// The receiver's TCP window, bytes.
+    pub tcp_window_bytes: u64,
+    /// NAPI's weight: packets one poll may take (`napi_weight` overrides).
+    pub napi_weight: u32,
+    /// Driver work per received frame (descriptor, buffer, GRO merge).
+    pub rx_frame: u64,
+    /// IP and TCP receive work per GRO batch (one merged packet).
+    pub rx_stack: u64,
+    /// Stack and driver work per transmitted packet (an ACK, a response).
+    pub tx_packet: u64,
+    /// Copying one KiB between kernel and user buffers (or by vhost).
+    pub copy_per_kib: u64,
+    /// One-way delay over the host's bridge between a host process and
+    /// the backend (PV), besides the backend's own work.
+    pub bridge_one_way: u64,
+}
+
 /// Every cost the simulator uses. See `profiles/did-2015.toml` for the
 /// meaning and provenance of each field.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -192,6 +226,27 @@ pub struct CostProfile {
     /// Absent: IPIs arrive at once.
     #[serde(default)]
     pub numa_ns: NumaNs,
+    pub network: NetworkCosts,
+    pub workloads: WorkloadCosts,
+}
+
+/// Per-request CPU work of the application workloads (ns of CPU time on
+/// the profile's testbed), each fitted to or taken from a bare-metal row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadCosts {
+    /// A memcached request: parse, look up, answer.
+    pub memcached_request: u64,
+    /// An HTTP request for a static page (apache).
+    pub http_request: u64,
+    /// The B2BUA's work per SIP message it relays.
+    pub sip_message: u64,
+    /// netperf's work per `message_bytes` write (the send system call).
+    pub stream_message: u64,
+    /// Forwarding one packet in a poll-mode driver (DPDK l2fwd).
+    pub l2fwd_packet: u64,
+    /// The testbed's CPU clock, MHz (cycles to ns).
+    pub cpu_mhz: u64,
 }
 
 /// The largest cost a profile may give (1 s): a bound that keeps every sum
@@ -204,6 +259,8 @@ pub const MAX_HOST_TICK_HZ: u64 = 10_000;
 
 /// The `did-2015` profile text, embedded so the binary needs no data files.
 pub const DID_2015_TOML: &str = include_str!("../../../profiles/did-2015.toml");
+/// The `eli-2012` profile text.
+pub const ELI_2012_TOML: &str = include_str!("../../../profiles/eli-2012.toml");
 
 /// The `ipi-2019` profile text.
 pub const IPI_2019_TOML: &str = include_str!("../../../profiles/ipi-2019.toml");
@@ -215,16 +272,23 @@ pub enum BuiltinProfile {
     #[default]
     #[serde(rename = "did-2015")]
     Did2015,
+    #[serde(rename = "eli-2012")]
+    Eli2012,
     #[serde(rename = "ipi-2019")]
     Ipi2019,
 }
 
 impl BuiltinProfile {
-    pub const ALL: [BuiltinProfile; 2] = [BuiltinProfile::Did2015, BuiltinProfile::Ipi2019];
+    pub const ALL: [BuiltinProfile; 3] = [
+        BuiltinProfile::Did2015,
+        BuiltinProfile::Eli2012,
+        BuiltinProfile::Ipi2019,
+    ];
 
     pub fn text(self) -> &'static str {
         match self {
             BuiltinProfile::Did2015 => DID_2015_TOML,
+            BuiltinProfile::Eli2012 => ELI_2012_TOML,
             BuiltinProfile::Ipi2019 => IPI_2019_TOML,
         }
     }
@@ -298,6 +362,8 @@ impl CostProfile {
             "guest_housekeeping",
             "design_work_ns",
             "numa_ns",
+            "network",
+            "workloads",
         ] {
             let fields = costs[section].as_object().into_iter().flatten();
             for (field, value) in fields {
@@ -308,6 +374,19 @@ impl CostProfile {
                     });
                 }
             }
+        }
+        let network = &self.network;
+        if network.link_mbps == 0
+            || network.napi_weight == 0
+            || network.mtu_bytes <= network.frame_overhead_bytes
+            || network.gso_bytes < network.mtu_bytes
+            || network.tcp_window_bytes < network.gso_bytes
+            || self.workloads.cpu_mhz == 0
+        {
+            return Err(ProfileError::Invalid {
+                field: "network / workloads",
+                rule: "a positive link rate, NAPI weight and clock; MTU > frame overhead; gso_bytes >= MTU; window >= gso_bytes",
+            });
         }
         if self.host_ns.sched_quantum == 0 || self.host_ns.preemption_retry == 0 {
             return Err(ProfileError::Invalid {

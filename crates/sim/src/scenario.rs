@@ -1,8 +1,9 @@
 //! Scenarios: which workloads to run under which policies on which host.
 //! Built-in scenarios are the TOML files in `scenarios/`, embedded.
 //!
-//! A scenario is a name, a description, `duration_ms`, the NIC's coalescing
-//! and a list of `[[runs]]` groups. A group runs one workload under each of
+//! A scenario is a name, a description, `duration_ms`, the NIC's coalescing,
+//! optionally the cost `profile` it runs on (a built-in profile's name or a
+//! file's path; did-2015 by default) and a list of `[[runs]]` groups. A group runs one workload under each of
 //! its `policies`, at each of its `rates_pps`, on its `host`; the other keys
 //! are the [`RunGroup`] fields.
 //!
@@ -34,11 +35,13 @@ pub use crate::vioapic::VioapicLevel;
 
 mod budget;
 mod builtin;
+mod network;
 mod sweep;
 mod topology;
 
 pub use budget::{OverBudget, EVENT_BUDGET};
 pub use builtin::{builtin, builtin_names};
+pub use network::{MAX_CLIENTS, MAX_ITR_US, MAX_MESSAGE_BYTES, MAX_NAPI_WEIGHT, MAX_QOS_MS};
 pub use sweep::Sweep;
 pub use topology::IpiTarget;
 
@@ -102,6 +105,18 @@ pub enum InvalidScenario {
     Level,
     #[error("vioapic runs on the Loongson testbed: a scenario holding it holds no other workload")]
     MixedTestbeds,
+    #[error("message_bytes must be 1..={MAX_MESSAGE_BYTES}")]
+    MessageBytes,
+    #[error("napi_weight must be 1..={MAX_NAPI_WEIGHT}")]
+    NapiWeight,
+    #[error("itr_us must be 0..={MAX_ITR_US}")]
+    ItrUs,
+    #[error("{0:?} needs clients = 1..={MAX_CLIENTS}")]
+    Clients(WorkloadKind),
+    #[error("qos_p95_ms must be 1..={MAX_QOS_MS}")]
+    QosTarget,
+    #[error("sip runs one B2BUA: host.vms must be 1")]
+    SipNeedsOneVm,
 }
 
 /// The workloads the simulator knows.
@@ -131,6 +146,18 @@ pub enum WorkloadKind {
     /// The Loongson VIOAPIC study: back-to-back level-triggered device
     /// interrupts on one core, the controller at `level`.
     Vioapic,
+    /// netperf TCP stream: the guest sends `message_bytes` writes over TCP.
+    Netperf,
+    /// netperf UDP request/response (netperf-rr by the ELI study's name).
+    UdpRr,
+    /// memcached: a closed-loop server for `clients` connections.
+    Memcached,
+    /// apache: a closed-loop web server for `clients` connections.
+    Apache,
+    /// DPDK l2fwd: the poll-mode driver forwards 128-byte packets.
+    L2fwd,
+    /// A SIP back-to-back user agent relaying 100 calls/s of 10 s.
+    Sip,
 }
 
 impl WorkloadKind {
@@ -146,7 +173,18 @@ impl WorkloadKind {
             WorkloadKind::Idle => "idle",
             WorkloadKind::IpiCall => "ipi-call",
             WorkloadKind::Vioapic => "vioapic",
+            WorkloadKind::Netperf => "netperf",
+            WorkloadKind::UdpRr => "udp-rr",
+            WorkloadKind::Memcached => "memcached",
+            WorkloadKind::Apache => "apache",
+            WorkloadKind::L2fwd => "l2fwd",
+            WorkloadKind::Sip => "sip",
         }
+    }
+
+    /// A server answering requests from clients over the network.
+    pub fn is_server(self) -> bool {
+        matches!(self, WorkloadKind::Memcached | WorkloadKind::Apache)
     }
 }
 
@@ -286,6 +324,26 @@ pub struct RunGroup {
     /// Where the vioapic workload's controller is emulated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<VioapicLevel>,
+    /// Payload bytes per message (netperf-rr, udp-rr, netperf's writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_bytes: Option<u64>,
+    /// The guest's NAPI weight, instead of the profile's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub napi_weight: Option<u32>,
+    /// A fixed NIC interrupt throttling interval (0: none) instead of the
+    /// adaptive one; the UDP receive workloads keep their fitted coalescing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itr_us: Option<u64>,
+    /// Computation per byte of I/O added to netperf's writes, CPU cycles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_cycles_per_byte: Option<u64>,
+    /// Concurrent client connections of a server workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<u32>,
+    /// Report the peak request rate at which 95 % of requests finish
+    /// within this many ms, found by bisection over the offered load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos_p95_ms: Option<u64>,
     /// One more parameter over a list: the group stands for one group per
     /// value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -330,6 +388,9 @@ pub struct RunSpec {
     pub group: RunGroup,
     pub nic: NicCoalescing,
     pub duration_ns: u64,
+    /// A server's offered load, requests/s (None: every client sends its
+    /// next request as soon as the previous one is answered).
+    pub offered_per_s: Option<u64>,
 }
 
 impl RunSpec {
@@ -345,13 +406,18 @@ impl RunSpec {
         if let Some(rate) = self.rate_pps {
             params.insert("rate_pps".into(), rate.into());
         }
-        let uses_network = matches!(
+        let uses_network = !matches!(
             self.workload,
-            WorkloadKind::UdpRx | WorkloadKind::NetperfRr | WorkloadKind::Iperf
+            WorkloadKind::Cyclictest
+                | WorkloadKind::Whileloop
+                | WorkloadKind::Fio
+                | WorkloadKind::Ipi
+                | WorkloadKind::Idle
         );
         if uses_network {
             params.insert("transport".into(), enum_name(&self.group.transport));
         }
+        self.group.network_params(&mut params);
         if self.workload == WorkloadKind::Ipi {
             params.insert("ipi_mode".into(), enum_name(&self.group.ipi_mode));
             params.insert("ipi_rate_per_s".into(), self.group.ipi_rate_per_s.into());
@@ -436,6 +502,12 @@ impl RunGroup {
             numa_nodes: one_node(),
             target: IpiTarget::default(),
             level: None,
+            message_bytes: None,
+            napi_weight: None,
+            itr_us: None,
+            compute_cycles_per_byte: None,
+            clients: None,
+            qos_p95_ms: None,
             sweep: None,
         }
     }
@@ -503,6 +575,7 @@ impl RunGroup {
         if self.level.is_some() != (self.workload == WorkloadKind::Vioapic) {
             return Err(InvalidScenario::Level);
         }
+        self.validate_network()?;
         Ok(())
     }
 }
@@ -571,6 +644,7 @@ impl Scenario {
                         group: group.clone(),
                         nic: self.nic,
                         duration_ns: self.duration_ms * 1_000_000,
+                        offered_per_s: None,
                     });
                 }
             }

@@ -12,7 +12,7 @@ fn without_wall_time(mut result: ScenarioResult) -> ScenarioResult {
 
 #[test]
 fn threads_do_not_change_results() {
-    let mut scenario = scenario::builtin("eli").expect("built-in");
+    let mut scenario = scenario::builtin("eli-2012").expect("built-in");
     scenario.duration_ms = 20;
     let options = RunOptions {
         seed: 3,

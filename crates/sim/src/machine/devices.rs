@@ -1,6 +1,9 @@
 //! Devices: the SR-IOV VF with interrupt coalescing, the virtio backend,
 //! the block device and the guest's IPI sender.
 
+use super::itr::Throttle;
+use super::napi::Napi;
+use super::tcp::TcpFlow;
 use super::*;
 use crate::scenario::NicCoalescing;
 
@@ -20,9 +23,13 @@ pub(super) enum BackendJob {
     RxPacket,
     TxPacket,
     BlockRead,
+    /// A server's response leaves through vhost.
+    TxResponse,
+    /// A TCP ACK leaves through vhost.
+    TxAck,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct RxQueue {
     pub(super) ring: u32,
     pub(super) since_interrupt: u32,
@@ -30,6 +37,7 @@ pub(super) struct RxQueue {
     pub(super) masked: bool,
     pub(super) signalled: bool,
     pub(super) dropped: u64,
+    pub(super) napi: Napi,
 }
 
 /// A vCPU's receive queues: an SR-IOV VF queue with its own MSI-X vector
@@ -40,6 +48,14 @@ pub(super) struct QueuePair {
     pub(super) virtio: RxQueue,
     /// The VF MSI-X vector's host vector on the owner's home core.
     pub(super) vf_host_vector: u8,
+    /// The VF's interrupt throttling (all but the UDP receive workloads).
+    pub(super) throttle: Throttle,
+    /// The TCP flow over this queue pair (iperf, netperf).
+    pub(super) tcp: TcpFlow,
+    /// Requests received and not yet taken by the server application.
+    pub(super) socket: u32,
+    /// Packets the poll-mode driver took and is forwarding.
+    pub(super) forwarding: u32,
 }
 
 impl QueuePair {
@@ -114,7 +130,6 @@ impl RxQueue {
 impl Machine {
     pub(super) fn packet_rate(&self) -> f64 {
         match (self.spec.workload, self.spec.rate_pps) {
-            (WorkloadKind::Iperf, _) => LINE_RATE_MTU_PPS as f64,
             (_, Some(rate)) => rate as f64,
             (_, None) => 0.0,
         }
@@ -157,18 +172,26 @@ impl Machine {
             return;
         }
         match kind {
-            RxQueueKind::Vf => self.maybe_fire_vf(queues, false, fx),
-            RxQueueKind::Virtio => {
-                let rx = &mut self.queues[queues].virtio;
-                if !rx.masked && !rx.signalled {
-                    rx.signalled = true;
-                    self.raise(self.vm_of_queues(queues), GUEST_VIRTIO_VECTOR);
-                    fx.push(Effect::SignalVirtual {
-                        vcpu: self.queues[queues].owner,
-                        vector: GUEST_VIRTIO_VECTOR,
-                    });
-                }
+            RxQueueKind::Vf => {
+                let bytes = self.frame_bytes();
+                self.queues[queues].throttle.received(bytes);
+                self.maybe_fire_vf(queues, false, fx);
             }
+            RxQueueKind::Virtio => self.signal_virtio(queues, fx),
+        }
+    }
+
+    /// vhost signals the guest for a virtio queue it has not yet signalled
+    /// and the driver has unmasked.
+    pub(super) fn signal_virtio(&mut self, queues: usize, fx: &mut Effects) {
+        let rx = &mut self.queues[queues].virtio;
+        if !rx.masked && !rx.signalled {
+            rx.signalled = true;
+            self.raise(self.vm_of_queues(queues), GUEST_VIRTIO_VECTOR);
+            fx.push(Effect::SignalVirtual {
+                vcpu: self.queues[queues].owner,
+                vector: GUEST_VIRTIO_VECTOR,
+            });
         }
     }
 
@@ -178,17 +201,39 @@ impl Machine {
             queues: queues as u32,
         };
         let armed = fx.is_pending(timeout);
-        match self.queues[queues]
-            .vf
-            .coalesce(self.now, self.spec.nic, timed_out, armed)
-        {
+        let now = self.now;
+        let decision = if self.fitted_coalescing() {
+            self.queues[queues]
+                .vf
+                .coalesce(now, self.spec.nic, timed_out, armed)
+        } else {
+            let pair = &mut self.queues[queues];
+            let rx = &pair.vf;
+            if rx.masked || rx.ring == 0 || rx.since_interrupt == 0 {
+                Coalescing::Wait
+            } else {
+                pair.throttle.decide(now, armed)
+            }
+        };
+        match decision {
             Coalescing::Wait => {}
             Coalescing::ArmTimeout(at) => fx.schedule(at, timeout),
-            Coalescing::Fire => {
-                fx.cancel(timeout);
-                self.fire_vf_msi(queues, fx);
-            }
+            Coalescing::Fire => self.fire_vf_now(queues, fx),
         }
+    }
+
+    /// The VF interrupts now: the waiting packets are signalled, the
+    /// throttle restarts, a pending timeout is dropped.
+    pub(super) fn fire_vf_now(&mut self, queues: usize, fx: &mut Effects) {
+        let now = self.now;
+        let pair = &mut self.queues[queues];
+        pair.vf.since_interrupt = 0;
+        pair.vf.first_unsignalled = None;
+        pair.throttle.fired(now);
+        fx.cancel(Event::CoalesceTimeout {
+            queues: queues as u32,
+        });
+        self.fire_vf_msi(queues, fx);
     }
 
     /// The VF writes its MSI-X message; the IOMMU remaps it.
@@ -238,6 +283,7 @@ impl Machine {
         if job == BackendJob::BlockRead {
             service += self.profile.host_ns.block_device_service;
         }
+        service += self.backend_copy_ns(job);
         let vm = self.vm_of_queues(queues);
         let start = self.now.max(self.vms[vm].backend_busy_until);
         let done = start + service;
@@ -255,11 +301,18 @@ impl Machine {
         match job {
             BackendJob::RxPacket => self.rx_packet(queues, RxQueueKind::Virtio, fx),
             BackendJob::TxPacket => fx.schedule(
-                self.now + self.profile.guest_ns.wire_one_way,
+                self.now + self.one_way_ns(self.frame_bytes()),
                 Event::RemoteRequest {
                     vm: self.vm_of_queues(queues) as u32,
                 },
             ),
+            BackendJob::TxResponse => fx.schedule(
+                self.now + self.one_way_ns(self.frame_bytes()),
+                Event::ResponseArrival {
+                    vm: self.vm_of_queues(queues) as u32,
+                },
+            ),
+            BackendJob::TxAck => self.tcp_ack_arrives(queues, fx),
             BackendJob::BlockRead => {
                 self.raise(self.vm_of_queues(queues), GUEST_VIRTIO_VECTOR);
                 fx.push(Effect::SignalVirtual {
@@ -300,7 +353,7 @@ impl Machine {
             RxQueueKind::Vf => {
                 // The VF's doorbell is a passed-through MMIO write.
                 fx.schedule(
-                    self.now + self.profile.guest_ns.wire_one_way,
+                    self.now + self.one_way_ns(self.message_bytes()),
                     Event::RemoteRequest { vm: vm as u32 },
                 );
             }
@@ -494,6 +547,7 @@ mod tests {
             group,
             nic: NicCoalescing::FITTED,
             duration_ns: 10_000_000,
+            offered_per_s: None,
         });
         assert_eq!(m.queues.len(), 2);
         for vcpu in 0..2 {

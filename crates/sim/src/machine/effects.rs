@@ -40,6 +40,19 @@ pub(super) enum Effect {
         vcpu: usize,
         queue: RxQueueKind,
     },
+    /// NAPI took a packet from the ring: the workload's part.
+    PacketTaken {
+        vcpu: usize,
+        queue: RxQueueKind,
+    },
+    /// NAPI's poll is over: unmask, signal what it left behind.
+    NapiComplete {
+        queues: usize,
+        queue: RxQueueKind,
+    },
+    /// Stop the vCPU's background spin and run its guest again (a
+    /// poll-mode driver sees new packets).
+    Poke(usize),
     /// A fixed interrupt reaches a core's LAPIC.
     DeliverPhysical {
         core: usize,

@@ -17,6 +17,7 @@ pub(super) fn machine(policy: PolicyKind, workload: WorkloadKind, host: HostShap
         group,
         nic: NicCoalescing::FITTED,
         duration_ns: 10_000_000,
+        offered_per_s: None,
     })
 }
 

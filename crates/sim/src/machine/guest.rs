@@ -1,5 +1,6 @@
 //! The guest model: handler programs and the interpreter that runs them.
 
+use super::apps::App;
 use super::*;
 
 /// Guest work whose length comes from the profile.
@@ -26,6 +27,8 @@ pub(super) enum Step {
     Work(Work),
     /// Background loop that never ends (idle=poll, whileloop).
     Spin,
+    /// An application's work, or a spin while it has none.
+    App(App),
     MaskRx,
     UnmaskRx,
     Eoi,
@@ -106,6 +109,9 @@ const PLAIN_HANDLER: &[Step] = &[Step::Work(Work::IrqEntry), Step::Eoi, Step::Ir
 pub(super) const SPIN: &[Step] = &[Step::Spin];
 pub(super) const HALT_LOOP: &[Step] = &[Step::Halt];
 pub(super) const IPI_SENDER: &[Step] = &[Step::Work(Work::IpiGap), Step::SendIpi];
+pub(super) const SERVER: &[Step] = &[Step::App(App::Serve)];
+pub(super) const STREAM_WRITER: &[Step] = &[Step::App(App::StreamWrite)];
+pub(super) const POLL_MODE_DRIVER: &[Step] = &[Step::App(App::PollMode)];
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Frame {
@@ -210,14 +216,6 @@ impl Machine {
         self.guest_times.draw(mean, &mut self.rng)
     }
 
-    pub(super) fn packet_work_ns(&self) -> u64 {
-        match self.spec.workload {
-            WorkloadKind::Iperf => self.profile.guest_ns.rx_mtu_packet,
-            WorkloadKind::NetperfRr => self.profile.guest_ns.request_work,
-            _ => self.profile.guest_ns.rx_packet,
-        }
-    }
-
     /// Runs guest steps until one takes time, the guest exits or halts. A
     /// step that involves another mechanism ends the pass: its effect, then
     /// a new pass, which stops at once if the guest no longer runs.
@@ -242,11 +240,12 @@ impl Machine {
                 Step::PollRx => {
                     let kind = self.rx_queue_of(frame.vector);
                     let queues = self.vcpus[vcpu].queues;
-                    if self.queues[queues].rx(kind).ring == 0 {
+                    let rx = self.queues[queues].rx(kind);
+                    if !rx.napi.may_take(rx.ring) {
                         self.advance(vcpu);
                         continue;
                     }
-                    let remaining = frame.remaining.unwrap_or_else(|| self.packet_work_ns());
+                    let remaining = frame.remaining.unwrap_or_else(|| self.rx_work_ns(vcpu));
                     self.start_timed(vcpu, remaining, fx);
                     return;
                 }
@@ -255,19 +254,40 @@ impl Machine {
                     self.vcpus[vcpu].step_running = true;
                     return;
                 }
+                Step::App(app) => {
+                    match frame.remaining.or_else(|| self.app_work(vcpu, app)) {
+                        Some(remaining) => self.start_timed(vcpu, remaining, fx),
+                        None => {
+                            self.vcpus[vcpu].spin_since = Some(self.now);
+                            self.vcpus[vcpu].step_running = true;
+                        }
+                    }
+                    return;
+                }
                 Step::MaskRx => {
                     let kind = self.rx_queue_of(frame.vector);
                     let queues = self.vcpus[vcpu].queues;
-                    self.queues[queues].rx(kind).masked = true;
+                    let rx = self.queues[queues].rx(kind);
+                    rx.masked = true;
+                    rx.napi.start_poll();
                     self.advance(vcpu);
                     continue;
                 }
                 Step::UnmaskRx => {
                     let kind = self.rx_queue_of(frame.vector);
                     let queues = self.vcpus[vcpu].queues;
-                    self.queues[queues].rx(kind).unmask();
                     self.advance(vcpu);
-                    continue;
+                    if self.queues[queues].rx(kind).ring == 0 {
+                        self.queues[queues].rx(kind).unmask();
+                        continue;
+                    }
+                    // The poll used its weight: the rest needs signalling.
+                    fx.push(Effect::NapiComplete {
+                        queues,
+                        queue: kind,
+                    });
+                    fx.push(Effect::RunGuest(vcpu));
+                    return;
                 }
                 Step::Eoi => {
                     // The EOI ends in a delivery attempt, which runs the
@@ -412,15 +432,21 @@ impl Machine {
             let queues = self.vcpus[vcpu].queues;
             let rx = self.queues[queues].rx(queue);
             rx.ring = rx.ring.saturating_sub(1);
+            rx.napi.took();
             self.counters.packets_processed += 1;
             if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
                 top.remaining = None;
             }
-            if self.spec.workload == WorkloadKind::NetperfRr {
-                fx.push(Effect::NetperfRespond { vcpu, queue });
+            if self.acts_on_packets() {
+                fx.push(Effect::PacketTaken { vcpu, queue });
                 fx.push(Effect::RunGuest(vcpu));
                 return;
             }
+        } else if let Step::App(app) = frame.program[frame.pc] {
+            self.advance(vcpu);
+            self.app_done(vcpu, app, fx);
+            fx.push(Effect::RunGuest(vcpu));
+            return;
         } else {
             self.advance(vcpu);
         }

@@ -158,6 +158,7 @@ mod tests {
             group,
             nic: NicCoalescing::FITTED,
             duration_ns: 2_000_000,
+            offered_per_s: None,
         })
     }
 

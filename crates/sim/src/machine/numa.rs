@@ -42,6 +42,7 @@ mod tests {
             group,
             nic: NicCoalescing::FITTED,
             duration_ns: 1_000_000,
+            offered_per_s: None,
         });
         m.profile.numa_ns = BuiltinProfile::Ipi2019.profile().numa_ns;
         // Cores 1-3 are node 0, cores 4-7 node 1.

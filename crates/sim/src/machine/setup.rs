@@ -1,6 +1,10 @@
 //! Building a machine from a run's spec: cores, vCPUs pinned round-robin,
 //! VMs, and the first events of each workload.
 
+use super::apps::ClientPool;
+use super::itr::{ItrMode, Throttle};
+use super::napi::Napi;
+use super::netstack::tcp_flow;
 use super::*;
 
 fn enabled_lapic(apic_id: u32) -> Result<Lapic, SimError> {
@@ -64,9 +68,22 @@ impl Machine {
         let mut queues = Vec::new();
         let owners_per_vm = spec.group.queue_owners.per_vm(host.vcpus_per_vm) as usize;
         let background = match (spec.workload, spec.group.idle) {
+            (WorkloadKind::Memcached | WorkloadKind::Apache | WorkloadKind::Sip, _) => SERVER,
+            (WorkloadKind::Netperf, _) => STREAM_WRITER,
+            (WorkloadKind::L2fwd, _) => POLL_MODE_DRIVER,
             (_, IdleMode::Poll) => SPIN,
             (WorkloadKind::Whileloop, _) => SPIN,
             _ => HALT_LOOP,
+        };
+        let napi_weight = spec
+            .group
+            .napi_weight
+            .unwrap_or(profile.network.napi_weight);
+        let itr = match spec.group.itr_us {
+            Some(us) => ItrMode::Fixed {
+                interval_ns: us * 1_000,
+            },
+            None => ItrMode::Adaptive,
         };
         for vm in 0..host.vms as usize {
             let mut ids = Vec::new();
@@ -121,16 +138,25 @@ impl Machine {
                 let vf_host_vector = HOST_VF_VECTOR_BASE + vf_core.vf_vectors.len() as u8;
                 vf_core.vf_vectors.push(queues.len());
                 vcpus[owner].queues = queues.len();
+                let rx = RxQueue {
+                    napi: Napi::with_weight(napi_weight),
+                    ..RxQueue::default()
+                };
                 queues.push(QueuePair {
                     owner,
-                    vf: RxQueue::default(),
-                    virtio: RxQueue::default(),
+                    vf: rx.clone(),
+                    virtio: rx,
                     vf_host_vector,
+                    throttle: Throttle::new(itr),
+                    tcp: tcp_flow(&profile.network, spec.group.transport),
+                    socket: 0,
+                    forwarding: 0,
                 });
             }
             vms.push(Vm {
                 vcpus: ids,
                 call: Call::default(),
+                clients: ClientPool::default(),
                 request_sent_at: None,
                 backend_busy_until: 0,
             });
@@ -151,6 +177,7 @@ impl Machine {
             iommu: InterruptRemappingTable::new(queues.len() as u32),
             queues,
             counters: Counters::default(),
+            sip: Default::default(),
             checker: Checker::new(host.vms as usize),
             trace: trace.then(Trace::default),
         };
@@ -204,7 +231,7 @@ impl Machine {
         let group = self.spec.group.clone();
         let rx = matches!(
             self.spec.workload,
-            WorkloadKind::UdpRx | WorkloadKind::Whileloop | WorkloadKind::Iperf
+            WorkloadKind::UdpRx | WorkloadKind::Whileloop
         );
         if rx {
             let transport = if self.spec.workload == WorkloadKind::Whileloop {
@@ -223,8 +250,31 @@ impl Machine {
             }
         }
         match self.spec.workload {
-            WorkloadKind::NetperfRr => fx.schedule(0, Event::RemoteRequest { vm: vm as u32 }),
+            WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
+                fx.schedule(0, Event::RemoteRequest { vm: vm as u32 })
+            }
             WorkloadKind::Fio => self.submit_block(vm, fx),
+            WorkloadKind::Memcached | WorkloadKind::Apache => self.start_clients(vm, fx),
+            WorkloadKind::Sip => self.start_calls(fx),
+            WorkloadKind::Iperf => {
+                for &owner in &owners {
+                    let queues = self.vcpus[owner].queues as u32;
+                    fx.schedule(0, Event::TcpSend { queues });
+                }
+            }
+            WorkloadKind::L2fwd => {
+                for &owner in &owners {
+                    let queues = self.vcpus[owner].queues;
+                    // The poll-mode driver never enables the interrupt.
+                    self.queues[queues].vf.masked = true;
+                    fx.schedule(
+                        0,
+                        Event::PmdBurst {
+                            queues: queues as u32,
+                        },
+                    );
+                }
+            }
             _ => {}
         }
         if group.with_timer || self.spec.workload == WorkloadKind::Cyclictest {

@@ -99,6 +99,7 @@ pub(super) struct Vm {
     pub(super) vcpus: Vec<usize>,
     /// The ipi-call workload's call in flight.
     pub(super) call: Call,
+    pub(super) clients: super::apps::ClientPool,
     pub(super) request_sent_at: Option<u64>,
     pub(super) backend_busy_until: u64,
 }
@@ -116,4 +117,6 @@ pub(crate) struct Counters {
     pub events: u64,
     /// Guest timer expiries that found their core in host mode.
     pub timer_irqs_in_host_mode: u64,
+    /// TCP payload bytes the receiver acknowledged (iperf, netperf).
+    pub acked_bytes: u64,
 }

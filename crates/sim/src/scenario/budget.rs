@@ -19,6 +19,15 @@ const TIMER_HZ: f64 = 1_000.0;
 /// request (netperf-rr, fio), can reach.
 const IPERF_PPS: f64 = 1e6;
 const REQUESTS_PER_S: f64 = 1e5;
+/// A server's requests, with the interrupts and the TCP work around each.
+const SERVER_REQUESTS_PER_S: f64 = 3e5;
+/// Runs a server's QoS search takes at most (`crate::qos`).
+const QOS_RUNS: f64 = 10.0;
+/// The B2BUA's messages: five per call at 100 calls/s, and the INVITE's
+/// 100 Trying and answer on the way.
+const SIP_MESSAGES_PER_S: f64 = 1e3;
+/// Bursts of 32 128-byte frames at 10 GbE line rate.
+const L2FWD_BURSTS_PER_S: f64 = 2.7e5;
 
 /// A scenario that would take longer than the budget.
 #[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
@@ -65,8 +74,16 @@ impl RunSpec {
         };
         let traffic = match self.workload {
             WorkloadKind::UdpRx | WorkloadKind::Whileloop => rate * transports * owners,
-            WorkloadKind::Iperf => IPERF_PPS * owners,
-            WorkloadKind::NetperfRr | WorkloadKind::Fio => REQUESTS_PER_S * owners,
+            WorkloadKind::Iperf | WorkloadKind::Netperf => IPERF_PPS * owners,
+            WorkloadKind::NetperfRr | WorkloadKind::UdpRr | WorkloadKind::Fio => {
+                REQUESTS_PER_S * owners
+            }
+            // A server's QoS search runs it up to QOS_RUNS times.
+            WorkloadKind::Memcached | WorkloadKind::Apache => {
+                SERVER_REQUESTS_PER_S * owners * QOS_RUNS
+            }
+            WorkloadKind::L2fwd => L2FWD_BURSTS_PER_S * owners,
+            WorkloadKind::Sip => SIP_MESSAGES_PER_S,
             WorkloadKind::Ipi => group.ipi_rate_per_s as f64 * (vcpus - 1.0),
             WorkloadKind::Cyclictest | WorkloadKind::Idle => 0.0,
             // One call at a time, a few microseconds each, to each target.

@@ -2,7 +2,7 @@
 
 use super::{Scenario, ScenarioError};
 
-const BUILTINS: [(&str, &str); 11] = [
+const BUILTINS: [(&str, &str); 16] = [
     (
         "did-udp-rx",
         include_str!("../../../../scenarios/did-udp-rx.toml"),
@@ -23,12 +23,35 @@ const BUILTINS: [(&str, &str); 11] = [
         "did-fio",
         include_str!("../../../../scenarios/did-fio.toml"),
     ),
-    ("eli", include_str!("../../../../scenarios/eli.toml")),
+    (
+        "eli-2012",
+        include_str!("../../../../scenarios/eli-2012.toml"),
+    ),
+    (
+        "did-netpipe",
+        include_str!("../../../../scenarios/did-netpipe.toml"),
+    ),
+    (
+        "did-iperf",
+        include_str!("../../../../scenarios/did-iperf.toml"),
+    ),
+    (
+        "did-dpdk",
+        include_str!("../../../../scenarios/did-dpdk.toml"),
+    ),
+    (
+        "did-memcached",
+        include_str!("../../../../scenarios/did-memcached.toml"),
+    ),
+    (
+        "did-voip",
+        include_str!("../../../../scenarios/did-voip.toml"),
+    ),
+    ("ipi", include_str!("../../../../scenarios/ipi.toml")),
     (
         "did-overcommit",
         include_str!("../../../../scenarios/did-overcommit.toml"),
     ),
-    ("ipi", include_str!("../../../../scenarios/ipi.toml")),
     (
         "fleet-overcommit",
         include_str!("../../../../scenarios/fleet-overcommit.toml"),

@@ -32,6 +32,10 @@ pub enum Sweep {
     Target(Vec<IpiTarget>),
     /// The vioapic workload's `level`.
     Level(Vec<VioapicLevel>),
+    MessageBytes(Vec<u64>),
+    NapiWeight(Vec<u32>),
+    ItrUs(Vec<u64>),
+    ComputeCyclesPerByte(Vec<u64>),
 }
 
 impl Sweep {
@@ -50,6 +54,9 @@ impl Sweep {
             Sweep::QueueOwners(values) => values.len(),
             Sweep::Target(values) => values.len(),
             Sweep::Level(values) => values.len(),
+            Sweep::MessageBytes(values) | Sweep::ItrUs(values) => values.len(),
+            Sweep::ComputeCyclesPerByte(values) => values.len(),
+            Sweep::NapiWeight(values) => values.len(),
         }
     }
 
@@ -90,6 +97,16 @@ impl Sweep {
             }),
             Sweep::Target(values) => each(values, base, |group, value| group.target = value),
             Sweep::Level(values) => each(values, base, |group, value| group.level = Some(value)),
+            Sweep::MessageBytes(values) => each(values, base, |group, value| {
+                group.message_bytes = Some(value);
+            }),
+            Sweep::NapiWeight(values) => each(values, base, |group, value| {
+                group.napi_weight = Some(value);
+            }),
+            Sweep::ItrUs(values) => each(values, base, |group, value| group.itr_us = Some(value)),
+            Sweep::ComputeCyclesPerByte(values) => each(values, base, |group, value| {
+                group.compute_cycles_per_byte = Some(value);
+            }),
         }
     }
 }

@@ -1,0 +1,407 @@
+//! The network as the workloads use it: what a received frame carries and
+//! costs the guest, the one-way paths (the NIC's link, the host's bridge),
+//! and the two TCP streams: iperf (the guest receives; the remote sender
+//! is clocked by the guest's ACKs) and netperf (the guest's application
+//! writes; the remote's ACKs clock it). Costs come from the profile's
+//! `network` section.
+
+use super::tcp::{wire_ns, TcpFlow};
+use super::*;
+use crate::profile::NetworkCosts;
+
+/// Ethernet's header, FCS, preamble and inter-frame gap (IEEE 802.3).
+const ETHERNET_FRAMING_BYTES: u64 = 38;
+/// Payload of a pure TCP ACK frame.
+const ACK_BYTES: u64 = 0;
+/// The UDP workloads' packets (docs/calibration.md: 128-byte packets).
+const UDP_PACKET_BYTES: u64 = 128;
+/// netperf's default request/response size (1 byte) when a scenario
+/// names no `message_bytes`.
+const DEFAULT_MESSAGE_BYTES: u64 = 1;
+
+impl Machine {
+    /// The UDP receive workloads: they keep the coalescing fitted on them,
+    /// and a packet NAPI takes is simply consumed.
+    pub(super) fn fitted_coalescing(&self) -> bool {
+        matches!(
+            self.spec.workload,
+            WorkloadKind::UdpRx | WorkloadKind::Whileloop
+        )
+    }
+
+    /// Whether the workload acts on each packet NAPI takes
+    /// ([`Self::packet_taken`]); the UDP receivers only count it.
+    pub(super) fn acts_on_packets(&self) -> bool {
+        !self.fitted_coalescing()
+    }
+
+    pub(super) fn message_bytes(&self) -> u64 {
+        self.spec
+            .group
+            .message_bytes
+            .unwrap_or(DEFAULT_MESSAGE_BYTES)
+    }
+
+    /// Payload bytes of one frame (or virtio buffer) the guest receives.
+    pub(super) fn frame_bytes(&self) -> u64 {
+        match self.spec.workload {
+            WorkloadKind::Iperf => {
+                tcp_flow(&self.profile.network, self.spec.group.transport).segment_bytes
+            }
+            WorkloadKind::Netperf => ACK_BYTES,
+            WorkloadKind::NetperfRr | WorkloadKind::UdpRr => self.message_bytes(),
+            WorkloadKind::Memcached | WorkloadKind::Apache => self.request_bytes(),
+            WorkloadKind::Sip => super::sip::SIP_MESSAGE_BYTES,
+            _ => UDP_PACKET_BYTES,
+        }
+    }
+
+    /// Copying `bytes` between buffers.
+    pub(super) fn copy_ns(&self, bytes: u64) -> u64 {
+        bytes * self.profile.network.copy_per_kib / 1024
+    }
+
+    /// Serialization of one frame of `payload` bytes on the link.
+    pub(super) fn frame_wire_ns(&self, payload: u64) -> u64 {
+        let network = &self.profile.network;
+        wire_ns(payload, 1, network.frame_overhead_bytes, network.link_mbps)
+    }
+
+    /// A message's way to the peer: over the link to the remote host, or
+    /// over the host's bridge to a host process (PV).
+    pub(super) fn one_way_ns(&self, payload: u64) -> u64 {
+        match self.spec.group.transport {
+            Transport::Pv => self.profile.network.bridge_one_way,
+            _ => self.profile.guest_ns.wire_one_way + self.frame_wire_ns(payload),
+        }
+    }
+
+    /// vhost's copy of a TCP stream's GSO buffer into the guest.
+    pub(super) fn backend_copy_ns(&self, job: BackendJob) -> u64 {
+        match (job, self.spec.workload) {
+            (BackendJob::RxPacket, WorkloadKind::Iperf) => self.copy_ns(self.frame_bytes()),
+            _ => 0,
+        }
+    }
+
+    /// The guest's work for the packet NAPI takes next from `vcpu`'s ring.
+    pub(super) fn rx_work_ns(&self, vcpu: usize) -> u64 {
+        let network = &self.profile.network;
+        let queues = self.vcpus[vcpu].queues;
+        match self.spec.workload {
+            WorkloadKind::Iperf => {
+                let flow = &self.queues[queues].tcp;
+                // The stack's work and the ACK once per GRO batch.
+                let batch = if flow.starts_batch() {
+                    network.rx_stack + network.tx_packet
+                } else {
+                    0
+                };
+                network.rx_frame + batch + self.copy_ns(flow.segment_bytes)
+            }
+            // A pure ACK: no GRO merge, nothing to copy.
+            WorkloadKind::Netperf => network.rx_frame + network.rx_stack,
+            // netperf's transaction, the message copied in and out.
+            WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
+                self.profile.guest_ns.request_work + 2 * self.copy_ns(self.message_bytes())
+            }
+            WorkloadKind::Memcached | WorkloadKind::Apache | WorkloadKind::Sip => {
+                network.rx_frame + network.rx_stack + self.copy_ns(self.frame_bytes())
+            }
+            _ => self.profile.guest_ns.rx_packet,
+        }
+    }
+
+    /// NAPI took a packet from `kind`'s ring: what the workload does with
+    /// it.
+    pub(super) fn packet_taken(&mut self, vcpu: usize, kind: RxQueueKind, fx: &mut Effects) {
+        let queues = self.vcpus[vcpu].queues;
+        match self.spec.workload {
+            WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
+                fx.push(Effect::NetperfRespond { vcpu, queue: kind });
+            }
+            WorkloadKind::Iperf => {
+                let rx = self.queues[queues].rx(kind);
+                let last_in_poll = !rx.napi.may_take(rx.ring);
+                if let Some(bytes) = self.queues[queues].tcp.received(last_in_poll) {
+                    self.send_ack(vcpu, kind, bytes, fx);
+                }
+            }
+            WorkloadKind::Netperf => {
+                let flow = &mut self.queues[queues].tcp;
+                if let Some(bytes) = flow.acks.pop_front() {
+                    flow.acknowledged(bytes);
+                }
+                self.tso_send(queues, fx);
+            }
+            WorkloadKind::Memcached | WorkloadKind::Apache => {
+                self.queues[queues].socket += 1;
+            }
+            WorkloadKind::Sip => self.sip_to_socket(),
+            _ => {}
+        }
+    }
+
+    /// The receiving guest's ACK for `bytes` leaves: through the VF's
+    /// doorbell (no exit) over the link, or through virtio to vhost.
+    fn send_ack(&mut self, vcpu: usize, kind: RxQueueKind, bytes: u64, fx: &mut Effects) {
+        let queues = self.vcpus[vcpu].queues;
+        self.queues[queues].tcp.acks.push_back(bytes);
+        match kind {
+            RxQueueKind::Vf => fx.schedule(
+                self.now + self.profile.guest_ns.wire_one_way + self.frame_wire_ns(ACK_BYTES),
+                Event::TcpAck {
+                    queues: queues as u32,
+                },
+            ),
+            RxQueueKind::Virtio => {
+                self.virtio_kick(vcpu, fx);
+                self.backend_start(queues, BackendJob::TxAck, fx);
+            }
+        }
+    }
+
+    /// The guest kicks vhost for a buffer it queued, unless vhost is still
+    /// busy and will find it on its own (virtio's event index,
+    /// VIRTIO_RING_F_EVENT_IDX: the device says which buffer it wants a
+    /// notification for), so a busy backend costs no I/O exits.
+    pub(super) fn virtio_kick(&self, vcpu: usize, fx: &mut Effects) {
+        let vm = self.vcpus[vcpu].vm;
+        if self.vms[vm].backend_busy_until <= self.now {
+            self.io_notify(vcpu, fx);
+        }
+    }
+
+    /// An ACK reaches iperf's sender: the window opens and it sends on.
+    pub(super) fn tcp_ack_arrives(&mut self, queues: usize, fx: &mut Effects) {
+        let flow = &mut self.queues[queues].tcp;
+        if let Some(bytes) = flow.acks.pop_front() {
+            let was_stalled = !flow.can_send_segment();
+            flow.acknowledged(bytes);
+            if was_stalled {
+                self.tcp_send(queues, fx);
+            }
+        }
+    }
+
+    /// iperf's sender sends what the window allows: MSS frames back to
+    /// back at line rate over the link, or GSO buffers to vhost (PV). One
+    /// send is pending at most (a later one replaces it).
+    pub(super) fn tcp_send(&mut self, queues: usize, fx: &mut Effects) {
+        let now = self.now;
+        let pair = queues as u32;
+        let flow = &mut self.queues[queues].tcp;
+        if flow.link_free_at > now {
+            // The link is still sending the previous frame.
+            fx.schedule(flow.link_free_at, Event::TcpSend { queues: pair });
+            return;
+        }
+        if !flow.can_send_segment() {
+            return;
+        }
+        let segment = flow.segment_bytes;
+        flow.sent(segment);
+        match self.spec.group.transport {
+            Transport::Pv => {
+                self.backend_start(queues, BackendJob::RxPacket, fx);
+                fx.schedule(now, Event::TcpSend { queues: pair });
+            }
+            _ => {
+                let on_wire = self.frame_wire_ns(segment);
+                self.queues[queues].tcp.link_free_at = now + on_wire;
+                let arrival = now + on_wire + self.profile.guest_ns.wire_one_way;
+                fx.schedule(arrival, Event::SegmentArrival { queues: pair });
+                fx.schedule(now + on_wire, Event::TcpSend { queues: pair });
+            }
+        }
+    }
+
+    /// netperf's TCP sends what its application wrote, as far as the
+    /// window allows: one TSO send per GSO buffer, cut into MSS frames by
+    /// the NIC; the remote ACKs every second frame.
+    pub(super) fn tso_send(&mut self, queues: usize, fx: &mut Effects) {
+        let mss = self.mss();
+        let network = &self.profile.network;
+        let (overhead, link) = (network.frame_overhead_bytes, network.link_mbps);
+        let gso = network.gso_bytes;
+        let wire_one_way = self.profile.guest_ns.wire_one_way;
+        let now = self.now;
+        let flow = &mut self.queues[queues].tcp;
+        loop {
+            let bytes = flow.buffered.min(flow.room()).min(gso);
+            if bytes == 0 || (bytes < mss && flow.in_flight() > 0) {
+                // Nagle (RFC 896): a partial segment waits while data is
+                // unacknowledged.
+                return;
+            }
+            flow.buffered -= bytes;
+            flow.sent(bytes);
+            let start = now.max(flow.link_free_at);
+            for (frames, covered) in TcpFlow::acks_for_send(bytes, mss) {
+                let sent = start + wire_ns(bytes.min(frames * mss), frames, overhead, link);
+                flow.acks.push_back(covered);
+                fx.schedule(
+                    sent + 2 * wire_one_way,
+                    Event::AckArrival {
+                        queues: queues as u32,
+                    },
+                );
+            }
+            flow.link_free_at = start + wire_ns(bytes, bytes.div_ceil(mss), overhead, link);
+        }
+    }
+
+    fn mss(&self) -> u64 {
+        mss(&self.profile.network)
+    }
+}
+
+/// TCP's payload per frame: the MTU less the IP and TCP headers (the
+/// profile's frame overhead less Ethernet's own framing).
+fn mss(network: &NetworkCosts) -> u64 {
+    network.mtu_bytes
+        - network
+            .frame_overhead_bytes
+            .saturating_sub(ETHERNET_FRAMING_BYTES)
+}
+
+/// A queue pair's TCP flow: MSS frames over a NIC, GSO buffers over
+/// virtio.
+pub(super) fn tcp_flow(network: &NetworkCosts, transport: Transport) -> TcpFlow {
+    let segment = match transport {
+        Transport::Pv => network.gso_bytes,
+        _ => mss(network),
+    };
+    TcpFlow::new(network.tcp_window_bytes, segment, network.gso_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::{exit_of, listed, running, scheduled, shaped};
+    use super::*;
+    use crate::policy::PolicyKind;
+    use crate::scenario::{NicCoalescing, RunGroup};
+
+    fn run(policy: PolicyKind, group: RunGroup, ms: u64) -> Machine {
+        let mut m = shaped(RunSpec {
+            policy,
+            workload: group.workload,
+            rate_pps: None,
+            group,
+            nic: NicCoalescing::FITTED,
+            duration_ns: ms * 1_000_000,
+            offered_per_s: None,
+        });
+        m.run();
+        m
+    }
+
+    /// A machine of `workload` over `transport`, not run.
+    fn built(workload: WorkloadKind, transport: Transport) -> Machine {
+        let mut group = RunGroup::new(workload, vec![PolicyKind::Did]);
+        group.transport = transport;
+        group.message_bytes = Some(256);
+        shaped(RunSpec {
+            policy: PolicyKind::Did,
+            workload,
+            rate_pps: None,
+            group,
+            nic: NicCoalescing::FITTED,
+            duration_ns: 1_000_000,
+            offered_per_s: None,
+        })
+    }
+
+    #[test]
+    fn the_receiver_pays_the_stack_and_the_ack_once_per_gro_batch() {
+        let mut m = built(WorkloadKind::Iperf, Transport::Sriov);
+        let network = m.profile.network.clone();
+        let first = m.rx_work_ns(0);
+        m.queues[0].tcp.received(false);
+        let next = m.rx_work_ns(0);
+        assert_eq!(first - next, network.rx_stack + network.tx_packet);
+    }
+
+    #[test]
+    fn nagle_holds_back_a_partial_segment_while_data_is_in_flight() {
+        let mut m = built(WorkloadKind::Netperf, Transport::Sriov);
+        m.queues[0].tcp.buffered = 256;
+        let fx = listed(&mut m, |m, fx| m.tso_send(0, fx));
+        assert_eq!(fx.len(), 1, "nothing in flight: the write goes at once");
+        assert_eq!(m.queues[0].tcp.in_flight(), 256);
+        m.queues[0].tcp.buffered = 256;
+        let fx = listed(&mut m, |m, fx| m.tso_send(0, fx));
+        assert!(fx.is_empty(), "a partial segment waits for the ACK");
+        m.queues[0].tcp.buffered = 2 * m.mss();
+        let fx = listed(&mut m, |m, fx| m.tso_send(0, fx));
+        assert_eq!(fx.len(), 1, "two full frames: one ACK");
+    }
+
+    #[test]
+    fn the_sender_waits_for_the_link_before_its_next_frame() {
+        let mut m = built(WorkloadKind::Iperf, Transport::Sriov);
+        let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));
+        let on_wire = m.frame_wire_ns(m.mss());
+        let arrival = on_wire + m.profile.guest_ns.wire_one_way;
+        let send = Event::TcpSend { queues: 0 };
+        let frame = Event::SegmentArrival { queues: 0 };
+        assert_eq!(fx, [scheduled(arrival, frame), scheduled(on_wire, send)]);
+        // An ACK's send while the frame is on the wire only re-arms.
+        let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));
+        assert_eq!(fx, [scheduled(on_wire, send)]);
+        assert_eq!(m.queues[0].tcp.in_flight(), m.mss());
+    }
+
+    #[test]
+    fn a_busy_vhost_is_not_kicked() {
+        let mut m = built(WorkloadKind::Memcached, Transport::Pv);
+        running(&mut m, 0);
+        let fx = listed(&mut m, |m, fx| m.virtio_kick(0, fx));
+        assert_eq!(fx, [exit_of(&m, 0, ExitReason::IoInstruction)]);
+        m.vms[0].backend_busy_until = 1_000;
+        assert!(listed(&mut m, |m, fx| m.virtio_kick(0, fx)).is_empty());
+    }
+
+    #[test]
+    fn tcp_throughput_never_exceeds_the_link() {
+        let group = RunGroup::new(WorkloadKind::Iperf, vec![PolicyKind::Bare]);
+        let m = run(PolicyKind::Bare, group, 20);
+        let network = &m.profile.network;
+        let link_bytes = network.link_mbps as f64 * 1e6 / 8.0 * 0.02;
+        let acked = m.counters.acked_bytes as f64;
+        assert!(acked > 0.0);
+        assert!(acked <= link_bytes, "{acked} > {link_bytes}");
+    }
+
+    #[test]
+    fn lowering_napis_weight_raises_the_interrupt_rate() {
+        let raised = |weight| {
+            let mut group = RunGroup::new(WorkloadKind::UdpRx, vec![PolicyKind::Vanilla]);
+            group.napi_weight = Some(weight);
+            let mut m = shaped(RunSpec {
+                policy: PolicyKind::Vanilla,
+                workload: WorkloadKind::UdpRx,
+                rate_pps: Some(600_000),
+                group,
+                nic: NicCoalescing::FITTED,
+                duration_ns: 20_000_000,
+                offered_per_s: None,
+            });
+            m.run();
+            m.checker.raised
+        };
+        assert!(raised(4) > raised(64));
+    }
+
+    #[test]
+    fn a_closed_loop_servers_rate_never_exceeds_its_cpu_budget() {
+        let mut group = RunGroup::new(WorkloadKind::Memcached, vec![PolicyKind::Vanilla]);
+        group.clients = Some(200);
+        let m = run(PolicyKind::Vanilla, group, 20);
+        let per_request = m.profile.workloads.memcached_request;
+        let budget = 0.02 * 1e9 / per_request as f64;
+        let done = m.counters.requests_done as f64;
+        assert!(done > 0.0);
+        assert!(done <= budget, "{done} > {budget}");
+    }
+}
