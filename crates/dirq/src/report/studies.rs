@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use dirq_stats::f64_of;
+
 use super::charts::{exit_bars, exit_table, format_percent, format_value};
 use super::data::{Axis, Chart, Figure, GroupedSeries, NamedValues, Scale, Section, Spread};
 use super::data::{Table, TableRow};
@@ -248,7 +250,7 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
             .filter(|b| b.le_ns == bound)
             .map(|b| b.count)
             .sum();
-        count as f64 * 100.0 / samples as f64
+        f64_of(count) * 100.0 / f64_of(samples)
     };
     let chart = Chart::Grouped {
         value_axis: Axis {
@@ -257,7 +259,7 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
         },
         categories: bounds
             .iter()
-            .map(|bound| format!("\u{2264} {} ns", compact_number(*bound as f64)))
+            .map(|bound| format!("\u{2264} {} ns", compact_number(f64_of(*bound))))
             .collect(),
         series: runs
             .iter()
@@ -420,7 +422,7 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
                 name: format!("{bucket} ms"),
                 values: runs
                     .iter()
-                    .map(|(_, _, b)| b.get(*bucket).copied().unwrap_or(0) as f64)
+                    .map(|(_, _, b)| f64_of(b.get(*bucket).copied().unwrap_or(0)))
                     .collect(),
             })
             .collect(),
