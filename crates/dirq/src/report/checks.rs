@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use dirq_sim::policy::PolicyKind;
 use dirq_sim::scenario::Scenario;
 use dirq_sim::CostProfile;
+use dirq_stats::{f64_of, round_u64};
 use dirq_vmm::config::{BenchConfig, BenchParams, GuestExec, GuestIdle, HaltMode, Irqchip};
 use dirq_vmm::exits::VmxExit;
 use dirq_vmm::probe::ProbeReport;
@@ -61,7 +62,7 @@ fn path_profile(base: &CostProfile, costs: &HostCosts, config: &BenchConfig) -> 
     profile.idle_exits_per_s.io_instruction = 0.0;
     profile.idle_exits_per_s.ept_violation = 0.0;
     if config.common.irqchip == Irqchip::Userspace {
-        let userspace = costs.userspace_exit.ns.round() as u64;
+        let userspace = round_u64(costs.userspace_exit.ns);
         let service = &mut profile.exit_service_ns;
         service.external_interrupt = userspace;
         service.eoi_write = userspace;
@@ -158,7 +159,7 @@ fn exits_per_interrupt(run: &SimRun) -> Option<f64> {
 
 fn per_handled_interrupt(run: &SimRun, rate_per_s: f64) -> Option<f64> {
     let handled = run.interrupts_handled()?;
-    (handled > 0).then(|| rate_per_s * (TWIN_DURATION_MS as f64 / 1e3) / handled as f64)
+    (handled > 0).then(|| rate_per_s * (f64_of(TWIN_DURATION_MS) / 1e3) / f64_of(handled))
 }
 
 /// What the host's KVM `exits` statistic counts, so that a twin predicts
@@ -235,7 +236,7 @@ impl ExitStatistic {
 fn configuration_name(case: &RealCase) -> String {
     let mut name = format!("{} · {}", case.bench(), case.label);
     if let Some(rate_hz) = case.config.params.rate_hz() {
-        name.push_str(&format!(" · {}/s", compact_number(rate_hz as f64)));
+        name.push_str(&format!(" · {}/s", compact_number(f64_of(rate_hz))));
     }
     name
 }
@@ -339,7 +340,7 @@ impl Extrapolated {
         let seconds_per_interrupt = run
             .interrupts_handled()
             .filter(|handled| *handled > 0)
-            .map(|handled| (TWIN_DURATION_MS as f64 / 1e3) / handled as f64);
+            .map(|handled| (f64_of(TWIN_DURATION_MS) / 1e3) / f64_of(handled));
         Self {
             workload,
             policy: policy.name().to_string(),
@@ -447,13 +448,13 @@ fn workload_name(config: &BenchConfig) -> String {
             };
             format!(
                 "irq-latency · {idle} · {}/s",
-                compact_number(params.rate_hz as f64)
+                compact_number(f64_of(params.rate_hz))
             )
         }
         BenchParams::TimerLatency(_) => "timer-latency · 1 kHz".into(),
         BenchParams::Ipi(_) => format!("ipi · {}", path_label(config)),
         BenchParams::Whileloop(params) => {
-            format!("whileloop · {}/s", compact_number(params.rate_hz as f64))
+            format!("whileloop · {}/s", compact_number(f64_of(params.rate_hz)))
         }
         _ => config.bench().to_string(),
     }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use dirq_stats::f64_of;
 use dirq_vmm::designs::vioapic::VioapicTable;
 use dirq_vmm::designs::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable};
 
@@ -217,7 +218,7 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
                 Some((
                     label(row),
                     row.host_cpu_per_s,
-                    Spread::of([row.latency_ns.as_ref()?.p50 as f64])?,
+                    Spread::of([f64_of(row.latency_ns.as_ref()?.p50)])?,
                 ))
             })
             .collect::<Vec<_>>(),
@@ -243,10 +244,10 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
                 ),
                 row.latency_ns
                     .as_ref()
-                    .map_or_else(|| "-".into(), |l| format_value(l.p50 as f64)),
+                    .map_or_else(|| "-".into(), |l| format_value(f64_of(l.p50))),
                 row.latency_ns
                     .as_ref()
-                    .map_or_else(|| "-".into(), |l| format_value(l.p99 as f64)),
+                    .map_or_else(|| "-".into(), |l| format_value(f64_of(l.p99))),
                 format!("{:.2}", row.host_cpu_per_s),
                 format_value(row.exits_per_round_trip),
             ]),

@@ -7,6 +7,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use dirq_sim::policy::PolicyKind;
+use dirq_stats::round_u64;
 use dirq_vmm::exits::VmxExit;
 
 use super::conclusions::MEASURED;
@@ -152,11 +153,27 @@ pub fn render_svg(chart: &Chart) -> Result<String> {
 /// Legend rows for `names`: as many columns as the longest name allows.
 fn legend_layout<'a>(names: impl Iterator<Item = &'a str>) -> (u32, u32) {
     let names: Vec<&str> = names.collect();
-    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0) as u32;
+    let longest = px(names.iter().map(|n| n.chars().count()).max().unwrap_or(0));
     let column = longest * CHAR_PX + 30;
     let columns = ((WIDTH - 20) / column).clamp(1, 4);
-    let rows = (names.len() as u32).div_ceil(columns);
+    let rows = px(names.len()).div_ceil(columns);
     (columns, rows)
+}
+
+/// `count` characters, rows, bars or legend entries as a u32 for pixel
+/// arithmetic; a chart has far fewer than 2^32 of anything (it saturates).
+fn px(count: usize) -> u32 {
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+/// A pixel length as plotters' signed backend coordinate (saturating).
+fn signed(px: u32) -> i32 {
+    i32::try_from(px).unwrap_or(i32::MAX)
+}
+
+/// The chart coordinate of row or bar `index` (exact: through [`px`]).
+fn coordinate(index: usize) -> f64 {
+    f64::from(px(index))
 }
 
 fn legend_height(rows: u32) -> u32 {
@@ -165,11 +182,11 @@ fn legend_height(rows: u32) -> u32 {
 
 /// Width of the label column of horizontal bars: the longest label fits.
 fn label_area(categories: &[String]) -> u32 {
-    let longest = categories
+    let longest = px(categories
         .iter()
         .map(|c| c.chars().count())
         .max()
-        .unwrap_or(0) as u32;
+        .unwrap_or(0));
     (longest * CHAR_PX + 12).clamp(40, WIDTH / 2)
 }
 
@@ -199,9 +216,9 @@ fn render_horizontal(
     mut draw_row: impl FnMut(&mut BarChart, usize, &mut Tooltips) -> Result<()>,
 ) -> Result<String> {
     let (columns, legend_rows) = legend_layout(legend.iter().map(|(name, _)| *name));
-    let height = legend_height(legend_rows) + 60 + row_px * categories.len() as u32;
+    let height = legend_height(legend_rows) + 60 + row_px * px(categories.len());
     let labels = label_area(categories);
-    let rows = categories.len() as f64;
+    let rows = coordinate(categories.len());
     let mut tooltips = Tooltips::default();
     let mut svg = String::new();
     {
@@ -231,7 +248,7 @@ fn render_horizontal(
         let label_style =
             TextStyle::from((FONT, FONT_PX).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
         for (row, category) in categories.iter().enumerate() {
-            let (x, y) = chart.backend_coord(&(x_range.start, row as f64 + 0.5));
+            let (x, y) = chart.backend_coord(&(x_range.start, coordinate(row) + 0.5));
             root.draw(&Text::new(
                 fit(category, labels),
                 (x - 6, y),
@@ -279,7 +296,7 @@ fn render_bars(value_label: &str, categories: &[String], stacks: &[NamedValues])
         &legend,
         BAR_HEIGHT_PX,
         |chart, row, tooltips| {
-            let top = row as f64;
+            let top = coordinate(row);
             let mut start = 0.0;
             for (index, stack) in stacks.iter().enumerate() {
                 let width = value(stack, row);
@@ -315,7 +332,7 @@ fn render_grouped(
     categories: &[String],
     series: &[GroupedSeries],
 ) -> Result<String> {
-    let bars = series.len().max(1) as u32;
+    let bars = px(series.len().max(1));
     let mapped = |v: f64| to_axis(value_axis, v);
     let (low, high) = series
         .iter()
@@ -350,7 +367,7 @@ fn render_grouped(
         &legend,
         GROUPED_BAR_PX * bars + 10,
         |chart, row, tooltips| {
-            let top = row as f64 + 0.05;
+            let top = coordinate(row) + 0.05;
             for (index, s) in series.iter().enumerate() {
                 let Some(spread) = s.values.get(row).copied().flatten() else {
                     continue;
@@ -358,7 +375,7 @@ fn render_grouped(
                 let Some(end) = mapped(spread.median) else {
                     continue;
                 };
-                let y0 = top + slot * index as f64;
+                let y0 = top + slot * coordinate(index);
                 let corners = [(x_min, y0 + slot * 0.1), (end, y0 + slot * 0.9)];
                 chart.draw_series(std::iter::once(Rectangle::new(
                     corners,
@@ -416,12 +433,12 @@ fn draw_legend<'a, DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let column_width = ((WIDTH - 20) / columns.max(1)) as i32;
-    let columns = columns.max(1) as i32;
+    let column_width = signed((WIDTH - 20) / columns.max(1));
+    let columns = signed(columns.max(1));
     for (index, (name, colour)) in entries.enumerate() {
         let index = i32::try_from(index).unwrap_or(i32::MAX);
         let x = 10 + (index % columns) * column_width;
-        let y = 8 + (index / columns) * LEGEND_ROW_PX as i32;
+        let y = 8 + (index / columns) * signed(LEGEND_ROW_PX);
         area.draw(&Rectangle::new([(x, y), (x + 12, y + 12)], colour.filled()))
             .map_err(|err| anyhow::anyhow!("{err}"))?;
         area.draw(&Text::new(name.to_string(), (x + 17, y), (FONT, FONT_PX)))
@@ -456,7 +473,12 @@ fn axis_label(axis: &Axis, coordinate: f64) -> String {
 fn label_count(axis: &Axis, range: &std::ops::Range<f64>) -> usize {
     match axis.scale {
         Scale::Linear => 8,
-        Scale::Log => ((range.end - range.start).ceil() as usize + 1).clamp(3, 12),
+        Scale::Log => {
+            let ticks = round_u64((range.end - range.start).ceil())
+                .saturating_add(1)
+                .clamp(3, 12);
+            usize::try_from(ticks).expect("3..=12 fits a usize")
+        }
     }
 }
 
@@ -763,7 +785,7 @@ mod tests {
             .map(|i| format!("halt polling {i}00 us · busy"))
             .collect();
         let (columns, rows) = legend_layout(long.iter().map(String::as_str));
-        let longest = long.iter().map(|n| n.chars().count()).max().expect("names") as u32;
+        let longest = px(long.iter().map(|n| n.chars().count()).max().expect("names"));
         assert!(columns * (longest * CHAR_PX + 30) <= WIDTH - 20);
         assert_eq!(rows, 16_u32.div_ceil(columns));
         assert_eq!(fit("a very long label indeed", 100), "a very lon\u{2026}");

@@ -1,5 +1,6 @@
 //! The report's section on this host's KVM: capabilities and exit costs.
 
+use dirq_stats::f64_of;
 use dirq_vmm::probe::{EmulationTable, ProbeReport};
 
 use super::charts::format_value;
@@ -82,7 +83,7 @@ pub fn emulation_section(table: &EmulationTable) -> Section {
                     format!("{:.2}", run.exits_per_interrupt),
                     run.latency_ns
                         .as_ref()
-                        .map_or_else(|| "-".into(), |l| format!("{:.1}", l.p50 as f64 / 1e3)),
+                        .map_or_else(|| "-".into(), |l| format!("{:.1}", f64_of(l.p50) / 1e3)),
                     format!("{:.0}", run.insn_emulation_per_interrupt),
                 ])
             })

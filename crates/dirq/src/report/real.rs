@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use dirq_stats::{f64_of, ratio};
 use dirq_vmm::report::Bucket;
 
 use super::charts::{
@@ -394,12 +395,15 @@ fn runs_table(cases: &[RealCase]) -> Table {
                         case.bench().to_string(),
                         case.label.clone(),
                         case.repeats.len().to_string(),
-                        spread_cell(case.spread(|r| Some(r.run.interrupts as f64)), format_value),
+                        spread_cell(
+                            case.spread(|r| Some(f64_of(r.run.interrupts))),
+                            format_value,
+                        ),
                         spread_cell(case.exits_per_interrupt(), format_value),
                         spread_cell(
                             case.spread(|r| {
                                 (r.run.interrupts > 0)
-                                    .then(|| r.run.exits.userspace as f64 / r.run.interrupts as f64)
+                                    .then(|| ratio(r.run.exits.userspace, r.run.interrupts))
                             }),
                             format_value,
                         ),

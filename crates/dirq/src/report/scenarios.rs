@@ -1,6 +1,8 @@
 //! Report sections for simulation scenarios: exits by reason per run, time
 //! in guest against rate, latency distributions, invariant checks.
 
+use dirq_stats::{f64_of, ratio};
+
 use super::charts::{
     exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_distributions,
     LinePoint,
@@ -179,11 +181,11 @@ pub fn traced_exits_section(exits: &[TracedExits], file: &str) -> Section {
                         TableRow::new(vec![
                             reason.clone(),
                             t.samples.to_string(),
-                            format_percent(t.samples as f64 / samples.max(1) as f64),
-                            format_percent(t.total_ns as f64 / time.max(1) as f64),
-                            us(t.min_ns as f64),
-                            us(t.max_ns as f64),
-                            us(t.total_ns as f64 / t.samples.max(1) as f64),
+                            format_percent(ratio(t.samples, samples.max(1))),
+                            format_percent(ratio(t.total_ns, time.max(1))),
+                            us(f64_of(t.min_ns)),
+                            us(f64_of(t.max_ns)),
+                            us(ratio(t.total_ns, t.samples.max(1))),
                         ])
                     })
                     .collect(),

@@ -409,7 +409,7 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
                 name: format!("{bucket} ms"),
                 values: runs
                     .iter()
-                    .map(|(_, _, b)| b.get(*bucket).copied().unwrap_or(0) as f64)
+                    .map(|(_, _, b)| f64_of(b.get(*bucket).copied().unwrap_or(0)))
                     .collect(),
             })
             .collect(),

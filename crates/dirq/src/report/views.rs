@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use dirq_stats::{f64_of, ratio};
 use dirq_vmm::report::Bucket;
 
 use super::data::Series;
@@ -36,7 +37,7 @@ pub fn cdf_steps(name: &str, buckets: &[Bucket]) -> Series {
         .iter()
         .map(|bucket| {
             below += bucket.count;
-            [bucket.le_ns as f64, below as f64 / total.max(1) as f64]
+            [f64_of(bucket.le_ns), ratio(below, total.max(1))]
         })
         .collect();
     Series::new(name, SeriesStyle::Steps, points)
@@ -246,7 +247,7 @@ impl RealRun {
     /// A KVM stat of the run per delivered interrupt.
     pub fn per_interrupt(&self, stat: &str) -> Option<f64> {
         let count = self.exits.by_reason.get(stat)?;
-        (self.interrupts > 0).then(|| *count as f64 / self.interrupts as f64)
+        (self.interrupts > 0).then(|| ratio(*count, self.interrupts))
     }
 
     /// Exits per delivered interrupt by VMX reason; empty without interrupts.
@@ -257,7 +258,7 @@ impl RealRun {
         self.exits
             .by_category
             .iter()
-            .map(|(reason, count)| (vmx_name(reason), *count as f64 / self.interrupts as f64))
+            .map(|(reason, count)| (vmx_name(reason), ratio(*count, self.interrupts)))
             .collect()
     }
 }
