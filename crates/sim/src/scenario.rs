@@ -38,12 +38,14 @@ mod builtin;
 mod network;
 mod sweep;
 mod topology;
+mod workload;
 
 pub use budget::{OverBudget, EVENT_BUDGET};
 pub use builtin::{builtin, builtin_names};
 pub use network::{MAX_CLIENTS, MAX_ITR_US, MAX_MESSAGE_BYTES, MAX_NAPI_WEIGHT, MAX_QOS_MS};
 pub use sweep::Sweep;
 pub use topology::IpiTarget;
+pub use workload::{IdleMode, IpiMode, QueueOwners, Transport, WorkloadKind};
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {
@@ -117,124 +119,6 @@ pub enum InvalidScenario {
     QosTarget,
     #[error("sip runs one B2BUA: host.vms must be 1")]
     SipNeedsOneVm,
-}
-
-/// The workloads the simulator knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WorkloadKind {
-    /// 128-byte UDP packets received at `rates_pps`.
-    UdpRx,
-    /// A 1 kHz guest timer; latency from expiry to the user-level handler.
-    Cyclictest,
-    /// Fixed compute in the background of a `udp-rx` at `rates_pps`.
-    Whileloop,
-    /// Request/response, one outstanding; one-way latency.
-    NetperfRr,
-    /// Bulk receive of MTU-sized packets at line rate.
-    Iperf,
-    /// virtio-blk 4 KB random reads, one outstanding, guard timer per request.
-    Fio,
-    /// Guest IPIs from vCPU 0 to the others.
-    Ipi,
-    /// An idle VM: only background exits.
-    Idle,
-    /// The IPI study's benchmark: vCPU 0 calls a function on `target` and
-    /// waits for its completion (smp_call_function_single/many), call
-    /// after call.
-    IpiCall,
-    /// The Loongson VIOAPIC study: back-to-back level-triggered device
-    /// interrupts on one core, the controller at `level`.
-    Vioapic,
-    /// netperf TCP stream: the guest sends `message_bytes` writes over TCP.
-    Netperf,
-    /// netperf UDP request/response (netperf-rr by the ELI study's name).
-    UdpRr,
-    /// memcached: a closed-loop server for `clients` connections.
-    Memcached,
-    /// apache: a closed-loop web server for `clients` connections.
-    Apache,
-    /// DPDK l2fwd: the poll-mode driver forwards 128-byte packets.
-    L2fwd,
-    /// A SIP back-to-back user agent relaying 100 calls/s of 10 s.
-    Sip,
-}
-
-impl WorkloadKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            WorkloadKind::UdpRx => "udp-rx",
-            WorkloadKind::Cyclictest => "cyclictest",
-            WorkloadKind::Whileloop => "whileloop",
-            WorkloadKind::NetperfRr => "netperf-rr",
-            WorkloadKind::Iperf => "iperf",
-            WorkloadKind::Fio => "fio",
-            WorkloadKind::Ipi => "ipi",
-            WorkloadKind::Idle => "idle",
-            WorkloadKind::IpiCall => "ipi-call",
-            WorkloadKind::Vioapic => "vioapic",
-            WorkloadKind::Netperf => "netperf",
-            WorkloadKind::UdpRr => "udp-rr",
-            WorkloadKind::Memcached => "memcached",
-            WorkloadKind::Apache => "apache",
-            WorkloadKind::L2fwd => "l2fwd",
-            WorkloadKind::Sip => "sip",
-        }
-    }
-
-    /// A server answering requests from clients over the network.
-    pub fn is_server(self) -> bool {
-        matches!(self, WorkloadKind::Memcached | WorkloadKind::Apache)
-    }
-}
-
-/// Where network traffic enters the VM.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Transport {
-    /// An SR-IOV virtual function assigned to the VM.
-    #[default]
-    Sriov,
-    /// virtio-net with a vhost backend thread on the housekeeping core.
-    Pv,
-    /// Both at once, each at the given rate.
-    Both,
-}
-
-/// What an idle vCPU does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IdleMode {
-    /// Guest idle=poll: never halts (the DID testbed's setting).
-    #[default]
-    Poll,
-    /// HLT exits and the vCPU thread sleeps.
-    #[serde(rename = "halt", alias = "hlt")]
-    Hlt,
-    /// HLT exits; the host polls `halt_poll` ns before sleeping.
-    HaltPoll,
-}
-
-/// Which vCPUs of a VM own a receive queue pair (an SR-IOV VF queue with
-/// its own MSI-X vector and IRTE, and a virtio queue) and a guest timer.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum QueueOwners {
-    /// vCPU 0 only: one queue per VM, one timer.
-    #[default]
-    FirstVcpu,
-    /// Every vCPU: a multi-queue NIC spreading flows over the vCPUs, and a
-    /// tick on every vCPU; each queue gets the configured packet rate.
-    EveryVcpu,
-}
-
-/// Unicast to vCPU 1 or broadcast to all other vCPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IpiMode {
-    #[default]
-    Unicast,
-    Broadcast,
 }
 
 /// The SR-IOV VF's interrupt coalescing (82599-style): an interrupt fires
@@ -474,16 +358,6 @@ pub const MAX_QUEUES: u32 = 1 << 16;
 /// system vectors), as Linux's per-CPU vector matrix does.
 pub const HOST_VECTORS_PER_CORE: u32 = 0x80;
 
-impl QueueOwners {
-    /// How many vCPUs of a VM of `vcpus_per_vm` own queues: vCPUs 0 to n-1.
-    pub fn per_vm(self, vcpus_per_vm: u32) -> u32 {
-        match self {
-            QueueOwners::FirstVcpu => 1,
-            QueueOwners::EveryVcpu => vcpus_per_vm,
-        }
-    }
-}
-
 impl RunGroup {
     /// A group with every optional setting at its default.
     pub fn new(workload: WorkloadKind, policies: Vec<PolicyKind>) -> RunGroup {
@@ -663,130 +537,4 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_builtin_parses_and_is_named_after_its_file() {
-        for name in builtin_names() {
-            let scenario = builtin(name).unwrap_or_else(|err| panic!("{name}: {err}"));
-            assert_eq!(scenario.name, name);
-            assert_eq!(
-                scenario.nic,
-                NicCoalescing::FITTED,
-                "{name} must not refit the NIC"
-            );
-            assert!(!scenario.expand().is_empty());
-        }
-    }
-
-    #[test]
-    fn a_scenario_built_as_a_value_is_validated() {
-        let mut group = RunGroup::new(WorkloadKind::Cyclictest, vec![PolicyKind::Did]);
-        group.host = HostShape {
-            cores: 256,
-            vms: 1024,
-            vcpus_per_vm: 1,
-        };
-        let mut scenario = Scenario {
-            name: "fleet".into(),
-            description: "value-built".into(),
-            duration_ms: 10,
-            nic: NicCoalescing::FITTED,
-            profile: BuiltinProfile::Did2015,
-            runs: vec![group],
-        };
-        assert_eq!(scenario.validate(), Ok(()));
-        scenario.runs[0].host.cores = 2;
-        assert_eq!(
-            scenario.validate(),
-            Err(InvalidScenario::HostVectorsPerCore)
-        );
-        scenario.runs[0].policies.clear();
-        scenario.runs[0].host.cores = 256;
-        assert_eq!(
-            scenario.validate(),
-            Err(InvalidScenario::NoPolicies(WorkloadKind::Cyclictest))
-        );
-    }
-
-    #[test]
-    fn the_halting_idle_mode_is_named_halt_and_still_read_as_hlt() {
-        for name in ["halt", "hlt"] {
-            let mode: IdleMode = serde_json::from_value(name.into()).expect("known");
-            assert_eq!(mode, IdleMode::Hlt);
-        }
-        assert_eq!(enum_name(&IdleMode::Hlt), "halt");
-    }
-
-    #[test]
-    fn vioapic_takes_a_level_and_no_other_workload_beside_it() {
-        let vioapic = |level: &str, more: &str| {
-            Scenario::from_toml(&format!(
-                "name = \"v\"\ndescription = \"v\"\n[[runs]]\nworkload = \"vioapic\"\npolicies = [\"vanilla\"]\n{level}\n{more}"
-            ))
-        };
-        let params = vioapic("level = \"ro-page\"", "").expect("valid").expand()[0].params();
-        assert_eq!(params["level"], "ro-page");
-        assert!(matches!(
-            vioapic("", ""),
-            Err(ScenarioError::Invalid(InvalidScenario::Level))
-        ));
-        let beside = "[[runs]]\nworkload = \"cyclictest\"\npolicies = [\"did\"]";
-        assert!(matches!(
-            vioapic("level = \"pv\"", beside),
-            Err(ScenarioError::Invalid(InvalidScenario::MixedTestbeds))
-        ));
-    }
-
-    #[test]
-    fn udp_rx_expands_rates_times_policies() {
-        let scenario = builtin("did-udp-rx").unwrap();
-        assert_eq!(scenario.expand().len(), 8);
-    }
-
-    #[test]
-    fn every_vcpu_owning_queues_needs_a_host_vector_and_an_irte_handle_each() {
-        let mut group = RunGroup::new(WorkloadKind::UdpRx, vec![PolicyKind::Did]);
-        group.rates_pps = vec![1000];
-        group.queue_owners = QueueOwners::EveryVcpu;
-        group.host = HostShape {
-            cores: 2,
-            vms: 1,
-            vcpus_per_vm: HOST_VECTORS_PER_CORE,
-        };
-        assert_eq!(group.validate(), Ok(()));
-        group.host.vcpus_per_vm += 1;
-        assert_eq!(group.validate(), Err(InvalidScenario::HostVectorsPerCore));
-        group.host = HostShape {
-            cores: MAX_CORES,
-            vms: MAX_VMS,
-            vcpus_per_vm: MAX_VCPUS_PER_VM,
-        };
-        assert_eq!(group.validate(), Err(InvalidScenario::Queues));
-        group.queue_owners = QueueOwners::FirstVcpu;
-        assert_eq!(group.validate(), Ok(()));
-    }
-
-    #[test]
-    fn bad_inputs_are_errors_not_panics() {
-        assert!(matches!(
-            builtin("nope"),
-            Err(ScenarioError::UnknownBuiltin(_))
-        ));
-        assert!(Scenario::from_toml("name = 1").is_err());
-        let no_rate = r#"
-            name = "x"
-            description = "x"
-            [[runs]]
-            workload = "udp-rx"
-            policies = ["did"]
-        "#;
-        assert!(matches!(
-            Scenario::from_toml(no_rate),
-            Err(ScenarioError::Invalid(InvalidScenario::NeedsRates(
-                WorkloadKind::UdpRx
-            )))
-        ));
-    }
-}
+mod tests;

@@ -1,0 +1,132 @@
+//! What a run group runs: the workload, its transport, the guest's idle
+//! mode, which vCPUs own device queues and how guest IPIs are sent.
+
+use serde::{Deserialize, Serialize};
+
+/// The workloads the simulator knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// 128-byte UDP packets received at `rates_pps`.
+    UdpRx,
+    /// A 1 kHz guest timer; latency from expiry to the user-level handler.
+    Cyclictest,
+    /// Fixed compute in the background of a `udp-rx` at `rates_pps`.
+    Whileloop,
+    /// Request/response, one outstanding; one-way latency.
+    NetperfRr,
+    /// Bulk receive of MTU-sized packets at line rate.
+    Iperf,
+    /// virtio-blk 4 KB random reads, one outstanding, guard timer per request.
+    Fio,
+    /// Guest IPIs from vCPU 0 to the others.
+    Ipi,
+    /// An idle VM: only background exits.
+    Idle,
+    /// The IPI study's benchmark: vCPU 0 calls a function on `target` and
+    /// waits for its completion (smp_call_function_single/many), call
+    /// after call.
+    IpiCall,
+    /// The Loongson VIOAPIC study: back-to-back level-triggered device
+    /// interrupts on one core, the controller at `level`.
+    Vioapic,
+    /// netperf TCP stream: the guest sends `message_bytes` writes over TCP.
+    Netperf,
+    /// netperf UDP request/response (netperf-rr by the ELI study's name).
+    UdpRr,
+    /// memcached: a closed-loop server for `clients` connections.
+    Memcached,
+    /// apache: a closed-loop web server for `clients` connections.
+    Apache,
+    /// DPDK l2fwd: the poll-mode driver forwards 128-byte packets.
+    L2fwd,
+    /// A SIP back-to-back user agent relaying 100 calls/s of 10 s.
+    Sip,
+}
+
+impl WorkloadKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::UdpRx => "udp-rx",
+            WorkloadKind::Cyclictest => "cyclictest",
+            WorkloadKind::Whileloop => "whileloop",
+            WorkloadKind::NetperfRr => "netperf-rr",
+            WorkloadKind::Iperf => "iperf",
+            WorkloadKind::Fio => "fio",
+            WorkloadKind::Ipi => "ipi",
+            WorkloadKind::Idle => "idle",
+            WorkloadKind::IpiCall => "ipi-call",
+            WorkloadKind::Vioapic => "vioapic",
+            WorkloadKind::Netperf => "netperf",
+            WorkloadKind::UdpRr => "udp-rr",
+            WorkloadKind::Memcached => "memcached",
+            WorkloadKind::Apache => "apache",
+            WorkloadKind::L2fwd => "l2fwd",
+            WorkloadKind::Sip => "sip",
+        }
+    }
+
+    /// A server answering requests from clients over the network.
+    pub fn is_server(self) -> bool {
+        matches!(self, WorkloadKind::Memcached | WorkloadKind::Apache)
+    }
+}
+
+/// Where network traffic enters the VM.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// An SR-IOV virtual function assigned to the VM.
+    #[default]
+    Sriov,
+    /// virtio-net with a vhost backend thread on the housekeeping core.
+    Pv,
+    /// Both at once, each at the given rate.
+    Both,
+}
+
+/// What an idle vCPU does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdleMode {
+    /// Guest idle=poll: never halts (the DID testbed's setting).
+    #[default]
+    Poll,
+    /// HLT exits and the vCPU thread sleeps.
+    #[serde(rename = "halt", alias = "hlt")]
+    Hlt,
+    /// HLT exits; the host polls `halt_poll` ns before sleeping.
+    HaltPoll,
+}
+
+/// Which vCPUs of a VM own a receive queue pair (an SR-IOV VF queue with
+/// its own MSI-X vector and IRTE, and a virtio queue) and a guest timer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueOwners {
+    /// vCPU 0 only: one queue per VM, one timer.
+    #[default]
+    FirstVcpu,
+    /// Every vCPU: a multi-queue NIC spreading flows over the vCPUs, and a
+    /// tick on every vCPU; each queue gets the configured packet rate.
+    EveryVcpu,
+}
+
+/// Unicast to vCPU 1 or broadcast to all other vCPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IpiMode {
+    #[default]
+    Unicast,
+    Broadcast,
+}
+
+impl QueueOwners {
+    /// How many vCPUs of a VM of `vcpus_per_vm` own queues: vCPUs 0 to n-1.
+    pub fn per_vm(self, vcpus_per_vm: u32) -> u32 {
+        match self {
+            QueueOwners::FirstVcpu => 1,
+            QueueOwners::EveryVcpu => vcpus_per_vm,
+        }
+    }
+}
