@@ -290,13 +290,17 @@ impl RunSpec {
         if let Some(rate) = self.rate_pps {
             params.insert("rate_pps".into(), rate.into());
         }
-        let uses_network = !matches!(
+        let uses_network = matches!(
             self.workload,
-            WorkloadKind::Cyclictest
-                | WorkloadKind::Whileloop
-                | WorkloadKind::Fio
-                | WorkloadKind::Ipi
-                | WorkloadKind::Idle
+            WorkloadKind::UdpRx
+                | WorkloadKind::NetperfRr
+                | WorkloadKind::Iperf
+                | WorkloadKind::Netperf
+                | WorkloadKind::UdpRr
+                | WorkloadKind::Memcached
+                | WorkloadKind::Apache
+                | WorkloadKind::L2fwd
+                | WorkloadKind::Sip
         );
         if uses_network {
             params.insert("transport".into(), enum_name(&self.group.transport));
