@@ -28,14 +28,14 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use dirq_arch::exit::VmxExit;
-use dirq_stats::LatencySummary;
+use dirq_stats::{f64_of, ratio, LatencySummary};
 use thiserror::Error;
 
 pub use metrics::{ExitReason, Invariant, RunResult, ScenarioResult};
 pub use profile::CostProfile;
 pub use scenario::Scenario;
 
-use machine::Machine;
+use machine::{index_u32, Machine};
 use metrics::{InterruptCounts, StudyResults, Throughput};
 use scenario::{RunSpec, WorkloadKind};
 use trace::{Trace, TraceFile};
@@ -133,7 +133,12 @@ pub fn run_scenario_on(
         };
         if let (Some(file), Some(trace)) = (trace_file.as_mut(), trace) {
             let label = format!("{} {}", run.policy, spec_label(spec));
-            file.add_run(index as u32, &label, spec.group.host.cores as usize, trace);
+            file.add_run(
+                index_u32(index),
+                &label,
+                spec.group.host.cores as usize,
+                trace,
+            );
         }
         runs.push(run);
     }
@@ -182,20 +187,20 @@ fn spec_label(spec: &RunSpec) -> String {
 
 fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     let counters = &machine.counters;
-    let seconds = spec.duration_ns as f64 / 1e9;
+    let seconds = f64_of(spec.duration_ns) / 1e9;
     let mut exits_by_reason_per_s: BTreeMap<VmxExit, f64> = BTreeMap::new();
     for reason in ExitReason::ALL {
         *exits_by_reason_per_s.entry(reason.vmx()).or_default() +=
-            counters.exits[reason.index()] as f64 / seconds;
+            f64_of(counters.exits[reason.index()]) / seconds;
     }
     let total_exits: u64 = counters.exits.iter().sum();
     let invariant_violations = Invariant::ALL
         .iter()
         .map(|&invariant| (invariant, machine.checker.violations_of(invariant)))
         .collect();
-    let core_ns = counters.guest_core_ns.max(1) as f64;
-    let time_in_guest = counters.guest_ns as f64 / core_ns;
-    let cpu_busy = 1.0 - counters.asleep_ns as f64 / core_ns;
+    let core_ns = f64_of(counters.guest_core_ns.max(1));
+    let time_in_guest = f64_of(counters.guest_ns) / core_ns;
+    let cpu_busy = 1.0 - f64_of(counters.asleep_ns) / core_ns;
     let mut params = spec.params();
     let blocked = machine.iommu_blocked();
     if blocked > 0 {
@@ -212,7 +217,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     RunResult {
         policy: spec.policy,
         params,
-        exits_per_s: total_exits as f64 / seconds,
+        exits_per_s: f64_of(total_exits) / seconds,
         exits_by_reason_per_s,
         time_in_guest,
         cpu_busy,
@@ -225,8 +230,10 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
                 .then_some(counters.timer_irqs_in_host_mode),
             total_s: (spec.workload == WorkloadKind::IpiCall && counters.requests_done > 0).then(
                 || {
-                    let mean_ns = counters.latencies.iter().sum::<u64>() as f64
-                        / counters.requests_done as f64;
+                    let mean_ns = ratio(
+                        counters.latencies.iter().sum::<u64>(),
+                        counters.requests_done,
+                    );
                     mean_ns * machine::CALLS_PER_BENCHMARK / 1e9
                 },
             ),
@@ -245,20 +252,20 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
 
 fn throughput(spec: &RunSpec, counters: &machine::Counters, seconds: f64) -> Option<Throughput> {
     let (value, unit) = match spec.workload {
-        WorkloadKind::UdpRx => (counters.packets_processed as f64 / seconds, "packets/s"),
-        WorkloadKind::Iperf => (counters.acked_bytes as f64 * 8.0 / seconds / 1e9, "Gbit/s"),
-        WorkloadKind::Fio => (counters.requests_done as f64 / seconds, "IOPS"),
-        WorkloadKind::IpiCall => (counters.requests_done as f64 / seconds, "calls/s"),
+        WorkloadKind::UdpRx => (f64_of(counters.packets_processed) / seconds, "packets/s"),
+        WorkloadKind::Iperf => (f64_of(counters.acked_bytes) * 8.0 / seconds / 1e9, "Gbit/s"),
+        WorkloadKind::Fio => (f64_of(counters.requests_done) / seconds, "IOPS"),
+        WorkloadKind::IpiCall => (f64_of(counters.requests_done) / seconds, "calls/s"),
         WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
-            (counters.requests_done as f64 / seconds, "transactions/s")
+            (f64_of(counters.requests_done) / seconds, "transactions/s")
         }
         WorkloadKind::Memcached | WorkloadKind::Apache => {
-            (counters.requests_done as f64 / seconds, "requests/s")
+            (f64_of(counters.requests_done) / seconds, "requests/s")
         }
-        WorkloadKind::L2fwd => (counters.packets_processed as f64 / seconds, "packets/s"),
-        WorkloadKind::Netperf => (counters.acked_bytes as f64 * 8.0 / seconds / 1e6, "Mbit/s"),
+        WorkloadKind::L2fwd => (f64_of(counters.packets_processed) / seconds, "packets/s"),
+        WorkloadKind::Netperf => (f64_of(counters.acked_bytes) * 8.0 / seconds / 1e6, "Mbit/s"),
         WorkloadKind::Whileloop => (
-            counters.spin_ns as f64 / counters.guest_core_ns.max(1) as f64,
+            ratio(counters.spin_ns, counters.guest_core_ns.max(1)),
             "fraction of the core running the loop",
         ),
         _ => return None,

@@ -103,6 +103,13 @@ fn is_guest_vector(vector: u8) -> bool {
     )
 }
 
+/// A core, vCPU, VM or queue-pair index as the u32 an event, a trace or a
+/// register field carries: the scenario's counts are u32, so every index
+/// fits.
+pub(crate) fn index_u32(index: usize) -> u32 {
+    u32::try_from(index).expect("indices come from u32 counts")
+}
+
 struct At(u64);
 impl Clock for At {
     fn now_ns(&self) -> u64 {
@@ -415,7 +422,7 @@ impl Machine {
                 }
                 // ... and the request reaches the VM one way later.
                 let at = self.now + self.one_way_ns(self.message_bytes());
-                fx.schedule(at, Event::RequestArrival { vm: vm as u32 });
+                fx.schedule(at, Event::RequestArrival { vm: index_u32(vm) });
             }
         }
     }

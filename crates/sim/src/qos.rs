@@ -6,6 +6,8 @@
 //! percentile is within it and the server keeps up (answers at least
 //! `KEEPS_UP` of the load). Deterministic: every run has the same seed.
 
+use dirq_stats::{f64_of, round_u64};
+
 use crate::machine::Machine;
 use crate::scenario::RunSpec;
 use crate::SimError;
@@ -24,7 +26,7 @@ pub(crate) struct Point {
 
 impl Point {
     fn of(spec: &RunSpec, machine: &Machine) -> Point {
-        let seconds = spec.duration_ns as f64 / 1e9;
+        let seconds = f64_of(spec.duration_ns) / 1e9;
         let mut latencies = machine.counters.latencies.clone();
         latencies.sort_unstable();
         let p95_ns = match latencies.len() {
@@ -32,7 +34,7 @@ impl Point {
             n => latencies[(n * 95).div_ceil(100) - 1],
         };
         Point {
-            achieved_per_s: machine.counters.requests_done as f64 / seconds,
+            achieved_per_s: f64_of(machine.counters.requests_done) / seconds,
             p95_ns,
         }
     }
@@ -57,14 +59,14 @@ pub(crate) fn search(
         },
     );
     for _ in 0..STEPS {
-        let load = ((low + high) / 2.0).round().max(1.0) as u64;
+        let load = round_u64((low + high) / 2.0).max(1);
         let point = measure(Some(load))?;
-        let meets = point.p95_ns <= target_ns && point.achieved_per_s >= KEEPS_UP * load as f64;
+        let meets = point.p95_ns <= target_ns && point.achieved_per_s >= KEEPS_UP * f64_of(load);
         if meets {
-            low = load as f64;
+            low = f64_of(load);
             best = (Some(load), point);
         } else {
-            high = load as f64;
+            high = f64_of(load);
         }
     }
     Ok(best)
@@ -98,7 +100,7 @@ mod tests {
     /// of it.
     fn server(capacity: f64) -> impl FnMut(Option<u64>) -> Result<Point, SimError> {
         move |load| {
-            let offered = load.map_or(f64::INFINITY, |load| load as f64);
+            let offered = load.map_or(f64::INFINITY, f64_of);
             let achieved = offered.min(capacity);
             let p95_ns = if offered > 0.9 * capacity {
                 50_000_000
@@ -115,7 +117,7 @@ mod tests {
     #[test]
     fn the_search_finds_the_highest_load_that_meets_the_target() {
         let (load, point) = search(10_000_000, server(100_000.0)).expect("search");
-        let load = load.expect("bisected") as f64;
+        let load = f64_of(load.expect("bisected"));
         assert!(
             load <= 90_000.0 && load > 90_000.0 * (1.0 - 2.0 / 128.0),
             "{load}"

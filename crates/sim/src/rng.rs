@@ -1,6 +1,8 @@
 //! A small seeded PRNG (SplitMix64, Steele et al. 2014) so that a run is a
 //! pure function of its seed, on every platform and toolchain.
 
+use dirq_stats::f64_of;
+
 /// SplitMix64: one 64-bit state word, full period, passes BigCrush.
 #[derive(Clone, Debug)]
 pub struct Rng {
@@ -27,14 +29,14 @@ impl Rng {
 
     /// Uniform in [0, 1) with 53 bits of precision.
     pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        f64_of(self.next_u64() >> 11) * (1.0 / f64_of(1u64 << 53))
     }
 
     /// Exponentially distributed gap with the given mean, in whole ns, at
     /// least 1 so that a Poisson source always advances time.
     pub fn exponential_ns(&mut self, mean_ns: f64) -> u64 {
         let uniform = 1.0 - self.next_f64(); // (0, 1]
-        ((-uniform.ln() * mean_ns) as u64).max(1)
+        whole_ns(-uniform.ln() * mean_ns).max(1)
     }
 
     /// A standard normal deviate (Marsaglia's polar method: a pair per
@@ -54,6 +56,13 @@ impl Rng {
             }
         }
     }
+}
+
+/// `ns` in whole ns, rounded toward zero (saturating; negative and NaN give
+/// 0): a drawn gap keeps only its whole ns, as it always has.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Truncation is the intent.
+fn whole_ns(ns: f64) -> u64 {
+    ns as u64
 }
 
 #[cfg(test)]
@@ -86,7 +95,7 @@ mod tests {
         let mut rng = Rng::new(1);
         let n = 200_000;
         let sum: u64 = (0..n).map(|_| rng.exponential_ns(10_000.0)).sum();
-        let mean = sum as f64 / n as f64;
+        let mean = f64_of(sum) / n as f64;
         assert!((mean - 10_000.0).abs() < 100.0, "mean {mean}");
     }
 }

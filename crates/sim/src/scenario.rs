@@ -409,11 +409,13 @@ impl RunGroup {
             return Err(InvalidScenario::Queues);
         }
         let guest_cores = u64::from(host.cores - 1);
-        let mut vfs_per_core = vec![0u32; guest_cores as usize];
+        let mut vfs_per_core =
+            vec![0u32; usize::try_from(guest_cores).expect("a u32 fits a usize")];
         for vm in 0..u64::from(host.vms) {
             for index in 0..u64::from(owners_per_vm) {
                 let vcpu = vm * u64::from(host.vcpus_per_vm) + index;
-                vfs_per_core[(vcpu % guest_cores) as usize] += 1;
+                let core = usize::try_from(vcpu % guest_cores).expect("below guest_cores");
+                vfs_per_core[core] += 1;
             }
         }
         if vfs_per_core

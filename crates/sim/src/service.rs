@@ -4,6 +4,7 @@
 //! Every draw comes from the run's seeded [`Rng`], so a run stays a pure
 //! function of its seed.
 
+use dirq_stats::{f64_of, round_u64};
 use serde::{Deserialize, Serialize};
 
 use crate::rng::Rng;
@@ -78,7 +79,7 @@ impl Sampler {
         if mean_ns == 0 {
             return 0;
         }
-        let mean = mean_ns as f64;
+        let mean = f64_of(mean_ns);
         let drawn = match self {
             Sampler::Fixed => return mean_ns,
             Sampler::Exponential => return rng.exponential_ns(mean),
@@ -87,10 +88,10 @@ impl Sampler {
             }
             Sampler::FixedPlusExponential { fixed_fraction } => {
                 let fixed = mean * fixed_fraction;
-                fixed + rng.exponential_ns(mean - fixed) as f64
+                fixed + f64_of(rng.exponential_ns(mean - fixed))
             }
         };
-        (drawn.round() as u64).clamp(1, MAX_DRAW_FACTOR * mean_ns)
+        round_u64(drawn).clamp(1, MAX_DRAW_FACTOR * mean_ns)
     }
 }
 
@@ -120,7 +121,7 @@ mod tests {
             .map(|_| shape.sampler().draw(mean, &mut rng))
             .collect();
         samples.sort_unstable();
-        let average = samples.iter().sum::<u64>() as f64 / samples.len() as f64;
+        let average = f64_of(samples.iter().sum::<u64>()) / f64_of(samples.len() as u64);
         let p50 = samples[samples.len() / 2];
         let p99 = samples[samples.len() * 99 / 100];
         (average, p50, p99, samples[samples.len() - 1])

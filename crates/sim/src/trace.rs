@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use dirq_arch::exit::VmxExit;
+use dirq_stats::f64_of;
+
+use crate::machine::index_u32;
 
 /// Only the start of each run is traced: enough to see every mechanism at
 /// work, small enough for a trace viewer.
@@ -45,10 +48,10 @@ impl TraceEvent {
             name,
             cat,
             ph,
-            ts: at_ns as f64 / 1000.0,
+            ts: f64_of(at_ns) / 1000.0,
             dur: None,
             pid: 0,
-            tid: core as u32,
+            tid: index_u32(core),
             id: None,
             bp: None,
             args: serde_json::Map::new(),
@@ -90,7 +93,7 @@ impl Trace {
             None => (name.to_string(), "mode"),
         };
         let mut event = TraceEvent::new(name, cat, "X", core, start_ns);
-        event.dur = Some((end_ns - start_ns) as f64 / 1000.0);
+        event.dur = Some(f64_of(end_ns - start_ns) / 1000.0);
         if let Some(reason) = exit {
             event.args.insert("reason".into(), reason.into());
             event.args.insert("core".into(), core.into());

@@ -6,6 +6,7 @@ use dirq_sim::metrics::{Invariant, RunResult, ScenarioResult};
 use dirq_sim::policy::PolicyKind;
 use dirq_sim::scenario::{self, Scenario};
 use dirq_sim::{run_scenario, CostProfile, RunOptions};
+use dirq_stats::f64_of;
 
 fn scenario(body: &str) -> Scenario {
     let text = format!("name = \"test\"\ndescription = \"test\"\n{body}");
@@ -85,7 +86,7 @@ fn vanilla_sriov_interrupt_exits_extint_then_msrwr_for_the_eoi() {
     "#;
     let output = run_with(&scenario(body), quiet_profile(), true);
     let run = &output.result.runs[0];
-    let handled = run.interrupts.handled as f64 / 0.02;
+    let handled = f64_of(run.interrupts.handled) / 0.02;
     assert!(handled > 0.0);
     assert_eq!(exits(run, VmxExit::ExternalInterrupt), handled);
     assert_eq!(exits(run, VmxExit::MsrWrite), handled);
@@ -126,7 +127,7 @@ fn eli_virtual_interrupt_uses_injection_mode_until_its_eoi() {
     // Virtual (virtio) interrupts: the host kick arrives through the shadow
     // IDT (#NP exit), and the EOI exits because the vCPU is in injection
     // mode until then.
-    let handled = virtual_run.interrupts.handled as f64;
+    let handled = f64_of(virtual_run.interrupts.handled);
     assert!(handled > 1000.0);
     assert_eq!(exits(virtual_run, VmxExit::MsrWrite), handled);
     assert!(exits(virtual_run, VmxExit::ExceptionNmi) > 0.0);
@@ -149,7 +150,10 @@ fn eli_delivery_traps_every_eoi_but_delivers_directly() {
     );
     let run = &result.runs[0];
     assert_eq!(exits(run, VmxExit::ExternalInterrupt), 0.0);
-    assert_eq!(exits(run, VmxExit::MsrWrite), run.interrupts.handled as f64);
+    assert_eq!(
+        exits(run, VmxExit::MsrWrite),
+        f64_of(run.interrupts.handled)
+    );
     assert_clean(run);
 }
 
@@ -180,7 +184,7 @@ fn apicv_posts_virtual_interrupts_and_virtualizes_their_eoi() {
     // virtualized.
     assert_eq!(
         exits(assigned, VmxExit::ExternalInterrupt),
-        assigned.interrupts.handled as f64
+        f64_of(assigned.interrupts.handled)
     );
     assert_eq!(exits(assigned, VmxExit::MsrWrite), 0.0);
     assert_clean(posted);
@@ -219,7 +223,7 @@ fn cyclictest_timer_exits_under_vanilla_not_under_did() {
     "#,
     );
     let [bare, vanilla, did] = [&result.runs[0], &result.runs[1], &result.runs[2]];
-    let ticks = bare.latency_ns.as_ref().expect("latency").samples as f64;
+    let ticks = f64_of(bare.latency_ns.as_ref().expect("latency").samples);
     assert!(ticks > 900.0);
     // Vanilla: the hrtimer's EXTERNAL_INTERRUPT, and two MSR writes (TMICT, EOI) per tick.
     assert_eq!(exits(vanilla, VmxExit::ExternalInterrupt), ticks);
@@ -262,7 +266,7 @@ fn ipi_idle_modes_trade_halt_exits() {
     );
     assert_eq!(exits(poll, VmxExit::Hlt), 0.0);
     // Per IPI: the sender's ICR write exits and the target's EOI exits.
-    let ipis_per_s = poll.interrupts.handled as f64 / 0.1;
+    let ipis_per_s = f64_of(poll.interrupts.handled) / 0.1;
     assert_eq!(exits(poll, VmxExit::MsrWrite), 2.0 * ipis_per_s);
     assert_eq!(
         exits(poll, VmxExit::ExternalInterrupt),
@@ -272,7 +276,7 @@ fn ipi_idle_modes_trade_halt_exits() {
     let latency = |run: &RunResult| run.latency_ns.as_ref().expect("latency").mean;
     assert!(latency(hlt) > latency(poll));
     // Two targets, 100 ms.
-    assert!(broadcast.interrupts.handled as f64 > 2.0 * sent * 0.1 * 0.95);
+    assert!(f64_of(broadcast.interrupts.handled) > 2.0 * sent * 0.1 * 0.95);
     for run in &result.runs {
         assert_clean(run);
     }
@@ -295,7 +299,7 @@ fn idle_vm_takes_only_background_io_and_ept_exits_and_vanillas_host_tick() {
         // The host tick stays on vanilla's guest core; DID moved it away.
         let tick = exits(run, VmxExit::ExternalInterrupt);
         let expected_tick = match run.policy {
-            PolicyKind::Vanilla => profile.host_tick.hz as f64,
+            PolicyKind::Vanilla => f64_of(profile.host_tick.hz),
             _ => 0.0,
         };
         assert!((tick - expected_tick).abs() <= 1.0, "{tick}");
@@ -469,7 +473,7 @@ fn every_vcpu_owning_queues_and_timers_multiplies_the_interrupts_and_stays_clean
     let every = run_quiet(&body("every-vcpu"));
     for (one, all) in first.runs.iter().zip(&every.runs) {
         assert_clean(all);
-        let ratio = all.interrupts.handled as f64 / one.interrupts.handled as f64;
+        let ratio = f64_of(all.interrupts.handled) / f64_of(one.interrupts.handled);
         assert!((3.5..4.5).contains(&ratio), "{}: {ratio}", all.policy);
         assert_eq!(all.params["queue_owners"], "every-vcpu");
     }

@@ -10,6 +10,8 @@
 
 use std::collections::VecDeque;
 
+use dirq_stats::f64_of;
+
 use super::sip::SIP_MESSAGE_BYTES;
 use super::*;
 
@@ -161,7 +163,7 @@ impl Machine {
                 _ => {
                     let response = payloads(self.spec.workload).1;
                     let at = self.now + self.one_way_ns(response);
-                    let vm = self.vcpus[vcpu].vm as u32;
+                    let vm = index_u32(self.vcpus[vcpu].vm);
                     fx.schedule(at, Event::ResponseArrival { vm });
                 }
             },
@@ -180,7 +182,7 @@ impl Machine {
     /// A client's request leaves for the server.
     pub(super) fn send_request(&mut self, vm: usize, fx: &mut Effects) {
         let at = self.now + self.one_way_ns(self.request_bytes());
-        fx.schedule(at, Event::RequestArrival { vm: vm as u32 });
+        fx.schedule(at, Event::RequestArrival { vm: index_u32(vm) });
     }
 
     /// The request reaches the server's NIC, or vhost.
@@ -214,8 +216,8 @@ impl Machine {
     }
 
     pub(super) fn schedule_offered(&mut self, vm: usize, fx: &mut Effects) {
-        let rate = self.spec.offered_per_s.unwrap_or(0) as f64;
-        self.schedule_poisson(rate, Event::ClientSend { vm: vm as u32 }, fx);
+        let rate = f64_of(self.spec.offered_per_s.unwrap_or(0));
+        self.schedule_poisson(rate, Event::ClientSend { vm: index_u32(vm) }, fx);
     }
 
     /// The clients start: at the offered load, or every connection at once.
@@ -241,7 +243,7 @@ impl Machine {
         fx.schedule(
             self.now + burst_ns,
             Event::PmdBurst {
-                queues: queues as u32,
+                queues: index_u32(queues),
             },
         );
         let now = self.now;

@@ -1,6 +1,8 @@
 //! Devices: the SR-IOV VF with interrupt coalescing, the virtio backend,
 //! the block device and the guest's IPI sender.
 
+use dirq_stats::f64_of;
+
 use super::itr::Throttle;
 use super::napi::Napi;
 use super::tcp::TcpFlow;
@@ -9,7 +11,7 @@ use crate::scenario::NicCoalescing;
 
 /// A VM's VF's PCI requester ID, which interrupt remapping validates.
 pub(super) fn vf_requester(vm: usize) -> u16 {
-    0x0100 + vm as u16
+    0x0100 + u16::try_from(vm).expect("at most MAX_VMS VMs")
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,13 +132,13 @@ impl RxQueue {
 impl Machine {
     pub(super) fn packet_rate(&self) -> f64 {
         match (self.spec.workload, self.spec.rate_pps) {
-            (_, Some(rate)) => rate as f64,
+            (_, Some(rate)) => f64_of(rate),
             (_, None) => 0.0,
         }
     }
 
     pub(super) fn schedule_packet(&mut self, queues: usize, kind: RxQueueKind, fx: &mut Effects) {
-        let queues = queues as u32;
+        let queues = index_u32(queues);
         let arrival = Event::PacketArrival { queues, kind };
         self.schedule_poisson(self.packet_rate(), arrival, fx);
     }
@@ -198,7 +200,7 @@ impl Machine {
     /// The VF queue's coalescing decision, carried out.
     pub(super) fn maybe_fire_vf(&mut self, queues: usize, timed_out: bool, fx: &mut Effects) {
         let timeout = Event::CoalesceTimeout {
-            queues: queues as u32,
+            queues: index_u32(queues),
         };
         let armed = fx.is_pending(timeout);
         let now = self.now;
@@ -231,7 +233,7 @@ impl Machine {
         pair.vf.first_unsignalled = None;
         pair.throttle.fired(now);
         fx.cancel(Event::CoalesceTimeout {
-            queues: queues as u32,
+            queues: index_u32(queues),
         });
         self.fire_vf_msi(queues, fx);
     }
@@ -239,7 +241,7 @@ impl Machine {
     /// The VF writes its MSI-X message; the IOMMU remaps it.
     pub(super) fn fire_vf_msi(&mut self, queues: usize, fx: &mut Effects) {
         let message = MsiMessage::compose_remappable(&RemappableMsi {
-            handle: queues as u16,
+            handle: u16::try_from(queues).expect("below MAX_QUEUES"),
             subhandle: None,
         });
         let vm = self.vm_of_queues(queues);
@@ -259,7 +261,7 @@ impl Machine {
                         Effect::Nmi {
                             core,
                             message: NmiMessage::AssignedInterrupt {
-                                queues: queues as u32,
+                                queues: index_u32(queues),
                             },
                         }
                     } else {
@@ -291,7 +293,7 @@ impl Machine {
         fx.schedule(
             done,
             Event::BackendDone {
-                queues: queues as u32,
+                queues: index_u32(queues),
                 job,
             },
         );
@@ -303,13 +305,13 @@ impl Machine {
             BackendJob::TxPacket => fx.schedule(
                 self.now + self.one_way_ns(self.frame_bytes()),
                 Event::RemoteRequest {
-                    vm: self.vm_of_queues(queues) as u32,
+                    vm: index_u32(self.vm_of_queues(queues)),
                 },
             ),
             BackendJob::TxResponse => fx.schedule(
                 self.now + self.one_way_ns(self.frame_bytes()),
                 Event::ResponseArrival {
-                    vm: self.vm_of_queues(queues) as u32,
+                    vm: index_u32(self.vm_of_queues(queues)),
                 },
             ),
             BackendJob::TxAck => self.tcp_ack_arrives(queues, fx),
@@ -354,7 +356,7 @@ impl Machine {
                 // The VF's doorbell is a passed-through MMIO write.
                 fx.schedule(
                     self.now + self.one_way_ns(self.message_bytes()),
-                    Event::RemoteRequest { vm: vm as u32 },
+                    Event::RemoteRequest { vm: index_u32(vm) },
                 );
             }
         }
@@ -388,7 +390,7 @@ impl Machine {
             fx.schedule(
                 send_at + self.interconnect_ns(from, to),
                 Event::GuestIpi {
-                    vcpu: target as u32,
+                    vcpu: index_u32(target),
                 },
             );
         }

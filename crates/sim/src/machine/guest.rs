@@ -180,7 +180,9 @@ impl Machine {
 
     /// Stops the clock of the step in progress (exit or nested interrupt).
     pub(super) fn suspend(&mut self, vcpu: usize, fx: &mut Effects) {
-        fx.cancel(Event::GuestStep { vcpu: vcpu as u32 });
+        fx.cancel(Event::GuestStep {
+            vcpu: index_u32(vcpu),
+        });
         let now = self.now;
         let v = &mut self.vcpus[vcpu];
         if !std::mem::replace(&mut v.step_running, false) {
@@ -418,7 +420,12 @@ impl Machine {
         }
         v.step_started = self.now;
         v.step_running = true;
-        fx.schedule(self.now + remaining, Event::GuestStep { vcpu: vcpu as u32 });
+        fx.schedule(
+            self.now + remaining,
+            Event::GuestStep {
+                vcpu: index_u32(vcpu),
+            },
+        );
     }
 
     pub(super) fn finish_timed_step(&mut self, vcpu: usize, fx: &mut Effects) {

@@ -61,11 +61,21 @@ impl Machine {
     }
 
     pub(super) fn host_busy(&self, core: usize, ns: u64, fx: &mut Effects) {
-        fx.schedule(self.now + ns, Event::HostDone { core: core as u32 });
+        fx.schedule(
+            self.now + ns,
+            Event::HostDone {
+                core: index_u32(core),
+            },
+        );
     }
 
     pub(super) fn arm_slice(&self, core: usize, delay: u64, fx: &mut Effects) {
-        fx.schedule(self.now + delay, Event::SliceEnd { core: core as u32 });
+        fx.schedule(
+            self.now + delay,
+            Event::SliceEnd {
+                core: index_u32(core),
+            },
+        );
     }
 
     /// The host finished the work of an exit: it takes the pending
@@ -255,8 +265,8 @@ impl Machine {
         let v = &self.vcpus[vcpu];
         let running = self.cores[v.home_core].current == Some(vcpu);
         VfRoute {
-            running_on: running.then_some(v.home_core as u32),
-            home_core: v.home_core as u32,
+            running_on: running.then_some(index_u32(v.home_core)),
+            home_core: index_u32(v.home_core),
             guest_vector: GUEST_VF_VECTOR,
             host_vector: self.queues[v.queues].vf_host_vector,
             requester_id: vf_requester(v.vm),
@@ -271,11 +281,11 @@ impl Machine {
             return 0;
         }
         let irte = self.design.vf_irte.irte(&self.vf_route(vcpu));
-        if self.iommu.entry(queues as u32) == Some(&irte) {
+        if self.iommu.entry(index_u32(queues)) == Some(&irte) {
             return 0;
         }
         // The table has one entry per queue pair.
-        let _ = self.iommu.set_entry(queues as u32, irte);
+        let _ = self.iommu.set_entry(index_u32(queues), irte);
         self.design_work_ns(DesignWork::IrteRewrite)
     }
 
@@ -285,7 +295,9 @@ impl Machine {
         self.vcpus[vcpu].pid.suppress = false;
         if self.design.timer_path == TimerPath::PassThrough {
             if let Some(deadline) = self.vcpus[vcpu].parked_timer.take() {
-                fx.cancel(Event::HostTimer { vcpu: vcpu as u32 });
+                fx.cancel(Event::HostTimer {
+                    vcpu: index_u32(vcpu),
+                });
                 let core = self.vcpus[vcpu].home_core;
                 let count = deadline.saturating_sub(self.now).max(1);
                 self.program_physical_timer(core, vcpu, count, fx);

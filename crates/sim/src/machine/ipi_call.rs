@@ -97,7 +97,7 @@ impl Machine {
             fx.schedule(
                 arrival,
                 Event::GuestIpi {
-                    vcpu: callee as u32,
+                    vcpu: index_u32(callee),
                 },
             );
         }
@@ -115,7 +115,7 @@ impl Machine {
         let caller = self.vms[vm].vcpus[0];
         let seen = self.now
             + self.interconnect_ns(self.vcpus[vcpu].home_core, self.vcpus[caller].home_core);
-        fx.schedule(seen, Event::CallDone { vm: vm as u32 });
+        fx.schedule(seen, Event::CallDone { vm: index_u32(vm) });
     }
 
     /// The caller sees its call complete: one call's latency; its spin

@@ -151,7 +151,7 @@ impl Machine {
             RxQueueKind::Vf => fx.schedule(
                 self.now + self.profile.guest_ns.wire_one_way + self.frame_wire_ns(ACK_BYTES),
                 Event::TcpAck {
-                    queues: queues as u32,
+                    queues: index_u32(queues),
                 },
             ),
             RxQueueKind::Virtio => {
@@ -189,7 +189,7 @@ impl Machine {
     /// send is pending at most (a later one replaces it).
     pub(super) fn tcp_send(&mut self, queues: usize, fx: &mut Effects) {
         let now = self.now;
-        let pair = queues as u32;
+        let pair = index_u32(queues);
         let flow = &mut self.queues[queues].tcp;
         if flow.link_free_at > now {
             // The link is still sending the previous frame.
@@ -243,7 +243,7 @@ impl Machine {
                 fx.schedule(
                     sent + 2 * wire_one_way,
                     Event::AckArrival {
-                        queues: queues as u32,
+                        queues: index_u32(queues),
                     },
                 );
             }
@@ -277,6 +277,8 @@ pub(super) fn tcp_flow(network: &NetworkCosts, transport: Transport) -> TcpFlow 
 
 #[cfg(test)]
 mod tests {
+    use dirq_stats::f64_of;
+
     use super::super::fixture::{exit_of, listed, running, scheduled, shaped};
     use super::*;
     use crate::policy::PolicyKind;
@@ -367,8 +369,8 @@ mod tests {
         let group = RunGroup::new(WorkloadKind::Iperf, vec![PolicyKind::Bare]);
         let m = run(PolicyKind::Bare, group, 20);
         let network = &m.profile.network;
-        let link_bytes = network.link_mbps as f64 * 1e6 / 8.0 * 0.02;
-        let acked = m.counters.acked_bytes as f64;
+        let link_bytes = f64_of(network.link_mbps) * 1e6 / 8.0 * 0.02;
+        let acked = f64_of(m.counters.acked_bytes);
         assert!(acked > 0.0);
         assert!(acked <= link_bytes, "{acked} > {link_bytes}");
     }
@@ -399,8 +401,8 @@ mod tests {
         group.clients = Some(200);
         let m = run(PolicyKind::Vanilla, group, 20);
         let per_request = m.profile.workloads.memcached_request;
-        let budget = 0.02 * 1e9 / per_request as f64;
-        let done = m.counters.requests_done as f64;
+        let budget = 0.02 * 1e9 / f64_of(per_request);
+        let done = f64_of(m.counters.requests_done);
         assert!(done > 0.0);
         assert!(done <= budget, "{done} > {budget}");
     }

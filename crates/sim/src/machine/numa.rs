@@ -10,7 +10,7 @@ impl Machine {
     pub(super) fn interconnect_ns(&self, from: usize, to: usize) -> u64 {
         let group = &self.spec.group;
         let numa = &self.profile.numa_ns;
-        if group.node_of_core(from as u32) == group.node_of_core(to as u32) {
+        if group.node_of_core(index_u32(from)) == group.node_of_core(index_u32(to)) {
             numa.same_node
         } else {
             numa.cross_node

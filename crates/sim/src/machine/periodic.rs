@@ -15,6 +15,8 @@
 //! the section waits for it, and one expiring during the access's exit
 //! lands while the core is in host mode.
 
+use dirq_stats::{f64_of, round_u64};
+
 use super::guest::{Step, Work};
 use super::*;
 
@@ -73,7 +75,12 @@ impl Machine {
         for core in 1..self.cores.len() {
             if self.cores[core].hosts_vcpus {
                 let at = self.rng.next_u64() % period;
-                fx.schedule(at, Event::HostTick { core: core as u32 });
+                fx.schedule(
+                    at,
+                    Event::HostTick {
+                        core: index_u32(core),
+                    },
+                );
             }
         }
     }
@@ -82,7 +89,12 @@ impl Machine {
     /// sleeps (NO_HZ idle).
     pub(super) fn host_tick(&mut self, core: usize, fx: &mut Effects) {
         let next = self.now + self.tick_period_ns();
-        fx.schedule(next, Event::HostTick { core: core as u32 });
+        fx.schedule(
+            next,
+            Event::HostTick {
+                core: index_u32(core),
+            },
+        );
         if self.cores[core].mode != Mode::Idle {
             fx.push(Effect::DeliverPhysical {
                 core,
@@ -98,16 +110,22 @@ impl Machine {
             return;
         }
         let at = self.rng.next_u64() % period;
-        fx.schedule(at, Event::Housekeeping { vcpu: vcpu as u32 });
+        fx.schedule(
+            at,
+            Event::Housekeeping {
+                vcpu: index_u32(vcpu),
+            },
+        );
     }
 
     /// How many accesses at `rate_per_s` one period holds: the whole part,
     /// plus one with the probability of the fraction, so the mean is kept.
     fn accesses_per_pass(&mut self, rate_per_s: f64) -> u32 {
-        let expected = rate_per_s * self.profile.guest_housekeeping.period_ns as f64 / 1e9;
+        let expected = rate_per_s * f64_of(self.profile.guest_housekeeping.period_ns) / 1e9;
         let whole = expected.floor();
         let extra = self.rng.next_f64() < expected - whole;
-        whole as u32 + u32::from(extra)
+        // `whole` is already whole: round_u64 only converts it.
+        u32::try_from(round_u64(whole)).unwrap_or(u32::MAX) + u32::from(extra)
     }
 
     /// A housekeeping pass is due: schedule the next, and run this one
@@ -120,7 +138,12 @@ impl Machine {
         );
         let offset = self.rng.next_u64() % (2 * jitter + 1);
         let next = self.now + period - jitter + offset;
-        fx.schedule(next, Event::Housekeeping { vcpu: vcpu as u32 });
+        fx.schedule(
+            next,
+            Event::Housekeeping {
+                vcpu: index_u32(vcpu),
+            },
+        );
         let rates = self.profile.idle_exits_per_s.clone();
         let io = self.accesses_per_pass(rates.io_instruction);
         let ept = self.accesses_per_pass(rates.ept_violation);
@@ -274,7 +297,7 @@ mod tests {
         let mut m = single(PolicyKind::Vanilla);
         running(&mut m, 0);
         m.profile.idle_exits_per_s.io_instruction =
-            1e9 / m.profile.guest_housekeeping.period_ns as f64;
+            1e9 / f64_of(m.profile.guest_housekeeping.period_ns);
         m.profile.idle_exits_per_s.ept_violation = 0.0;
         let fx = listed(&mut m, |m, fx| m.housekeeping_due(0, fx));
         assert_eq!(fx.last(), Some(&Effect::RunGuest(0)));
@@ -284,7 +307,7 @@ mod tests {
         let mut m = single(PolicyKind::Vanilla);
         running(&mut m, 0);
         m.profile.idle_exits_per_s.io_instruction =
-            1e9 / m.profile.guest_housekeeping.period_ns as f64;
+            1e9 / f64_of(m.profile.guest_housekeeping.period_ns);
         m.vcpus[0].state = VcpuState::Halted;
         let fx = listed(&mut m, |m, fx| m.housekeeping_due(0, fx));
         assert_eq!(fx.last(), Some(&Effect::Wake(0)));

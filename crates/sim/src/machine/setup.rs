@@ -46,7 +46,7 @@ impl Machine {
         let mut cores = Vec::with_capacity(core_count);
         for id in 0..core_count {
             cores.push(Core {
-                lapic: enabled_lapic(id as u32)?,
+                lapic: enabled_lapic(index_u32(id))?,
                 mode: Mode::Idle,
                 mode_since: 0,
                 current: None,
@@ -89,7 +89,7 @@ impl Machine {
             let mut ids = Vec::new();
             for index in 0..host.vcpus_per_vm as usize {
                 let id = vcpus.len();
-                let home_core = spec.group.home_core(id as u32) as usize;
+                let home_core = spec.group.home_core(index_u32(id)) as usize;
                 let program = match (spec.workload, index) {
                     (WorkloadKind::Ipi, 0) => IPI_SENDER,
                     (WorkloadKind::IpiCall, 0) => IPI_CALLER,
@@ -98,11 +98,11 @@ impl Machine {
                 vcpus.push(Vcpu {
                     vm,
                     home_core,
-                    vlapic: enabled_lapic(index as u32)?,
+                    vlapic: enabled_lapic(index_u32(index))?,
                     vmcs: design.vmcs.build(),
                     pid: PostedInterruptDescriptor::new(
                         POSTED_NOTIFICATION_VECTOR,
-                        home_core as u32,
+                        index_u32(home_core),
                     ),
                     virtual_pending: VectorSet::EMPTY,
                     frames: vec![Frame::background(program)],
@@ -135,7 +135,9 @@ impl Machine {
                 }
                 // Validation keeps every core within its vector range.
                 let vf_core = &mut cores[vcpus[owner].home_core];
-                let vf_host_vector = HOST_VF_VECTOR_BASE + vf_core.vf_vectors.len() as u8;
+                let vf_host_vector = HOST_VF_VECTOR_BASE
+                    + u8::try_from(vf_core.vf_vectors.len())
+                        .expect("at most HOST_VECTORS_PER_CORE");
                 vf_core.vf_vectors.push(queues.len());
                 vcpus[owner].queues = queues.len();
                 let rx = RxQueue {
@@ -174,7 +176,7 @@ impl Machine {
             cores,
             vcpus,
             vms,
-            iommu: InterruptRemappingTable::new(queues.len() as u32),
+            iommu: InterruptRemappingTable::new(index_u32(queues.len())),
             queues,
             counters: Counters::default(),
             sip: Default::default(),
@@ -251,14 +253,14 @@ impl Machine {
         }
         match self.spec.workload {
             WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
-                fx.schedule(0, Event::RemoteRequest { vm: vm as u32 })
+                fx.schedule(0, Event::RemoteRequest { vm: index_u32(vm) })
             }
             WorkloadKind::Fio => self.submit_block(vm, fx),
             WorkloadKind::Memcached | WorkloadKind::Apache => self.start_clients(vm, fx),
             WorkloadKind::Sip => self.start_calls(fx),
             WorkloadKind::Iperf => {
                 for &owner in &owners {
-                    let queues = self.vcpus[owner].queues as u32;
+                    let queues = index_u32(self.vcpus[owner].queues);
                     fx.schedule(0, Event::TcpSend { queues });
                 }
             }
@@ -270,7 +272,7 @@ impl Machine {
                     fx.schedule(
                         0,
                         Event::PmdBurst {
-                            queues: queues as u32,
+                            queues: index_u32(queues),
                         },
                     );
                 }

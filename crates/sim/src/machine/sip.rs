@@ -10,6 +10,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use dirq_stats::f64_of;
+
 use super::*;
 
 /// RFC 3261 17.1.1.1: T1, the round-trip estimate, 500 ms.
@@ -76,8 +78,9 @@ pub(super) struct Sip {
 impl Sip {
     /// The calls a run of `duration_ns` places: all but the last hold
     /// time's worth, so that every call can end.
-    fn calls_for(duration_ns: u64) -> u64 {
-        duration_ns.saturating_sub(HOLD_NS) * CALLS_PER_S / 1_000_000_000
+    fn calls_for(duration_ns: u64) -> u32 {
+        let calls = duration_ns.saturating_sub(HOLD_NS) * CALLS_PER_S / 1_000_000_000;
+        u32::try_from(calls).unwrap_or(u32::MAX)
     }
 
     /// Calls per setup-latency bucket.
@@ -101,7 +104,7 @@ impl Sip {
         if self.last_completed_at == 0 {
             return 0.0;
         }
-        self.completed as f64 / (self.last_completed_at as f64 / 1e9)
+        f64_of(self.completed) / (f64_of(self.last_completed_at) / 1e9)
     }
 
     pub(super) fn retransmissions(&self) -> u64 {
@@ -130,7 +133,7 @@ impl Machine {
         let calls = Sip::calls_for(self.spec.duration_ns);
         self.sip.calls = vec![Call::default(); calls as usize];
         let gap = 1_000_000_000 / CALLS_PER_S;
-        for call in 0..calls as u32 {
+        for call in 0..calls {
             fx.schedule(u64::from(call) * gap, Event::SipCall { call });
         }
     }

@@ -73,7 +73,9 @@ impl Machine {
         match self.design.timer_path {
             TimerPath::HostHrtimer => {
                 Self::tmict_write(&mut self.vcpus[vcpu].vlapic, 0, self.now);
-                fx.cancel(Event::HostTimer { vcpu: vcpu as u32 });
+                fx.cancel(Event::HostTimer {
+                    vcpu: index_u32(vcpu),
+                });
             }
             TimerPath::PassThrough => {
                 let core = self.vcpus[vcpu].home_core;
@@ -87,7 +89,12 @@ impl Machine {
 
     pub(super) fn arm_host_timer(&self, vcpu: usize, fx: &mut Effects) {
         let deadline = self.vcpus[vcpu].vlapic.timer_deadline_ns();
-        fx.reschedule(deadline, Event::HostTimer { vcpu: vcpu as u32 });
+        fx.reschedule(
+            deadline,
+            Event::HostTimer {
+                vcpu: index_u32(vcpu),
+            },
+        );
     }
 
     pub(super) fn program_physical_timer(
@@ -101,13 +108,20 @@ impl Machine {
         self.cores[core].timer_owner = Some(vcpu);
         self.recheck_timer_ownership(core);
         let deadline = self.cores[core].lapic.timer_deadline_ns();
-        fx.reschedule(deadline, Event::PhysicalTimer { core: core as u32 });
+        fx.reschedule(
+            deadline,
+            Event::PhysicalTimer {
+                core: index_u32(core),
+            },
+        );
     }
 
     /// Disarms a core's passed-through timer and its owner.
     pub(super) fn stop_physical_timer(&mut self, core: usize, fx: &mut Effects) {
         Self::tmict_write(&mut self.cores[core].lapic, 0, self.now);
-        fx.cancel(Event::PhysicalTimer { core: core as u32 });
+        fx.cancel(Event::PhysicalTimer {
+            core: index_u32(core),
+        });
         self.cores[core].timer_owner = None;
         self.recheck_timer_ownership(core);
     }
@@ -115,7 +129,12 @@ impl Machine {
     /// DID: the timer of a descheduled vCPU lives on the designated core.
     pub(super) fn park_timer(&mut self, vcpu: usize, deadline: Option<u64>, fx: &mut Effects) {
         self.vcpus[vcpu].parked_timer = deadline;
-        fx.reschedule(deadline, Event::HostTimer { vcpu: vcpu as u32 });
+        fx.reschedule(
+            deadline,
+            Event::HostTimer {
+                vcpu: index_u32(vcpu),
+            },
+        );
     }
 
     pub(super) fn physical_timer(&mut self, core: usize, fx: &mut Effects) {

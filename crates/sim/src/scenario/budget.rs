@@ -2,6 +2,8 @@
 //! can still ask for days of simulation, which should be refused at once
 //! with the estimate, not discovered by waiting.
 
+use dirq_stats::f64_of;
+
 use super::{RunSpec, Scenario, Transport, WorkloadKind};
 use crate::profile::CostProfile;
 
@@ -66,7 +68,7 @@ impl RunSpec {
         let host = group.host;
         let vcpus = f64::from(host.vcpus_per_vm);
         let owners = f64::from(group.queue_owners.per_vm(host.vcpus_per_vm));
-        let rate = self.rate_pps.unwrap_or(0) as f64;
+        let rate = f64_of(self.rate_pps.unwrap_or(0));
         let transports = if group.transport == Transport::Both {
             2.0
         } else {
@@ -84,10 +86,10 @@ impl RunSpec {
             }
             WorkloadKind::L2fwd => L2FWD_BURSTS_PER_S * owners,
             WorkloadKind::Sip => SIP_MESSAGES_PER_S,
-            WorkloadKind::Ipi => group.ipi_rate_per_s as f64 * (vcpus - 1.0),
+            WorkloadKind::Ipi => f64_of(group.ipi_rate_per_s) * (vcpus - 1.0),
             WorkloadKind::Cyclictest | WorkloadKind::Idle => 0.0,
             // One call at a time, a few microseconds each, to each target.
-            WorkloadKind::IpiCall => REQUESTS_PER_S * group.call_targets().len() as f64,
+            WorkloadKind::IpiCall => REQUESTS_PER_S * f64_of(group.call_targets().len() as u64),
             WorkloadKind::Vioapic => {
                 crate::vioapic::most_events_per_s(&crate::vioapic::LoongsonProfile::loongson_2019())
             }
@@ -99,10 +101,10 @@ impl RunSpec {
         };
         let idle = profile.idle_exits_per_s.io_instruction
             + profile.idle_exits_per_s.ept_violation
-            + profile.host_tick.hz as f64;
-        let slices = 1e9 / profile.host_ns.sched_quantum.max(1) as f64;
+            + f64_of(profile.host_tick.hz);
+        let slices = 1e9 / f64_of(profile.host_ns.sched_quantum.max(1));
         let per_vm_per_s = traffic + timers + (idle + slices) * vcpus;
-        let seconds = self.duration_ns as f64 / 1e9;
+        let seconds = f64_of(self.duration_ns) / 1e9;
         EVENTS_PER_UNIT * seconds * f64::from(host.vms) * per_vm_per_s
     }
 }

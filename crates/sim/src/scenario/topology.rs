@@ -22,7 +22,8 @@ impl RunGroup {
     /// The NUMA node of `core`: the cores split into `numa_nodes` equal
     /// runs of consecutive cores.
     pub fn node_of_core(&self, core: u32) -> u32 {
-        (u64::from(core) * u64::from(self.numa_nodes) / u64::from(self.host.cores.max(1))) as u32
+        let node = u64::from(core) * u64::from(self.numa_nodes) / u64::from(self.host.cores.max(1));
+        u32::try_from(node).unwrap_or(u32::MAX)
     }
 
     /// The core vCPU `id` (numbered across the VMs, VM by VM) is pinned

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use dirq_arch::exit::VmxExit;
 use dirq_arch::vioapic::{Vioapic, REG_MASK, REG_ROUTE_BASE, REG_UNMASK};
+use dirq_stats::{f64_of, ratio};
 
 pub use flow::VioapicLevel;
 use flow::{AccessKind, Landing, Register, Step, FLOW};
@@ -47,8 +48,8 @@ pub fn on_loongson(scenario: &Scenario) -> bool {
 /// An upper bound on the events one run makes per simulated second: one
 /// per step, an interrupt at most every injection.
 pub fn most_events_per_s(profile: &LoongsonProfile) -> f64 {
-    let per_interrupt = FLOW.len() as f64 + 1.0;
-    profile.cpu_hz as f64 / profile.cycles.injection.max(1) as f64 * per_interrupt
+    let per_interrupt = f64_of(FLOW.len() as u64) + 1.0;
+    ratio(profile.cpu_hz, profile.cycles.injection.max(1)) * per_interrupt
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,7 +119,9 @@ pub(crate) fn simulate(
     trace: bool,
 ) -> (RunResult, Option<Trace>) {
     let started = std::time::Instant::now();
-    let end = (spec.duration_ns as u128 * u128::from(profile.cpu_hz) / 1_000_000_000) as u64;
+    let end =
+        u64::try_from(u128::from(spec.duration_ns) * u128::from(profile.cpu_hz) / 1_000_000_000)
+            .unwrap_or(u64::MAX);
     let mut run = Loongson::new(level, profile);
     run.trace = trace.then(Trace::default);
     run.start();
@@ -334,7 +337,8 @@ impl<'a> Loongson<'a> {
     }
 
     fn ns(&self, cycles: u64) -> u64 {
-        (u128::from(cycles) * 1_000_000_000 / u128::from(self.profile.cpu_hz)) as u64
+        u64::try_from(u128::from(cycles) * 1_000_000_000 / u128::from(self.profile.cpu_hz))
+            .unwrap_or(u64::MAX)
     }
 
     /// The core from now to `end` (cycles): an exit's host slice when
@@ -371,11 +375,11 @@ impl<'a> Loongson<'a> {
 
     fn summarize(&self, spec: &RunSpec) -> RunResult {
         let counts = &self.counts;
-        let cycles = counts.last_completion.max(1) as f64;
-        let seconds = cycles / self.profile.cpu_hz as f64;
-        let completed = counts.completed.max(1) as f64;
+        let cycles = f64_of(counts.last_completion.max(1));
+        let seconds = cycles / f64_of(self.profile.cpu_hz);
+        let completed = f64_of(counts.completed.max(1));
         let cycles_per_interrupt = cycles / completed;
-        let exits_per_s = counts.committed.exits as f64 / seconds;
+        let exits_per_s = f64_of(counts.committed.exits) / seconds;
         // The device asserts its next event when it consumes one: one is
         // always outstanding at the end.
         let pending_at_end = counts.raised.saturating_sub(counts.handled);
@@ -397,7 +401,7 @@ impl<'a> Loongson<'a> {
             params: spec.params(),
             exits_per_s,
             exits_by_reason_per_s: BTreeMap::from([(ACCESS_EXIT, exits_per_s)]),
-            time_in_guest: counts.committed.guest_cycles as f64 / cycles,
+            time_in_guest: f64_of(counts.committed.guest_cycles) / cycles,
             cpu_busy: 1.0,
             latency_ns: None,
             throughput: Some(Throughput {
@@ -409,7 +413,7 @@ impl<'a> Loongson<'a> {
                 cycles_per_interrupt: Some(cycles_per_interrupt),
                 // The study measures a million interrupts; the run
                 // completes fewer, each costing the same, and scales.
-                seconds_per_million: Some(cycles_per_interrupt * 1e6 / self.profile.cpu_hz as f64),
+                seconds_per_million: Some(cycles_per_interrupt * 1e6 / f64_of(self.profile.cpu_hz)),
                 ..StudyResults::default()
             },
             interrupts: InterruptCounts {

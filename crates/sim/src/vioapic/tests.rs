@@ -39,7 +39,10 @@ fn each_level_exits_once_per_trapped_access_plus_the_device_read() {
         let result = run(level);
         let expected = level.trapped_accesses() + usize::from(DEVICE_LANDING.exits());
         let exits = exits_per_interrupt(&result);
-        assert!((exits - expected as f64).abs() < 1e-9, "{level:?}: {exits}");
+        assert!(
+            (exits - f64_of(expected as u64)).abs() < 1e-9,
+            "{level:?}: {exits}"
+        );
     }
 }
 
@@ -59,10 +62,10 @@ fn an_interrupt_costs_injection_plus_its_steps_where_they_land() {
         let result = run(level);
         assert_eq!(
             result.study.cycles_per_interrupt,
-            Some(expected as f64),
+            Some(f64_of(expected)),
             "{level:?}"
         );
-        let million = expected as f64 * 1e6 / profile.cpu_hz as f64;
+        let million = f64_of(expected) * 1e6 / f64_of(profile.cpu_hz);
         assert!((result.study.seconds_per_million.unwrap() - million).abs() < 1e-9);
     }
 }
