@@ -6,7 +6,7 @@
 
 struct loop_timing {
     u64 iterations;        /* done in the unloaded run */
-    u64 baseline_cycles;   /* how long they take unloaded: the fastest chunk's rate */
+    u64 baseline_cycles;   /* how long they take unloaded, chunks the host disturbed left out */
     u64 loaded_iterations; /* done again under the load (fewer if capped) */
     u64 loaded_cycles;
 };
