@@ -174,16 +174,19 @@ pub enum ExitStatistic {
     WithoutEmulatedLapicWrites,
     /// kvm_pvm's native mode: every privileged instruction the guest runs
     /// traps into KVM and is counted. Beside the twin's exits (its LAPIC
-    /// writes among them) each handled interrupt pays its handler's IRETQ
-    /// and the EOI that PV EOI would skip if the host ever waived it, and
-    /// each wake-up from HLT one more exit, kvm_pvm's injection into the
-    /// woken vCPU (timer-latency counts exactly HLT + arm + EOI + IRETQ + 1).
+    /// writes among them) each handled interrupt pays kvm_pvm's injection
+    /// into the guest (whether the vCPU was woken from HLT or kicked out of
+    /// guest code), its handler's IRETQ, and the EOI that PV EOI would skip
+    /// if the host ever waived it: `dirq run` counts three OTHER exits per
+    /// interrupt on every in-kernel path (timer-latency exactly HLT + arm +
+    /// EOI + IRETQ + injection).
     NativeTraps { pv_eoi_waives: bool },
 }
 
-/// Every handler of dirq's guest returns with one IRETQ, which traps
-/// natively under kvm_pvm (docs/native.md).
-const IRETQ_TRAPS_PER_INTERRUPT: f64 = 1.0;
+/// Every handler of dirq's guest returns with one IRETQ, and kvm_pvm
+/// enters the guest's handler with one more trap: both count natively
+/// (docs/native.md).
+const NATIVE_TRAPS_PER_INTERRUPT: f64 = 2.0;
 
 /// The exit reasons of LAPIC register writes.
 const LAPIC_WRITE_REASONS: [VmxExit; 2] = [VmxExit::MsrWrite, VmxExit::ApicAccess];
@@ -209,13 +212,8 @@ impl ExitStatistic {
             } else {
                 0.0
             };
-            let halts = run
-                .exits_by_reason_per_s
-                .get(VmxExit::Hlt.name())
-                .copied()
-                .unwrap_or(0.0);
-            let exits = per_handled_interrupt(run, run.exits_per_s + halts)?;
-            return Some(exits + IRETQ_TRAPS_PER_INTERRUPT + unwaived_eoi);
+            let exits = per_handled_interrupt(run, run.exits_per_s)?;
+            return Some(exits + NATIVE_TRAPS_PER_INTERRUPT + unwaived_eoi);
         }
         let emulated = self == ExitStatistic::WithoutEmulatedLapicWrites
             && config.common.irqchip != Irqchip::Userspace;
@@ -781,8 +779,8 @@ mod tests {
         assert!((every - 3.0).abs() < 0.05, "{every}");
         let kernel = checks_with(pvm, Irqchip::Kernel);
         assert!((kernel - 1.0).abs() < 0.05, "{kernel}");
-        // Natively every one of them traps, so does the handler's IRETQ,
-        // and the wake-up from HLT costs an injection exit.
+        // Natively every one of them traps, so do the handler's IRETQ and
+        // kvm_pvm's injection into the handler.
         let native = ExitStatistic::NativeTraps {
             pv_eoi_waives: false,
         };
@@ -791,6 +789,30 @@ mod tests {
         // The userspace irqchip's LAPIC writes are userspace exits, counted anyway.
         let userspace = checks_with(pvm, Irqchip::Userspace);
         assert!((userspace - 3.0).abs() < 0.05, "{userspace}");
+    }
+
+    #[test]
+    fn natively_a_kicked_interrupt_pays_the_injection_trap_as_a_woken_one_does() {
+        // A busy guest's twin: per interrupt, the kick (EXTERNAL_INTERRUPT)
+        // and the EOI; no HLT.
+        let handled = 1_000 * TWIN_DURATION_MS / 1_000;
+        let run: SimRun = serde_json::from_value(serde_json::json!({
+            "policy": "vanilla",
+            "exits_per_s": 2_000.0,
+            "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": 1_000.0, "MSR_WRITE": 1_000.0},
+            "time_in_guest": 0.99,
+            "interrupts": {"raised": handled, "handled": handled, "coalesced": 0, "pending_at_end": 0}
+        }))
+        .expect("contract parses");
+        let config = config(Bench::IrqLatency, Irqchip::Kernel);
+        let native = ExitStatistic::NativeTraps {
+            pv_eoi_waives: false,
+        };
+        // The twin's two, the injection into the handler and its IRETQ.
+        let predicted = native.exits_per_interrupt(&run, &config).expect("handled");
+        assert!((predicted - 4.0).abs() < 1e-9, "{predicted}");
+        let every = ExitStatistic::EveryExit.exits_per_interrupt(&run, &config);
+        assert!((every.expect("handled") - 2.0).abs() < 1e-9);
     }
 
     #[test]
