@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use dirq_sim::policy::PolicyKind;
-use dirq_sim::scenario::Scenario;
+use dirq_sim::scenario::{
+    HostShape, IdleMode, IpiMode, RunGroup, Scenario, Transport, WorkloadKind,
+};
 use dirq_sim::CostProfile;
 use dirq_stats::{f64_of, round_u64};
 use dirq_vmm::config::{BenchConfig, BenchParams, GuestExec, GuestIdle, HaltMode, Irqchip};
@@ -48,8 +50,8 @@ enum NoTwin {
 
 /// A real run's simulated twin: a one-group scenario and the path's costs.
 struct Twin {
-    /// The scenario's `[[runs]]` group, without `policies`.
-    group: String,
+    /// The scenario's one group, without `policies`.
+    group: RunGroup,
     profile: CostProfile,
 }
 
@@ -78,11 +80,11 @@ fn path_profile(base: &CostProfile, costs: &HostCosts, config: &BenchConfig) -> 
     profile
 }
 
-fn idle_mode(config: &BenchConfig) -> &'static str {
+fn idle_mode(config: &BenchConfig) -> IdleMode {
     match (config.common.guest_idle, config.common.halt) {
-        (GuestIdle::Busy, _) | (GuestIdle::Halt, HaltMode::None) => "poll",
-        (GuestIdle::Halt, HaltMode::Exit) => "halt",
-        (GuestIdle::Halt, HaltMode::Poll { .. }) => "halt-poll",
+        (GuestIdle::Busy, _) | (GuestIdle::Halt, HaltMode::None) => IdleMode::Poll,
+        (GuestIdle::Halt, HaltMode::Exit) => IdleMode::Hlt,
+        (GuestIdle::Halt, HaltMode::Poll { .. }) => IdleMode::HaltPoll,
     }
 }
 
@@ -95,22 +97,35 @@ fn twin(config: &BenchConfig, base: &CostProfile, costs: &HostCosts) -> Result<T
     let group = match &config.params {
         // The device thread's MSIs are virtual-device interrupts: a backend
         // on another core kicks the vCPU, as virtio does.
-        BenchParams::IrqLatency(params) if params.rate_hz > 0 => format!(
-            "workload = \"udp-rx\"\ntransport = \"pv\"\nrates_pps = [{}]\nidle = \"{idle}\"\n",
-            params.rate_hz
-        ),
-        BenchParams::TimerLatency(params) if params.period_ns == CYCLICTEST_PERIOD_NS => {
-            format!("workload = \"cyclictest\"\nidle = \"{idle}\"\n")
+        BenchParams::IrqLatency(params) if params.rate_hz > 0 => {
+            let mut group = RunGroup::new(WorkloadKind::UdpRx, Vec::new());
+            group.transport = Transport::Pv;
+            group.rates_pps = vec![params.rate_hz];
+            group.idle = idle;
+            group
         }
-        BenchParams::Ipi(_) => format!(
-            "workload = \"ipi\"\nidle = \"{idle}\"\nipi_mode = \"unicast\"\n\
-             host = {{ cores = 3, vms = 1, vcpus_per_vm = {} }}\n",
-            twin_vcpus(config)
-        ),
-        BenchParams::Whileloop(params) => format!(
-            "workload = \"whileloop\"\ntransport = \"pv\"\nrates_pps = [{}]\n",
-            params.rate_hz
-        ),
+        BenchParams::TimerLatency(params) if params.period_ns == CYCLICTEST_PERIOD_NS => {
+            let mut group = RunGroup::new(WorkloadKind::Cyclictest, Vec::new());
+            group.idle = idle;
+            group
+        }
+        BenchParams::Ipi(_) => {
+            let mut group = RunGroup::new(WorkloadKind::Ipi, Vec::new());
+            group.idle = idle;
+            group.ipi_mode = IpiMode::Unicast;
+            group.host = HostShape {
+                cores: 3,
+                vms: 1,
+                vcpus_per_vm: twin_vcpus(config),
+            };
+            group
+        }
+        BenchParams::Whileloop(params) => {
+            let mut group = RunGroup::new(WorkloadKind::Whileloop, Vec::new());
+            group.transport = Transport::Pv;
+            group.rates_pps = vec![params.rate_hz];
+            group
+        }
         _ => return Err(NoTwin::Shape),
     };
     Ok(Twin {
@@ -128,15 +143,25 @@ fn twin_vcpus(config: &BenchConfig) -> u32 {
     }
 }
 
+/// The one-run scenario of a twin under one policy.
+fn twin_scenario(twin: &Twin, policy: PolicyKind) -> Result<Scenario> {
+    let mut group = twin.group.clone();
+    group.policies = vec![policy];
+    let scenario = Scenario {
+        name: "twin".into(),
+        description: "simulated twin of a real run".into(),
+        duration_ms: TWIN_DURATION_MS,
+        nic: Default::default(),
+        profile: Default::default(),
+        runs: vec![group],
+    };
+    scenario.validate().context("twin scenario")?;
+    Ok(scenario)
+}
+
 /// One simulated twin run under one policy.
 fn simulate(twin: &Twin, policy: PolicyKind, seed: u64) -> Result<SimRun> {
-    let text = format!(
-        "name = \"twin\"\ndescription = \"simulated twin of a real run\"\nduration_ms = {TWIN_DURATION_MS}\n\
-         [[runs]]\npolicies = [\"{}\"]\n{}",
-        policy.name(),
-        twin.group
-    );
-    let scenario = Scenario::from_toml(&text).context("twin scenario")?;
+    let scenario = twin_scenario(twin, policy)?;
     let options = dirq_sim::RunOptions {
         seed,
         profile: Some(twin.profile.clone()),
@@ -146,10 +171,9 @@ fn simulate(twin: &Twin, policy: PolicyKind, seed: u64) -> Result<SimRun> {
     let run = output
         .result
         .runs
-        .into_iter()
-        .next()
+        .first()
         .context("the twin scenario made no run")?;
-    Ok(serde_json::from_value(serde_json::to_value(run)?)?)
+    Ok(SimRun::from(run))
 }
 
 /// Exits per handled interrupt of a simulated run, every exit counted.
@@ -389,7 +413,7 @@ pub fn run_checks(
     };
     // Twins already extrapolated: paths that differ only where APICv, ELI
     // and DID would replace them (how the VMM injects, PV EOI) share a twin.
-    let mut extrapolated: Vec<String> = Vec::new();
+    let mut extrapolated: Vec<(RunGroup, u64)> = Vec::new();
     for case in cases {
         let configuration = configuration_name(case);
         super::progress::working_on(bar, configuration.clone());
@@ -399,7 +423,7 @@ pub fn run_checks(
                 reason: reason.to_string(),
             }),
             Ok(twin) => {
-                let key = format!("{}{}", twin.group, twin.profile.host_ns.halt_poll);
+                let key = (twin.group.clone(), twin.profile.host_ns.halt_poll);
                 // The designs replace KVM's in-kernel LAPIC, so only its
                 // twins are extrapolated.
                 let extrapolate =
@@ -662,7 +686,8 @@ mod tests {
         let costs = host_costs();
         let irq = twin(&config(Bench::IrqLatency, Irqchip::Kernel), &base, &costs)
             .expect("irq-latency has a twin");
-        assert!(irq.group.contains("udp-rx") && irq.group.contains("[5000]"));
+        assert_eq!(irq.group.workload, WorkloadKind::UdpRx);
+        assert_eq!(irq.group.rates_pps, [5000]);
         assert_eq!(irq.profile.idle_exits_per_s.io_instruction, 0.0);
 
         let timer = config(Bench::TimerLatency, Irqchip::Userspace);
@@ -672,7 +697,7 @@ mod tests {
         );
         let timer = cyclictest(Irqchip::Userspace);
         let timer_twin = twin(&timer, &base, &costs).expect("1 kHz timer has a twin");
-        assert!(timer_twin.group.contains("cyclictest"));
+        assert_eq!(timer_twin.group.workload, WorkloadKind::Cyclictest);
         // The userspace irqchip serves every interrupt-controller exit in the VMM.
         assert_eq!(timer_twin.profile.exit_service_ns.eoi_write, 10_000);
         assert_eq!(timer_twin.profile.exit_service_ns.timer_write, 10_000);
@@ -680,12 +705,53 @@ mod tests {
         let mut ipi = config(Bench::Ipi, Irqchip::Kernel);
         ipi.common.halt = HaltMode::Poll { ns: 50_000 };
         let ipi_twin = twin(&ipi, &base, &costs).expect("ipi has a twin");
-        assert!(ipi_twin.group.contains("halt-poll"));
+        assert_eq!(ipi_twin.group.idle, IdleMode::HaltPoll);
         assert_eq!(ipi_twin.profile.host_ns.halt_poll, 50_000);
 
         let mut pv = config(Bench::IrqLatency, Irqchip::Kernel);
         pv.common.pv_eoi = true;
         assert!(matches!(twin(&pv, &base, &costs), Err(NoTwin::PvEoi)));
+    }
+
+    #[test]
+    fn twin_scenarios_are_the_groups_the_scenario_files_spell() {
+        let base = CostProfile::did_2015();
+        let costs = host_costs();
+        let mut ipi = config(Bench::Ipi, Irqchip::Kernel);
+        ipi.common.halt = HaltMode::Poll { ns: 50_000 };
+        let whileloop = config(Bench::Whileloop, Irqchip::Kernel);
+        let whileloop_group = format!(
+            "workload = \"whileloop\"\ntransport = \"pv\"\nrates_pps = [{}]\n",
+            whileloop.params.rate_hz().expect("whileloop has a rate")
+        );
+        let cases = [
+            (whileloop, whileloop_group.as_str()),
+            (
+                config(Bench::IrqLatency, Irqchip::Kernel),
+                "workload = \"udp-rx\"\ntransport = \"pv\"\nrates_pps = [5000]\nidle = \"halt\"\n",
+            ),
+            (
+                cyclictest(Irqchip::Kernel),
+                "workload = \"cyclictest\"\nidle = \"halt\"\n",
+            ),
+            (
+                ipi,
+                "workload = \"ipi\"\nidle = \"halt-poll\"\nipi_mode = \"unicast\"\n\
+                 host = { cores = 3, vms = 1, vcpus_per_vm = 2 }\n",
+            ),
+        ];
+        for (config, group) in cases {
+            let twin = twin(&config, &base, &costs).expect("has a twin");
+            let text = format!(
+                "name = \"twin\"\ndescription = \"simulated twin of a real run\"\n\
+                 duration_ms = {TWIN_DURATION_MS}\n[[runs]]\npolicies = [\"did\"]\n{group}"
+            );
+            assert_eq!(
+                twin_scenario(&twin, PolicyKind::Did).expect("valid"),
+                Scenario::from_toml(&text).expect("parses"),
+                "{group}"
+            );
+        }
     }
 
     fn timer_case(exits_per_interrupt: f64) -> RealCase {

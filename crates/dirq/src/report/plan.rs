@@ -216,12 +216,7 @@ const REPORT_RUN_TIMEOUT_MS: u64 = 10_000;
 pub fn run_case(config: &BenchConfig) -> anyhow::Result<(Repeat, serde_json::Value)> {
     let report = dirq_vmm::bench::run(config)?;
     let raw = serde_json::to_value(&report)?;
-    let mut run: RealRun = serde_json::from_value(raw.clone())?;
-    run.latency_histogram = report
-        .latency_ns
-        .as_ref()
-        .map(|latency| latency.histogram.clone())
-        .unwrap_or_default();
+    let run = RealRun::from(&report);
     let cpu_cores = if report.duration_s > 0.0 {
         report.exits.vcpu_cpu_s / report.duration_s
     } else {

@@ -365,7 +365,7 @@ fn whileloop_figure(cases: &[&RealCase]) -> Option<Figure> {
 
 impl RealCase {
     fn config_rate(&self) -> Option<f64> {
-        self.repeats.first()?.run.config_number("rate_hz")
+        self.config.params.rate_hz().map(f64_of)
     }
 }
 

@@ -211,12 +211,7 @@ fn throughput_text(run: &SimRun) -> String {
     let Some(value) = run.throughput_value() else {
         return "-".into();
     };
-    let unit = run
-        .throughput
-        .as_ref()
-        .and_then(|t| t.get("unit"))
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_default();
+    let unit = run.throughput_unit();
     format!("{} {unit}", format_value(value))
         .trim_end()
         .to_string()

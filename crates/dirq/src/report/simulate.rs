@@ -60,7 +60,7 @@ pub fn run(
     let output = run_scenario_with_progress(scenario, &options, |_, _| bar.inc(1))
         .with_context(|| format!("simulating {}", scenario.name))?;
     let raw = serde_json::to_value(&output.result)?;
-    let view = SimScenario::from_raw(&raw)?;
+    let view = SimScenario::from(&output.result);
     Ok(SimOutcome { view, raw })
 }
 

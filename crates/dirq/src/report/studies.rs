@@ -496,12 +496,7 @@ fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
             let Some(value) = run.throughput_value() else {
                 continue;
             };
-            let unit = run
-                .throughput
-                .as_ref()
-                .and_then(|t| t.get("unit"))
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default();
+            let unit = run.throughput_unit();
             let share = bare.filter(|bare| *bare > 0.0).map(|bare| value / bare);
             let label = format!("{workload} · {}", eli_design(&run.policy));
             if let Some(share) = share {

@@ -1,14 +1,17 @@
-//! The report reads the other tools' results through their documented JSON
-//! contracts (`dirq sim --json`, `dirq run --json`), whose field names are
-//! kept stable, rather than through their Rust types, which may grow. Fields
-//! a tool leaves out stay optional here.
+//! The report's views of the other tools' results (`dirq sim --json`,
+//! `dirq run --json`): the fields the figures read, converted from the
+//! typed results (`From`), never through JSON. They still parse the JSON
+//! contracts, whose field names are kept stable, so that tests can
+//! fabricate results; fields a tool leaves out stay optional there.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use dirq_stats::{f64_of, ratio};
-use dirq_vmm::report::Bucket;
+use dirq_sim::metrics::{StudyResults, Throughput};
+use dirq_sim::{Invariant, RunResult, ScenarioResult};
+use dirq_stats::{f64_of, ratio, LatencySummary};
+use dirq_vmm::report::{Bucket, RunReport};
 
 use super::data::Series;
 use super::data::SeriesStyle;
@@ -16,7 +19,7 @@ use super::exit_names::vmx_name;
 use super::figures::compact_number;
 
 /// `latency_ns` in both contracts (`dirq_stats::LatencySummary`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Latency {
     pub mean: f64,
     pub p50: f64,
@@ -26,6 +29,19 @@ pub struct Latency {
     pub max: f64,
     #[serde(default)]
     pub histogram: Vec<Bucket>,
+}
+
+impl From<&LatencySummary> for Latency {
+    fn from(latency: &LatencySummary) -> Self {
+        Latency {
+            mean: latency.mean,
+            p50: f64_of(latency.p50),
+            p90: Some(f64_of(latency.p90)),
+            p99: f64_of(latency.p99),
+            max: f64_of(latency.max),
+            histogram: latency.histogram.clone(),
+        }
+    }
 }
 
 /// The empirical CDF of histogram buckets (ascending): at each bucket's
@@ -44,7 +60,7 @@ pub fn cdf_steps(name: &str, buckets: &[Bucket]) -> Series {
 }
 
 /// One run of `dirq sim --json`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct SimRun {
     pub policy: String,
     #[serde(default)]
@@ -60,9 +76,9 @@ pub struct SimRun {
     #[serde(default)]
     pub latency_ns: Option<Latency>,
     #[serde(default)]
-    pub throughput: Option<serde_json::Value>,
+    pub throughput: Option<Throughput>,
     #[serde(default)]
-    pub invariant_violations: BTreeMap<String, u64>,
+    pub invariant_violations: BTreeMap<Invariant, u64>,
     #[serde(default)]
     pub interrupts: Option<SimInterrupts>,
     #[serde(default)]
@@ -71,33 +87,50 @@ pub struct SimRun {
     pub wall_s: f64,
     /// The figures particular to one study, absent from the others' runs.
     #[serde(flatten)]
-    pub study: SimStudy,
-    /// `latency_ns.histogram`, taken from the raw JSON by
-    /// [`SimScenario::from_raw`].
+    pub study: StudyResults,
+    /// `latency_ns.histogram`, taken from the typed run or, for a
+    /// fabricated one, the JSON by [`SimScenario::from_raw`].
     #[serde(skip)]
     pub latency_histogram: Vec<Bucket>,
 }
 
-/// The study-specific fields of a `dirq sim --json` run (`StudyResults`).
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct SimStudy {
-    #[serde(default)]
-    pub cycles_per_interrupt: Option<f64>,
-    #[serde(default)]
-    pub seconds_per_million: Option<f64>,
-    #[serde(default)]
-    pub total_s: Option<f64>,
-    /// Calls per setup-latency bucket, by the bucket's name.
-    #[serde(default)]
-    pub setup_ms_buckets: Option<BTreeMap<String, u64>>,
-    #[serde(default)]
-    pub call_rate: Option<f64>,
-    #[serde(default)]
-    pub invite_retransmissions: Option<u64>,
+impl From<&RunResult> for SimRun {
+    fn from(run: &RunResult) -> Self {
+        SimRun {
+            policy: run.policy.name().to_string(),
+            params: run
+                .params
+                .iter()
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+            exits_per_s: run.exits_per_s,
+            exits_by_reason_per_s: run
+                .exits_by_reason_per_s
+                .iter()
+                .map(|(reason, rate)| (reason.name().to_string(), *rate))
+                .collect(),
+            time_in_guest: run.time_in_guest,
+            cpu_busy: Some(run.cpu_busy),
+            latency_ns: run.latency_ns.as_ref().map(Latency::from),
+            throughput: run.throughput.clone(),
+            invariant_violations: run.invariant_violations.clone(),
+            interrupts: Some(SimInterrupts {
+                handled: run.interrupts.handled,
+            }),
+            events: run.events,
+            wall_s: run.wall_s,
+            study: run.study.clone(),
+            latency_histogram: run
+                .latency_ns
+                .as_ref()
+                .map(|latency| latency.histogram.clone())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// `interrupts` of a `dirq sim --json` run.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 pub struct SimInterrupts {
     pub handled: u64,
 }
@@ -107,12 +140,16 @@ impl SimRun {
         self.interrupts.map(|i| i.handled)
     }
 
-    /// The throughput's number, whether given bare or as `{value, unit}`.
+    /// The throughput's number.
     pub fn throughput_value(&self) -> Option<f64> {
-        match self.throughput.as_ref()? {
-            serde_json::Value::Object(fields) => fields.get("value")?.as_f64(),
-            other => other.as_f64(),
-        }
+        self.throughput.as_ref().map(|throughput| throughput.value)
+    }
+
+    /// The throughput's unit; empty without a throughput.
+    pub fn throughput_unit(&self) -> &str {
+        self.throughput
+            .as_ref()
+            .map_or("", |throughput| throughput.unit.as_str())
     }
 
     /// "vanilla · 100K pps": the policy and the parameters named in `keys`
@@ -161,14 +198,25 @@ fn param_text(key: &str, value: &serde_json::Value) -> String {
 }
 
 /// `dirq sim --json`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct SimScenario {
     pub scenario: String,
     pub runs: Vec<SimRun>,
 }
 
+impl From<&ScenarioResult> for SimScenario {
+    fn from(result: &ScenarioResult) -> Self {
+        SimScenario {
+            scenario: result.scenario.clone(),
+            runs: result.runs.iter().map(SimRun::from).collect(),
+        }
+    }
+}
+
 impl SimScenario {
-    /// The view of `dirq sim --json`'s output, latency histograms included.
+    /// The view of fabricated `dirq sim --json` output, latency histograms
+    /// included.
+    #[cfg(test)]
     pub fn from_raw(raw: &serde_json::Value) -> serde_json::Result<SimScenario> {
         let mut scenario: SimScenario = serde_json::from_value(raw.clone())?;
         let raw_runs = raw["runs"].as_array().map_or(&[][..], Vec::as_slice);
@@ -209,7 +257,7 @@ impl SimScenario {
 }
 
 /// `exits` of `dirq run --json`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RealExits {
     pub userspace: u64,
     #[serde(default)]
@@ -220,11 +268,9 @@ pub struct RealExits {
 }
 
 /// `dirq run --json`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RealRun {
     pub bench: String,
-    #[serde(default)]
-    pub config: serde_json::Map<String, serde_json::Value>,
     pub interrupts: u64,
     pub exits: RealExits,
     pub exits_per_interrupt: f64,
@@ -238,12 +284,29 @@ pub struct RealRun {
     pub latency_histogram: Vec<Bucket>,
 }
 
-impl RealRun {
-    /// A numeric field of the run's configuration, e.g. `rate_hz`.
-    pub fn config_number(&self, key: &str) -> Option<f64> {
-        self.config.get(key).and_then(serde_json::Value::as_f64)
+impl From<&RunReport> for RealRun {
+    fn from(report: &RunReport) -> Self {
+        RealRun {
+            bench: report.bench.clone(),
+            interrupts: report.interrupts,
+            exits: RealExits {
+                userspace: report.exits.userspace,
+                by_reason: report.exits.by_reason.clone(),
+                by_category: report.exits.by_category.clone(),
+            },
+            exits_per_interrupt: report.exits_per_interrupt,
+            latency_ns: report.latency_ns.as_ref().map(Latency::from),
+            results: report.results.clone(),
+            latency_histogram: report
+                .latency_ns
+                .as_ref()
+                .map(|latency| latency.histogram.clone())
+                .unwrap_or_default(),
+        }
     }
+}
 
+impl RealRun {
     /// A KVM stat of the run per delivered interrupt.
     pub fn per_interrupt(&self, stat: &str) -> Option<f64> {
         let count = self.exits.by_reason.get(stat)?;
@@ -275,7 +338,7 @@ mod tests {
             "exits_per_s": 62000.0,
             "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": 31000.0, "MSR_WRITE": 31000.0, "EXCEPTION_NMI": 3.0},
             "time_in_guest": 0.8748,
-            "invariant_violations": {"lost": 0, "priority": 2},
+            "invariant_violations": {"lost": 0, "priority_inversion": 2},
             "events": 10, "wall_s": 0.1
         }))
         .expect("contract parses");
@@ -310,6 +373,79 @@ mod tests {
             scenario.labels(),
             ["vanilla · 100K pps", "did · 600K pps", "did · 600K pps"]
         );
+    }
+
+    #[test]
+    fn a_simulated_run_converts_as_its_json_contract_reads() {
+        let options = dirq_sim::RunOptions {
+            seed: 1,
+            profile: None,
+            trace: false,
+        };
+        let mut checked = Vec::new();
+        for name in ["did-udp-rx", "did-cyclictest"] {
+            let mut scenario = dirq_sim::scenario::builtin(name).expect("builtin");
+            scenario.duration_ms = 5;
+            let result = dirq_sim::run_scenario(&scenario, &options)
+                .expect("runs")
+                .result;
+            let raw = serde_json::to_value(&result).expect("serializes");
+            let parsed = SimScenario::from_raw(&raw).expect("contract parses");
+            assert_eq!(SimScenario::from(&result), parsed);
+            checked.extend(parsed.runs);
+        }
+        // Every optional part of a run was compared somewhere.
+        assert!(checked.iter().any(|run| !run.latency_histogram.is_empty()));
+        assert!(checked.iter().any(|run| run.throughput.is_some()));
+    }
+
+    #[test]
+    fn a_real_run_converts_as_its_json_contract_reads() {
+        use dirq_vmm::config::{Bench, BenchConfig, GuestExec};
+        use dirq_vmm::exits::ExitSummary;
+        use dirq_vmm::machine::{ExecOutcome, MachineFacts};
+        use dirq_vmm::placement::Placement;
+
+        let exits = ExitSummary {
+            total: 30,
+            userspace: 10,
+            kernel: 20,
+            by_reason: BTreeMap::from([("halt_exits".into(), 10), ("insn_emulation".into(), 4)]),
+            by_category: BTreeMap::from([("HLT".into(), 10), ("MSR_WRITE".into(), 20)]),
+            userspace_by_reason: BTreeMap::from([("mmio".into(), 10)]),
+            userspace_time: BTreeMap::new(),
+            vcpu_cpu_s: 0.5,
+            per_vcpu: Vec::new(),
+        };
+        let report = RunReport::new(
+            &BenchConfig::new(Bench::IrqLatency),
+            10,
+            exits,
+            LatencySummary::from_samples_ns(&[8_000, 9_000, 40_000]),
+            1.0,
+            BTreeMap::from([("guest_share".into(), 0.9)]),
+            MachineFacts {
+                exec: ExecOutcome {
+                    guest_exec: GuestExec::Hardware,
+                    warning: None,
+                },
+                placement: Placement {
+                    host_cpus: vec![0, 1],
+                    vcpu_cpus: vec![1],
+                },
+                console: String::new(),
+            },
+        );
+        let mut parsed: RealRun =
+            serde_json::from_value(serde_json::to_value(&report).expect("serializes"))
+                .expect("contract parses");
+        parsed.latency_histogram = parsed
+            .latency_ns
+            .as_ref()
+            .map(|latency| latency.histogram.clone())
+            .unwrap_or_default();
+        assert!(!parsed.latency_histogram.is_empty());
+        assert_eq!(RealRun::from(&report), parsed);
     }
 
     #[test]
