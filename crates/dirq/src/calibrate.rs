@@ -13,6 +13,7 @@ use dirq_vmm::config::{
     BenchConfig, BenchParams, CommonSettings, GuestExec, GuestIdle, Inject, Irqchip,
 };
 use dirq_vmm::probe::ProbeReport;
+use dirq_vmm::RunReport;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
@@ -51,8 +52,8 @@ pub struct Calibration {
     pub probe: ProbeReport,
     pub costs: HostCosts,
     pub host: HostProfile,
-    /// The raw reports of the runs behind the costs.
-    pub runs: Vec<serde_json::Value>,
+    /// The reports of the runs behind the costs.
+    pub runs: Vec<RunReport>,
 }
 
 /// How many events each calibration run measures.
@@ -105,10 +106,10 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
                 crate::report::plan::path_label(config)
             ),
         );
-        let (case, raw) = run_case(config)
+        let (case, report) = run_case(config)
             .with_context(|| format!("calibration run `{}` failed", command_line(config)))?;
         reports.push(case.run);
-        runs.push(raw);
+        runs.push(report);
         bar.inc(1);
     }
     let [running, halted] = &reports[..] else {

@@ -28,6 +28,7 @@ use std::str::FromStr;
 use anyhow::{Context, Result};
 use dirq_vmm::config::GuestExec;
 use dirq_vmm::probe::ProbeReport;
+use dirq_vmm::RunReport;
 
 use crate::calibrate::Calibration;
 use crate::designs::DesignTables;
@@ -162,11 +163,7 @@ pub fn execute(args: Args) -> Result<()> {
         );
     }
     report.steps = steps.finish();
-    let guest_exec = report
-        .raw
-        .get("real_runs")
-        .and_then(|runs| runs.get(0))
-        .and_then(meta::guest_exec_of);
+    let guest_exec = real.guest_exec.map(|exec| exec.name().to_string());
     write_report(&report, &Meta::since(started, guest_exec), &args.out)?;
     eprintln!(
         "dirq report: wrote {} and {}",
@@ -188,6 +185,8 @@ struct RealHalf {
     probe: Option<ProbeReport>,
     cases: Vec<RealCase>,
     checks: Option<checks::ModelChecks>,
+    /// How the guest ran in the first real run.
+    guest_exec: Option<GuestExec>,
 }
 
 /// Probe and the real benchmarks; each failure becomes a note, not an abort.
@@ -244,7 +243,7 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         config.common.guest_exec = args.guest_exec;
     }
     let repeats = depth.repeats();
-    let (cases, raws, failures) = steps.run(
+    let (cases, reports, failures) = steps.run(
         &format!("real benchmarks on /dev/kvm, {repeats} run(s) each"),
         (plan.len() * repeats) as u64,
         |bar| plan::run_all(&plan, repeats, bar),
@@ -253,10 +252,9 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         steps.fail("real benchmarks", failure);
     }
     report.notes.extend(failures);
-    report.notes.extend(exec_warnings(&raws));
-    report
-        .raw
-        .insert("real_runs".into(), serde_json::Value::Array(raws));
+    report.notes.extend(exec_warnings(&reports));
+    insert_raw(report, "real_runs", &reports);
+    half.guest_exec = reports.first().map(|run| run.guest_exec);
     half.cases = cases;
     if half.cases.is_empty() {
         return half;
@@ -355,10 +353,10 @@ fn record_checks(report: &mut ReportData, checks: &checks::ModelChecks) {
 /// The software-only designs on this host's KVM, as `dirq designs` measures
 /// them; a design that fails is a note, the others still report.
 /// Native mode refused by kvm_pvm on some run: it fell back to emulation.
-fn exec_warnings(raws: &[serde_json::Value]) -> Vec<String> {
-    let mut warnings: Vec<String> = raws
+fn exec_warnings(reports: &[RunReport]) -> Vec<String> {
+    let mut warnings: Vec<String> = reports
         .iter()
-        .filter_map(|raw| raw.get("exec_warning")?.as_str())
+        .filter_map(|run| run.exec_warning.as_deref())
         .map(|warning| format!("Execution mode: {warning}."))
         .collect();
     warnings.dedup();

@@ -244,7 +244,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         spinner.finish_and_clear();
         let comparison = comparison.context("comparison run failed")?;
         if args.json {
-            let guest_exec = meta::guest_exec_of(&serde_json::to_value(&comparison.best)?);
+            let guest_exec = Some(comparison.best.guest_exec.name().to_string());
             meta::print_json(&comparison, started, guest_exec)?;
         } else {
             print!("{}", comparison_text(&comparison));
@@ -254,7 +254,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     let report = bench::run_with_console(&config, args.console)
         .with_context(|| format!("{} run failed", config.bench()))?;
     if args.json {
-        let guest_exec = meta::guest_exec_of(&serde_json::to_value(&report)?);
+        let guest_exec = Some(report.guest_exec.name().to_string());
         meta::print_json(&report, started, guest_exec)?;
         return Ok(());
     }

@@ -75,14 +75,6 @@ impl Meta {
     }
 }
 
-/// How the guest ran, from a `dirq run --json` result: the resolved mode
-/// if the run reports one, else the configured one.
-pub fn guest_exec_of(run: &serde_json::Value) -> Option<String> {
-    [&run["guest_exec"], &run["config"]["guest_exec"]]
-        .into_iter()
-        .find_map(|value| value.as_str().map(str::to_string))
-}
-
 /// A JSON output: the metadata, then the result's own fields.
 #[derive(Serialize)]
 pub struct Document<'a, T: Serialize> {
@@ -137,15 +129,6 @@ mod tests {
         assert!(value["command_line"]
             .as_array()
             .is_some_and(|a| !a.is_empty()));
-    }
-
-    #[test]
-    fn guest_exec_prefers_the_resolved_mode() {
-        let configured = serde_json::json!({"config": {"guest_exec": "emulated"}});
-        assert_eq!(guest_exec_of(&configured).as_deref(), Some("emulated"));
-        let resolved = serde_json::json!({"guest_exec": "native", "config": {"guest_exec": null}});
-        assert_eq!(guest_exec_of(&resolved).as_deref(), Some("native"));
-        assert_eq!(guest_exec_of(&serde_json::json!({})), None);
     }
 
     #[test]

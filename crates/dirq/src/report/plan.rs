@@ -4,6 +4,7 @@ use dirq_vmm::config::params::{IpiParams, IrqLatencyParams, TimerLatencyParams, 
 use dirq_vmm::config::{
     BenchConfig, BenchParams, CommonSettings, GuestIdle, HaltMode, Inject, Irqchip,
 };
+use dirq_vmm::RunReport;
 use indicatif::ProgressBar;
 
 use super::checks::CYCLICTEST_PERIOD_NS;
@@ -211,18 +212,17 @@ pub fn command_line(config: &BenchConfig) -> String {
 /// its repeats, instead of the 30 s a `dirq run` waits.
 const REPORT_RUN_TIMEOUT_MS: u64 = 10_000;
 
-/// One real run with the host CPU its vCPUs burned. The raw report is kept
-/// for data.json next to the view the figures read.
-pub fn run_case(config: &BenchConfig) -> anyhow::Result<(Repeat, serde_json::Value)> {
+/// One real run with the host CPU its vCPUs burned. The typed report is
+/// kept for data.json next to the view the figures read.
+pub fn run_case(config: &BenchConfig) -> anyhow::Result<(Repeat, RunReport)> {
     let report = dirq_vmm::bench::run(config)?;
-    let raw = serde_json::to_value(&report)?;
     let run = RealRun::from(&report);
     let cpu_cores = if report.duration_s > 0.0 {
         report.exits.vcpu_cpu_s / report.duration_s
     } else {
         0.0
     };
-    Ok((Repeat { run, cpu_cores }, raw))
+    Ok((Repeat { run, cpu_cores }, report))
 }
 
 /// Runs every config `repeats` times, round after round so that a slow
@@ -233,7 +233,7 @@ pub fn run_all(
     plan: &[BenchConfig],
     repeats: usize,
     bar: &ProgressBar,
-) -> (Vec<RealCase>, Vec<serde_json::Value>, Vec<String>) {
+) -> (Vec<RealCase>, Vec<RunReport>, Vec<String>) {
     let mut cases: Vec<RealCase> = plan
         .iter()
         .map(|config| RealCase {
@@ -243,7 +243,7 @@ pub fn run_all(
             repeats: Vec::new(),
         })
         .collect();
-    let mut raws = Vec::new();
+    let mut reports = Vec::new();
     // Per case: how many of its runs failed, and the first error.
     let mut failed: Vec<(usize, Option<String>)> = vec![(0, None); cases.len()];
     for round in 1..=repeats {
@@ -259,9 +259,9 @@ pub fn run_all(
             let mut config = case.config.clone();
             config.common.timeout_ms = config.common.timeout_ms.min(REPORT_RUN_TIMEOUT_MS);
             match run_case(&config) {
-                Ok((repeat, raw)) => {
+                Ok((repeat, report)) => {
                     case.repeats.push(repeat);
-                    raws.push(raw);
+                    reports.push(report);
                 }
                 Err(err) => {
                     *count += 1;
@@ -282,7 +282,7 @@ pub fn run_all(
         })
         .collect();
     cases.retain(|case| !case.repeats.is_empty());
-    (cases, raws, failures)
+    (cases, reports, failures)
 }
 
 #[cfg(test)]
