@@ -98,9 +98,7 @@ fn twin(config: &BenchConfig, base: &CostProfile, costs: &HostCosts) -> Result<T
         // The device thread's MSIs are virtual-device interrupts: a backend
         // on another core kicks the vCPU, as virtio does.
         BenchParams::IrqLatency(params) if params.rate_hz > 0 => {
-            let mut group = RunGroup::new(WorkloadKind::UdpRx, Vec::new());
-            group.transport = Transport::Pv;
-            group.rates_pps = vec![params.rate_hz];
+            let mut group = device_events(WorkloadKind::UdpRx, params.rate_hz);
             group.idle = idle;
             group
         }
@@ -120,18 +118,25 @@ fn twin(config: &BenchConfig, base: &CostProfile, costs: &HostCosts) -> Result<T
             };
             group
         }
-        BenchParams::Whileloop(params) => {
-            let mut group = RunGroup::new(WorkloadKind::Whileloop, Vec::new());
-            group.transport = Transport::Pv;
-            group.rates_pps = vec![params.rate_hz];
-            group
-        }
+        BenchParams::Whileloop(params) => device_events(WorkloadKind::Whileloop, params.rate_hz),
         _ => return Err(NoTwin::Shape),
     };
     Ok(Twin {
         group,
         profile: path_profile(base, costs, config),
     })
+}
+
+/// A twin of dirq's device thread: `rate_hz` virtual-device events a
+/// second, each its own interrupt. dirq's guest handles one event per
+/// interrupt and never polls for more, so its NAPI weight is 1 (a guest
+/// NAPI of 64 would take several events per interrupt and raise fewer).
+fn device_events(workload: WorkloadKind, rate_hz: u64) -> RunGroup {
+    let mut group = RunGroup::new(workload, Vec::new());
+    group.transport = Transport::Pv;
+    group.rates_pps = vec![rate_hz];
+    group.napi_weight = Some(1);
+    group
 }
 
 /// The vCPUs of a twin: two for the IPI ping-pong, one for every other
@@ -721,14 +726,15 @@ mod tests {
         ipi.common.halt = HaltMode::Poll { ns: 50_000 };
         let whileloop = config(Bench::Whileloop, Irqchip::Kernel);
         let whileloop_group = format!(
-            "workload = \"whileloop\"\ntransport = \"pv\"\nrates_pps = [{}]\n",
+            "workload = \"whileloop\"\ntransport = \"pv\"\nrates_pps = [{}]\nnapi_weight = 1\n",
             whileloop.params.rate_hz().expect("whileloop has a rate")
         );
         let cases = [
             (whileloop, whileloop_group.as_str()),
             (
                 config(Bench::IrqLatency, Irqchip::Kernel),
-                "workload = \"udp-rx\"\ntransport = \"pv\"\nrates_pps = [5000]\nidle = \"halt\"\n",
+                "workload = \"udp-rx\"\ntransport = \"pv\"\nrates_pps = [5000]\nidle = \"halt\"\n\
+                 napi_weight = 1\n",
             ),
             (
                 cyclictest(Irqchip::Kernel),
