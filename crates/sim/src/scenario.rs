@@ -290,19 +290,7 @@ impl RunSpec {
         if let Some(rate) = self.rate_pps {
             params.insert("rate_pps".into(), rate.into());
         }
-        let uses_network = matches!(
-            self.workload,
-            WorkloadKind::UdpRx
-                | WorkloadKind::NetperfRr
-                | WorkloadKind::Iperf
-                | WorkloadKind::Netperf
-                | WorkloadKind::UdpRr
-                | WorkloadKind::Memcached
-                | WorkloadKind::Apache
-                | WorkloadKind::L2fwd
-                | WorkloadKind::Sip
-        );
-        if uses_network {
+        if self.workload.is_network() {
             params.insert("transport".into(), enum_name(&self.group.transport));
         }
         self.group.network_params(&mut params);

@@ -66,6 +66,23 @@ impl WorkloadKind {
         }
     }
 
+    /// A workload whose traffic is the network's, so its transport is one
+    /// of its parameters (whileloop's background receive is not measured).
+    pub fn is_network(self) -> bool {
+        matches!(
+            self,
+            WorkloadKind::UdpRx
+                | WorkloadKind::NetperfRr
+                | WorkloadKind::Iperf
+                | WorkloadKind::Netperf
+                | WorkloadKind::UdpRr
+                | WorkloadKind::Memcached
+                | WorkloadKind::Apache
+                | WorkloadKind::L2fwd
+                | WorkloadKind::Sip
+        )
+    }
+
     /// A server answering requests from clients over the network.
     pub fn is_server(self) -> bool {
         matches!(self, WorkloadKind::Memcached | WorkloadKind::Apache)
