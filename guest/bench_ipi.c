@@ -10,6 +10,7 @@
  */
 #include "apic.h"
 #include "bench.h"
+#include "irq.h"
 #include "irq_entries.h"
 #include "kernel.h"
 #include "x86.h"
@@ -44,6 +45,7 @@ static void run(void)
     set_irq_entries(DIRQ_VECTOR_IPI_PING, &ipi_ping_irq);
     for (u32 cpu = 1; cpu < shared->num_cpus; cpu++)
         set_irq_entries(DIRQ_VECTOR_IPI_PONG_BASE + cpu, ipi_pong_irq[cpu]);
+    u64 send_cycles = 0;
     control(DIRQ_CONTROL_BENCH_START);
     for (u64 i = 1; i <= shared->count; i++) {
         u64 sent = rdtsc();
@@ -53,6 +55,7 @@ static void run(void)
             apic_send_ipi_all_but_self(DIRQ_VECTOR_IPI_PING);
         else
             apic_send_ipi(AP_APIC_ID, DIRQ_VECTOR_IPI_PING);
+        send_cycles += rdtsc() - sent;
         /* Every pong wakes CPU 0; the round ends with the last of them. */
         for (u32 cpu = 1; cpu <= last; cpu++)
             wait_until_at_least(&ipi_pongs[cpu], i);
@@ -65,9 +68,42 @@ static void run(void)
         record_sample(end - sent);
     }
     control(DIRQ_CONTROL_BENCH_END);
+    shared->result[DIRQ_RESULT_IPI_SEND_CYCLES] = send_cycles;
+}
+
+/* A gap in a busy spin longer than this was taken from the loop (a ping's
+ * exit, injection, handler and return, or a host tick), not one iteration;
+ * one longer than the cap is the host preempting the vCPU, not left out. */
+#define STOLEN_GAP_NS 500
+#define STOLEN_GAP_CAP_NS 200000
+
+/* A busy unicast target spins with interrupts on and records what the pings
+ * take from it: `dirq probe`'s cost of a kicked interrupt. */
+static void spin_counting_stolen_time(void)
+{
+    u64 threshold = ns_to_tsc(STOLEN_GAP_NS), cap = ns_to_tsc(STOLEN_GAP_CAP_NS);
+    u64 stolen = 0, gaps = 0;
+    irq_enable();
+    u64 last = rdtsc();
+    for (;;) {
+        cpu_relax();
+        u64 now = rdtsc();
+        if (now - last > threshold && now - last < cap) {
+            stolen += now - last;
+            gaps++;
+            shared->result[DIRQ_RESULT_IPI_TARGET_STOLEN_CYCLES] = stolen;
+            shared->result[DIRQ_RESULT_IPI_TARGET_GAPS] = gaps;
+        }
+        last = now;
+    }
 }
 
 /* Every other CPU idles (halting or spinning) with interrupts on, answering pings. */
-static void respond(void) { wait_until_at_least(&shared->handled[this_cpu()], ~0ul); }
+static void respond(void)
+{
+    if (shared->idle_busy && this_cpu() == AP_APIC_ID && shared->args[0] == DIRQ_IPI_UNICAST)
+        spin_counting_stolen_time();
+    wait_until_at_least(&shared->handled[this_cpu()], ~0ul);
+}
 
 const struct bench bench_ipi = {DIRQ_BENCH_IPI, "ipi", run, respond};

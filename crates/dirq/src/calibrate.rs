@@ -129,6 +129,9 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
     let observations = Observations {
         userspace_exit_ns: probe.floors.userspace_exit_ns,
         kernel_exit_ns: probe.floors.kernel_exit_ns,
+        self_ipi_p50_ns: probe.floors.self_ipi_p50_ns,
+        ipi_send_busy_ns: probe.floors.ipi_busy_send_ns,
+        ipi_busy_target_ns: probe.floors.ipi_busy_target_ns,
         inject_running_p50_ns: p50(running, &commands.inject_running)?,
         inject_halted_p50_ns: p50(halted, &commands.inject_halted)?,
         commands,

@@ -13,6 +13,7 @@ mod figures;
 mod host;
 mod html;
 pub mod meta;
+mod misses;
 mod model;
 pub mod plan;
 pub mod progress;

@@ -94,6 +94,15 @@ pub struct Floors {
     pub ipi_busy_p50_ns: f64,
     /// IPI to another vCPU halted in HLT, one way (p50).
     pub ipi_halted_p50_ns: f64,
+    /// What one IPI takes from a busy vCPU (mean, the target's own TSC):
+    /// the exit the kick forces, the injection, the handler (its pong and
+    /// EOI) and the return. 0 when the guest did not measure it.
+    #[serde(default)]
+    pub ipi_busy_target_ns: f64,
+    /// The sender's ICR write of an IPI to a busy vCPU (mean): its exit and
+    /// the host IPI that kicks the target. 0 when not measured.
+    #[serde(default)]
+    pub ipi_busy_send_ns: f64,
     /// Set when the two vCPUs of the IPI floors shared a host CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_note: Option<String>,
@@ -171,13 +180,15 @@ pub fn probe(guest_exec: Option<GuestExec>) -> Result<ProbeReport, ProbeError> {
 
 impl Floors {
     /// Each floor with what it times, in the order people read them.
-    pub fn named(&self) -> [(&'static str, f64); 5] {
+    pub fn named(&self) -> [(&'static str, f64); 7] {
         [
             ("exit to the VMM (port I/O), mean", self.userspace_exit_ns),
             ("exit handled in KVM (RDMSR), mean", self.kernel_exit_ns),
             ("x2APIC self-IPI, p50", self.self_ipi_p50_ns),
             ("IPI to a busy vCPU, one way, p50", self.ipi_busy_p50_ns),
             ("IPI to a halted vCPU, one way, p50", self.ipi_halted_p50_ns),
+            ("IPI send to a busy vCPU, mean", self.ipi_busy_send_ns),
+            ("IPI's cost to a busy target, mean", self.ipi_busy_target_ns),
         ]
     }
 }
@@ -293,13 +304,16 @@ fn measure_floors(guest_exec: GuestExec) -> Result<Floors, ProbeError> {
     });
     let busy = timed("an IPI to a busy vCPU", ipi.clone(), GuestIdle::Busy)?;
     let halted = timed("an IPI to a halted vCPU", ipi, GuestIdle::Halt)?;
-    let figure = |name: &str| exit_cost.results.get(name).copied().unwrap_or(0.0);
+    let result = |report: &RunReport, name: &str| report.results.get(name).copied().unwrap_or(0.0);
+    let figure = |name: &str| result(&exit_cost, name);
     Ok(Floors {
         userspace_exit_ns: figure("userspace_exit_ns"),
         kernel_exit_ns: figure("kernel_exit_ns"),
         self_ipi_p50_ns: p50(&exit_cost),
         ipi_busy_p50_ns: p50(&busy),
         ipi_halted_p50_ns: p50(&halted),
+        ipi_busy_target_ns: result(&busy, bench::TARGET_STOLEN_NS_PER_PING),
+        ipi_busy_send_ns: result(&busy, bench::SEND_NS_PER_PING),
         placement_note: busy.placement.note(busy.config.common.vcpus),
     })
 }

@@ -479,8 +479,35 @@ fn probe_times_every_floor() {
     ] {
         assert!(ns > 0.0, "{name}: {report:?}");
     }
+    // What a ping takes from the busy target holds its pong, whose send
+    // is what the sender's ICR write costs.
+    assert!(
+        floors.ipi_busy_target_ns > floors.ipi_busy_send_ns && floors.ipi_busy_send_ns > 0.0,
+        "{report:?}"
+    );
     assert_eq!(report.guest_exec, report.offered_exec[0]);
     assert_eq!(report.capabilities.get("irqchip"), Some(&true));
+}
+
+#[test]
+fn a_busy_ipi_target_loses_one_gap_of_its_loop_per_ping() {
+    if !require_kvm("a_busy_ipi_target_loses_one_gap_of_its_loop_per_ping") {
+        return;
+    }
+    let mut config = BenchConfig::from(BenchParams::Ipi(IpiParams {
+        count: 1_000,
+        ..IpiParams::default()
+    }));
+    config.common.guest_idle = GuestIdle::Busy;
+    let report = run(&config).expect("ipi runs");
+    let gaps = report.results.get("target_gaps").copied().unwrap_or(0.0);
+    // Every ping stops the loop once; host ticks and preemption add a few.
+    assert!((950.0..=1_500.0).contains(&gaps), "{:?}", report.results);
+    assert!(
+        report.results.get("target_stolen_ns_per_ping") > report.results.get("send_ns_per_ping"),
+        "{:?}",
+        report.results
+    );
 }
 
 #[test]

@@ -142,12 +142,28 @@ pub fn host_profile(name: &str, costs: &HostCosts, halt_poll_ns: Option<u64>) ->
         ns(costs.hlt_wakeup.ns),
         format!("measured: {}", costs.hlt_wakeup.source),
     );
+    if let Some(send) = &costs.ipi_send {
+        set(
+            "host_ns.send_ipi",
+            &mut host.send_ipi,
+            ns(send.ns),
+            format!("measured: {}", send.source),
+        );
+    }
     if let Some(poll) = halt_poll_ns {
         set(
             "host_ns.halt_poll",
             &mut host.halt_poll,
             poll,
             "measured: this host's /sys/module/kvm/parameters/halt_poll_ns".into(),
+        );
+    }
+    if let Some(entry) = &costs.irq_entry {
+        set(
+            "guest_ns.irq_entry",
+            &mut profile.guest_ns.irq_entry,
+            ns(entry.ns),
+            format!("measured: {}", entry.source),
         );
     }
     HostProfile {
@@ -198,6 +214,9 @@ mod tests {
             kernel_exit_ns: 4_200.0,
             inject_running_p50_ns: 30_000.0,
             inject_halted_p50_ns: 72_000.0,
+            self_ipi_p50_ns: 0.0,
+            ipi_send_busy_ns: 0.0,
+            ipi_busy_target_ns: 0.0,
             commands: Commands {
                 probe: "dirq probe".into(),
                 ..Commands::default()

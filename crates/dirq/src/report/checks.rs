@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 use dirq_sim::policy::PolicyKind;
 use dirq_sim::scenario::{
-    HostShape, IdleMode, IpiMode, RunGroup, Scenario, Transport, WorkloadKind,
+    HostShape, IdleMode, IpiMode, RunGroup, Scenario, Transport, WorkloadKind, MAX_IPI_RATE_PER_S,
 };
 use dirq_sim::CostProfile;
 use dirq_stats::{f64_of, round_u64};
@@ -24,6 +24,7 @@ use crate::calibrate::costs::HostCosts;
 use super::charts::{exit_bars, exit_table};
 use super::data::{Figure, Section, Spread, Table, TableRow};
 use super::figures::compact_number;
+use super::misses::{explain, MissExplained};
 use super::model::{comparison_figure, Comparison, Metric};
 use super::plan::path_label;
 use super::real::RealCase;
@@ -58,15 +59,18 @@ struct Twin {
 /// The costs of one real path. Our guest test kernel has no background
 /// device or paging activity, so the idle VM's exits (a property of the
 /// guest OS in did-2015) are zero. With the userspace irqchip every
-/// interrupt-controller exit is served by the VMM: a userspace exit.
+/// interrupt-controller exit is served by the VMM: a userspace exit; a
+/// kick (the VMM's signal to a running vCPU) forces it with the host
+/// interrupt a kick into KVM pays beyond an in-kernel exit.
 fn path_profile(base: &CostProfile, costs: &HostCosts, config: &BenchConfig) -> CostProfile {
     let mut profile = base.clone();
     profile.idle_exits_per_s.io_instruction = 0.0;
     profile.idle_exits_per_s.ept_violation = 0.0;
     if config.common.irqchip == Irqchip::Userspace {
         let userspace = round_u64(costs.userspace_exit.ns);
+        let kick = (costs.external_interrupt.ns - costs.kernel_exit.ns).max(0.0);
         let service = &mut profile.exit_service_ns;
-        service.external_interrupt = userspace;
+        service.external_interrupt = round_u64(costs.userspace_exit.ns + kick);
         service.eoi_write = userspace;
         service.interrupt_window = userspace;
         service.timer_write = userspace;
@@ -80,8 +84,13 @@ fn path_profile(base: &CostProfile, costs: &HostCosts, config: &BenchConfig) -> 
     profile
 }
 
-fn idle_mode(config: &BenchConfig) -> IdleMode {
-    match (config.common.guest_idle, config.common.halt) {
+/// How the real run's idle vCPUs waited. With HLT not exiting a halted
+/// vCPU stays in the guest, unless KVM counted HLT exits anyway (kvm_pvm
+/// traps every HLT): then it waited in KVM's halt polling with the host's
+/// default window, the profile's.
+fn idle_mode(case: &RealCase) -> IdleMode {
+    match (case.config.common.guest_idle, case.config.common.halt) {
+        (GuestIdle::Halt, HaltMode::None) if case.saw_hlt_exits() => IdleMode::HaltPoll,
         (GuestIdle::Busy, _) | (GuestIdle::Halt, HaltMode::None) => IdleMode::Poll,
         (GuestIdle::Halt, HaltMode::Exit) => IdleMode::Hlt,
         (GuestIdle::Halt, HaltMode::Poll { .. }) => IdleMode::HaltPoll,
@@ -89,11 +98,12 @@ fn idle_mode(config: &BenchConfig) -> IdleMode {
 }
 
 /// The simulated twin of a real run, or why there is none.
-fn twin(config: &BenchConfig, base: &CostProfile, costs: &HostCosts) -> Result<Twin, NoTwin> {
+fn twin(case: &RealCase, base: &CostProfile, costs: &HostCosts) -> Result<Twin, NoTwin> {
+    let config = &case.config;
     if config.common.pv_eoi {
         return Err(NoTwin::PvEoi);
     }
-    let idle = idle_mode(config);
+    let idle = idle_mode(case);
     let group = match &config.params {
         // The device thread's MSIs are virtual-device interrupts: a backend
         // on another core kicks the vCPU, as virtio does.
@@ -111,6 +121,13 @@ fn twin(config: &BenchConfig, base: &CostProfile, costs: &HostCosts) -> Result<T
             let mut group = RunGroup::new(WorkloadKind::Ipi, Vec::new());
             group.idle = idle;
             group.ipi_mode = IpiMode::Unicast;
+            // The real bench is a ping-pong: the next ping follows the last
+            // pong, so the pinged vCPU idles only between them. The twin
+            // sends at the rate the real pings went; the simulator has no
+            // closed loop.
+            if let Some(rate) = case.pings_per_s() {
+                group.ipi_rate_per_s = round_u64(rate.median).clamp(1, MAX_IPI_RATE_PER_S);
+            }
             group.host = HostShape {
                 cores: 3,
                 vms: 1,
@@ -396,6 +413,8 @@ pub struct ModelChecks {
     pub comparisons: Vec<Comparison>,
     pub unmodelled: Vec<Unmodelled>,
     pub extrapolation: Vec<Extrapolated>,
+    /// Every miss among `comparisons`, with what the counters say.
+    pub misses: Vec<MissExplained>,
     /// Simulation failures, one line each.
     pub failures: Vec<String>,
 }
@@ -414,6 +433,7 @@ pub fn run_checks(
         comparisons: Vec::new(),
         unmodelled: Vec::new(),
         extrapolation: Vec::new(),
+        misses: Vec::new(),
         failures: Vec::new(),
     };
     // Twins already extrapolated: paths that differ only where APICv, ELI
@@ -422,7 +442,7 @@ pub fn run_checks(
     for case in cases {
         let configuration = configuration_name(case);
         super::progress::working_on(bar, configuration.clone());
-        match twin(&case.config, base, costs) {
+        match twin(case, base, costs) {
             Err(reason) => checks.unmodelled.push(Unmodelled {
                 configuration,
                 reason: reason.to_string(),
@@ -441,7 +461,15 @@ pub fn run_checks(
                     match simulate(&twin, policy, seed) {
                         Ok(run) => {
                             if policy == PolicyKind::Vanilla {
-                                checks.comparisons.extend(compare(case, &run, statistic));
+                                let comparisons = compare(case, &run, statistic);
+                                let twin_s = f64_of(TWIN_DURATION_MS) / 1e3;
+                                checks.misses.extend(
+                                    comparisons
+                                        .iter()
+                                        .filter(|c| !c.within_tolerance)
+                                        .map(|c| explain(case, &run, twin_s, c)),
+                                );
+                                checks.comparisons.extend(comparisons);
                             }
                             if extrapolate {
                                 checks.extrapolation.push(Extrapolated::new(
@@ -504,10 +532,14 @@ pub fn model_section(checks: &ModelChecks, profile_file: &str) -> Section {
                  a one-group scenario of the same shape (irq-latency as udp-rx over virtio at the \
                  same rate, timer-latency as cyclictest, ipi as ipi, whileloop as whileloop), \
                  vanilla policy, {TWIN_DURATION_MS} ms simulated, with {profile_file} adjusted \
-                 for the path (userspace-irqchip exits cost a userspace exit; halt polling \
-                 window; no idle-VM exits, which dirq's guest does not make). The IPI bench \
-                 measures a round trip, so its p50 is halved to compare with the one-way \
-                 prediction; whileloop's time in guest is the loop's share of the core. \
+                 for the path (userspace-irqchip exits cost a userspace exit, and a kicked \
+                 one the kick's host interrupt too; halt polling window; no idle-VM exits, \
+                 which dirq's guest does not make). The IPI bench is a ping-pong measuring a \
+                 round trip: its p50 is halved to compare with the one-way prediction, and \
+                 the twin sends its pings at the rate the real ones went; where KVM counted \
+                 HLT exits although HLT was not to exit (kvm_pvm traps every HLT), the twin \
+                 halt-polls with the host's default window, as KVM did. Whileloop's time in \
+                 guest is the loop's share of the core. \
                  The measured value is the median of the real runs, the range beside it."
             ),
             Vec::new(),
@@ -522,7 +554,25 @@ pub fn model_section(checks: &ModelChecks, profile_file: &str) -> Section {
             .map(|u| TableRow::new(vec![u.configuration.clone(), u.reason.clone()]))
             .collect(),
     };
+    let explained = Table {
+        title: "Every miss, and what the counters of the run and its twin say".into(),
+        columns: vec!["configuration".into(), "metric".into(), "why".into()],
+        rows: checks
+            .misses
+            .iter()
+            .map(|miss| {
+                TableRow::new(vec![
+                    miss.configuration.clone(),
+                    miss.metric.label().into(),
+                    miss.why.clone(),
+                ])
+            })
+            .collect(),
+    };
     let mut tables = Vec::new();
+    if !explained.rows.is_empty() {
+        tables.push(explained);
+    }
     if !unmodelled.rows.is_empty() {
         tables.push(unmodelled);
     }
@@ -665,6 +715,9 @@ mod tests {
             kernel_exit_ns: 4_000.0,
             inject_running_p50_ns: 30_000.0,
             inject_halted_p50_ns: 36_000.0,
+            self_ipi_p50_ns: 0.0,
+            ipi_send_busy_ns: 0.0,
+            ipi_busy_target_ns: 0.0,
             commands: Commands::default(),
         })
     }
@@ -689,19 +742,23 @@ mod tests {
     fn each_real_bench_gets_the_twin_of_its_shape() {
         let base = CostProfile::did_2015();
         let costs = host_costs();
-        let irq = twin(&config(Bench::IrqLatency, Irqchip::Kernel), &base, &costs)
-            .expect("irq-latency has a twin");
+        let irq = twin(
+            &case(config(Bench::IrqLatency, Irqchip::Kernel)),
+            &base,
+            &costs,
+        )
+        .expect("irq-latency has a twin");
         assert_eq!(irq.group.workload, WorkloadKind::UdpRx);
         assert_eq!(irq.group.rates_pps, [5000]);
         assert_eq!(irq.profile.idle_exits_per_s.io_instruction, 0.0);
 
         let timer = config(Bench::TimerLatency, Irqchip::Userspace);
         assert!(
-            matches!(twin(&timer, &base, &costs), Err(NoTwin::Shape)),
+            matches!(twin(&case(timer), &base, &costs), Err(NoTwin::Shape)),
             "only 1 kHz timers have a twin"
         );
         let timer = cyclictest(Irqchip::Userspace);
-        let timer_twin = twin(&timer, &base, &costs).expect("1 kHz timer has a twin");
+        let timer_twin = twin(&case(timer), &base, &costs).expect("1 kHz timer has a twin");
         assert_eq!(timer_twin.group.workload, WorkloadKind::Cyclictest);
         // The userspace irqchip serves every interrupt-controller exit in the VMM.
         assert_eq!(timer_twin.profile.exit_service_ns.eoi_write, 10_000);
@@ -709,13 +766,13 @@ mod tests {
 
         let mut ipi = config(Bench::Ipi, Irqchip::Kernel);
         ipi.common.halt = HaltMode::Poll { ns: 50_000 };
-        let ipi_twin = twin(&ipi, &base, &costs).expect("ipi has a twin");
+        let ipi_twin = twin(&case(ipi), &base, &costs).expect("ipi has a twin");
         assert_eq!(ipi_twin.group.idle, IdleMode::HaltPoll);
         assert_eq!(ipi_twin.profile.host_ns.halt_poll, 50_000);
 
         let mut pv = config(Bench::IrqLatency, Irqchip::Kernel);
         pv.common.pv_eoi = true;
-        assert!(matches!(twin(&pv, &base, &costs), Err(NoTwin::PvEoi)));
+        assert!(matches!(twin(&case(pv), &base, &costs), Err(NoTwin::PvEoi)));
     }
 
     #[test]
@@ -747,7 +804,7 @@ mod tests {
             ),
         ];
         for (config, group) in cases {
-            let twin = twin(&config, &base, &costs).expect("has a twin");
+            let twin = twin(&case(config), &base, &costs).expect("has a twin");
             let text = format!(
                 "name = \"twin\"\ndescription = \"simulated twin of a real run\"\n\
                  duration_ms = {TWIN_DURATION_MS}\n[[runs]]\npolicies = [\"did\"]\n{group}"
@@ -758,6 +815,71 @@ mod tests {
                 "{group}"
             );
         }
+    }
+
+    /// A real case of `config` with one run that counted `by_category`
+    /// exits and `results` over one second.
+    fn case_with(
+        config: BenchConfig,
+        by_category: serde_json::Value,
+        results: serde_json::Value,
+    ) -> RealCase {
+        let run: RealRun = serde_json::from_value(serde_json::json!({
+            "bench": config.bench().name(),
+            "interrupts": 1000,
+            "exits": {"userspace": 0, "by_reason": {}, "by_category": by_category},
+            "exits_per_interrupt": 1.0,
+            "results": results,
+            "duration_s": 1.0
+        }))
+        .expect("contract parses");
+        RealCase {
+            label: "kernel".into(),
+            command: "dirq run".into(),
+            config,
+            repeats: vec![Repeat {
+                run,
+                cpu_cores: 1.0,
+            }],
+        }
+    }
+
+    fn case(config: BenchConfig) -> RealCase {
+        case_with(config, serde_json::json!({}), serde_json::json!({}))
+    }
+
+    #[test]
+    fn an_ipi_twin_pings_at_the_real_rate_and_polls_where_kvm_halted() {
+        let base = CostProfile::did_2015();
+        let costs = host_costs();
+        let mut config = config(Bench::Ipi, Irqchip::Kernel);
+        config.common.halt = HaltMode::None;
+        let in_guest = twin(&case(config.clone()), &base, &costs).expect("ipi has a twin");
+        assert_eq!(in_guest.group.idle, IdleMode::Poll);
+        let trapped = case_with(
+            config,
+            serde_json::json!({"HLT": 3000}),
+            serde_json::json!({"ipis_to_vcpu1": 3000.0}),
+        );
+        let trapped = twin(&trapped, &base, &costs).expect("ipi has a twin");
+        assert_eq!(trapped.group.idle, IdleMode::HaltPoll);
+        assert_eq!(trapped.profile.host_ns.halt_poll, base.host_ns.halt_poll);
+        assert_eq!(trapped.group.ipi_rate_per_s, 3000);
+    }
+
+    #[test]
+    fn a_kicked_userspace_exit_pays_the_kick_beyond_an_in_kernel_exit() {
+        let mut obs_costs = host_costs();
+        obs_costs.external_interrupt.ns = 9_000.0;
+        let userspace = twin(
+            &case(config(Bench::Whileloop, Irqchip::Userspace)),
+            &CostProfile::did_2015(),
+            &obs_costs,
+        )
+        .expect("whileloop has a twin");
+        // 10 us userspace exit + (9 - 4) us of kick.
+        assert_eq!(userspace.profile.exit_service_ns.external_interrupt, 15_000);
+        assert_eq!(userspace.profile.exit_service_ns.eoi_write, 10_000);
     }
 
     fn timer_case(exits_per_interrupt: f64) -> RealCase {

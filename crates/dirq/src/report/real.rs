@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use dirq_stats::{f64_of, ratio};
+use dirq_vmm::exits::VmxExit;
 use dirq_vmm::report::Bucket;
 
 use super::charts::{
@@ -71,6 +72,26 @@ impl RealCase {
 
     pub fn guest_share(&self) -> Option<Spread> {
         self.spread(|r| r.run.results.get(GUEST_SHARE).copied())
+    }
+
+    /// Pings vCPU 0 sent a second, for the ipi bench (its pinged vCPU 1
+    /// counts them).
+    pub fn pings_per_s(&self) -> Option<Spread> {
+        self.spread(|r| {
+            let pings = r.run.results.get(&dirq_vmm::bench::ipis_to_vcpu(1))?;
+            (r.run.duration_s > 0.0).then(|| pings / r.run.duration_s)
+        })
+    }
+
+    /// Whether KVM counted an HLT exit in any repeat.
+    pub fn saw_hlt_exits(&self) -> bool {
+        self.repeats.iter().any(|r| {
+            r.run
+                .exits
+                .by_category
+                .get(VmxExit::Hlt.name())
+                .is_some_and(|&count| count > 0)
+        })
     }
 
     pub fn cpu_cores(&self) -> Option<Spread> {

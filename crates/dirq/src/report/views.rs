@@ -11,6 +11,7 @@ use serde::Deserialize;
 use dirq_sim::metrics::{StudyResults, Throughput};
 use dirq_sim::{Invariant, RunResult, ScenarioResult};
 use dirq_stats::{f64_of, ratio, LatencySummary};
+use dirq_vmm::exits::ExitTime;
 use dirq_vmm::report::{Bucket, RunReport};
 
 use super::data::Series;
@@ -265,6 +266,9 @@ pub struct RealExits {
     /// The exits by VMX reason, summing to `total`.
     #[serde(default)]
     pub by_category: BTreeMap<String, u64>,
+    /// The VMM's own time on its exits, by the run loop's reason.
+    #[serde(default)]
+    pub userspace_time: BTreeMap<String, ExitTime>,
 }
 
 /// `dirq run --json`.
@@ -274,6 +278,9 @@ pub struct RealRun {
     pub interrupts: u64,
     pub exits: RealExits,
     pub exits_per_interrupt: f64,
+    /// The measured window.
+    #[serde(default)]
+    pub duration_s: f64,
     #[serde(default)]
     pub latency_ns: Option<Latency>,
     /// Bench-specific figures, e.g. whileloop's `guest_share`.
@@ -293,8 +300,10 @@ impl From<&RunReport> for RealRun {
                 userspace: report.exits.userspace,
                 by_reason: report.exits.by_reason.clone(),
                 by_category: report.exits.by_category.clone(),
+                userspace_time: report.exits.userspace_time.clone(),
             },
             exits_per_interrupt: report.exits_per_interrupt,
+            duration_s: report.duration_s,
             latency_ns: report.latency_ns.as_ref().map(Latency::from),
             results: report.results.clone(),
             latency_histogram: report

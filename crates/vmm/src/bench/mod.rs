@@ -126,6 +126,20 @@ fn saturating_sum(counts: &[u64]) -> u64 {
         .fold(0, |sum, &count| sum.saturating_add(count))
 }
 
+/// ipi with a busy unicast target: what each ping took from the target's
+/// spin loop (its exit, injection, handler with the pong and EOI, and
+/// return), from the target's own TSC.
+pub const TARGET_STOLEN_NS_PER_PING: &str = "target_stolen_ns_per_ping";
+
+/// ipi: the result naming the IPIs vCPU `cpu` handled (vCPU 0: pongs;
+/// any other: pings).
+pub fn ipis_to_vcpu(cpu: usize) -> String {
+    format!("ipis_to_vcpu{cpu}")
+}
+
+/// ipi: how long the sender's ICR write (or hypercall) took, per ping.
+pub const SEND_NS_PER_PING: &str = "send_ns_per_ping";
+
 /// Benches whose figures the guest measures itself with its TSC.
 fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport {
     let shared = &output.shared;
@@ -157,7 +171,26 @@ fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport 
                 .take(config.common.vcpus as usize)
                 .enumerate()
             {
-                results.insert(format!("ipis_to_vcpu{cpu}"), f64_of(*handled));
+                results.insert(ipis_to_vcpu(cpu), f64_of(*handled));
+            }
+            let pings = shared.handled.get(1).copied().unwrap_or(0);
+            let sends = shared.result[abi::RESULT_IPI_SEND_CYCLES];
+            if let Some(&rounds) = shared.handled.first().filter(|&&rounds| rounds > 0) {
+                results.insert(
+                    SEND_NS_PER_PING.into(),
+                    ratio(cycles_to_ns(sends, tsc_khz), rounds),
+                );
+            }
+            let stolen = shared.result[abi::RESULT_IPI_TARGET_STOLEN_CYCLES];
+            let gaps = shared.result[abi::RESULT_IPI_TARGET_GAPS];
+            if stolen > 0 && gaps > 0 && pings > 0 {
+                // One gap per ping; the few host ticks between pings are
+                // gaps too, and cheaper, so the mean gap is the ping's cost.
+                results.insert(
+                    TARGET_STOLEN_NS_PER_PING.into(),
+                    ratio(cycles_to_ns(stolen, tsc_khz), gaps),
+                );
+                results.insert("target_gaps".into(), f64_of(gaps));
             }
             saturating_sum(&shared.handled)
         }

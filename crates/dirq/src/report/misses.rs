@@ -1,0 +1,294 @@
+//! Why a prediction missed: what the real run's own counters and its
+//! twin's say, side by side, for every miss of the model-vs-reality check.
+//! Nothing here is a fixed sentence per configuration: each reason is read
+//! off the runs, so a miss that goes away takes its reason with it.
+
+use std::collections::BTreeMap;
+
+use dirq_stats::f64_of;
+use serde::Serialize;
+
+use super::model::{Comparison, Metric};
+use super::real::RealCase;
+use super::views::SimRun;
+
+/// Below this share of the core, a time-in-guest figure is within a few
+/// points of zero and its relative error measures noise, not the model.
+const NEAR_ZERO_SHARE: f64 = 0.05;
+
+/// A guest that handled fewer than this share of what its device raised
+/// was saturated: the rest merged into interrupts already pending.
+const SATURATED_HANDLED_SHARE: f64 = 0.95;
+
+/// The VMM's time per interrupt below which it explains nothing (the
+/// in-kernel paths' only userspace exits are the bench's control port).
+const VMM_TIME_WORTH_NAMING_NS: f64 = 500.0;
+
+/// A miss and what the counters say about it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MissExplained {
+    pub configuration: String,
+    pub metric: Metric,
+    pub why: String,
+}
+
+/// Interrupts a second a real case's device raised and its guest handled
+/// (medians over the repeats; raised only where the bench counts it), and
+/// the VMM's own time on its exits per handled interrupt.
+struct Load {
+    raised_per_s: Option<f64>,
+    handled_per_s: f64,
+    vmm_ns_per_interrupt: Option<f64>,
+}
+
+impl Load {
+    fn of(case: &RealCase) -> Option<Self> {
+        let per_s = |count: f64, duration_s: f64| (duration_s > 0.0).then(|| count / duration_s);
+        let handled = case.spread(|r| per_s(f64_of(r.run.interrupts), r.run.duration_s))?;
+        let raised = case.spread(|r| per_s(*r.run.results.get("raised")?, r.run.duration_s));
+        let vmm = case.spread(|r| {
+            let time = &r.run.exits.userspace_time;
+            let total_ns: u64 = time.values().map(|t| t.total_ns).sum();
+            (r.run.interrupts > 0 && !time.is_empty())
+                .then(|| f64_of(total_ns) / f64_of(r.run.interrupts))
+        });
+        Some(Load {
+            raised_per_s: raised.map(|spread| spread.median),
+            handled_per_s: handled.median,
+            vmm_ns_per_interrupt: vmm.map(|spread| spread.median),
+        })
+    }
+
+    fn saturated(&self) -> bool {
+        self.raised_per_s
+            .is_some_and(|raised| self.handled_per_s < SATURATED_HANDLED_SHARE * raised)
+    }
+}
+
+/// "INTERRUPT_WINDOW 1.00, OTHER 2.00": exits per handled interrupt by
+/// reason, largest first.
+fn by_reason(per_interrupt: &BTreeMap<String, f64>) -> String {
+    let mut reasons: Vec<(&String, &f64)> = per_interrupt
+        .iter()
+        .filter(|(_, &count)| count >= 0.01)
+        .collect();
+    reasons.sort_by(|a, b| b.1.total_cmp(a.1));
+    if reasons.is_empty() {
+        return "none".into();
+    }
+    reasons
+        .iter()
+        .map(|(reason, count)| format!("{reason} {count:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The real case's exits per handled interrupt by reason, over all repeats.
+fn measured_by_reason(case: &RealCase) -> BTreeMap<String, f64> {
+    let interrupts: u64 = case.repeats.iter().map(|r| r.run.interrupts).sum();
+    let mut total: BTreeMap<String, f64> = BTreeMap::new();
+    for repeat in &case.repeats {
+        for (reason, per) in repeat.run.exits_per_interrupt_by_reason() {
+            *total.entry(reason).or_insert(0.0) += per * f64_of(repeat.run.interrupts);
+        }
+    }
+    if interrupts == 0 {
+        return BTreeMap::new();
+    }
+    total
+        .into_iter()
+        .map(|(reason, count)| (reason, count / f64_of(interrupts)))
+        .collect()
+}
+
+/// The twin's exits per handled interrupt by reason over `duration_s`.
+fn predicted_by_reason(run: &SimRun, duration_s: f64) -> BTreeMap<String, f64> {
+    let Some(handled) = run.interrupts_handled().filter(|&handled| handled > 0) else {
+        return BTreeMap::new();
+    };
+    run.exits_by_reason_per_s
+        .iter()
+        .map(|(reason, rate)| (reason.clone(), rate * duration_s / f64_of(handled)))
+        .collect()
+}
+
+/// Why `comparison` (a miss of `case` against its twin `predicted`, which
+/// simulated `twin_duration_s`) missed, from the counters of both.
+pub fn explain(
+    case: &RealCase,
+    predicted: &SimRun,
+    twin_duration_s: f64,
+    comparison: &Comparison,
+) -> MissExplained {
+    let mut why = Vec::new();
+    let load = Load::of(case);
+    let twin_handled_per_s = predicted
+        .interrupts_handled()
+        .map(|handled| f64_of(handled) / twin_duration_s);
+    if let Some(load) = load.as_ref().filter(|load| load.saturated()) {
+        why.push(format!(
+            "saturated: the device raised {:.0}/s and the guest handled {:.0}/s (the twin {:.0}/s); \
+             the rest merged into interrupts already pending",
+            load.raised_per_s.unwrap_or_default(),
+            load.handled_per_s,
+            twin_handled_per_s.unwrap_or_default()
+        ));
+    }
+    match comparison.metric {
+        Metric::TimeInGuest => {
+            if let (Some(load), Some(twin_rate)) = (&load, twin_handled_per_s) {
+                let lost_us = |share: f64, rate: f64| (1.0 - share) / rate * 1e6;
+                if load.handled_per_s > 0.0 && twin_rate > 0.0 {
+                    why.push(format!(
+                        "the loop lost {:.1} us per handled interrupt; the twin charges {:.1} us",
+                        lost_us(comparison.measured, load.handled_per_s),
+                        lost_us(comparison.predicted, twin_rate)
+                    ));
+                }
+                if let Some(vmm_ns) = load
+                    .vmm_ns_per_interrupt
+                    .filter(|&ns| ns >= VMM_TIME_WORTH_NAMING_NS)
+                {
+                    why.push(format!(
+                        "the VMM's own exit handlers (KVM_RUN's return to the next KVM_RUN) \
+                         took {:.1} us per handled interrupt, which the probe's no-op port exit \
+                         does not time",
+                        vmm_ns / 1e3
+                    ));
+                }
+            }
+            if comparison.measured < NEAR_ZERO_SHARE && comparison.predicted < NEAR_ZERO_SHARE {
+                why.push(
+                    "both shares are within 5 points of zero, where a relative error measures \
+                     noise"
+                        .into(),
+                );
+            }
+        }
+        Metric::ExitsPerInterrupt => why.push(format!(
+            "per handled interrupt, measured {}; the twin {} (before the execution mode's own \
+             traps are added)",
+            by_reason(&measured_by_reason(case)),
+            by_reason(&predicted_by_reason(predicted, twin_duration_s))
+        )),
+        Metric::LatencyP50Ns => {}
+    }
+    if why.is_empty() {
+        why.push("the runs' counters show no cause".into());
+    }
+    MissExplained {
+        configuration: comparison.configuration.clone(),
+        metric: comparison.metric,
+        why: why.join("; "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::data::Spread;
+    use crate::report::real::Repeat;
+    use crate::report::views::RealRun;
+    use dirq_vmm::config::{Bench, BenchConfig};
+
+    fn whileloop_case(raised: f64, handled: u64, share: f64) -> RealCase {
+        let run: RealRun = serde_json::from_value(serde_json::json!({
+            "bench": "whileloop",
+            "interrupts": handled,
+            "exits": {"userspace": handled, "by_reason": {},
+                      "by_category": {"INTERRUPT_WINDOW": handled, "OTHER": 2 * handled},
+                      "userspace_time": {"msr_write": {"samples": handled, "total_ns": 7_000 * handled,
+                                                       "min_ns": 7_000, "max_ns": 7_000}}},
+            "exits_per_interrupt": 3.0,
+            "results": {"raised": raised, "guest_share": share},
+            "duration_s": 1.0
+        }))
+        .expect("contract parses");
+        RealCase {
+            label: "userspace".into(),
+            command: "dirq run whileloop".into(),
+            config: BenchConfig::new(Bench::Whileloop),
+            repeats: vec![Repeat {
+                run,
+                cpu_cores: 1.0,
+            }],
+        }
+    }
+
+    fn twin(handled: u64) -> SimRun {
+        serde_json::from_value(serde_json::json!({
+            "policy": "vanilla",
+            "params": {},
+            "exits_per_s": 2.0 * f64_of(handled),
+            "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": handled, "MSR_WRITE": handled},
+            "time_in_guest": 0.5,
+            "interrupts": {"raised": handled, "handled": handled, "coalesced": 0, "pending_at_end": 0}
+        }))
+        .expect("contract parses")
+    }
+
+    fn miss(metric: Metric, measured: f64, predicted: f64) -> Comparison {
+        let spread = Spread {
+            median: measured,
+            min: measured,
+            max: measured,
+            runs: 1,
+        };
+        Comparison::new("whileloop · userspace".into(), metric, spread, predicted)
+    }
+
+    #[test]
+    fn a_saturated_run_says_how_much_merged_and_what_each_interrupt_cost() {
+        let case = whileloop_case(20_000.0, 10_000, 0.2);
+        let why = explain(
+            &case,
+            &twin(10_000),
+            1.0,
+            &miss(Metric::TimeInGuest, 0.2, 0.4),
+        )
+        .why;
+        assert!(
+            why.contains("raised 20000/s and the guest handled 10000/s (the twin 10000/s)"),
+            "{why}"
+        );
+        assert!(
+            why.contains("handlers") && why.contains("took 7.0 us"),
+            "{why}"
+        );
+        // (1 - 0.2) / 10,000 and (1 - 0.4) / 10,000.
+        assert!(
+            why.contains("lost 80.0 us") && why.contains("charges 60.0 us"),
+            "{why}"
+        );
+        assert!(!why.contains("noise"), "{why}");
+    }
+
+    #[test]
+    fn an_exit_miss_lists_the_reasons_of_both_and_near_zero_shares_say_so() {
+        let case = whileloop_case(10_000.0, 10_000, 0.01);
+        let exits = explain(
+            &case,
+            &twin(10_000),
+            1.0,
+            &miss(Metric::ExitsPerInterrupt, 3.0, 4.0),
+        );
+        assert!(!exits.why.contains("saturated"), "{}", exits.why);
+        assert!(
+            exits
+                .why
+                .contains("measured OTHER 2.00, INTERRUPT_WINDOW 1.00")
+                && exits
+                    .why
+                    .contains("twin EXTERNAL_INTERRUPT 1.00, MSR_WRITE 1.00"),
+            "{}",
+            exits.why
+        );
+        let share = explain(
+            &case,
+            &twin(10_000),
+            1.0,
+            &miss(Metric::TimeInGuest, 0.01, 0.0),
+        );
+        assert!(share.why.contains("noise"), "{}", share.why);
+    }
+}
