@@ -19,6 +19,42 @@
 #define KVM_HC_SEND_IPI 10
 #define APIC_DM_FIXED 0
 
+/* Durations of up to DURATION_CAP_NS in DURATION_BUCKET_NS buckets, for a
+ * median that a few host preemptions cannot drag. Longer ones are the host
+ * preempting a vCPU, not the IPI, and are left out. */
+#define DURATION_BUCKET_NS 100
+#define DURATION_CAP_NS 200000
+#define DURATION_BUCKETS (DURATION_CAP_NS / DURATION_BUCKET_NS)
+
+struct durations {
+    volatile u32 count[DURATION_BUCKETS];
+    volatile u64 total;
+};
+
+static void durations_add(struct durations *d, u64 cycles)
+{
+    u64 bucket = cycles / ns_to_tsc(DURATION_BUCKET_NS);
+    if (bucket >= DURATION_BUCKETS)
+        return;
+    d->count[bucket]++;
+    d->total++;
+}
+
+/* The median's bucket midpoint, in TSC cycles; 0 without any duration. */
+static u64 durations_median(const struct durations *d)
+{
+    u64 seen = 0, total = d->total;
+    for (u64 bucket = 0; bucket < DURATION_BUCKETS && total > 0; bucket++) {
+        seen += d->count[bucket];
+        if (2 * seen >= total)
+            return (2 * bucket + 1) * ns_to_tsc(DURATION_BUCKET_NS) / 2;
+    }
+    return 0;
+}
+
+/* The sender's ICR writes, and the gaps a busy unicast target's loop lost. */
+static struct durations sends, target_gaps;
+
 /* KVM_HC_SEND_IPI (Documentation/virt/kvm/x86/hypercalls.rst): one exit
  * for every CPU in the bitmap, APIC IDs from `min` on. KVM handles VMCALL
  * and VMMCALL alike (it rewrites the one the host does not use). */
@@ -45,7 +81,6 @@ static void run(void)
     set_irq_entries(DIRQ_VECTOR_IPI_PING, &ipi_ping_irq);
     for (u32 cpu = 1; cpu < shared->num_cpus; cpu++)
         set_irq_entries(DIRQ_VECTOR_IPI_PONG_BASE + cpu, ipi_pong_irq[cpu]);
-    u64 send_cycles = 0;
     control(DIRQ_CONTROL_BENCH_START);
     for (u64 i = 1; i <= shared->count; i++) {
         u64 sent = rdtsc();
@@ -55,7 +90,7 @@ static void run(void)
             apic_send_ipi_all_but_self(DIRQ_VECTOR_IPI_PING);
         else
             apic_send_ipi(AP_APIC_ID, DIRQ_VECTOR_IPI_PING);
-        send_cycles += rdtsc() - sent;
+        durations_add(&sends, rdtsc() - sent);
         /* Every pong wakes CPU 0; the round ends with the last of them. */
         for (u32 cpu = 1; cpu <= last; cpu++)
             wait_until_at_least(&ipi_pongs[cpu], i);
@@ -68,32 +103,27 @@ static void run(void)
         record_sample(end - sent);
     }
     control(DIRQ_CONTROL_BENCH_END);
-    shared->result[DIRQ_RESULT_IPI_SEND_CYCLES] = send_cycles;
+    shared->result[DIRQ_RESULT_IPI_SEND_CYCLES] = durations_median(&sends);
+    shared->result[DIRQ_RESULT_IPI_TARGET_GAP_CYCLES] = durations_median(&target_gaps);
+    shared->result[DIRQ_RESULT_IPI_TARGET_GAPS] = target_gaps.total;
 }
 
 /* A gap in a busy spin longer than this was taken from the loop (a ping's
- * exit, injection, handler and return, or a host tick), not one iteration;
- * one longer than the cap is the host preempting the vCPU, not left out. */
+ * exit, injection, handler and return, or a host tick), not one iteration. */
 #define STOLEN_GAP_NS 500
-#define STOLEN_GAP_CAP_NS 200000
 
-/* A busy unicast target spins with interrupts on and records what the pings
- * take from it: `dirq probe`'s cost of a kicked interrupt. */
+/* A busy unicast target spins with interrupts on and records what each ping
+ * takes from it: `dirq probe`'s cost of a kicked interrupt. */
 static void spin_counting_stolen_time(void)
 {
-    u64 threshold = ns_to_tsc(STOLEN_GAP_NS), cap = ns_to_tsc(STOLEN_GAP_CAP_NS);
-    u64 stolen = 0, gaps = 0;
+    u64 threshold = ns_to_tsc(STOLEN_GAP_NS);
     irq_enable();
     u64 last = rdtsc();
     for (;;) {
         cpu_relax();
         u64 now = rdtsc();
-        if (now - last > threshold && now - last < cap) {
-            stolen += now - last;
-            gaps++;
-            shared->result[DIRQ_RESULT_IPI_TARGET_STOLEN_CYCLES] = stolen;
-            shared->result[DIRQ_RESULT_IPI_TARGET_GAPS] = gaps;
-        }
+        if (now - last > threshold)
+            durations_add(&target_gaps, now - last);
         last = now;
     }
 }

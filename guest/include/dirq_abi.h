@@ -63,11 +63,11 @@
 #define DIRQ_RESULT_EXIT_COST_KERNEL_CYCLES 2
 /* exit-cost's samples: x2APIC self-IPI, sent to handler entry (the cheapest
  * interrupt into a running guest through KVM's LAPIC). */
-/* ipi, busy target (CPU 1): the time its spin loop lost to the pings, and
- * in how many gaps (one per ping it handled, plus any host tick). */
-#define DIRQ_RESULT_IPI_TARGET_STOLEN_CYCLES 0
+/* ipi, busy unicast target (CPU 1): the median gap the pings made in its
+ * spin loop (TSC cycles), and how many gaps (one per ping, plus host ticks). */
+#define DIRQ_RESULT_IPI_TARGET_GAP_CYCLES 0
 #define DIRQ_RESULT_IPI_TARGET_GAPS 1
-/* ipi, CPU 0: TSC cycles its ICR writes (or hypercalls) took, all pings. */
+/* ipi, CPU 0: the median TSC cycles its ICR write (or hypercall) took. */
 #define DIRQ_RESULT_IPI_SEND_CYCLES 2
 #define DIRQ_RESULT_WHILELOOP_ITERATIONS 0
 #define DIRQ_RESULT_WHILELOOP_BASELINE_CYCLES 1

@@ -94,12 +94,12 @@ pub struct Floors {
     pub ipi_busy_p50_ns: f64,
     /// IPI to another vCPU halted in HLT, one way (p50).
     pub ipi_halted_p50_ns: f64,
-    /// What one IPI takes from a busy vCPU (mean, the target's own TSC):
+    /// What one IPI takes from a busy vCPU (p50, the target's own TSC):
     /// the exit the kick forces, the injection, the handler (its pong and
     /// EOI) and the return. 0 when the guest did not measure it.
     #[serde(default)]
     pub ipi_busy_target_ns: f64,
-    /// The sender's ICR write of an IPI to a busy vCPU (mean): its exit and
+    /// The sender's ICR write of an IPI to a busy vCPU (p50): its exit and
     /// the host IPI that kicks the target. 0 when not measured.
     #[serde(default)]
     pub ipi_busy_send_ns: f64,
@@ -187,8 +187,8 @@ impl Floors {
             ("x2APIC self-IPI, p50", self.self_ipi_p50_ns),
             ("IPI to a busy vCPU, one way, p50", self.ipi_busy_p50_ns),
             ("IPI to a halted vCPU, one way, p50", self.ipi_halted_p50_ns),
-            ("IPI send to a busy vCPU, mean", self.ipi_busy_send_ns),
-            ("IPI's cost to a busy target, mean", self.ipi_busy_target_ns),
+            ("IPI send to a busy vCPU, p50", self.ipi_busy_send_ns),
+            ("IPI's cost to a busy target, p50", self.ipi_busy_target_ns),
         ]
     }
 }
@@ -312,8 +312,8 @@ fn measure_floors(guest_exec: GuestExec) -> Result<Floors, ProbeError> {
         self_ipi_p50_ns: p50(&exit_cost),
         ipi_busy_p50_ns: p50(&busy),
         ipi_halted_p50_ns: p50(&halted),
-        ipi_busy_target_ns: result(&busy, bench::TARGET_STOLEN_NS_PER_PING),
-        ipi_busy_send_ns: result(&busy, bench::SEND_NS_PER_PING),
+        ipi_busy_target_ns: result(&busy, bench::TARGET_GAP_NS),
+        ipi_busy_send_ns: result(&busy, bench::SEND_NS),
         placement_note: busy.placement.note(busy.config.common.vcpus),
     })
 }

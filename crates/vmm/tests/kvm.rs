@@ -504,7 +504,7 @@ fn a_busy_ipi_target_loses_one_gap_of_its_loop_per_ping() {
     // Every ping stops the loop once; host ticks and preemption add a few.
     assert!((950.0..=1_500.0).contains(&gaps), "{:?}", report.results);
     assert!(
-        report.results.get("target_stolen_ns_per_ping") > report.results.get("send_ns_per_ping"),
+        report.results.get("target_gap_p50_ns") > report.results.get("send_p50_ns"),
         "{:?}",
         report.results
     );

@@ -21,10 +21,10 @@ pub struct Observations {
     /// `dirq probe`: x2APIC self-IPI, its send to its handler's entry (p50).
     pub self_ipi_p50_ns: f64,
     /// `dirq probe`: the ICR write of an IPI to a busy vCPU, as the sender
-    /// times it (mean; 0 if not measured).
+    /// times it (p50; 0 if not measured).
     pub ipi_send_busy_ns: f64,
     /// `dirq probe`: what one IPI took from a busy vCPU, its handler's pong
-    /// and EOI included (mean, the target's TSC; 0 if not measured).
+    /// and EOI included (p50, the target's TSC; 0 if not measured).
     pub ipi_busy_target_ns: f64,
     /// irq-latency p50, in-kernel path with PV EOI, guest busy.
     pub inject_running_p50_ns: f64,

@@ -28,7 +28,7 @@ code { background: #f2f2f2; padding: 1px 4px; }
 table { border-collapse: collapse; font-size: 0.85em; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; vertical-align: top; }
 th { background: #f2f2f2; }
-th:first-child, td:first-child, td.text { text-align: left; }
+th:first-child, td:first-child, td.text, th.text { text-align: left; }
 td.text { overflow-wrap: break-word; max-width: 420px; }
 tr.flagged td { background: #fde2e1; }
 .error { color: #a00; }
@@ -156,11 +156,23 @@ fn render_figure(figure: &Figure) -> Markup {
     }
 }
 
+/// A column whose cells are all words (no number) is a text column: its
+/// header aligns left with them.
+fn text_column(table: &Table, column: usize) -> bool {
+    table
+        .rows
+        .iter()
+        .filter_map(|row| row.cells.get(column))
+        .all(|cell| !is_number(cell))
+}
+
 fn render_table(table: &Table) -> Markup {
     html! {
         div.table-wrap {
             table {
-                thead { tr { @for column in &table.columns { th { (column) } } } }
+                thead { tr { @for (index, column) in table.columns.iter().enumerate() {
+                    th class=[text_column(table, index).then_some("text")] { (column) }
+                } } }
                 tbody {
                     @for row in &table.rows {
                         tr class=[row.flagged.then_some("flagged")] {
@@ -345,6 +357,22 @@ mod tests {
         let first_section = page.find("<section").expect("sections present");
         assert!(banner < first_section);
         assert!(page.contains("Simulation only: no /dev/kvm"));
+    }
+
+    #[test]
+    fn a_words_only_column_heads_left_and_a_number_column_right() {
+        let table = Table {
+            title: String::new(),
+            columns: vec!["run".into(), "why".into(), "exits/s".into()],
+            rows: vec![TableRow::new(vec![
+                "a".into(),
+                "saturated: the rest merged".into(),
+                "28.2K".into(),
+            ])],
+        };
+        let html = render_table(&table).into_string();
+        assert!(html.contains(r#"<th class="text">why</th>"#), "{html}");
+        assert!(html.contains("<th>exits/s</th>"), "{html}");
     }
 
     #[test]

@@ -126,10 +126,10 @@ fn saturating_sum(counts: &[u64]) -> u64 {
         .fold(0, |sum, &count| sum.saturating_add(count))
 }
 
-/// ipi with a busy unicast target: what each ping took from the target's
+/// ipi with a busy unicast target: what a ping takes from the target's
 /// spin loop (its exit, injection, handler with the pong and EOI, and
-/// return), from the target's own TSC.
-pub const TARGET_STOLEN_NS_PER_PING: &str = "target_stolen_ns_per_ping";
+/// return), the median gap in the target's own TSC.
+pub const TARGET_GAP_NS: &str = "target_gap_p50_ns";
 
 /// ipi: the result naming the IPIs vCPU `cpu` handled (vCPU 0: pongs;
 /// any other: pings).
@@ -137,8 +137,8 @@ pub fn ipis_to_vcpu(cpu: usize) -> String {
     format!("ipis_to_vcpu{cpu}")
 }
 
-/// ipi: how long the sender's ICR write (or hypercall) took, per ping.
-pub const SEND_NS_PER_PING: &str = "send_ns_per_ping";
+/// ipi: how long the sender's ICR write (or hypercall) took, median.
+pub const SEND_NS: &str = "send_p50_ns";
 
 /// Benches whose figures the guest measures itself with its TSC.
 fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport {
@@ -173,24 +173,17 @@ fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport 
             {
                 results.insert(ipis_to_vcpu(cpu), f64_of(*handled));
             }
-            let pings = shared.handled.get(1).copied().unwrap_or(0);
-            let sends = shared.result[abi::RESULT_IPI_SEND_CYCLES];
-            if let Some(&rounds) = shared.handled.first().filter(|&&rounds| rounds > 0) {
-                results.insert(
-                    SEND_NS_PER_PING.into(),
-                    ratio(cycles_to_ns(sends, tsc_khz), rounds),
-                );
+            let send = shared.result[abi::RESULT_IPI_SEND_CYCLES];
+            if send > 0 {
+                results.insert(SEND_NS.into(), f64_of(cycles_to_ns(send, tsc_khz)));
             }
-            let stolen = shared.result[abi::RESULT_IPI_TARGET_STOLEN_CYCLES];
-            let gaps = shared.result[abi::RESULT_IPI_TARGET_GAPS];
-            if stolen > 0 && gaps > 0 && pings > 0 {
-                // One gap per ping; the few host ticks between pings are
-                // gaps too, and cheaper, so the mean gap is the ping's cost.
+            let gap = shared.result[abi::RESULT_IPI_TARGET_GAP_CYCLES];
+            if gap > 0 {
+                results.insert(TARGET_GAP_NS.into(), f64_of(cycles_to_ns(gap, tsc_khz)));
                 results.insert(
-                    TARGET_STOLEN_NS_PER_PING.into(),
-                    ratio(cycles_to_ns(stolen, tsc_khz), gaps),
+                    "target_gaps".into(),
+                    f64_of(shared.result[abi::RESULT_IPI_TARGET_GAPS]),
                 );
-                results.insert("target_gaps".into(), f64_of(gaps));
             }
             saturating_sum(&shared.handled)
         }
