@@ -251,12 +251,24 @@ impl UserspaceIrqchip {
         }
     }
 
-    fn handle_bus_message(
+    /// A guest write to `cpu`'s LAPIC: `write` applies it to the model,
+    /// then its bus message goes out. The timer thread is woken only when
+    /// the write moved the timer's deadline: an EOI or ICR write at every
+    /// interrupt must not cost a futex wake and a pass of that thread.
+    fn write_register(
         &self,
-        message: Option<ApicBusMessage>,
         cpu: usize,
+        write: impl FnOnce(&mut Lapic) -> Result<Option<ApicBusMessage>, InterruptError>,
     ) -> Result<(), InterruptError> {
-        self.timer_may_have_changed();
+        let (message, timer_moved) = {
+            let mut lapic = lock(&self.cpu(cpu)?.lapic);
+            let before = lapic.timer_deadline_ns();
+            let message = write(&mut lapic)?;
+            (message, lapic.timer_deadline_ns() != before)
+        };
+        if timer_moved {
+            self.timer_changed();
+        }
         match message {
             Some(ApicBusMessage::Ipi(interrupt)) => self.deliver(interrupt, Some(cpu)),
             Some(ApicBusMessage::Eoi(vector)) => self.ioapic.end_of_interrupt(vector),
@@ -264,7 +276,7 @@ impl UserspaceIrqchip {
         }
     }
 
-    fn timer_may_have_changed(&self) {
+    fn timer_changed(&self) {
         *lock(&self.timer_generation) += 1;
         self.timer_changed.notify_all();
     }
@@ -427,8 +439,9 @@ impl MmioDevice for LapicMmio {
             XAPIC_REGISTER_BYTES,
         )?;
         let chip = &self.0;
-        let message = lock(&chip.cpu(cpu)?.lapic).write_mmio(offset, le_u32(data), &chip.clock);
-        Ok(chip.handle_bus_message(message, cpu)?)
+        Ok(chip.write_register(cpu, |lapic| {
+            Ok(lapic.write_mmio(offset, le_u32(data), &chip.clock))
+        })?)
     }
 }
 
@@ -457,10 +470,7 @@ impl MsrDevice for LapicMsrs {
 
     fn write(&self, cpu: usize, msr: u32, value: u64) -> Result<(), DeviceError> {
         let chip = &self.0;
-        let message = lock(&chip.cpu(cpu)?.lapic)
-            .write_msr(msr, value, &chip.clock)
-            .map_err(InterruptError::from)?;
-        Ok(chip.handle_bus_message(message, cpu)?)
+        Ok(chip.write_register(cpu, |lapic| Ok(lapic.write_msr(msr, value, &chip.clock)?))?)
     }
 }
 
@@ -484,7 +494,9 @@ impl InterruptSink for UserspaceMsi {
 mod tests {
     use super::*;
     use crate::interrupt::fixed_msi;
-    use dirq_arch::lapic::{APIC_EOI, APIC_SVR, MSR_X2APIC_FIRST};
+    use dirq_arch::lapic::{
+        APIC_EOI, APIC_LVT_TIMER, APIC_SVR, APIC_TIMER_INITIAL_COUNT, MSR_X2APIC_FIRST,
+    };
 
     const VECTOR: u8 = 0x40;
     const SVR_ENABLED: u32 = 0x1ff;
@@ -542,6 +554,27 @@ mod tests {
             .write(0, APIC_EOI, &0u32.to_le_bytes())
             .expect("EOI write");
         assert_eq!(pending(&chip, 0), Some(VECTOR));
+    }
+
+    #[test]
+    fn only_a_write_that_moves_the_timer_wakes_the_timer_thread() {
+        let chip = chip();
+        let mmio = LapicMmio(chip.clone());
+        let generation = || *lock(&chip.timer_generation);
+        let write = |offset, value: u32| {
+            mmio.write(0, offset, &value.to_le_bytes())
+                .expect("register write")
+        };
+        let before = generation();
+        msi_sink(&chip, 0).raise().expect("MSI decodes");
+        chip.acknowledge(0, VECTOR).expect("dispatched");
+        write(APIC_EOI, 0);
+        assert_eq!(generation(), before, "an EOI leaves the timer alone");
+        // One-shot LVT timer, then an initial count: a deadline appears.
+        write(APIC_LVT_TIMER, u32::from(VECTOR));
+        assert_eq!(generation(), before, "no count, no deadline");
+        write(APIC_TIMER_INITIAL_COUNT, 1_000);
+        assert_eq!(generation(), before + 1);
     }
 
     #[test]
