@@ -45,7 +45,12 @@ impl Load {
     fn of(case: &RealCase) -> Option<Self> {
         let per_s = |count: f64, duration_s: f64| (duration_s > 0.0).then(|| count / duration_s);
         let handled = case.spread(|r| per_s(f64_of(r.run.interrupts), r.run.duration_s))?;
-        let raised = case.spread(|r| per_s(*r.run.results.get("raised")?, r.run.duration_s));
+        let raised = case.spread(|r| {
+            per_s(
+                *r.run.results.get(dirq_vmm::bench::RAISED)?,
+                r.run.duration_s,
+            )
+        });
         let vmm = case.spread(|r| {
             let time = &r.run.exits.userspace_time;
             let total_ns: u64 = time.values().map(|t| t.total_ns).sum();

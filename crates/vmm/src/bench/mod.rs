@@ -131,6 +131,10 @@ fn saturating_sum(counts: &[u64]) -> u64 {
 /// return), the median gap in the target's own TSC.
 pub const TARGET_GAP_NS: &str = "target_gap_p50_ns";
 
+/// whileloop: the interrupts the device thread raised (the guest may
+/// handle fewer: the rest merged into pending ones).
+pub const RAISED: &str = "raised";
+
 /// ipi: the result naming the IPIs vCPU `cpu` handled (vCPU 0: pongs;
 /// any other: pings).
 pub fn ipis_to_vcpu(cpu: usize) -> String {

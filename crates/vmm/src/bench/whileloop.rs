@@ -35,7 +35,7 @@ pub(super) fn run(
     let iterations = shared.result[abi::RESULT_WHILELOOP_ITERATIONS];
     let loaded_iterations = shared.result[abi::RESULT_WHILELOOP_LOADED_ITERATIONS];
     let mut results = BTreeMap::new();
-    results.insert("raised".into(), f64_of(output.device.unwrap_or(0)));
+    results.insert(super::RAISED.into(), f64_of(output.device.unwrap_or(0)));
     results.insert("iterations".into(), f64_of(iterations));
     // Below `iterations` when the guest gave up at its slowdown cap.
     results.insert("loaded_iterations".into(), f64_of(loaded_iterations));
