@@ -31,9 +31,16 @@ struct durations {
     volatile u64 total;
 };
 
+/* A bucket's width in TSC cycles; at least one, whatever the TSC rate. */
+static u64 bucket_cycles(void)
+{
+    u64 cycles = ns_to_tsc(DURATION_BUCKET_NS);
+    return cycles ? cycles : 1;
+}
+
 static void durations_add(struct durations *d, u64 cycles)
 {
-    u64 bucket = cycles / ns_to_tsc(DURATION_BUCKET_NS);
+    u64 bucket = cycles / bucket_cycles();
     if (bucket >= DURATION_BUCKETS)
         return;
     d->count[bucket]++;
@@ -47,7 +54,7 @@ static u64 durations_median(const struct durations *d)
     for (u64 bucket = 0; bucket < DURATION_BUCKETS && total > 0; bucket++) {
         seen += d->count[bucket];
         if (2 * seen >= total)
-            return (2 * bucket + 1) * ns_to_tsc(DURATION_BUCKET_NS) / 2;
+            return (2 * bucket + 1) * bucket_cycles() / 2;
     }
     return 0;
 }
