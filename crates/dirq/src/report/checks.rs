@@ -24,7 +24,7 @@ use crate::calibrate::costs::HostCosts;
 use super::charts::{exit_bars, exit_table};
 use super::data::{Figure, Section, Spread, Table, TableRow};
 use super::figures::compact_number;
-use super::misses::{explain, MissExplained};
+use super::misses::{explain, MissExplained, TwinRates};
 use super::model::{comparison_figure, Comparison, Metric};
 use super::plan::path_label;
 use super::real::RealCase;
@@ -198,14 +198,32 @@ fn simulate(twin: &Twin, policy: PolicyKind, seed: u64) -> Result<SimRun> {
     Ok(SimRun::from(run))
 }
 
+/// Simulated seconds per handled interrupt of a twin run.
+fn seconds_per_interrupt(run: &SimRun) -> Option<f64> {
+    run.interrupts_handled()
+        .filter(|&handled| handled > 0)
+        .map(|handled| (f64_of(TWIN_DURATION_MS) / 1e3) / f64_of(handled))
+}
+
 /// Exits per handled interrupt of a simulated run, every exit counted.
 fn exits_per_interrupt(run: &SimRun) -> Option<f64> {
     per_handled_interrupt(run, run.exits_per_s)
 }
 
 fn per_handled_interrupt(run: &SimRun, rate_per_s: f64) -> Option<f64> {
-    let handled = run.interrupts_handled()?;
-    (handled > 0).then(|| rate_per_s * (f64_of(TWIN_DURATION_MS) / 1e3) / f64_of(handled))
+    seconds_per_interrupt(run).map(|per| rate_per_s * per)
+}
+
+/// A twin run's exits per handled interrupt by reason; empty without any.
+fn exits_per_interrupt_by_reason(run: &SimRun) -> BTreeMap<String, f64> {
+    seconds_per_interrupt(run)
+        .map(|per| {
+            run.exits_by_reason_per_s
+                .iter()
+                .map(|(reason, rate)| (reason.clone(), rate * per))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// What the host's KVM `exits` statistic counts, so that a twin predicts
@@ -381,22 +399,11 @@ pub struct Extrapolated {
 
 impl Extrapolated {
     fn new(workload: String, policy: PolicyKind, run: &SimRun, case: &RealCase) -> Self {
-        let seconds_per_interrupt = run
-            .interrupts_handled()
-            .filter(|handled| *handled > 0)
-            .map(|handled| (f64_of(TWIN_DURATION_MS) / 1e3) / f64_of(handled));
         Self {
             workload,
             policy: policy.name().to_string(),
             exits_per_interrupt: exits_per_interrupt(run),
-            exits_per_interrupt_by_reason: seconds_per_interrupt
-                .map(|per| {
-                    run.exits_by_reason_per_s
-                        .iter()
-                        .map(|(reason, rate)| (reason.clone(), rate * per))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            exits_per_interrupt_by_reason: exits_per_interrupt_by_reason(run),
             latency_p50_ns: run.latency_ns.as_ref().map(|l| l.p50),
             time_in_guest: run.time_in_guest,
             cpu_cores: run
@@ -462,12 +469,17 @@ pub fn run_checks(
                         Ok(run) => {
                             if policy == PolicyKind::Vanilla {
                                 let comparisons = compare(case, &run, statistic);
-                                let twin_s = f64_of(TWIN_DURATION_MS) / 1e3;
+                                let predicted = TwinRates {
+                                    seconds_per_interrupt: seconds_per_interrupt(&run),
+                                    exits_per_interrupt_by_reason: exits_per_interrupt_by_reason(
+                                        &run,
+                                    ),
+                                };
                                 checks.misses.extend(
                                     comparisons
                                         .iter()
                                         .filter(|c| !c.within_tolerance)
-                                        .map(|c| explain(case, &run, twin_s, c)),
+                                        .map(|c| explain(case, &predicted, c)),
                                 );
                                 checks.comparisons.extend(comparisons);
                             }

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use dirq_stats::f64_of;
 use serde::Serialize;
 
+use super::exit_names::vmx_name;
 use super::model::{Comparison, Metric};
 use super::real::RealCase;
-use super::views::SimRun;
 
 /// Below this share of the core, a time-in-guest figure is within a few
 /// points of zero and its relative error measures noise, not the model.
@@ -32,6 +32,13 @@ pub struct MissExplained {
     pub why: String,
 }
 
+/// What a twin run predicts per handled interrupt.
+pub struct TwinRates {
+    /// Simulated seconds per handled interrupt; none without any.
+    pub seconds_per_interrupt: Option<f64>,
+    pub exits_per_interrupt_by_reason: BTreeMap<String, f64>,
+}
+
 /// Interrupts a second a real case's device raised and its guest handled
 /// (medians over the repeats; raised only where the bench counts it), and
 /// the VMM's own time on its exits per handled interrupt.
@@ -43,14 +50,8 @@ struct Load {
 
 impl Load {
     fn of(case: &RealCase) -> Option<Self> {
-        let per_s = |count: f64, duration_s: f64| (duration_s > 0.0).then(|| count / duration_s);
-        let handled = case.spread(|r| per_s(f64_of(r.run.interrupts), r.run.duration_s))?;
-        let raised = case.spread(|r| {
-            per_s(
-                *r.run.results.get(dirq_vmm::bench::RAISED)?,
-                r.run.duration_s,
-            )
-        });
+        let handled = case.per_s(|run| Some(f64_of(run.interrupts)))?;
+        let raised = case.per_s(|run| run.results.get(dirq_vmm::bench::RAISED).copied());
         let vmm = case.spread(|r| {
             let time = &r.run.exits.userspace_time;
             let total_ns: u64 = time.values().map(|t| t.total_ns).sum();
@@ -91,45 +92,27 @@ fn by_reason(per_interrupt: &BTreeMap<String, f64>) -> String {
 /// The real case's exits per handled interrupt by reason, over all repeats.
 fn measured_by_reason(case: &RealCase) -> BTreeMap<String, f64> {
     let interrupts: u64 = case.repeats.iter().map(|r| r.run.interrupts).sum();
-    let mut total: BTreeMap<String, f64> = BTreeMap::new();
-    for repeat in &case.repeats {
-        for (reason, per) in repeat.run.exits_per_interrupt_by_reason() {
-            *total.entry(reason).or_insert(0.0) += per * f64_of(repeat.run.interrupts);
-        }
-    }
     if interrupts == 0 {
         return BTreeMap::new();
     }
-    total
+    let mut exits: BTreeMap<String, u64> = BTreeMap::new();
+    for repeat in &case.repeats {
+        for (reason, count) in &repeat.run.exits.by_category {
+            *exits.entry(vmx_name(reason)).or_insert(0) += count;
+        }
+    }
+    exits
         .into_iter()
-        .map(|(reason, count)| (reason, count / f64_of(interrupts)))
+        .map(|(reason, count)| (reason, f64_of(count) / f64_of(interrupts)))
         .collect()
 }
 
-/// The twin's exits per handled interrupt by reason over `duration_s`.
-fn predicted_by_reason(run: &SimRun, duration_s: f64) -> BTreeMap<String, f64> {
-    let Some(handled) = run.interrupts_handled().filter(|&handled| handled > 0) else {
-        return BTreeMap::new();
-    };
-    run.exits_by_reason_per_s
-        .iter()
-        .map(|(reason, rate)| (reason.clone(), rate * duration_s / f64_of(handled)))
-        .collect()
-}
-
-/// Why `comparison` (a miss of `case` against its twin `predicted`, which
-/// simulated `twin_duration_s`) missed, from the counters of both.
-pub fn explain(
-    case: &RealCase,
-    predicted: &SimRun,
-    twin_duration_s: f64,
-    comparison: &Comparison,
-) -> MissExplained {
+/// Why `comparison` (a miss of `case` against its twin, which predicted
+/// `predicted`) missed, from the counters of both.
+pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) -> MissExplained {
     let mut why = Vec::new();
     let load = Load::of(case);
-    let twin_handled_per_s = predicted
-        .interrupts_handled()
-        .map(|handled| f64_of(handled) / twin_duration_s);
+    let twin_handled_per_s = predicted.seconds_per_interrupt.map(|per| 1.0 / per);
     if let Some(load) = load.as_ref().filter(|load| load.saturated()) {
         why.push(format!(
             "saturated: the device raised {:.0}/s and the guest handled {:.0}/s (the twin {:.0}/s); \
@@ -143,13 +126,15 @@ pub fn explain(
         Metric::TimeInGuest => {
             if let (Some(load), Some(twin_rate)) = (&load, twin_handled_per_s) {
                 let lost_us = |share: f64, rate: f64| (1.0 - share) / rate * 1e6;
-                if load.handled_per_s > 0.0 && twin_rate > 0.0 {
+                if load.handled_per_s > 0.0 {
                     why.push(format!(
                         "the loop lost {:.1} us per handled interrupt; the twin charges {:.1} us",
                         lost_us(comparison.measured, load.handled_per_s),
                         lost_us(comparison.predicted, twin_rate)
                     ));
                 }
+            }
+            if let Some(load) = &load {
                 if let Some(vmm_ns) = load
                     .vmm_ns_per_interrupt
                     .filter(|&ns| ns >= VMM_TIME_WORTH_NAMING_NS)
@@ -174,7 +159,7 @@ pub fn explain(
             "per handled interrupt, measured {}; the twin {} (before the execution mode's own \
              traps are added)",
             by_reason(&measured_by_reason(case)),
-            by_reason(&predicted_by_reason(predicted, twin_duration_s))
+            by_reason(&predicted.exits_per_interrupt_by_reason)
         )),
         Metric::LatencyP50Ns => {}
     }
@@ -220,16 +205,16 @@ mod tests {
         }
     }
 
-    fn twin(handled: u64) -> SimRun {
-        serde_json::from_value(serde_json::json!({
-            "policy": "vanilla",
-            "params": {},
-            "exits_per_s": 2.0 * f64_of(handled),
-            "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": handled, "MSR_WRITE": handled},
-            "time_in_guest": 0.5,
-            "interrupts": {"raised": handled, "handled": handled, "coalesced": 0, "pending_at_end": 0}
-        }))
-        .expect("contract parses")
+    /// A twin that handled `per_s` interrupts a second, each with one
+    /// external-interrupt and one MSR-write exit.
+    fn twin(per_s: u64) -> TwinRates {
+        TwinRates {
+            seconds_per_interrupt: Some(1.0 / f64_of(per_s)),
+            exits_per_interrupt_by_reason: [("EXTERNAL_INTERRUPT", 1.0), ("MSR_WRITE", 1.0)]
+                .into_iter()
+                .map(|(reason, per)| (reason.to_string(), per))
+                .collect(),
+        }
     }
 
     fn miss(metric: Metric, measured: f64, predicted: f64) -> Comparison {
@@ -245,13 +230,7 @@ mod tests {
     #[test]
     fn a_saturated_run_says_how_much_merged_and_what_each_interrupt_cost() {
         let case = whileloop_case(20_000.0, 10_000, 0.2);
-        let why = explain(
-            &case,
-            &twin(10_000),
-            1.0,
-            &miss(Metric::TimeInGuest, 0.2, 0.4),
-        )
-        .why;
+        let why = explain(&case, &twin(10_000), &miss(Metric::TimeInGuest, 0.2, 0.4)).why;
         assert!(
             why.contains("raised 20000/s and the guest handled 10000/s (the twin 10000/s)"),
             "{why}"
@@ -274,7 +253,6 @@ mod tests {
         let exits = explain(
             &case,
             &twin(10_000),
-            1.0,
             &miss(Metric::ExitsPerInterrupt, 3.0, 4.0),
         );
         assert!(!exits.why.contains("saturated"), "{}", exits.why);
@@ -288,12 +266,7 @@ mod tests {
             "{}",
             exits.why
         );
-        let share = explain(
-            &case,
-            &twin(10_000),
-            1.0,
-            &miss(Metric::TimeInGuest, 0.01, 0.0),
-        );
+        let share = explain(&case, &twin(10_000), &miss(Metric::TimeInGuest, 0.01, 0.0));
         assert!(share.why.contains("noise"), "{}", share.why);
     }
 }

@@ -74,13 +74,18 @@ impl RealCase {
         self.spread(|r| r.run.results.get(GUEST_SHARE).copied())
     }
 
+    /// A count of each repeat per second of its measured window.
+    pub fn per_s(&self, count: impl Fn(&RealRun) -> Option<f64>) -> Option<Spread> {
+        self.spread(|r| {
+            let count = count(&r.run)?;
+            (r.run.duration_s > 0.0).then(|| count / r.run.duration_s)
+        })
+    }
+
     /// Pings vCPU 0 sent a second, for the ipi bench (its pinged vCPU 1
     /// counts them).
     pub fn pings_per_s(&self) -> Option<Spread> {
-        self.spread(|r| {
-            let pings = r.run.results.get(&dirq_vmm::bench::ipis_to_vcpu(1))?;
-            (r.run.duration_s > 0.0).then(|| pings / r.run.duration_s)
-        })
+        self.per_s(|run| run.results.get(&dirq_vmm::bench::ipis_to_vcpu(1)).copied())
     }
 
     /// Whether KVM counted an HLT exit in any repeat.
