@@ -208,6 +208,16 @@ fn check_count(count: u64) -> Result<(), ConfigError> {
     in_range("--count", count, 1, MAX_COUNT)
 }
 
+/// The duration reaches the guest in ns: bounded, it cannot wrap.
+fn check_duration_ms(duration_ms: u64) -> Result<(), ConfigError> {
+    in_range("--duration-ms", duration_ms, 1, MAX_DURATION_MS)
+}
+
+/// A bench's duration as the guest reads it.
+fn boot_duration(page: &mut SharedPage, duration_ms: u64) {
+    page.duration_ns = duration_ms * 1_000_000;
+}
+
 /// A device thread raises MSIs (or pulses an IOAPIC input); the round trip
 /// to the guest's ack.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -408,8 +418,7 @@ impl ParamSet for WhileloopParams {
             return incompatible("whileloop needs an interrupt rate: --rate must be at least 1");
         }
         in_range("--rate", self.rate_hz, 1, MAX_RATE_HZ)?;
-        // The duration reaches the guest in ns: bounded, it cannot wrap.
-        in_range("--duration-ms", self.duration_ms, 1, MAX_DURATION_MS)
+        check_duration_ms(self.duration_ms)
     }
 
     fn set(&mut self, param: Param) -> bool {
@@ -429,7 +438,7 @@ impl ParamSet for WhileloopParams {
     }
 
     fn boot(&self, page: &mut SharedPage) {
-        page.duration_ns = self.duration_ms * 1_000_000;
+        boot_duration(page, self.duration_ms);
     }
 }
 
@@ -639,7 +648,7 @@ impl ParamSet for TickParams {
             1,
             MAX_TICK_SCALE.into(),
         )?;
-        in_range("--duration-ms", self.duration_ms, 1, MAX_DURATION_MS)?;
+        check_duration_ms(self.duration_ms)?;
         if common.irqchip != Irqchip::Split {
             return incompatible(
                 "tick needs a PIT the VMM emulates, which KVM allows only with --irqchip split",
@@ -665,7 +674,7 @@ impl ParamSet for TickParams {
     }
 
     fn boot(&self, page: &mut SharedPage) {
-        page.duration_ns = self.duration_ms * 1_000_000;
+        boot_duration(page, self.duration_ms);
     }
 }
 
