@@ -8,19 +8,30 @@ static RAN: AtomicU64 = AtomicU64::new(0);
 static SKIPPED: AtomicU64 = AtomicU64::new(0);
 static SUMMARY_AT_EXIT: Once = Once::new();
 
+/// Set to 1 to make a KVM test fail, not skip, when /dev/kvm cannot be opened.
+pub const REQUIRE_KVM: &str = "DIRQ_REQUIRE_KVM";
+
 /// Whether a KVM test can run. Without /dev/kvm it says so loudly on
 /// stderr. Either way it is counted: when the test binary exits it prints
 /// how many of its KVM tests ran and how many were skipped (so
 /// `cargo test` itself says it), and it appends "ran <name>" or
 /// "skipped <name>" to the file named by `DIRQ_KVM_TEST_LOG`, if set, so CI
 /// can total them.
+///
+/// With `DIRQ_REQUIRE_KVM=1` (CI sets it where /dev/kvm exists) a test that
+/// cannot open /dev/kvm fails instead of skipping, so a broken device node
+/// or a permission change cannot turn the KVM suite into silent passes.
 pub fn require_kvm(name: &str) -> bool {
-    let available = std::fs::OpenOptions::new()
+    let opened = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open("/dev/kvm")
-        .is_ok();
-    if !available {
+        .open("/dev/kvm");
+    let available = opened.is_ok();
+    if let Err(err) = &opened {
+        assert!(
+            std::env::var_os(REQUIRE_KVM).is_none_or(|value| value != "1"),
+            "KVM test {name} cannot run: /dev/kvm: {err}, and {REQUIRE_KVM}=1 forbids skipping it"
+        );
         eprintln!("KVM TEST SKIPPED: {name}: /dev/kvm is missing or not accessible");
     }
     count(available);
