@@ -149,7 +149,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             .map(|exec| exec.to_string());
         crate::report::meta::print_json(&tables, started, guest_exec)?;
     } else {
-        print!("{tables}");
+        crate::output::print(&tables.to_string())?;
     }
     anyhow::ensure!(
         tables.failures.is_empty(),

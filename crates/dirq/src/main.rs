@@ -48,6 +48,7 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    restore_default_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::execute(args),
@@ -63,5 +64,16 @@ fn main() -> std::process::ExitCode {
             eprintln!("dirq: error: {err:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, which turns a closed pipe (`dirq run ... | head -1`)
+/// into a write error at every later print. Restoring the default makes
+/// dirq end quietly with the status a pipeline expects, as `cat` does.
+fn restore_default_sigpipe() {
+    // SAFETY: called first thing in main, before any thread exists;
+    // SIG_DFL is a valid disposition for SIGPIPE and no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -1,6 +1,8 @@
 //! Writing what dirq produces: checked before the work that produces it,
 //! and written atomically (a temporary file beside the target, renamed
 //! over it), so a failed write never leaves a truncated file behind.
+//! Standard output fails as an ordinary error (a full disk, a file-size
+//! limit), never as `print!`'s panic.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,19 @@ pub enum OutputError {
     },
     #[error("{} is a directory, not a file", path.display())]
     IsDirectory { path: PathBuf },
+    #[error("cannot write to standard output")]
+    Stdout(#[source] std::io::Error),
+}
+
+/// Writes `text` to standard output and flushes it. A reader that closed
+/// the pipe (`dirq ... | head -1`) never gets here: `main` restores
+/// SIGPIPE's default, so such a write ends dirq as it ends `cat`.
+pub fn print(text: &str) -> Result<(), OutputError> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(OutputError::Stdout)
 }
 
 /// The temporary file `path` is written to before the rename.

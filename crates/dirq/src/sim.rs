@@ -54,12 +54,13 @@ pub struct Args {
 pub fn execute(args: Args) -> anyhow::Result<()> {
     let started = time::OffsetDateTime::now_utc();
     if args.list {
+        let mut listing = String::new();
         for name in scenario::builtin_names() {
             let scenario = scenario::builtin(name)?;
             let summary = scenario.description.lines().next().unwrap_or_default();
-            println!("{name:<16} {summary}");
+            listing += &format!("{name:<16} {summary}\n");
         }
-        return Ok(());
+        return Ok(crate::output::print(&listing)?);
     }
     let profile = match &args.profile {
         Some(path) => {
@@ -123,7 +124,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     if args.json {
         crate::report::meta::print_json(&output.result, started, None)?;
     } else {
-        print_tables(&output.result);
+        crate::output::print(&tables_text(&output.result))?;
     }
     Ok(())
 }
@@ -147,14 +148,14 @@ fn run_all(options: &RunOptions, threads: usize, json: bool) -> anyhow::Result<(
         crate::report::meta::print_json(&results, started_at, None)?;
         return Ok(());
     }
-    println!(
-        "{:<16} {:>5} {:>12} {:>9} {:>12}",
+    let mut text = format!(
+        "{:<16} {:>5} {:>12} {:>9} {:>12}\n",
         "scenario", "runs", "events", "wall s", "M events/s"
     );
     for result in &results {
         let (events, wall) = (result.total_events(), result.total_wall_s());
-        println!(
-            "{:<16} {:>5} {events:>12} {wall:>9.3} {:>12.1}",
+        text += &format!(
+            "{:<16} {:>5} {events:>12} {wall:>9.3} {:>12.1}\n",
             result.scenario,
             result.runs.len(),
             f64_of(events) / wall.max(1e-9) / 1e6
@@ -163,16 +164,16 @@ fn run_all(options: &RunOptions, threads: usize, json: bool) -> anyhow::Result<(
     let events: u64 = results.iter().map(ScenarioResult::total_events).sum();
     let wall: f64 = results.iter().map(ScenarioResult::total_wall_s).sum();
     let runs: usize = results.iter().map(|result| result.runs.len()).sum();
-    println!(
-        "{:<16} {runs:>5} {events:>12} {wall:>9.3} {:>12.1}",
+    text += &format!(
+        "{:<16} {runs:>5} {events:>12} {wall:>9.3} {:>12.1}\n",
         "total",
         f64_of(events) / wall.max(1e-9) / 1e6
     );
-    println!(
-        "elapsed on {threads} thread(s): {:.3} s (the columns above are per-run time, summed)",
+    text += &format!(
+        "elapsed on {threads} thread(s): {:.3} s (the columns above are per-run time, summed)\n",
         started.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(crate::output::print(&text)?)
 }
 
 /// A built-in name, or else a file path.
@@ -190,32 +191,34 @@ fn resolve(name: &str) -> anyhow::Result<Scenario> {
     )
 }
 
-fn print_tables(result: &ScenarioResult) {
-    println!(
-        "scenario {} (seed {}, profile {})",
+/// A scenario's result as the text `dirq sim` prints.
+fn tables_text(result: &ScenarioResult) -> String {
+    let mut text = format!(
+        "scenario {} (seed {}, profile {})\n",
         result.scenario, result.seed, result.profile
     );
     for run in &result.runs {
-        print_run(run);
+        text += &run_text(run);
     }
     let events = result.total_events();
     let wall = result.total_wall_s();
-    println!(
-        "\n{} runs, {events} events in {wall:.2} s: {:.1} M events/s",
+    text += &format!(
+        "\n{} runs, {events} events in {wall:.2} s: {:.1} M events/s\n",
         result.runs.len(),
         f64_of(events) / wall.max(1e-9) / 1e6
     );
+    text
 }
 
-fn print_run(run: &RunResult) {
+fn run_text(run: &RunResult) -> String {
     let params: Vec<String> = run
         .params
         .iter()
         .map(|(key, value)| format!("{key}={value}"))
         .collect();
-    println!("\n== {} [{}]", run.policy, params.join(" "));
-    println!(
-        "  exits/s {:>12.0}   time in guest {:>7.2} %   cpu busy {:>7.2} %",
+    let mut text = format!("\n== {} [{}]\n", run.policy, params.join(" "));
+    text += &format!(
+        "  exits/s {:>12.0}   time in guest {:>7.2} %   cpu busy {:>7.2} %\n",
         run.exits_per_s,
         run.time_in_guest * 100.0,
         run.cpu_busy * 100.0
@@ -227,16 +230,19 @@ fn print_run(run: &RunResult) {
         .map(|(reason, rate)| format!("{reason} {rate:.0}"))
         .collect();
     if !reasons.is_empty() {
-        println!("  by reason: {}", reasons.join(", "));
+        text += &format!("  by reason: {}\n", reasons.join(", "));
     }
     if let Some(latency) = &run.latency_ns {
-        println!(
-            "  latency ns: mean {:.0}  p50 {}  p99 {}  max {}  ({} samples)",
+        text += &format!(
+            "  latency ns: mean {:.0}  p50 {}  p99 {}  max {}  ({} samples)\n",
             latency.mean, latency.p50, latency.p99, latency.max, latency.samples
         );
     }
     if let Some(throughput) = &run.throughput {
-        println!("  throughput: {:.4} {}", throughput.value, throughput.unit);
+        text += &format!(
+            "  throughput: {:.4} {}\n",
+            throughput.value, throughput.unit
+        );
     }
     // The study's own figures, whichever the run reports.
     if let Ok(serde_json::Value::Object(study)) = serde_json::to_value(&run.study) {
@@ -245,7 +251,7 @@ fn print_run(run: &RunResult) {
                 .iter()
                 .map(|(name, value)| format!("{name} {value}"))
                 .collect();
-            println!("  study: {}", figures.join(", "));
+            text += &format!("  study: {}\n", figures.join(", "));
         }
     }
     let violations: Vec<String> = run
@@ -254,8 +260,8 @@ fn print_run(run: &RunResult) {
         .filter(|(_, count)| **count > 0)
         .map(|(invariant, count)| format!("{invariant:?} {count}"))
         .collect();
-    println!(
-        "  invariant violations: {}   interrupts raised {} handled {} coalesced {}",
+    text += &format!(
+        "  invariant violations: {}   interrupts raised {} handled {} coalesced {}\n",
         if violations.is_empty() {
             "none".to_string()
         } else {
@@ -265,10 +271,11 @@ fn print_run(run: &RunResult) {
         run.interrupts.handled,
         run.interrupts.coalesced
     );
-    println!(
-        "  events {}  wall {:.3} s  ({:.1} M events/s)",
+    text += &format!(
+        "  events {}  wall {:.3} s  ({:.1} M events/s)\n",
         run.events,
         run.wall_s,
         f64_of(run.events) / run.wall_s.max(1e-9) / 1e6
     );
+    text
 }
