@@ -10,6 +10,7 @@
  */
 #include "apic.h"
 #include "bench.h"
+#include "durations.h"
 #include "irq.h"
 #include "irq_entries.h"
 #include "kernel.h"
@@ -18,46 +19,6 @@
 #define AP_APIC_ID 1
 #define KVM_HC_SEND_IPI 10
 #define APIC_DM_FIXED 0
-
-/* Durations of up to DURATION_CAP_NS in DURATION_BUCKET_NS buckets, for a
- * median that a few host preemptions cannot drag. Longer ones are the host
- * preempting a vCPU, not the IPI, and are left out. */
-#define DURATION_BUCKET_NS 100
-#define DURATION_CAP_NS 200000
-#define DURATION_BUCKETS (DURATION_CAP_NS / DURATION_BUCKET_NS)
-
-struct durations {
-    volatile u32 count[DURATION_BUCKETS];
-    volatile u64 total;
-};
-
-/* A bucket's width in TSC cycles; at least one, whatever the TSC rate. */
-static u64 bucket_cycles(void)
-{
-    u64 cycles = ns_to_tsc(DURATION_BUCKET_NS);
-    return cycles ? cycles : 1;
-}
-
-static void durations_add(struct durations *d, u64 cycles)
-{
-    u64 bucket = cycles / bucket_cycles();
-    if (bucket >= DURATION_BUCKETS)
-        return;
-    d->count[bucket]++;
-    d->total++;
-}
-
-/* The median's bucket midpoint, in TSC cycles; 0 without any duration. */
-static u64 durations_median(const struct durations *d)
-{
-    u64 seen = 0, total = d->total;
-    for (u64 bucket = 0; bucket < DURATION_BUCKETS && total > 0; bucket++) {
-        seen += d->count[bucket];
-        if (2 * seen >= total)
-            return (2 * bucket + 1) * bucket_cycles() / 2;
-    }
-    return 0;
-}
 
 /* The sender's ICR writes, and the gaps a busy unicast target's loop lost. */
 static struct durations sends, target_gaps;
@@ -120,18 +81,32 @@ static void run(void)
 #define STOLEN_GAP_NS 500
 
 /* A busy unicast target spins with interrupts on and records what each ping
- * takes from it: `dirq probe`'s cost of a kicked interrupt. */
+ * takes from it: `dirq probe`'s cost of a kicked interrupt. Only gaps its
+ * ping handler ran in count: on a loaded host the gaps of host ticks and
+ * preemptions outnumber the pings and would move the median. A ping seen
+ * with no gap yet (its handler ran between the TSC read and the count's)
+ * is owed the next one. */
 static void spin_counting_stolen_time(void)
 {
     u64 threshold = ns_to_tsc(STOLEN_GAP_NS);
+    volatile u64 *pings = &shared->handled[this_cpu()];
     irq_enable();
-    u64 last = rdtsc();
+    u64 last = rdtsc(), seen = *pings;
+    int owed = 0;
     for (;;) {
         cpu_relax();
         u64 now = rdtsc();
-        if (now - last > threshold)
-            durations_add(&target_gaps, now - last);
+        u64 gap = now - last > threshold ? now - last : 0;
         last = now;
+        u64 handled = *pings;
+        if (handled != seen) {
+            seen = handled;
+            owed = 1;
+        }
+        if (owed && gap) {
+            durations_add(&target_gaps, gap);
+            owed = 0;
+        }
     }
 }
 

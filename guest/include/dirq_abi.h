@@ -61,10 +61,13 @@
 #define DIRQ_RESULT_EXIT_COST_ITERATIONS 0
 #define DIRQ_RESULT_EXIT_COST_USERSPACE_CYCLES 1
 #define DIRQ_RESULT_EXIT_COST_KERNEL_CYCLES 2
+/* The median of each kind of exit, TSC cycles (0: none under 200 us). */
+#define DIRQ_RESULT_EXIT_COST_USERSPACE_P50_CYCLES 3
+#define DIRQ_RESULT_EXIT_COST_KERNEL_P50_CYCLES 4
 /* exit-cost's samples: x2APIC self-IPI, sent to handler entry (the cheapest
  * interrupt into a running guest through KVM's LAPIC). */
 /* ipi, busy unicast target (CPU 1): the median gap the pings made in its
- * spin loop (TSC cycles), and how many gaps (one per ping, plus host ticks). */
+ * spin loop (TSC cycles), and how many gaps (those a ping handler ran in). */
 #define DIRQ_RESULT_IPI_TARGET_GAP_CYCLES 0
 #define DIRQ_RESULT_IPI_TARGET_GAPS 1
 /* ipi, CPU 0: the median TSC cycles its ICR write (or hypercall) took. */

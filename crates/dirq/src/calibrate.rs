@@ -12,12 +12,12 @@ use dirq_vmm::config::params::IrqLatencyParams;
 use dirq_vmm::config::{
     BenchConfig, BenchParams, CommonSettings, GuestExec, GuestIdle, Inject, Irqchip,
 };
-use dirq_vmm::probe::ProbeReport;
+use dirq_vmm::probe::{Floor, ProbeReport};
 use dirq_vmm::RunReport;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use crate::report::plan::{command_line, run_case};
+use crate::report::plan::{command_line, fit_to_budget, run_case};
 use costs::{derive_costs, Commands, HostCosts, Observations};
 use profile::{host_profile, HostProfile};
 
@@ -35,7 +35,7 @@ pub struct Args {
     /// Write the profile TOML here (default: print it to stdout).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Fewer events per measurement (about 2 s instead of about 5 s).
+    /// Fewer events per measurement (each run at most 1 s instead of 2.5 s).
     #[arg(long)]
     pub quick: bool,
     /// Print the measured costs and the profile as one JSON object.
@@ -56,12 +56,21 @@ pub struct Calibration {
     pub runs: Vec<RunReport>,
 }
 
-/// How many events each calibration run measures.
-pub fn events_for(quick: bool) -> u64 {
+/// The most events each calibration run measures: what a fast host runs.
+fn most_events(quick: bool) -> u64 {
     if quick {
         1_000
     } else {
         5_000
+    }
+}
+
+/// The wall time one calibration run may take, however slow the host.
+fn run_budget_ms(quick: bool) -> u64 {
+    if quick {
+        1_000
+    } else {
+        2_500
     }
 }
 
@@ -94,7 +103,10 @@ fn calibration_runs(events: u64, guest_exec: GuestExec) -> [BenchConfig; CALIBRA
 /// `probe` measured in, and derives the costs and the profile from them
 /// and from `probe`'s exit costs.
 pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<Calibration> {
-    let configs = calibration_runs(events_for(quick), probe.guest_exec);
+    let mut configs = calibration_runs(most_events(quick), probe.guest_exec);
+    for config in &mut configs {
+        fit_to_budget(config, run_budget_ms(quick), Some(&probe.floors));
+    }
     let mut reports = Vec::new();
     let mut runs = Vec::new();
     for config in &configs {
@@ -126,14 +138,19 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
         inject_running: command_line(&configs[0]),
         inject_halted: command_line(&configs[1]),
     };
+    let floors = &probe.floors;
     let observations = Observations {
-        userspace_exit_ns: probe.floors.userspace_exit_ns,
-        kernel_exit_ns: probe.floors.kernel_exit_ns,
-        self_ipi_p50_ns: probe.floors.self_ipi_p50_ns,
-        ipi_send_busy_ns: probe.floors.ipi_busy_send_ns,
-        ipi_busy_target_ns: probe.floors.ipi_busy_target_ns,
+        userspace_exit_ns: floors.userspace_exit_ns,
+        kernel_exit_ns: floors.kernel_exit_ns,
+        self_ipi_p50_ns: floors.self_ipi_p50_ns,
+        ipi_send_busy_ns: floors.ipi_busy_send_ns,
+        ipi_busy_target_ns: floors.ipi_busy_target_ns,
         inject_running_p50_ns: p50(running, &commands.inject_running)?,
         inject_halted_p50_ns: p50(halted, &commands.inject_halted)?,
+        half_spread_ns: Floor::ALL
+            .into_iter()
+            .map(|floor| (floor, floors.half_spread_ns(floor)))
+            .collect(),
         commands,
     };
     ensure!(
@@ -180,9 +197,13 @@ pub fn execute(args: Args) -> Result<()> {
         let guest_exec = Some(calibration.probe.guest_exec.to_string());
         crate::report::meta::print_json(&calibration, started, guest_exec)?;
     } else {
-        eprintln!("{:<44} {:>12}  source", "cost", "ns");
+        eprintln!("{:<48} {:>12}  source", "cost", "ns");
         for (name, measured) in calibration.costs.rows() {
-            eprintln!("{name:<44} {:>12.0}  {}", measured.ns, measured.source);
+            eprintln!(
+                "{name:<48} {:>12.0}  {}",
+                measured.ns,
+                measured.provenance()
+            );
         }
     }
     match &args.out {

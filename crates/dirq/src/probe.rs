@@ -9,7 +9,8 @@ use dirq_vmm::config::GuestExec;
 #[derive(clap::Args)]
 pub struct Args {
     /// Print one JSON object (the floors as userspace_exit_ns, kernel_exit_ns,
-    /// self_ipi_p50_ns, ipi_busy_p50_ns, ipi_halted_p50_ns).
+    /// self_ipi_p50_ns, ipi_busy_p50_ns, ipi_halted_p50_ns, each a median of
+    /// its runs, with their spread, the host's load and the noise verdict).
     #[arg(long)]
     json: bool,
     /// Also run irq-latency on three paths emulated and natively, side by side
@@ -30,6 +31,10 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         .transpose()
         .context("the emulated/native comparison failed")?;
     if args.json {
+        // The warning the text output ends with, where a reader of JSON sees it.
+        if let Some(warning) = report.host_noise.warning() {
+            eprintln!("dirq probe: {warning}");
+        }
         let guest_exec = Some(report.guest_exec.to_string());
         let json = serde_json::json!({ "probe": report, "emulation": emulation });
         crate::report::meta::print_json(&json, started, guest_exec)?;

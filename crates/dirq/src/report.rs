@@ -239,7 +239,7 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         }
     }
 
-    let mut plan = plan::real_plan(depth);
+    let mut plan = plan::real_plan(depth, half.probe.as_ref().map(|probe| &probe.floors));
     for config in &mut plan {
         config.common.guest_exec = args.guest_exec;
     }

@@ -30,6 +30,7 @@ pub mod designs;
 pub mod devices;
 pub mod exec;
 pub mod exits;
+pub mod host_load;
 pub mod hostile;
 pub mod interrupt;
 pub mod machine;

@@ -97,8 +97,9 @@ impl Placement {
     }
 }
 
-/// Pins the calling thread to host CPU `cpu`.
-fn pin(cpu: usize) -> Result<(), std::io::Error> {
+/// Pins the calling thread to host CPU `cpu`; the threads it starts
+/// inherit the pin.
+pub fn pin(cpu: usize) -> Result<(), std::io::Error> {
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write only into the
     // local set, and sched_setaffinity reads it for this thread (0).
     let result = unsafe {

@@ -18,6 +18,7 @@ use crate::config::{
     Irqchip,
 };
 use crate::exec::{kvm_backend, ExecError, HostExec};
+use crate::host_load::{HostLoad, HostNoise, LoadMonitor, NoiseReason, NOISY_FLOOR_SPREAD};
 use crate::report::RunReport;
 
 /// KVM's paravirtual feature leaf and its bits (Documentation/virt/kvm/x86/cpuid.rst).
@@ -82,11 +83,15 @@ pub enum ProbeError {
 }
 
 /// The platform's floors: what no interrupt path on this host can beat.
+/// Each is a median: of the figure's median in each of the probe's runs
+/// (batches), so that one slow run moves none; `spread` says how far the
+/// runs disagreed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Floors {
-    /// One `out` handled by this VMM, guest round trip (mean).
+    /// One `out` handled by this VMM, guest round trip (p50; the mean
+    /// where the guest saw no exit under its 200 us cap).
     pub userspace_exit_ns: f64,
-    /// One RDMSR handled inside KVM, guest round trip (mean).
+    /// One RDMSR handled inside KVM, guest round trip (p50, as above).
     pub kernel_exit_ns: f64,
     /// x2APIC self-IPI, sent to handler entry (p50).
     pub self_ipi_p50_ns: f64,
@@ -106,6 +111,124 @@ pub struct Floors {
     /// Set when the two vCPUs of the IPI floors shared a host CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_note: Option<String>,
+    /// How each floor varied between the probe's runs.
+    #[serde(default)]
+    pub spread: BTreeMap<Floor, FloorSpread>,
+    /// Wall time per event of each kind of probe run (ns): what sizes the
+    /// report's runs to a time budget on this host.
+    #[serde(default)]
+    pub event_wall_ns: BTreeMap<FloorRun, f64>,
+}
+
+/// One of the floors, by what it times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Floor {
+    UserspaceExit,
+    KernelExit,
+    SelfIpi,
+    IpiBusy,
+    IpiHalted,
+    IpiBusySend,
+    IpiBusyTarget,
+}
+
+impl Floor {
+    /// Every floor, in the order people read them.
+    pub const ALL: [Floor; 7] = [
+        Floor::UserspaceExit,
+        Floor::KernelExit,
+        Floor::SelfIpi,
+        Floor::IpiBusy,
+        Floor::IpiHalted,
+        Floor::IpiBusySend,
+        Floor::IpiBusyTarget,
+    ];
+
+    /// What the floor times, for tables and warnings.
+    pub fn name(self) -> &'static str {
+        match self {
+            Floor::UserspaceExit => "exit to the VMM (port I/O), p50",
+            Floor::KernelExit => "exit handled in KVM (RDMSR), p50",
+            Floor::SelfIpi => "x2APIC self-IPI, p50",
+            Floor::IpiBusy => "IPI to a busy vCPU, one way, p50",
+            Floor::IpiHalted => "IPI to a halted vCPU, one way, p50",
+            Floor::IpiBusySend => "IPI send to a busy vCPU, p50",
+            Floor::IpiBusyTarget => "IPI's cost to a busy target, p50",
+        }
+    }
+}
+
+/// The three kinds of run the probe repeats, each timing some floors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FloorRun {
+    /// exit-cost: port I/O, RDMSR and self-IPI, back to back.
+    Exits,
+    /// ipi one way to a spinning vCPU.
+    IpiBusy,
+    /// ipi one way to a halted vCPU.
+    IpiHalted,
+}
+
+impl FloorRun {
+    const ALL: [FloorRun; 3] = [FloorRun::Exits, FloorRun::IpiBusy, FloorRun::IpiHalted];
+
+    fn describe(self) -> &'static str {
+        match self {
+            FloorRun::Exits => "exits and self-IPIs",
+            FloorRun::IpiBusy => "an IPI to a busy vCPU",
+            FloorRun::IpiHalted => "an IPI to a halted vCPU",
+        }
+    }
+
+    fn params(self, count: u64) -> (BenchParams, GuestIdle) {
+        let ipi = |idle| {
+            let params = BenchParams::Ipi(IpiParams {
+                count,
+                ipi_measure: IpiMeasure::OneWay,
+                ..IpiParams::default()
+            });
+            (params, idle)
+        };
+        match self {
+            FloorRun::Exits => (
+                BenchParams::ExitCost(ExitCostParams { count }),
+                GuestIdle::Halt,
+            ),
+            FloorRun::IpiBusy => ipi(GuestIdle::Busy),
+            FloorRun::IpiHalted => ipi(GuestIdle::Halt),
+        }
+    }
+}
+
+/// How far one floor moved between the probe's runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FloorSpread {
+    /// The first and third quartiles of the runs' figures (ns).
+    pub low_ns: f64,
+    pub high_ns: f64,
+    /// Each run's figure (ns), in the order they ran.
+    pub batch_ns: Vec<f64>,
+    /// Events timed for this floor over all runs.
+    pub samples: u64,
+}
+
+impl FloorSpread {
+    /// The interquartile range as a share of `median` (0 for no median).
+    pub fn relative(&self, median: f64) -> f64 {
+        if median > 0.0 {
+            (self.high_ns - self.low_ns) / median
+        } else {
+            0.0
+        }
+    }
+
+    /// Half the interquartile range: how far either side of the median a
+    /// run's figure typically lands.
+    pub fn half_width_ns(&self) -> f64 {
+        (self.high_ns - self.low_ns) / 2.0
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -126,8 +249,14 @@ pub struct ProbeReport {
     pub guest_exec: GuestExec,
     #[serde(flatten)]
     pub floors: Floors,
-    /// Events timed for each figure.
+    /// Events timed for the floor that got the fewest, over all runs.
     pub samples: u64,
+    /// What the host did while the floors were measured.
+    #[serde(default)]
+    pub host_load: Option<HostLoad>,
+    /// Whether the floors can be taken as this host's own.
+    #[serde(default)]
+    pub host_noise: HostNoise,
 }
 
 /// Probes the host and measures the floors with the guest executing as
@@ -162,7 +291,16 @@ pub fn probe(guest_exec: Option<GuestExec>) -> Result<ProbeReport, ProbeError> {
         .ok()
         .and_then(|text| text.trim().parse().ok());
 
-    let floors = measure_floors(guest_exec)?;
+    let mut monitor = LoadMonitor::start();
+    let floors = measure_floors(guest_exec, &mut monitor)?;
+    let host_load = monitor.finish();
+    let host_noise = HostNoise::from_reasons(floors.noise_reasons(&host_load));
+    let samples = floors
+        .spread
+        .values()
+        .map(|spread| spread.samples)
+        .min()
+        .unwrap_or(0);
     Ok(ProbeReport {
         api_version: kvm.get_api_version(),
         backend: kvm_backend(),
@@ -174,22 +312,65 @@ pub fn probe(guest_exec: Option<GuestExec>) -> Result<ProbeReport, ProbeError> {
         offered_exec: host.offered(),
         guest_exec,
         floors,
-        samples: FLOOR_SAMPLES,
+        samples,
+        host_load: Some(host_load),
+        host_noise,
     })
 }
 
 impl Floors {
     /// Each floor with what it times, in the order people read them.
     pub fn named(&self) -> [(&'static str, f64); 7] {
-        [
-            ("exit to the VMM (port I/O), mean", self.userspace_exit_ns),
-            ("exit handled in KVM (RDMSR), mean", self.kernel_exit_ns),
-            ("x2APIC self-IPI, p50", self.self_ipi_p50_ns),
-            ("IPI to a busy vCPU, one way, p50", self.ipi_busy_p50_ns),
-            ("IPI to a halted vCPU, one way, p50", self.ipi_halted_p50_ns),
-            ("IPI send to a busy vCPU, p50", self.ipi_busy_send_ns),
-            ("IPI's cost to a busy target, p50", self.ipi_busy_target_ns),
-        ]
+        Floor::ALL.map(|floor| (floor.name(), self.get(floor)))
+    }
+
+    /// One floor's figure (ns).
+    pub fn get(&self, floor: Floor) -> f64 {
+        match floor {
+            Floor::UserspaceExit => self.userspace_exit_ns,
+            Floor::KernelExit => self.kernel_exit_ns,
+            Floor::SelfIpi => self.self_ipi_p50_ns,
+            Floor::IpiBusy => self.ipi_busy_p50_ns,
+            Floor::IpiHalted => self.ipi_halted_p50_ns,
+            Floor::IpiBusySend => self.ipi_busy_send_ns,
+            Floor::IpiBusyTarget => self.ipi_busy_target_ns,
+        }
+    }
+
+    fn slot(&mut self, floor: Floor) -> &mut f64 {
+        match floor {
+            Floor::UserspaceExit => &mut self.userspace_exit_ns,
+            Floor::KernelExit => &mut self.kernel_exit_ns,
+            Floor::SelfIpi => &mut self.self_ipi_p50_ns,
+            Floor::IpiBusy => &mut self.ipi_busy_p50_ns,
+            Floor::IpiHalted => &mut self.ipi_halted_p50_ns,
+            Floor::IpiBusySend => &mut self.ipi_busy_send_ns,
+            Floor::IpiBusyTarget => &mut self.ipi_busy_target_ns,
+        }
+    }
+
+    /// Half the interquartile range of a floor's runs (0 when unknown).
+    pub fn half_spread_ns(&self, floor: Floor) -> f64 {
+        self.spread
+            .get(&floor)
+            .map_or(0.0, FloorSpread::half_width_ns)
+    }
+
+    /// Why these floors, measured under `load`, may not be the host's own.
+    pub fn noise_reasons(&self, load: &HostLoad) -> Vec<NoiseReason> {
+        let mut reasons = load.noise_reasons();
+        for floor in Floor::ALL {
+            if let Some(spread) = self.spread.get(&floor) {
+                let relative = spread.relative(self.get(floor));
+                if relative > NOISY_FLOOR_SPREAD {
+                    reasons.push(NoiseReason::FloorSpread { floor, relative });
+                }
+            }
+        }
+        if self.placement_note.is_some() {
+            reasons.push(NoiseReason::SharedCore);
+        }
+        reasons
     }
 }
 
@@ -210,6 +391,9 @@ pub struct EmulationTable {
 
 /// Interrupts per emulated run: ~1 ms each emulated.
 const EMULATED_INTERRUPTS: u64 = 300;
+
+/// Interrupts per native run of the emulation table.
+const EMULATION_NATIVE_INTERRUPTS: u64 = 5_000;
 
 /// Runs irq-latency on the userspace, kernel and kernel+irqfd paths into a
 /// busy guest, emulated and native. Only hosts that offer both can.
@@ -246,7 +430,7 @@ pub fn emulation_table() -> Result<EmulationTable, ProbeError> {
         rows.push(EmulationRow {
             path: format!("{irqchip} + {inject}"),
             emulated: run(GuestExec::Emulated, EMULATED_INTERRUPTS)?,
-            native: run(GuestExec::Native, FLOOR_SAMPLES)?,
+            native: run(GuestExec::Native, EMULATION_NATIVE_INTERRUPTS)?,
         });
     }
     Ok(EmulationTable { rows })
@@ -279,43 +463,183 @@ impl std::fmt::Display for EmulationTable {
     }
 }
 
-/// Events per floor: enough for a stable p50 in well under a second natively.
-const FLOOR_SAMPLES: u64 = 5_000;
+/// Runs of each kind per probe, after a pilot run that only sizes them:
+/// the median of seven shrugs off two slow ones on either side.
+const BATCHES: usize = 7;
 
-fn measure_floors(guest_exec: GuestExec) -> Result<Floors, ProbeError> {
-    let timed = |what, params: BenchParams, guest_idle| {
-        let common = CommonSettings {
-            guest_idle,
-            guest_exec: Some(guest_exec),
-            ..CommonSettings::new(params.bench())
+/// The pilot's events: few enough for a host whose IPIs take milliseconds
+/// (vCPUs sharing a CPU) to finish within one batch budget's watchdog.
+const PILOT_EVENTS: u64 = 20;
+
+/// A batch's events: at most this many (a stable p50 natively in tens of
+/// ms), at least the minimum (a median still worth the name) ...
+const MAX_BATCH_EVENTS: u64 = 1_000;
+const MIN_BATCH_EVENTS: u64 = 20;
+
+/// ... and otherwise as many as fit this budget at the previous run's pace.
+const BATCH_BUDGET_MS: u64 = 250;
+
+/// A probe run's watchdog: booting and tearing down the VM, plus this many
+/// times the longer of the batch budget and the batch's expected length.
+const BOOT_ALLOWANCE_MS: u64 = 3_000;
+const WATCHDOG_BUDGETS: u64 = 8;
+
+/// The events of the next batch and its watchdog, from the pace (wall ns
+/// per event) of the previous run of its kind; the pilot's without one.
+fn batch_size(pace_ns: Option<f64>) -> (u64, u64) {
+    let budget_ns = dirq_stats::f64_of(BATCH_BUDGET_MS) * 1e6;
+    let events = pace_ns.map_or(PILOT_EVENTS, |pace| {
+        let fitting = if pace > 0.0 {
+            dirq_stats::round_u64(budget_ns / pace)
+        } else {
+            MAX_BATCH_EVENTS
         };
-        bench::run(&BenchConfig { params, common })
-            .map_err(|source| ProbeError::Floor { what, source })
+        fitting.clamp(MIN_BATCH_EVENTS, MAX_BATCH_EVENTS)
+    });
+    let expected_ms =
+        dirq_stats::round_u64(pace_ns.unwrap_or(0.0) * dirq_stats::f64_of(events) / 1e6);
+    let timeout_ms = BOOT_ALLOWANCE_MS + WATCHDOG_BUDGETS * expected_ms.max(BATCH_BUDGET_MS);
+    (events, timeout_ms)
+}
+
+/// One floor's figure from one run: its value and the events behind it.
+struct Figure {
+    floor: Floor,
+    ns: f64,
+    samples: u64,
+}
+
+/// The floors a run of `kind` timed, `events` of each.
+fn figures(kind: FloorRun, report: &RunReport, events: u64) -> Vec<Figure> {
+    let result = |name: &str| report.results.get(name).copied().unwrap_or(0.0);
+    let p50 = report.latency_ns.as_ref().map_or(0.0, |l| f64_of(l.p50));
+    let figure = |floor, ns, samples| Figure { floor, ns, samples };
+    // The guest's median leaves out exits over its cap: without any
+    // under it, the mean is all there is.
+    let median_or_mean = |p50: &str, mean: &str| {
+        let median = result(p50);
+        if median > 0.0 {
+            median
+        } else {
+            result(mean)
+        }
     };
-    let p50 = |report: &RunReport| report.latency_ns.as_ref().map_or(0.0, |l| f64_of(l.p50));
-    let exit_cost = BenchParams::ExitCost(ExitCostParams {
-        count: FLOOR_SAMPLES,
-    });
-    let exit_cost = timed("exits and self-IPIs", exit_cost, GuestIdle::Halt)?;
-    let ipi = BenchParams::Ipi(IpiParams {
-        count: FLOOR_SAMPLES,
-        ipi_measure: IpiMeasure::OneWay,
-        ..IpiParams::default()
-    });
-    let busy = timed("an IPI to a busy vCPU", ipi.clone(), GuestIdle::Busy)?;
-    let halted = timed("an IPI to a halted vCPU", ipi, GuestIdle::Halt)?;
-    let result = |report: &RunReport, name: &str| report.results.get(name).copied().unwrap_or(0.0);
-    let figure = |name: &str| result(&exit_cost, name);
-    Ok(Floors {
-        userspace_exit_ns: figure("userspace_exit_ns"),
-        kernel_exit_ns: figure("kernel_exit_ns"),
-        self_ipi_p50_ns: p50(&exit_cost),
-        ipi_busy_p50_ns: p50(&busy),
-        ipi_halted_p50_ns: p50(&halted),
-        ipi_busy_target_ns: result(&busy, bench::TARGET_GAP_NS),
-        ipi_busy_send_ns: result(&busy, bench::SEND_NS),
-        placement_note: busy.placement.note(busy.config.common.vcpus),
+    match kind {
+        FloorRun::Exits => vec![
+            figure(
+                Floor::UserspaceExit,
+                median_or_mean(bench::USERSPACE_EXIT_P50_NS, "userspace_exit_ns"),
+                events,
+            ),
+            figure(
+                Floor::KernelExit,
+                median_or_mean(bench::KERNEL_EXIT_P50_NS, "kernel_exit_ns"),
+                events,
+            ),
+            figure(Floor::SelfIpi, p50, events),
+        ],
+        FloorRun::IpiBusy => {
+            let gaps = dirq_stats::round_u64(result("target_gaps"));
+            vec![
+                figure(Floor::IpiBusy, p50, events),
+                figure(Floor::IpiBusySend, result(bench::SEND_NS), events),
+                figure(Floor::IpiBusyTarget, result(bench::TARGET_GAP_NS), gaps),
+            ]
+        }
+        FloorRun::IpiHalted => vec![figure(Floor::IpiHalted, p50, events)],
+    }
+}
+
+/// The `q` quantile of `sorted`, interpolating between neighbours.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let Some(last) = sorted.len().checked_sub(1) else {
+        return 0.0;
+    };
+    let position = q * dirq_stats::f64_of(last as u64);
+    let below = dirq_stats::round_u64(position.floor());
+    let index = usize::try_from(below).unwrap_or(last).min(last);
+    let above = (index + 1).min(last);
+    let fraction = position - dirq_stats::f64_of(below);
+    sorted[index] + (sorted[above] - sorted[index]) * fraction
+}
+
+/// A floor's median over its runs and how they spread; runs that did not
+/// time it (0) are left out.
+fn summarize(figures: &[Figure]) -> Option<(f64, FloorSpread)> {
+    let batch_ns: Vec<f64> = figures
+        .iter()
+        .filter(|figure| figure.ns > 0.0)
+        .map(|figure| figure.ns)
+        .collect();
+    let mut sorted = batch_ns.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = quantile(&sorted, 0.5);
+    (median > 0.0).then(|| {
+        let spread = FloorSpread {
+            low_ns: quantile(&sorted, 0.25),
+            high_ns: quantile(&sorted, 0.75),
+            batch_ns,
+            samples: figures.iter().map(|figure| figure.samples).sum(),
+        };
+        (median, spread)
     })
+}
+
+fn measure_floors(guest_exec: GuestExec, monitor: &mut LoadMonitor) -> Result<Floors, ProbeError> {
+    let mut floors = Floors {
+        userspace_exit_ns: 0.0,
+        kernel_exit_ns: 0.0,
+        self_ipi_p50_ns: 0.0,
+        ipi_busy_p50_ns: 0.0,
+        ipi_halted_p50_ns: 0.0,
+        ipi_busy_target_ns: 0.0,
+        ipi_busy_send_ns: 0.0,
+        placement_note: None,
+        spread: BTreeMap::new(),
+        event_wall_ns: BTreeMap::new(),
+    };
+    let mut by_floor: BTreeMap<Floor, Vec<Figure>> = BTreeMap::new();
+    for kind in FloorRun::ALL {
+        let mut pace_ns = None;
+        // The pilot run only sizes the batches (and warms the host up).
+        for batch in 0..=BATCHES {
+            monitor.look();
+            let (events, timeout_ms) = batch_size(pace_ns);
+            let (params, guest_idle) = kind.params(events);
+            let common = CommonSettings {
+                guest_idle,
+                guest_exec: Some(guest_exec),
+                timeout_ms,
+                ..CommonSettings::new(params.bench())
+            };
+            let report = bench::run(&BenchConfig { params, common }).map_err(|source| {
+                ProbeError::Floor {
+                    what: kind.describe(),
+                    source,
+                }
+            })?;
+            pace_ns = Some(report.duration_s * 1e9 / dirq_stats::f64_of(events));
+            if batch == 0 {
+                continue;
+            }
+            if floors.placement_note.is_none() {
+                floors.placement_note = report.placement.note(report.config.common.vcpus);
+            }
+            for figure in figures(kind, &report, events) {
+                by_floor.entry(figure.floor).or_default().push(figure);
+            }
+        }
+        if let Some(pace) = pace_ns {
+            floors.event_wall_ns.insert(kind, pace);
+        }
+    }
+    for (floor, figures) in by_floor {
+        if let Some((median, spread)) = summarize(&figures) {
+            *floors.slot(floor) = median;
+            floors.spread.insert(floor, spread);
+        }
+    }
+    Ok(floors)
 }
 
 impl std::fmt::Display for ProbeReport {
@@ -350,12 +674,31 @@ impl std::fmt::Display for ProbeReport {
             offered.join(", ")
         )?;
         let floors = &self.floors;
-        writeln!(f, "platform floors ({} events each):", self.samples)?;
-        for (name, ns) in floors.named() {
-            writeln!(f, "  {name:<36} {:>8.2} us", ns / 1e3)?;
+        writeln!(
+            f,
+            "platform floors (median of {BATCHES} runs each; the runs' interquartile range; events over all runs):"
+        )?;
+        for (floor, (name, ns)) in Floor::ALL.into_iter().zip(floors.named()) {
+            write!(f, "  {name:<36} {:>8.2} us", ns / 1e3)?;
+            match floors.spread.get(&floor) {
+                Some(spread) => writeln!(
+                    f,
+                    "   [{:.2}-{:.2}]  {} events",
+                    spread.low_ns / 1e3,
+                    spread.high_ns / 1e3,
+                    spread.samples
+                )?,
+                None => writeln!(f, "   not measured")?,
+            }
         }
         if let Some(note) = &floors.placement_note {
             writeln!(f, "  NOTE: {note}")?;
+        }
+        if let Some(load) = &self.host_load {
+            writeln!(f, "{load}")?;
+        }
+        if let Some(warning) = self.host_noise.warning() {
+            writeln!(f, "{warning}")?;
         }
         Ok(())
     }

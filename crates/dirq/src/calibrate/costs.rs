@@ -1,6 +1,17 @@
 //! This host's interrupt costs, derived from real runs. Pure arithmetic on
 //! the runs' reports, so it is tested without KVM.
+//!
+//! Every figure subtracted is a median (the probe's floors are medians of
+//! its runs' medians; the calibration runs' are p50s), so like is taken
+//! from like. A derived cost that comes out negative, or closer to zero
+//! than the probe's runs spread, is not derivable: it says why, and holds
+//! the fallback the simulator uses instead.
 
+use std::collections::BTreeMap;
+
+use dirq_sim::profile::CostProfile;
+use dirq_stats::f64_of;
+use dirq_vmm::probe::Floor;
 use serde::Serialize;
 
 /// One derived cost and where it came from.
@@ -9,14 +20,76 @@ pub struct Measured {
     pub ns: f64,
     /// How the number was obtained, quoting the run(s).
     pub source: String,
+    /// Set when the derivation failed: why, and what `ns` holds instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_derivable: Option<NotDerivable>,
+}
+
+/// Why a cost could not be derived from the runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
+pub enum Underivable {
+    /// A figure it is derived from was not measured on this host.
+    NotMeasured,
+    /// What the subtraction left was below zero.
+    Negative { difference_ns: f64 },
+    /// What it left was no farther from zero than the figures' runs spread.
+    WithinSpread { difference_ns: f64, spread_ns: f64 },
+}
+
+/// A cost that could not be derived, and what stands in for it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotDerivable {
+    pub why: Underivable,
+    /// What `ns` holds instead, and where it comes from.
+    pub fallback: String,
+}
+
+impl std::fmt::Display for Underivable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Underivable::NotMeasured => write!(f, "a figure it needs was not measured"),
+            Underivable::Negative { difference_ns } => {
+                write!(f, "the subtraction left {difference_ns:.0} ns, below zero")
+            }
+            Underivable::WithinSpread {
+                difference_ns,
+                spread_ns,
+            } => write!(
+                f,
+                "the subtraction left {difference_ns:.0} ns, within the runs' spread \
+                 (+/- {spread_ns:.0} ns) of zero"
+            ),
+        }
+    }
+}
+
+impl Measured {
+    fn new(ns: f64, source: String) -> Self {
+        Measured {
+            ns,
+            source,
+            not_derivable: None,
+        }
+    }
+
+    /// What the report and the profile say of the number.
+    pub fn provenance(&self) -> String {
+        match &self.not_derivable {
+            None => format!("measured: {}", self.source),
+            Some(NotDerivable { why, fallback }) => {
+                format!("not derivable: {why} ({}); uses {fallback}", self.source)
+            }
+        }
+    }
 }
 
 /// The inputs `dirq calibrate` collects.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Observations {
-    /// `dirq probe`: one `out` handled by the VMM, guest round trip.
+    /// `dirq probe`: one `out` handled by the VMM, guest round trip (p50).
     pub userspace_exit_ns: f64,
-    /// `dirq probe`: one RDMSR handled inside KVM, guest round trip.
+    /// `dirq probe`: one RDMSR handled inside KVM, guest round trip (p50).
     pub kernel_exit_ns: f64,
     /// `dirq probe`: x2APIC self-IPI, its send to its handler's entry (p50).
     pub self_ipi_p50_ns: f64,
@@ -30,6 +103,9 @@ pub struct Observations {
     pub inject_running_p50_ns: f64,
     /// The same with the guest halted between interrupts.
     pub inject_halted_p50_ns: f64,
+    /// How far either side of its median each probe floor's runs landed
+    /// (half their interquartile range); a floor not here did not vary.
+    pub half_spread_ns: BTreeMap<Floor, f64>,
     /// The commands behind each input, quoted in `source`.
     pub commands: Commands,
 }
@@ -49,11 +125,10 @@ pub struct HostCosts {
     pub inject_running: Measured,
     pub inject_halted: Measured,
     pub hlt_wakeup: Measured,
-    /// The injection into the guest and its handler's entry, when the
-    /// probe timed a self-IPI.
-    pub irq_entry: Option<Measured>,
+    /// The injection into the guest and its handler's entry.
+    pub irq_entry: Measured,
     /// The host IPI a sender pays to kick a running vCPU, beyond its exit.
-    pub ipi_send: Option<Measured>,
+    pub ipi_send: Measured,
     /// The exit a running vCPU takes when it is kicked for an interrupt.
     pub external_interrupt: Measured,
     pub eoi_userspace: Measured,
@@ -63,135 +138,181 @@ pub struct HostCosts {
 }
 
 impl HostCosts {
-    /// Named rows for tables, in a fixed order; costs not measured on
-    /// this host are left out.
-    pub fn rows(&self) -> Vec<(&'static str, &Measured)> {
-        let measured = [
-            ("userspace exit", Some(&self.userspace_exit)),
-            ("in-kernel exit", Some(&self.kernel_exit)),
-            (
-                "interrupt into a running vCPU (p50)",
-                Some(&self.inject_running),
-            ),
-            (
-                "interrupt into a halted vCPU (p50)",
-                Some(&self.inject_halted),
-            ),
-            ("HLT wake-up", Some(&self.hlt_wakeup)),
-            ("injection and handler entry", self.irq_entry.as_ref()),
-            ("IPI send to a running vCPU", self.ipi_send.as_ref()),
+    /// Named rows for tables, in a fixed order, derivable or not.
+    pub fn rows(&self) -> [(&'static str, &Measured); 12] {
+        [
+            ("userspace exit", &self.userspace_exit),
+            ("in-kernel exit", &self.kernel_exit),
+            ("interrupt into a running vCPU (p50)", &self.inject_running),
+            ("interrupt into a halted vCPU (p50)", &self.inject_halted),
+            ("HLT wake-up", &self.hlt_wakeup),
+            ("injection and handler entry", &self.irq_entry),
+            ("IPI send to a running vCPU", &self.ipi_send),
             (
                 "external-interrupt exit (kick of a running vCPU)",
-                Some(&self.external_interrupt),
+                &self.external_interrupt,
             ),
-            ("EOI, userspace LAPIC", Some(&self.eoi_userspace)),
-            ("EOI, KVM LAPIC (x2APIC MSR)", Some(&self.eoi_kernel)),
-            ("EOI, KVM PV EOI", Some(&self.eoi_pv)),
-            (
-                "timer programming (TSC deadline)",
-                Some(&self.timer_program),
-            ),
-        ];
-        measured
-            .into_iter()
-            .filter_map(|(name, cost)| Some((name, cost?)))
-            .collect()
+            ("EOI, userspace LAPIC", &self.eoi_userspace),
+            ("EOI, KVM LAPIC (x2APIC MSR)", &self.eoi_kernel),
+            ("EOI, KVM PV EOI", &self.eoi_pv),
+            ("timer programming (TSC deadline)", &self.timer_program),
+        ]
     }
 }
 
-/// `value` when it is a cost at all.
-fn positive(value: f64) -> Option<f64> {
-    (value.is_finite() && value > 0.0).then_some(value)
+/// A figure entering a derivation: its value and its runs' half spread.
+#[derive(Debug, Clone, Copy)]
+struct Term {
+    ns: f64,
+    half_spread_ns: f64,
+}
+
+/// `minuend` less every subtrahend, when the runs show it is a cost: the
+/// figures' spreads add up as independent errors (root of the sum of
+/// squares), and a difference no larger than that is zero for all they tell.
+fn difference(minuend: Term, subtrahends: &[Term]) -> Result<Term, Underivable> {
+    let terms = || std::iter::once(&minuend).chain(subtrahends);
+    if terms().any(|term| !(term.ns.is_finite() && term.ns > 0.0)) {
+        return Err(Underivable::NotMeasured);
+    }
+    let difference_ns = minuend.ns - subtrahends.iter().map(|term| term.ns).sum::<f64>();
+    let spread_ns = terms()
+        .map(|term| term.half_spread_ns.powi(2))
+        .sum::<f64>()
+        .sqrt();
+    if difference_ns < 0.0 {
+        Err(Underivable::Negative { difference_ns })
+    } else if difference_ns <= spread_ns {
+        Err(Underivable::WithinSpread {
+            difference_ns,
+            spread_ns,
+        })
+    } else {
+        Ok(Term {
+            ns: difference_ns,
+            half_spread_ns: spread_ns,
+        })
+    }
+}
+
+/// The derived cost, or `fallback_ns` with why it stands in.
+fn derived(
+    result: Result<Term, Underivable>,
+    source: String,
+    fallback_ns: f64,
+    fallback: &str,
+) -> Measured {
+    match result {
+        Ok(term) => Measured::new(term.ns, source),
+        Err(why) => Measured {
+            ns: fallback_ns,
+            source,
+            not_derivable: Some(NotDerivable {
+                why,
+                fallback: format!("{fallback_ns:.0} ns, {fallback}"),
+            }),
+        },
+    }
 }
 
 pub fn derive_costs(obs: &Observations) -> HostCosts {
     let c = &obs.commands;
-    let measured = |ns: f64, source: String| Measured { ns, source };
-    let kernel_exit = measured(
+    let probe_term = |floor: Floor, ns: f64| Term {
+        ns,
+        half_spread_ns: obs.half_spread_ns.get(&floor).copied().unwrap_or(0.0),
+    };
+    // The calibration runs are single runs: no spread of their own.
+    let run_term = |ns: f64| Term {
+        ns,
+        half_spread_ns: 0.0,
+    };
+    let kernel = probe_term(Floor::KernelExit, obs.kernel_exit_ns);
+    let kernel_exit = Measured::new(
         obs.kernel_exit_ns,
         format!("`{}`: RDMSR handled inside KVM, guest round trip", c.probe),
     );
-    // A cost derived from the probe's floors, when it is one at all.
-    let from_probe =
-        |ns: f64, how: &str| positive(ns).map(|ns| measured(ns, format!("{how} (`{}`)", c.probe)));
+    let did_2015 = CostProfile::did_2015();
+    let from_probe = |how: &str| format!("{how} (`{}`)", c.probe);
     // A self-IPI's ICR write is one in-kernel exit; the rest of its way to
     // the handler is the injection and the handler's entry (on kvm_pvm's
     // native mode a trap of its own, on VT-x part of the VM entry).
-    let irq_entry = from_probe(
-        obs.self_ipi_p50_ns - obs.kernel_exit_ns,
-        "x2APIC self-IPI p50, send to handler entry, minus its ICR write, one in-kernel exit",
+    let irq_entry_ns = difference(probe_term(Floor::SelfIpi, obs.self_ipi_p50_ns), &[kernel]);
+    let irq_entry = derived(
+        irq_entry_ns,
+        from_probe(
+            "x2APIC self-IPI p50, send to handler entry, minus its ICR write, one in-kernel exit",
+        ),
+        f64_of(did_2015.guest_ns.irq_entry),
+        "did-2015's guest_ns.irq_entry",
     );
-    let entry_ns = irq_entry.as_ref().map_or(0.0, |entry| entry.ns);
+    // The entry the simulator will use, derived or not.
+    let entry = irq_entry_ns.unwrap_or(Term {
+        ns: irq_entry.ns,
+        half_spread_ns: 0.0,
+    });
     // A round trip to a halted vCPU is its HLT exit returning (one in-kernel
     // exit), the wake-up of the sleeping vCPU thread, and the injection and
     // handler entry. (The running-vCPU round trip is no baseline: on some
     // hosts a kick reaches a running vCPU later than a wake-up reaches a
     // halted one.)
-    let wakeup_ns = obs.inject_halted_p50_ns - obs.kernel_exit_ns - entry_ns;
-    let entry_note = if irq_entry.is_some() {
-        " and the injection and handler entry"
-    } else {
-        ""
-    };
-    let hlt_wakeup = if wakeup_ns > 0.0 {
-        measured(
-            wakeup_ns,
-            format!(
-                "p50 of `{}` minus one in-kernel exit{entry_note} (`{}`)",
-                c.inject_halted, c.probe
-            ),
-        )
-    } else {
-        measured(
-            0.0,
-            format!(
-                "p50 of `{}` was not above one in-kernel exit: no wake-up cost seen",
-                c.inject_halted
-            ),
-        )
-    };
+    let hlt_wakeup = derived(
+        difference(run_term(obs.inject_halted_p50_ns), &[kernel, entry]),
+        format!(
+            "p50 of `{}` minus one in-kernel exit and the injection and handler entry (`{}`)",
+            c.inject_halted, c.probe
+        ),
+        0.0,
+        "no wake-up beyond the exit and the entry",
+    );
     // The EOI and TSC-deadline MSR writes are exits KVM handles without
     // returning to the VMM: the probe times exactly that round trip.
     let in_kernel = |what: &str| {
-        measured(
+        Measured::new(
             obs.kernel_exit_ns,
             format!("{what}: one in-kernel exit (`{}`)", c.probe),
         )
     };
     // An IPI to a busy vCPU costs its sender an in-kernel exit and the host
     // IPI that kicks the target.
-    let ipi_send = from_probe(
-        obs.ipi_send_busy_ns - obs.kernel_exit_ns,
-        "an ICR write to a busy vCPU as its sender times it, minus one in-kernel exit",
+    let send = probe_term(Floor::IpiBusySend, obs.ipi_send_busy_ns);
+    let ipi_send = derived(
+        difference(send, &[kernel]),
+        from_probe("an ICR write to a busy vCPU as its sender times it, minus one in-kernel exit"),
+        f64_of(did_2015.host_ns.send_ipi),
+        "did-2015's host_ns.send_ipi",
     );
     // What the kick takes from the busy target beyond its handler: the
     // target's lost time per IPI less the handler's pong (an IPI to a busy
     // vCPU again), its EOI (one in-kernel exit) and its entry. On kvm_pvm's
-    // native mode it holds the handler's IRETQ trap too. Without both
-    // floors the kick is taken for one in-kernel exit.
-    let kicked_exit = from_probe(
-        obs.ipi_busy_target_ns - obs.ipi_send_busy_ns - obs.kernel_exit_ns - entry_ns,
-        "what an IPI takes from a busy vCPU (its own TSC) minus its handler's pong, EOI \
-         (one in-kernel exit) and entry: the exit the kick forces",
-    )
-    .filter(|_| obs.ipi_busy_target_ns > 0.0 && obs.ipi_send_busy_ns > 0.0);
-    let external_interrupt = kicked_exit
-        .unwrap_or_else(|| in_kernel("the kick exits into KVM, which injects and re-enters"));
+    // native mode it holds the handler's IRETQ trap too. When that cannot
+    // be derived the kick is taken for one in-kernel exit.
+    let external_interrupt = derived(
+        difference(
+            probe_term(Floor::IpiBusyTarget, obs.ipi_busy_target_ns),
+            &[send, kernel, entry],
+        ),
+        from_probe(
+            "what an IPI takes from a busy vCPU (its own TSC) minus its handler's pong, EOI \
+             (one in-kernel exit) and entry: the exit the kick forces",
+        ),
+        obs.kernel_exit_ns,
+        "one in-kernel exit: the kick exits into KVM, which injects and re-enters",
+    );
     let eoi_kernel = in_kernel("the x2APIC EOI MSR write is handled by KVM's LAPIC");
     let timer_program = in_kernel("the TSC-deadline MSR write is handled by KVM's LAPIC");
     HostCosts {
-        userspace_exit: measured(
+        userspace_exit: Measured::new(
             obs.userspace_exit_ns,
             format!(
                 "`{}`: port I/O handled by the VMM, guest round trip",
                 c.probe
             ),
         ),
-        inject_running: measured(
+        inject_running: Measured::new(
             obs.inject_running_p50_ns,
             format!("`{}`: MSI round trip p50", c.inject_running),
         ),
-        inject_halted: measured(
+        inject_halted: Measured::new(
             obs.inject_halted_p50_ns,
             format!("`{}`: MSI round trip p50", c.inject_halted),
         ),
@@ -199,7 +320,7 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
         irq_entry,
         ipi_send,
         external_interrupt,
-        eoi_userspace: measured(
+        eoi_userspace: Measured::new(
             obs.userspace_exit_ns,
             format!(
                 "the EOI write exits to the VMM's LAPIC model: one userspace exit (`{}`)",
@@ -207,7 +328,7 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
             ),
         ),
         eoi_kernel,
-        eoi_pv: measured(
+        eoi_pv: Measured::new(
             0.0,
             "PV EOI clears a flag in shared memory: no exit (the PV EOI runs show no EOI exit)"
                 .into(),
@@ -227,17 +348,24 @@ mod tests {
             kernel_exit_ns: 4_000.0,
             inject_running_p50_ns: running,
             inject_halted_p50_ns: halted,
-            self_ipi_p50_ns: 0.0,
-            ipi_send_busy_ns: 0.0,
-            ipi_busy_target_ns: 0.0,
-            commands: Commands::default(),
+            ..Observations::default()
+        }
+    }
+
+    fn with_ipi_floors(self_ipi: f64, send: f64, target: f64) -> Observations {
+        Observations {
+            self_ipi_p50_ns: self_ipi,
+            ipi_send_busy_ns: send,
+            ipi_busy_target_ns: target,
+            ..observations(30_000.0, 70_000.0)
         }
     }
 
     #[test]
     fn each_cost_comes_from_the_exit_its_path_takes() {
         let costs = derive_costs(&observations(30_000.0, 70_000.0));
-        assert_eq!(costs.hlt_wakeup.ns, 66_000.0);
+        // Without a self-IPI the entry is did-2015's 500 ns.
+        assert_eq!(costs.hlt_wakeup.ns, 65_500.0);
         assert_eq!(costs.external_interrupt.ns, 4_000.0);
         assert_eq!(costs.eoi_kernel.ns, 4_000.0);
         assert_eq!(costs.eoi_userspace.ns, 9_000.0);
@@ -248,36 +376,85 @@ mod tests {
 
     #[test]
     fn the_probes_ipi_floors_split_into_entry_send_and_kicked_exit() {
-        let mut obs = observations(30_000.0, 70_000.0);
-        obs.self_ipi_p50_ns = 7_000.0;
-        obs.ipi_send_busy_ns = 10_000.0;
-        obs.ipi_busy_target_ns = 30_000.0;
-        let costs = derive_costs(&obs);
-        let entry = costs.irq_entry.as_ref().expect("a self-IPI was timed");
-        assert_eq!(entry.ns, 3_000.0);
-        assert_eq!(
-            costs.ipi_send.as_ref().expect("a send was timed").ns,
-            6_000.0
-        );
+        let costs = derive_costs(&with_ipi_floors(7_000.0, 10_000.0, 30_000.0));
+        assert_eq!(costs.irq_entry.ns, 3_000.0);
+        assert_eq!(costs.ipi_send.ns, 6_000.0);
         // 30 us lost by the target = kick exit + pong 10 + EOI 4 + entry 3.
         assert_eq!(costs.external_interrupt.ns, 13_000.0);
         assert!(costs.external_interrupt.source.contains("pong"));
         // The halted round trip holds the entry too.
         assert_eq!(costs.hlt_wakeup.ns, 63_000.0);
+        assert!(costs.rows().iter().all(|(_, m)| m.not_derivable.is_none()));
+    }
+
+    #[test]
+    fn without_the_ipi_floors_each_cost_keeps_its_row_and_names_its_fallback() {
+        let costs = derive_costs(&observations(30_000.0, 70_000.0));
+        for (cost, ns, fallback) in [
+            (&costs.irq_entry, 500.0, "guest_ns.irq_entry"),
+            (&costs.ipi_send, 300.0, "host_ns.send_ipi"),
+            (&costs.external_interrupt, 4_000.0, "one in-kernel exit"),
+        ] {
+            let not = cost.not_derivable.as_ref().expect("not derivable");
+            assert_eq!(not.why, Underivable::NotMeasured);
+            assert_eq!(cost.ns, ns);
+            assert!(
+                cost.provenance().contains(fallback),
+                "{}",
+                cost.provenance()
+            );
+        }
         assert_eq!(costs.rows().len(), 12);
     }
 
     #[test]
-    fn without_the_ipi_floors_the_kick_is_one_in_kernel_exit() {
-        let costs = derive_costs(&observations(30_000.0, 70_000.0));
-        assert!(costs.irq_entry.is_none() && costs.ipi_send.is_none());
-        assert_eq!(costs.rows().len(), 10);
+    fn a_self_ipi_faster_than_an_exit_leaves_a_negative_entry_that_is_kept_and_explained() {
+        // A noisy host: the self-IPI p50 fell below the RDMSR's.
+        let costs = derive_costs(&with_ipi_floors(3_500.0, 10_000.0, 30_000.0));
+        let not = costs.irq_entry.not_derivable.as_ref().expect("negative");
+        assert_eq!(
+            not.why,
+            Underivable::Negative {
+                difference_ns: -500.0
+            }
+        );
+        assert!(costs
+            .irq_entry
+            .provenance()
+            .starts_with("not derivable: the subtraction left -500 ns, below zero"));
+        // What uses the entry uses its fallback: 30 - 10 - 4 - 0.5 us.
+        assert_eq!(costs.external_interrupt.ns, 15_500.0);
+    }
+
+    #[test]
+    fn a_difference_inside_the_runs_spread_is_not_a_cost() {
+        let mut obs = with_ipi_floors(4_300.0, 10_000.0, 30_000.0);
+        obs.half_spread_ns = [(Floor::SelfIpi, 300.0), (Floor::KernelExit, 400.0)].into();
+        let costs = derive_costs(&obs);
+        let not = costs
+            .irq_entry
+            .not_derivable
+            .as_ref()
+            .expect("within spread");
+        assert_eq!(
+            not.why,
+            Underivable::WithinSpread {
+                difference_ns: 300.0,
+                spread_ns: 500.0
+            }
+        );
+        // The same difference from steadier runs is a cost.
+        obs.half_spread_ns.clear();
+        assert_eq!(derive_costs(&obs).irq_entry.ns, 300.0);
     }
 
     #[test]
     fn a_round_trip_no_longer_than_one_exit_gets_no_wakeup_cost() {
         let costs = derive_costs(&observations(500_000.0, 3_000.0));
         assert_eq!(costs.hlt_wakeup.ns, 0.0);
-        assert!(costs.hlt_wakeup.source.contains("no wake-up cost seen"));
+        assert!(costs
+            .hlt_wakeup
+            .provenance()
+            .contains("no wake-up beyond the exit and the entry"));
     }
 }

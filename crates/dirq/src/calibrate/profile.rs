@@ -5,7 +5,7 @@
 use dirq_sim::profile::CostProfile;
 use dirq_stats::round_u64;
 
-use super::costs::HostCosts;
+use super::costs::{HostCosts, Measured};
 
 /// Where one profile field's value came from, for the TOML comments and
 /// the report's calibration table.
@@ -37,40 +37,28 @@ fn ns(value: f64) -> u64 {
 pub fn host_profile(name: &str, costs: &HostCosts, halt_poll_ns: Option<u64>) -> HostProfile {
     let mut profile = CostProfile::did_2015();
     profile.name = name.to_string();
-    let mut provenance = Vec::new();
-    let mut set = |field: &str, target: &mut u64, value: u64, source: String| {
-        *target = value;
-        provenance.push(Provenance {
-            field: field.to_string(),
-            value: value.to_string(),
-            source,
-        });
-    };
+    let mut fields = Fields::default();
     let kernel_exit = ns(costs.kernel_exit.ns);
     let service = &mut profile.exit_service_ns;
-    set(
+    fields.set_cost(
         "exit_service_ns.external_interrupt",
         &mut service.external_interrupt,
-        ns(costs.external_interrupt.ns),
-        format!("measured: {}", costs.external_interrupt.source),
+        &costs.external_interrupt,
     );
-    set(
+    fields.set_cost(
         "exit_service_ns.eoi_write",
         &mut service.eoi_write,
-        ns(costs.eoi_kernel.ns),
-        format!("measured: {}", costs.eoi_kernel.source),
+        &costs.eoi_kernel,
     );
-    set(
+    fields.set_cost(
         "exit_service_ns.io_instruction",
         &mut service.io_instruction,
-        ns(costs.userspace_exit.ns),
-        format!("measured: {}", costs.userspace_exit.source),
+        &costs.userspace_exit,
     );
-    set(
+    fields.set_cost(
         "exit_service_ns.timer_write",
         &mut service.timer_write,
-        ns(costs.timer_program.ns),
-        format!("measured: {}", costs.timer_program.source),
+        &costs.timer_program,
     );
     let in_kernel = |what: &str| {
         format!(
@@ -79,96 +67,103 @@ pub fn host_profile(name: &str, costs: &HostCosts, halt_poll_ns: Option<u64>) ->
         )
     };
     let assumed_in_kernel = |what: &str| format!("assumed = in-kernel exit: {what}");
-    set(
+    fields.set(
         "exit_service_ns.icr_write",
         &mut service.icr_write,
         kernel_exit,
         in_kernel("the ICR write is handled by KVM's LAPIC"),
     );
-    set(
+    fields.set(
         "exit_service_ns.interrupt_window",
         &mut service.interrupt_window,
         kernel_exit,
         in_kernel("the interrupt-window exit only injects"),
     );
-    set(
+    fields.set(
         "exit_service_ns.hlt",
         &mut service.hlt,
         kernel_exit,
         in_kernel("the HLT exit itself; the sleep is host_ns.wakeup"),
     );
-    set(
+    fields.set(
         "exit_service_ns.apic_access",
         &mut service.apic_access,
         kernel_exit,
         in_kernel("xAPIC MMIO is emulated by KVM's LAPIC"),
     );
-    set(
+    fields.set(
         "exit_service_ns.ept_violation",
         &mut service.ept_violation,
         kernel_exit,
         assumed_in_kernel("a guest page fault handled by KVM"),
     );
-    set(
+    fields.set(
         "exit_service_ns.other",
         &mut service.other,
         kernel_exit,
         in_kernel("any other exit KVM handles"),
     );
     let external = service.external_interrupt;
-    set(
+    fields.set(
         "exit_service_ns.nmi",
         &mut service.nmi,
         external,
         "assumed = external_interrupt: the same host entry path".into(),
     );
-    set(
+    fields.set(
         "exit_service_ns.exception",
         &mut service.exception,
         external,
         "assumed = external_interrupt: ELI's #NP carries a host interrupt".into(),
     );
     let host = &mut profile.host_ns;
-    set(
+    fields.set(
         "host_ns.exit_entry_transition",
         &mut host.exit_entry_transition,
         0,
         "measured: 0, the costs above are guest round trips and already include exit and entry"
             .into(),
     );
-    set(
-        "host_ns.wakeup",
-        &mut host.wakeup,
-        ns(costs.hlt_wakeup.ns),
-        format!("measured: {}", costs.hlt_wakeup.source),
-    );
-    if let Some(send) = &costs.ipi_send {
-        set(
-            "host_ns.send_ipi",
-            &mut host.send_ipi,
-            ns(send.ns),
-            format!("measured: {}", send.source),
-        );
-    }
+    fields.set_cost("host_ns.wakeup", &mut host.wakeup, &costs.hlt_wakeup);
+    fields.set_cost("host_ns.send_ipi", &mut host.send_ipi, &costs.ipi_send);
     if let Some(poll) = halt_poll_ns {
-        set(
+        fields.set(
             "host_ns.halt_poll",
             &mut host.halt_poll,
             poll,
             "measured: this host's /sys/module/kvm/parameters/halt_poll_ns".into(),
         );
     }
-    if let Some(entry) = &costs.irq_entry {
-        set(
-            "guest_ns.irq_entry",
-            &mut profile.guest_ns.irq_entry,
-            ns(entry.ns),
-            format!("measured: {}", entry.source),
-        );
-    }
+    fields.set_cost(
+        "guest_ns.irq_entry",
+        &mut profile.guest_ns.irq_entry,
+        &costs.irq_entry,
+    );
     HostProfile {
         profile,
-        provenance,
+        provenance: fields.provenance,
+    }
+}
+
+/// The fields `host_profile` changed, each with where its value came from.
+#[derive(Default)]
+struct Fields {
+    provenance: Vec<Provenance>,
+}
+
+impl Fields {
+    fn set(&mut self, field: &str, target: &mut u64, value: u64, source: String) {
+        *target = value;
+        self.provenance.push(Provenance {
+            field: field.to_string(),
+            value: value.to_string(),
+            source,
+        });
+    }
+
+    /// `target` set to a derived cost, quoting how it was derived.
+    fn set_cost(&mut self, field: &str, target: &mut u64, cost: &Measured) {
+        self.set(field, target, ns(cost.ns), cost.provenance());
     }
 }
 
@@ -214,13 +209,11 @@ mod tests {
             kernel_exit_ns: 4_200.0,
             inject_running_p50_ns: 30_000.0,
             inject_halted_p50_ns: 72_000.0,
-            self_ipi_p50_ns: 0.0,
-            ipi_send_busy_ns: 0.0,
-            ipi_busy_target_ns: 0.0,
             commands: Commands {
                 probe: "dirq probe".into(),
                 ..Commands::default()
             },
+            ..Observations::default()
         })
     }
 
@@ -234,10 +227,12 @@ mod tests {
         assert_eq!(loaded.exit_service_ns.io_instruction, 9_800);
         assert_eq!(loaded.exit_service_ns.external_interrupt, 4_200);
         assert_eq!(loaded.exit_service_ns.eoi_write, 4_200);
-        assert_eq!(loaded.host_ns.wakeup, 67_800);
+        // 72 us less the exit and did-2015's entry: no self-IPI was timed.
+        assert_eq!(loaded.host_ns.wakeup, 67_300);
         assert_eq!(loaded.host_ns.exit_entry_transition, 0);
-        // What the host cannot measure stays did-2015's.
+        // What the host cannot measure stays did-2015's, and says so.
         assert_eq!(loaded.guest_ns, CostProfile::did_2015().guest_ns);
+        assert!(text.contains("irq_entry = 500  # not derivable"), "{text}");
     }
 
     #[test]
@@ -251,7 +246,9 @@ mod tests {
                 .find(|line| line.starts_with(&format!("{key} =")) && line.contains('#'))
                 .unwrap_or_else(|| panic!("{} has no commented line", entry.field));
             assert!(
-                line.contains("measured") || line.contains("assumed"),
+                line.contains("measured")
+                    || line.contains("assumed")
+                    || line.contains("not derivable"),
                 "{line}"
             );
         }

@@ -15,10 +15,14 @@ pub fn calibration_section(calibration: &Calibration, profile_file: &str) -> Sec
             .rows()
             .iter()
             .map(|(name, measured)| {
+                let ns = format_value(measured.ns);
                 TableRow::new(vec![
                     name.to_string(),
-                    format_value(measured.ns),
-                    measured.source.clone(),
+                    match measured.not_derivable {
+                        Some(_) => format!("{ns} (fallback)"),
+                        None => ns,
+                    },
+                    measured.provenance(),
                 ])
             })
             .collect(),
@@ -29,7 +33,10 @@ pub fn calibration_section(calibration: &Calibration, profile_file: &str) -> Sec
         intro: vec![format!(
             "`dirq calibrate` measured these costs with the real VMM and wrote them as the \
              simulator profile {profile_file} (use it with `dirq sim <scenario> --profile \
-             {profile_file}`). The model checks and the extrapolation below use that profile."
+             {profile_file}`). The model checks and the extrapolation below use that profile. \
+             Costs derived by subtracting the probe's floors are kept when the subtraction \
+             leaves less than the floors' run-to-run spread: the row says why, and which \
+             fallback the simulator uses instead."
         )],
         figures: Vec::new(),
         tables: vec![costs],

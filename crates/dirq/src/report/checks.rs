@@ -715,7 +715,7 @@ pub fn extrapolation_section(checks: &ModelChecks, profile_file: &str) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibrate::costs::{derive_costs, Commands, Observations};
+    use crate::calibrate::costs::{derive_costs, Observations};
     use crate::report::real::Repeat;
     use crate::report::views::RealRun;
     use dirq_vmm::config::params::TimerLatencyParams;
@@ -727,10 +727,7 @@ mod tests {
             kernel_exit_ns: 4_000.0,
             inject_running_p50_ns: 30_000.0,
             inject_halted_p50_ns: 36_000.0,
-            self_ipi_p50_ns: 0.0,
-            ipi_send_busy_ns: 0.0,
-            ipi_busy_target_ns: 0.0,
-            commands: Commands::default(),
+            ..Observations::default()
         })
     }
 

@@ -4,6 +4,7 @@ use dirq_vmm::config::params::{IpiParams, IrqLatencyParams, TimerLatencyParams, 
 use dirq_vmm::config::{
     BenchConfig, BenchParams, CommonSettings, GuestIdle, HaltMode, Inject, Irqchip,
 };
+use dirq_vmm::probe::{FloorRun, Floors};
 use dirq_vmm::RunReport;
 use indicatif::ProgressBar;
 
@@ -39,13 +40,14 @@ fn with_path(
     }
 }
 
-/// Events per counted run at each depth.
-fn count(depth: Depth) -> u64 {
+/// Per counted run at each depth: the most events (what a fast host runs)
+/// and the wall time it may take (ms). Full: 18 counted runs, three times
+/// each, in under two minutes however slow the host.
+fn count_and_budget_ms(depth: Depth) -> (u64, u64) {
     match depth {
-        Depth::Smoke => 200,
-        Depth::Quick => 1_000,
-        // Three repeats of every run must fit the report's five minutes.
-        Depth::Full => 3_000,
+        Depth::Smoke => (200, 300),
+        Depth::Quick => (1_000, 1_500),
+        Depth::Full => (3_000, 2_000),
     }
 }
 
@@ -62,9 +64,68 @@ fn events_for(idle: GuestIdle, events: u64) -> u64 {
     }
 }
 
-/// The real runs of one report, in the order they run.
-pub fn real_plan(depth: Depth) -> Vec<BenchConfig> {
-    let events = count(depth);
+/// Fewer events than this leave a p90 with too few samples above it.
+const MIN_EVENTS: u64 = 200;
+
+/// The VMM exits one delivered interrupt costs besides its delivery: the
+/// injection (or the kick) and the EOI, on the irqchip the run uses.
+const EXITS_PER_INTERRUPT: f64 = 2.0;
+
+/// The wall time one event of `config` takes on the host `floors` were
+/// measured on: an IPI-like delivery (into a busy or a halted vCPU, paced
+/// as the probe's runs went), the exits its irqchip adds, and no less than
+/// the period its rate or timer sets. None when the probe did not time it.
+pub fn event_wall_ns(config: &BenchConfig, floors: &Floors) -> Option<f64> {
+    let common = &config.common;
+    let delivery = match common.guest_idle {
+        GuestIdle::Busy => FloorRun::IpiBusy,
+        GuestIdle::Halt => FloorRun::IpiHalted,
+    };
+    let delivery_ns = *floors.event_wall_ns.get(&delivery)?;
+    let exit_ns = match common.irqchip {
+        Irqchip::Userspace => floors.userspace_exit_ns,
+        Irqchip::Split | Irqchip::Kernel => floors.kernel_exit_ns,
+    };
+    let work_ns = delivery_ns + EXITS_PER_INTERRUPT * exit_ns;
+    let period_ns = match &config.params {
+        BenchParams::IrqLatency(params) if params.rate_hz > 0 => {
+            1e9 / dirq_stats::f64_of(params.rate_hz)
+        }
+        BenchParams::TimerLatency(params) => dirq_stats::f64_of(params.period_ns),
+        _ => 0.0,
+    };
+    Some(work_ns.max(period_ns))
+}
+
+/// The events a counted run's parameters ask for, to resize them.
+fn events_mut(params: &mut BenchParams) -> Option<&mut u64> {
+    match params {
+        BenchParams::IrqLatency(params) => Some(&mut params.count),
+        BenchParams::TimerLatency(params) => Some(&mut params.count),
+        BenchParams::Ipi(params) => Some(&mut params.count),
+        _ => None,
+    }
+}
+
+/// Cuts `config`'s events to what fits `budget_ms` at the pace `floors`
+/// measured, never below `MIN_EVENTS` (or its own count, if smaller) and
+/// never above its count. Without floors for it the count stays.
+pub fn fit_to_budget(config: &mut BenchConfig, budget_ms: u64, floors: Option<&Floors>) {
+    let Some(event_ns) = floors.and_then(|floors| event_wall_ns(config, floors)) else {
+        return;
+    };
+    let Some(events) = events_mut(&mut config.params) else {
+        return;
+    };
+    let fitting = dirq_stats::round_u64(dirq_stats::f64_of(budget_ms) * 1e6 / event_ns.max(1.0));
+    *events = fitting.clamp(MIN_EVENTS.min(*events), *events);
+}
+
+/// The real runs of one report, in the order they run, each counted run
+/// sized to the depth's budget at the pace of the host `floors` were
+/// measured on (the depth's most events without them).
+pub fn real_plan(depth: Depth, floors: Option<&Floors>) -> Vec<BenchConfig> {
+    let (events, budget_ms) = count_and_budget_ms(depth);
     let mut plan = Vec::new();
     let paths: &[usize] = match depth {
         Depth::Smoke => &[0, 4],
@@ -130,6 +191,9 @@ pub fn real_plan(depth: Depth) -> Vec<BenchConfig> {
             });
             plan.push(with_path(params, PATHS[path], GuestIdle::Halt));
         }
+    }
+    for config in &mut plan {
+        fit_to_budget(config, budget_ms, floors);
     }
     plan
 }
@@ -292,7 +356,7 @@ mod tests {
     #[test]
     fn every_planned_run_is_a_valid_configuration() {
         for depth in [Depth::Smoke, Depth::Quick, Depth::Full] {
-            let plan = real_plan(depth);
+            let plan = real_plan(depth, None);
             assert!(!plan.is_empty());
             for config in &plan {
                 config
@@ -305,9 +369,106 @@ mod tests {
     #[test]
     fn deeper_reports_run_more() {
         let sizes: Vec<usize> = [Depth::Smoke, Depth::Quick, Depth::Full]
-            .map(|d| real_plan(d).len())
+            .map(|d| real_plan(d, None).len())
             .to_vec();
         assert!(sizes[0] < sizes[1] && sizes[1] < sizes[2], "{sizes:?}");
+    }
+
+    /// Floors of a host whose every trap costs `scale` times a fast
+    /// kvm_pvm host's (port I/O 30 us, RDMSR 2.2 us, IPIs 50 and 100 us a
+    /// probe event).
+    fn floors(scale: f64) -> Floors {
+        Floors {
+            userspace_exit_ns: 30_000.0 * scale,
+            kernel_exit_ns: 2_200.0 * scale,
+            self_ipi_p50_ns: 5_000.0 * scale,
+            ipi_busy_p50_ns: 20_000.0 * scale,
+            ipi_halted_p50_ns: 45_000.0 * scale,
+            ipi_busy_target_ns: 30_000.0 * scale,
+            ipi_busy_send_ns: 10_000.0 * scale,
+            placement_note: None,
+            spread: Default::default(),
+            event_wall_ns: [
+                (FloorRun::Exits, 40_000.0 * scale),
+                (FloorRun::IpiBusy, 50_000.0 * scale),
+                (FloorRun::IpiHalted, 100_000.0 * scale),
+            ]
+            .into(),
+        }
+    }
+
+    /// The plan's estimated wall time, all repeats, at `floors`' pace.
+    fn planned_s(plan: &[BenchConfig], depth: Depth, floors: &Floors) -> f64 {
+        let repeats = dirq_stats::f64_of(depth.repeats() as u64);
+        plan.iter()
+            .filter_map(|config| {
+                let mut params = config.params.clone();
+                let events = *events_mut(&mut params)?;
+                Some(dirq_stats::f64_of(events) * event_wall_ns(config, floors)? * repeats / 1e9)
+            })
+            .sum()
+    }
+
+    #[test]
+    fn counts_follow_the_probes_pace_within_the_budget() {
+        let fast = floors(1.0);
+        let slow = floors(10.0);
+        for depth in [Depth::Quick, Depth::Full] {
+            let unsized_plan = real_plan(depth, None);
+            let fast_plan = real_plan(depth, Some(&fast));
+            let slow_plan = real_plan(depth, Some(&slow));
+            let counts = |plan: &[BenchConfig]| -> Vec<u64> {
+                plan.iter()
+                    .filter_map(|config| events_mut(&mut config.params.clone()).copied())
+                    .collect()
+            };
+            // A slow host runs fewer events of every counted run, never
+            // fewer than a p90 needs, and never more than a fast one.
+            for ((&most, &fast), &slow) in counts(&unsized_plan)
+                .iter()
+                .zip(&counts(&fast_plan))
+                .zip(&counts(&slow_plan))
+            {
+                assert!(slow <= fast && fast <= most, "{most} {fast} {slow}");
+                assert!(slow >= MIN_EVENTS.min(most), "{slow}");
+            }
+            assert!(counts(&slow_plan).iter().sum::<u64>() < counts(&fast_plan).iter().sum());
+            // Both fit the depth's budget: every run within its share.
+            let budget_s = dirq_stats::f64_of(count_and_budget_ms(depth).1) / 1e3
+                * dirq_stats::f64_of(counts(&slow_plan).len() as u64)
+                * dirq_stats::f64_of(depth.repeats() as u64);
+            for (plan, floors) in [(&fast_plan, &fast), (&slow_plan, &slow)] {
+                let planned = planned_s(plan, depth, floors);
+                assert!(
+                    planned <= budget_s * 1.01,
+                    "{depth:?}: {planned} s > {budget_s} s"
+                );
+            }
+            // Unsized, some run would outlast its share on the slow host.
+            let run_budget_s = dirq_stats::f64_of(count_and_budget_ms(depth).1) / 1e3;
+            assert!(unsized_plan.iter().any(|config| planned_s(
+                std::slice::from_ref(config),
+                Depth::Quick,
+                &slow
+            ) > run_budget_s));
+        }
+        // A full report's counted runs on a 10x host: under two minutes.
+        assert!(planned_s(&real_plan(Depth::Full, Some(&slow)), Depth::Full, &slow) < 120.0);
+    }
+
+    #[test]
+    fn a_run_at_a_fixed_rate_is_paced_by_its_rate_on_a_fast_host() {
+        let config = with_path(
+            BenchParams::IrqLatency(IrqLatencyParams::default()),
+            PATHS[4],
+            GuestIdle::Halt,
+        );
+        // 5,000 interrupts/s: 200 us each, slower than the work (104.4 us).
+        assert_eq!(event_wall_ns(&config, &floors(1.0)), Some(200_000.0));
+        assert_eq!(event_wall_ns(&config, &floors(10.0)), Some(1_044_000.0));
+        let mut no_pace = floors(1.0);
+        no_pace.event_wall_ns.clear();
+        assert_eq!(event_wall_ns(&config, &no_pace), None);
     }
 
     #[test]

@@ -144,6 +144,12 @@ pub fn ipis_to_vcpu(cpu: usize) -> String {
 /// ipi: how long the sender's ICR write (or hypercall) took, median.
 pub const SEND_NS: &str = "send_p50_ns";
 
+/// exit-cost: the median of one exit to the VMM (port I/O).
+pub const USERSPACE_EXIT_P50_NS: &str = "userspace_exit_p50_ns";
+
+/// exit-cost: the median of one exit handled inside KVM (RDMSR).
+pub const KERNEL_EXIT_P50_NS: &str = "kernel_exit_p50_ns";
+
 /// Benches whose figures the guest measures itself with its TSC.
 fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport {
     let shared = &output.shared;
@@ -165,6 +171,15 @@ fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport 
             results.insert(
                 "kernel_exit_ns".into(),
                 per_exit(shared.result[abi::RESULT_EXIT_COST_KERNEL_CYCLES]),
+            );
+            let median = |slot| f64_of(cycles_to_ns(shared.result[slot], tsc_khz));
+            results.insert(
+                USERSPACE_EXIT_P50_NS.into(),
+                median(abi::RESULT_EXIT_COST_USERSPACE_P50_CYCLES),
+            );
+            results.insert(
+                KERNEL_EXIT_P50_NS.into(),
+                median(abi::RESULT_EXIT_COST_KERNEL_P50_CYCLES),
             );
             0
         }
