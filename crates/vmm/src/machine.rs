@@ -478,6 +478,7 @@ fn boot_parameters(config: &BenchConfig, guest_exec: GuestExec, tsc_khz: u64) ->
             abi::EXEC_PLAIN
         },
         tsc_khz,
+        give_up_ms: u32::try_from(common.timeout_ms / 2).unwrap_or(u32::MAX),
         apic_timer_hz: APIC_TIMER_HZ,
         samples_gpa: memory::SAMPLES_GPA,
         samples_capacity: memory::SAMPLES_CAPACITY,

@@ -11,6 +11,7 @@ use kvm_bindings::*;
 use kvm_ioctls::Kvm;
 use serde::{Deserialize, Serialize};
 
+use crate::bench::lapic_check::{self, LapicInService};
 use crate::bench::{self, BenchError};
 use crate::config::params::{ExitCostParams, IpiParams, IrqLatencyParams};
 use crate::config::{
@@ -126,6 +127,10 @@ pub struct ProbeReport {
     pub guest_exec: GuestExec,
     #[serde(flatten)]
     pub floors: Floors,
+    /// Whether KVM's LAPIC holds a delivered interrupt in service until
+    /// its EOI (`bench::lapic_check`); `None` in reports from before it.
+    #[serde(default)]
+    pub lapic_in_service: Option<LapicInService>,
     /// Events timed for each figure.
     pub samples: u64,
 }
@@ -174,6 +179,12 @@ pub fn probe(guest_exec: Option<GuestExec>) -> Result<ProbeReport, ProbeError> {
         offered_exec: host.offered(),
         guest_exec,
         floors,
+        lapic_in_service: Some(lapic_check::check(Some(guest_exec)).map_err(|source| {
+            ProbeError::Floor {
+                what: "whether the LAPIC holds interrupts in service",
+                source,
+            }
+        })?),
         samples: FLOOR_SAMPLES,
     })
 }

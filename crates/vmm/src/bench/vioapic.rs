@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use dirq_stats::{f64_of, ratio};
 use vmm_sys_util::eventfd::EventFd;
 
+use super::lapic_check::{self, LapicInService};
 use super::{cycles_to_seconds, window_exits, BenchError};
 use crate::abi;
 use crate::config::params::VioapicParams;
@@ -20,7 +21,7 @@ use crate::devices::event_source::{BackToBack, LineSource, PendingEvents};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::vioapic::{Registers, VioapicDevice, POSTED_MASK};
 use crate::interrupt::InterruptError;
-use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError};
+use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError, MachineOutput};
 use crate::memory;
 use crate::report::RunReport;
 use dirq_arch::vioapic::REG_MASK;
@@ -36,12 +37,21 @@ pub(super) type Controller = OnceLock<Arc<VioapicDevice>>;
 /// Kernel level: the level-triggered irqfd and its resample eventfd.
 pub(super) type KernelLine = OnceLock<(EventFd, EventFd)>;
 
-/// Runs the vioapic bench at `params.vioapic`'s level.
-pub(super) fn run(
+/// What one boot of the vioapic bench gave.
+pub(super) struct Measured {
+    output: MachineOutput<()>,
+    /// Register reads and writes that exited to dirq's controller.
+    trapped: (u64, u64),
+    /// The guest's LAPIC check, found consistent.
+    pub(super) in_service: LapicInService,
+}
+
+/// Boots the vioapic bench at `params.vioapic`'s level.
+pub(super) fn measure(
     config: &BenchConfig,
     params: &VioapicParams,
     echo_console: bool,
-) -> Result<RunReport, BenchError> {
+) -> Result<Measured, BenchError> {
     let controller = Controller::new();
     let kernel_line = KernelLine::new();
     let attach = |attach: &mut Attach| attach_controller(attach, params, &controller, &kernel_line);
@@ -64,10 +74,40 @@ pub(super) fn run(
             device: Some(device),
         },
     )?;
+    let in_service = lapic_check::from_guest(&output.shared)?;
+    Ok(Measured {
+        output,
+        trapped: controller.get().map_or((0, 0), |device| device.exits()),
+        in_service,
+    })
+}
 
+/// Runs the vioapic bench at `params.vioapic`'s level.
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &VioapicParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
+    let Measured {
+        output,
+        trapped: (vmm_reads, vmm_writes),
+        in_service,
+    } = measure(config, params, echo_console)?;
+    let count = params.count;
     let result = |index: usize| output.shared.result[index];
     let serviced = output.shared.handled[0];
     let events = result(abi::RESULT_VIOAPIC_EVENTS);
+    let spurious = result(abi::RESULT_VIOAPIC_SPURIOUS);
+    let gave_up = GiveUp {
+        reason: result(abi::RESULT_VIOAPIC_GAVE_UP),
+        after_ms: output.shared.give_up_ms,
+    };
+    if let Some(why) = not_measurable(params, in_service, gave_up, events, spurious) {
+        return Err(BenchError::NotMeasurable {
+            bench: "vioapic",
+            why,
+        });
+    }
     if events != count {
         return Err(BenchError::Delivery {
             bench: "vioapic",
@@ -90,10 +130,7 @@ pub(super) fn run(
             "{masked_arrivals} interrupts arrived while the guest had the line masked"
         ));
     }
-    let (spurious, misordered) = (
-        result(abi::RESULT_VIOAPIC_SPURIOUS),
-        result(abi::RESULT_VIOAPIC_MISORDERED),
-    );
+    let misordered = result(abi::RESULT_VIOAPIC_MISORDERED);
     if misordered > 0 {
         return violation(format!(
             "{misordered} of {count} back-to-back events were consumed out of order"
@@ -105,7 +142,6 @@ pub(super) fn run(
     // no work, though its cycles count against the rest.
     let cycles = result(abi::RESULT_VIOAPIC_CYCLES);
     let seconds = cycles_to_seconds(cycles, output.tsc_khz);
-    let (vmm_reads, vmm_writes) = controller.get().map_or((0, 0), |device| device.exits());
     let mut results = BTreeMap::new();
     for (name, value) in [
         ("events", f64_of(events)),
@@ -143,6 +179,48 @@ pub(super) fn run(
         duration_s,
         results,
         output.facts,
+    ))
+}
+
+/// Why the guest stopped before its last event, as it said.
+#[derive(Clone, Copy)]
+struct GiveUp {
+    reason: u64,
+    after_ms: u32,
+}
+
+/// Why a run measured nothing the level-triggered sequence costs, with
+/// what it did measure; `None` for a run that did. The kernel level needs
+/// a LAPIC that holds the interrupt in service (its remote IRR is the
+/// status the guest reads), whatever the guest managed.
+fn not_measurable(
+    params: &VioapicParams,
+    in_service: LapicInService,
+    gave_up: GiveUp,
+    events: u64,
+    spurious: u64,
+) -> Option<String> {
+    let why = if params.vioapic == VioapicMode::Kernel && in_service == LapicInService::NotHeld {
+        "KVM's LAPIC holds no interrupt in service (after a self-IPI left without EOI, ISR \
+         and PPR read 0 and a second one was taken at once), so the IOAPIC's \
+         level-triggered line re-fires before the guest can read its remote IRR"
+            .to_string()
+    } else {
+        match gave_up.reason {
+            abi::VIOAPIC_GAVE_UP_SPURIOUS => format!(
+                "{} interrupts in a row found nothing to service: the level-triggered line storms",
+                abi::VIOAPIC_SPURIOUS_STREAK
+            ),
+            abi::VIOAPIC_GAVE_UP_DEADLINE => format!(
+                "the guest gave up after {} ms, half the watchdog (--timeout gives more)",
+                gave_up.after_ms
+            ),
+            _ => return None,
+        }
+    };
+    Some(format!(
+        "{why}; measured: {events} of {} events consumed, {spurious} interrupts with nothing to service",
+        params.count
     ))
 }
 

@@ -522,6 +522,11 @@ pub struct VioapicParams {
     /// Race test: the device raises at random times while the guest also
     /// masks and unmasks outside its handler.
     pub vioapic_race: bool,
+    /// Tests only: the guest's level handler EOIs at entry, which is what
+    /// a LAPIC that holds nothing in service does by itself (docs/native.md):
+    /// it reproduces such a host here. No flag sets it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eoi_at_entry: bool,
 }
 
 impl Default for VioapicParams {
@@ -530,6 +535,7 @@ impl Default for VioapicParams {
             count: 20_000,
             vioapic: VioapicMode::Userspace,
             vioapic_race: false,
+            eoi_at_entry: false,
         }
     }
 }
@@ -571,7 +577,17 @@ impl ParamSet for VioapicParams {
 
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
-        page.args = [self.vioapic.abi_id(), u64::from(self.vioapic_race), 0, 0];
+        let flags = if self.eoi_at_entry {
+            abi::VIOAPIC_FLAG_EOI_AT_ENTRY
+        } else {
+            0
+        };
+        page.args = [
+            self.vioapic.abi_id(),
+            u64::from(self.vioapic_race),
+            0,
+            flags,
+        ];
     }
 }
 
