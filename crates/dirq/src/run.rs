@@ -107,7 +107,9 @@ pub struct Args {
     #[arg(long, value_parser = GuestExec::from_str)]
     guest_exec: Option<GuestExec>,
     /// Watchdog: fail the run if the guest has not finished after this many seconds,
-    /// 0.001-3600; default 30 (hostile: 4).
+    /// 0.001-3600. Default: scaled to the run's work (--count, --rate, --period-ns,
+    /// --duration-ms, --vcpus) at a slow host's cost per event (10 ms per interrupt another
+    /// thread sends, 0.7 ms per exit), plus 10 s, at least 30 (hostile: 4).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
     /// Print one JSON object instead of the tables: the run, with the schema version, command
@@ -162,7 +164,7 @@ impl Args {
         common.guest_exec = self.guest_exec;
         common.vcpus = self.vcpus.unwrap_or(common.vcpus);
         if let Some(seconds) = self.timeout {
-            common.timeout_ms = config::timeout_ms_from_seconds(seconds)?;
+            common.timeout_ms = Some(config::timeout_ms_from_seconds(seconds)?);
         }
         config.validate()?;
         Ok(config)

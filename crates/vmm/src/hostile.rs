@@ -147,7 +147,7 @@ impl HostileCase {
         // A case that must survive never waits for the watchdog; on a busy
         // host its work (a serial flood: an exit per byte) may take seconds.
         if self.expect() == Expect::Survives {
-            common.timeout_ms = SURVIVOR_TIMEOUT_MS;
+            common.timeout_ms = Some(SURVIVOR_TIMEOUT_MS);
         }
         let mut params = HostileParams {
             hostile: self,
