@@ -188,7 +188,7 @@ pub fn run<T: Send>(
         GuestAddress(abi::SHARED_GPA),
     )?;
 
-    let placement = Placement::plan(vcpus.len())?;
+    let placement = Placement::plan(vcpus.len(), common.pin)?;
     let stats = vcpus
         .iter()
         .map(|vcpu| StatsFd::open(&vcpu.fd))

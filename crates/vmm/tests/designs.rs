@@ -7,8 +7,6 @@ mod common;
 use common::{run, userspace_exits};
 use dirq_stats::{f64_of, ratio, round_u64};
 use dirq_vmm::bench::io_batch::WRITES_PER_COMMAND;
-use dirq_vmm::bench::lapic_check::{self, LapicInService};
-use dirq_vmm::bench::BenchError;
 use dirq_vmm::config::params::{IoBatchParams, IpiParams, TickParams, VioapicParams};
 use dirq_vmm::config::{BenchConfig, BenchParams, IpiKind, VioapicMode};
 use dirq_vmm::testing::require_kvm;
@@ -139,36 +137,16 @@ fn vioapic_kernel_level_needs_no_userspace_exit() {
     if !require_kvm("vioapic_kernel_level_needs_no_userspace_exit") {
         return;
     }
-    let in_service = {
-        let _serial = common::one_vm_at_a_time();
-        lapic_check::check(None).expect("the LAPIC check gives a consistent answer")
-    };
-    if in_service == LapicInService::NotHeld {
-        // This host's LAPIC storms the level-triggered line: the level
-        // says so instead of measuring the storm.
-        let config = BenchConfig::from(BenchParams::Vioapic(VioapicParams {
-            vioapic: VioapicMode::Kernel,
-            count: EVENTS,
-            ..VioapicParams::default()
-        }));
-        match run(&config) {
-            Err(BenchError::NotMeasurable { why, .. }) => {
-                assert!(why.contains("holds no interrupt in service"), "{why}")
-            }
-            other => panic!(
-                "expected not measurable, got {:?}",
-                other.map(|r| r.results)
-            ),
-        }
+    let Some(report) = common::vioapic_kernel_level(EVENTS, |_| {}) else {
         return;
-    }
-    let report = vioapic(VioapicMode::Kernel);
+    };
     assert_eq!(result(&report, "trapped_reads"), 0.0);
     assert_eq!(result(&report, "trapped_writes"), 0.0);
     assert_eq!(report.exits.userspace, 0, "{:?}", report.exits);
     // Spurious interrupts (duplicate deliveries) are serviced as nothing
     // to do; every event still took an interrupt of its own.
     assert!(report.interrupts >= EVENTS);
+    assert_eq!(result(&report, "events"), f64_of(EVENTS));
 }
 
 /// A LAPIC that holds nothing in service (a second kvm_pvm host's), as the
@@ -187,16 +165,8 @@ fn vioapic_kernel_level_on_a_lapic_that_holds_nothing_in_service_ends_and_says_w
         eoi_at_entry: true,
         ..VioapicParams::default()
     }));
-    match run(&config) {
-        Err(BenchError::NotMeasurable { why, .. }) => {
-            assert!(why.contains("holds no interrupt in service"), "{why}");
-            assert!(why.contains("of 2000 events consumed"), "{why}");
-        }
-        other => panic!(
-            "expected not measurable, got {:?}",
-            other.map(|r| r.results)
-        ),
-    }
+    let why = common::assert_not_measurable_for_the_lapic(run(&config));
+    assert!(why.contains("of 2000 events consumed"), "{why}");
 }
 
 #[test]

@@ -281,6 +281,27 @@ named_enum!(
     }
 );
 
+named_enum!(
+    /// Where the vCPU threads run (`placement::Placement`).
+    Pin, "pinning", {
+        /// Each vCPU on a host CPU of its own, when there are enough.
+        Spread = "spread",
+        /// Every vCPU thread on the first host CPU this process may use:
+        /// a slow host's cross-vCPU interrupts (the scheduler's tick) on any host.
+        OneCore = "one-core",
+    }
+);
+
+impl Pin {
+    fn spread() -> Self {
+        Pin::Spread
+    }
+
+    fn is_spread(&self) -> bool {
+        *self == Pin::Spread
+    }
+}
+
 /// What happens when the guest executes HLT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -363,6 +384,9 @@ pub struct CommonSettings {
     /// (`exec::HostExec::default_exec`).
     #[serde(default)]
     pub guest_exec: Option<GuestExec>,
+    /// Where the vCPU threads run.
+    #[serde(default = "Pin::spread", skip_serializing_if = "Pin::is_spread")]
+    pub pin: Pin,
 }
 
 /// The hostile bench's default watchdog: longer than the device's wait
@@ -459,6 +483,7 @@ impl CommonSettings {
             // A hostile case that refuses by the watchdog should not take long.
             timeout_ms: (bench == Bench::Hostile).then_some(HOSTILE_TIMEOUT_MS),
             guest_exec: None,
+            pin: Pin::Spread,
         }
     }
 
@@ -691,11 +716,11 @@ mod tests {
             EventCost::CrossThread.bound().saturating_mul(100_000)
         );
         assert_eq!(large.timeout, large.expected + WATCHDOG_SLACK);
-        // A rate paces irq-latency: 20,000 events at 100/s need 200 s,
+        // A rate paces irq-latency: 2,000 events at 10/s need 200 s,
         // more than their events' bound.
         let paced = BenchConfig::from(BenchParams::IrqLatency(params::IrqLatencyParams {
-            count: 20_000,
-            rate_hz: 100,
+            count: 2_000,
+            rate_hz: 10,
             ..params::IrqLatencyParams::default()
         }))
         .watchdog();
