@@ -62,7 +62,7 @@ impl HostileCase {
         match self {
             TripleFaultVcpu0 => &["vCPU 0: the guest triple-faulted"],
             TripleFaultVcpu1 => &["vCPU 1: the guest triple-faulted"],
-            InterruptsOffForever => &["the guest hung"],
+            InterruptsOffForever => &["did not finish within"],
             UnownedPort => &["I/O port 0x1234"],
             UnownedMmio => &["0xd0000000"],
             // KVM, not the VMM, owns unknown MSRs: the guest gets a #GP.

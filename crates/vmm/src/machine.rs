@@ -52,7 +52,7 @@ pub enum MachineError {
     #[error("KVM_GET_TSC_KHZ failed")]
     TscKhz(#[source] kvm_ioctls::Error),
     #[error(
-        "the guest did not finish within {:.1} s (watchdog{}): {progress}; vCPUs stopped at {rips}",
+        "the guest did not finish within {:.1} s (watchdog{}): it hung, or runs far slower than expected; {progress}; vCPUs stopped at {rips}",
         .watchdog.timeout.as_secs_f64(),
         watchdog_origin(.watchdog)
     )]
@@ -392,10 +392,10 @@ pub fn run<T: Send>(
 /// Where a watchdog's length came from, for its message.
 fn watchdog_origin(watchdog: &Watchdog) -> String {
     if watchdog.explicit && watchdog.expected.is_zero() {
-        ", set by --timeout".into()
+        ", set for this run".into()
     } else if watchdog.explicit {
         format!(
-            ", set by --timeout; the work was expected to take at most {:.1} s",
+            ", set for this run; the work was expected to take at most {:.1} s",
             watchdog.expected.as_secs_f64()
         )
     } else {

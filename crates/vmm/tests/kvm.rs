@@ -414,7 +414,7 @@ fn hung_guest_is_stopped_by_the_watchdog() {
     // The message says who set the watchdog and what the guest had done:
     // this one never opened its window.
     let message = err.to_string();
-    assert!(message.contains("set by --timeout"), "{message}");
+    assert!(message.contains("set for this run"), "{message}");
     assert!(
         message.contains("never opened its measured window"),
         "{message}"

@@ -14,7 +14,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use super::lapic_check::{self, LapicInService};
 use super::{cycles_to_seconds, window_exits, BenchError};
-use crate::abi;
+use crate::abi::{self, SharedPage};
 use crate::config::params::VioapicParams;
 use crate::config::{BenchConfig, VioapicMode};
 use crate::devices::event_source::{BackToBack, LineSource, PendingEvents};
@@ -98,11 +98,8 @@ pub(super) fn run(
     let serviced = output.shared.handled[0];
     let events = result(abi::RESULT_VIOAPIC_EVENTS);
     let spurious = result(abi::RESULT_VIOAPIC_SPURIOUS);
-    let gave_up = GiveUp {
-        reason: result(abi::RESULT_VIOAPIC_GAVE_UP),
-        after_ms: output.shared.give_up_ms,
-    };
-    if let Some(why) = not_measurable(params, in_service, gave_up, events, spurious) {
+    let ending = Ending::from_guest(&output.shared)?;
+    if let Some(why) = not_measurable(params, in_service, ending, events, spurious) {
         return Err(BenchError::NotMeasurable {
             bench: "vioapic",
             why,
@@ -182,11 +179,32 @@ pub(super) fn run(
     ))
 }
 
-/// Why the guest stopped before its last event, as it said.
-#[derive(Clone, Copy)]
-struct GiveUp {
-    reason: u64,
-    after_ms: u32,
+/// How the guest's loop ended, as it said (`enum dirq_vioapic_gave_up`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    Finished,
+    /// `abi::VIOAPIC_SPURIOUS_STREAK` interrupts in a row found nothing.
+    SpuriousStreak,
+    /// Time was up (half the watchdog).
+    Deadline {
+        after_ms: u32,
+    },
+}
+
+impl Ending {
+    fn from_guest(shared: &SharedPage) -> Result<Self, BenchError> {
+        match shared.result[abi::RESULT_VIOAPIC_GAVE_UP] {
+            abi::VIOAPIC_FINISHED => Ok(Ending::Finished),
+            abi::VIOAPIC_GAVE_UP_SPURIOUS => Ok(Ending::SpuriousStreak),
+            abi::VIOAPIC_GAVE_UP_DEADLINE => Ok(Ending::Deadline {
+                after_ms: shared.give_up_ms,
+            }),
+            code => Err(BenchError::Invariant {
+                bench: "vioapic",
+                what: format!("the guest ended its loop with unknown code {code}"),
+            }),
+        }
+    }
 }
 
 /// Why a run measured nothing the level-triggered sequence costs, with
@@ -196,7 +214,7 @@ struct GiveUp {
 fn not_measurable(
     params: &VioapicParams,
     in_service: LapicInService,
-    gave_up: GiveUp,
+    ending: Ending,
     events: u64,
     spurious: u64,
 ) -> Option<String> {
@@ -206,16 +224,15 @@ fn not_measurable(
          level-triggered line re-fires before the guest can read its remote IRR"
             .to_string()
     } else {
-        match gave_up.reason {
-            abi::VIOAPIC_GAVE_UP_SPURIOUS => format!(
+        match ending {
+            Ending::SpuriousStreak => format!(
                 "{} interrupts in a row found nothing to service: the level-triggered line storms",
                 abi::VIOAPIC_SPURIOUS_STREAK
             ),
-            abi::VIOAPIC_GAVE_UP_DEADLINE => format!(
-                "the guest gave up after {} ms, half the watchdog (--timeout gives more)",
-                gave_up.after_ms
+            Ending::Deadline { after_ms } => format!(
+                "the guest gave up after {after_ms} ms, half the watchdog (--timeout gives more)"
             ),
-            _ => return None,
+            Ending::Finished => return None,
         }
     };
     Some(format!(
@@ -358,5 +375,53 @@ fn resample_loop(
             }
             std::hint::spin_loop();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(vioapic: VioapicMode) -> VioapicParams {
+        VioapicParams {
+            vioapic,
+            count: 10,
+            ..VioapicParams::default()
+        }
+    }
+
+    #[test]
+    fn only_the_kernel_level_needs_a_lapic_that_holds_in_service() {
+        let why = not_measurable(
+            &at(VioapicMode::Kernel),
+            LapicInService::NotHeld,
+            Ending::Finished,
+            10,
+            900,
+        )
+        .expect("a storm's figures are not the sequence's");
+        assert!(why.contains("holds no interrupt in service"), "{why}");
+        assert!(
+            why.contains("10 of 10 events consumed, 900 interrupts"),
+            "{why}"
+        );
+        for mode in [VioapicMode::Userspace, VioapicMode::RoPage, VioapicMode::Pv] {
+            assert_eq!(
+                not_measurable(&at(mode), LapicInService::NotHeld, Ending::Finished, 10, 0),
+                None,
+                "{mode}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_loop_that_gave_up_says_why() {
+        let held = LapicInService::Held;
+        let params = at(VioapicMode::Userspace);
+        let storm = not_measurable(&params, held, Ending::SpuriousStreak, 3, 300).expect("storm");
+        assert!(storm.contains("256 interrupts in a row"), "{storm}");
+        let late = not_measurable(&params, held, Ending::Deadline { after_ms: 15_000 }, 3, 0)
+            .expect("late");
+        assert!(late.contains("after 15000 ms"), "{late}");
     }
 }
