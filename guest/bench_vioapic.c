@@ -23,7 +23,12 @@
  * between interrupts: no interrupt may arrive while the line is masked
  * unless it was already waiting in the LAPIC when the mask landed. In the
  * second half it only halts between interrupts, so an interrupt lost in a
- * race between a raise and the handler's mask/unmask hangs the run.
+ * race between a raise and the handler's mask/unmask stalls the run.
+ *
+ * No loop runs unbounded: the guest gives up after give_up_ms, or after
+ * DIRQ_VIOAPIC_SPURIOUS_STREAK interrupts in a row with nothing to service
+ * (a level line that storms, as on a LAPIC that holds nothing in service,
+ * which lapic_check.c detects first), and says which in its results.
  */
 #include "apic.h"
 #include "bench.h"
@@ -31,6 +36,7 @@
 #include "ioapic.h"
 #include "irq_entries.h"
 #include "kernel.h"
+#include "lapic_check.h"
 #include "x86.h"
 
 #define LINE_BIT (1u << DIRQ_VIOAPIC_LINE)
@@ -168,6 +174,19 @@ static void setup(u64 mode)
 static u64 serviced;   /* interrupts whose sequence ran */
 static u64 spurious;   /* interrupts with nothing to service */
 static u64 misordered; /* back to back: an event skipped */
+static u64 spurious_at_last_event; /* `spurious` when the last event was consumed */
+static u64 give_up_tsc;
+static u64 gave_up;    /* enum dirq_vioapic_gave_up */
+
+/* Whether to stop trying: the line storms, or time is up. */
+ALWAYS_INLINE int giving_up(void)
+{
+    if (spurious - spurious_at_last_event >= DIRQ_VIOAPIC_SPURIOUS_STREAK)
+        gave_up = DIRQ_VIOAPIC_GAVE_UP_SPURIOUS;
+    else if (rdtsc() >= give_up_tsc)
+        gave_up = DIRQ_VIOAPIC_GAVE_UP_DEADLINE;
+    return gave_up != DIRQ_VIOAPIC_FINISHED;
+}
 
 /* The level-triggered sequence for one delivered interrupt; back to back,
  * each interrupt must bring exactly the next event. */
@@ -185,6 +204,7 @@ ALWAYS_INLINE void service(u64 mode, int back_to_back)
     if (controller_level(mode) && seq != acked) {
         misordered += back_to_back && seq != acked + 1;
         shared->ack_seq = seq;
+        spurious_at_last_event = spurious;
     } else {
         spurious++;
     }
@@ -206,7 +226,7 @@ ALWAYS_INLINE void wait_for_interrupt(void)
 
 ALWAYS_INLINE void back_to_back(u64 mode)
 {
-    while (shared->ack_seq < shared->count) {
+    while (shared->ack_seq < shared->count && !giving_up()) {
         wait_for_interrupt();
         service(mode, 1);
     }
@@ -250,7 +270,7 @@ static void race_toggle(u64 mode)
 
 static void race(u64 mode)
 {
-    while (shared->ack_seq < shared->count) {
+    while (shared->ack_seq < shared->count && !giving_up()) {
         if (level_irq_count != serviced)
             service(mode, 0);
         else if (shared->ack_seq < shared->count / 2)
@@ -263,12 +283,18 @@ static void race(u64 mode)
 static void run(void)
 {
     u64 mode = shared->args[0];
+    level_irq_eoi_at_entry = (shared->args[3] & DIRQ_VIOAPIC_FLAG_EOI_AT_ENTRY) != 0;
     set_irq_entry(DIRQ_VECTOR_DEVICE, level_irq);
+    /* Before the line is routed: the device's vector is the check's. */
+    struct lapic_in_service check;
+    lapic_check_in_service(DIRQ_VECTOR_DEVICE, &level_irq_count, &check);
+    level_irq_count = 0;
     setup(mode);
 
     irq_enable();
     control(DIRQ_CONTROL_BENCH_START);
     u64 start = rdtsc();
+    give_up_tsc = start + shared->give_up_ms * shared->tsc_khz;
     if (shared->args[1])
         race(mode);
     else if (mode == DIRQ_VIOAPIC_KERNEL)
@@ -291,6 +317,11 @@ static void run(void)
     shared->result[DIRQ_RESULT_VIOAPIC_MASKED_ARRIVALS] = masked_arrivals;
     shared->result[DIRQ_RESULT_VIOAPIC_MASK_TOGGLES] = toggles;
     shared->result[DIRQ_RESULT_VIOAPIC_CYCLES] = cycles;
+    shared->result[DIRQ_RESULT_VIOAPIC_GAVE_UP] = gave_up;
+    shared->result[DIRQ_RESULT_LAPIC_ISR_SET] = check.isr_set;
+    shared->result[DIRQ_RESULT_LAPIC_PPR] = check.ppr;
+    shared->result[DIRQ_RESULT_LAPIC_TAKEN_BEFORE_EOI] = check.taken_before_eoi;
+    shared->result[DIRQ_RESULT_LAPIC_TAKEN] = check.taken;
 }
 
 const struct bench bench_vioapic = {DIRQ_BENCH_VIOAPIC, "vioapic", run, 0};

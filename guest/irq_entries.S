@@ -177,12 +177,22 @@ ipi_pong\target\()_irq_\eoi:
  * vioapic, on CPU 0: only note the interrupt. The main loop services it
  * (controller registers, device, EOI), like a threaded handler whose line
  * stays in service until then; so no EOI here and one flavour for all.
+ * With level_irq_eoi_at_entry set (a test's knob, DIRQ_VIOAPIC_FLAG_EOI_AT_ENTRY)
+ * it ends the service at entry instead, as a LAPIC that holds nothing in
+ * service does on its own (docs/native.md).
  */
     .global level_irq
 level_irq:
     HALT_WINDOW_FIXUP 0
     incq level_irq_count(%rip)
+    cmpb $0, level_irq_eoi_at_entry(%rip)
+    jne 1f
     iretq
+1:  push %rax
+    push %rcx
+    push %rdx
+    EOI_x2apic
+    RESTORE_IRET
 
 FOR_EACH_FLAVOUR device_irq, DEVICE
 FOR_EACH_FLAVOUR timer_irq, TIMER

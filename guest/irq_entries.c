@@ -27,6 +27,7 @@ volatile u64 ipi_pongs[DIRQ_MAX_CPUS];
 volatile u64 ipi_ping_tsc[DIRQ_MAX_CPUS];
 
 volatile u64 level_irq_count;
+volatile u8 level_irq_eoi_at_entry;
 volatile u64 timer_fired_tsc;
 volatile u64 pong_tsc;
 

@@ -84,6 +84,13 @@
 #define DIRQ_RESULT_VIOAPIC_MASKED_ARRIVALS 5 /* race test: arrived while masked, none in flight */
 #define DIRQ_RESULT_VIOAPIC_MASK_TOGGLES 6 /* race test: mask/unmask pairs done outside the handler */
 #define DIRQ_RESULT_VIOAPIC_CYCLES 7     /* TSC cycles over the measured interrupts */
+#define DIRQ_RESULT_VIOAPIC_GAVE_UP 8    /* enum dirq_vioapic_gave_up */
+/* vioapic, before its window: does KVM's LAPIC hold a delivered interrupt in
+ * service (guest/lapic_check.c)? Two self-IPIs, the first left without EOI. */
+#define DIRQ_RESULT_LAPIC_ISR_SET 9        /* 1: the first's ISR bit was set */
+#define DIRQ_RESULT_LAPIC_PPR 10           /* PPR while the first was unacknowledged */
+#define DIRQ_RESULT_LAPIC_TAKEN_BEFORE_EOI 11 /* of the two, taken before the EOI */
+#define DIRQ_RESULT_LAPIC_TAKEN 12         /* of the two, taken in all */
 #define DIRQ_RESULT_IO_BATCH_CYCLES 0
 #define DIRQ_RESULT_TICK_TICKS 0          /* timer interrupts in the loaded loop */
 #define DIRQ_RESULT_TICK_ITERATIONS 1
@@ -132,6 +139,19 @@ enum dirq_vioapic_mode {
     DIRQ_VIOAPIC_RO_PAGE = 3,   /* reads from a read-only mirror, writes exit */
     DIRQ_VIOAPIC_PV = 4,        /* MASK in shared memory, only UNMASK exits */
 };
+
+/* The vioapic guest gives up after give_up_ms of its measured loop, or
+ * after this many interrupts in a row that found nothing to service (a
+ * storm), and says which. */
+#define DIRQ_VIOAPIC_SPURIOUS_STREAK 256
+enum dirq_vioapic_gave_up {
+    DIRQ_VIOAPIC_FINISHED = 0,
+    DIRQ_VIOAPIC_GAVE_UP_SPURIOUS = 1,
+    DIRQ_VIOAPIC_GAVE_UP_DEADLINE = 2,
+};
+
+/* args[3] of the vioapic bench: flags. */
+#define DIRQ_VIOAPIC_FLAG_EOI_AT_ENTRY 1u /* test knob: the level handler EOIs at entry */
 
 /* args[0] of the ipi bench. */
 enum dirq_ipi_kind {
@@ -243,7 +263,7 @@ struct dirq_shared {
     u64 samples_capacity;
     u64 args[4];       /* bench-specific parameters (BenchConfig::guest_args) */
     u32 guest_exec;    /* enum dirq_guest_exec */
-    u32 reserved0;
+    u32 give_up_ms;    /* a bounded guest loop stops trying after this (half the watchdog) */
     u8 pad0[0x100 - 0x88];
 
     /* 0x100: written by the VMM's device thread while the bench runs. */

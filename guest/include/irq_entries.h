@@ -29,9 +29,11 @@ extern const struct irq_entries *const ipi_pong_irq[DIRQ_MAX_CPUS];
 extern volatile u64 ipi_pongs[DIRQ_MAX_CPUS];
 extern volatile u64 ipi_ping_tsc[DIRQ_MAX_CPUS];
 
-/* CPU 0: counts level_irq_count and returns without EOI (bench_vioapic.c). */
+/* CPU 0: counts level_irq_count and returns without EOI (bench_vioapic.c),
+ * or, with level_irq_eoi_at_entry set, EOIs at entry (x2APIC). */
 void level_irq(void);
 extern volatile u64 level_irq_count;
+extern volatile u8 level_irq_eoi_at_entry;
 
 /* Written by timer_irq and ipi_pong_irq. */
 extern volatile u64 timer_fired_tsc;

@@ -10,7 +10,8 @@ use dirq_vmm::config::GuestExec;
 pub struct Args {
     /// Print one JSON object (the floors as userspace_exit_ns, kernel_exit_ns,
     /// self_ipi_p50_ns, ipi_busy_p50_ns, ipi_halted_p50_ns, each a median of
-    /// its runs, with their spread, the host's load and the noise verdict).
+    /// its runs, with their spread, the host's load, the noise verdict and
+    /// lapic_in_service: held or not-held).
     #[arg(long)]
     json: bool,
     /// Also run irq-latency on three paths emulated and natively, side by side
@@ -40,6 +41,9 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         crate::report::meta::print_json(&json, started, guest_exec)?;
     } else {
         print!("{report}");
+        if let Some(in_service) = report.lapic_in_service {
+            println!("in-kernel LAPIC, a delivered interrupt: {in_service}");
+        }
         if let Some(table) = emulation {
             print!("\nwhat kvm_pvm's emulation costs, per path:\n{table}");
         }

@@ -8,7 +8,8 @@ use dirq_stats::f64_of;
 use dirq_vmm::bench;
 use dirq_vmm::config::{
     self, ApicMode, Bench, BenchConfig, ConfigError, FaultKind, GuestExec, GuestIdle, HaltMode,
-    HostileCase, Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, Param, TimerMode, VioapicMode,
+    HostileCase, Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, Param, Pin, TimerMode,
+    VioapicMode,
 };
 use dirq_vmm::report::{text_table, LatencySummary, RunReport};
 
@@ -28,6 +29,7 @@ use crate::report::meta;
   dirq run io-batch --io-batch                           # 11 port writes per disk command, one exit\n  \
   dirq run tick --tick-scale 10                          # the guest's 1000 Hz PIT tick, 10x slower\n  \
   dirq run ipi --ipi broadcast --vcpus 4 --pv-send-ipi   # one hypercall pings three vCPUs (VT-x/SVM hosts only)\n  \
+  dirq run ipi --pin one-core --count 200               # both vCPUs on one host CPU: a slow host's IPIs\n  \
   dirq run fault --fault triple-fault                    # fault handling self-test (exits non-zero)\n  \
   dirq run hostile --list                                # the attacks on the VMM, each with refuses or survives\n  \
   dirq run hostile --case pv-lock-held-forever           # one attack: the VMM must refuse it, naming the cause\n\n\
@@ -106,8 +108,15 @@ pub struct Args {
     /// VT-x/SVM hosts run it on hardware and take no other value.
     #[arg(long, value_parser = GuestExec::from_str)]
     guest_exec: Option<GuestExec>,
+    /// Where the vCPU threads run: spread (each on a host CPU of its own, when there are
+    /// enough) or one-core (all on one host CPU: cross-vCPU interrupts then wait for the
+    /// scheduler, milliseconds each, as on a slow or busy host); default spread.
+    #[arg(long, value_parser = Pin::from_str)]
+    pin: Option<Pin>,
     /// Watchdog: fail the run if the guest has not finished after this many seconds,
-    /// 0.001-3600; default 30 (hostile: 4).
+    /// 0.001-3600. Default: scaled to the run's work (--count, --rate, --period-ns,
+    /// --duration-ms, --vcpus) at a slow host's cost per event (25 ms per interrupt another
+    /// thread sends, 0.7 ms per exit), plus 10 s, at least 30 (hostile: 4).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
     /// Print one JSON object instead of the tables: the run, with the schema version, command
@@ -161,8 +170,9 @@ impl Args {
         common.guest_idle = self.guest_idle.unwrap_or(common.guest_idle);
         common.guest_exec = self.guest_exec;
         common.vcpus = self.vcpus.unwrap_or(common.vcpus);
+        common.pin = self.pin.unwrap_or(common.pin);
         if let Some(seconds) = self.timeout {
-            common.timeout_ms = config::timeout_ms_from_seconds(seconds)?;
+            common.timeout_ms = Some(config::timeout_ms_from_seconds(seconds)?);
         }
         config.validate()?;
         Ok(config)

@@ -55,6 +55,7 @@ pub const VIOAPIC_USERSPACE: u64 = 1;
 pub const VIOAPIC_KERNEL: u64 = 2;
 pub const VIOAPIC_RO_PAGE: u64 = 3;
 pub const VIOAPIC_PV: u64 = 4;
+pub const VIOAPIC_FLAG_EOI_AT_ENTRY: u64 = 1;
 
 pub const IPI_UNICAST: u64 = 0;
 pub const IPI_BROADCAST: u64 = 1;
@@ -96,6 +97,15 @@ pub const RESULT_VIOAPIC_MISORDERED: usize = 4;
 pub const RESULT_VIOAPIC_MASKED_ARRIVALS: usize = 5;
 pub const RESULT_VIOAPIC_MASK_TOGGLES: usize = 6;
 pub const RESULT_VIOAPIC_CYCLES: usize = 7;
+pub const RESULT_VIOAPIC_GAVE_UP: usize = 8;
+pub const RESULT_LAPIC_ISR_SET: usize = 9;
+pub const RESULT_LAPIC_PPR: usize = 10;
+pub const RESULT_LAPIC_TAKEN_BEFORE_EOI: usize = 11;
+pub const RESULT_LAPIC_TAKEN: usize = 12;
+pub const VIOAPIC_FINISHED: u64 = 0;
+pub const VIOAPIC_GAVE_UP_SPURIOUS: u64 = 1;
+pub const VIOAPIC_GAVE_UP_DEADLINE: u64 = 2;
+pub const VIOAPIC_SPURIOUS_STREAK: u64 = 256;
 pub const RESULT_IO_BATCH_CYCLES: usize = 0;
 pub const RESULT_TICK_TICKS: usize = 0;
 pub const RESULT_TICK_ITERATIONS: usize = 1;
@@ -129,7 +139,8 @@ pub struct SharedPage {
     pub samples_capacity: u64,
     pub args: [u64; 4],
     pub guest_exec: u32,
-    pub reserved0: u32,
+    /// A bounded guest loop stops trying after this many ms (half the watchdog).
+    pub give_up_ms: u32,
     pub pad0: [u8; 0x100 - 0x88],
     pub raise_seq: u64,
     pub pad1: [u8; 0x40 - 8],

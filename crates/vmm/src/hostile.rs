@@ -62,7 +62,7 @@ impl HostileCase {
         match self {
             TripleFaultVcpu0 => &["vCPU 0: the guest triple-faulted"],
             TripleFaultVcpu1 => &["vCPU 1: the guest triple-faulted"],
-            InterruptsOffForever => &["the guest hung"],
+            InterruptsOffForever => &["did not finish within"],
             UnownedPort => &["I/O port 0x1234"],
             UnownedMmio => &["0xd0000000"],
             // KVM, not the VMM, owns unknown MSRs: the guest gets a #GP.
@@ -147,7 +147,7 @@ impl HostileCase {
         // A case that must survive never waits for the watchdog; on a busy
         // host its work (a serial flood: an exit per byte) may take seconds.
         if self.expect() == Expect::Survives {
-            common.timeout_ms = SURVIVOR_TIMEOUT_MS;
+            common.timeout_ms = Some(SURVIVOR_TIMEOUT_MS);
         }
         let mut params = HostileParams {
             hostile: self,

@@ -14,7 +14,9 @@ use vm_memory::{Bytes, GuestAddress};
 use crate::abi::{self, SharedPage};
 use crate::boot::{self, BootError, CpuidOptions};
 use crate::config::params::IpiParams;
-use crate::config::{ApicMode, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip};
+use crate::config::{
+    ApicMode, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip, Watchdog,
+};
 use crate::devices::control::{ControlPort, GuestEnd, NoopPort, RunControl, Window};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::serial::{Serial, SERIAL_PORTS};
@@ -49,8 +51,17 @@ pub enum MachineError {
     Cpuid(#[source] kvm_ioctls::Error),
     #[error("KVM_GET_TSC_KHZ failed")]
     TscKhz(#[source] kvm_ioctls::Error),
-    #[error("the guest hung: it did not finish within {timeout_ms} ms (watchdog); vCPUs stopped at {rips}")]
-    Timeout { timeout_ms: u64, rips: String },
+    #[error(
+        "the guest did not finish within {:.1} s (watchdog{}): it hung, or runs far slower than expected; {progress}; vCPUs stopped at {rips}",
+        .watchdog.timeout.as_secs_f64(),
+        watchdog_origin(.watchdog)
+    )]
+    Timeout {
+        watchdog: Watchdog,
+        /// What the guest had done by then, as its shared page said.
+        progress: String,
+        rips: String,
+    },
     #[error("the guest reported a failure: {0}")]
     Guest(String),
     #[error("the benchmark device failed")]
@@ -177,7 +188,7 @@ pub fn run<T: Send>(
         GuestAddress(abi::SHARED_GPA),
     )?;
 
-    let placement = Placement::plan(vcpus.len())?;
+    let placement = Placement::plan(vcpus.len(), common.pin)?;
     let stats = vcpus
         .iter()
         .map(|vcpu| StatsFd::open(&vcpu.fd))
@@ -222,7 +233,8 @@ pub fn run<T: Send>(
         common.inject,
     ))?;
 
-    let deadline = Instant::now() + Duration::from_millis(common.timeout_ms);
+    let watchdog = config.watchdog();
+    let deadline = Instant::now() + watchdog.timeout;
     // The vCPU and timer threads own what they use: one stuck where the VMM
     // cannot interrupt it (in KVM_RUN) is left running, not joined forever.
     let bus = Arc::new(bus);
@@ -344,13 +356,14 @@ pub fn run<T: Send>(
         Some(joined) => Some(joined.map_err(|_| MachineError::ThreadPanic("device"))??),
         None => None,
     };
+    let shared: SharedPage = memory.read_obj(GuestAddress(abi::SHARED_GPA))?;
     if timed_out {
         return Err(MachineError::Timeout {
-            timeout_ms: common.timeout_ms,
+            watchdog,
+            progress: progress(&shared, control.window().is_some()),
             rips: rips.join(", "),
         });
     }
-    let shared: SharedPage = memory.read_obj(GuestAddress(abi::SHARED_GPA))?;
     let console = serial.output();
     if control.guest_end() == Some(GuestEnd::Failed) {
         return Err(MachineError::Guest(describe_failure(&shared)));
@@ -374,6 +387,46 @@ pub fn run<T: Send>(
         tsc_khz,
         device,
     })
+}
+
+/// Where a watchdog's length came from, for its message.
+fn watchdog_origin(watchdog: &Watchdog) -> String {
+    if watchdog.explicit && watchdog.expected.is_zero() {
+        ", set for this run".into()
+    } else if watchdog.explicit {
+        format!(
+            ", set for this run; the work was expected to take at most {:.1} s",
+            watchdog.expected.as_secs_f64()
+        )
+    } else {
+        format!(
+            " scaled to the work, expected to take at most {:.1} s on a slow host; --timeout sets it",
+            watchdog.expected.as_secs_f64()
+        )
+    }
+}
+
+/// What a stopped guest had done: its window, interrupts and device
+/// events, as it last wrote them.
+fn progress(shared: &SharedPage, window_opened: bool) -> String {
+    if !window_opened {
+        return "the guest never opened its measured window".into();
+    }
+    let cpus = usize::try_from(shared.num_cpus)
+        .unwrap_or(abi::MAX_CPUS)
+        .min(abi::MAX_CPUS);
+    let handled: Vec<String> = shared.handled[..cpus].iter().map(u64::to_string).collect();
+    let mut text = format!(
+        "by then the guest had handled {} interrupts (per vCPU)",
+        handled.join("/")
+    );
+    if shared.ack_seq > 0 {
+        text += &format!(" and acknowledged {} device events", shared.ack_seq);
+    }
+    if shared.count > 0 {
+        text += &format!(", of the {} events the run asked for", shared.count);
+    }
+    text
 }
 
 /// How long the VMM's threads have to stop once asked to.
@@ -478,6 +531,7 @@ fn boot_parameters(config: &BenchConfig, guest_exec: GuestExec, tsc_khz: u64) ->
             abi::EXEC_PLAIN
         },
         tsc_khz,
+        give_up_ms: u32::try_from(config.watchdog().timeout.as_millis() / 2).unwrap_or(u32::MAX),
         apic_timer_hz: APIC_TIMER_HZ,
         samples_gpa: memory::SAMPLES_GPA,
         samples_capacity: memory::SAMPLES_CAPACITY,

@@ -2,9 +2,12 @@
 //! there are enough: an IPI between two vCPUs time-sliced on one CPU waits
 //! for the scheduler (milliseconds under kvm_pvm) instead of crossing CPUs
 //! (tens of microseconds), so a shared CPU changes what a run measures and
-//! every table that shows such a run says so.
+//! every table that shows such a run says so. `--pin one-core` puts them
+//! all on one CPU on purpose: how a slow or busy host runs them.
 
 use serde::{Deserialize, Serialize};
+
+use crate::config::Pin;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
@@ -35,16 +38,17 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// One host CPU per vCPU, in order, if the allowed CPUs suffice.
-    pub fn plan(vcpus: usize) -> Result<Self, PlacementError> {
-        Ok(Self::for_cpus(allowed_cpus()?, vcpus))
+    /// `pin`'s placement on the CPUs this process may use: spread, one
+    /// host CPU per vCPU in order if they suffice; one-core, all on the first.
+    pub fn plan(vcpus: usize, pin: Pin) -> Result<Self, PlacementError> {
+        Ok(Self::for_cpus(allowed_cpus()?, vcpus, pin))
     }
 
-    fn for_cpus(host_cpus: Vec<usize>, vcpus: usize) -> Self {
-        let vcpu_cpus = if vcpus <= host_cpus.len() {
-            host_cpus[..vcpus].to_vec()
-        } else {
-            Vec::new()
+    fn for_cpus(host_cpus: Vec<usize>, vcpus: usize, pin: Pin) -> Self {
+        let vcpu_cpus = match pin {
+            Pin::OneCore => vec![host_cpus[0]; vcpus],
+            Pin::Spread if vcpus <= host_cpus.len() => host_cpus[..vcpus].to_vec(),
+            Pin::Spread => Vec::new(),
         };
         Placement {
             host_cpus,
@@ -54,11 +58,21 @@ impl Placement {
 
     /// Whether some vCPUs time-share a host CPU.
     pub fn shares_cpus(&self) -> bool {
-        self.vcpu_cpus.is_empty()
+        self.vcpu_cpus.is_empty() || self.one_core()
+    }
+
+    /// Whether several vCPUs were pinned to one host CPU (`--pin one-core`).
+    fn one_core(&self) -> bool {
+        self.vcpu_cpus.len() > 1 && self.vcpu_cpus.iter().all(|&cpu| cpu == self.vcpu_cpus[0])
     }
 
     /// A sentence for tables, when vCPUs share CPUs.
     pub fn note(&self, vcpus: u32) -> Option<String> {
+        if self.one_core() {
+            return Some(format!(
+                "{vcpus} vCPUs pinned to one host CPU (--pin one-core): the scheduler time-slices them, so cross-vCPU interrupts wait for it"
+            ));
+        }
         self.shares_cpus().then(|| {
             format!(
                 "{vcpus} vCPUs share {} host CPUs: the scheduler time-slices them, so cross-vCPU interrupts wait for it",
@@ -134,7 +148,7 @@ mod tests {
 
     #[test]
     fn each_vcpu_gets_its_own_cpu_when_there_are_enough() {
-        let placement = Placement::for_cpus(vec![0, 2, 3], 2);
+        let placement = Placement::for_cpus(vec![0, 2, 3], 2, Pin::Spread);
         assert_eq!(placement.vcpu_cpus, vec![0, 2]);
         assert!(!placement.shares_cpus());
         assert_eq!(placement.note(2), None);
@@ -142,23 +156,46 @@ mod tests {
 
     #[test]
     fn the_device_thread_runs_beside_vcpu_0_never_on_its_cpu() {
-        assert_eq!(Placement::for_cpus(vec![0, 1], 2).device_cpu(), Some(1));
-        assert_eq!(Placement::for_cpus(vec![0, 1, 2], 1).device_cpu(), Some(2));
-        assert_eq!(Placement::for_cpus(vec![3], 1).device_cpu(), None);
-        assert_eq!(Placement::for_cpus(vec![0, 1], 4).device_cpu(), None);
+        assert_eq!(
+            Placement::for_cpus(vec![0, 1], 2, Pin::Spread).device_cpu(),
+            Some(1)
+        );
+        assert_eq!(
+            Placement::for_cpus(vec![0, 1, 2], 1, Pin::Spread).device_cpu(),
+            Some(2)
+        );
+        assert_eq!(
+            Placement::for_cpus(vec![3], 1, Pin::Spread).device_cpu(),
+            None
+        );
+        assert_eq!(
+            Placement::for_cpus(vec![0, 1], 4, Pin::Spread).device_cpu(),
+            None
+        );
     }
 
     #[test]
     fn more_vcpus_than_cpus_are_left_to_the_scheduler_and_said_so() {
-        let placement = Placement::for_cpus(vec![0, 1], 4);
+        let placement = Placement::for_cpus(vec![0, 1], 4, Pin::Spread);
         assert!(placement.shares_cpus());
         let note = placement.note(4).expect("a note");
         assert!(note.contains("4 vCPUs share 2 host CPUs"), "{note}");
     }
 
     #[test]
+    fn one_core_pins_every_vcpu_to_the_first_cpu_and_says_so() {
+        let placement = Placement::for_cpus(vec![2, 3], 2, Pin::OneCore);
+        assert_eq!(placement.vcpu_cpus, vec![2, 2]);
+        assert!(placement.shares_cpus());
+        let note = placement.note(2).expect("a note");
+        assert!(note.contains("pinned to one host CPU"), "{note}");
+        // The device thread keeps to another CPU, as a vhost thread would.
+        assert_eq!(placement.device_cpu(), Some(3));
+    }
+
+    #[test]
     fn this_process_may_run_somewhere() {
-        let placement = Placement::plan(1).expect("affinity readable");
+        let placement = Placement::plan(1, Pin::Spread).expect("affinity readable");
         assert!(!placement.host_cpus.is_empty());
         assert_eq!(placement.vcpu_cpus.len(), 1);
     }

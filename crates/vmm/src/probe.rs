@@ -11,6 +11,7 @@ use kvm_bindings::*;
 use kvm_ioctls::Kvm;
 use serde::{Deserialize, Serialize};
 
+use crate::bench::lapic_check::{self, LapicInService};
 use crate::bench::{self, BenchError};
 use crate::config::params::{ExitCostParams, IpiParams, IrqLatencyParams};
 use crate::config::{
@@ -249,6 +250,10 @@ pub struct ProbeReport {
     pub guest_exec: GuestExec,
     #[serde(flatten)]
     pub floors: Floors,
+    /// Whether KVM's LAPIC holds a delivered interrupt in service until
+    /// its EOI (`bench::lapic_check`); `None` in reports from before it.
+    #[serde(default)]
+    pub lapic_in_service: Option<LapicInService>,
     /// Events timed for the floor that got the fewest, over all runs.
     pub samples: u64,
     /// What the host did while the floors were measured.
@@ -312,6 +317,12 @@ pub fn probe(guest_exec: Option<GuestExec>) -> Result<ProbeReport, ProbeError> {
         offered_exec: host.offered(),
         guest_exec,
         floors,
+        lapic_in_service: Some(lapic_check::check(Some(guest_exec)).map_err(|source| {
+            ProbeError::Floor {
+                what: "whether the LAPIC holds interrupts in service",
+                source,
+            }
+        })?),
         samples,
         host_load: Some(host_load),
         host_noise,
@@ -609,7 +620,7 @@ fn measure_floors(guest_exec: GuestExec, monitor: &mut LoadMonitor) -> Result<Fl
             let common = CommonSettings {
                 guest_idle,
                 guest_exec: Some(guest_exec),
-                timeout_ms,
+                timeout_ms: Some(timeout_ms),
                 ..CommonSettings::new(params.bench())
             };
             let report = bench::run(&BenchConfig { params, common }).map_err(|source| {

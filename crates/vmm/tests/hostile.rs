@@ -30,7 +30,7 @@ fn every_hostile_case_ends_as_declared() {
         let started = Instant::now();
         let outcome = run(&config);
         let took = started.elapsed();
-        let limit = Duration::from_millis(config.common.timeout_ms) + GRACE;
+        let limit = config.watchdog().timeout + GRACE;
         if took > limit {
             wrong.push(format!("{case}: took {took:?}, more than {limit:?}"));
         }

@@ -31,6 +31,17 @@ fn vioapic_figure(table: &VioapicTable, command: &str) -> Figure {
         .rows
         .iter()
         .map(|row| {
+            if let Some(why) = &row.not_measurable {
+                let cell = format!("not measurable on this host: {why}");
+                return TableRow::new(vec![
+                    row.mode.to_string(),
+                    cell,
+                    "".into(),
+                    "".into(),
+                    "".into(),
+                    "".into(),
+                ]);
+            }
             TableRow::new(vec![
                 row.mode.to_string(),
                 format_value(row.interrupts_per_s),

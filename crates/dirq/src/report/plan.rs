@@ -321,7 +321,13 @@ pub fn run_all(
                 ),
             );
             let mut config = case.config.clone();
-            config.common.timeout_ms = config.common.timeout_ms.min(REPORT_RUN_TIMEOUT_MS);
+            config.common.timeout_ms = Some(
+                config
+                    .common
+                    .timeout_ms
+                    .unwrap_or(REPORT_RUN_TIMEOUT_MS)
+                    .min(REPORT_RUN_TIMEOUT_MS),
+            );
             match run_case(&config) {
                 Ok((repeat, report)) => {
                     case.repeats.push(repeat);

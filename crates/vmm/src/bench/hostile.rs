@@ -24,7 +24,7 @@ pub(super) fn run(
     let vioapic = VioapicParams {
         count,
         vioapic: VioapicMode::Pv,
-        vioapic_race: false,
+        ..VioapicParams::default()
     };
     let controller = Controller::new();
     let kernel_line = KernelLine::new();

@@ -6,6 +6,7 @@
 mod hostile;
 pub mod io_batch;
 pub mod irq_latency;
+pub mod lapic_check;
 mod tick;
 mod vioapic;
 mod whileloop;
@@ -39,6 +40,12 @@ pub enum BenchError {
     FaultNotRaised(FaultKind),
     #[error("{bench}: {what}")]
     Invariant { bench: &'static str, what: String },
+    #[error(transparent)]
+    LapicCheck(#[from] lapic_check::LapicCheckError),
+    /// The host cannot run what the bench measures; `why` says what it
+    /// measured instead.
+    #[error("{bench}: not measurable on this host: {why}")]
+    NotMeasurable { bench: &'static str, why: String },
 }
 
 /// Runs one benchmark; the guest's console is kept in the report.

@@ -12,15 +12,16 @@ use std::time::{Duration, Instant};
 use dirq_stats::{f64_of, ratio};
 use vmm_sys_util::eventfd::EventFd;
 
+use super::lapic_check::{self, LapicInService};
 use super::{cycles_to_seconds, window_exits, BenchError};
-use crate::abi;
+use crate::abi::{self, SharedPage};
 use crate::config::params::VioapicParams;
 use crate::config::{BenchConfig, VioapicMode};
 use crate::devices::event_source::{BackToBack, LineSource, PendingEvents};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::vioapic::{Registers, VioapicDevice, POSTED_MASK};
 use crate::interrupt::InterruptError;
-use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError};
+use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError, MachineOutput};
 use crate::memory;
 use crate::report::RunReport;
 use dirq_arch::vioapic::REG_MASK;
@@ -36,12 +37,21 @@ pub(super) type Controller = OnceLock<Arc<VioapicDevice>>;
 /// Kernel level: the level-triggered irqfd and its resample eventfd.
 pub(super) type KernelLine = OnceLock<(EventFd, EventFd)>;
 
-/// Runs the vioapic bench at `params.vioapic`'s level.
-pub(super) fn run(
+/// What one boot of the vioapic bench gave.
+pub(super) struct Measured {
+    output: MachineOutput<()>,
+    /// Register reads and writes that exited to dirq's controller.
+    trapped: (u64, u64),
+    /// The guest's LAPIC check, found consistent.
+    pub(super) in_service: LapicInService,
+}
+
+/// Boots the vioapic bench at `params.vioapic`'s level.
+pub(super) fn measure(
     config: &BenchConfig,
     params: &VioapicParams,
     echo_console: bool,
-) -> Result<RunReport, BenchError> {
+) -> Result<Measured, BenchError> {
     let controller = Controller::new();
     let kernel_line = KernelLine::new();
     let attach = |attach: &mut Attach| attach_controller(attach, params, &controller, &kernel_line);
@@ -64,10 +74,37 @@ pub(super) fn run(
             device: Some(device),
         },
     )?;
+    let in_service = lapic_check::from_guest(&output.shared)?;
+    Ok(Measured {
+        output,
+        trapped: controller.get().map_or((0, 0), |device| device.exits()),
+        in_service,
+    })
+}
 
+/// Runs the vioapic bench at `params.vioapic`'s level.
+pub(super) fn run(
+    config: &BenchConfig,
+    params: &VioapicParams,
+    echo_console: bool,
+) -> Result<RunReport, BenchError> {
+    let Measured {
+        output,
+        trapped: (vmm_reads, vmm_writes),
+        in_service,
+    } = measure(config, params, echo_console)?;
+    let count = params.count;
     let result = |index: usize| output.shared.result[index];
     let serviced = output.shared.handled[0];
     let events = result(abi::RESULT_VIOAPIC_EVENTS);
+    let spurious = result(abi::RESULT_VIOAPIC_SPURIOUS);
+    let ending = Ending::from_guest(&output.shared)?;
+    if let Some(why) = not_measurable(params, in_service, ending, events, spurious) {
+        return Err(BenchError::NotMeasurable {
+            bench: "vioapic",
+            why,
+        });
+    }
     if events != count {
         return Err(BenchError::Delivery {
             bench: "vioapic",
@@ -90,10 +127,7 @@ pub(super) fn run(
             "{masked_arrivals} interrupts arrived while the guest had the line masked"
         ));
     }
-    let (spurious, misordered) = (
-        result(abi::RESULT_VIOAPIC_SPURIOUS),
-        result(abi::RESULT_VIOAPIC_MISORDERED),
-    );
+    let misordered = result(abi::RESULT_VIOAPIC_MISORDERED);
     if misordered > 0 {
         return violation(format!(
             "{misordered} of {count} back-to-back events were consumed out of order"
@@ -105,7 +139,6 @@ pub(super) fn run(
     // no work, though its cycles count against the rest.
     let cycles = result(abi::RESULT_VIOAPIC_CYCLES);
     let seconds = cycles_to_seconds(cycles, output.tsc_khz);
-    let (vmm_reads, vmm_writes) = controller.get().map_or((0, 0), |device| device.exits());
     let mut results = BTreeMap::new();
     for (name, value) in [
         ("events", f64_of(events)),
@@ -143,6 +176,68 @@ pub(super) fn run(
         duration_s,
         results,
         output.facts,
+    ))
+}
+
+/// How the guest's loop ended, as it said (`enum dirq_vioapic_gave_up`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    Finished,
+    /// `abi::VIOAPIC_SPURIOUS_STREAK` interrupts in a row found nothing.
+    SpuriousStreak,
+    /// Time was up (half the watchdog).
+    Deadline {
+        after_ms: u32,
+    },
+}
+
+impl Ending {
+    fn from_guest(shared: &SharedPage) -> Result<Self, BenchError> {
+        match shared.result[abi::RESULT_VIOAPIC_GAVE_UP] {
+            abi::VIOAPIC_FINISHED => Ok(Ending::Finished),
+            abi::VIOAPIC_GAVE_UP_SPURIOUS => Ok(Ending::SpuriousStreak),
+            abi::VIOAPIC_GAVE_UP_DEADLINE => Ok(Ending::Deadline {
+                after_ms: shared.give_up_ms,
+            }),
+            code => Err(BenchError::Invariant {
+                bench: "vioapic",
+                what: format!("the guest ended its loop with unknown code {code}"),
+            }),
+        }
+    }
+}
+
+/// Why a run measured nothing the level-triggered sequence costs, with
+/// what it did measure; `None` for a run that did. The kernel level needs
+/// a LAPIC that holds the interrupt in service (its remote IRR is the
+/// status the guest reads), whatever the guest managed.
+fn not_measurable(
+    params: &VioapicParams,
+    in_service: LapicInService,
+    ending: Ending,
+    events: u64,
+    spurious: u64,
+) -> Option<String> {
+    let why = if params.vioapic == VioapicMode::Kernel && in_service == LapicInService::NotHeld {
+        "KVM's LAPIC holds no interrupt in service (after a self-IPI left without EOI, ISR \
+         and PPR read 0 and a second one was taken at once), so the IOAPIC's \
+         level-triggered line re-fires before the guest can read its remote IRR"
+            .to_string()
+    } else {
+        match ending {
+            Ending::SpuriousStreak => format!(
+                "{} interrupts in a row found nothing to service: the level-triggered line storms",
+                abi::VIOAPIC_SPURIOUS_STREAK
+            ),
+            Ending::Deadline { after_ms } => format!(
+                "the guest gave up after {after_ms} ms, half the watchdog (--timeout gives more)"
+            ),
+            Ending::Finished => return None,
+        }
+    };
+    Some(format!(
+        "{why}; measured: {events} of {} events consumed, {spurious} interrupts with nothing to service",
+        params.count
     ))
 }
 
@@ -280,5 +375,53 @@ fn resample_loop(
             }
             std::hint::spin_loop();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(vioapic: VioapicMode) -> VioapicParams {
+        VioapicParams {
+            vioapic,
+            count: 10,
+            ..VioapicParams::default()
+        }
+    }
+
+    #[test]
+    fn only_the_kernel_level_needs_a_lapic_that_holds_in_service() {
+        let why = not_measurable(
+            &at(VioapicMode::Kernel),
+            LapicInService::NotHeld,
+            Ending::Finished,
+            10,
+            900,
+        )
+        .expect("a storm's figures are not the sequence's");
+        assert!(why.contains("holds no interrupt in service"), "{why}");
+        assert!(
+            why.contains("10 of 10 events consumed, 900 interrupts"),
+            "{why}"
+        );
+        for mode in [VioapicMode::Userspace, VioapicMode::RoPage, VioapicMode::Pv] {
+            assert_eq!(
+                not_measurable(&at(mode), LapicInService::NotHeld, Ending::Finished, 10, 0),
+                None,
+                "{mode}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_loop_that_gave_up_says_why() {
+        let held = LapicInService::Held;
+        let params = at(VioapicMode::Userspace);
+        let storm = not_measurable(&params, held, Ending::SpuriousStreak, 3, 300).expect("storm");
+        assert!(storm.contains("256 interrupts in a row"), "{storm}");
+        let late = not_measurable(&params, held, Ending::Deadline { after_ms: 15_000 }, 3, 0)
+            .expect("late");
+        assert!(late.contains("after 15000 ms"), "{late}");
     }
 }

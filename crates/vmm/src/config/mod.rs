@@ -5,13 +5,14 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use dirq_stats::{f64_of, round_u64};
 use serde::{Deserialize, Serialize};
 
 pub mod params;
 
-pub use params::{BenchParams, Param};
+pub use params::{BenchParams, EventCost, Param, Workload};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -280,6 +281,27 @@ named_enum!(
     }
 );
 
+named_enum!(
+    /// Where the vCPU threads run (`placement::Placement`).
+    Pin, "pinning", {
+        /// Each vCPU on a host CPU of its own, when there are enough.
+        Spread = "spread",
+        /// Every vCPU thread on the first host CPU this process may use:
+        /// a slow host's cross-vCPU interrupts (the scheduler's tick) on any host.
+        OneCore = "one-core",
+    }
+);
+
+impl Pin {
+    fn spread() -> Self {
+        Pin::Spread
+    }
+
+    fn is_spread(&self) -> bool {
+        *self == Pin::Spread
+    }
+}
+
 /// What happens when the guest executes HLT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -354,12 +376,17 @@ pub struct CommonSettings {
     pub guest_idle: GuestIdle,
     /// vCPUs to boot (the ipi bench's broadcast uses more than two).
     pub vcpus: u32,
-    /// The watchdog: a run that has not finished by then fails.
-    pub timeout_ms: u64,
+    /// The watchdog: a run that has not finished by then fails. `None`:
+    /// scaled to the run's expected length (`BenchConfig::watchdog`).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
     /// How the guest executes; `None`: the best this host offers
     /// (`exec::HostExec::default_exec`).
     #[serde(default)]
     pub guest_exec: Option<GuestExec>,
+    /// Where the vCPU threads run.
+    #[serde(default = "Pin::spread", skip_serializing_if = "Pin::is_spread")]
+    pub pin: Pin,
 }
 
 /// The hostile bench's default watchdog: longer than the device's wait
@@ -367,6 +394,21 @@ pub struct CommonSettings {
 pub const HOSTILE_TIMEOUT_MS: u64 = 4_000;
 /// The longest watchdog, in ms (an hour).
 pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+/// The shortest scaled watchdog: what every run had before it scaled.
+pub const MIN_SCALED_TIMEOUT_MS: u64 = 30_000;
+/// What a scaled watchdog allows beside the work: boot, the guest's
+/// checks, teardown.
+const WATCHDOG_SLACK: Duration = Duration::from_secs(10);
+
+/// A run's watchdog, and the expected length it was scaled to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Watchdog {
+    pub timeout: Duration,
+    /// The longest the configured work should take (`Workload::bound`).
+    pub expected: Duration,
+    /// Set by `--timeout`, not scaled.
+    pub explicit: bool,
+}
 /// vCPUs a run can boot: the guest's per-CPU stacks and counters.
 pub const MAX_VCPUS: u32 = 8;
 const _: () = assert!(MAX_VCPUS as usize == crate::abi::MAX_CPUS);
@@ -379,6 +421,27 @@ impl BenchConfig {
 
     pub fn bench(&self) -> Bench {
         self.params.bench()
+    }
+
+    /// The watchdog: `--timeout` if given, else the work's expected length
+    /// on a slow host plus slack, between 30 s and an hour.
+    pub fn watchdog(&self) -> Watchdog {
+        let expected = self.params.workload(&self.common).bound();
+        let (timeout, explicit) = match self.common.timeout_ms {
+            Some(ms) => (Duration::from_millis(ms), true),
+            None => (
+                expected.saturating_add(WATCHDOG_SLACK).clamp(
+                    Duration::from_millis(MIN_SCALED_TIMEOUT_MS),
+                    Duration::from_millis(MAX_TIMEOUT_MS),
+                ),
+                false,
+            ),
+        };
+        Watchdog {
+            timeout,
+            expected,
+            explicit,
+        }
     }
 
     /// Rejects values out of range and combinations KVM or the bench
@@ -418,12 +481,9 @@ impl CommonSettings {
             guest_idle: GuestIdle::Halt,
             vcpus: 2,
             // A hostile case that refuses by the watchdog should not take long.
-            timeout_ms: if bench == Bench::Hostile {
-                HOSTILE_TIMEOUT_MS
-            } else {
-                30_000
-            },
+            timeout_ms: (bench == Bench::Hostile).then_some(HOSTILE_TIMEOUT_MS),
             guest_exec: None,
+            pin: Pin::Spread,
         }
     }
 
@@ -447,7 +507,10 @@ impl CommonSettings {
             }
         }
         in_range("--vcpus", self.vcpus.into(), 1, MAX_VCPUS.into())?;
-        in_range("--timeout (in ms)", self.timeout_ms, 1, MAX_TIMEOUT_MS)
+        match self.timeout_ms {
+            Some(ms) => in_range("--timeout (in ms)", ms, 1, MAX_TIMEOUT_MS),
+            None => Ok(()),
+        }
     }
 }
 
@@ -603,7 +666,7 @@ mod tests {
                 })
             ));
             config.common.vcpus = 2;
-            config.common.timeout_ms = 0;
+            config.common.timeout_ms = Some(0);
             assert!(config.validate().is_err(), "{bench}");
         }
     }
@@ -632,6 +695,49 @@ mod tests {
             serde_json::from_value::<BenchConfig>(json).expect("deserializes"),
             config
         );
+    }
+
+    #[test]
+    fn the_watchdog_scales_with_the_work_unless_told() {
+        let config = |count| {
+            BenchConfig::from(BenchParams::Vioapic(params::VioapicParams {
+                count,
+                ..params::VioapicParams::default()
+            }))
+        };
+        // Little work: the old fixed 30 s.
+        let small = config(10).watchdog();
+        assert_eq!(small.timeout, Duration::from_secs(30));
+        assert!(!small.explicit);
+        // Much work: its bound, with slack.
+        let large = config(100_000).watchdog();
+        assert_eq!(
+            large.expected,
+            EventCost::CrossThread.bound().saturating_mul(100_000)
+        );
+        assert_eq!(large.timeout, large.expected + WATCHDOG_SLACK);
+        // A rate paces irq-latency: 2,000 events at 10/s need 200 s,
+        // more than their events' bound.
+        let paced = BenchConfig::from(BenchParams::IrqLatency(params::IrqLatencyParams {
+            count: 2_000,
+            rate_hz: 10,
+            ..params::IrqLatencyParams::default()
+        }))
+        .watchdog();
+        assert_eq!(paced.expected, Duration::from_secs(200));
+        // The longest run the flags allow stays under the hour.
+        let longest = BenchConfig::from(BenchParams::IrqLatency(params::IrqLatencyParams {
+            count: params::MAX_COUNT,
+            ..params::IrqLatencyParams::default()
+        }))
+        .watchdog();
+        assert_eq!(longest.timeout, Duration::from_millis(MAX_TIMEOUT_MS));
+        // --timeout wins.
+        let mut told = config(100_000);
+        told.common.timeout_ms = Some(1_500);
+        let told = told.watchdog();
+        assert_eq!(told.timeout, Duration::from_millis(1_500));
+        assert!(told.explicit);
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! of it from the boot page.
 
 use std::fmt;
+use std::time::Duration;
 
+use dirq_stats::ratio;
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -101,6 +103,80 @@ trait ParamSet {
     fn params(&self) -> Vec<Param>;
     /// Writes what the guest reads of the parameters into its boot page.
     fn boot(&self, page: &mut SharedPage);
+    /// What the run's length is made of, for its watchdog.
+    fn workload(&self, common: &CommonSettings) -> Workload;
+}
+
+/// What a run's length is made of: events that each cost up to a bound
+/// on the slowest host dirq expects, and time the run spends by design.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Workload {
+    pub events: u64,
+    pub per_event: EventCost,
+    /// Waiting the configuration asks for: a rate, a period, a loop's length.
+    pub paced: Duration,
+}
+
+/// The dearest an event is expected to be, on a host 10x slower than
+/// dirq's development host with every vCPU thread on one CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventCost {
+    /// An exit handled on the vCPU's own thread (in KVM or the VMM):
+    /// 67 us for a port exit to userspace on the slowest host measured.
+    Exit,
+    /// An interrupt that another thread (a vCPU, the device, a timer)
+    /// must be scheduled to send: with both busy vCPUs on one CPU an IPI
+    /// took ~4 ms alone, and a ping's round trip a median 24 ms (max 48)
+    /// while other builds loaded the host.
+    CrossThread,
+}
+
+impl EventCost {
+    pub fn bound(self) -> Duration {
+        match self {
+            EventCost::Exit => Duration::from_micros(700),
+            EventCost::CrossThread => Duration::from_millis(25),
+        }
+    }
+}
+
+impl Workload {
+    /// The longest the run should take: its events at their bound, or its
+    /// pacing if that is longer (a paced event's cost hides in its wait).
+    pub fn bound(&self) -> Duration {
+        let events = u32::try_from(self.events).unwrap_or(u32::MAX);
+        self.paced
+            .max(self.per_event.bound().saturating_mul(events))
+    }
+
+    fn events(events: u64, per_event: EventCost) -> Self {
+        Workload {
+            events,
+            per_event,
+            paced: Duration::ZERO,
+        }
+    }
+
+    fn paced(self, paced: Duration) -> Self {
+        Workload { paced, ..self }
+    }
+}
+
+/// How much slower a compute loop may run under its interrupt load than
+/// alone before its run is overdue (tick and whileloop run both).
+const LOADED_SLOWDOWN_BOUND: u32 = 20;
+
+/// A baseline loop of `duration_ms` and the same work under load.
+fn loops_of(duration_ms: u64) -> Duration {
+    Duration::from_millis(duration_ms).saturating_mul(1 + LOADED_SLOWDOWN_BOUND)
+}
+
+/// `count` events at `rate_hz` (0: back to back).
+fn at_rate(count: u64, rate_hz: u64) -> Duration {
+    if rate_hz == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_secs_f64(ratio(count, rate_hz))
 }
 
 /// Defines `BenchParams` with one variant per bench (named as `Bench`'s)
@@ -184,6 +260,11 @@ impl BenchParams {
     /// The parameters as the flags that set them, in `dirq run` order.
     pub fn params(&self) -> Vec<Param> {
         self.set_ref().params()
+    }
+
+    /// What the run's length is made of, for its watchdog.
+    pub fn workload(&self, common: &CommonSettings) -> Workload {
+        self.set_ref().workload(common)
     }
 
     /// Device interrupts per second, for the benches that have a rate.
@@ -273,6 +354,11 @@ impl ParamSet for IrqLatencyParams {
         page.count = self.count;
         page.via_ioapic = u32::from(self.source == IrqSource::Ioapic);
     }
+
+    fn workload(&self, _common: &CommonSettings) -> Workload {
+        Workload::events(self.count, EventCost::CrossThread)
+            .paced(at_rate(self.count, self.rate_hz))
+    }
 }
 
 /// The guest's LAPIC timer: how late each expiry is handled.
@@ -321,6 +407,12 @@ impl ParamSet for TimerLatencyParams {
         page.count = self.count;
         page.period_ns = self.period_ns;
         page.tsc_deadline = u32::from(self.timer == TimerMode::TscDeadline);
+    }
+
+    fn workload(&self, _common: &CommonSettings) -> Workload {
+        let period = Duration::from_nanos(self.period_ns);
+        let count = u32::try_from(self.count).unwrap_or(u32::MAX);
+        Workload::events(self.count, EventCost::CrossThread).paced(period.saturating_mul(count))
     }
 }
 
@@ -393,6 +485,12 @@ impl ParamSet for IpiParams {
         page.count = self.count;
         page.args = [kind, measure, 0, 0];
     }
+
+    fn workload(&self, common: &CommonSettings) -> Workload {
+        // A ping to each other vCPU and its pong, per round.
+        let ipis = self.count * 2 * u64::from(common.vcpus.saturating_sub(1));
+        Workload::events(ipis, EventCost::CrossThread)
+    }
 }
 
 /// A compute loop's slowdown under a device's interrupt load.
@@ -440,6 +538,10 @@ impl ParamSet for WhileloopParams {
     fn boot(&self, page: &mut SharedPage) {
         boot_duration(page, self.duration_ms);
     }
+
+    fn workload(&self, _common: &CommonSettings) -> Workload {
+        Workload::events(0, EventCost::CrossThread).paced(loops_of(self.duration_ms))
+    }
 }
 
 /// One userspace exit and one in-kernel exit, timed (`dirq probe`).
@@ -473,6 +575,11 @@ impl ParamSet for ExitCostParams {
 
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
+    }
+
+    fn workload(&self, _common: &CommonSettings) -> Workload {
+        // A port exit, an in-kernel exit and a self-IPI per iteration.
+        Workload::events(self.count * 3, EventCost::Exit)
     }
 }
 
@@ -510,6 +617,10 @@ impl ParamSet for FaultParams {
     fn boot(&self, page: &mut SharedPage) {
         page.fault = self.fault.abi_id();
     }
+
+    fn workload(&self, _common: &CommonSettings) -> Workload {
+        Workload::events(0, EventCost::Exit)
+    }
 }
 
 /// Level-triggered device interrupts through an I/O interrupt controller
@@ -522,6 +633,11 @@ pub struct VioapicParams {
     /// Race test: the device raises at random times while the guest also
     /// masks and unmasks outside its handler.
     pub vioapic_race: bool,
+    /// Tests only: the guest's level handler EOIs at entry, which is what
+    /// a LAPIC that holds nothing in service does by itself (docs/native.md):
+    /// it reproduces such a host here. No flag sets it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eoi_at_entry: bool,
 }
 
 impl Default for VioapicParams {
@@ -530,6 +646,7 @@ impl Default for VioapicParams {
             count: 20_000,
             vioapic: VioapicMode::Userspace,
             vioapic_race: false,
+            eoi_at_entry: false,
         }
     }
 }
@@ -571,7 +688,21 @@ impl ParamSet for VioapicParams {
 
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
-        page.args = [self.vioapic.abi_id(), u64::from(self.vioapic_race), 0, 0];
+        let flags = if self.eoi_at_entry {
+            abi::VIOAPIC_FLAG_EOI_AT_ENTRY
+        } else {
+            0
+        };
+        page.args = [
+            self.vioapic.abi_id(),
+            u64::from(self.vioapic_race),
+            0,
+            flags,
+        ];
+    }
+
+    fn workload(&self, _common: &CommonSettings) -> Workload {
+        Workload::events(self.count, EventCost::CrossThread)
     }
 }
 
@@ -618,6 +749,11 @@ impl ParamSet for IoBatchParams {
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
         page.args = [u64::from(self.io_batch), 0, 0, 0];
+    }
+
+    fn workload(&self, _common: &CommonSettings) -> Workload {
+        // Eleven port writes, or one doorbell, and the completion interrupt.
+        Workload::events(self.count, EventCost::CrossThread)
     }
 }
 
@@ -676,6 +812,10 @@ impl ParamSet for TickParams {
     fn boot(&self, page: &mut SharedPage) {
         boot_duration(page, self.duration_ms);
     }
+
+    fn workload(&self, _common: &CommonSettings) -> Workload {
+        Workload::events(0, EventCost::CrossThread).paced(loops_of(self.duration_ms))
+    }
 }
 
 /// A self-IPI sent between enabling interrupts and HLT must wake the halt.
@@ -715,6 +855,10 @@ impl ParamSet for HaltWakeupParams {
 
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
+    }
+
+    fn workload(&self, _common: &CommonSettings) -> Workload {
+        Workload::events(self.count, EventCost::CrossThread)
     }
 }
 
@@ -757,6 +901,10 @@ impl ParamSet for HostileParams {
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
         page.args = [self.hostile.abi_id(), 0, 0, 0];
+    }
+
+    fn workload(&self, _common: &CommonSettings) -> Workload {
+        Workload::events(self.count, EventCost::CrossThread)
     }
 }
 

@@ -120,7 +120,7 @@ pub fn comparison_runs(settings: Settings) -> Vec<(WaitMode, IpiParams, CommonSe
         };
         let mut common = settings.common(Bench::Ipi);
         common.vcpus = vcpus;
-        common.timeout_ms = ROW_TIMEOUT_SLACK_MS + ROW_TIMEOUT_PER_ROUND_MS * ipi.count;
+        common.timeout_ms = Some(ROW_TIMEOUT_SLACK_MS + ROW_TIMEOUT_PER_ROUND_MS * ipi.count);
         mode.apply(&mut ipi, &mut common);
         (mode, ipi, common)
     })

@@ -30,6 +30,10 @@ pub struct VioapicRow {
     pub exits_by_reason_per_interrupt: BTreeMap<String, f64>,
     /// interrupts/s over the userspace level's.
     pub speedup_vs_userspace: f64,
+    /// Why this host cannot run this level, with what it measured instead;
+    /// the figures above are then 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_measurable: Option<String>,
 }
 
 /// The four levels side by side.
@@ -54,38 +58,62 @@ pub fn comparison_config(mode: VioapicMode, settings: Settings) -> BenchConfig {
     config
 }
 
-/// Runs every level, userspace first.
+/// Runs every level, userspace first. A level this host cannot run
+/// (`BenchError::NotMeasurable`) gets a row that says why.
 pub fn compare(settings: Settings) -> Result<VioapicTable, BenchError> {
-    let runs = VioapicMode::ALL
-        .iter()
-        .map(|&mode| crate::bench::run(&comparison_config(mode, settings)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let figure = |run: &RunReport, name: &str| run.results.get(name).copied().unwrap_or(0.0);
-    let baseline = figure(&runs[0], "interrupts_per_s");
-    let rows = VioapicMode::ALL
-        .iter()
-        .zip(&runs)
-        .map(|(&mode, run)| VioapicRow {
-            mode,
-            interrupts: run.interrupts,
-            interrupts_per_s: figure(run, "interrupts_per_s"),
-            host_cycles_per_interrupt: figure(run, "host_cycles_per_interrupt"),
-            register_accesses_per_interrupt: figure(run, "register_reads_per_interrupt")
-                + figure(run, "register_writes_per_interrupt"),
-            trapped_accesses_per_interrupt: (figure(run, "trapped_reads")
-                + figure(run, "trapped_writes"))
-                / f64_of(run.interrupts.max(1)),
-            exits_per_interrupt: run.exits_per_interrupt,
-            userspace_exits_per_interrupt: run.userspace_exits_per_interrupt,
-            exits_by_reason_per_interrupt: per_interrupt_by_category(run),
-            speedup_vs_userspace: if baseline > 0.0 {
-                figure(run, "interrupts_per_s") / baseline
-            } else {
-                0.0
-            },
-        })
-        .collect();
+    let mut runs = Vec::new();
+    let mut rows = Vec::new();
+    for &mode in VioapicMode::ALL {
+        match crate::bench::run(&comparison_config(mode, settings)) {
+            Ok(run) => {
+                rows.push(measured_row(mode, &run));
+                runs.push(run);
+            }
+            Err(BenchError::NotMeasurable { why, .. }) => rows.push(VioapicRow {
+                mode,
+                interrupts: 0,
+                interrupts_per_s: 0.0,
+                host_cycles_per_interrupt: 0.0,
+                register_accesses_per_interrupt: 0.0,
+                trapped_accesses_per_interrupt: 0.0,
+                exits_per_interrupt: 0.0,
+                userspace_exits_per_interrupt: 0.0,
+                exits_by_reason_per_interrupt: BTreeMap::new(),
+                speedup_vs_userspace: 0.0,
+                not_measurable: Some(why),
+            }),
+            Err(err) => return Err(err),
+        }
+    }
+    let baseline = rows[0].interrupts_per_s;
+    for row in &mut rows {
+        row.speedup_vs_userspace = if baseline > 0.0 {
+            row.interrupts_per_s / baseline
+        } else {
+            0.0
+        };
+    }
     Ok(VioapicTable { rows, runs })
+}
+
+/// A level's row from its run; the speedup is filled in beside the others.
+fn measured_row(mode: VioapicMode, run: &RunReport) -> VioapicRow {
+    let figure = |name: &str| run.results.get(name).copied().unwrap_or(0.0);
+    VioapicRow {
+        mode,
+        interrupts: run.interrupts,
+        interrupts_per_s: figure("interrupts_per_s"),
+        host_cycles_per_interrupt: figure("host_cycles_per_interrupt"),
+        register_accesses_per_interrupt: figure("register_reads_per_interrupt")
+            + figure("register_writes_per_interrupt"),
+        trapped_accesses_per_interrupt: (figure("trapped_reads") + figure("trapped_writes"))
+            / f64_of(run.interrupts.max(1)),
+        exits_per_interrupt: run.exits_per_interrupt,
+        userspace_exits_per_interrupt: run.userspace_exits_per_interrupt,
+        exits_by_reason_per_interrupt: per_interrupt_by_category(run),
+        speedup_vs_userspace: 0.0,
+        not_measurable: None,
+    }
 }
 
 impl fmt::Display for VioapicTable {
@@ -103,6 +131,14 @@ impl fmt::Display for VioapicTable {
             "speedup"
         )?;
         for row in &self.rows {
+            if let Some(why) = &row.not_measurable {
+                writeln!(
+                    f,
+                    "{:<10} not measurable on this host: {why}",
+                    row.mode.name()
+                )?;
+                continue;
+            }
             writeln!(
                 f,
                 "{:<10} {:>11.0} {:>14.0} {:>10.2} {:>10.2} {:>10.2} {:>12.2} {:>8.2}x",
