@@ -205,10 +205,10 @@ fn mark_incomplete_sections(report: &mut ReportData, steps: &Steps) {
             .map(|failure| failure.configuration.as_str())
             .collect();
         let paragraph = format!(
-            "Incomplete: {} failed for {} (see the failures at the top); what follows has \
-             only what ran.",
-            record.title,
-            what.join(", ")
+            "Incomplete: {} failed (step \"{}\"; see the failures at the top), so this \
+             section has only what ran.",
+            conclusions::and_list(&what),
+            record.title
         );
         for section in &mut report.sections {
             if record.step.sections().contains(&section.id.as_str()) {

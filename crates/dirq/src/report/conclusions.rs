@@ -345,6 +345,18 @@ fn us_range(low_ns: f64, high_ns: f64) -> String {
     format!("{}\u{2013}{high} {unit}", format_value(low_ns / scale))
 }
 
+/// "a, b and c": items of a sentence.
+pub fn and_list<T: AsRef<str>>(items: &[T]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.as_ref().to_string(),
+        [init @ .., last] => {
+            let init: Vec<&str> = init.iter().map(AsRef::as_ref).collect();
+            format!("{} and {}", init.join(", "), last.as_ref())
+        }
+    }
+}
+
 /// "-23%": a sentence's percentage, whole.
 fn whole_percent(fraction: f64) -> String {
     let percent = (fraction * 100.0).round();
@@ -661,13 +673,9 @@ fn runs_sentence(findings: &Findings) -> Option<String> {
     if findings.designs.is_some() {
         once.push("the software-only designs".into());
     }
-    let last = once.pop().unwrap_or_default();
-    let once = match once.is_empty() {
-        true => last,
-        false => format!("{} and {last}", once.join(", ")),
-    };
     Some(format!(
-        "Runs: {real}; {once} ran once; the simulations are one deterministic run per seed."
+        "Runs: {real}; {} ran once; the simulations are one deterministic run per seed.",
+        and_list(&once)
     ))
 }
 
@@ -865,6 +873,8 @@ mod tests {
         );
         assert!(!did.contains("median"), "{did}");
         assert_eq!(whole_percent(-0.001), "0%");
+        assert_eq!(and_list(&["a", "b", "c"]), "a, b and c");
+        assert_eq!(and_list(&["a"]), "a");
         assert_eq!(us(6_680_000.0), "6.68 ms");
         assert_eq!(us(31_800.0), "31.8 us");
     }

@@ -85,13 +85,21 @@ fn steps_table(steps: &[StepRecord]) -> Table {
     }
 }
 
+/// "1 step", "2 steps".
+fn counted(count: usize, noun: &str) -> String {
+    match count {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 /// The banner above everything else when a step failed: each failure, its
 /// configuration and the command that repeats it.
 fn failures_banner(failed: &[&StepRecord]) -> Markup {
     let count: usize = failed.iter().map(|record| record.failures.len()).sum();
     html! {
         div.banner.failed #failures {
-            "PARTIAL REPORT: " (count) " failure(s) in " (failed.len()) " step(s). "
+            "PARTIAL REPORT: " (counted(count, "failure")) " in " (counted(failed.len(), "step")) ". "
             "The sections they feed say so; the rest of the report stands."
             ul {
                 @for record in failed {
@@ -151,7 +159,7 @@ pub fn render_page(report: &ReportData, meta: &Meta) -> String {
                     p.meta {
                         "dirq " (meta.dirq_version) ", " (build) " · " (depth) " · started "
                         (utc_minutes(meta.started)) " · took " (format!("{total_s:.0}")) " s"
-                        @if partial { ", " strong { "PARTIAL: " (failed.len()) " step(s) failed" } }
+                        @if partial { ", " strong { "PARTIAL: " (counted(failed.len(), "step")) " failed" } }
                         " · "
                         "host " (meta.host.cpu.as_deref().unwrap_or("unknown CPU")) ", "
                         (meta.host.cpus) " CPUs, kernel " (meta.host.kernel.as_deref().unwrap_or("unknown"))
@@ -430,7 +438,7 @@ mod tests {
             .select(&select("header"))
             .flat_map(|h| h.text())
             .collect();
-        assert!(header.contains("PARTIAL: 1 step(s) failed"), "{header}");
+        assert!(header.contains("PARTIAL: 1 step failed"), "{header}");
         let banner: String = document
             .select(&select("#failures"))
             .flat_map(|b| b.text())
