@@ -214,8 +214,9 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
             if with_traps {
                 format!(
                     " \"{COUNTED_HERE}\" is the vanilla prediction as this host's KVM counts \
-                     exits, kvm_pvm's own traps (the injection into the handler and its IRETQ) \
-                     included: the number the model check compares with the measurement."
+                     exits (natively kvm_pvm adds its injection into the handler and the \
+                     handler's IRETQ; emulated it leaves out the LAPIC writes it emulates): the \
+                     number the model check compares with the measurement."
                 )
             } else {
                 String::new()

@@ -20,7 +20,7 @@ h1 { margin-bottom: 4px; }
 .notes { background: #f6f6f6; border-left: 4px solid #999; padding: 4px 16px; }
 nav ol { columns: 2; column-gap: 32px; }
 section { border-top: 1px solid #ddd; margin-top: 32px; }
-#conclusions p { font-size: 1.05em; }
+#conclusions p { font-size: 1.05em; display: list-item; margin: 6px 0 6px 1.2em; }
 figure { margin: 24px 0; padding: 12px; border: 1px solid #e4e4e4; border-radius: 6px; }
 figure h3 { margin-top: 0; }
 .chart svg { max-width: 100%; height: auto; }

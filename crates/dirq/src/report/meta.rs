@@ -6,8 +6,10 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 /// Raised whenever a field of a JSON output changes meaning or goes away
-/// (3: the simulator names its exits by VMX reason).
-pub const SCHEMA_VERSION: u32 = 3;
+/// (3: the simulator names its exits by VMX reason; 4: data.json's
+/// `steps[].step` is the step's id, its title moves to `title`, and failed
+/// steps are in `steps[].failures`, no longer in `notes`).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Kernel modules that provide KVM's x86 backend.
 const KVM_BACKENDS: [&str; 3] = ["kvm_intel", "kvm_amd", "kvm_pvm"];
