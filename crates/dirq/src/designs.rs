@@ -55,7 +55,7 @@ pub enum Design {
 impl Design {
     pub const ALL: [Design; 4] = [Design::Vioapic, Design::IoBatch, Design::Tick, Design::Halt];
 
-    fn title(self) -> &'static str {
+    pub fn title(self) -> &'static str {
         match self {
             Design::Vioapic => "VIOAPIC levels (mechanisms.md section 6)",
             Design::IoBatch => "Batched port I/O (section 8)",

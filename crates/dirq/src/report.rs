@@ -34,10 +34,10 @@ use dirq_vmm::RunReport;
 use crate::calibrate::Calibration;
 use crate::designs::DesignTables;
 
-use conclusions::{conclusions_section, Findings};
+use conclusions::{conclusions_sections, Findings};
 use data::{Depth, KvmStatus, ReportData};
-use meta::Meta;
-use progress::Steps;
+use meta::{HostLoad, LoadSample, Meta};
+use progress::{Step, StepFailure, Steps};
 use real::RealCase;
 use views::SimScenario;
 
@@ -99,6 +99,7 @@ impl Args {
 pub fn execute(args: Args) -> Result<()> {
     let depth = args.depth();
     let started = time::OffsetDateTime::now_utc();
+    let load_at_start = LoadSample::now();
     let traces_dir = args.out.join("traces");
     std::fs::create_dir_all(&traces_dir)
         .with_context(|| format!("cannot create {}", traces_dir.display()))?;
@@ -120,6 +121,7 @@ pub fn execute(args: Args) -> Result<()> {
         kvm,
         notes: Vec::new(),
         steps: Vec::new(),
+        host_load: None,
         sections: Vec::new(),
         raw: serde_json::Map::new(),
     };
@@ -128,23 +130,34 @@ pub fn execute(args: Args) -> Result<()> {
     if report.kvm.available {
         real = run_real_half(&mut report, &mut steps, &args);
         designs = Some(run_designs(&mut report, &mut steps, depth, args.guest_exec));
-    } else if args.sim_only {
-        report.notes.push(format!(
-            "Simulation only ({}): no probe, calibration, real runs or model checks.",
-            report.kvm.detail
-        ));
     } else {
-        let warning = format!(
-            "WARNING: no access to /dev/kvm ({}): this report has the simulation half only, no probe, calibration, real runs or model checks.",
-            report.kvm.detail
-        );
-        eprintln!("dirq report: {warning}");
-        report.notes.insert(0, warning);
+        let why = format!("no real half: {}", report.kvm.detail);
+        for step in [
+            Step::Probe,
+            Step::Calibrate,
+            Step::RealBenchmarks,
+            Step::ModelChecks,
+            Step::Designs,
+        ] {
+            steps.skip(step, why.clone());
+        }
+        if !args.sim_only {
+            eprintln!(
+                "dirq report: WARNING: no access to /dev/kvm ({}): the report has the \
+                 simulation half only",
+                report.kvm.detail
+            );
+        }
     }
     let simulated = run_simulations(&mut report, &mut steps, depth, args.seed, &traces_dir);
-    report.sections.insert(
-        0,
-        conclusions_section(&Findings {
+    let guest_exec = real.guest_exec.map(|exec| exec.name().to_string());
+    let host = meta::Host::this(guest_exec.clone());
+    let host_load = HostLoad::since(load_at_start, host.cpus);
+    report.sections.splice(
+        0..0,
+        conclusions_sections(&Findings {
+            host: &host,
+            host_load: &host_load,
             probe: real.probe.as_ref(),
             cases: &real.cases,
             checks: real.checks.as_ref(),
@@ -152,19 +165,21 @@ pub fn execute(args: Args) -> Result<()> {
             simulated: &simulated,
         }),
     );
-    let failures = steps.failures().to_vec();
-    if !failures.is_empty() {
-        report.notes.insert(
-            0,
-            format!(
-                "PARTIAL REPORT: {} step(s) failed: {}",
-                failures.len(),
-                failures.join("; ")
-            ),
-        );
+    if let Some(warning) = host_load.warning() {
+        eprintln!("dirq report: {warning}");
     }
+    report.host_load = Some(host_load);
+    mark_incomplete_sections(&mut report, &steps);
+    let failed: Vec<String> = steps
+        .failed()
+        .flat_map(|record| {
+            record
+                .failures
+                .iter()
+                .map(move |failure| format!("{}: {}", record.title, failure.line()))
+        })
+        .collect();
     report.steps = steps.finish();
-    let guest_exec = real.guest_exec.map(|exec| exec.name().to_string());
     write_report(&report, &Meta::since(started, guest_exec), &args.out)?;
     eprintln!(
         "dirq report: wrote {} and {}",
@@ -172,12 +187,35 @@ pub fn execute(args: Args) -> Result<()> {
         args.out.join("data.json").display()
     );
     anyhow::ensure!(
-        failures.is_empty(),
-        "{} step(s) failed, so the report is partial:\n  {}",
-        failures.len(),
-        failures.join("\n  ")
+        failed.is_empty(),
+        "{} failure(s), so the report is PARTIAL:\n  {}",
+        failed.len(),
+        failed.join("\n  ")
     );
     Ok(())
+}
+
+/// Every section a failed step fills opens by saying it is incomplete,
+/// and what failed.
+fn mark_incomplete_sections(report: &mut ReportData, steps: &Steps) {
+    for record in steps.failed() {
+        let what: Vec<&str> = record
+            .failures
+            .iter()
+            .map(|failure| failure.configuration.as_str())
+            .collect();
+        let paragraph = format!(
+            "Incomplete: {} failed (step \"{}\"; see the failures at the top), so this \
+             section has only what ran.",
+            conclusions::and_list(&what),
+            record.title
+        );
+        for section in &mut report.sections {
+            if record.step.sections().contains(&section.id.as_str()) {
+                section.intro.insert(0, paragraph.clone());
+            }
+        }
+    }
 }
 
 /// What the real half measured, for the conclusions.
@@ -194,7 +232,7 @@ struct RealHalf {
 fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> RealHalf {
     let (depth, seed, out) = (args.depth(), args.seed, args.out.as_path());
     let mut half = RealHalf::default();
-    let probe = steps.run("probe: KVM capabilities and platform floors", 1, |bar| {
+    let probe = steps.run(Step::Probe, 1, |bar| {
         let probe = dirq_vmm::probe::probe(args.guest_exec);
         bar.inc(1);
         probe
@@ -214,29 +252,41 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
             }
             half.probe = Some(probe);
         }
-        Err(err) => {
-            let reason = format!("{:#}", anyhow::Error::from(err));
-            steps.fail("probe", &reason);
-            report.notes.push(format!("`dirq probe` failed: {reason}"));
-        }
+        Err(err) => steps.fail(
+            Step::Probe,
+            StepFailure {
+                configuration: "the probe".into(),
+                reason: format!("{:#}", anyhow::Error::from(err)),
+                command: Some("dirq probe".into()),
+            },
+        ),
     }
 
     let calibration = match &half.probe {
-        Some(probe) => steps.run(
-            "calibrate: this host's costs",
-            crate::calibrate::CALIBRATION_RUNS,
-            |bar| crate::calibrate::calibrate(probe.clone(), depth != Depth::Full, bar),
-        ),
-        None => Err(anyhow::anyhow!("calibration needs the probe's exit costs")),
-    };
-    match &calibration {
-        Ok(calibration) => record_calibration(report, steps, calibration, out),
-        Err(err) => {
-            steps.fail("calibrate", &format!("{err:#}"));
-            report
-                .notes
-                .push(format!("`dirq calibrate` failed: {err:#}"));
+        Some(probe) => {
+            let calibration =
+                steps.run(Step::Calibrate, crate::calibrate::CALIBRATION_RUNS, |bar| {
+                    crate::calibrate::calibrate(probe.clone(), depth != Depth::Full, bar)
+                });
+            if let Err(err) = &calibration {
+                steps.fail(
+                    Step::Calibrate,
+                    StepFailure {
+                        configuration: "the calibration".into(),
+                        reason: format!("{err:#}"),
+                        command: Some("dirq calibrate".into()),
+                    },
+                );
+            }
+            calibration.ok()
         }
+        None => {
+            steps.skip(Step::Calibrate, "it needs the probe's exit costs");
+            None
+        }
+    };
+    if let Some(calibration) = &calibration {
+        record_calibration(report, steps, calibration, out);
     }
 
     let mut plan = plan::real_plan(depth, half.probe.as_ref().map(|probe| &probe.floors));
@@ -244,15 +294,13 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         config.common.guest_exec = args.guest_exec;
     }
     let repeats = depth.repeats();
-    let (cases, reports, failures) = steps.run(
-        &format!("real benchmarks on /dev/kvm, {repeats} run(s) each"),
-        (plan.len() * repeats) as u64,
-        |bar| plan::run_all(&plan, repeats, bar),
-    );
-    for failure in &failures {
-        steps.fail("real benchmarks", failure);
+    let (cases, reports, failures) =
+        steps.run(Step::RealBenchmarks, (plan.len() * repeats) as u64, |bar| {
+            plan::run_all(&plan, repeats, bar)
+        });
+    for failure in failures {
+        steps.fail(Step::RealBenchmarks, failure);
     }
-    report.notes.extend(failures);
     report.notes.extend(exec_warnings(&reports));
     insert_raw(report, "real_runs", &reports);
     half.guest_exec = reports.first().map(|run| run.guest_exec);
@@ -262,10 +310,11 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
     }
     report.sections.push(real::real_section(&half.cases));
 
-    let Ok(calibration) = &calibration else {
-        report
-            .notes
-            .push("No calibration, so no model checks or extrapolation.".into());
+    let Some(calibration) = &calibration else {
+        steps.skip(
+            Step::ModelChecks,
+            "no calibration, so no model checks or extrapolation",
+        );
         return half;
     };
     let pv_eoi_waives = half.cases.iter().any(|case| {
@@ -278,22 +327,18 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         })
     });
     let statistic = checks::ExitStatistic::of_host(half.probe.as_ref(), pv_eoi_waives);
-    let checks = steps.run(
-        "model vs reality: simulated twins of the real runs",
-        half.cases.len() as u64,
-        |bar| {
-            checks::run_checks(
-                &half.cases,
-                &calibration.host.profile,
-                &calibration.costs,
-                statistic,
-                seed,
-                bar,
-            )
-        },
-    );
+    let checks = steps.run(Step::ModelChecks, half.cases.len() as u64, |bar| {
+        checks::run_checks(
+            &half.cases,
+            &calibration.host.profile,
+            &calibration.costs,
+            statistic,
+            seed,
+            bar,
+        )
+    });
     for failure in &checks.failures {
-        steps.fail("model vs reality", failure);
+        steps.fail(Step::ModelChecks, failure.clone());
     }
     record_checks(report, &checks);
     half.checks = Some(checks);
@@ -314,12 +359,14 @@ fn record_calibration(
         .map_err(anyhow::Error::from)
         .and_then(|text| Ok(crate::output::write_atomic(&profile_path, text.as_bytes())?));
     if let Err(err) = written {
-        let reason = format!(
-            "the calibrated profile could not be written to {}: {err:#}",
-            profile_path.display()
+        steps.fail(
+            Step::Calibrate,
+            StepFailure {
+                configuration: format!("writing {}", profile_path.display()),
+                reason: format!("{err:#}"),
+                command: Some(format!("dirq calibrate --out {}", profile_path.display())),
+            },
         );
-        steps.fail("calibrate", &reason);
-        report.notes.push(reason);
     }
     report
         .sections
@@ -330,7 +377,6 @@ fn record_calibration(
 /// The model-vs-reality and extrapolation sections, their data, and a note
 /// at the top counting the misses.
 fn record_checks(report: &mut ReportData, checks: &checks::ModelChecks) {
-    report.notes.extend(checks.failures.iter().cloned());
     let misses = checks
         .comparisons
         .iter()
@@ -351,8 +397,6 @@ fn record_checks(report: &mut ReportData, checks: &checks::ModelChecks) {
     insert_raw(report, "model_checks", checks);
 }
 
-/// The software-only designs on this host's KVM, as `dirq designs` measures
-/// them; a design that fails is a note, the others still report.
 /// Native mode refused by kvm_pvm on some run: it fell back to emulation.
 fn exec_warnings(reports: &[RunReport]) -> Vec<String> {
     let mut warnings: Vec<String> = reports
@@ -367,26 +411,30 @@ fn exec_warnings(reports: &[RunReport]) -> Vec<String> {
 /// The same irq-latency runs emulated and natively: what kvm_pvm's
 /// instruction emulator costs, kept as a finding of its own.
 fn run_emulation_table(report: &mut ReportData, steps: &mut Steps) {
-    let table = steps.run(
-        "emulated against native: irq-latency on three paths",
-        1,
-        |bar| {
-            let table = dirq_vmm::probe::emulation_table();
-            bar.inc(1);
-            table
-        },
-    );
+    let table = steps.run(Step::EmulatedVsNative, 1, |bar| {
+        let table = dirq_vmm::probe::emulation_table();
+        bar.inc(1);
+        table
+    });
     match table {
         Ok(table) => {
             report.sections.push(host::emulation_section(&table));
             insert_raw(report, "emulation", &table);
         }
-        Err(err) => report
-            .notes
-            .push(format!("the emulated/native comparison failed: {err:#}")),
+        Err(err) => steps.fail(
+            Step::EmulatedVsNative,
+            StepFailure {
+                configuration: "irq-latency emulated and native".into(),
+                reason: format!("{err:#}"),
+                command: Some("dirq probe".into()),
+            },
+        ),
     }
 }
 
+/// The software-only designs on this host's KVM, as `dirq designs` measures
+/// them; a design that fails is a failure of the step, the others still
+/// report.
 fn run_designs(
     report: &mut ReportData,
     steps: &mut Steps,
@@ -398,17 +446,12 @@ fn run_designs(
         Depth::Full => (dirq_vmm::designs::Scale::Full, "dirq designs"),
         Depth::Quick | Depth::Smoke => (dirq_vmm::designs::Scale::Quick, "dirq designs --quick"),
     };
-    let tables = steps.run(
-        "software-only designs: VIOAPIC, batched I/O, tick scaling, IPI/HLT",
-        all.len() as u64,
-        |bar| {
-            let settings = dirq_vmm::designs::Settings { scale, guest_exec };
-            crate::designs::measure(&all, settings, bar)
-        },
-    );
-    for failure in &tables.failures {
-        steps.fail("software-only designs", failure);
-        report.notes.push(format!("`{command}`: {failure}"));
+    let tables = steps.run(Step::Designs, all.len() as u64, |bar| {
+        let settings = dirq_vmm::designs::Settings { scale, guest_exec };
+        crate::designs::measure(&all, settings, bar)
+    });
+    for failure in designs::failures(&tables, command) {
+        steps.fail(Step::Designs, failure);
     }
     if let Some(section) = designs::designs_section(&tables, command) {
         report.sections.push(section);
@@ -429,26 +472,27 @@ fn run_simulations(
     let scenarios = match simulate::scenarios_for(depth) {
         Ok(scenarios) => scenarios,
         Err(err) => {
-            let reason = format!("the built-in scenarios could not be loaded: {err:#}");
-            steps.fail("simulation", &reason);
-            report.notes.push(reason);
+            steps.fail(
+                Step::Simulation,
+                StepFailure {
+                    configuration: "the built-in scenarios".into(),
+                    reason: format!("could not be loaded: {err:#}"),
+                    command: Some("dirq sim --list".into()),
+                },
+            );
             return Vec::new();
         }
     };
     let total_runs: usize = scenarios.iter().map(|s| s.expand().len()).sum();
-    let outcomes = steps.run(
-        "simulation: built-in scenarios (published profiles)",
-        total_runs as u64,
-        |bar| {
-            scenarios
-                .iter()
-                .map(|scenario| {
-                    bar.set_message(scenario.name.clone());
-                    (scenario, simulate::run(scenario, seed, None, bar))
-                })
-                .collect::<Vec<_>>()
-        },
-    );
+    let outcomes = steps.run(Step::Simulation, total_runs as u64, |bar| {
+        scenarios
+            .iter()
+            .map(|scenario| {
+                bar.set_message(scenario.name.clone());
+                (scenario, simulate::run(scenario, seed, None, bar))
+            })
+            .collect::<Vec<_>>()
+    });
     let mut raws = Vec::new();
     let mut views = Vec::new();
     // The studies in their papers' shapes come before the scenarios' own
@@ -474,10 +518,14 @@ fn run_simulations(
                 raws.push(outcome.raw);
                 views.push(outcome.view);
             }
-            Err(err) => {
-                steps.fail("simulation", &format!("{err:#}"));
-                report.notes.push(format!("{err:#}"));
-            }
+            Err(err) => steps.fail(
+                Step::Simulation,
+                StepFailure {
+                    configuration: scenario.name.clone(),
+                    reason: format!("{err:#}"),
+                    command: Some(format!("dirq sim {} --seed {seed}", scenario.name)),
+                },
+            ),
         }
     }
     let studies = studies::study_sections(&views, seed);
@@ -489,11 +537,9 @@ fn run_simulations(
         .insert("sim_scenarios".into(), serde_json::Value::Array(raws));
 
     let policies = dirq_sim::policy::PolicyKind::ALL.len() as u64;
-    let trace = steps.run(
-        "simulation: one Perfetto trace, a process per design",
-        policies,
-        |bar| simulate::write_design_trace(traces_dir, seed, bar),
-    );
+    let trace = steps.run(Step::Trace, policies, |bar| {
+        simulate::write_design_trace(traces_dir, seed, bar)
+    });
     match trace {
         Ok((file, exits)) => {
             report
@@ -504,10 +550,14 @@ fn run_simulations(
                 .push(scenarios::traced_exits_section(&exits, &file));
             insert_raw(report, "traced_exits", &exits);
         }
-        Err(err) => {
-            steps.fail("simulation trace", &format!("{err:#}"));
-            report.notes.push(format!("trace not written: {err:#}"));
-        }
+        Err(err) => steps.fail(
+            Step::Trace,
+            StepFailure {
+                configuration: "traces/designs.json".into(),
+                reason: format!("not written: {err:#}"),
+                command: None,
+            },
+        ),
     }
     views
 }

@@ -128,6 +128,32 @@ fn check_report(out: &Path) -> serde_json::Value {
         );
     }
 
+    // Which build made it, and how busy the host was.
+    assert!(data["source_commit"]
+        .as_str()
+        .is_some_and(|c| !c.is_empty()));
+    assert_eq!(data["build_profile"], "release");
+    assert!(data["host_load"]["cpus"]
+        .as_u64()
+        .is_some_and(|cpus| cpus >= 1));
+    for fact in ["nested", "hardware_virtualization"] {
+        assert!(
+            data["host"][fact].is_boolean() || data["host"][fact].is_null(),
+            "{fact}: {}",
+            data["host"]
+        );
+    }
+    // Every step has a status; a smoke run fails none, so the page is whole.
+    let steps = data["steps"].as_array().expect("steps");
+    assert!(!steps.is_empty());
+    for step in steps {
+        assert!(
+            ["ok", "skipped"].contains(&step["status"].as_str().unwrap_or_default()),
+            "{step}"
+        );
+    }
+    assert!(!page.contains("PARTIAL"), "a whole report says PARTIAL");
+
     // One merged trace: a process per design, each exit a named slice.
     let traces = data["raw"]["traces"].as_array().expect("trace list");
     assert_eq!(traces.len(), 1, "{traces:?}");
@@ -157,6 +183,24 @@ fn simulation_only_report_parses_and_every_figure_has_data() {
     run_report(&out, &["--sim-only"]);
     let data = check_report(&out);
     assert_eq!(data["kvm"]["available"], false);
+    // The real half is skipped, and says why, step by step.
+    let skipped: Vec<&str> = data["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter(|step| step["status"] == "skipped")
+        .filter_map(|step| step["step"].as_str())
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            "probe",
+            "calibrate",
+            "real-benchmarks",
+            "model-checks",
+            "designs"
+        ]
+    );
     assert!(data["raw"]["sim_scenarios"]
         .as_array()
         .is_some_and(|s| !s.is_empty()));

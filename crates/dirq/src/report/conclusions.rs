@@ -9,7 +9,8 @@ use dirq_vmm::probe::ProbeReport;
 use super::charts::{auto_scale, format_percent, format_value};
 use super::checks::{Extrapolated, ModelChecks};
 use super::data::{Axis, Chart, Figure, GroupedSeries, Section, Spread, Table, TableRow};
-use super::model::Metric;
+use super::meta::{Host, HostLoad};
+use super::model::{scores, Metric, Score};
 use super::real::{spread_cell, RealCase};
 use super::views::SimScenario;
 use crate::designs::DesignTables;
@@ -17,6 +18,8 @@ use crate::designs::DesignTables;
 /// Everything the conclusions draw on; each part is absent when its step
 /// did not run or failed.
 pub struct Findings<'a> {
+    pub host: &'a Host,
+    pub host_load: &'a HostLoad,
     pub probe: Option<&'a ProbeReport>,
     pub cases: &'a [RealCase],
     pub checks: Option<&'a ModelChecks>,
@@ -42,8 +45,15 @@ struct PivotMetric {
     unit: &'static str,
     measured: fn(&Extrapolated) -> Option<Spread>,
     predicted: fn(&Extrapolated) -> Option<f64>,
+    /// The vanilla prediction as this host's KVM counts it, where that
+    /// differs from every exit counted (kvm_pvm's own traps).
+    counted_here: Option<fn(&Extrapolated) -> Option<f64>>,
     format: fn(f64) -> String,
 }
+
+/// The column of the vanilla twin as this host counts (the model check's
+/// prediction).
+const COUNTED_HERE: &str = "vanilla as this host counts (model check)";
 
 const PIVOTS: [PivotMetric; 4] = [
     PivotMetric {
@@ -52,6 +62,7 @@ const PIVOTS: [PivotMetric; 4] = [
         unit: "exits per interrupt",
         measured: |e| e.measured.as_ref()?.exits_per_interrupt,
         predicted: |e| e.exits_per_interrupt,
+        counted_here: Some(|e| e.exits_per_interrupt_counted_here),
         format: format_value,
     },
     PivotMetric {
@@ -60,6 +71,7 @@ const PIVOTS: [PivotMetric; 4] = [
         unit: "latency p50 (ns)",
         measured: |e| e.measured.as_ref()?.latency_p50_ns,
         predicted: |e| e.latency_p50_ns,
+        counted_here: None,
         format: format_value,
     },
     PivotMetric {
@@ -68,6 +80,7 @@ const PIVOTS: [PivotMetric; 4] = [
         unit: "time in guest",
         measured: |e| e.measured.as_ref()?.time_in_guest,
         predicted: |e| Some(e.time_in_guest),
+        counted_here: None,
         format: format_percent,
     },
     PivotMetric {
@@ -76,6 +89,7 @@ const PIVOTS: [PivotMetric; 4] = [
         unit: "host cores busy",
         measured: |e| e.measured.as_ref()?.cpu_cores,
         predicted: |e| e.cpu_cores,
+        counted_here: None,
         format: |v| format!("{v:.2}"),
     },
 ];
@@ -105,6 +119,12 @@ fn find<'a>(
 /// design's prediction) with its table below. None when nothing has the metric.
 fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<Figure> {
     let workloads = workloads(extrapolation);
+    let vanilla = |pick: fn(&Extrapolated) -> Option<f64>| -> Vec<Option<f64>> {
+        workloads
+            .iter()
+            .map(|w| find(extrapolation, w, PolicyKind::Vanilla).and_then(pick))
+            .collect()
+    };
     let mut series = vec![GroupedSeries {
         name: MEASURED.into(),
         values: workloads
@@ -112,6 +132,21 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
             .map(|w| find(extrapolation, w, PolicyKind::Vanilla).and_then(metric.measured))
             .collect(),
     }];
+    // Only where this host counts other than every exit (kvm_pvm).
+    let counted_here = metric
+        .counted_here
+        .map(vanilla)
+        .filter(|here| *here != vanilla(metric.predicted));
+    let with_traps = counted_here.is_some();
+    series.extend(counted_here.map(|values| {
+        GroupedSeries {
+            name: COUNTED_HERE.into(),
+            values: values
+                .into_iter()
+                .map(|v| v.and_then(|v| Spread::of([v])))
+                .collect(),
+        }
+    }));
     series.extend(DESIGNS.iter().map(|design| {
         GroupedSeries {
             name: design.name().into(),
@@ -174,8 +209,18 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
         caption: format!(
             "One group per workload. \"{MEASURED}\" is the real run on this host (median, \
              whisker over the runs); the designs are the simulator's predictions for the same \
-             workload with this host's calibrated costs (vanilla is KVM's emulated LAPIC, the \
-             path measured)."
+             workload on a VT-x host with this host's calibrated costs, every exit counted \
+             (vanilla is KVM's emulated LAPIC, the path measured).{}",
+            if with_traps {
+                format!(
+                    " \"{COUNTED_HERE}\" is the vanilla prediction as this host's KVM counts \
+                     exits (natively kvm_pvm adds its injection into the handler and the \
+                     handler's IRETQ; emulated it leaves out the LAPIC writes it emulates): the \
+                     number the model check compares with the measurement."
+                )
+            } else {
+                String::new()
+            }
         ),
         commands: Vec::new(),
         table: Table {
@@ -187,59 +232,100 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
     })
 }
 
-/// "kernel + irqfd + PV EOI" is fastest with the guest halted: the real
-/// irq-latency paths compared by median p50.
-fn fastest_path_sentences(cases: &[RealCase]) -> Vec<String> {
-    let mut sentences = Vec::new();
-    for (idle, state) in [(GuestIdle::Busy, "running"), (GuestIdle::Halt, "halted")] {
-        let paths: Vec<(&RealCase, Spread)> = cases
-            .iter()
-            .filter(|c| c.bench() == "irq-latency" && c.config.common.guest_idle == idle)
-            .filter_map(|c| Some((c, c.p50()?)))
-            .collect();
-        let fastest = paths
-            .iter()
-            .min_by(|a, b| a.1.median.total_cmp(&b.1.median));
-        let userspace = paths
-            .iter()
-            .find(|(c, _)| c.config.common.irqchip == Irqchip::Userspace);
-        let name = |case: &RealCase| {
-            case.label
-                .split(" · ")
-                .next()
-                .unwrap_or(&case.label)
-                .to_string()
-        };
-        match (fastest, userspace) {
-            (Some((best, best_p50)), Some((slow, slow_p50))) if best.label != slow.label => {
-                sentences.push(format!(
-                    "Fastest interrupt path into a {state} vCPU here: {} with a p50 of {}, \
-                     {:.1}x faster than the userspace irqchip ({}).",
-                    name(best),
-                    us(best_p50.median),
-                    slow_p50.median / best_p50.median,
-                    us(slow_p50.median)
-                ));
-            }
-            (Some((best, best_p50)), _) => {
-                let slowest = paths
-                    .iter()
-                    .max_by(|a, b| a.1.median.total_cmp(&b.1.median));
-                if let Some((slow, slow_p50)) = slowest.filter(|(c, _)| c.label != best.label) {
-                    sentences.push(format!(
-                        "Fastest interrupt path into a {state} vCPU here: {} with a p50 of {}; \
-                         the slowest, {}, takes {}.",
-                        name(best),
-                        us(best_p50.median),
-                        name(slow),
-                        us(slow_p50.median)
-                    ));
-                }
-            }
-            _ => {}
+/// Beyond its range, a single run's p50 within this share of the fastest
+/// cannot be told from it: one run measures no spread.
+const SINGLE_RUN_TIE_BAND: f64 = 0.10;
+
+/// Whether a path's p50 is indistinguishable from the fastest's: their
+/// ranges over the runs overlap, or, measured once, the two lie within
+/// [`SINGLE_RUN_TIE_BAND`].
+fn ties(fastest: &Spread, other: &Spread) -> bool {
+    let overlap = other.min <= fastest.max && fastest.min <= other.max;
+    let single_run = fastest.runs.min(other.runs) <= 1;
+    overlap || (single_run && other.median <= fastest.median * (1.0 + SINGLE_RUN_TIE_BAND))
+}
+
+/// How many runs stand behind a comparison of paths, and what counted
+/// as a tie: (for ties, for a clear winner).
+fn runs_each(runs: usize) -> (String, String) {
+    match runs {
+        0 | 1 => {
+            let band = SINGLE_RUN_TIE_BAND * 100.0;
+            (
+                format!("one run each, so within {band:.0}% counts as a tie"),
+                format!("one run each; no other path within {band:.0}%"),
+            )
         }
+        n => (
+            format!("{n} runs each"),
+            format!("{n} runs each; no other path's range overlaps"),
+        ),
     }
-    sentences
+}
+
+/// The real paths into a vCPU in one state, by their p50: the fastest, or
+/// every path that ties with it, and how much slower the userspace
+/// irqchip is.
+fn fastest_path_sentence(state: &str, paths: &[(String, bool, Spread)]) -> Option<String> {
+    let mut sorted: Vec<&(String, bool, Spread)> = paths.iter().collect();
+    sorted.sort_by(|a, b| a.2.median.total_cmp(&b.2.median));
+    let (_, _, best) = sorted.first()?;
+    if sorted.len() < 2 {
+        return None;
+    }
+    let (tied, rest): (Vec<_>, Vec<_>) =
+        sorted.into_iter().partition(|(_, _, p50)| ties(best, p50));
+    let (runs_tied, runs_apart) =
+        runs_each(tied.iter().map(|(_, _, p50)| p50.runs).min().unwrap_or(1));
+    let mut sentence = if tied.len() > 1 {
+        let names: Vec<&str> = tied.iter().map(|(name, _, _)| name.as_str()).collect();
+        let slowest_tied = tied.last().map_or(best.median, |(_, _, p50)| p50.median);
+        format!(
+            "Into a {state} vCPU, {} paths are indistinguishable ({}), p50 {} ({runs_tied})",
+            tied.len(),
+            names.join(", "),
+            us_range(best.median, slowest_tied)
+        )
+    } else {
+        let (name, _, _) = tied[0];
+        let (next, _, next_p50) = rest[0];
+        format!(
+            "Into a {state} vCPU, {name} is the fastest path, p50 {} ({runs_apart}), {:.2}x \
+             faster than the next, {next} ({})",
+            us(best.median),
+            next_p50.median / best.median,
+            us(next_p50.median)
+        )
+    };
+    let userspace = rest.iter().find(|(_, userspace, _)| *userspace);
+    if let Some((_, _, slow)) = userspace {
+        sentence.push_str(&format!(
+            "; the userspace irqchip is {:.1}x slower ({})",
+            slow.median / best.median,
+            us(slow.median)
+        ));
+    }
+    sentence.push('.');
+    Some(sentence)
+}
+
+/// The real irq-latency paths compared by p50, per state of the vCPU.
+fn fastest_path_sentences(cases: &[RealCase]) -> Vec<String> {
+    [(GuestIdle::Busy, "running"), (GuestIdle::Halt, "halted")]
+        .into_iter()
+        .filter_map(|(idle, state)| {
+            let paths: Vec<(String, bool, Spread)> = cases
+                .iter()
+                .filter(|c| c.bench() == "irq-latency" && c.config.common.guest_idle == idle)
+                .filter_map(|c| {
+                    let name = c.label.split(" · ").next().unwrap_or(&c.label);
+                    let userspace = c.config.common.irqchip == Irqchip::Userspace;
+                    Some((name.to_string(), userspace, c.p50()?))
+                })
+                .collect();
+            fastest_path_sentence(state, &paths)
+        })
+        .collect()
 }
 
 /// "31.8 us", "6.68 ms": a latency in the unit that reads best.
@@ -251,6 +337,27 @@ fn us(ns: f64) -> String {
     }
 }
 
+/// "51.6-52.5 us": two latencies in the unit that reads best for the
+/// larger.
+fn us_range(low_ns: f64, high_ns: f64) -> String {
+    let text = us(high_ns);
+    let (high, unit) = text.split_once(' ').unwrap_or((&text, ""));
+    let scale = if unit == "ms" { 1e6 } else { 1e3 };
+    format!("{}\u{2013}{high} {unit}", format_value(low_ns / scale))
+}
+
+/// "a, b and c": items of a sentence.
+pub fn and_list<T: AsRef<str>>(items: &[T]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.as_ref().to_string(),
+        [init @ .., last] => {
+            let init: Vec<&str> = init.iter().map(AsRef::as_ref).collect();
+            format!("{} and {}", init.join(", "), last.as_ref())
+        }
+    }
+}
+
 /// "-23%": a sentence's percentage, whole.
 fn whole_percent(fraction: f64) -> String {
     let percent = (fraction * 100.0).round();
@@ -258,82 +365,174 @@ fn whole_percent(fraction: f64) -> String {
     format!("{}%", if percent == 0.0 { 0.0 } else { percent })
 }
 
-/// What each design would save against vanilla, over the extrapolated
-/// workloads: the range of the exits saved and the median latency change.
+/// Workloads of one bench whose changes lie close together: stated as one
+/// range, never merged with another bench's or a far-off neighbour's.
+struct Cluster<'a> {
+    bench: &'a str,
+    workloads: Vec<&'a str>,
+    min: f64,
+    max: f64,
+}
+
+/// Two changes of one bench this far apart (in fractions) are stated apart.
+const CLUSTER_GAP: f64 = 0.10;
+
+/// `changes` (bench, workload, change) grouped per bench in first-seen
+/// order, each bench split where consecutive changes differ by more than
+/// [`CLUSTER_GAP`].
+fn clusters<'a>(changes: &[(&'a str, &'a str, f64)]) -> Vec<Cluster<'a>> {
+    let mut benches: Vec<&str> = Vec::new();
+    for (bench, _, _) in changes {
+        if !benches.contains(bench) {
+            benches.push(bench);
+        }
+    }
+    let mut clusters: Vec<Cluster> = Vec::new();
+    for bench in benches {
+        let mut of_bench: Vec<(&str, f64)> = changes
+            .iter()
+            .filter(|(b, _, _)| *b == bench)
+            .map(|(_, workload, change)| (*workload, *change))
+            .collect();
+        of_bench.sort_by(|a, b| a.1.total_cmp(&b.1));
+        for (workload, change) in of_bench {
+            match clusters.last_mut() {
+                Some(last) if last.bench == bench && change - last.max <= CLUSTER_GAP => {
+                    last.workloads.push(workload);
+                    last.max = change;
+                }
+                _ => clusters.push(Cluster {
+                    bench,
+                    workloads: vec![workload],
+                    min: change,
+                    max: change,
+                }),
+            }
+        }
+    }
+    clusters
+}
+
+/// "-100% on timer-latency · 1 kHz, -1% to -3% on 4 ipi workloads".
+fn clusters_text(clusters: &[Cluster]) -> String {
+    clusters
+        .iter()
+        .map(|cluster| {
+            let change = if whole_percent(cluster.min) == whole_percent(cluster.max) {
+                whole_percent(cluster.min)
+            } else {
+                format!(
+                    "{} to {}",
+                    whole_percent(cluster.min),
+                    whole_percent(cluster.max)
+                )
+            };
+            match cluster.workloads.as_slice() {
+                [one] => format!("{change} on {one}"),
+                many => format!("{change} on {} {} workloads", many.len(), cluster.bench),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What each design would change against vanilla, per workload (similar
+/// workloads of one bench share a range, with their count): the simulator
+/// on a VT-x host with this host's costs, every exit counted.
 fn design_sentences(extrapolation: &[Extrapolated]) -> Vec<String> {
     let workloads = workloads(extrapolation);
     DESIGNS[1..]
         .iter()
         .filter_map(|design| {
-            let changes = |pick: fn(&Extrapolated) -> Option<f64>| {
-                Spread::of(workloads.iter().filter_map(|w| {
-                    let vanilla = pick(find(extrapolation, w, PolicyKind::Vanilla)?)?;
-                    let this = pick(find(extrapolation, w, *design)?)?;
-                    (vanilla > 0.0).then(|| (vanilla - this) / vanilla)
-                }))
+            let changes = |pick: fn(&Extrapolated) -> Option<f64>| -> Vec<(&str, &str, f64)> {
+                workloads
+                    .iter()
+                    .filter_map(|w| {
+                        let vanilla = find(extrapolation, w, PolicyKind::Vanilla)?;
+                        let this = pick(find(extrapolation, w, *design)?)?;
+                        let before = pick(vanilla).filter(|&v| v > 0.0)?;
+                        Some((vanilla.bench.as_str(), w.as_str(), (this - before) / before))
+                    })
+                    .collect()
             };
-            let exits = changes(|e| e.exits_per_interrupt)?;
+            let exits = changes(|e| e.exits_per_interrupt);
+            if exits.is_empty() {
+                return None;
+            }
             let mut sentence = format!(
-                "{} would save {} to {} of the exits per interrupt (median {}) across {} workloads",
+                "{} against vanilla, both predicted for a VT-x host with this host's exit costs: \
+                 exits per interrupt {}",
                 design.name(),
-                whole_percent(exits.min),
-                whole_percent(exits.max),
-                whole_percent(exits.median),
-                exits.runs
+                clusters_text(&clusters(&exits))
             );
-            if let Some(latency) = changes(|e| e.latency_p50_ns) {
+            let latency = changes(|e| e.latency_p50_ns);
+            if !latency.is_empty() {
                 sentence.push_str(&format!(
-                    " and change latency p50 by a median {}",
-                    whole_percent(-latency.median)
+                    "; latency p50 {}",
+                    clusters_text(&clusters(&latency))
                 ));
             }
-            sentence.push_str(" on this host, as the model predicts.");
+            sentence.push('.');
             Some(sentence)
         })
         .collect()
 }
 
-/// Where the model can be trusted: per metric, how many predictions fell
-/// within 20% of the measurement; trusted where two thirds did.
+/// How far the model is trusted: its score against the real runs, per
+/// metric; trusted where two thirds of a metric's predictions were within
+/// 20%.
 fn model_sentence(checks: &ModelChecks) -> Option<String> {
-    let mut trusted = Vec::new();
-    let mut missed = Vec::new();
-    for metric in [
-        Metric::ExitsPerInterrupt,
-        Metric::LatencyP50Ns,
-        Metric::TimeInGuest,
-    ] {
-        let of: Vec<_> = checks
-            .comparisons
-            .iter()
-            .filter(|c| c.metric == metric)
-            .collect();
-        if of.is_empty() {
-            continue;
-        }
-        let hits = of.iter().filter(|c| c.within_tolerance).count();
-        let verdict = format!(
-            "{} ({hits} of {} within 20%)",
-            metric.label().trim_end_matches(" (ns)"),
-            of.len()
-        );
-        if 3 * hits >= 2 * of.len() {
-            trusted.push(verdict);
-        } else {
-            missed.push(verdict);
-        }
+    let scores = scores(&checks.comparisons);
+    if scores.is_empty() {
+        return None;
     }
-    let trusted = match trusted.is_empty() {
-        true => "The model is trusted for no metric here".to_string(),
-        false => format!("The model is trusted for {}", trusted.join(", ")),
+    let hits: usize = scores.iter().map(|s| s.hits).sum();
+    let of: usize = scores.iter().map(|s| s.of).sum();
+    let verdict = |score: &Score| {
+        format!(
+            "{} ({} of {})",
+            score.metric.label().trim_end_matches(" (ns)"),
+            score.hits,
+            score.of
+        )
     };
-    let missed = match missed.is_empty() {
-        true => String::new(),
-        false => format!(" and misses on {}", missed.join(", ")),
-    };
-    (!checks.comparisons.is_empty()).then(|| {
-        format!("{trusted}{missed}; every miss is listed under \"Model against reality\".")
-    })
+    let (trusted, missed): (Vec<&Score>, Vec<&Score>) =
+        scores.iter().partition(|s| 3 * s.hits >= 2 * s.of);
+    let mut sentence = format!(
+        "Model against reality: {hits} of {of} predictions within 20% of this host's \
+         measurements. Trusted for {}",
+        match trusted.is_empty() {
+            true => "no metric".to_string(),
+            false => trusted
+                .iter()
+                .map(|s| verdict(s))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    );
+    if !missed.is_empty() {
+        sentence.push_str(&format!(
+            "; not for {}",
+            missed
+                .iter()
+                .map(|s| verdict(s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    sentence.push('.');
+    if scores
+        .iter()
+        .any(|s| s.metric == Metric::LostPerInterruptNs)
+    {
+        sentence.push_str(
+            " Time in guest is ill-conditioned near saturation (a share near zero turns a \
+             small error into a large relative one), so whileloop is also compared as the \
+             loop time lost per handled interrupt.",
+        );
+    }
+    sentence.push_str(" Every miss is explained under \"Model against reality\".");
+    Some(sentence)
 }
 
 /// The software-only designs' headline numbers.
@@ -412,13 +611,87 @@ fn simulated_sentences(simulated: &[SimScenario]) -> Vec<String> {
         .collect()
 }
 
-/// The section; it always exists, saying so when there is little to say.
-pub fn conclusions_section(findings: &Findings) -> Section {
-    let mut intro = Vec::new();
+/// "This host: ..." what a reader must know before any number: the KVM
+/// backend, whether hardware virtualization exists, nesting, the load.
+fn host_sentence(host: &Host, load: &HostLoad, probe: Option<&ProbeReport>) -> String {
+    let backend = probe
+        .and_then(|p| p.backend.as_deref())
+        .or(host.kvm_backend.as_deref());
+    let mut facts = vec![match backend {
+        Some(backend) => format!("KVM backend {backend}"),
+        None => "no KVM backend loaded".to_string(),
+    }];
+    facts.push(match host.hardware_virtualization {
+        Some(true) => "VT-x/AMD-V present".into(),
+        Some(false) => "no VT-x or AMD-V (so APICv, posted interrupts, ELI and DID cannot \
+                        run here: every design figure below is a prediction)"
+            .into(),
+        None => "hardware virtualization unknown".into(),
+    });
+    facts.push(match host.nested {
+        Some(true) => {
+            "nested: itself a virtual machine (the CPU's hypervisor flag), so every trap \
+             leaves to an outer hypervisor"
+                .into()
+        }
+        Some(false) => "not nested".into(),
+        None => "nesting unknown".into(),
+    });
+    facts.push(format!("{} CPUs", host.cpus));
+    if let Some(exec) = probe.map(|p| p.guest_exec) {
+        facts.push(format!("guest execution {exec}"));
+    }
+    if let Some(load) = load.load_avg_1m_at_start {
+        facts.push(format!("load average {load:.2} at the start"));
+    }
+    if let Some(steal) = load.steal_share {
+        facts.push(format!(
+            "{:.1}% of CPU time stolen while it ran",
+            steal * 100.0
+        ));
+    }
+    format!("This host: {}.", facts.join(", "))
+}
+
+/// How many runs stand behind each kind of number: the median of several
+/// only where several ran.
+fn runs_sentence(findings: &Findings) -> Option<String> {
+    let repeats = findings.cases.iter().map(|c| c.repeats.len()).max()?;
+    let real = match repeats {
+        1 => "each real benchmark is a single run (no spread was measured)".to_string(),
+        n => format!(
+            "each real benchmark number is the median of {n} runs, with their range in the tables"
+        ),
+    };
+    let mut once = Vec::new();
+    if let Some(probe) = findings.probe {
+        once.push(format!(
+            "the probe's floors (one probe, each the median of {} events)",
+            probe.samples
+        ));
+    }
+    once.push("the emulated-against-native table".to_string());
+    if findings.designs.is_some() {
+        once.push("the software-only designs".into());
+    }
+    Some(format!(
+        "Runs: {real}; {} ran once; the simulations are one deterministic run per seed.",
+        and_list(&once)
+    ))
+}
+
+/// The conclusions (sentences, first on the page; the section always
+/// exists) and, where there are any, the pivots they come from.
+pub fn conclusions_sections(findings: &Findings) -> Vec<Section> {
+    let mut intro = vec![host_sentence(
+        findings.host,
+        findings.host_load,
+        findings.probe,
+    )];
     if let Some(probe) = findings.probe {
         intro.push(format!(
             "One exit costs {} when the VMM handles it in userspace and {} when KVM \
-             handles it: every exit a design saves is worth that much here.",
+             handles it (probe medians): every exit a design saves is worth that much here.",
             us(probe.floors.userspace_exit_ns),
             us(probe.floors.kernel_exit_ns)
         ));
@@ -434,13 +707,7 @@ pub fn conclusions_section(findings: &Findings) -> Section {
     if let Some(designs) = findings.designs {
         intro.extend(software_design_sentences(designs));
     }
-    if let Some(repeats) = findings.cases.iter().map(|c| c.repeats.len()).max() {
-        intro.push(if repeats > 1 {
-            format!("Every real number is the median of {repeats} runs; tables give the range.")
-        } else {
-            "Every real number is a single run (--quick): no spread was measured.".into()
-        });
-    }
+    intro.extend(runs_sentence(findings));
     let simulated = simulated_sentences(findings.simulated);
     if !simulated.is_empty() {
         intro.push(format!(
@@ -448,17 +715,29 @@ pub fn conclusions_section(findings: &Findings) -> Section {
             simulated.join(" ")
         ));
     }
-    let figures = PIVOTS
-        .iter()
-        .filter_map(|metric| pivot_figure(metric, extrapolation))
-        .collect();
-    Section {
+    let conclusions = Section {
         id: "conclusions".into(),
         title: "Conclusions".into(),
         intro,
+        figures: Vec::new(),
+        tables: Vec::new(),
+    };
+    let figures: Vec<Figure> = PIVOTS
+        .iter()
+        .filter_map(|metric| pivot_figure(metric, extrapolation))
+        .collect();
+    let pivots = (!figures.is_empty()).then(|| Section {
+        id: "pivots".into(),
+        title: "Measured and predicted, per design and workload".into(),
+        intro: vec![
+            "The numbers behind the conclusions: per metric, each workload's real run beside \
+             the simulator's prediction for every design."
+                .into(),
+        ],
         figures,
         tables: Vec::new(),
-    }
+    });
+    std::iter::once(conclusions).chain(pivots).collect()
 }
 
 #[cfg(test)]
@@ -468,15 +747,19 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn extrapolated(workload: &str, policy: PolicyKind, exits: f64, p50: f64) -> Extrapolated {
+        let vanilla = policy == PolicyKind::Vanilla;
         Extrapolated {
             workload: workload.into(),
+            bench: workload.split(' ').next().unwrap_or(workload).into(),
             policy: policy.name().into(),
             exits_per_interrupt: Some(exits),
+            // kvm_pvm's two traps on top, as the model check counts.
+            exits_per_interrupt_counted_here: vanilla.then_some(exits + 2.0),
             exits_per_interrupt_by_reason: BTreeMap::new(),
             latency_p50_ns: Some(p50),
             time_in_guest: 0.9,
             cpu_cores: Some(1.0),
-            measured: (policy == PolicyKind::Vanilla).then(|| Measured {
+            measured: vanilla.then(|| Measured {
                 exits_per_interrupt: Spread::of([1.0, 1.2, 1.1]),
                 latency_p50_ns: Spread::of([40_000.0]),
                 time_in_guest: None,
@@ -485,18 +768,25 @@ mod tests {
         }
     }
 
-    fn sample() -> Vec<Extrapolated> {
-        [("irq", 2.0, 40_000.0), ("timer", 3.0, 45_000.0)]
-            .into_iter()
-            .flat_map(|(workload, exits, p50)| {
+    /// Per workload: vanilla's exits and p50, and what did does to them.
+    fn designs_on(rows: &[(&str, f64, f64, f64)]) -> Vec<Extrapolated> {
+        rows.iter()
+            .flat_map(|&(workload, exits, p50, did_p50)| {
                 [
                     extrapolated(workload, PolicyKind::Vanilla, exits, p50),
                     extrapolated(workload, PolicyKind::Apicv, exits / 2.0, p50 * 0.8),
                     extrapolated(workload, PolicyKind::Eli, exits / 2.0, p50 * 0.8),
-                    extrapolated(workload, PolicyKind::Did, 0.0, p50 / 2.0),
+                    extrapolated(workload, PolicyKind::Did, 0.0, did_p50),
                 ]
             })
             .collect()
+    }
+
+    fn sample() -> Vec<Extrapolated> {
+        designs_on(&[
+            ("irq · 5K/s", 2.0, 40_000.0, 20_000.0),
+            ("timer · 1 kHz", 3.0, 45_000.0, 22_500.0),
+        ])
     }
 
     #[test]
@@ -504,56 +794,228 @@ mod tests {
         let figure = pivot_figure(&PIVOTS[0], &sample()).expect("exits pivot");
         assert_eq!(
             figure.table.columns,
-            ["workload", MEASURED, "vanilla", "apicv", "eli", "did"]
+            [
+                "workload",
+                MEASURED,
+                COUNTED_HERE,
+                "vanilla",
+                "apicv",
+                "eli",
+                "did"
+            ]
         );
         assert_eq!(figure.table.rows.len(), 2);
+        // The measured exits sit beside the prediction as this host counts
+        // them (kvm_pvm's traps included), then every design's.
         assert_eq!(
             figure.table.rows[0].cells,
             [
-                "irq",
+                "irq · 5K/s",
                 "1.10 (1.00\u{2013}1.20)",
+                "4.00",
                 "2.00",
                 "1.00",
                 "1.00",
                 "0"
             ]
         );
-        // Time in guest was not measured: that column stays empty.
+        // Time in guest was not measured: that column stays empty; and it
+        // has no "as counted here" column.
         let guest = pivot_figure(&PIVOTS[2], &sample()).expect("guest pivot");
         assert_eq!(guest.table.rows[0].cells[1], "-");
+        assert!(!guest.table.columns.iter().any(|c| c == COUNTED_HERE));
     }
 
     #[test]
-    fn design_sentences_state_the_savings_with_their_numbers() {
-        let sentences = design_sentences(&sample());
+    fn where_this_host_counts_every_exit_the_pivot_has_no_extra_column() {
+        let mut rows = sample();
+        for e in &mut rows {
+            e.exits_per_interrupt_counted_here = e
+                .measured
+                .is_some()
+                .then_some(e.exits_per_interrupt)
+                .flatten();
+        }
+        let figure = pivot_figure(&PIVOTS[0], &rows).expect("exits pivot");
+        assert!(!figure.table.columns.iter().any(|c| c == COUNTED_HERE));
+    }
+
+    #[test]
+    fn design_savings_are_stated_per_workload_never_as_a_median_over_unlike_ones() {
+        // One timer and five IPI workloads: did halves the timer's p50 and
+        // changes four IPI waits by 1-3%, one by -69%.
+        let rows = designs_on(&[
+            ("timer · 1 kHz", 3.0, 40_000.0, 18_800.0),
+            ("ipi · halt", 4.0, 50_000.0, 49_500.0),
+            ("ipi · halt-poll", 4.0, 50_000.0, 49_000.0),
+            ("ipi · no HLT exit", 4.0, 50_000.0, 48_500.0),
+            ("ipi · poll 50 us", 4.0, 50_000.0, 48_600.0),
+            ("ipi · idle=poll", 4.0, 50_000.0, 15_500.0),
+        ]);
+        let sentences = design_sentences(&rows);
         assert_eq!(sentences.len(), 3);
+        let did = &sentences[2];
         assert!(
-            sentences[2].starts_with("did would save 100% to 100% of the exits"),
-            "{}",
-            sentences[2]
+            did.starts_with(
+                "did against vanilla, both predicted for a VT-x host with this host's exit costs: "
+            ),
+            "{did}"
         );
-        assert!(sentences[2].contains("change latency p50 by a median -50%"));
         assert!(
-            sentences[1]
-                .contains("median 50%) across 2 workloads and change latency p50 by a median -20%"),
-            "{}",
-            sentences[1]
+            did.contains("exits per interrupt -100% on timer · 1 kHz, -100% on 5 ipi workloads"),
+            "{did}"
         );
+        assert!(
+            did.contains(
+                "latency p50 -53% on timer · 1 kHz, -69% on ipi · idle=poll, -3% to -1% on 4 \
+                 ipi workloads."
+            ),
+            "{did}"
+        );
+        assert!(!did.contains("median"), "{did}");
         assert_eq!(whole_percent(-0.001), "0%");
+        assert_eq!(and_list(&["a", "b", "c"]), "a, b and c");
+        assert_eq!(and_list(&["a"]), "a");
         assert_eq!(us(6_680_000.0), "6.68 ms");
         assert_eq!(us(31_800.0), "31.8 us");
     }
 
+    fn spread(values: &[f64]) -> Spread {
+        Spread::of(values.iter().copied()).expect("values")
+    }
+
+    #[test]
+    fn overlapping_ranges_are_a_tie_and_the_userspace_irqchip_is_measured_against_them() {
+        let paths = [
+            (
+                "kernel + irqfd".to_string(),
+                false,
+                spread(&[51_600.0, 50_400.0, 54_600.0]),
+            ),
+            (
+                "kernel + vcpu".to_string(),
+                false,
+                spread(&[52_500.0, 51_000.0, 53_900.0]),
+            ),
+            (
+                "split + irqfd".to_string(),
+                false,
+                spread(&[52_000.0, 50_900.0, 54_000.0]),
+            ),
+            (
+                "userspace".to_string(),
+                true,
+                spread(&[110_000.0, 108_000.0, 113_000.0]),
+            ),
+        ];
+        let sentence = fastest_path_sentence("halted", &paths).expect("sentence");
+        assert_eq!(
+            sentence,
+            "Into a halted vCPU, 3 paths are indistinguishable (kernel + irqfd, split + irqfd, \
+             kernel + vcpu), p50 51.6\u{2013}52.5 us (3 runs each); the userspace irqchip is \
+             2.1x slower (110 us)."
+        );
+    }
+
+    #[test]
+    fn a_path_whose_range_stands_apart_is_named_fastest() {
+        let paths = [
+            (
+                "kernel + irqfd".to_string(),
+                false,
+                spread(&[40_000.0, 39_000.0, 41_000.0]),
+            ),
+            (
+                "kernel + vcpu".to_string(),
+                false,
+                spread(&[52_500.0, 51_000.0, 53_900.0]),
+            ),
+        ];
+        let sentence = fastest_path_sentence("running", &paths).expect("sentence");
+        assert!(
+            sentence.starts_with(
+                "Into a running vCPU, kernel + irqfd is the fastest path, p50 40.0 us (3 runs \
+                 each; no other path's range overlaps), 1.31x faster than the next, \
+                 kernel + vcpu (52.5 us)"
+            ),
+            "{sentence}"
+        );
+    }
+
+    #[test]
+    fn single_runs_within_the_band_tie_and_beyond_it_do_not() {
+        let once = |ns: f64| spread(&[ns]);
+        assert!(ties(&once(50_000.0), &once(54_000.0)));
+        assert!(!ties(&once(50_000.0), &once(56_000.0)));
+        // Three runs each: only overlapping ranges tie.
+        assert!(!ties(
+            &spread(&[50_000.0, 49_000.0, 51_000.0]),
+            &spread(&[52_000.0, 51_500.0, 53_000.0])
+        ));
+        let paths = [
+            ("kernel + irqfd".to_string(), false, once(50_000.0)),
+            ("kernel + vcpu".to_string(), false, once(54_000.0)),
+        ];
+        let sentence = fastest_path_sentence("halted", &paths).expect("sentence");
+        assert!(
+            sentence.contains("2 paths are indistinguishable")
+                && sentence.contains("one run each, so within 10% counts as a tie"),
+            "{sentence}"
+        );
+    }
+
+    fn host() -> Host {
+        Host {
+            kernel: Some("6.18".into()),
+            cpu: Some("AMD EPYC".into()),
+            cpus: 2,
+            kvm_backend: Some("kvm_pvm".into()),
+            guest_exec: Some("native".into()),
+            hardware_virtualization: Some(false),
+            nested: Some(true),
+        }
+    }
+
+    fn load() -> HostLoad {
+        HostLoad {
+            cpus: 2,
+            load_avg_1m_at_start: Some(0.25),
+            load_avg_1m_at_end: Some(1.5),
+            steal_share: Some(0.004),
+        }
+    }
+
+    #[test]
+    fn the_first_sentence_says_what_host_this_is() {
+        let sentence = host_sentence(&host(), &load(), None);
+        for fact in [
+            "KVM backend kvm_pvm",
+            "no VT-x or AMD-V",
+            "nested",
+            "2 CPUs",
+            "load average 0.25 at the start",
+            "0.4% of CPU time stolen",
+        ] {
+            assert!(sentence.contains(fact), "{fact}: {sentence}");
+        }
+    }
+
     #[test]
     fn the_section_is_first_class_even_without_kvm() {
-        let section = conclusions_section(&Findings {
+        let (host, load) = (host(), load());
+        let sections = conclusions_sections(&Findings {
+            host: &host,
+            host_load: &load,
             probe: None,
             cases: &[],
             checks: None,
             designs: None,
             simulated: &[],
         });
-        assert_eq!(section.id, "conclusions");
-        assert!(section.figures.is_empty());
+        assert_eq!(sections.len(), 1);
+        assert_eq!(sections[0].id, "conclusions");
+        assert!(sections[0].intro[0].starts_with("This host: "));
+        // No real runs: no claim about how many runs a number is.
+        assert!(!sections[0].intro.iter().any(|p| p.starts_with("Runs:")));
     }
 }

@@ -4,6 +4,9 @@
 
 use serde::Serialize;
 
+use super::meta::HostLoad;
+use super::progress::StepRecord;
+
 /// How much `dirq report` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -38,8 +41,10 @@ pub struct ReportData {
     /// What the reader must know before trusting the numbers: skipped steps,
     /// failed runs, model misses. Shown at the top of the page.
     pub notes: Vec<String>,
-    /// Wall time of each step, in the order they ran.
-    pub steps: Vec<StepTiming>,
+    /// Each step in the order it ran: its status, wall time and failures.
+    pub steps: Vec<StepRecord>,
+    /// How busy the host was while the report ran; absent until it ends.
+    pub host_load: Option<HostLoad>,
     pub sections: Vec<Section>,
     /// The raw results behind the sections, as each tool printed them.
     pub raw: serde_json::Map<String, serde_json::Value>,
@@ -51,12 +56,6 @@ pub struct KvmStatus {
     pub available: bool,
     /// Why it is missing, or what backend answered.
     pub detail: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct StepTiming {
-    pub step: String,
-    pub wall_s: f64,
 }
 
 /// One heading of the report with its figures and free-standing tables.

@@ -8,8 +8,10 @@ use dirq_vmm::designs::vioapic::VioapicTable;
 use dirq_vmm::designs::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable};
 
 use super::charts::{exit_bars, format_percent, format_value, latency_cpu_scatter};
+use super::conclusions::and_list;
 use super::data::{Chart, Figure, NamedValues, Section, Spread, Table, TableRow};
-use crate::designs::DesignTables;
+use super::progress::StepFailure;
+use crate::designs::{Design, DesignTables};
 
 fn columns(names: &[&str]) -> Vec<String> {
     names.iter().map(|name| name.to_string()).collect()
@@ -295,6 +297,54 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
     }
 }
 
+/// What each design's table measures, for the section's first words.
+fn measures(design: Design) -> &'static str {
+    match design {
+        Design::Vioapic => "the four VIOAPIC levels",
+        Design::IoBatch => "batched port I/O",
+        Design::Tick => "transparent tick scaling",
+        Design::Halt => "the IPI/HLT trade-off",
+    }
+}
+
+fn measured(tables: &DesignTables, design: Design) -> bool {
+    match design {
+        Design::Vioapic => tables.vioapic.is_some(),
+        Design::IoBatch => tables.io_batch.is_some(),
+        Design::Tick => tables.tick.is_some(),
+        Design::Halt => tables.halt.is_some(),
+    }
+}
+
+/// The `--only` name of a design.
+fn only_name(design: Design) -> String {
+    clap::ValueEnum::to_possible_value(&design).map_or_else(
+        || format!("{design:?}"),
+        |value| value.get_name().to_string(),
+    )
+}
+
+/// Each design whose table is missing, with its error and the command
+/// that measures it alone. `measure` names the design before its error.
+pub fn failures(tables: &DesignTables, command: &str) -> Vec<StepFailure> {
+    Design::ALL
+        .into_iter()
+        .filter(|&design| !measured(tables, design))
+        .filter_map(|design| {
+            let named = format!("{}: ", design.title());
+            let reason = tables
+                .failures
+                .iter()
+                .find_map(|failure| failure.strip_prefix(&named))?;
+            Some(StepFailure {
+                configuration: measures(design).into(),
+                reason: reason.to_string(),
+                command: Some(format!("{command} --only {}", only_name(design))),
+            })
+        })
+        .collect()
+}
+
 /// The section, or `None` when no design could be measured.
 pub fn designs_section(tables: &DesignTables, command: &str) -> Option<Section> {
     let mut figures = Vec::new();
@@ -313,22 +363,60 @@ pub fn designs_section(tables: &DesignTables, command: &str) -> Option<Section> 
     if figures.is_empty() {
         return None;
     }
+    // What failed is said by the report (an "Incomplete" line above this).
+    let names: Vec<&str> = Design::ALL
+        .into_iter()
+        .filter(|&design| measured(tables, design))
+        .map(measures)
+        .collect();
+    let intro = vec![
+        format!(
+            "The designs of docs/designs.md that need no special hardware, run on dirq's VMM \
+             and guest and measured exit by exit, each once: {}.",
+            and_list(&names)
+        ),
+        "Where kvm_pvm emulates dirq's guest, every instruction costs about a tenth of a \
+         userspace exit, so the work every path shares weighs more than on hardware and the \
+         savings look smaller, and a running vCPU takes interrupts only at its next exit; \
+         docs/designs.md explains both."
+            .into(),
+    ];
     Some(Section {
         id: "designs".into(),
         title: "Software-only designs, for real on this host's KVM".into(),
-        intro: vec![
-            "The designs of docs/designs.md that need no special hardware, run on \
-             dirq's VMM and guest and measured exit by exit: the four VIOAPIC levels, batched \
-             port I/O, transparent tick scaling, and the IPI/HLT trade-off."
-                .into(),
-            "On kvm_pvm KVM emulates every instruction of dirq's guest (about a tenth of a \
-             userspace exit each), so the work every path shares weighs more than on \
-             hardware and the savings look smaller; a running vCPU takes interrupts only at \
-             its next exit, which makes guest polling the slowest way to wait. docs/designs.md \
-             explains both."
-                .into(),
-        ],
+        intro,
         figures,
         tables: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_missing_table_is_a_failure_with_its_own_error_and_command() {
+        let tables = DesignTables {
+            failures: vec![
+                format!("{}: the guest hung", Design::Vioapic.title()),
+                format!("{}: no /dev/kvm", Design::Halt.title()),
+            ],
+            ..DesignTables::default()
+        };
+        // Batched I/O and tick scaling were not asked for: no error, no failure.
+        let failures = failures(&tables, "dirq designs");
+        assert_eq!(failures.len(), 2);
+        assert_eq!(failures[0].configuration, "the four VIOAPIC levels");
+        assert_eq!(failures[0].reason, "the guest hung");
+        assert_eq!(
+            failures[0].command.as_deref(),
+            Some("dirq designs --only vioapic")
+        );
+        assert_eq!(failures[1].configuration, "the IPI/HLT trade-off");
+        assert_eq!(failures[1].reason, "no /dev/kvm");
+        assert_eq!(
+            failures[1].command.as_deref(),
+            Some("dirq designs --only halt")
+        );
+    }
 }

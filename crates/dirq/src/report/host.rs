@@ -61,9 +61,11 @@ pub fn host_section(probe: &ProbeReport) -> Section {
         title: "This host's KVM".into(),
         intro: vec![format!(
             "An exit handled by the VMM in userspace costs {} ns here and one handled inside KVM \
-             {} ns: every exit a design saves is worth that much.",
+             {} ns: every exit a design saves is worth that much. One probe ran: each floor is \
+             the median of its {} timed events, not a median over runs.",
             format_value(probe.floors.userspace_exit_ns),
-            format_value(probe.floors.kernel_exit_ns)
+            format_value(probe.floors.kernel_exit_ns),
+            probe.samples
         )],
         figures: Vec::new(),
         tables: vec![table],
@@ -96,7 +98,7 @@ pub fn emulation_section(table: &EmulationTable) -> Section {
             "kvm_pvm runs an ordinary guest through its instruction emulator, or natively once \
              the guest switches (docs/native.md). Every other real figure in this report is \
              native; this table keeps what emulation costs: the same irq-latency runs into a \
-             busy guest both ways. Emulated, KVM emulates about a thousand instructions per \
+             busy guest both ways, each run once. Emulated, KVM emulates about a thousand instructions per \
              interrupt; natively only the trapped ones (the EOI, the IRETQ), and the \
              interrupt's own exits become the cost."
                 .into(),

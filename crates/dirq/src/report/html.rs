@@ -6,17 +6,21 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::data::{Depth, Figure, ReportData, Section, Table, TableRow};
 use super::figures::render_svg;
-use super::meta::{utc_minutes, Meta};
+use super::meta::{utc_minutes, HostLoad, Meta};
+use super::progress::{StepFailure, StepRecord, StepStatus};
 
 const STYLE: &str = "
 body { font-family: sans-serif; margin: 0 auto; max-width: 1100px; padding: 0 20px 48px; color: #222; line-height: 1.4; }
 h1 { margin-bottom: 4px; }
 .meta { color: #555; margin-top: 0; }
 .banner { background: #fff3cd; border: 1px solid #e0b400; padding: 12px 16px; font-weight: bold; margin: 16px 0; }
+.banner.failed { background: #fde2e1; border-color: #c00; }
+.banner ul { font-weight: normal; margin: 8px 0 0; padding-left: 20px; }
+.partial { color: #fff; background: #c00; padding: 2px 8px; border-radius: 4px; font-size: 0.6em; vertical-align: middle; }
 .notes { background: #f6f6f6; border-left: 4px solid #999; padding: 4px 16px; }
 nav ol { columns: 2; column-gap: 32px; }
 section { border-top: 1px solid #ddd; margin-top: 32px; }
-#conclusions p { font-size: 1.05em; }
+#conclusions p { font-size: 1.05em; display: list-item; margin: 6px 0 6px 1.2em; }
 figure { margin: 24px 0; padding: 12px; border: 1px solid #e4e4e4; border-radius: 6px; }
 figure h3 { margin-top: 0; }
 .chart svg { max-width: 100%; height: auto; }
@@ -34,22 +38,111 @@ tr.flagged td { background: #fde2e1; }
 .error { color: #a00; }
 ";
 
+/// The steps table: every step with its status, so a failure or a skip
+/// is never only a missing section.
+fn steps_table(steps: &[StepRecord]) -> Table {
+    let rows = steps
+        .iter()
+        .map(|record| {
+            let (status, detail) = match record.status {
+                StepStatus::Ok => ("ok", String::new()),
+                StepStatus::Failed => (
+                    "FAILED",
+                    record
+                        .failures
+                        .iter()
+                        .map(StepFailure::line)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
+                StepStatus::Skipped => (
+                    "skipped",
+                    record.skipped_because.clone().unwrap_or_default(),
+                ),
+            };
+            TableRow::flagged(
+                vec![
+                    record.title.to_string(),
+                    status.to_string(),
+                    format!("{:.1}", record.wall_s),
+                    detail,
+                ],
+                record.status == StepStatus::Failed,
+            )
+        })
+        .collect();
+    Table {
+        title: String::new(),
+        columns: [
+            "step",
+            "status",
+            "wall time (s)",
+            "what failed, or why skipped",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    }
+}
+
+/// "1 step", "2 steps".
+fn counted(count: usize, noun: &str) -> String {
+    match count {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
+/// The banner above everything else when a step failed: each failure, its
+/// configuration and the command that repeats it.
+fn failures_banner(failed: &[&StepRecord]) -> Markup {
+    let count: usize = failed.iter().map(|record| record.failures.len()).sum();
+    html! {
+        div.banner.failed #failures {
+            "PARTIAL REPORT: " (counted(count, "failure")) " in " (counted(failed.len(), "step")) ". "
+            "The sections they feed say so; the rest of the report stands."
+            ul {
+                @for record in failed {
+                    @for failure in &record.failures {
+                        li {
+                            strong { (record.title) } ": " (failure.configuration) ": "
+                            (failure.reason)
+                            @if let Some(command) = &failure.command {
+                                ". Reproduce: " code { (command) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Renders the whole report page.
 pub fn render_page(report: &ReportData, meta: &Meta) -> String {
     let total_s: f64 = report.steps.iter().map(|s| s.wall_s).sum();
+    let failed: Vec<&StepRecord> = report
+        .steps
+        .iter()
+        .filter(|record| record.status == StepStatus::Failed)
+        .collect();
+    let partial = !failed.is_empty();
+    let noisy = report.host_load.as_ref().and_then(HostLoad::warning);
+    let build = format!(
+        "source {} ({:?} build)",
+        meta.source_commit.get(..12).unwrap_or(meta.source_commit),
+        meta.build_profile
+    )
+    .to_lowercase();
     let depth = match report.depth {
         Depth::Full => format!("full run, every real measurement {} times", report.repeats),
         Depth::Quick => "--quick run: every real measurement once, so no spread".into(),
         Depth::Smoke => "smoke run (test counts: the numbers mean nothing)".into(),
     };
-    let steps = Table {
-        title: String::new(),
-        columns: vec!["step".into(), "wall time (s)".into()],
-        rows: report
-            .steps
-            .iter()
-            .map(|s| TableRow::new(vec![s.step.clone(), format!("{:.1}", s.wall_s)]))
-            .collect(),
+    let steps = steps_table(&report.steps);
+    let (conclusions, rest) = match report.sections.split_first() {
+        Some((first, rest)) if first.id == "conclusions" => (Some(first), rest),
+        _ => (None, report.sections.as_slice()),
     };
     let page = html! {
         (DOCTYPE)
@@ -57,15 +150,17 @@ pub fn render_page(report: &ReportData, meta: &Meta) -> String {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                title { "dirq report" }
+                title { @if partial { "PARTIAL · " } "dirq report" }
                 style { (PreEscaped(STYLE)) }
             }
             body {
                 header {
-                    h1 { "dirq report" }
+                    h1 { "dirq report" @if partial { " " span.partial { "PARTIAL" } } }
                     p.meta {
-                        "dirq " (meta.dirq_version) " · " (depth) " · started "
-                        (utc_minutes(meta.started)) " · took " (format!("{total_s:.0}")) " s · "
+                        "dirq " (meta.dirq_version) ", " (build) " · " (depth) " · started "
+                        (utc_minutes(meta.started)) " · took " (format!("{total_s:.0}")) " s"
+                        @if partial { ", " strong { "PARTIAL: " (counted(failed.len(), "step")) " failed" } }
+                        " · "
                         "host " (meta.host.cpu.as_deref().unwrap_or("unknown CPU")) ", "
                         (meta.host.cpus) " CPUs, kernel " (meta.host.kernel.as_deref().unwrap_or("unknown"))
                         " · numbers in " a href="data.json" { "data.json" }
@@ -73,10 +168,21 @@ pub fn render_page(report: &ReportData, meta: &Meta) -> String {
                         " (open in ui.perfetto.dev)"
                     }
                 }
+                @if partial { (failures_banner(&failed)) }
+                @if let Some(warning) = &noisy { div.banner #noisy-host { (warning) } }
                 @if !report.kvm.available {
                     div.banner #no-kvm {
                         "Simulation only: " (report.kvm.detail)
                         ". The real-VMM sections, calibration and model checks were not run."
+                    }
+                }
+                // The first screen: the conclusions and what qualifies them,
+                // then the contents.
+                @if let Some(conclusions) = conclusions { (render_section(conclusions)) }
+                @if !report.notes.is_empty() {
+                    div.notes #notes {
+                        h2 { "Read first" }
+                        ul { @for note in &report.notes { li { (code_spans(note)) } } }
                     }
                 }
                 nav #toc {
@@ -85,24 +191,15 @@ pub fn render_page(report: &ReportData, meta: &Meta) -> String {
                         @for section in &report.sections {
                             li { a href={ "#" (section.id) } { (section.title) } }
                             @if section.id == "conclusions" && !report.notes.is_empty() {
-                                li { a href="#notes" { "Read first: failures and misses" } }
+                                li { a href="#notes" { "Read first: misses and warnings" } }
                             }
                         }
-                        li { a href="#steps" { "What ran, and how long it took" } }
+                        li { a href="#steps" { "What ran, its status, and how long it took" } }
                     }
                 }
-                @for section in &report.sections {
-                    (render_section(section))
-                    // The notes follow the conclusions they qualify.
-                    @if section.id == "conclusions" && !report.notes.is_empty() {
-                        div.notes #notes {
-                            h2 { "Read first" }
-                            ul { @for note in &report.notes { li { (code_spans(note)) } } }
-                        }
-                    }
-                }
+                @for section in rest { (render_section(section)) }
                 section #steps {
-                    h2 { "What ran, and how long it took" }
+                    h2 { "What ran, its status, and how long it took" }
                     (render_table(&steps))
                 }
             }
@@ -214,9 +311,9 @@ fn code_spans(text: &str) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::super::data::{
-        Axis, Chart, Depth, KvmStatus, NamedValues, Scale, Series, SeriesStyle, StepTiming,
-        TableRow,
+        Axis, Chart, Depth, KvmStatus, NamedValues, Scale, Series, SeriesStyle, TableRow,
     };
+    use super::super::progress::{Step, Steps};
     use super::*;
 
     fn sample_report(kvm_available: bool) -> ReportData {
@@ -273,10 +370,12 @@ mod tests {
                 detail: "no /dev/kvm: No such file or directory".into(),
             },
             notes: vec!["model missed 1 of 2 targets".into()],
-            steps: vec![StepTiming {
-                step: "simulation".into(),
-                wall_s: 1.5,
-            }],
+            steps: {
+                let mut steps = Steps::new();
+                steps.run(Step::Simulation, 1, |_| ());
+                steps.finish()
+            },
+            host_load: None,
             sections: vec![
                 Section {
                     id: "conclusions".into(),
@@ -297,9 +396,91 @@ mod tests {
         }
     }
 
-    fn page(kvm_available: bool) -> String {
+    fn render(report: &ReportData) -> String {
         let started = time::OffsetDateTime::from_unix_timestamp(1_795_333_151).expect("time");
-        render_page(&sample_report(kvm_available), &Meta::since(started, None))
+        render_page(report, &Meta::since(started, None))
+    }
+
+    fn page(kvm_available: bool) -> String {
+        render(&sample_report(kvm_available))
+    }
+
+    /// The sample with one real run that failed and a model check skipped.
+    fn partial_report() -> ReportData {
+        let mut report = sample_report(true);
+        let mut steps = Steps::new();
+        steps.run(Step::RealBenchmarks, 1, |_| ());
+        steps.fail(
+            Step::RealBenchmarks,
+            StepFailure {
+                configuration: "ipi · halt".into(),
+                reason: "failed in 1 of 3 runs: the guest hung".into(),
+                command: Some("dirq run ipi --halt exit".into()),
+            },
+        );
+        steps.skip(Step::ModelChecks, "no calibration");
+        report.steps = steps.finish();
+        report
+    }
+
+    #[test]
+    fn a_failed_step_makes_the_page_partial_with_a_banner_above_the_contents() {
+        let page = render(&partial_report());
+        let document = scraper::Html::parse_document(&page);
+        assert!(document.errors.is_empty(), "{:?}", document.errors);
+        let select = |css: &str| scraper::Selector::parse(css).expect("selector");
+        let title: String = document
+            .select(&select("head > title"))
+            .flat_map(|t| t.text())
+            .collect();
+        assert_eq!(title, "PARTIAL · dirq report");
+        let header: String = document
+            .select(&select("header"))
+            .flat_map(|h| h.text())
+            .collect();
+        assert!(header.contains("PARTIAL: 1 step failed"), "{header}");
+        let banner: String = document
+            .select(&select("#failures"))
+            .flat_map(|b| b.text())
+            .collect();
+        assert!(
+            banner.contains("real benchmarks on /dev/kvm: ipi · halt: failed in 1 of 3 runs")
+                && banner.contains("Reproduce: dirq run ipi --halt exit"),
+            "{banner}"
+        );
+        // Above the contents and every section.
+        let at = |needle: &str| page.find(needle).expect(needle);
+        assert!(at("id=\"failures\"") < at("id=\"toc\""));
+        assert!(at("id=\"failures\"") < at("<section"));
+        // The step table has a status per step; the failed one is flagged.
+        let statuses: Vec<String> = document
+            .select(&select("#steps tbody tr td:nth-child(2)"))
+            .map(|td| td.text().collect())
+            .collect();
+        assert_eq!(statuses, ["FAILED", "skipped"]);
+        assert_eq!(document.select(&select("#steps tr.flagged")).count(), 1);
+    }
+
+    #[test]
+    fn a_complete_report_says_nothing_of_failures() {
+        let page = page(true);
+        assert!(page.contains("<title>dirq report</title>"), "{page}");
+        assert!(!page.contains("PARTIAL") && !page.contains("id=\"failures\""));
+    }
+
+    #[test]
+    fn a_noisy_host_is_warned_about_at_the_top() {
+        let mut report = sample_report(true);
+        report.host_load = Some(HostLoad {
+            cpus: 2,
+            load_avg_1m_at_start: Some(4.0),
+            load_avg_1m_at_end: Some(4.0),
+            steal_share: None,
+        });
+        let page = render(&report);
+        let warning = page.find("id=\"noisy-host\"").expect("warning");
+        assert!(warning < page.find("<section").expect("sections"));
+        assert!(page.contains("Noisy host: a load average of 4.00 on 2 CPUs"));
     }
 
     #[test]
@@ -334,13 +515,18 @@ mod tests {
 
     #[test]
     fn conclusions_come_first_then_the_notes_and_commands_fold_away() {
-        let document = scraper::Html::parse_document(&page(true));
+        let page = page(true);
+        let document = scraper::Html::parse_document(&page);
         let select = |css: &str| scraper::Selector::parse(css).expect("selector");
         let order: Vec<&str> = document
             .select(&select("body > section, body > div.notes"))
             .filter_map(|e| e.value().attr("id"))
             .collect();
         assert_eq!(order, ["conclusions", "notes", "sim", "steps"]);
+        // The contents follow the conclusions and the notes: the first
+        // screen is what the report found.
+        let at = |needle: &str| page.find(needle).expect(needle);
+        assert!(at("id=\"toc\"") > at("id=\"notes\""));
         let links: Vec<&str> = document
             .select(&select("nav#toc a"))
             .filter_map(|a| a.value().attr("href"))

@@ -65,6 +65,18 @@ impl Load {
         })
     }
 
+    /// The VMM's own time per handled interrupt, where it is worth naming.
+    fn vmm_time(&self) -> Option<String> {
+        let vmm_ns = self
+            .vmm_ns_per_interrupt
+            .filter(|&ns| ns >= VMM_TIME_WORTH_NAMING_NS)?;
+        Some(format!(
+            "the VMM's own exit handlers (KVM_RUN's return to the next KVM_RUN) took {:.1} us \
+             per handled interrupt, which the probe's no-op port exit does not time",
+            vmm_ns / 1e3
+        ))
+    }
+
     fn saturated(&self) -> bool {
         self.raised_per_s
             .is_some_and(|raised| self.handled_per_s < SATURATED_HANDLED_SHARE * raised)
@@ -134,19 +146,7 @@ pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) 
                     ));
                 }
             }
-            if let Some(load) = &load {
-                if let Some(vmm_ns) = load
-                    .vmm_ns_per_interrupt
-                    .filter(|&ns| ns >= VMM_TIME_WORTH_NAMING_NS)
-                {
-                    why.push(format!(
-                        "the VMM's own exit handlers (KVM_RUN's return to the next KVM_RUN) \
-                         took {:.1} us per handled interrupt, which the probe's no-op port exit \
-                         does not time",
-                        vmm_ns / 1e3
-                    ));
-                }
-            }
+            why.extend(load.as_ref().and_then(Load::vmm_time));
             if comparison.measured < NEAR_ZERO_SHARE && comparison.predicted < NEAR_ZERO_SHARE {
                 why.push(
                     "both shares are within 5 points of zero, where a relative error measures \
@@ -161,6 +161,7 @@ pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) 
             by_reason(&measured_by_reason(case)),
             by_reason(&predicted.exits_per_interrupt_by_reason)
         )),
+        Metric::LostPerInterruptNs => why.extend(load.as_ref().and_then(Load::vmm_time)),
         Metric::LatencyP50Ns => {}
     }
     if why.is_empty() {

@@ -15,14 +15,25 @@ pub enum Metric {
     ExitsPerInterrupt,
     LatencyP50Ns,
     TimeInGuest,
+    /// Whileloop: the loop's lost time per handled interrupt, which stays
+    /// well-conditioned where time in guest nears zero at saturation.
+    LostPerInterruptNs,
 }
 
 impl Metric {
+    pub const ALL: [Metric; 4] = [
+        Metric::ExitsPerInterrupt,
+        Metric::LatencyP50Ns,
+        Metric::TimeInGuest,
+        Metric::LostPerInterruptNs,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
             Metric::ExitsPerInterrupt => "exits per interrupt",
             Metric::LatencyP50Ns => "latency p50 (ns)",
             Metric::TimeInGuest => "time in guest",
+            Metric::LostPerInterruptNs => "loop time lost per handled interrupt (ns)",
         }
     }
 
@@ -73,6 +84,28 @@ impl Comparison {
     }
 }
 
+/// How many of one metric's predictions fell within the tolerance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Score {
+    pub metric: Metric,
+    pub hits: usize,
+    pub of: usize,
+}
+
+/// Per metric with any comparison, in [`Metric::ALL`]'s order.
+pub fn scores(comparisons: &[Comparison]) -> Vec<Score> {
+    Metric::ALL
+        .iter()
+        .filter_map(|&metric| {
+            let of_metric = comparisons.iter().filter(|c| c.metric == metric);
+            let (hits, of) = of_metric.fold((0, 0), |(hits, of), c| {
+                (hits + usize::from(c.within_tolerance), of + 1)
+            });
+            (of > 0).then_some(Score { metric, hits, of })
+        })
+        .collect()
+}
+
 /// Measured against predicted on log-log axes with the y = x line, one
 /// colour per metric, and the full table with every miss flagged.
 pub fn comparison_figure(
@@ -80,11 +113,7 @@ pub fn comparison_figure(
     caption: String,
     commands: Vec<String>,
 ) -> Figure {
-    let metrics = [
-        Metric::ExitsPerInterrupt,
-        Metric::LatencyP50Ns,
-        Metric::TimeInGuest,
-    ];
+    let metrics = Metric::ALL;
     let chart = Chart::Xy {
         x_axis: Axis {
             label: "measured (log scale)".into(),

@@ -10,6 +10,7 @@ use indicatif::ProgressBar;
 
 use super::checks::CYCLICTEST_PERIOD_NS;
 use super::data::Depth;
+use super::progress::StepFailure;
 use super::real::{RealCase, Repeat};
 use super::views::RealRun;
 
@@ -291,13 +292,14 @@ pub fn run_case(config: &BenchConfig) -> anyhow::Result<(Repeat, RunReport)> {
 
 /// Runs every config `repeats` times, round after round so that a slow
 /// spell of the host spreads over all configs rather than hitting one;
-/// advances `bar` once per run. Failures are returned as notes so one
-/// broken path does not cost the reader the rest of the report.
+/// advances `bar` once per run. Failures are returned, one per
+/// configuration, so one broken path does not cost the reader the rest of
+/// the report.
 pub fn run_all(
     plan: &[BenchConfig],
     repeats: usize,
     bar: &ProgressBar,
-) -> (Vec<RealCase>, Vec<RunReport>, Vec<String>) {
+) -> (Vec<RealCase>, Vec<RunReport>, Vec<StepFailure>) {
     let mut cases: Vec<RealCase> = plan
         .iter()
         .map(|config| RealCase {
@@ -345,10 +347,11 @@ pub fn run_all(
         .iter()
         .zip(failed)
         .filter_map(|(case, (count, first))| {
-            Some(format!(
-                "`{}` failed in {count} of {repeats} runs: {}",
-                case.command, first?
-            ))
+            Some(StepFailure {
+                configuration: format!("{} · {}", case.config.bench(), case.label),
+                reason: format!("failed in {count} of {repeats} runs: {}", first?),
+                command: Some(case.command.clone()),
+            })
         })
         .collect();
     cases.retain(|case| !case.repeats.is_empty());
