@@ -36,7 +36,8 @@ use crate::designs::DesignTables;
 
 use conclusions::{conclusions_sections, Findings};
 use data::{Depth, KvmStatus, ReportData};
-use meta::{HostLoad, LoadSample, Meta};
+use dirq_vmm::host_load::{HostLoad, HostNoise, LoadMonitor};
+use meta::Meta;
 use progress::{Step, StepFailure, Steps};
 use real::RealCase;
 use views::SimScenario;
@@ -99,7 +100,9 @@ impl Args {
 pub fn execute(args: Args) -> Result<()> {
     let depth = args.depth();
     let started = time::OffsetDateTime::now_utc();
-    let load_at_start = LoadSample::now();
+    let mut load = LoadMonitor::start();
+    // Before any work of ours: what else the host runs.
+    load.look();
     let traces_dir = args.out.join("traces");
     std::fs::create_dir_all(&traces_dir)
         .with_context(|| format!("cannot create {}", traces_dir.display()))?;
@@ -122,6 +125,7 @@ pub fn execute(args: Args) -> Result<()> {
         notes: Vec::new(),
         steps: Vec::new(),
         host_load: None,
+        host_noise: HostNoise::Quiet,
         sections: Vec::new(),
         raw: serde_json::Map::new(),
     };
@@ -152,7 +156,7 @@ pub fn execute(args: Args) -> Result<()> {
     let simulated = run_simulations(&mut report, &mut steps, depth, args.seed, &traces_dir);
     let guest_exec = real.guest_exec.map(|exec| exec.name().to_string());
     let host = meta::Host::this(guest_exec.clone());
-    let host_load = HostLoad::since(load_at_start, host.cpus);
+    let host_load = load.finish();
     report.sections.splice(
         0..0,
         conclusions_sections(&Findings {
@@ -165,7 +169,8 @@ pub fn execute(args: Args) -> Result<()> {
             simulated: &simulated,
         }),
     );
-    if let Some(warning) = host_load.warning() {
+    report.host_noise = host_noise(&host_load, real.probe.as_ref());
+    if let Some(warning) = html::noise_warning(&report.host_noise) {
         eprintln!("dirq report: {warning}");
     }
     report.host_load = Some(host_load);
@@ -605,4 +610,21 @@ fn write_report(report: &ReportData, meta: &Meta, out: &Path) -> Result<()> {
         html::render_page(report, meta).as_bytes(),
     )?;
     Ok(())
+}
+
+/// Whether the report's timings can be taken as this host's: the host's
+/// load over the whole report, and what the probe saw of its own floors
+/// (their spread between runs, a shared core).
+fn host_noise(load: &HostLoad, probe: Option<&ProbeReport>) -> HostNoise {
+    let mut reasons = load.noise_reasons();
+    if let Some(HostNoise::Noisy(probe_reasons)) = probe.map(|probe| &probe.host_noise) {
+        // The load reasons are the report's own, over a longer time.
+        reasons.extend(
+            probe_reasons
+                .iter()
+                .filter(|reason| !reason.is_load())
+                .cloned(),
+        );
+    }
+    HostNoise::from_reasons(reasons)
 }

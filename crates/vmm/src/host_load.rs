@@ -33,7 +33,8 @@ pub const NOISY_FLOOR_SPREAD: f64 = 0.25;
 pub struct HostLoad {
     /// Host CPUs online.
     pub cpus: usize,
-    /// /proc/loadavg's 1, 5 and 15-minute averages when the probe ended.
+    /// /proc/loadavg's 1, 5 and 15-minute averages when the measuring
+    /// started, before its own vCPUs added to them.
     pub load_average: Option<[f64; 3]>,
     /// Runnable tasks other than the probe, averaged over its looks
     /// between runs (when none of its vCPUs run).
@@ -93,6 +94,19 @@ impl HostNoise {
              they may not be this host's own: probe again when it is idle",
             reasons.join("; ")
         ))
+    }
+}
+
+impl NoiseReason {
+    /// Whether the reason is the host's load (seen by any watcher of it),
+    /// not a figure of the probe's own floors.
+    pub fn is_load(&self) -> bool {
+        matches!(
+            self,
+            NoiseReason::LoadAverage { .. }
+                | NoiseReason::OtherRunnable { .. }
+                | NoiseReason::Steal { .. }
+        )
     }
 }
 
@@ -173,6 +187,7 @@ impl HostLoad {
 /// `finish` at the end.
 pub struct LoadMonitor {
     started: Instant,
+    load_average: Option<[f64; 3]>,
     steal_ticks: Option<u64>,
     other_runnable: Vec<u32>,
 }
@@ -181,6 +196,7 @@ impl LoadMonitor {
     pub fn start() -> Self {
         Self {
             started: Instant::now(),
+            load_average: read_load_average(),
             steal_ticks: read_steal_ticks(),
             other_runnable: Vec::new(),
         }
@@ -210,7 +226,7 @@ impl LoadMonitor {
         let runnable: u64 = self.other_runnable.iter().map(|&n| u64::from(n)).sum();
         HostLoad {
             cpus,
-            load_average: read_load_average(),
+            load_average: self.load_average,
             other_runnable: dirq_stats::ratio(runnable, looks.max(1)),
             steal_ms,
             steal_share: steal_ms.map(|ms| if cpu_ms > 0.0 { ms / cpu_ms } else { 0.0 }),

@@ -9,11 +9,12 @@ use dirq_vmm::probe::ProbeReport;
 use super::charts::{auto_scale, format_percent, format_value};
 use super::checks::{Extrapolated, ModelChecks};
 use super::data::{Axis, Chart, Figure, GroupedSeries, Section, Spread, Table, TableRow};
-use super::meta::{Host, HostLoad};
+use super::meta::Host;
 use super::model::{scores, Metric, Score};
 use super::real::{spread_cell, RealCase};
 use super::views::SimScenario;
 use crate::designs::DesignTables;
+use dirq_vmm::host_load::HostLoad;
 
 /// Everything the conclusions draw on; each part is absent when its step
 /// did not run or failed.
@@ -641,7 +642,7 @@ fn host_sentence(host: &Host, load: &HostLoad, probe: Option<&ProbeReport>) -> S
     if let Some(exec) = probe.map(|p| p.guest_exec) {
         facts.push(format!("guest execution {exec}"));
     }
-    if let Some(load) = load.load_avg_1m_at_start {
+    if let Some([load, ..]) = load.load_average {
         facts.push(format!("load average {load:.2} at the start"));
     }
     if let Some(steal) = load.steal_share {
@@ -665,8 +666,16 @@ fn runs_sentence(findings: &Findings) -> Option<String> {
     };
     let mut once = Vec::new();
     if let Some(probe) = findings.probe {
+        let runs = probe
+            .floors
+            .spread
+            .values()
+            .map(|spread| spread.batch_ns.len())
+            .max()
+            .unwrap_or(1);
         once.push(format!(
-            "the probe's floors (one probe, each the median of {} events)",
+            "the probe (one probe: each floor the median of its {runs} runs, {} events at \
+             the fewest)",
             probe.samples
         ));
     }
@@ -979,9 +988,11 @@ mod tests {
     fn load() -> HostLoad {
         HostLoad {
             cpus: 2,
-            load_avg_1m_at_start: Some(0.25),
-            load_avg_1m_at_end: Some(1.5),
+            load_average: Some([0.25, 0.2, 0.1]),
+            other_runnable: 0.0,
+            steal_ms: Some(40.0),
             steal_share: Some(0.004),
+            elapsed_s: 100.0,
         }
     }
 

@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
-use super::meta::HostLoad;
 use super::progress::StepRecord;
+use dirq_vmm::host_load::{HostLoad, HostNoise};
 
 /// How much `dirq report` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -45,6 +45,9 @@ pub struct ReportData {
     pub steps: Vec<StepRecord>,
     /// How busy the host was while the report ran; absent until it ends.
     pub host_load: Option<HostLoad>,
+    /// Whether the timings can be taken as this host's (the load over the
+    /// report, the probe's floor spreads); a noisy verdict heads the page.
+    pub host_noise: HostNoise,
     pub sections: Vec<Section>,
     /// The raw results behind the sections, as each tool printed them.
     pub raw: serde_json::Map<String, serde_json::Value>,

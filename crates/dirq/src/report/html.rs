@@ -6,8 +6,9 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::data::{Depth, Figure, ReportData, Section, Table, TableRow};
 use super::figures::render_svg;
-use super::meta::{utc_minutes, HostLoad, Meta};
+use super::meta::{utc_minutes, Meta};
 use super::progress::{StepFailure, StepRecord, StepStatus};
+use dirq_vmm::host_load::HostNoise;
 
 const STYLE: &str = "
 body { font-family: sans-serif; margin: 0 auto; max-width: 1100px; padding: 0 20px 48px; color: #222; line-height: 1.4; }
@@ -118,6 +119,20 @@ fn failures_banner(failed: &[&StepRecord]) -> Markup {
     }
 }
 
+/// The warning a noisy host puts at the top of the page; None when quiet.
+pub fn noise_warning(noise: &HostNoise) -> Option<String> {
+    let HostNoise::Noisy(reasons) = noise else {
+        return None;
+    };
+    let reasons: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+    Some(format!(
+        "Noisy host: {}. Other work shared the cores the real runs were timed on, so their \
+         latencies and floors are noisier than on an idle host; compare ranges, not single \
+         numbers, or rerun on an idle host.",
+        reasons.join("; ")
+    ))
+}
+
 /// Renders the whole report page.
 pub fn render_page(report: &ReportData, meta: &Meta) -> String {
     let total_s: f64 = report.steps.iter().map(|s| s.wall_s).sum();
@@ -127,7 +142,7 @@ pub fn render_page(report: &ReportData, meta: &Meta) -> String {
         .filter(|record| record.status == StepStatus::Failed)
         .collect();
     let partial = !failed.is_empty();
-    let noisy = report.host_load.as_ref().and_then(HostLoad::warning);
+    let noisy = noise_warning(&report.host_noise);
     let build = format!(
         "source {} ({:?} build)",
         meta.source_commit.get(..12).unwrap_or(meta.source_commit),
@@ -315,6 +330,7 @@ mod tests {
     };
     use super::super::progress::{Step, Steps};
     use super::*;
+    use dirq_vmm::host_load::NoiseReason;
 
     fn sample_report(kvm_available: bool) -> ReportData {
         let bars = Figure {
@@ -376,6 +392,7 @@ mod tests {
                 steps.finish()
             },
             host_load: None,
+            host_noise: HostNoise::Quiet,
             sections: vec![
                 Section {
                     id: "conclusions".into(),
@@ -471,16 +488,14 @@ mod tests {
     #[test]
     fn a_noisy_host_is_warned_about_at_the_top() {
         let mut report = sample_report(true);
-        report.host_load = Some(HostLoad {
+        report.host_noise = HostNoise::Noisy(vec![NoiseReason::LoadAverage {
+            one_minute: 4.0,
             cpus: 2,
-            load_avg_1m_at_start: Some(4.0),
-            load_avg_1m_at_end: Some(4.0),
-            steal_share: None,
-        });
+        }]);
         let page = render(&report);
         let warning = page.find("id=\"noisy-host\"").expect("warning");
         assert!(warning < page.find("<section").expect("sections"));
-        assert!(page.contains("Noisy host: a load average of 4.00 on 2 CPUs"));
+        assert!(page.contains("Noisy host: load average 4.00 on 2 CPUs"));
     }
 
     #[test]
