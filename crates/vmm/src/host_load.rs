@@ -338,6 +338,18 @@ mod tests {
     }
 
     #[test]
+    fn load_reasons_are_told_apart_from_the_floors_own() {
+        let load_reasons = load(8.9, 3.0, 0.10).noise_reasons();
+        assert!(load_reasons.iter().all(NoiseReason::is_load));
+        assert!(!NoiseReason::SharedCore.is_load());
+        assert!(!NoiseReason::FloorSpread {
+            floor: Floor::IpiBusy,
+            relative: 0.5
+        }
+        .is_load());
+    }
+
+    #[test]
     fn the_verdict_serializes_with_its_reasons() {
         let noise = HostNoise::Noisy(vec![
             NoiseReason::SharedCore,

@@ -179,30 +179,6 @@ mod tests {
     }
 
     #[test]
-    fn steal_is_read_from_the_cpu_line_and_a_busy_host_is_warned_about() {
-        let stat = "cpu  100 0 50 800 10 0 5 35 20 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n";
-        assert_eq!(steal_and_total(stat), Some((35, 1000)));
-        assert_eq!(steal_and_total("intr 1 2\n"), None);
-        let quiet = HostLoad {
-            cpus: 2,
-            load_avg_1m_at_start: Some(0.4),
-            load_avg_1m_at_end: Some(2.0),
-            steal_share: Some(0.01),
-        };
-        assert_eq!(quiet.warning(), None);
-        let busy = HostLoad {
-            load_avg_1m_at_start: Some(3.5),
-            steal_share: Some(0.05),
-            ..quiet
-        };
-        let warning = busy.warning().expect("busy host");
-        assert!(
-            warning.contains("load average of 3.50 on 2 CPUs") && warning.contains("5.0% of CPU"),
-            "{warning}"
-        );
-    }
-
-    #[test]
     fn the_first_cpus_flags_say_whether_the_host_virtualizes_in_hardware() {
         let cpuinfo = "processor : 0\nflags\t\t: fpu sse hypervisor lm\n";
         let flags = cpu_flags(cpuinfo).expect("flags");
