@@ -62,6 +62,7 @@ pub(super) fn run(
         Extensions {
             attach: Some(&attach),
             device: Some(device),
+            ..Extensions::default()
         },
     )?;
 
