@@ -18,6 +18,7 @@ mod model;
 pub mod plan;
 pub mod progress;
 mod real;
+mod real_trace;
 mod scenarios;
 mod simulate;
 mod studies;
@@ -261,6 +262,20 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         return half;
     }
     report.sections.push(real::real_section(&half.cases));
+    let (traces, failures) = steps.run(
+        "real-run traces: irq-latency, userspace and best in-kernel path",
+        2,
+        |bar| {
+            let traced = real_trace::real_traces_section(&out.join("traces"), &half.cases);
+            bar.inc(2);
+            traced
+        },
+    );
+    for failure in &failures {
+        steps.fail("real-run traces", failure);
+    }
+    report.notes.extend(failures);
+    report.sections.extend(traces);
 
     let Ok(calibration) = &calibration else {
         report
