@@ -6,9 +6,11 @@ use dirq_sim::policy::PolicyKind;
 use dirq_vmm::config::{GuestIdle, Irqchip};
 use dirq_vmm::probe::ProbeReport;
 
-use super::charts::{auto_scale, format_percent, format_value};
+use super::charts::{format_percent, format_value, ns_to_us, spread_us};
 use super::checks::{Extrapolated, ModelChecks};
-use super::data::{Axis, Chart, Figure, GroupedSeries, Section, Spread, Table, TableRow};
+use super::data::{
+    Axis, Chart, Figure, GroupedSeries, Scale, Section, SeriesKey, Spread, Table, TableRow,
+};
 use super::model::Metric;
 use super::real::{spread_cell, RealCase};
 use super::views::SimScenario;
@@ -57,9 +59,9 @@ const PIVOTS: [PivotMetric; 4] = [
     PivotMetric {
         id: "latency",
         title: "Latency p50 (one way)",
-        unit: "latency p50 (ns)",
-        measured: |e| e.measured.as_ref()?.latency_p50_ns,
-        predicted: |e| e.latency_p50_ns,
+        unit: "latency p50 (us)",
+        measured: |e| e.measured.as_ref()?.latency_p50_ns.map(spread_us),
+        predicted: |e| e.latency_p50_ns.map(ns_to_us),
         format: format_value,
     },
     PivotMetric {
@@ -107,6 +109,7 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
     let workloads = workloads(extrapolation);
     let mut series = vec![GroupedSeries {
         name: MEASURED.into(),
+        key: SeriesKey::Measured,
         values: workloads
             .iter()
             .map(|w| find(extrapolation, w, PolicyKind::Vanilla).and_then(metric.measured))
@@ -115,6 +118,7 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
     series.extend(DESIGNS.iter().map(|design| {
         GroupedSeries {
             name: design.name().into(),
+            key: SeriesKey::Design(*design),
             values: workloads
                 .iter()
                 .map(|w| {
@@ -156,14 +160,10 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
             TableRow::new(cells)
         })
         .collect();
-    let values = series
-        .iter()
-        .flat_map(|s| s.values.iter().flatten())
-        .flat_map(|spread| [spread.min, spread.max]);
     let chart = Chart::Grouped {
         value_axis: Axis {
             label: metric.unit.into(),
-            scale: auto_scale(values),
+            scale: Scale::Linear,
         },
         categories,
         series,
@@ -314,7 +314,7 @@ fn model_sentence(checks: &ModelChecks) -> Option<String> {
         let hits = of.iter().filter(|c| c.within_tolerance).count();
         let verdict = format!(
             "{} ({hits} of {} within 20%)",
-            metric.label().trim_end_matches(" (ns)"),
+            metric.label().trim_end_matches(" (us)"),
             of.len()
         );
         if 3 * hits >= 2 * of.len() {

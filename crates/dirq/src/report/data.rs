@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+pub use super::charts::SeriesKey;
+
 /// How much `dirq report` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -134,6 +136,8 @@ impl Chart {
 #[derive(Debug, Clone, Serialize)]
 pub struct NamedValues {
     pub name: String,
+    /// What the segment stands for: its colour.
+    pub key: SeriesKey,
     pub values: Vec<f64>,
 }
 
@@ -141,6 +145,8 @@ pub struct NamedValues {
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupedSeries {
     pub name: String,
+    /// What the series stands for: its colour.
+    pub key: SeriesKey,
     pub values: Vec<Option<Spread>>,
 }
 
@@ -200,11 +206,16 @@ pub enum Scale {
     Linear,
     /// Base-10 logarithmic; non-positive values are not drawn.
     Log,
+    /// Percentiles as fractions, drawn at log10(1 / (1 - p)) as
+    /// HdrHistogram plots them: 50%, 90%, 99%, 99.9% equally spaced.
+    Percentile,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Series {
     pub name: String,
+    /// What the series stands for: its colour.
+    pub key: SeriesKey,
     pub style: SeriesStyle,
     /// `[x, y]` pairs.
     pub points: Vec<[f64; 2]>,
@@ -218,10 +229,16 @@ impl Series {
     pub fn new(name: impl Into<String>, style: SeriesStyle, points: Vec<[f64; 2]>) -> Self {
         Series {
             name: name.into(),
+            key: SeriesKey::Variant,
             style,
             points,
             y_ranges: Vec::new(),
         }
+    }
+
+    /// The same series standing for `key`.
+    pub fn keyed(self, key: SeriesKey) -> Self {
+        Series { key, ..self }
     }
 }
 

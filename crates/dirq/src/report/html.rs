@@ -222,8 +222,8 @@ fn code_spans(text: &str) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::super::data::{
-        Axis, Chart, Depth, KvmStatus, NamedValues, Scale, Series, SeriesStyle, StepTiming,
-        TableRow,
+        Axis, Chart, Depth, KvmStatus, NamedValues, Scale, Series, SeriesKey, SeriesStyle,
+        StepTiming, TableRow,
     };
     use super::*;
 
@@ -237,6 +237,7 @@ mod tests {
                 value_label: "exits/s".into(),
                 categories: vec!["vanilla 100K".into(), "did 100K".into()],
                 stacks: vec![NamedValues {
+                    key: SeriesKey::Variant,
                     name: "EXTERNAL_INTERRUPT".into(),
                     values: vec![14_000.0, 10.0],
                 }],
