@@ -11,7 +11,7 @@ use dirq_vmm::exits::VmxExit;
 use super::data::{Axis, Chart, NamedValues, Scale, Series, SeriesStyle, Spread, Table, TableRow};
 use dirq_stats::{f64_of, ratio, round_u64};
 use dirq_vmm::exits::ExitTime;
-use dirq_vmm::report::Bucket;
+use dirq_vmm::report::{Bucket, PERF_KVM_STAT_COLUMNS};
 
 use super::figures::compact_number;
 use super::views::Latency;
@@ -366,13 +366,14 @@ pub fn perf_kvm_stat_table(
         }
         format!("( +- {:.2}% )", variance.sqrt() / mean * 100.0)
     };
-    let mut columns: Vec<String> = vec!["VM-EXIT".into(), "Samples".into()];
-    if !timed {
-        columns.push("( +- x% )".into());
-    }
-    columns.extend(["Samples%", "Time%", "Min Time", "Max Time", "Avg time"].map(String::from));
-    if timed {
-        columns.push("( +- x% )".into());
+    // "( +- x% )" follows the quantity it qualifies.
+    let spread_after = if timed { "Avg time" } else { "Samples" };
+    let mut columns: Vec<String> = Vec::new();
+    for column in PERF_KVM_STAT_COLUMNS {
+        columns.push(column.into());
+        if column == spread_after {
+            columns.push("( +- x% )".into());
+        }
     }
     let mut rows: Vec<TableRow> = reasons
         .iter()
@@ -558,19 +559,8 @@ mod tests {
             ]),
         ];
         let table = perf_kvm_stat_table("t".into(), &runs, "not measured");
-        assert_eq!(
-            table.columns,
-            [
-                "VM-EXIT",
-                "Samples",
-                "Samples%",
-                "Time%",
-                "Min Time",
-                "Max Time",
-                "Avg time",
-                "( +- x% )"
-            ]
-        );
+        assert_eq!(table.columns[..7], PERF_KVM_STAT_COLUMNS);
+        assert_eq!(table.columns[7], "( +- x% )");
         // Equal samples: ordered by name; HLT took 2 of the 2.8 ms.
         assert_eq!(
             table.rows[0].cells,

@@ -188,8 +188,8 @@ pub fn real_section(cases: &[RealCase]) -> Section {
     }
 }
 
-/// Why the exits KVM counted have no times here.
-const KVM_TIMES_UNMEASURED: &str = "not measured (KVM's counters)";
+/// The time cells of exits nobody timed.
+const UNMEASURED: &str = "not measured";
 
 /// A case's exits as `perf kvm stat report` gives them, over its runs:
 /// those KVM counted (by VMX reason, from its binary stats, which carry no
@@ -236,12 +236,12 @@ fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
     [
         perf_kvm_stat_table(
             format!(
-                "{} {}: every exit KVM counted (perf kvm stat report)",
+                "{} {}: every exit KVM counted (its counters carry no times)",
                 case.bench(),
                 case.label
             ),
             &counted,
-            KVM_TIMES_UNMEASURED,
+            UNMEASURED,
         ),
         perf_kvm_stat_table(
             format!(
@@ -250,7 +250,7 @@ fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
                 case.label
             ),
             &returned,
-            KVM_TIMES_UNMEASURED,
+            UNMEASURED,
         ),
     ]
 }

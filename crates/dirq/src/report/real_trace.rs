@@ -5,10 +5,10 @@
 //! track alternates "guest" slices (inside KVM_RUN: the guest and every
 //! exit KVM handles itself) with slices named by the VMX reason of the
 //! exit that returned to the VMM, lasting until the next KVM_RUN. Each
-//! raise on the device track has a flow arrow to the first KVM_RUN entry
-//! after it (the entry that injects it, on a path whose LAPIC is the
-//! VMM's); a raise that no entry follows before the next raise was
-//! delivered inside KVM and has no arrow.
+//! raise on the device track has, where the VMM's LAPIC injects at
+//! KVM_RUN entries, a flow arrow to the first entry after it (the one
+//! that injects it). Where KVM's LAPIC delivers, no return to the VMM
+//! takes part and raises have no arrow.
 
 use std::path::Path;
 
@@ -16,6 +16,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use dirq_sim::trace::TraceEvent;
 use dirq_stats::f64_of;
 use dirq_vmm::config::{BenchParams, Irqchip};
 use dirq_vmm::exits::VmxExit;
@@ -24,60 +25,46 @@ use dirq_vmm::trace::{KvmRun, RunTrace, Tracing};
 use super::data::{Section, Table, TableRow};
 use super::real::RealCase;
 
-/// One trace event, with the fields the simulated trace uses.
-#[derive(Serialize)]
-struct Event {
-    name: String,
-    cat: &'static str,
-    ph: &'static str,
-    /// Microseconds, as the format wants.
-    ts: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dur: Option<f64>,
-    pid: u32,
-    tid: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    bp: Option<&'static str>,
-    #[serde(skip_serializing_if = "Value::is_null")]
-    args: Value,
+/// A slice on track `track` from `from_ns` to `to_ns`.
+fn slice(name: &str, cat: &'static str, track: usize, from_ns: u64, to_ns: u64) -> TraceEvent {
+    let mut event = TraceEvent::new(name.into(), cat, "X", track, from_ns);
+    event.dur = Some(f64_of(to_ns.saturating_sub(from_ns)) / 1e3);
+    event
 }
 
-fn us(ns: u64) -> f64 {
-    f64_of(ns) / 1e3
+/// One end of raise `id`'s arrow: its start (`s`) at the raise, its end
+/// (`f`) bound to the slice that encloses it.
+fn flow(ph: &'static str, id: u64, track: usize, at_ns: u64) -> TraceEvent {
+    let mut event = TraceEvent::new("interrupt".into(), "flow", ph, track, at_ns);
+    event.id = Some(id);
+    event.bp = (ph == "f").then_some("e");
+    event
 }
 
-impl Event {
-    fn slice(name: String, cat: &'static str, tid: u32, from_ns: u64, to_ns: u64) -> Self {
-        Event {
-            name,
-            cat,
-            ph: "X",
-            ts: us(from_ns),
-            dur: Some(us(to_ns.saturating_sub(from_ns))),
-            pid: 0,
-            tid,
-            id: None,
-            bp: None,
-            args: Value::Null,
-        }
-    }
-
-    fn flow(ph: &'static str, id: u64, tid: u32, at_ns: u64) -> Self {
-        Event {
-            bp: (ph == "f").then_some("e"),
-            id: Some(id),
-            ph,
-            dur: None,
-            ..Event::slice("interrupt".into(), "flow", tid, at_ns, at_ns)
-        }
+/// Event arguments from a JSON object literal.
+fn args(value: Value) -> serde_json::Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
     }
 }
 
-/// The track of vCPU `cpu`, and the device's after every vCPU.
-fn tid(index: usize) -> u32 {
-    u32::try_from(index).unwrap_or(u32::MAX)
+/// Who injects the run's interrupts, which decides its arrows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Injector {
+    /// The VMM's LAPIC, at a KVM_RUN entry: each raise flows to one.
+    VmmAtEntry,
+    /// KVM's LAPIC (kernel or split irqchip), inside KVM_RUN.
+    Kvm,
+}
+
+impl Injector {
+    fn of(irqchip: Irqchip) -> Self {
+        match irqchip {
+            Irqchip::Userspace => Injector::VmmAtEntry,
+            Irqchip::Kernel | Irqchip::Split => Injector::Kvm,
+        }
+    }
 }
 
 /// What one traced run's file holds, for the report's table.
@@ -109,13 +96,13 @@ fn first_entry(trace: &RunTrace, at_ns: u64, until_ns: u64) -> Option<(usize, u6
         .min_by_key(|(_, entered)| *entered)
 }
 
-fn vcpu_events(cpu: usize, runs: &[KvmRun], events: &mut Vec<Event>) {
+fn vcpu_events(cpu: usize, runs: &[KvmRun], events: &mut Vec<TraceEvent>) {
     let next_entries = runs.iter().skip(1).map(|run| Some(run.entered_ns));
     for (run, next_entry) in runs.iter().zip(next_entries.chain([None])) {
-        events.push(Event::slice(
-            "guest".into(),
+        events.push(slice(
+            "guest",
             "kvm_run",
-            tid(cpu),
+            cpu,
             run.entered_ns,
             run.returned_ns,
         ));
@@ -124,26 +111,20 @@ fn vcpu_events(cpu: usize, runs: &[KvmRun], events: &mut Vec<Event>) {
             continue;
         };
         let reason = VmxExit::from(run.exit);
-        let mut exit = Event::slice(
-            reason.name().into(),
-            "exit",
-            tid(cpu),
-            run.returned_ns,
-            next_entry,
-        );
-        exit.args = json!({
+        let mut exit = slice(reason.name(), "exit", cpu, run.returned_ns, next_entry);
+        exit.args = args(json!({
             "reason": reason.name(),
             "kvm_exit": run.exit.name(),
             "vcpu": cpu,
             "vmm_ns": next_entry.saturating_sub(run.returned_ns),
-        });
+        }));
         events.push(exit);
     }
 }
 
 /// The trace file of one run, named `label`, and what it holds.
-pub fn trace_json(label: &str, trace: &RunTrace) -> (Value, TraceCounts) {
-    let device = tid(trace.vcpus.len());
+pub fn trace_json(label: &str, trace: &RunTrace, injector: Injector) -> (Value, TraceCounts) {
+    let device = trace.vcpus.len();
     let mut metadata = vec![
         json!({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": label}}),
         json!({"name": "thread_name", "ph": "M", "pid": 0, "tid": device, "args": {"name": "device"}}),
@@ -151,7 +132,7 @@ pub fn trace_json(label: &str, trace: &RunTrace) -> (Value, TraceCounts) {
     let mut events = Vec::new();
     for (cpu, track) in trace.vcpus.iter().enumerate() {
         metadata.push(json!({
-            "name": "thread_name", "ph": "M", "pid": 0, "tid": tid(cpu),
+            "name": "thread_name", "ph": "M", "pid": 0, "tid": cpu,
             "args": {"name": format!("vCPU {cpu}")}
         }));
         vcpu_events(cpu, &track.records, &mut events);
@@ -160,12 +141,16 @@ pub fn trace_json(label: &str, trace: &RunTrace) -> (Value, TraceCounts) {
     let next_raises = raises.iter().skip(1).copied().chain([u64::MAX]);
     let mut flows = 0;
     for (id, (&raised, next)) in (0_u64..).zip(raises.iter().zip(next_raises)) {
-        let mut raise = Event::slice("raise".into(), "irq", device, raised, raised);
-        raise.args = json!({"raise": id});
+        let mut raise = slice("raise", "irq", device, raised, raised);
+        raise.args = args(json!({"raise": id}));
         events.push(raise);
-        if let Some((cpu, entered)) = first_entry(trace, raised, next) {
-            events.push(Event::flow("s", id, device, raised));
-            events.push(Event::flow("f", id, tid(cpu), entered));
+        let delivery = match injector {
+            Injector::VmmAtEntry => first_entry(trace, raised, next),
+            Injector::Kvm => None,
+        };
+        if let Some((cpu, entered)) = delivery {
+            events.push(flow("s", id, device, raised));
+            events.push(flow("f", id, cpu, entered));
             flows += 1;
         }
     }
@@ -238,7 +223,11 @@ fn write_one(dir: &Path, case: &RealCase) -> Result<(String, TraceCounts)> {
     let (_, trace) = dirq_vmm::bench::irq_latency::run_traced(&config, params, Tracing::default())
         .with_context(|| format!("traced run of {}", case.command))?;
     let name = file_name(case);
-    let (file, counts) = trace_json(&format!("{}: {}", case.bench(), case.label), &trace);
+    let (file, counts) = trace_json(
+        &format!("{}: {}", case.bench(), case.label),
+        &trace,
+        Injector::of(config.common.irqchip),
+    );
     crate::output::write_atomic(&dir.join(&name), &serde_json::to_vec(&file)?)?;
     Ok((name, counts))
 }
@@ -274,9 +263,9 @@ pub fn real_traces_section(dir: &Path, cases: &[RealCase]) -> (Option<Section>, 
              \"vCPU 1\": \"guest\" slices are KVM_RUN (the guest, and every exit KVM handled \
              itself, which this backend cannot time); the slices between them are the exits \
              that returned to the VMM, named by VMX reason, lasting until the next KVM_RUN. \
-             Track \"device\": each raise, with an arrow to the first KVM_RUN entry after it \
-             (the entry that injects it when the LAPIC is the VMM's). A raise KVM delivers \
-             without a return to the VMM has no arrow."
+             Track \"device\": each raise; on the userspace path an arrow leads from it to \
+             the first KVM_RUN entry after it, where the VMM's LAPIC injects it. On in-kernel \
+             paths KVM delivers without returning to the VMM: no arrows, and few slices."
                 .into(),
         ],
         figures: Vec::new(),
@@ -343,9 +332,14 @@ mod tests {
         file["traceEvents"].as_array().expect("traceEvents")
     }
 
+    /// The events whose `field` is `value`.
+    fn having<'a>(file: &'a Value, field: &str, value: &str) -> Vec<&'a Value> {
+        events(file).iter().filter(|e| e[field] == value).collect()
+    }
+
     #[test]
     fn tracks_are_named_vcpus_and_device() {
-        let (file, _) = trace_json("irq-latency userspace", &fabricated());
+        let (file, _) = trace_json("irq-latency userspace", &fabricated(), Injector::VmmAtEntry);
         let names: Vec<(u64, &str)> = events(&file)
             .iter()
             .filter(|e| e["name"] == "thread_name")
@@ -366,11 +360,8 @@ mod tests {
 
     #[test]
     fn an_exit_is_the_vmm_slice_until_the_next_entry_named_by_its_vmx_reason() {
-        let (file, counts) = trace_json("x", &fabricated());
-        let exits: Vec<&Value> = events(&file)
-            .iter()
-            .filter(|e| e["cat"] == "exit")
-            .collect();
+        let (file, counts) = trace_json("x", &fabricated(), Injector::VmmAtEntry);
+        let exits: Vec<&Value> = having(&file, "cat", "exit");
         // vCPU 0: two exits with a next entry; its last and vCPU 1's only
         // return end the run.
         assert_eq!(exits.len(), 2);
@@ -380,10 +371,7 @@ mod tests {
         assert_eq!(exits[0]["args"]["kvm_exit"], "hlt");
         assert_eq!(exits[1]["name"], "MSR_WRITE");
         assert_eq!(exits[1]["args"]["vmm_ns"], 500);
-        let guest = events(&file)
-            .iter()
-            .filter(|e| e["name"] == "guest")
-            .count();
+        let guest = having(&file, "name", "guest").len();
         assert_eq!(guest, 4);
         assert_eq!(counts.exits, 4);
         assert_eq!(counts.dropped, 2);
@@ -391,11 +379,8 @@ mod tests {
 
     #[test]
     fn each_raise_flows_to_the_first_entry_before_the_next_raise() {
-        let (file, counts) = trace_json("x", &fabricated());
-        let flows: Vec<&Value> = events(&file)
-            .iter()
-            .filter(|e| e["cat"] == "flow")
-            .collect();
+        let (file, counts) = trace_json("x", &fabricated(), Injector::VmmAtEntry);
+        let flows: Vec<&Value> = having(&file, "cat", "flow");
         let starts: Vec<_> = flows.iter().filter(|e| e["ph"] == "s").collect();
         let ends: Vec<_> = flows.iter().filter(|e| e["ph"] == "f").collect();
         // Raise 0 at 4 us -> vCPU 0's entry at 5 us. Raise 1 at 6.6 us:
@@ -410,16 +395,17 @@ mod tests {
         );
         assert_eq!(ends[0]["bp"], "e");
         assert_eq!((counts.raises, counts.flows), (3, 1));
-        let raises = events(&file)
-            .iter()
-            .filter(|e| e["name"] == "raise")
-            .count();
+        let raises = having(&file, "name", "raise").len();
         assert_eq!(raises, 3);
+        // Where KVM's LAPIC injects, an entry after a raise is no delivery.
+        let (file, counts) = trace_json("x", &fabricated(), Injector::Kvm);
+        assert_eq!(counts.flows, 0);
+        assert!(events(&file).iter().all(|e| e["cat"] != "flow"));
     }
 
     #[test]
     fn every_event_has_the_fields_of_the_simulated_trace() {
-        let (file, _) = trace_json("x", &fabricated());
+        let (file, _) = trace_json("x", &fabricated(), Injector::VmmAtEntry);
         assert_eq!(file["displayTimeUnit"], "ns");
         for event in events(&file) {
             assert!(event["ph"].is_string() && event["pid"].is_u64(), "{event}");

@@ -261,7 +261,8 @@ fn latency_against(
         title: format!("Latency against {x_label}, {group}: one line per design"),
         caption: "The point is the p50, the whisker reaches the p99. Every run has a \
                   distribution; there are too many runs for one percentile plot, so each \
-                  design is a line across the sweep, one figure per setting."
+                  design is a line across the sweep, one figure per setting. A design not \
+                  seen lies under another with the same numbers (see the table)."
             .into(),
         commands: commands.to_vec(),
         chart,
