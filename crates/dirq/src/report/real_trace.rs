@@ -13,7 +13,6 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use dirq_sim::trace::TraceEvent;
@@ -68,7 +67,7 @@ impl Injector {
 }
 
 /// What one traced run's file holds, for the report's table.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TraceCounts {
     pub raises: usize,
     /// KVM_RUN returns recorded, all vCPUs.
