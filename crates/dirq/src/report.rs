@@ -18,6 +18,7 @@ mod model;
 pub mod plan;
 pub mod progress;
 mod real;
+mod real_trace;
 mod scenarios;
 mod simulate;
 mod studies;
@@ -314,6 +315,15 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         return half;
     }
     report.sections.push(real::real_section(&half.cases));
+    let (traces, failures) = steps.run(Step::RealTraces, 2, |bar| {
+        let traced = real_trace::real_traces_section(&out.join("traces"), &half.cases);
+        bar.inc(2);
+        traced
+    });
+    for failure in failures {
+        steps.fail(Step::RealTraces, failure);
+    }
+    report.sections.extend(traces);
 
     let Some(calibration) = &calibration else {
         steps.skip(

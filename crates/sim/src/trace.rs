@@ -22,28 +22,31 @@ const MAX_EVENTS: usize = 200_000;
 /// in a file of many runs.
 const FLOW_IDS_PER_RUN: u64 = 1 << 32;
 
+/// One event of the trace-event JSON; the real runs' traces (dirq
+/// report) are written with it too.
 #[derive(Serialize)]
-struct TraceEvent {
-    name: String,
-    cat: &'static str,
-    ph: &'static str,
-    ts: f64,
+pub struct TraceEvent {
+    pub name: String,
+    pub cat: &'static str,
+    pub ph: &'static str,
+    pub ts: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    dur: Option<f64>,
-    pid: u32,
-    tid: u32,
+    pub dur: Option<f64>,
+    pub pid: u32,
+    pub tid: u32,
     /// Flow events: the arrow's id.
     #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<u64>,
+    pub id: Option<u64>,
     /// Flow ends bind to the slice enclosing them.
     #[serde(skip_serializing_if = "Option::is_none")]
-    bp: Option<&'static str>,
+    pub bp: Option<&'static str>,
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
-    args: serde_json::Map<String, serde_json::Value>,
+    pub args: serde_json::Map<String, serde_json::Value>,
 }
 
 impl TraceEvent {
-    fn new(name: String, cat: &'static str, ph: &'static str, core: usize, at_ns: u64) -> Self {
+    /// An event on track `core` of process 0 at `at_ns`.
+    pub fn new(name: String, cat: &'static str, ph: &'static str, core: usize, at_ns: u64) -> Self {
         TraceEvent {
             name,
             cat,

@@ -40,6 +40,7 @@ pub mod probe;
 pub mod report;
 mod stats;
 pub mod testing;
+pub mod trace;
 pub mod vcpu;
 pub mod vm;
 

@@ -24,12 +24,13 @@ use crate::devices::{Bus, DeviceError};
 use crate::exec::{ExecError, HostExec};
 use crate::exits::ExitAccounting;
 use crate::interrupt::{
-    self, fixed_msi, DeviceLine, InterruptController, InterruptError, Kicker, Path, Setup,
-    APIC_TIMER_HZ,
+    self, fixed_msi, DeviceLine, InterruptController, InterruptError, InterruptSink, Kicker, Path,
+    Setup, APIC_TIMER_HZ,
 };
 use crate::memory::{self, GuestMemory, MemoryError};
 use crate::placement::{Placement, PlacementError};
 use crate::stats::{StatsError, StatsFd};
+use crate::trace::{RunTrace, TraceRecorder, TracedSink, Tracing};
 use crate::vcpu::{Vcpu, VcpuContext, VcpuError};
 use crate::vm::{Vm, VmError};
 
@@ -124,6 +125,8 @@ pub struct MachineOutput<T> {
     pub window: Window,
     pub tsc_khz: u64,
     pub device: Option<T>,
+    /// The timeline, when the run asked for one.
+    pub trace: Option<RunTrace>,
 }
 
 /// What a bench may add devices to before the guest starts.
@@ -144,6 +147,8 @@ pub type AttachDevices<'a> = &'a dyn Fn(&mut Attach) -> Result<(), MachineError>
 pub struct Extensions<'a, T> {
     pub attach: Option<AttachDevices<'a>>,
     pub device: Option<DeviceThread<'a, T>>,
+    /// Record the run's timeline.
+    pub trace: Option<Tracing>,
 }
 
 impl<T> Default for Extensions<'_, T> {
@@ -151,6 +156,7 @@ impl<T> Default for Extensions<'_, T> {
         Extensions {
             attach: None,
             device: None,
+            trace: None,
         }
     }
 }
@@ -161,7 +167,11 @@ pub fn run<T: Send>(
     echo_console: bool,
     extensions: Extensions<'_, T>,
 ) -> Result<MachineOutput<T>, MachineError> {
-    let Extensions { attach, device } = extensions;
+    let Extensions {
+        attach,
+        device,
+        trace,
+    } = extensions;
     let kvm = Kvm::new().map_err(VmError::OpenKvm)?;
     let memory = memory::create_guest_memory()?;
     let entry = memory::load_guest_kernel(&memory)?;
@@ -232,6 +242,14 @@ pub fn run<T: Send>(
         device_line(&config.params),
         common.inject,
     ))?;
+    let recorder = trace.map(|tracing| Arc::new(TraceRecorder::new(vcpus.len(), tracing)));
+    let sink: Box<dyn InterruptSink> = match &recorder {
+        Some(recorder) => Box::new(TracedSink {
+            inner: sink,
+            recorder: recorder.clone(),
+        }),
+        None => sink,
+    };
 
     let watchdog = config.watchdog();
     let deadline = Instant::now() + watchdog.timeout;
@@ -249,6 +267,7 @@ pub fn run<T: Send>(
                 accounting.clone(),
             );
             let (placement, interrupts) = (placement.clone(), interrupts.clone());
+            let recorder = recorder.clone();
             std::thread::spawn(move || {
                 let ctx = VcpuContext {
                     bus: &bus,
@@ -256,6 +275,7 @@ pub fn run<T: Send>(
                     counters: &accounting.counters[vcpu.index],
                     kicker: &kicker,
                     interrupts: &*interrupts,
+                    trace: recorder.as_deref(),
                 };
                 let result = placement
                     .pin_this_thread(vcpu.index)
@@ -386,6 +406,7 @@ pub fn run<T: Send>(
         window,
         tsc_khz,
         device,
+        trace: recorder.map(|recorder| recorder.finish()),
     })
 }
 

@@ -140,6 +140,11 @@ pub fn text_table(header: &[&str]) -> comfy_table::Table {
     table
 }
 
+/// The columns of `perf kvm stat report`, as it names them.
+pub const PERF_KVM_STAT_COLUMNS: [&str; 7] = [
+    "VM-EXIT", "Samples", "Samples%", "Time%", "Min Time", "Max Time", "Avg time",
+];
+
 /// `perf kvm stat report`'s table: one row per exit reason, largest first,
 /// with its times where `times` has them.
 fn exit_table(
@@ -147,16 +152,9 @@ fn exit_table(
     times: &BTreeMap<String, ExitTime>,
     interrupts: u64,
 ) -> comfy_table::Table {
-    let mut table = text_table(&[
-        "VM-EXIT",
-        "Samples",
-        "Samples%",
-        "Time%",
-        "Min Time",
-        "Max Time",
-        "Avg time",
-        "per interrupt",
-    ]);
+    let mut header = PERF_KVM_STAT_COLUMNS.to_vec();
+    header.push("per interrupt");
+    let mut table = text_table(&header);
     let total: u64 = rows.values().sum();
     let total_ns: u64 = times.values().map(|time| time.total_ns).sum();
     let us = |ns: u64| format!("{:.2}us", f64_of(ns) / 1e3);

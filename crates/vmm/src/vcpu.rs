@@ -10,6 +10,7 @@ use crate::devices::control::RunControl;
 use crate::devices::{Bus, BusError};
 use crate::exits::{ExitCounters, UserspaceExit};
 use crate::interrupt::{InterruptController, InterruptError, Kicker};
+use crate::trace::TraceRecorder;
 
 /// KVM_INTERNAL_ERROR_EMULATION: KVM could not emulate an instruction.
 const INTERNAL_ERROR_EMULATION: u32 = 1;
@@ -64,6 +65,8 @@ pub struct VcpuContext<'a> {
     pub counters: &'a ExitCounters,
     pub kicker: &'a Kicker,
     pub interrupts: &'a dyn InterruptController,
+    /// Set when the run records its timeline.
+    pub trace: Option<&'a TraceRecorder>,
 }
 
 pub struct Vcpu {
@@ -96,18 +99,25 @@ impl Vcpu {
             ctx.interrupts
                 .before_entry(cpu, &mut self.fd)
                 .map_err(interrupt_error)?;
+            let entered = ctx.trace.map(|_| Instant::now());
             let result = self.fd.run();
             let returned = Instant::now();
-            let next = match result {
-                Ok(exit) => handle_exit(cpu, exit, ctx)?,
+            let (exit, next) = match result {
+                Ok(exit) => {
+                    let (reason, next) = handle_exit(cpu, exit, ctx)?;
+                    (Some(reason), next)
+                }
                 Err(err) if err.errno() == libc::EINTR => {
                     ctx.counters.count(UserspaceExit::Interrupted);
                     self.fd.set_kvm_immediate_exit(0);
-                    Next::Continue
+                    (Some(UserspaceExit::Interrupted), Next::Continue)
                 }
-                Err(err) if err.errno() == libc::EAGAIN => Next::Continue,
+                Err(err) if err.errno() == libc::EAGAIN => (None, Next::Continue),
                 Err(source) => return Err(VcpuError::Run { cpu, source }),
             };
+            if let (Some(trace), Some(entered), Some(exit)) = (ctx.trace, entered, exit) {
+                trace.kvm_run(cpu, entered, returned, exit);
+            }
             match next {
                 Next::Continue => {}
                 Next::Halted => ctx
@@ -162,73 +172,71 @@ impl Vcpu {
     }
 }
 
-fn handle_exit(cpu: usize, exit: VcpuExit, ctx: &VcpuContext) -> Result<Next, VcpuError> {
-    let count = |reason| ctx.counters.count(reason);
+/// The reason the run loop counts an exit under.
+fn exit_reason(exit: &VcpuExit) -> UserspaceExit {
+    match exit {
+        VcpuExit::IoOut(..) | VcpuExit::IoIn(..) => UserspaceExit::Io,
+        VcpuExit::MmioWrite(..) | VcpuExit::MmioRead(..) => UserspaceExit::Mmio,
+        VcpuExit::X86Rdmsr(_) => UserspaceExit::MsrRead,
+        VcpuExit::X86Wrmsr(_) => UserspaceExit::MsrWrite,
+        VcpuExit::IrqWindowOpen => UserspaceExit::IrqWindow,
+        VcpuExit::Hlt => UserspaceExit::Hlt,
+        VcpuExit::IoapicEoi(_) => UserspaceExit::IoapicEoi,
+        _ => UserspaceExit::Other,
+    }
+}
+
+/// Counts one exit (before handling it: the window markers' snapshots
+/// include their own exit) and handles it; returns its reason.
+fn handle_exit(
+    cpu: usize,
+    exit: VcpuExit,
+    ctx: &VcpuContext,
+) -> Result<(UserspaceExit, Next), VcpuError> {
+    let reason = exit_reason(&exit);
+    ctx.counters.count(reason);
     let bus_error = |source| VcpuError::Bus { cpu, source };
     let next = match exit {
         VcpuExit::IoOut(port, data) => {
-            count(UserspaceExit::Io);
             ctx.bus.pio_write(cpu, port, data).map_err(bus_error)?;
             Next::Continue
         }
         VcpuExit::IoIn(port, data) => {
-            count(UserspaceExit::Io);
             ctx.bus.pio_read(cpu, port, data).map_err(bus_error)?;
             Next::Continue
         }
         VcpuExit::MmioWrite(address, data) => {
-            count(UserspaceExit::Mmio);
             ctx.bus.mmio_write(cpu, address, data).map_err(bus_error)?;
             Next::Continue
         }
         VcpuExit::MmioRead(address, data) => {
-            count(UserspaceExit::Mmio);
             ctx.bus.mmio_read(cpu, address, data).map_err(bus_error)?;
             Next::Continue
         }
         VcpuExit::X86Rdmsr(access) => {
-            count(UserspaceExit::MsrRead);
             *access.data = ctx.bus.msr_read(cpu, access.index).map_err(bus_error)?;
             Next::Continue
         }
         VcpuExit::X86Wrmsr(access) => {
-            count(UserspaceExit::MsrWrite);
             ctx.bus
                 .msr_write(cpu, access.index, access.data)
                 .map_err(bus_error)?;
             Next::Continue
         }
-        VcpuExit::IrqWindowOpen => {
-            count(UserspaceExit::IrqWindow);
-            Next::Continue
-        }
-        VcpuExit::Hlt => {
-            count(UserspaceExit::Hlt);
-            Next::Halted
-        }
+        VcpuExit::IrqWindowOpen => Next::Continue,
+        VcpuExit::Hlt => Next::Halted,
         VcpuExit::IoapicEoi(vector) => {
-            count(UserspaceExit::IoapicEoi);
             ctx.interrupts
                 .ioapic_eoi(vector)
                 .map_err(|source| VcpuError::Interrupt { cpu, source })?;
             Next::Continue
         }
-        VcpuExit::Shutdown => {
-            count(UserspaceExit::Other);
-            Next::Fault(|cpu, rip| VcpuError::TripleFault { cpu, rip })
-        }
-        VcpuExit::InternalError => {
-            count(UserspaceExit::Other);
-            Next::Internal
-        }
+        VcpuExit::Shutdown => Next::Fault(|cpu, rip| VcpuError::TripleFault { cpu, rip }),
+        VcpuExit::InternalError => Next::Internal,
         VcpuExit::FailEntry(reason, _) => {
-            count(UserspaceExit::Other);
             return Err(VcpuError::FailEntry { cpu, reason });
         }
-        other => {
-            count(UserspaceExit::Other);
-            Next::Unexpected(format!("{other:?}"))
-        }
+        other => Next::Unexpected(format!("{other:?}")),
     };
-    Ok(next)
+    Ok((reason, next))
 }

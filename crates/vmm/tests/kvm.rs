@@ -18,6 +18,7 @@ use dirq_vmm::devices::BusError;
 use dirq_vmm::exec::HostExec;
 use dirq_vmm::machine::MachineError;
 use dirq_vmm::testing::require_kvm;
+use dirq_vmm::trace::Tracing;
 use dirq_vmm::vcpu::VcpuError;
 use dirq_vmm::RunReport;
 
@@ -538,4 +539,44 @@ fn the_lapic_in_service_check_gives_a_consistent_answer() {
         }
         lapic_check::check(exec).unwrap_or_else(|err| panic!("{exec:?}: {err}"));
     }
+}
+
+#[test]
+fn a_traced_run_records_every_raise_and_an_exit_for_each_on_the_userspace_path() {
+    if !require_kvm("a_traced_run_records_every_raise_and_an_exit_for_each_on_the_userspace_path") {
+        return;
+    }
+    let config = irq_latency(Irqchip::Userspace, Inject::Vcpu, ApicMode::X2apic);
+    let BenchParams::IrqLatency(params) = &config.params else {
+        unreachable!("irq_latency builds irq-latency params");
+    };
+    let (report, trace) = {
+        let _serial = one_vm_at_a_time();
+        dirq_vmm::bench::irq_latency::run_traced(&config, params, Tracing::default())
+            .expect("traced irq-latency runs")
+    };
+    assert_eq!(report.interrupts, INTERRUPTS);
+    assert_eq!(trace.raises.dropped, 0);
+    assert_eq!(u64::try_from(trace.raises.records.len()), Ok(INTERRUPTS));
+    assert_eq!(trace.vcpus.len(), config.common.vcpus as usize);
+    // The device's MSI targets vCPU 0.
+    let runs = &trace.vcpus[0].records;
+    assert!(runs.iter().all(|run| run.entered_ns <= run.returned_ns));
+    // The VMM's LAPIC injects only at an entry: each raise is delivered by
+    // a KVM_RUN entry before the guest acknowledges it and the next comes.
+    let raises = &trace.raises.records;
+    let ends = raises.iter().skip(1).copied().chain([u64::MAX]);
+    for (index, (raised, next)) in raises.iter().zip(ends).enumerate() {
+        assert!(
+            runs.iter()
+                .any(|run| (*raised..next).contains(&run.entered_ns)),
+            "raise {index} at {raised} ns: no entry before the next raise"
+        );
+    }
+    // And each interrupt costs at least one exit to the VMM (its EOI).
+    let exits_after_first_raise = runs
+        .iter()
+        .filter(|run| run.returned_ns >= raises[0])
+        .count();
+    assert!(exits_after_first_raise >= raises.len());
 }

@@ -3,9 +3,47 @@
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
+
+use dirq_sim::policy::PolicyKind;
+use dirq_vmm::exits::VmxExit;
+
 use super::data::{Axis, Chart, NamedValues, Scale, Series, SeriesStyle, Spread, Table, TableRow};
+use dirq_stats::{f64_of, ratio, round_u64};
+use dirq_vmm::exits::ExitTime;
+use dirq_vmm::report::{Bucket, PERF_KVM_STAT_COLUMNS};
+
 use super::figures::compact_number;
-use super::views::{cdf_steps, Latency};
+use super::views::Latency;
+
+/// What a series stands for, which decides its colour: a design and an
+/// exit reason keep one colour in every figure, from palettes of their
+/// own; the real run is dark grey; anything else (a delivery path, an idle
+/// mode, a VIOAPIC level, a latency bucket) takes a third palette by its
+/// place in the figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "of", rename_all = "snake_case")]
+pub enum SeriesKey {
+    Measured,
+    Design(PolicyKind),
+    Exit(VmxExit),
+    Variant,
+}
+
+impl SeriesKey {
+    /// The key of a design named as the simulator's results name it.
+    pub fn design(name: &str) -> SeriesKey {
+        PolicyKind::ALL
+            .into_iter()
+            .find(|policy| policy.name() == name)
+            .map_or(SeriesKey::Variant, SeriesKey::Design)
+    }
+
+    /// The key of an exit reason named by its VMX name.
+    pub fn exit(name: &str) -> SeriesKey {
+        VmxExit::from_name(name).map_or(SeriesKey::Variant, SeriesKey::Exit)
+    }
+}
 
 /// Stacked bars of exit reasons, one bar per labelled entry. Reasons are
 /// ordered by their largest value so the big ones sit at the left.
@@ -29,6 +67,7 @@ pub fn exit_bars(value_label: &str, entries: &[(String, BTreeMap<String, f64>)])
             .iter()
             .map(|(reason, _)| NamedValues {
                 name: reason.to_string(),
+                key: SeriesKey::exit(reason),
                 values: entries
                     .iter()
                     .map(|(_, by_reason)| by_reason.get(*reason).copied().unwrap_or(0.0))
@@ -68,59 +107,83 @@ pub fn exit_table(first_column: &str, chart: &Chart, unit: &str) -> Table {
     }
 }
 
-/// Latency CDFs from the histogram buckets, one series per entry, and
-/// their percentiles in a table.
-pub fn latency_distributions(entries: &[(String, Latency)]) -> (Chart, Table) {
-    let chart = latency_chart(
-        entries
-            .iter()
-            .map(|(label, latency)| cdf_steps(label, &latency.histogram))
-            .collect(),
-    );
-    let table = Table {
-        title: String::new(),
-        columns: [
-            "run",
-            "mean (ns)",
-            "p50 (ns)",
-            "p90 (ns)",
-            "p99 (ns)",
-            "max (ns)",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: entries
-            .iter()
-            .map(|(label, l)| {
-                TableRow::new(vec![
-                    label.clone(),
-                    format_value(l.mean),
-                    format_value(l.p50),
-                    l.p90.map_or_else(|| "-".into(), format_value),
-                    format_value(l.p99),
-                    format_value(l.max),
-                ])
-            })
-            .collect(),
-    };
-    (chart, table)
+/// HdrHistogram's percentile plot of latency buckets: from the
+/// percentile where a bucket's samples start, the latency is the bucket's
+/// upper bound (in us), up to the last sample's percentile, 1 - 1/samples
+/// (100% lies at infinity on the axis).
+pub fn percentile_steps(name: &str, key: SeriesKey, buckets: &[Bucket]) -> Series {
+    let total: u64 = buckets.iter().map(|b| b.count).sum();
+    let last = 1.0 - 1.0 / f64_of(total.max(1));
+    let mut below = 0;
+    let mut points: Vec<[f64; 2]> = buckets
+        .iter()
+        .filter(|bucket| bucket.count > 0)
+        .map(|bucket| {
+            let from = ratio(below, total).min(last);
+            below += bucket.count;
+            [from, ns_to_us(f64_of(bucket.le_ns))]
+        })
+        .collect();
+    if let Some(&[_, top]) = points.last() {
+        points.push([last, top]);
+    }
+    Series::new(name, SeriesStyle::Steps, points).keyed(key)
 }
 
-/// Latency distributions on a latency axis (log if it spans decades)
-/// against the fraction of samples at or below.
-pub fn latency_chart(series: Vec<Series>) -> Chart {
-    let x_values = series.iter().flat_map(|s| s.points.iter().map(|p| p[0]));
+/// Percentile plots, one line per `(name, key, buckets)`: latency in us
+/// (log when it spans decades) against the percentile.
+pub fn percentile_chart(lines: &[(String, SeriesKey, Vec<Bucket>)]) -> Chart {
+    let series: Vec<Series> = lines
+        .iter()
+        .map(|(name, key, buckets)| percentile_steps(name, *key, buckets))
+        .collect();
+    let latencies = series.iter().flat_map(|s| s.points.iter().map(|p| p[1]));
     Chart::Xy {
         x_axis: Axis {
-            label: "latency (ns)".into(),
-            scale: auto_scale(x_values),
+            label: "percentile".into(),
+            scale: Scale::Percentile,
         },
         y_axis: Axis {
-            label: "fraction of samples at or below".into(),
-            scale: Scale::Linear,
+            label: "latency (us)".into(),
+            scale: auto_scale(latencies),
         },
         series,
         identity_line: false,
+    }
+}
+
+/// The latency table beside a percentile plot: one row per run, in us.
+pub fn latency_table(first_column: &str, rows: &[(String, u64, Latency)]) -> Table {
+    let us = |ns: f64| format_value(ns_to_us(ns));
+    Table {
+        title: String::new(),
+        columns: [
+            first_column,
+            "samples",
+            "min (us)",
+            "mean (us)",
+            "p50 (us)",
+            "p90 (us)",
+            "p99 (us)",
+            "max (us)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: rows
+            .iter()
+            .map(|(label, samples, l)| {
+                TableRow::new(vec![
+                    label.clone(),
+                    samples.to_string(),
+                    l.min.map_or_else(|| "-".into(), us),
+                    us(l.mean),
+                    us(l.p50),
+                    l.p90.map_or_else(|| "-".into(), us),
+                    us(l.p99),
+                    us(l.max),
+                ])
+            })
+            .collect(),
     }
 }
 
@@ -240,6 +303,144 @@ pub fn latency_cpu_scatter(
     }
 }
 
+/// One exit reason in one run, as `perf kvm stat report` sees it: how
+/// many, and how long they took where that was measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExitStat {
+    pub samples: u64,
+    /// None where the backend cannot time this exit.
+    pub time: Option<ExitTime>,
+}
+
+/// `perf kvm stat report`'s table over one or more runs of one
+/// configuration: VM-EXIT, Samples, Samples%, Time%, Min Time, Max Time,
+/// Avg time, with "( +- x% )" (the standard deviation over the runs,
+/// relative to their mean) after Avg time, or after Samples where times
+/// were not measured (`unmeasured` says why in those cells), and perf's
+/// totals as the last row. Samples are the mean per run; times are pooled.
+pub fn perf_kvm_stat_table(
+    title: String,
+    runs: &[BTreeMap<String, ExitStat>],
+    unmeasured: &str,
+) -> Table {
+    let mut reasons: Vec<&String> = runs.iter().flat_map(BTreeMap::keys).collect();
+    reasons.sort();
+    reasons.dedup();
+    let stats = |reason: &String| -> Vec<ExitStat> {
+        runs.iter()
+            .map(|run| {
+                run.get(reason).copied().unwrap_or(ExitStat {
+                    samples: 0,
+                    time: None,
+                })
+            })
+            .collect()
+    };
+    let run_count = f64_of(u64::try_from(runs.len().max(1)).unwrap_or(u64::MAX));
+    let mean_samples =
+        |reason: &String| stats(reason).iter().map(|s| f64_of(s.samples)).sum::<f64>() / run_count;
+    let pooled = |reason: &String| {
+        stats(reason)
+            .into_iter()
+            .filter_map(|s| s.time)
+            .reduce(ExitTime::merge)
+    };
+    let timed = reasons.iter().any(|reason| pooled(reason).is_some());
+    reasons.sort_by(|a, b| mean_samples(b).total_cmp(&mean_samples(a)).then(a.cmp(b)));
+    let all_samples: f64 = reasons.iter().map(|r| mean_samples(r)).sum();
+    let all_time: u64 = reasons
+        .iter()
+        .filter_map(|r| pooled(r))
+        .map(|t| t.total_ns)
+        .sum();
+    let us_text = |ns: f64| format!("{:.2}us", ns_to_us(ns));
+    let spread_text = |values: Vec<f64>| -> String {
+        if values.len() < 2 {
+            return "one run".into();
+        }
+        let count = f64_of(u64::try_from(values.len()).unwrap_or(u64::MAX));
+        let mean = values.iter().sum::<f64>() / count;
+        let variance = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (count - 1.0);
+        if mean == 0.0 {
+            return "( +- 0.00% )".into();
+        }
+        format!("( +- {:.2}% )", variance.sqrt() / mean * 100.0)
+    };
+    // "( +- x% )" follows the quantity it qualifies.
+    let spread_after = if timed { "Avg time" } else { "Samples" };
+    let mut columns: Vec<String> = Vec::new();
+    for column in PERF_KVM_STAT_COLUMNS {
+        columns.push(column.into());
+        if column == spread_after {
+            columns.push("( +- x% )".into());
+        }
+    }
+    let mut rows: Vec<TableRow> = reasons
+        .iter()
+        .map(|reason| {
+            let samples = mean_samples(reason);
+            let mut cells = vec![(*reason).clone(), format!("{}", round_u64(samples))];
+            let per_run_samples = stats(reason).iter().map(|s| f64_of(s.samples)).collect();
+            if !timed {
+                cells.push(spread_text(per_run_samples));
+            }
+            cells.push(format_percent(samples / all_samples.max(1.0)));
+            match pooled(reason) {
+                Some(time) => {
+                    let per_run_avg = stats(reason)
+                        .iter()
+                        .filter_map(|s| s.time)
+                        .map(|t| ratio(t.total_ns, t.samples.max(1)))
+                        .collect();
+                    cells.extend([
+                        format_percent(ratio(time.total_ns, all_time.max(1))),
+                        us_text(f64_of(time.min_ns)),
+                        us_text(f64_of(time.max_ns)),
+                        us_text(ratio(time.total_ns, time.samples.max(1))),
+                        spread_text(per_run_avg),
+                    ]);
+                }
+                None => {
+                    let columns_left = if timed { 5 } else { 4 };
+                    cells.extend(std::iter::repeat_n(unmeasured.to_string(), columns_left));
+                }
+            }
+            TableRow::new(cells)
+        })
+        .collect();
+    let handled = if timed {
+        format!("{:.2}us", ns_to_us(f64_of(all_time) / run_count))
+    } else {
+        unmeasured.to_string()
+    };
+    let mut footer = vec![format!(
+        "Total Samples:{}, Total events handled time:{handled}.",
+        round_u64(all_samples)
+    )];
+    footer.resize(columns.len(), String::new());
+    rows.push(TableRow::new(footer));
+    Table {
+        title,
+        columns,
+        rows,
+    }
+}
+
+/// A latency in ns, in us: every latency the report shows is in us.
+pub fn ns_to_us(ns: f64) -> f64 {
+    ns / 1e3
+}
+
+/// A latency measured in ns over repeats, in us.
+pub fn spread_us(ns: Spread) -> Spread {
+    Spread {
+        median: ns_to_us(ns.median),
+        min: ns_to_us(ns.min),
+        max: ns_to_us(ns.max),
+        runs: ns.runs,
+    }
+}
+
 /// Table cell for a measured or predicted number: three significant digits.
 pub fn format_value(value: f64) -> String {
     if !value.is_finite() {
@@ -331,6 +532,105 @@ mod tests {
         assert_eq!(table.rows[0].cells[2], "99.90%");
         // A time in guest above 100% cannot be true: flagged.
         assert!(table.rows[2].flagged && !table.rows[0].flagged);
+    }
+
+    fn timed(samples: u64, total_ns: u64, min_ns: u64, max_ns: u64) -> ExitStat {
+        ExitStat {
+            samples,
+            time: Some(ExitTime {
+                samples,
+                total_ns,
+                min_ns,
+                max_ns,
+            }),
+        }
+    }
+
+    #[test]
+    fn perf_table_pools_times_over_runs_with_their_spread_and_perfs_totals() {
+        let runs = [
+            BTreeMap::from([
+                ("MSR_WRITE".to_string(), timed(100, 300_000, 2_000, 9_000)),
+                ("HLT".to_string(), timed(100, 1_000_000, 5_000, 50_000)),
+            ]),
+            BTreeMap::from([
+                ("MSR_WRITE".to_string(), timed(100, 500_000, 1_000, 8_000)),
+                ("HLT".to_string(), timed(100, 1_000_000, 6_000, 40_000)),
+            ]),
+        ];
+        let table = perf_kvm_stat_table("t".into(), &runs, "not measured");
+        assert_eq!(table.columns[..7], PERF_KVM_STAT_COLUMNS);
+        assert_eq!(table.columns[7], "( +- x% )");
+        // Equal samples: ordered by name; HLT took 2 of the 2.8 ms.
+        assert_eq!(
+            table.rows[0].cells,
+            [
+                "HLT",
+                "100",
+                "50.00%",
+                "71.43%",
+                "5.00us",
+                "50.00us",
+                "10.00us",
+                "( +- 0.00% )"
+            ]
+        );
+        // Avg 3 us and 5 us in the two runs: mean 4, sd 1.41 -> 35.36%.
+        assert_eq!(
+            table.rows[1].cells[4..],
+            ["1.00us", "9.00us", "4.00us", "( +- 35.36% )"]
+        );
+        assert_eq!(
+            table.rows[2].cells[0],
+            "Total Samples:200, Total events handled time:1400.00us."
+        );
+        assert_eq!(table.rows[2].cells.len(), table.columns.len());
+    }
+
+    #[test]
+    fn perf_table_without_times_says_so_and_spreads_the_samples() {
+        let count = |samples| ExitStat {
+            samples,
+            time: None,
+        };
+        let runs = [
+            BTreeMap::from([("OTHER".to_string(), count(90))]),
+            BTreeMap::from([("OTHER".to_string(), count(110))]),
+        ];
+        let table = perf_kvm_stat_table("t".into(), &runs, "not measured");
+        assert_eq!(table.columns[2], "( +- x% )");
+        assert_eq!(
+            table.rows[0].cells[..4],
+            ["OTHER", "100", "( +- 14.14% )", "100.00%"]
+        );
+        assert!(table.rows[0].cells[4..].iter().all(|c| c == "not measured"));
+        assert_eq!(
+            table.rows[1].cells[0],
+            "Total Samples:100, Total events handled time:not measured."
+        );
+        let once = perf_kvm_stat_table("t".into(), &runs[..1], "not measured");
+        assert_eq!(once.rows[0].cells[2], "one run");
+    }
+
+    #[test]
+    fn percentile_steps_run_to_the_last_samples_percentile_in_us() {
+        let buckets = [
+            Bucket {
+                le_ns: 1_000,
+                count: 2,
+            },
+            Bucket {
+                le_ns: 1_050,
+                count: 0,
+            },
+            Bucket {
+                le_ns: 4_000,
+                count: 2,
+            },
+        ];
+        let series = percentile_steps("kvm", SeriesKey::Variant, &buckets);
+        assert_eq!(series.style, SeriesStyle::Steps);
+        assert_eq!(series.points, vec![[0.0, 1.0], [0.5, 4.0], [0.75, 4.0]]);
     }
 
     #[test]

@@ -6,9 +6,11 @@ use dirq_sim::policy::PolicyKind;
 use dirq_vmm::config::{GuestIdle, Irqchip};
 use dirq_vmm::probe::ProbeReport;
 
-use super::charts::{auto_scale, format_percent, format_value};
+use super::charts::{format_percent, format_value, ns_to_us, spread_us};
 use super::checks::{Extrapolated, ModelChecks};
-use super::data::{Axis, Chart, Figure, GroupedSeries, Section, Spread, Table, TableRow};
+use super::data::{
+    Axis, Chart, Figure, GroupedSeries, Scale, Section, SeriesKey, Spread, Table, TableRow,
+};
 use super::meta::Host;
 use super::model::{scores, Metric, Score};
 use super::real::{spread_cell, RealCase};
@@ -69,9 +71,9 @@ const PIVOTS: [PivotMetric; 4] = [
     PivotMetric {
         id: "latency",
         title: "Latency p50 (one way)",
-        unit: "latency p50 (ns)",
-        measured: |e| e.measured.as_ref()?.latency_p50_ns,
-        predicted: |e| e.latency_p50_ns,
+        unit: "latency p50 (us)",
+        measured: |e| e.measured.as_ref()?.latency_p50_ns.map(spread_us),
+        predicted: |e| e.latency_p50_ns.map(ns_to_us),
         counted_here: None,
         format: format_value,
     },
@@ -128,6 +130,7 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
     };
     let mut series = vec![GroupedSeries {
         name: MEASURED.into(),
+        key: SeriesKey::Measured,
         values: workloads
             .iter()
             .map(|w| find(extrapolation, w, PolicyKind::Vanilla).and_then(metric.measured))
@@ -142,6 +145,7 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
     series.extend(counted_here.map(|values| {
         GroupedSeries {
             name: COUNTED_HERE.into(),
+            key: SeriesKey::Measured,
             values: values
                 .into_iter()
                 .map(|v| v.and_then(|v| Spread::of([v])))
@@ -151,6 +155,7 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
     series.extend(DESIGNS.iter().map(|design| {
         GroupedSeries {
             name: design.name().into(),
+            key: SeriesKey::Design(*design),
             values: workloads
                 .iter()
                 .map(|w| {
@@ -192,14 +197,10 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
             TableRow::new(cells)
         })
         .collect();
-    let values = series
-        .iter()
-        .flat_map(|s| s.values.iter().flatten())
-        .flat_map(|spread| [spread.min, spread.max]);
     let chart = Chart::Grouped {
         value_axis: Axis {
             label: metric.unit.into(),
-            scale: auto_scale(values),
+            scale: Scale::Linear,
         },
         categories,
         series,
@@ -492,7 +493,7 @@ fn model_sentence(checks: &ModelChecks) -> Option<String> {
     let verdict = |score: &Score| {
         format!(
             "{} ({} of {})",
-            score.metric.label().trim_end_matches(" (ns)"),
+            score.metric.label().trim_end_matches(" (us)"),
             score.hits,
             score.of
         )

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+pub use super::charts::SeriesKey;
 use super::progress::StepRecord;
 use dirq_vmm::host_load::{HostLoad, HostNoise};
 
@@ -136,6 +137,8 @@ impl Chart {
 #[derive(Debug, Clone, Serialize)]
 pub struct NamedValues {
     pub name: String,
+    /// What the segment stands for: its colour.
+    pub key: SeriesKey,
     pub values: Vec<f64>,
 }
 
@@ -143,6 +146,8 @@ pub struct NamedValues {
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupedSeries {
     pub name: String,
+    /// What the series stands for: its colour.
+    pub key: SeriesKey,
     pub values: Vec<Option<Spread>>,
 }
 
@@ -202,11 +207,16 @@ pub enum Scale {
     Linear,
     /// Base-10 logarithmic; non-positive values are not drawn.
     Log,
+    /// Percentiles as fractions, drawn at log10(1 / (1 - p)) as
+    /// HdrHistogram plots them: 50%, 90%, 99%, 99.9% equally spaced.
+    Percentile,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Series {
     pub name: String,
+    /// What the series stands for: its colour.
+    pub key: SeriesKey,
     pub style: SeriesStyle,
     /// `[x, y]` pairs.
     pub points: Vec<[f64; 2]>,
@@ -220,10 +230,16 @@ impl Series {
     pub fn new(name: impl Into<String>, style: SeriesStyle, points: Vec<[f64; 2]>) -> Self {
         Series {
             name: name.into(),
+            key: SeriesKey::Variant,
             style,
             points,
             y_ranges: Vec::new(),
         }
+    }
+
+    /// The same series standing for `key`.
+    pub fn keyed(self, key: SeriesKey) -> Self {
+        Series { key, ..self }
     }
 }
 

@@ -7,9 +7,9 @@ use dirq_stats::f64_of;
 use dirq_vmm::designs::vioapic::VioapicTable;
 use dirq_vmm::designs::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable};
 
-use super::charts::{exit_bars, format_percent, format_value, latency_cpu_scatter};
+use super::charts::{exit_bars, format_percent, format_value, latency_cpu_scatter, ns_to_us};
 use super::conclusions::and_list;
-use super::data::{Chart, Figure, NamedValues, Section, Spread, Table, TableRow};
+use super::data::{Chart, Figure, NamedValues, Section, SeriesKey, Spread, Table, TableRow};
 use super::progress::StepFailure;
 use crate::designs::{Design, DesignTables};
 
@@ -98,6 +98,7 @@ fn io_batch_figure(table: &IoBatchTable, command: &str) -> Figure {
         stacks: vec![
             NamedValues {
                 name: "userspace".into(),
+                key: SeriesKey::Variant,
                 values: table
                     .rows
                     .iter()
@@ -106,6 +107,7 @@ fn io_batch_figure(table: &IoBatchTable, command: &str) -> Figure {
             },
             NamedValues {
                 name: "in KVM".into(),
+                key: SeriesKey::Variant,
                 values: table
                     .rows
                     .iter()
@@ -170,6 +172,7 @@ fn tick_figure(table: &TickTable, command: &str) -> Figure {
             .collect(),
         stacks: vec![NamedValues {
             name: "timer interrupts".into(),
+            key: SeriesKey::Variant,
             values: table
                 .rows
                 .iter()
@@ -224,14 +227,14 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
     let label = |row: &dirq_vmm::designs::halt::HaltRow| format!("{} · {}", row.ipi, row.label);
     let chart = latency_cpu_scatter(
         "host CPU burned by the vCPU threads (cores)",
-        "IPI round trip p50 (ns)",
+        "IPI round trip p50 (us)",
         &measured
             .iter()
             .filter_map(|row| {
                 Some((
                     label(row),
                     row.host_cpu_per_s,
-                    Spread::of([f64_of(row.latency_ns.as_ref()?.p50)])?,
+                    Spread::of([ns_to_us(f64_of(row.latency_ns.as_ref()?.p50))])?,
                 ))
             })
             .collect::<Vec<_>>(),
@@ -257,10 +260,10 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
                 ),
                 row.latency_ns
                     .as_ref()
-                    .map_or_else(|| "-".into(), |l| format_value(f64_of(l.p50))),
+                    .map_or_else(|| "-".into(), |l| format_value(ns_to_us(f64_of(l.p50)))),
                 row.latency_ns
                     .as_ref()
-                    .map_or_else(|| "-".into(), |l| format_value(f64_of(l.p99))),
+                    .map_or_else(|| "-".into(), |l| format_value(ns_to_us(f64_of(l.p99)))),
                 format!("{:.2}", row.host_cpu_per_s),
                 format_value(row.exits_per_round_trip),
             ]),
@@ -287,8 +290,8 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
             columns: columns(&[
                 "IPI · waiting",
                 "vCPUs",
-                "p50 (ns)",
-                "p99 (ns)",
+                "p50 (us)",
+                "p99 (us)",
                 "CPU (cores)",
                 "exits/round trip",
             ]),

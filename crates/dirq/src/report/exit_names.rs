@@ -3,12 +3,19 @@
 //! statistics are mapped here, so a reason keeps its name (and colour) in
 //! every figure.
 
-use dirq_vmm::exits::{exit_of_kvm_stat, VmxExit};
+use dirq_vmm::exits::{exit_of_kvm_stat, UserspaceExit, VmxExit};
 
-/// The reason's VMX name; a name no mapping knows is kept as it is.
+/// The reason's VMX name (from a VMX name, a KVM statistic or the run
+/// loop's `KVM_EXIT_*` name); a name no mapping knows is kept as it is.
 pub fn vmx_name(reason: &str) -> String {
     VmxExit::from_name(reason)
         .or_else(|| exit_of_kvm_stat(reason))
+        .or_else(|| {
+            UserspaceExit::ALL
+                .into_iter()
+                .find(|exit| exit.name() == reason)
+                .map(VmxExit::from)
+        })
         .map_or_else(|| reason.to_string(), |exit| exit.name().to_string())
 }
 
@@ -22,6 +29,8 @@ mod tests {
         assert_eq!(vmx_name("irq_window_exits"), "INTERRUPT_WINDOW");
         assert_eq!(vmx_name("HLT"), "HLT");
         assert_eq!(vmx_name("MSR_WRITE"), "MSR_WRITE");
+        assert_eq!(vmx_name("intr"), "EXTERNAL_INTERRUPT");
+        assert_eq!(vmx_name("msr_write"), "MSR_WRITE");
         assert_eq!(vmx_name("something new"), "something new");
     }
 }

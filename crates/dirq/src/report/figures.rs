@@ -10,8 +10,7 @@ use dirq_sim::policy::PolicyKind;
 use dirq_stats::round_u64;
 use dirq_vmm::exits::VmxExit;
 
-use super::conclusions::MEASURED;
-use super::data::{Axis, Chart, GroupedSeries, NamedValues, Scale, Series, SeriesStyle};
+use super::data::{Axis, Chart, GroupedSeries, NamedValues, Scale, Series, SeriesKey, SeriesStyle};
 
 const WIDTH: u32 = 880;
 const XY_HEIGHT: u32 = 420;
@@ -24,60 +23,92 @@ const FONT_PX: u32 = 13;
 const CHAR_PX: u32 = 8;
 const LEGEND_ROW_PX: u32 = 18;
 
-/// Tableau 20: distinct, readable on white.
-const PALETTE: [RGBColor; 20] = [
-    RGBColor(78, 121, 167),
-    RGBColor(242, 142, 43),
-    RGBColor(89, 161, 79),
-    RGBColor(225, 87, 89),
-    RGBColor(176, 122, 161),
-    RGBColor(118, 183, 178),
-    RGBColor(237, 201, 72),
-    RGBColor(255, 157, 167),
-    RGBColor(156, 117, 95),
-    RGBColor(186, 176, 172),
-    RGBColor(160, 203, 232),
-    RGBColor(255, 190, 125),
-    RGBColor(140, 209, 125),
-    RGBColor(255, 157, 154),
-    RGBColor(212, 166, 200),
-    RGBColor(134, 188, 182),
-    RGBColor(241, 206, 99),
-    RGBColor(250, 191, 210),
-    RGBColor(215, 181, 166),
-    RGBColor(121, 112, 110),
-];
+/// The real run, beside the designs' predictions.
 const MEASURED_COLOUR: RGBColor = RGBColor(50, 50, 50);
 
-/// Designs and exit reasons keep one colour in every figure of the report
-/// (they never share a figure, so their slots may overlap): a reader can
-/// compare figures at a glance.
-fn fixed_colour(name: &str) -> Option<RGBColor> {
-    if name == MEASURED {
-        return Some(MEASURED_COLOUR);
+/// Each design's colour, the same in every figure (Tableau 10's saturated
+/// hues, one per design).
+fn design_colour(design: PolicyKind) -> RGBColor {
+    match design {
+        PolicyKind::Bare => RGBColor(89, 161, 79),
+        PolicyKind::Vanilla => RGBColor(78, 121, 167),
+        PolicyKind::Apicv => RGBColor(118, 183, 178),
+        PolicyKind::EliDelivery => RGBColor(237, 201, 72),
+        PolicyKind::Eli => RGBColor(242, 142, 43),
+        PolicyKind::Did => RGBColor(225, 87, 89),
+        PolicyKind::NaiveDirectEoi => RGBColor(176, 122, 161),
     }
-    let design = PolicyKind::ALL.iter().position(|p| p.name() == name);
-    let reason = VmxExit::ALL.iter().position(|r| r.name() == name);
-    design.or(reason).map(|slot| PALETTE[slot % PALETTE.len()])
 }
 
-/// Colours for one chart's entries: designs and exit reasons keep their
-/// fixed colour; other names (VIOAPIC levels, idle modes, buckets) take the
-/// palette slots no entry of this chart and no design uses, so that they
-/// never pass for a design.
-fn colours<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Vec<RGBColor> {
-    let design_slots = PolicyKind::ALL.len();
-    let taken: Vec<RGBColor> = names.clone().filter_map(fixed_colour).collect();
-    let mut free = PALETTE[design_slots..]
-        .iter()
-        .copied()
-        .filter(|colour| !taken.contains(colour))
-        .cycle();
-    names
-        .map(|name| {
-            fixed_colour(name)
-                .or_else(|| free.next())
-                .unwrap_or(PALETTE[0])
+/// Each exit reason's colour: lighter or other hues than the designs', so
+/// that an exit reason never passes for a design; the most common reasons
+/// (external interrupt, MSR write, interrupt window, HLT) have the hues no
+/// design has.
+fn exit_colour(exit: VmxExit) -> RGBColor {
+    match exit {
+        VmxExit::ExternalInterrupt => RGBColor(23, 190, 207),
+        VmxExit::MsrWrite => RGBColor(156, 117, 95),
+        VmxExit::InterruptWindow => RGBColor(188, 189, 34),
+        VmxExit::Hlt => RGBColor(250, 191, 210),
+        VmxExit::Other => RGBColor(186, 176, 172),
+        VmxExit::IoInstruction => RGBColor(160, 203, 232),
+        VmxExit::MsrRead => RGBColor(215, 181, 166),
+        VmxExit::EptMisconfig => RGBColor(140, 209, 125),
+        VmxExit::ApicAccess => RGBColor(212, 166, 200),
+        VmxExit::EoiInduced => RGBColor(134, 188, 182),
+        VmxExit::EptViolation => RGBColor(255, 157, 154),
+        VmxExit::Vmcall => RGBColor(241, 206, 99),
+        VmxExit::NmiWindow => RGBColor(127, 127, 127),
+        VmxExit::ExceptionNmi => RGBColor(255, 190, 125),
+    }
+}
+
+/// Viridis from dark purple to green (its pale yellow end is left out):
+/// anchors at even steps, for names that are neither designs nor exit
+/// reasons and often ordered (paths, idle modes, levels, buckets).
+const VARIANT_RAMP: [RGBColor; 6] = [
+    RGBColor(68, 1, 84),
+    RGBColor(65, 68, 135),
+    RGBColor(42, 120, 142),
+    RGBColor(34, 168, 132),
+    RGBColor(122, 209, 81),
+    RGBColor(189, 223, 38),
+];
+
+/// The colour of variant `index` of `count`, spread over the whole ramp.
+fn variant_colour(index: usize, count: usize) -> RGBColor {
+    let last = VARIANT_RAMP.len() - 1;
+    let position = if count <= 1 {
+        0.0
+    } else {
+        coordinate(index) / coordinate(count - 1) * coordinate(last)
+    };
+    let anchor = |at: f64| {
+        let index = usize::try_from(round_u64(at)).unwrap_or(last);
+        VARIANT_RAMP[index.min(last)]
+    };
+    let (low, high) = (anchor(position.floor()), anchor(position.ceil()));
+    let t = position - position.floor();
+    let mix = |a: u8, b: u8| {
+        let mixed = f64::from(a) + (f64::from(b) - f64::from(a)) * t;
+        u8::try_from(round_u64(mixed.clamp(0.0, 255.0))).unwrap_or(u8::MAX)
+    };
+    RGBColor(mix(low.0, high.0), mix(low.1, high.1), mix(low.2, high.2))
+}
+
+/// Colours for one chart's series, chosen by what each stands for.
+fn colours(keys: &[SeriesKey]) -> Vec<RGBColor> {
+    let variants = keys.iter().filter(|k| **k == SeriesKey::Variant).count();
+    let mut next_variant = 0;
+    keys.iter()
+        .map(|key| match key {
+            SeriesKey::Measured => MEASURED_COLOUR,
+            SeriesKey::Design(design) => design_colour(*design),
+            SeriesKey::Exit(exit) => exit_colour(*exit),
+            SeriesKey::Variant => {
+                next_variant += 1;
+                variant_colour(next_variant - 1, variants)
+            }
         })
         .collect()
 }
@@ -241,7 +272,7 @@ fn render_horizontal(
             .light_line_style(RGBColor(240, 240, 240))
             .y_labels(0)
             .x_labels(label_count(value_axis, &x_range))
-            .x_desc(value_axis.label.as_str())
+            .x_desc(axis_title(value_axis))
             .x_label_formatter(&|v| axis_label(value_axis, *v))
             .label_style((FONT, FONT_PX))
             .draw()?;
@@ -261,8 +292,35 @@ fn render_horizontal(
     Ok(tooltips.into_svg(svg))
 }
 
-/// Stacked horizontal bars, one per category, a segment per stack.
-fn render_bars(value_label: &str, categories: &[String], stacks: &[NamedValues]) -> Result<String> {
+/// Room right of the longest bar for its value label.
+const LABEL_ROOM: f64 = 1.18;
+
+/// A bar's value written just right of its end.
+fn value_label(chart: &mut BarChart, at: (f64, f64), text: String) -> Result<()> {
+    let style =
+        TextStyle::from((FONT, FONT_PX).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    chart.draw_series(std::iter::once(
+        EmptyElement::at(at) + Text::new(text, (4, 0), style),
+    ))?;
+    Ok(())
+}
+
+/// A bar of length zero is drawn: a dark mark on the axis.
+fn zero_mark(chart: &mut BarChart, (top, bottom): (f64, f64)) -> Result<()> {
+    chart.draw_series(std::iter::once(PathElement::new(
+        vec![(0.0, top), (0.0, bottom)],
+        BLACK.stroke_width(3),
+    )))?;
+    Ok(())
+}
+
+/// Stacked horizontal bars from zero, one per category, a segment per
+/// stack, each bar labelled with its total (a zero bar too).
+fn render_bars(
+    value_label_text: &str,
+    categories: &[String],
+    stacks: &[NamedValues],
+) -> Result<String> {
     let value = |stack: &NamedValues, row: usize| -> f64 {
         stack
             .values
@@ -275,18 +333,19 @@ fn render_bars(value_label: &str, categories: &[String], stacks: &[NamedValues])
         .map(|row| stacks.iter().map(|stack| value(stack, row)).sum::<f64>())
         .fold(0.0, f64::max);
     let x_max = if largest_total > 0.0 {
-        largest_total * 1.05
+        largest_total * LABEL_ROOM
     } else {
         1.0
     };
-    let palette = colours(stacks.iter().map(|s| s.name.as_str()));
+    let keys: Vec<SeriesKey> = stacks.iter().map(|s| s.key).collect();
+    let palette = colours(&keys);
     let legend: Vec<(&str, RGBColor)> = stacks
         .iter()
         .map(|s| s.name.as_str())
         .zip(palette.iter().copied())
         .collect();
     let axis = Axis {
-        label: value_label.to_string(),
+        label: value_label_text.to_string(),
         scale: Scale::Linear,
     };
     render_horizontal(
@@ -320,7 +379,10 @@ fn render_bars(value_label: &str, categories: &[String], stacks: &[NamedValues])
                 );
                 start += width;
             }
-            Ok(())
+            if start <= 0.0 {
+                zero_mark(chart, (top + 0.15, top + 0.85))?;
+            }
+            value_label(chart, (start, top + 0.5), compact_number(start))
         },
     )
 }
@@ -332,28 +394,29 @@ fn render_grouped(
     categories: &[String],
     series: &[GroupedSeries],
 ) -> Result<String> {
+    // A bar's length is its value: on a log axis it would mean nothing.
+    ensure!(
+        value_axis.scale == Scale::Linear,
+        "bars are drawn from zero on a linear axis"
+    );
     let bars = px(series.len().max(1));
-    let mapped = |v: f64| to_axis(value_axis, v);
     let (low, high) = series
         .iter()
         .flat_map(|s| s.values.iter().flatten())
-        .flat_map(|spread| [mapped(spread.min), mapped(spread.max)])
-        .flatten()
+        .flat_map(|spread| [spread.min, spread.max])
+        .filter(|v| v.is_finite())
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
         });
-    ensure!(low.is_finite(), "no value of the chart fits its axis");
-    // Bars grow from zero, or on a log axis from the decade below the least value.
-    let x_min = match value_axis.scale {
-        Scale::Linear => low.min(0.0),
-        Scale::Log => low.floor(),
-    };
+    ensure!(low.is_finite(), "no value of the chart is a number");
+    let x_min = low.min(0.0);
     let x_max = if high > x_min {
-        high + (high - x_min) * 0.08
+        x_min + (high - x_min) * LABEL_ROOM
     } else {
         x_min + 1.0
     };
-    let palette = colours(series.iter().map(|s| s.name.as_str()));
+    let keys: Vec<SeriesKey> = series.iter().map(|s| s.key).collect();
+    let palette = colours(&keys);
     let legend: Vec<(&str, RGBColor)> = series
         .iter()
         .map(|s| s.name.as_str())
@@ -372,18 +435,21 @@ fn render_grouped(
                 let Some(spread) = s.values.get(row).copied().flatten() else {
                     continue;
                 };
-                let Some(end) = mapped(spread.median) else {
+                let end = spread.median;
+                if !end.is_finite() {
                     continue;
-                };
+                }
                 let y0 = top + slot * coordinate(index);
                 let corners = [(x_min, y0 + slot * 0.1), (end, y0 + slot * 0.9)];
                 chart.draw_series(std::iter::once(Rectangle::new(
                     corners,
                     palette[index].filled(),
                 )))?;
-                if let (true, Some(min), Some(max)) =
-                    (spread.runs > 1, mapped(spread.min), mapped(spread.max))
-                {
+                if end == 0.0 {
+                    zero_mark(chart, (y0 + slot * 0.1, y0 + slot * 0.9))?;
+                }
+                let (min, max) = (spread.min, spread.max);
+                if spread.runs > 1 {
                     // A whisker with end caps, visible on a bar of any colour.
                     let middle = y0 + slot * 0.5;
                     let (cap_low, cap_high) = (y0 + slot * 0.2, y0 + slot * 0.8);
@@ -417,6 +483,12 @@ fn render_grouped(
                         compact_number(spread.median)
                     ),
                 );
+                let label_at = if spread.runs > 1 { end.max(max) } else { end };
+                value_label(
+                    chart,
+                    (label_at, y0 + slot * 0.5),
+                    compact_number(spread.median),
+                )?;
             }
             Ok(())
         },
@@ -457,7 +529,8 @@ fn to_axis(axis: &Axis, value: f64) -> Option<f64> {
     match axis.scale {
         Scale::Linear => Some(value),
         Scale::Log if value > 0.0 => Some(value.log10()),
-        Scale::Log => None,
+        Scale::Percentile if (0.0..1.0).contains(&value) => Some(-(1.0 - value).log10()),
+        Scale::Log | Scale::Percentile => None,
     }
 }
 
@@ -465,7 +538,47 @@ fn axis_label(axis: &Axis, coordinate: f64) -> String {
     match axis.scale {
         Scale::Linear => compact_number(coordinate),
         Scale::Log => compact_number(10f64.powf(coordinate)),
+        Scale::Percentile => percent_text(1.0 - 10f64.powf(-coordinate)),
     }
+}
+
+/// A value as a tooltip says it: a percentile as a percentage.
+fn value_text(axis: &Axis, value: f64) -> String {
+    match axis.scale {
+        Scale::Percentile => percent_text(value),
+        Scale::Linear | Scale::Log => compact_number(value),
+    }
+}
+
+/// 0.999 -> "99.9%": as many nines as the percentile has.
+fn percent_text(fraction: f64) -> String {
+    let percent = fraction * 100.0;
+    let text = format!("{percent:.4}");
+    let trimmed = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{trimmed}%")
+}
+
+/// An axis's title, saying when it is not linear.
+fn axis_title(axis: &Axis) -> String {
+    match axis.scale {
+        Scale::Linear => axis.label.clone(),
+        Scale::Log => format!("{} (log scale)", axis.label),
+        Scale::Percentile => format!("{} (log scale of 1/(1 - percentile))", axis.label),
+    }
+}
+
+/// The percentiles a percentile axis marks within `range` (axis
+/// coordinates): 0%, 50%, then 90%, 99%, 99.9%, ... one per decade.
+fn percentile_ticks(range: &std::ops::Range<f64>) -> Vec<f64> {
+    let nines = (1..=9).map(|decade| 1.0 - 10f64.powi(-decade));
+    [0.0, 0.5]
+        .into_iter()
+        .chain(nines)
+        .filter_map(|p| {
+            let at = -(1.0_f64 - p).log10();
+            (range.start..=range.end).contains(&at).then_some(at)
+        })
+        .collect()
 }
 
 /// How many ticks to ask for: on a log axis about one per decade, so the
@@ -473,6 +586,8 @@ fn axis_label(axis: &Axis, coordinate: f64) -> String {
 fn label_count(axis: &Axis, range: &std::ops::Range<f64>) -> usize {
     match axis.scale {
         Scale::Linear => 8,
+        // Drawn by hand at 50%, 90%, 99%, ... (`percentile_ticks`).
+        Scale::Percentile => 0,
         Scale::Log => {
             let ticks = round_u64((range.end - range.start).ceil())
                 .saturating_add(1)
@@ -492,6 +607,7 @@ fn padded_range(low: f64, high: f64, scale: Scale) -> std::ops::Range<f64> {
         // Counts, fractions and times start at zero; a linear axis that does
         // not would exaggerate differences.
         Scale::Linear if low >= 0.0 => 0.0..(high + pad),
+        Scale::Percentile => 0.0..(high + pad),
         _ => (low - pad)..(high + pad),
     }
 }
@@ -571,7 +687,8 @@ fn render_xy(
                 .into_drawing_area();
         root.fill(&WHITE)?;
         let (legend_area, plot_area) = root.split_vertically(legend_height(legend_rows));
-        let mut palette = colours(series.iter().map(|s| s.name.as_str()));
+        let keys: Vec<SeriesKey> = series.iter().map(|s| s.key).collect();
+        let mut palette = colours(&keys);
         if identity_line {
             palette.push(RGBColor(90, 90, 90));
         }
@@ -588,8 +705,8 @@ fn render_xy(
             .build_cartesian_2d(x_range.clone(), y_range.clone())?;
         chart
             .configure_mesh()
-            .x_desc(x_axis.label.as_str())
-            .y_desc(y_axis.label.as_str())
+            .x_desc(axis_title(x_axis))
+            .y_desc(axis_title(y_axis))
             .x_labels(label_count(x_axis, &x_range))
             .y_labels(label_count(y_axis, &y_range))
             .x_label_formatter(&|v| axis_label(x_axis, *v))
@@ -597,6 +714,22 @@ fn render_xy(
             .label_style((FONT, FONT_PX))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
+        if x_axis.scale == Scale::Percentile {
+            let style =
+                TextStyle::from((FONT, FONT_PX).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+            for at in percentile_ticks(&x_range) {
+                chart.draw_series(std::iter::once(PathElement::new(
+                    vec![(at, y_range.start), (at, y_range.end)],
+                    RGBColor(220, 220, 220).stroke_width(1),
+                )))?;
+                let (x, y) = chart.backend_coord(&(at, y_range.start));
+                root.draw(&Text::new(
+                    axis_label(x_axis, at),
+                    (x, y + 6),
+                    style.clone(),
+                ))?;
+            }
+        }
         if identity_line {
             let low = x_range.start.max(y_range.start);
             let high = x_range.end.min(y_range.end);
@@ -659,9 +792,9 @@ fn render_xy(
                         "{}: {} = {}, {} = {}",
                         spec.name,
                         x_axis.label,
-                        compact_number(*x),
+                        value_text(x_axis, *x),
                         y_axis.label,
-                        compact_number(*y)
+                        value_text(y_axis, *y)
                     ),
                 );
             }
@@ -706,7 +839,7 @@ pub fn compact_number(value: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::data::Spread;
+    use super::super::data::{SeriesKey, Spread};
     use super::*;
 
     fn axis(label: &str, scale: Scale) -> Axis {
@@ -716,67 +849,116 @@ mod tests {
         }
     }
 
+    fn fill(colour: RGBColor) -> String {
+        format!("fill=\"#{:02X}{:02X}{:02X}\"", colour.0, colour.1, colour.2)
+    }
+
+    fn exit_stack(exit: VmxExit, values: Vec<f64>) -> NamedValues {
+        NamedValues {
+            name: exit.name().into(),
+            key: SeriesKey::Exit(exit),
+            values,
+        }
+    }
+
+    /// The texts of an SVG's `<text>` elements.
+    fn texts(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|part| {
+                let body = part.split_once('>')?.1;
+                Some(body.split("</text>").next()?.trim().to_string())
+            })
+            .collect()
+    }
+
     #[test]
-    fn bars_draw_one_rectangle_per_positive_segment() {
+    fn bars_draw_one_rectangle_per_positive_segment_and_label_every_total() {
         let chart = Chart::Bars {
             value_label: "exits/s".into(),
-            categories: vec!["vanilla 100K pps".into(), "did 100K pps".into()],
+            categories: vec![
+                "vanilla 100K pps".into(),
+                "did 100K pps".into(),
+                "bare".into(),
+            ],
             stacks: vec![
-                NamedValues {
-                    name: "EXTERNAL_INTERRUPT".into(),
-                    values: vec![14_000.0, 0.0],
-                },
-                NamedValues {
-                    name: "MSR_WRITE".into(),
-                    values: vec![14_000.0, 0.0],
-                },
-                NamedValues {
-                    name: "IO_INSTRUCTION".into(),
-                    values: vec![500.0, 500.0],
-                },
+                exit_stack(VmxExit::ExternalInterrupt, vec![14_000.0, 0.0, 0.0]),
+                exit_stack(VmxExit::MsrWrite, vec![14_000.0, 0.0, 0.0]),
+                exit_stack(VmxExit::IoInstruction, vec![500.0, 500.0, 0.0]),
             ],
         };
         let svg = render_svg(&chart).expect("renders");
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("vanilla 100K pps"));
         // Segment colours are the fixed per-reason colours.
-        let fill = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
-        let count = |name: &str| {
-            svg.matches(&fill(fixed_colour(name).expect("fixed")))
-                .count()
-        };
+        let count = |exit: VmxExit| svg.matches(&fill(exit_colour(exit))).count();
         // One legend swatch each, plus one bar per positive value.
-        assert_eq!(count("EXTERNAL_INTERRUPT"), 1 + 1);
-        assert_eq!(count("MSR_WRITE"), 1 + 1);
-        assert_eq!(count("IO_INSTRUCTION"), 1 + 2);
+        assert_eq!(count(VmxExit::ExternalInterrupt), 1 + 1);
+        assert_eq!(count(VmxExit::MsrWrite), 1 + 1);
+        assert_eq!(count(VmxExit::IoInstruction), 1 + 2);
         // Every bar segment says what it is when hovered.
         assert_eq!(svg.matches("<title>").count(), 4);
         assert!(svg.contains("<title>did 100K pps · IO_INSTRUCTION: 500</title>"));
+        // Each bar's total is written beside it, the zero one too.
+        let labels = texts(&svg);
+        for total in ["28.5K", "500", "0"] {
+            assert!(labels.iter().any(|t| t == total), "{total} in {labels:?}");
+        }
     }
 
     #[test]
-    fn grouped_bars_draw_a_bar_per_series_and_whiskers_over_repeats() {
+    fn grouped_bars_are_linear_from_zero_with_a_label_and_whisker_per_bar() {
         let chart = Chart::Grouped {
             value_axis: axis("exits per interrupt", Scale::Linear),
             categories: vec!["irq".into(), "timer".into()],
             series: vec![
                 GroupedSeries {
-                    name: MEASURED.into(),
+                    name: "measured (KVM LAPIC)".into(),
+                    key: SeriesKey::Measured,
                     values: vec![Spread::of([1.0, 1.5, 2.0]), None],
                 },
                 GroupedSeries {
+                    name: "apicv".into(),
+                    key: SeriesKey::Design(PolicyKind::Apicv),
+                    values: vec![Spread::of([0.05]), Spread::of([0.2])],
+                },
+                GroupedSeries {
                     name: "did".into(),
-                    values: vec![Spread::of([0.1]), Spread::of([0.2])],
+                    key: SeriesKey::Design(PolicyKind::Did),
+                    values: vec![Spread::of([0.0]), Spread::of([0.2])],
                 },
             ],
         };
         let svg = render_svg(&chart).expect("renders");
-        assert_eq!(svg.matches("<title>").count(), 3);
+        assert_eq!(svg.matches("<title>").count(), 5);
         assert!(svg.contains("<title>irq · measured (KVM LAPIC): 1.5 (1\u{2013}2, 3 runs)</title>"));
-        let fill = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
-        // The design keeps its colour: one swatch, two bars.
-        let did = fixed_colour("did").expect("did has a colour");
-        assert_eq!(svg.matches(&fill(did)).count(), 3);
+        // The design keeps its colour: one swatch; DID's zero is no
+        // rectangle of its colour but a mark, and is labelled.
+        assert_eq!(
+            svg.matches(&fill(design_colour(PolicyKind::Apicv))).count(),
+            3
+        );
+        assert_eq!(
+            svg.matches(&fill(design_colour(PolicyKind::Did))).count(),
+            3
+        );
+        let labels = texts(&svg);
+        for value in ["1.5", "0.05", "0.2", "0"] {
+            assert!(labels.iter().any(|t| t == value), "{value} in {labels:?}");
+        }
+        // A log axis would make a bar's length meaningless.
+        let Chart::Grouped {
+            categories, series, ..
+        } = chart
+        else {
+            unreachable!("built as grouped bars");
+        };
+        let log = Chart::Grouped {
+            value_axis: axis("exits per interrupt", Scale::Log),
+            categories,
+            series,
+        };
+        assert!(render_svg(&log).is_err());
     }
 
     #[test]
@@ -817,10 +999,7 @@ mod tests {
         let bar = Chart::Bars {
             value_label: "exits".into(),
             categories: vec!["only".into()],
-            stacks: vec![NamedValues {
-                name: "HLT".into(),
-                values: vec![1.0],
-            }],
+            stacks: vec![exit_stack(VmxExit::Hlt, vec![1.0])],
         };
         assert!(render_svg(&bar).expect("renders").contains("only"));
         let point = Chart::Xy {
@@ -850,22 +1029,65 @@ mod tests {
     }
 
     #[test]
-    fn fixed_colours_never_collide_with_other_names() {
-        let names = ["other", "MSR_WRITE", "halt", "EXTERNAL_INTERRUPT"];
-        let assigned = colours(names.iter().copied());
-        assert_eq!(Some(assigned[1]), fixed_colour("MSR_WRITE"));
-        assert_eq!(Some(assigned[3]), fixed_colour("EXTERNAL_INTERRUPT"));
-        for (i, a) in assigned.iter().enumerate() {
-            for b in &assigned[i + 1..] {
+    fn designs_exit_reasons_and_variants_never_share_a_colour() {
+        let designs: Vec<RGBColor> = PolicyKind::ALL.into_iter().map(design_colour).collect();
+        let exits: Vec<RGBColor> = VmxExit::ALL.into_iter().map(exit_colour).collect();
+        let variants = colours(&[SeriesKey::Variant; 12]);
+        let all: Vec<RGBColor> =
+            [&designs[..], &exits[..], &variants[..], &[MEASURED_COLOUR]].concat();
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
                 assert_ne!(a, b);
             }
         }
-        let designs: Vec<RGBColor> = PolicyKind::ALL
-            .iter()
-            .filter_map(|p| fixed_colour(p.name()))
+        // A design's colour does not depend on the figure it is in.
+        let keys = [
+            SeriesKey::Variant,
+            SeriesKey::Design(PolicyKind::Did),
+            SeriesKey::Exit(VmxExit::Hlt),
+            SeriesKey::Measured,
+        ];
+        let assigned = colours(&keys);
+        assert_eq!(assigned[1], design_colour(PolicyKind::Did));
+        assert_eq!(assigned[2], exit_colour(VmxExit::Hlt));
+        assert_eq!(assigned[0], VARIANT_RAMP[0]);
+        assert_eq!(colours(&[SeriesKey::Variant; 2])[1], VARIANT_RAMP[5]);
+    }
+
+    #[test]
+    fn percentile_axis_spaces_the_nines_evenly_and_says_so() {
+        let axis = axis("percentile", Scale::Percentile);
+        assert_eq!(to_axis(&axis, 0.0), Some(0.0));
+        let ninety = to_axis(&axis, 0.9).expect("90%");
+        let nines = to_axis(&axis, 0.999).expect("99.9%");
+        assert!((ninety - 1.0).abs() < 1e-9 && (nines - 3.0).abs() < 1e-9);
+        assert_eq!(to_axis(&axis, 1.0), None, "100% lies at infinity");
+        let ticks: Vec<String> = percentile_ticks(&(0.0..3.2))
+            .into_iter()
+            .map(|at| axis_label(&axis, at))
             .collect();
-        let levels = colours(["userspace", "kernel", "ro-page", "pv"].into_iter());
-        assert!(levels.iter().all(|level| !designs.contains(level)));
+        assert_eq!(ticks, ["0%", "50%", "90%", "99%", "99.9%"]);
+        assert!(axis_title(&axis).contains("log scale"));
+        let chart = Chart::Xy {
+            x_axis: axis,
+            y_axis: Axis {
+                label: "latency (us)".into(),
+                scale: Scale::Log,
+            },
+            series: vec![Series::new(
+                "kernel",
+                SeriesStyle::Steps,
+                vec![[0.0, 10.0], [0.5, 20.0], [0.99, 300.0], [0.999, 300.0]],
+            )],
+            identity_line: false,
+        };
+        let svg = render_svg(&chart).expect("renders");
+        let labels = texts(&svg);
+        assert!(labels.iter().any(|t| t == "99.9%"), "{labels:?}");
+        assert!(
+            labels.iter().any(|t| t == "latency (us) (log scale)"),
+            "{labels:?}"
+        );
     }
 
     #[test]

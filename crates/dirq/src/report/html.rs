@@ -312,13 +312,21 @@ fn is_number(cell: &str) -> bool {
     starts_numeric && (one_token || pair || with_range)
 }
 
-/// Text with its `backquoted` commands shown as code.
+/// A trace the report wrote (`traces/....json`): linked where named.
+fn is_trace_file(part: &str) -> bool {
+    part.starts_with("traces/") && part.ends_with(".json") && !part.contains(char::is_whitespace)
+}
+
+/// Text with its `backquoted` commands shown as code, and its trace files
+/// as links.
 fn code_spans(text: &str) -> Markup {
     html! {
         // Odd parts sit between backquotes; an unmatched trailing backquote
         // leaves a last odd part, shown as code as well.
         @for (index, part) in text.split('`').enumerate() {
-            @if index % 2 == 1 { code { (part) } } @else { (part) }
+            @if index % 2 == 0 { (part) }
+            @else if is_trace_file(part) { a href=(part) { code { (part) } } }
+            @else { code { (part) } }
         }
     }
 }
@@ -326,7 +334,7 @@ fn code_spans(text: &str) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::super::data::{
-        Axis, Chart, Depth, KvmStatus, NamedValues, Scale, Series, SeriesStyle, TableRow,
+        Axis, Chart, Depth, KvmStatus, NamedValues, Scale, Series, SeriesKey, SeriesStyle, TableRow,
     };
     use super::super::progress::{Step, Steps};
     use super::*;
@@ -342,6 +350,7 @@ mod tests {
                 value_label: "exits/s".into(),
                 categories: vec!["vanilla 100K".into(), "did 100K".into()],
                 stacks: vec![NamedValues {
+                    key: SeriesKey::Variant,
                     name: "EXTERNAL_INTERRUPT".into(),
                     values: vec![14_000.0, 10.0],
                 }],
@@ -526,6 +535,15 @@ mod tests {
         assert!(page.contains("<tr class=\"flagged\"><td class=\"text\">did 100K</td><td>10</td>"));
         assert!(page.contains("dirq sim did-udp-rx --seed 1 &lt;&amp;&gt;"));
         assert!(page.contains("started 2026-11-22 07:39 UTC"));
+    }
+
+    #[test]
+    fn a_named_trace_file_is_a_link_and_a_command_is_not() {
+        let markup = code_spans("open `traces/real-x.json` or run `dirq run x`").into_string();
+        assert!(
+            markup.contains(r#"<a href="traces/real-x.json"><code>traces/real-x.json</code></a>"#)
+        );
+        assert!(markup.contains("<code>dirq run x</code>") && !markup.contains(r#"href="dirq"#));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::charts::{format_percent, format_value};
+use super::charts::{format_percent, format_value, ns_to_us};
 use super::data::{Axis, Chart, Figure, Scale, Series, SeriesStyle, Spread, Table, TableRow};
 
 /// The goal of issue 5: predictions within 20% of measurements.
@@ -31,16 +31,24 @@ impl Metric {
     pub fn label(self) -> &'static str {
         match self {
             Metric::ExitsPerInterrupt => "exits per interrupt",
-            Metric::LatencyP50Ns => "latency p50 (ns)",
+            Metric::LatencyP50Ns => "latency p50 (us)",
             Metric::TimeInGuest => "time in guest",
-            Metric::LostPerInterruptNs => "loop time lost per handled interrupt (ns)",
+            Metric::LostPerInterruptNs => "loop time lost per handled interrupt (us)",
+        }
+    }
+
+    /// The value as figures and tables show it: latencies in us.
+    fn shown(self, value: f64) -> f64 {
+        match self {
+            Metric::LatencyP50Ns | Metric::LostPerInterruptNs => ns_to_us(value),
+            Metric::ExitsPerInterrupt | Metric::TimeInGuest => value,
         }
     }
 
     fn format(self, value: f64) -> String {
         match self {
             Metric::TimeInGuest => format_percent(value),
-            _ => format_value(value),
+            _ => format_value(self.shown(value)),
         }
     }
 }
@@ -116,11 +124,11 @@ pub fn comparison_figure(
     let metrics = Metric::ALL;
     let chart = Chart::Xy {
         x_axis: Axis {
-            label: "measured (log scale)".into(),
+            label: "measured".into(),
             scale: Scale::Log,
         },
         y_axis: Axis {
-            label: "predicted (log scale)".into(),
+            label: "predicted".into(),
             scale: Scale::Log,
         },
         series: metrics
@@ -132,7 +140,7 @@ pub fn comparison_figure(
                     comparisons
                         .iter()
                         .filter(|c| c.metric == *metric)
-                        .map(|c| [c.measured, c.predicted])
+                        .map(|c| [metric.shown(c.measured), metric.shown(c.predicted)])
                         .collect(),
                 )
             })

@@ -10,11 +10,12 @@ use dirq_vmm::exits::VmxExit;
 use dirq_vmm::report::Bucket;
 
 use super::charts::{
-    exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_chart,
-    latency_cpu_scatter, LinePoint,
+    exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_cpu_scatter,
+    ns_to_us, percentile_chart, perf_kvm_stat_table, spread_us, ExitStat, LinePoint, SeriesKey,
 };
 use super::data::{Axis, Figure, Scale, Section, Spread, Table, TableRow};
-use super::views::{cdf_steps, RealRun};
+use super::exit_names::vmx_name;
+use super::views::{Latency, RealRun};
 use dirq_vmm::config::BenchConfig;
 
 /// KVM's count of guest instructions it emulated: on backends that emulate
@@ -181,8 +182,77 @@ pub fn real_section(cases: &[RealCase]) -> Section {
             repeats_text(&all)
         )],
         figures,
-        tables: vec![runs_table(cases)],
+        tables: std::iter::once(runs_table(cases))
+            .chain(irq.iter().flat_map(|case| perf_kvm_stat_tables(case)))
+            .collect(),
     }
+}
+
+/// The time cells of exits nobody timed.
+const UNMEASURED: &str = "not measured";
+
+/// A case's exits as `perf kvm stat report` gives them, over its runs:
+/// those KVM counted (by VMX reason, from its binary stats, which carry no
+/// times; perf's kvm_exit/kvm_entry tracepoints that would time them record
+/// no VM-EXIT samples on kvm_pvm), and those that returned to the VMM,
+/// timed by the run loop from KVM_RUN's return to the next KVM_RUN.
+fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
+    let counted: Vec<BTreeMap<String, ExitStat>> = case
+        .repeats
+        .iter()
+        .map(|r| {
+            r.run
+                .exits
+                .by_category
+                .iter()
+                .map(|(reason, &samples)| {
+                    (
+                        reason.clone(),
+                        ExitStat {
+                            samples,
+                            time: None,
+                        },
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    let returned: Vec<BTreeMap<String, ExitStat>> = case
+        .repeats
+        .iter()
+        .map(|r| {
+            let mut by_reason: BTreeMap<String, ExitStat> = BTreeMap::new();
+            for (reason, time) in &r.run.exits.userspace_time {
+                let stat = by_reason.entry(vmx_name(reason)).or_insert(ExitStat {
+                    samples: 0,
+                    time: None,
+                });
+                stat.samples += time.samples;
+                stat.time = Some(stat.time.map_or(*time, |t| t.merge(*time)));
+            }
+            by_reason
+        })
+        .collect();
+    [
+        perf_kvm_stat_table(
+            format!(
+                "{} {}: every exit KVM counted (its counters carry no times)",
+                case.bench(),
+                case.label
+            ),
+            &counted,
+            UNMEASURED,
+        ),
+        perf_kvm_stat_table(
+            format!(
+                "{} {}: the exits that returned to the VMM, VMM's time until the next KVM_RUN",
+                case.bench(),
+                case.label
+            ),
+            &returned,
+            UNMEASURED,
+        ),
+    ]
 }
 
 fn exits_per_interrupt_figure(cases: &[&RealCase]) -> Option<Figure> {
@@ -240,49 +310,69 @@ fn latency_figure(bench: &str, what: &str, cases: &[&RealCase]) -> Option<Figure
     if measured.is_empty() {
         return None;
     }
-    let chart = latency_chart(
-        measured
+    let chart = percentile_chart(
+        &measured
             .iter()
-            .map(|case| cdf_steps(&case.label, &case.pooled_histogram()))
-            .collect(),
+            .map(|case| {
+                (
+                    case.label.clone(),
+                    SeriesKey::Variant,
+                    case.pooled_histogram(),
+                )
+            })
+            .collect::<Vec<_>>(),
     );
+    let latency = |figure: fn(&Latency) -> Option<f64>| {
+        move |case: &RealCase| case.spread(|r| figure(r.run.latency_ns.as_ref()?))
+    };
     let table = Table {
         title: String::new(),
-        columns: ["path", "p50 (ns)", "p99 (ns)", "max (ns)", "samples"]
-            .map(String::from)
-            .to_vec(),
+        columns: [
+            "path",
+            "samples",
+            "min (us)",
+            "mean (us)",
+            "p50 (us)",
+            "p99 (us)",
+            "max (us)",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: measured
             .iter()
             .map(|case| {
+                let samples: u64 = case.pooled_histogram().iter().map(|b| b.count).sum();
                 TableRow::new(vec![
                     case.label.clone(),
-                    spread_cell(case.p50(), format_value),
-                    spread_cell(case.p99(), format_value),
-                    spread_cell(
-                        case.spread(|r| Some(r.run.latency_ns.as_ref()?.max)),
-                        format_value,
-                    ),
-                    case.pooled_histogram()
-                        .iter()
-                        .map(|b| b.count)
-                        .sum::<u64>()
-                        .to_string(),
+                    samples.to_string(),
+                    spread_cell(latency(|l| l.min)(case), us_value),
+                    spread_cell(latency(|l| Some(l.mean))(case), us_value),
+                    spread_cell(latency(|l| Some(l.p50))(case), us_value),
+                    spread_cell(latency(|l| Some(l.p99))(case), us_value),
+                    spread_cell(latency(|l| Some(l.max))(case), us_value),
                 ])
             })
             .collect(),
     };
     Some(Figure {
         id: format!("real-{bench}-latency"),
-        title: format!("{bench}: latency CDF per path ({what})"),
+        title: format!("{bench}: latency by percentile, per path ({what})"),
         caption: format!(
-            "Each line is the CDF of every sample of the path's runs, from the runs' \
-             HdrHistogram buckets (5% wide). {}",
+            "HdrHistogram's percentile plot: each line is every sample of the path's runs, \
+             from their buckets (5% wide); x is the percentile on a log scale of 1/(1 - p), so \
+             50%, 90%, 99% and 99.9% are equally spaced and the tail is drawn as wide as the \
+             median. The table gives min, mean and max. {}",
             repeats_text(cases)
         ),
         commands: commands(cases),
         chart,
         table,
     })
+}
+
+/// A latency in ns as a table cell in us.
+fn us_value(ns: f64) -> String {
+    format_value(ns_to_us(ns))
 }
 
 fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
@@ -295,18 +385,18 @@ fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
     }
     let chart = latency_cpu_scatter(
         "host CPU burned (cores)",
-        "IPI round trip p50 (ns)",
+        "IPI round trip p50 (us)",
         &measured
             .iter()
-            .map(|(case, p50, cpu)| (case.label.clone(), cpu.median, *p50))
+            .map(|(case, p50, cpu)| (case.label.clone(), cpu.median, spread_us(*p50)))
             .collect::<Vec<_>>(),
     );
     let table = Table {
         title: String::new(),
         columns: [
             "halt mode",
-            "p50 (ns)",
-            "p99 (ns)",
+            "p50 (us)",
+            "p99 (us)",
             "CPU burned (cores)",
             "exits/IPI",
         ]
@@ -317,8 +407,8 @@ fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
             .map(|(case, p50, cpu)| {
                 TableRow::new(vec![
                     case.label.clone(),
-                    p50.text(format_value),
-                    spread_cell(case.p99(), format_value),
+                    p50.text(us_value),
+                    spread_cell(case.p99(), us_value),
                     cpu.text(|v| format!("{v:.2}")),
                     spread_cell(case.exits_per_interrupt(), format_value),
                 ])
@@ -406,7 +496,7 @@ fn runs_table(cases: &[RealCase]) -> Table {
             "exits per interrupt",
             "of them to userspace",
             "KVM instruction emulations per interrupt",
-            "p50 (ns)",
+            "p50 (us)",
             "time in guest",
             "CPU (cores)",
         ]
@@ -437,7 +527,7 @@ fn runs_table(cases: &[RealCase]) -> Table {
                             case.spread(|r| r.run.per_interrupt(INSN_EMULATION)),
                             format_value,
                         ),
-                        spread_cell(case.p50(), format_value),
+                        spread_cell(case.p50(), us_value),
                         spread_cell(share, format_percent),
                         spread_cell(case.cpu_cores(), |v| format!("{v:.2}")),
                     ],
@@ -555,11 +645,19 @@ mod tests {
         assert_eq!(stack("IO_INSTRUCTION"), vec![1.0, 0.0]);
         assert_eq!(stack("INTERRUPT_WINDOW"), vec![0.5, 0.0]);
         assert_eq!(stack("OTHER"), vec![0.5, 2.0]);
-        // The CDF is drawn from the pooled buckets of both runs.
+        // The percentile plot is drawn from the pooled buckets of both
+        // runs (100 samples), in us, up to the last sample's percentile.
         let Chart::Xy { series, .. } = &section.figures[1].chart else {
             panic!("latency is xy");
         };
-        assert_eq!(series[0].points, vec![[8000.0, 0.6], [50000.0, 1.0]]);
+        assert_eq!(
+            series[0].points,
+            vec![[0.0, 8.0], [0.6, 50.0], [0.99, 50.0]]
+        );
+        let latency = &section.figures[1].table;
+        assert_eq!(latency.columns[2], "min (us)");
+        assert_eq!(latency.rows[0].cells[1], "100");
+        assert_eq!(latency.rows[0].cells[4], "8.00");
         // Two runs: the median and the range of each measurement.
         let table = &section.tables[0];
         assert_eq!(table.rows[0].cells[2], "2");

@@ -1,15 +1,16 @@
 //! Report sections for simulation scenarios: exits by reason per run, time
 //! in guest against rate, latency distributions, invariant checks.
 
-use dirq_stats::{f64_of, ratio};
-
 use super::charts::{
-    exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_distributions,
-    LinePoint,
+    auto_scale, exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_table,
+    ns_to_us, percentile_chart, perf_kvm_stat_table, ExitStat, LinePoint, SeriesKey,
 };
-use super::data::{Axis, Figure, Scale, Section, Spread, Table, TableRow};
+use super::data::{
+    Axis, Chart, Figure, Scale, Section, Series, SeriesStyle, Spread, Table, TableRow,
+};
 use super::simulate::TracedExits;
-use super::views::{SimRun, SimScenario};
+use super::views::{Latency, SimRun, SimScenario};
+use dirq_vmm::exits::ExitTime;
 
 /// Builds the section of one simulated scenario. `command` is the
 /// equivalent command line, quoted in every caption.
@@ -85,24 +86,7 @@ pub fn scenario_section(
         }
     }
 
-    let latencies: Vec<_> = runs
-        .iter()
-        .zip(&labels)
-        .filter_map(|(run, label)| Some((label.clone(), run.latency_ns.clone()?)))
-        .collect();
-    if !latencies.is_empty() {
-        let (chart, table) = latency_distributions(&latencies);
-        figures.push(Figure {
-            id: format!("{id}-latency"),
-            title: format!("{}: latency CDF per policy", result.scenario),
-            caption: "Each line is the CDF of every simulated sample of the run, from its \
-                      histogram buckets (5% wide)."
-                .into(),
-            commands,
-            chart,
-            table,
-        });
-    }
+    figures.extend(latency_figures(id, result, &labels, &commands));
 
     Section {
         id: id.to_string(),
@@ -117,6 +101,175 @@ pub fn scenario_section(
     }
 }
 
+/// Lines a percentile plot holds before it stops being readable.
+const MAX_PERCENTILE_LINES: usize = 8;
+
+/// The scenario's latency distributions. One percentile plot when every
+/// design has one run (or the runs are few); when designs repeat over a
+/// numeric parameter (did-netpipe's message sizes), one figure per value
+/// of the other varying parameters: p50 against that parameter, a line
+/// per design, a whisker up to p99.
+fn latency_figures(
+    id: &str,
+    result: &SimScenario,
+    labels: &[String],
+    commands: &[String],
+) -> Vec<Figure> {
+    let measured: Vec<(&SimRun, &String, &Latency)> = result
+        .runs
+        .iter()
+        .zip(labels)
+        .filter_map(|(run, label)| Some((run, label, run.latency_ns.as_ref()?)))
+        .collect();
+    if measured.is_empty() {
+        return Vec::new();
+    }
+    let mut policies: Vec<&str> = measured.iter().map(|(r, _, _)| r.policy.as_str()).collect();
+    policies.sort_unstable();
+    policies.dedup();
+    let one_run_per_design = policies.len() == measured.len();
+    let varying = result.varying_params();
+    let numeric = varying.iter().find(|key| {
+        measured.iter().all(|(run, _, _)| {
+            run.params
+                .get(*key)
+                .is_some_and(serde_json::Value::is_number)
+        })
+    });
+    match numeric {
+        Some(x_key) if !one_run_per_design && measured.len() > MAX_PERCENTILE_LINES => {
+            let others: Vec<&String> = varying.iter().filter(|key| *key != x_key).collect();
+            let group_of = |run: &SimRun| -> String {
+                others
+                    .iter()
+                    .filter_map(|key| {
+                        let value = run.params.get(*key)?;
+                        let text = value
+                            .as_str()
+                            .map_or_else(|| value.to_string(), String::from);
+                        Some(format!("{} {text}", key.replace('_', " ")))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let mut groups: Vec<String> = Vec::new();
+            for (run, _, _) in &measured {
+                let group = group_of(run);
+                if !groups.contains(&group) {
+                    groups.push(group);
+                }
+            }
+            groups
+                .iter()
+                .enumerate()
+                .map(|(index, group)| {
+                    let members: Vec<_> = measured
+                        .iter()
+                        .filter(|(run, _, _)| group_of(run) == *group)
+                        .copied()
+                        .collect();
+                    latency_against(id, index, group, x_key, &members, commands)
+                })
+                .collect()
+        }
+        _ => {
+            let chart = percentile_chart(
+                &measured
+                    .iter()
+                    .map(|(run, label, latency)| {
+                        let key = if one_run_per_design {
+                            SeriesKey::design(&run.policy)
+                        } else {
+                            SeriesKey::Variant
+                        };
+                        ((*label).clone(), key, latency.histogram.clone())
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            vec![Figure {
+                id: format!("{id}-latency"),
+                title: format!("{}: latency by percentile per run", result.scenario),
+                caption: "HdrHistogram's percentile plot of every simulated sample of each run, \
+                          from its buckets (5% wide); x is the percentile on a log scale of \
+                          1/(1 - p): 50%, 90%, 99%, 99.9% equally spaced."
+                    .into(),
+                commands: commands.to_vec(),
+                chart,
+                table: latency_table("run", &latency_rows(&measured)),
+            }]
+        }
+    }
+}
+
+fn latency_rows(runs: &[(&SimRun, &String, &Latency)]) -> Vec<(String, u64, Latency)> {
+    runs.iter()
+        .map(|(run, label, latency)| {
+            let samples = run.latency_histogram.iter().map(|b| b.count).sum();
+            ((*label).clone(), samples, (*latency).clone())
+        })
+        .collect()
+}
+
+/// One small multiple: p50 against `x_key`, a line per design, whiskers
+/// up to p99.
+fn latency_against(
+    id: &str,
+    index: usize,
+    group: &str,
+    x_key: &str,
+    runs: &[(&SimRun, &String, &Latency)],
+    commands: &[String],
+) -> Figure {
+    let mut series: Vec<Series> = Vec::new();
+    for (run, _, latency) in runs {
+        let Some(x) = run.params.get(x_key).and_then(serde_json::Value::as_f64) else {
+            continue;
+        };
+        let position = match series.iter().position(|s| s.name == run.policy) {
+            Some(position) => position,
+            None => {
+                series.push(
+                    Series::new(run.policy.as_str(), SeriesStyle::Line, Vec::new())
+                        .keyed(SeriesKey::design(&run.policy)),
+                );
+                series.len() - 1
+            }
+        };
+        let line = &mut series[position];
+        line.points.push([x, ns_to_us(latency.p50)]);
+        line.y_ranges
+            .push([ns_to_us(latency.p50), ns_to_us(latency.p99)]);
+    }
+    let latencies = series
+        .iter()
+        .flat_map(|s| s.y_ranges.iter().flatten().copied());
+    let x_label = x_key.replace('_', " ");
+    let chart = Chart::Xy {
+        x_axis: Axis {
+            label: x_label.clone(),
+            scale: Scale::Linear,
+        },
+        y_axis: Axis {
+            label: "latency p50 (us), whisker to p99".into(),
+            scale: auto_scale(latencies),
+        },
+        series,
+        identity_line: false,
+    };
+    Figure {
+        id: format!("{id}-latency-{}", index + 1),
+        title: format!("Latency against {x_label}, {group}: one line per design"),
+        caption: "The point is the p50, the whisker reaches the p99. Every run has a \
+                  distribution; there are too many runs for one percentile plot, so each \
+                  design is a line across the sweep, one figure per setting. A design not \
+                  seen lies under another with the same numbers (see the table)."
+            .into(),
+        commands: commands.to_vec(),
+        chart,
+        table: latency_table("run", &latency_rows(runs)),
+    }
+}
+
 /// Every run's headline numbers, with runs that broke an invariant flagged.
 fn summary_table(runs: &[SimRun], labels: &[String]) -> Table {
     Table {
@@ -125,7 +278,7 @@ fn summary_table(runs: &[SimRun], labels: &[String]) -> Table {
             "run",
             "exits/s",
             "time in guest",
-            "latency mean (ns)",
+            "latency mean (us)",
             "throughput",
             "invariant violations",
             "events",
@@ -144,7 +297,7 @@ fn summary_table(runs: &[SimRun], labels: &[String]) -> Table {
                         format_percent(run.time_in_guest),
                         run.latency_ns
                             .as_ref()
-                            .map_or_else(|| "-".into(), |l| format_value(l.mean)),
+                            .map_or_else(|| "-".into(), |l| format_value(ns_to_us(l.mean))),
                         throughput_text(run),
                         run.violations().to_string(),
                         run.events.to_string(),
@@ -163,33 +316,24 @@ pub fn traced_exits_section(exits: &[TracedExits], file: &str) -> Section {
     let tables = exits
         .iter()
         .map(|process| {
-            let samples: u64 = process.by_reason.values().map(|t| t.samples).sum();
-            let time: u64 = process.by_reason.values().map(|t| t.total_ns).sum();
-            let mut rows: Vec<_> = process.by_reason.iter().collect();
-            rows.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then(a.0.cmp(b.0)));
-            let us = |ns: f64| format!("{:.2}us", ns / 1e3);
-            Table {
-                title: process.process.clone(),
-                columns: [
-                    "VM-EXIT", "Samples", "Samples%", "Time%", "Min Time", "Max Time", "Avg time",
-                ]
-                .map(String::from)
-                .to_vec(),
-                rows: rows
-                    .into_iter()
-                    .map(|(reason, t)| {
-                        TableRow::new(vec![
-                            reason.clone(),
-                            t.samples.to_string(),
-                            format_percent(ratio(t.samples, samples.max(1))),
-                            format_percent(ratio(t.total_ns, time.max(1))),
-                            us(f64_of(t.min_ns)),
-                            us(f64_of(t.max_ns)),
-                            us(ratio(t.total_ns, t.samples.max(1))),
-                        ])
-                    })
-                    .collect(),
-            }
+            let run = process
+                .by_reason
+                .iter()
+                .map(|(reason, t)| {
+                    let time = ExitTime {
+                        samples: t.samples,
+                        total_ns: t.total_ns,
+                        min_ns: t.min_ns,
+                        max_ns: t.max_ns,
+                    };
+                    let stat = ExitStat {
+                        samples: t.samples,
+                        time: Some(time),
+                    };
+                    (reason.clone(), stat)
+                })
+                .collect();
+            perf_kvm_stat_table(process.process.clone(), &[run], "not simulated")
         })
         .collect();
     Section {
@@ -199,7 +343,8 @@ pub fn traced_exits_section(exits: &[TracedExits], file: &str) -> Section {
             "The exits of `traces/{file}` (open it in ui.perfetto.dev: a process per design, a \
              thread per core, each exit a slice named by its VMX reason, arrows from each \
              interrupt's raise to its handler), as `perf kvm stat report` prints them. Time is \
-             how long the exit kept the host busy (VM exit to VM entry)."
+             how long the exit kept the host busy (VM exit to VM entry). One simulated run per \
+             design: no spread over runs. The real runs' tables are in the same form."
         )],
         figures: Vec::new(),
         tables,
@@ -277,15 +422,62 @@ mod tests {
         // the others are steps through their buckets.
         assert_eq!(section.figures[2].table.rows.len(), 3);
         let Chart::Xy { series, .. } = &section.figures[2].chart else {
-            panic!("latency is a CDF");
+            panic!("latency is a percentile plot");
         };
-        assert_eq!(series[0].points, vec![[2500.0, 0.5], [20000.0, 1.0]]);
+        assert_eq!(
+            series[0].points,
+            vec![[0.0, 2.5], [0.5, 20.0], [0.99, 20.0]]
+        );
+        // Two runs per design: no line may pass for a design's only one.
+        assert!(series.iter().all(|s| s.key == SeriesKey::Variant));
         assert!(section.figures.iter().all(|f| f.chart.has_data()));
         assert!(section
             .figures
             .iter()
             .all(|f| f.commands == ["dirq sim did-udp-rx"]));
         assert_eq!(section.intro, ["First.", "Second paragraph."]);
+    }
+
+    #[test]
+    fn many_runs_of_few_designs_become_one_small_multiple_per_setting() {
+        let sized = |policy: &str, transport: &str, bytes: f64, p50: f64| {
+            let mut value = run(policy, 1000.0, 0.0, 0.9, true);
+            value["params"] = serde_json::json!({"transport": transport, "message_bytes": bytes});
+            value["latency_ns"]["p50"] = serde_json::json!(p50);
+            value
+        };
+        let mut runs = Vec::new();
+        for bytes in [32.0, 64.0, 128.0] {
+            for (policy, transport) in [("vanilla", "sriov"), ("did", "sriov"), ("vanilla", "pv")] {
+                runs.push(sized(policy, transport, bytes, bytes * 100.0));
+            }
+        }
+        let result: SimScenario =
+            serde_json::from_value(serde_json::json!({"scenario": "did-netpipe", "runs": runs}))
+                .expect("contract parses");
+        let section = scenario_section("sim-n", "n", "", &result, "dirq sim did-netpipe");
+        let latency: Vec<_> = section
+            .figures
+            .iter()
+            .filter(|f| f.id.starts_with("sim-n-latency"))
+            .collect();
+        assert_eq!(latency.len(), 2, "one figure per transport");
+        assert!(latency[0].title.contains("transport sriov"));
+        let Chart::Xy { x_axis, series, .. } = &latency[0].chart else {
+            panic!("latency against size is xy");
+        };
+        assert_eq!(x_axis.label, "message bytes");
+        let keys: Vec<SeriesKey> = series.iter().map(|s| s.key).collect();
+        assert_eq!(
+            keys,
+            [SeriesKey::design("vanilla"), SeriesKey::design("did")]
+        );
+        assert_eq!(
+            series[0].points,
+            vec![[32.0, 3.2], [64.0, 6.4], [128.0, 12.8]]
+        );
+        assert_eq!(series[0].y_ranges[0], [3.2, 9.0]);
+        assert_eq!(latency[1].table.rows.len(), 3);
     }
 
     #[test]

@@ -8,8 +8,10 @@
 
 use std::collections::BTreeMap;
 
-use super::charts::{auto_scale, exit_bars, exit_table, format_percent, format_value};
-use super::data::{Axis, Chart, Figure, NamedValues, Scale, Section, Series, SeriesStyle};
+use super::charts::{auto_scale, exit_bars, exit_table, format_percent, format_value, ns_to_us};
+use super::data::{
+    Axis, Chart, Figure, NamedValues, Scale, Section, Series, SeriesKey, SeriesStyle,
+};
 use super::data::{Table, TableRow};
 use super::figures::compact_number;
 use super::views::{SimRun, SimScenario};
@@ -141,6 +143,7 @@ fn design_bars(value_label: &str, rows: &[(String, String, f64)]) -> Chart {
         if !stacks.iter().any(|stack| stack.name == *design) {
             stacks.push(NamedValues {
                 name: design.clone(),
+                key: SeriesKey::design(design),
                 values: Vec::new(),
             });
         }
@@ -242,14 +245,15 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
                 .latency_histogram
                 .iter()
                 .filter(|b| b.count > 0)
-                .map(|b| [f64_of(b.le_ns), ratio(b.count, *samples) * 100.0])
+                .map(|b| [ns_to_us(f64_of(b.le_ns)), ratio(b.count, *samples) * 100.0])
                 .collect();
             Series::new(&run.policy, SeriesStyle::Line, points)
+                .keyed(SeriesKey::design(&run.policy))
         })
         .collect();
     let chart = Chart::Xy {
         x_axis: Axis {
-            label: "latency, timer expiry to the user-level handler (ns)".into(),
+            label: "latency, timer expiry to the user-level handler (us)".into(),
             scale: auto_scale(series.iter().flat_map(|s| s.points.iter().map(|p| p[0]))),
         },
         y_axis: Axis {
@@ -265,7 +269,7 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
             let latency = |pick: fn(&super::views::Latency) -> f64| {
                 run.latency_ns
                     .as_ref()
-                    .map_or_else(|| "-".into(), |l| format_value(pick(l)))
+                    .map_or_else(|| "-".into(), |l| format_value(ns_to_us(pick(l))))
             };
             vec![
                 run.policy.clone(),
@@ -289,10 +293,10 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
             &[
                 "design",
                 "samples",
-                "mean (ns)",
-                "p50 (ns)",
-                "p99 (ns)",
-                "max (ns)",
+                "mean (us)",
+                "p50 (us)",
+                "p99 (us)",
+                "max (us)",
             ],
             rows,
         ),
@@ -350,7 +354,7 @@ fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
                 bare.map_or_else(|| "-".into(), |bare| format_percent(value / bare)),
                 run.latency_ns
                     .as_ref()
-                    .map_or_else(|| "-".into(), |l| format_value(l.p99)),
+                    .map_or_else(|| "-".into(), |l| format_value(ns_to_us(l.p99))),
             ]
         })
         .collect();
@@ -365,7 +369,7 @@ fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
                 "configuration",
                 "requests/s",
                 "of bare metal",
-                "latency p99 (ns)",
+                "latency p99 (us)",
             ],
             cells,
         ),
@@ -407,6 +411,7 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
             .iter()
             .map(|bucket| NamedValues {
                 name: format!("{bucket} ms"),
+                key: SeriesKey::Variant,
                 values: runs
                     .iter()
                     .map(|(_, _, b)| f64_of(b.get(*bucket).copied().unwrap_or(0)))
@@ -748,7 +753,7 @@ mod tests {
             panic!("a density is a line per design");
         };
         assert_eq!(series.len(), 1, "a run without a histogram draws nothing");
-        assert_eq!(series[0].points, vec![[1000.0, 25.0], [2000.0, 75.0]]);
+        assert_eq!(series[0].points, vec![[1.0, 25.0], [2.0, 75.0]]);
         assert_eq!(section.figures[0].table.rows[0].cells[1], "4");
     }
 

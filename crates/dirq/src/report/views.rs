@@ -14,14 +14,14 @@ use dirq_stats::{f64_of, ratio, LatencySummary};
 use dirq_vmm::exits::ExitTime;
 use dirq_vmm::report::{Bucket, RunReport};
 
-use super::data::Series;
-use super::data::SeriesStyle;
 use super::exit_names::vmx_name;
 use super::figures::compact_number;
 
 /// `latency_ns` in both contracts (`dirq_stats::LatencySummary`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Latency {
+    #[serde(default)]
+    pub min: Option<f64>,
     pub mean: f64,
     pub p50: f64,
     #[serde(default)]
@@ -35,6 +35,7 @@ pub struct Latency {
 impl From<&LatencySummary> for Latency {
     fn from(latency: &LatencySummary) -> Self {
         Latency {
+            min: Some(f64_of(latency.min)),
             mean: latency.mean,
             p50: f64_of(latency.p50),
             p90: Some(f64_of(latency.p90)),
@@ -43,21 +44,6 @@ impl From<&LatencySummary> for Latency {
             histogram: latency.histogram.clone(),
         }
     }
-}
-
-/// The empirical CDF of histogram buckets (ascending): at each bucket's
-/// upper bound, the fraction of samples at or below it.
-pub fn cdf_steps(name: &str, buckets: &[Bucket]) -> Series {
-    let total: u64 = buckets.iter().map(|b| b.count).sum();
-    let mut below = 0;
-    let points = buckets
-        .iter()
-        .map(|bucket| {
-            below += bucket.count;
-            [f64_of(bucket.le_ns), ratio(below, total.max(1))]
-        })
-        .collect();
-    Series::new(name, SeriesStyle::Steps, points)
 }
 
 /// One run of `dirq sim --json`.
@@ -455,26 +441,5 @@ mod tests {
             .unwrap_or_default();
         assert!(!parsed.latency_histogram.is_empty());
         assert_eq!(RealRun::from(&report), parsed);
-    }
-
-    #[test]
-    fn cdfs_come_from_buckets() {
-        let buckets = [
-            Bucket {
-                le_ns: 100,
-                count: 1,
-            },
-            Bucket {
-                le_ns: 200,
-                count: 2,
-            },
-            Bucket {
-                le_ns: 400,
-                count: 1,
-            },
-        ];
-        let cdf = cdf_steps("kvm", &buckets);
-        assert_eq!(cdf.style, SeriesStyle::Steps);
-        assert_eq!(cdf.points, vec![[100.0, 0.25], [200.0, 0.75], [400.0, 1.0]]);
     }
 }

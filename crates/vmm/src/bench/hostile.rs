@@ -52,6 +52,7 @@ pub(super) fn run(
         Extensions {
             attach: Some(&attach),
             device: Some(device),
+            ..Extensions::default()
         },
     )?;
     let invariant = |what: String| {

@@ -43,7 +43,7 @@ pub(super) fn run(
         echo_console,
         Extensions {
             attach: Some(&attach),
-            device: None,
+            ..Extensions::default()
         },
     )?;
     let state = disk.state();

@@ -16,12 +16,34 @@ use crate::config::{
 use crate::devices::msi_device::{self, DeviceEnv};
 use crate::machine::{self, DeviceThread, Extensions};
 use crate::report::{LatencySummary, RunReport};
+use crate::trace::{RunTrace, Tracing};
 
 pub(super) fn run(
     config: &BenchConfig,
     params: &IrqLatencyParams,
     echo_console: bool,
 ) -> Result<RunReport, BenchError> {
+    run_recording(config, params, echo_console, None).map(|(report, _)| report)
+}
+
+/// Runs `config` (whose params are `params`) recording its timeline: each
+/// vCPU's KVM_RUN calls and the device's raises.
+pub fn run_traced(
+    config: &BenchConfig,
+    params: &IrqLatencyParams,
+    tracing: Tracing,
+) -> Result<(RunReport, RunTrace), BenchError> {
+    config.validate()?;
+    let (report, trace) = run_recording(config, params, false, Some(tracing))?;
+    Ok((report, trace.unwrap_or_default()))
+}
+
+fn run_recording(
+    config: &BenchConfig,
+    params: &IrqLatencyParams,
+    echo_console: bool,
+    trace: Option<Tracing>,
+) -> Result<(RunReport, Option<RunTrace>), BenchError> {
     let (count, rate) = (params.count, params.rate_hz);
     let device: DeviceThread<Vec<u64>> =
         Box::new(move |env: &DeviceEnv| msi_device::ping_pong(env, count, rate));
@@ -30,6 +52,7 @@ pub(super) fn run(
         echo_console,
         Extensions {
             device: Some(device),
+            trace,
             ..Extensions::default()
         },
     )?;
@@ -49,7 +72,7 @@ pub(super) fn run(
     let round_trips = output.device.clone().unwrap_or_default();
     let mut results = BTreeMap::new();
     results.insert("pv_eoi_skips".into(), f64_of(shared.pv_eoi_skips));
-    Ok(RunReport::new(
+    let report = RunReport::new(
         config,
         handled,
         exits,
@@ -57,7 +80,8 @@ pub(super) fn run(
         duration_s,
         results,
         output.facts,
-    ))
+    );
+    Ok((report, output.trace))
 }
 
 /// The irq-latency baseline (userspace irqchip) against the best in-kernel

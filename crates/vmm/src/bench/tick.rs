@@ -58,6 +58,7 @@ pub(super) fn run(
         Extensions {
             attach: Some(&attach),
             device: Some(device),
+            ..Extensions::default()
         },
     )?;
 

@@ -72,6 +72,7 @@ pub(super) fn measure(
         Extensions {
             attach: Some(&attach),
             device: Some(device),
+            ..Extensions::default()
         },
     )?;
     let in_service = lapic_check::from_guest(&output.shared)?;

@@ -1,0 +1,192 @@
+//! A real run's timeline, recorded only when a run asks for it: each vCPU
+//! thread's KVM_RUN calls (entry, return, the exit that ended it) and the
+//! device thread's interrupt raises. Every track keeps at most `cap`
+//! records, allocated up front, and counts what it drops beyond that, so a
+//! long run costs bounded memory and recording never allocates mid-run.
+//! A run without it pays one `Option` test per exit.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::exits::UserspaceExit;
+use crate::interrupt::{InterruptError, InterruptSink};
+
+/// Records kept per track when a run asks for a trace: 20 ms of exits at
+/// the fastest rates dirq runs, and a few hundred KiB per track.
+pub const DEFAULT_TRACE_CAP: usize = 20_000;
+
+/// A run's request for a trace: how many records each track keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tracing {
+    pub cap: usize,
+}
+
+impl Default for Tracing {
+    fn default() -> Self {
+        Tracing {
+            cap: DEFAULT_TRACE_CAP,
+        }
+    }
+}
+
+/// One KVM_RUN call of a vCPU thread: the guest ran (or KVM handled exits
+/// in the kernel) from `entered_ns` until KVM_RUN returned at
+/// `returned_ns` with `exit`, which the VMM then handled until the next
+/// entry. Times are ns since the recorder started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvmRun {
+    pub entered_ns: u64,
+    pub returned_ns: u64,
+    pub exit: UserspaceExit,
+}
+
+/// A track's records, oldest first, and how many it had no room for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Track<T> {
+    pub records: Vec<T>,
+    pub dropped: u64,
+}
+
+impl<T> Track<T> {
+    fn with_capacity(cap: usize) -> Self {
+        Track {
+            records: Vec::with_capacity(cap),
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, record: T) {
+        if self.records.len() < self.records.capacity() {
+            self.records.push(record);
+        } else {
+            self.dropped += 1;
+        }
+    }
+}
+
+/// What a traced run recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunTrace {
+    /// One track per vCPU, by index.
+    pub vcpus: Vec<Track<KvmRun>>,
+    /// The device thread's raises, ns since the recorder started.
+    pub raises: Track<u64>,
+}
+
+/// The recorder a traced run shares between its threads. Each track has
+/// its own lock, taken only by the thread that records it (and once at
+/// the end), so recording never contends.
+pub struct TraceRecorder {
+    start: Instant,
+    vcpus: Vec<Mutex<Track<KvmRun>>>,
+    raises: Mutex<Track<u64>>,
+}
+
+fn lock<T>(track: &Mutex<T>) -> MutexGuard<'_, T> {
+    track
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl TraceRecorder {
+    pub fn new(vcpus: usize, tracing: Tracing) -> Self {
+        TraceRecorder {
+            start: Instant::now(),
+            vcpus: (0..vcpus)
+                .map(|_| Mutex::new(Track::with_capacity(tracing.cap)))
+                .collect(),
+            raises: Mutex::new(Track::with_capacity(tracing.cap)),
+        }
+    }
+
+    fn ns(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.start).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// vCPU `cpu`'s KVM_RUN from `entered` returned at `returned` with `exit`.
+    pub fn kvm_run(&self, cpu: usize, entered: Instant, returned: Instant, exit: UserspaceExit) {
+        if let Some(track) = self.vcpus.get(cpu) {
+            let run = KvmRun {
+                entered_ns: self.ns(entered),
+                returned_ns: self.ns(returned),
+                exit,
+            };
+            lock(track).push(run);
+        }
+    }
+
+    /// The device thread raised an interrupt now.
+    pub fn raise(&self) {
+        let at = self.ns(Instant::now());
+        lock(&self.raises).push(at);
+    }
+
+    /// Everything recorded so far.
+    pub fn finish(&self) -> RunTrace {
+        RunTrace {
+            vcpus: self.vcpus.iter().map(|track| lock(track).clone()).collect(),
+            raises: lock(&self.raises).clone(),
+        }
+    }
+}
+
+/// A device's sink that records each raise before passing it on.
+pub struct TracedSink {
+    pub inner: Box<dyn InterruptSink>,
+    pub recorder: Arc<TraceRecorder>,
+}
+
+impl InterruptSink for TracedSink {
+    fn raise(&self) -> Result<(), InterruptError> {
+        self.recorder.raise();
+        self.inner.raise()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    struct Counting(Arc<AtomicU64>);
+
+    impl InterruptSink for Counting {
+        fn raise(&self) -> Result<(), InterruptError> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn tracks_keep_their_cap_and_count_the_rest() {
+        let recorder = Arc::new(TraceRecorder::new(2, Tracing { cap: 3 }));
+        let now = Instant::now();
+        for _ in 0..5 {
+            recorder.kvm_run(1, now, now, UserspaceExit::Io);
+        }
+        recorder.kvm_run(7, now, now, UserspaceExit::Io);
+        let passed_on = Arc::new(AtomicU64::new(0));
+        let sink = TracedSink {
+            inner: Box::new(Counting(passed_on.clone())),
+            recorder: recorder.clone(),
+        };
+        for _ in 0..4 {
+            sink.raise().expect("raises");
+        }
+        let trace = recorder.finish();
+        assert_eq!(
+            passed_on.load(Ordering::Relaxed),
+            4,
+            "every raise reaches the guest"
+        );
+        assert_eq!(trace.vcpus.len(), 2);
+        assert!(trace.vcpus[0].records.is_empty());
+        assert_eq!(
+            (trace.vcpus[1].records.len(), trace.vcpus[1].dropped),
+            (3, 2)
+        );
+        assert_eq!((trace.raises.records.len(), trace.raises.dropped), (3, 1));
+        assert!(trace.raises.records.windows(2).all(|w| w[0] <= w[1]));
+    }
+}
