@@ -141,7 +141,7 @@ enum dirq_vioapic_mode {
 };
 
 /* The vioapic guest gives up after give_up_ms of its measured loop, or
- * after this many interrupts in a row that found nothing to service (a
+ * after this many wake-ups in a row that found nothing to service (a
  * storm), and says which. */
 #define DIRQ_VIOAPIC_SPURIOUS_STREAK 256
 enum dirq_vioapic_gave_up {

@@ -193,8 +193,9 @@ pub fn run<T: Send>(
         vm.disable_hypercall_patching()?;
     }
     let tsc_khz = u64::from(vcpus[0].fd.get_tsc_khz().map_err(MachineError::TscKhz)?);
+    let watchdog = config.watchdog();
     memory.write_obj(
-        boot_parameters(config, guest_exec, tsc_khz),
+        boot_parameters(config, guest_exec, tsc_khz, &watchdog),
         GuestAddress(abi::SHARED_GPA),
     )?;
 
@@ -251,7 +252,6 @@ pub fn run<T: Send>(
         None => sink,
     };
 
-    let watchdog = config.watchdog();
     let deadline = Instant::now() + watchdog.timeout;
     // The vCPU and timer threads own what they use: one stuck where the VMM
     // cannot interrupt it (in KVM_RUN) is left running, not joined forever.
@@ -537,7 +537,12 @@ fn exec_outcome(asked: GuestExec, vcpus: u32, native_cpus: u64) -> ExecOutcome {
     }
 }
 
-fn boot_parameters(config: &BenchConfig, guest_exec: GuestExec, tsc_khz: u64) -> SharedPage {
+fn boot_parameters(
+    config: &BenchConfig,
+    guest_exec: GuestExec,
+    tsc_khz: u64,
+    watchdog: &Watchdog,
+) -> SharedPage {
     let common = &config.common;
     let mut page = SharedPage {
         magic: abi::MAGIC,
@@ -552,7 +557,8 @@ fn boot_parameters(config: &BenchConfig, guest_exec: GuestExec, tsc_khz: u64) ->
             abi::EXEC_PLAIN
         },
         tsc_khz,
-        give_up_ms: u32::try_from(config.watchdog().timeout.as_millis() / 2).unwrap_or(u32::MAX),
+        // A guest that bounds its loops gives up in time to report why.
+        give_up_ms: u32::try_from(watchdog.timeout.as_millis() / 2).unwrap_or(u32::MAX),
         apic_timer_hz: APIC_TIMER_HZ,
         samples_gpa: memory::SAMPLES_GPA,
         samples_capacity: memory::SAMPLES_CAPACITY,

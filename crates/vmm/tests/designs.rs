@@ -169,6 +169,27 @@ fn vioapic_kernel_level_on_a_lapic_that_holds_nothing_in_service_ends_and_says_w
     assert!(why.contains("of 2000 events consumed"), "{why}");
 }
 
+/// A run longer than its watchdog allows: the guest stops at half of it
+/// and says so, instead of being killed by it.
+#[test]
+fn vioapic_gives_up_at_half_the_watchdog_and_says_so() {
+    if !require_kvm("vioapic_gives_up_at_half_the_watchdog_and_says_so") {
+        return;
+    }
+    let mut config = BenchConfig::from(BenchParams::Vioapic(VioapicParams {
+        vioapic: VioapicMode::Userspace,
+        count: dirq_vmm::config::params::MAX_COUNT,
+        ..VioapicParams::default()
+    }));
+    config.common.timeout_ms = Some(400);
+    match run(&config) {
+        Err(dirq_vmm::bench::BenchError::NotMeasurable { why, .. }) => {
+            assert!(why.contains("gave up after 200 ms"), "{why}")
+        }
+        other => panic!("expected a give-up, got {:?}", other.map(|r| r.results)),
+    }
+}
+
 #[test]
 fn vioapic_pv_survives_raises_racing_mask_and_unmask() {
     if !require_kvm("vioapic_pv_survives_raises_racing_mask_and_unmask") {

@@ -184,7 +184,7 @@ pub(super) fn run(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ending {
     Finished,
-    /// `abi::VIOAPIC_SPURIOUS_STREAK` interrupts in a row found nothing.
+    /// `abi::VIOAPIC_SPURIOUS_STREAK` wake-ups in a row found nothing.
     SpuriousStreak,
     /// Time was up (half the watchdog).
     Deadline {
@@ -227,7 +227,8 @@ fn not_measurable(
     } else {
         match ending {
             Ending::SpuriousStreak => format!(
-                "{} interrupts in a row found nothing to service: the level-triggered line storms",
+                "{} wake-ups in a row found nothing to service: the level-triggered line storms, \
+                 or the device stopped raising it and the guest's halt does not wait",
                 abi::VIOAPIC_SPURIOUS_STREAK
             ),
             Ending::Deadline { after_ms } => format!(
@@ -420,7 +421,7 @@ mod tests {
         let held = LapicInService::Held;
         let params = at(VioapicMode::Userspace);
         let storm = not_measurable(&params, held, Ending::SpuriousStreak, 3, 300).expect("storm");
-        assert!(storm.contains("256 interrupts in a row"), "{storm}");
+        assert!(storm.contains("256 wake-ups in a row"), "{storm}");
         let late = not_measurable(&params, held, Ending::Deadline { after_ms: 15_000 }, 3, 0)
             .expect("late");
         assert!(late.contains("after 15000 ms"), "{late}");

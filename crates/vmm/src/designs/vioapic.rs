@@ -153,7 +153,7 @@ impl fmt::Display for VioapicTable {
             )?;
         }
         writeln!(f, "exits per interrupt by reason:")?;
-        for row in &self.rows {
+        for row in self.rows.iter().filter(|row| row.not_measurable.is_none()) {
             let reasons: Vec<String> = row
                 .exits_by_reason_per_interrupt
                 .iter()
