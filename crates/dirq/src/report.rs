@@ -101,9 +101,9 @@ impl Args {
 pub fn execute(args: Args) -> Result<()> {
     let depth = args.depth();
     let started = time::OffsetDateTime::now_utc();
-    let mut load = LoadMonitor::start();
-    // Before any work of ours: what else the host runs.
-    load.look();
+    // The load average and steal over the whole report; the probe counts
+    // other runnable tasks between its own runs, where it can tell them apart.
+    let load = LoadMonitor::start();
     let traces_dir = args.out.join("traces");
     std::fs::create_dir_all(&traces_dir)
         .with_context(|| format!("cannot create {}", traces_dir.display()))?;
@@ -628,11 +628,11 @@ fn write_report(report: &ReportData, meta: &Meta, out: &Path) -> Result<()> {
 fn host_noise(load: &HostLoad, probe: Option<&ProbeReport>) -> HostNoise {
     let mut reasons = load.noise_reasons();
     if let Some(HostNoise::Noisy(probe_reasons)) = probe.map(|probe| &probe.host_noise) {
-        // The load reasons are the report's own, over a longer time.
+        // The host-wide reasons are the report's own, over a longer time.
         reasons.extend(
             probe_reasons
                 .iter()
-                .filter(|reason| !reason.is_load())
+                .filter(|reason| !reason.is_host_wide())
                 .cloned(),
         );
     }

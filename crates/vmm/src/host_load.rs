@@ -36,9 +36,9 @@ pub struct HostLoad {
     /// /proc/loadavg's 1, 5 and 15-minute averages when the measuring
     /// started, before its own vCPUs added to them.
     pub load_average: Option<[f64; 3]>,
-    /// Runnable tasks other than the probe, averaged over its looks
-    /// between runs (when none of its vCPUs run).
-    pub other_runnable: f64,
+    /// Runnable tasks other than the watcher, averaged over its looks
+    /// between runs (when none of its vCPUs run); None without a look.
+    pub other_runnable: Option<f64>,
     /// The outer hypervisor's steal time over the probe (/proc/stat), in
     /// ms summed over all CPUs; None without /proc/stat.
     pub steal_ms: Option<f64>,
@@ -98,14 +98,12 @@ impl HostNoise {
 }
 
 impl NoiseReason {
-    /// Whether the reason is the host's load (seen by any watcher of it),
-    /// not a figure of the probe's own floors.
-    pub fn is_load(&self) -> bool {
+    /// Whether the reason is host-wide (the load average, steal), which
+    /// any watcher sees, rather than what the probe saw over its own runs.
+    pub fn is_host_wide(&self) -> bool {
         matches!(
             self,
-            NoiseReason::LoadAverage { .. }
-                | NoiseReason::OtherRunnable { .. }
-                | NoiseReason::Steal { .. }
+            NoiseReason::LoadAverage { .. } | NoiseReason::Steal { .. }
         )
     }
 }
@@ -148,7 +146,9 @@ impl std::fmt::Display for HostLoad {
             )?,
             None => write!(f, "load average unknown on {} CPUs", self.cpus)?,
         }
-        write!(f, ", {:.1} other tasks runnable", self.other_runnable)?;
+        if let Some(other) = self.other_runnable {
+            write!(f, ", {other:.1} other tasks runnable")?;
+        }
         match (self.steal_ms, self.steal_share) {
             (Some(ms), Some(share)) => {
                 write!(f, ", steal {ms:.0} ms ({:.1}%)", share * 100.0)
@@ -171,10 +171,11 @@ impl HostLoad {
                 });
             }
         }
-        if self.other_runnable >= BUSY_OTHER_RUNNABLE {
-            reasons.push(NoiseReason::OtherRunnable {
-                average: self.other_runnable,
-            });
+        if let Some(average) = self
+            .other_runnable
+            .filter(|&average| average >= BUSY_OTHER_RUNNABLE)
+        {
+            reasons.push(NoiseReason::OtherRunnable { average });
         }
         if let Some(share) = self.steal_share.filter(|&share| share > NOISY_STEAL_SHARE) {
             reasons.push(NoiseReason::Steal { share });
@@ -204,6 +205,7 @@ impl LoadMonitor {
 
     /// Counts the other runnable tasks; call it while no vCPU of the
     /// probe runs, so that the only runnable task of ours is this one.
+    /// A watcher that never looks reports no count.
     pub fn look(&mut self) {
         if let Some(runnable) = read_runnable() {
             self.other_runnable.push(runnable.saturating_sub(1));
@@ -227,7 +229,7 @@ impl LoadMonitor {
         HostLoad {
             cpus,
             load_average: self.load_average,
-            other_runnable: dirq_stats::ratio(runnable, looks.max(1)),
+            other_runnable: (looks > 0).then(|| dirq_stats::ratio(runnable, looks)),
             steal_ms,
             steal_share: steal_ms.map(|ms| if cpu_ms > 0.0 { ms / cpu_ms } else { 0.0 }),
             elapsed_s,
@@ -313,7 +315,7 @@ mod tests {
         HostLoad {
             cpus: 2,
             load_average: Some([one_minute, 0.0, 0.0]),
-            other_runnable,
+            other_runnable: Some(other_runnable),
             steal_ms: Some(0.0),
             steal_share: Some(steal_share),
             elapsed_s: 10.0,
@@ -339,14 +341,16 @@ mod tests {
 
     #[test]
     fn load_reasons_are_told_apart_from_the_floors_own() {
-        let load_reasons = load(8.9, 3.0, 0.10).noise_reasons();
-        assert!(load_reasons.iter().all(NoiseReason::is_load));
-        assert!(!NoiseReason::SharedCore.is_load());
+        let reasons = load(8.9, 3.0, 0.10).noise_reasons();
+        let host_wide = reasons.iter().filter(|r| r.is_host_wide()).count();
+        assert_eq!(host_wide, 2, "{reasons:?}");
+        assert!(!NoiseReason::OtherRunnable { average: 3.0 }.is_host_wide());
+        assert!(!NoiseReason::SharedCore.is_host_wide());
         assert!(!NoiseReason::FloorSpread {
             floor: Floor::IpiBusy,
             relative: 0.5
         }
-        .is_load());
+        .is_host_wide());
     }
 
     #[test]

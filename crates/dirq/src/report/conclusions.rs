@@ -990,7 +990,7 @@ mod tests {
         HostLoad {
             cpus: 2,
             load_average: Some([0.25, 0.2, 0.1]),
-            other_runnable: 0.0,
+            other_runnable: None,
             steal_ms: Some(40.0),
             steal_share: Some(0.004),
             elapsed_s: 100.0,
