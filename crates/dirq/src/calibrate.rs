@@ -215,7 +215,7 @@ pub fn execute(args: Args) -> Result<()> {
                 path.display()
             );
         }
-        None if !args.json => print!("{toml}"),
+        None if !args.json => crate::output::print(&toml)?,
         None => {}
     }
     Ok(())

@@ -3,6 +3,10 @@
 //! One binary, one subcommand per job; each subcommand lives in its own
 //! module and owns its flags.
 
+// Standard output goes through `output::print`, which turns a full disk or
+// a file-size limit into an error; `print!` would panic.
+#![deny(clippy::print_stdout)]
+
 mod calibrate;
 mod designs;
 mod output;

@@ -40,13 +40,14 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         let json = serde_json::json!({ "probe": report, "emulation": emulation });
         crate::report::meta::print_json(&json, started, guest_exec)?;
     } else {
-        print!("{report}");
+        let mut text = report.to_string();
         if let Some(in_service) = report.lapic_in_service {
-            println!("in-kernel LAPIC, a delivered interrupt: {in_service}");
+            text += &format!("in-kernel LAPIC, a delivered interrupt: {in_service}\n");
         }
         if let Some(table) = emulation {
-            print!("\nwhat kvm_pvm's emulation costs, per path:\n{table}");
+            text += &format!("\nwhat kvm_pvm's emulation costs, per path:\n{table}");
         }
+        crate::output::print(&text)?;
     }
     Ok(())
 }

@@ -240,7 +240,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     if args.list {
         args.refuse_actions_of_other_benches()?;
         args.set_params(&mut BenchConfig::new(Bench::Hostile))?;
-        print!("{}", dirq_vmm::hostile::list());
+        crate::output::print(&dirq_vmm::hostile::list())?;
         return Ok(());
     }
     let config = args.config()?;
@@ -257,7 +257,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             let guest_exec = Some(comparison.best.guest_exec.name().to_string());
             meta::print_json(&comparison, started, guest_exec)?;
         } else {
-            print!("{}", comparison_text(&comparison));
+            crate::output::print(&comparison_text(&comparison))?;
         }
         return Ok(());
     }
@@ -268,14 +268,14 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         meta::print_json(&report, started, guest_exec)?;
         return Ok(());
     }
-    print!("{report}");
+    let mut text = report.to_string();
     if let Some(max_us) = args.histogram {
         match &report.latency_ns {
-            Some(latency) => print!("{}", cyclictest_histogram(latency, max_us)),
-            None => println!("# Histogram: {} measures no latency", config.bench()),
+            Some(latency) => text += &cyclictest_histogram(latency, max_us),
+            None => text += &format!("# Histogram: {} measures no latency\n", config.bench()),
         }
     }
-    Ok(())
+    Ok(crate::output::print(&text)?)
 }
 
 /// `--compare`: both paths side by side, then the verdict.

@@ -137,13 +137,14 @@ pub fn print_json(
     result: &impl Serialize,
     started: OffsetDateTime,
     guest_exec: Option<String>,
-) -> serde_json::Result<()> {
+) -> anyhow::Result<()> {
     let document = Document {
         meta: Meta::since(started, guest_exec),
         result,
     };
-    println!("{}", serde_json::to_string_pretty(&document)?);
-    Ok(())
+    let mut text = serde_json::to_string_pretty(&document)?;
+    text.push('\n');
+    Ok(crate::output::print(&text)?)
 }
 
 /// "2026-11-22 07:39 UTC".
