@@ -400,11 +400,17 @@ pub struct EmulationTable {
     pub rows: Vec<EmulationRow>,
 }
 
-/// Interrupts per emulated run: ~1 ms each emulated.
+/// At most this many interrupts per emulated run (~1 ms each emulated on a
+/// quiet host with a core per vCPU).
 const EMULATED_INTERRUPTS: u64 = 300;
 
-/// Interrupts per native run of the emulation table.
+/// At most this many interrupts per native run of the emulation table.
 const EMULATION_NATIVE_INTERRUPTS: u64 = 5_000;
+
+/// The wall time one run of the emulation table may take: each run is
+/// sized from a pilot run's pace, so a host whose traps (or whose
+/// emulation) cost ten times more still finishes the table in seconds.
+const EMULATION_RUN_BUDGET_MS: u64 = 2_000;
 
 /// Runs irq-latency on the userspace, kernel and kernel+irqfd paths into a
 /// busy guest, emulated and native. Only hosts that offer both can.
@@ -438,10 +444,22 @@ pub fn emulation_table() -> Result<EmulationTable, ProbeError> {
                 source,
             })
         };
+        // A pilot run's pace sizes the run to the budget, at most `most`.
+        let sized = |exec, most: u64| {
+            let pilot = run(exec, PILOT_EVENTS)?;
+            let pace_ns = pilot.duration_s * 1e9 / dirq_stats::f64_of(pilot.interrupts.max(1));
+            let budget_ns = dirq_stats::f64_of(EMULATION_RUN_BUDGET_MS) * 1e6;
+            let fitting = if pace_ns > 0.0 {
+                dirq_stats::round_u64(budget_ns / pace_ns)
+            } else {
+                most
+            };
+            run(exec, fitting.clamp(PILOT_EVENTS, most))
+        };
         rows.push(EmulationRow {
             path: format!("{irqchip} + {inject}"),
-            emulated: run(GuestExec::Emulated, EMULATED_INTERRUPTS)?,
-            native: run(GuestExec::Native, EMULATION_NATIVE_INTERRUPTS)?,
+            emulated: sized(GuestExec::Emulated, EMULATED_INTERRUPTS)?,
+            native: sized(GuestExec::Native, EMULATION_NATIVE_INTERRUPTS)?,
         });
     }
     Ok(EmulationTable { rows })

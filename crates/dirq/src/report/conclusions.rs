@@ -553,6 +553,19 @@ fn software_design_sentences(designs: &DesignTables) -> Vec<String> {
             format_value(best.exits_per_interrupt)
         ));
     }
+    let unmeasurable = designs
+        .vioapic
+        .iter()
+        .flat_map(|table| &table.rows)
+        .filter_map(|row| {
+            row.not_measurable.as_ref().map(|why| {
+                format!(
+                    "VIOAPIC's {} level is not measurable here: {why}.",
+                    row.mode
+                )
+            })
+        });
+    sentences.extend(unmeasurable);
     if let Some(table) = &designs.io_batch {
         let exits = |batched: bool| {
             table
@@ -639,7 +652,7 @@ fn host_sentence(host: &Host, load: &HostLoad, probe: Option<&ProbeReport>) -> S
         Some(false) => "not nested".into(),
         None => "nesting unknown".into(),
     });
-    facts.push(format!("{} CPUs", host.cpus));
+    facts.push(super::html::counted(host.cpus, "CPU"));
     if let Some(exec) = probe.map(|p| p.guest_exec) {
         facts.push(format!("guest execution {exec}"));
     }

@@ -87,7 +87,7 @@ fn steps_table(steps: &[StepRecord]) -> Table {
 }
 
 /// "1 step", "2 steps".
-fn counted(count: usize, noun: &str) -> String {
+pub fn counted(count: usize, noun: &str) -> String {
     match count {
         1 => format!("1 {noun}"),
         n => format!("{n} {noun}s"),
