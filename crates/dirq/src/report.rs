@@ -37,7 +37,7 @@ use crate::designs::DesignTables;
 
 use conclusions::{conclusions_sections, Findings};
 use data::{Depth, KvmStatus, ReportData};
-use dirq_vmm::host_load::{HostLoad, HostNoise, LoadMonitor};
+use dirq_vmm::host_load::{HostLoad, HostNoise, LoadMonitor, NoiseReason};
 use meta::Meta;
 use progress::{Step, StepFailure, Steps};
 use real::RealCase;
@@ -170,7 +170,7 @@ pub fn execute(args: Args) -> Result<()> {
             simulated: &simulated,
         }),
     );
-    report.host_noise = host_noise(&host_load, real.probe.as_ref());
+    report.host_noise = host_noise(&host_load, real.probe.as_ref().map(|p| &p.host_noise));
     if let Some(warning) = html::noise_warning(&report.host_noise) {
         eprintln!("dirq report: {warning}");
     }
@@ -623,18 +623,65 @@ fn write_report(report: &ReportData, meta: &Meta, out: &Path) -> Result<()> {
 }
 
 /// Whether the report's timings can be taken as this host's: the host's
-/// load over the whole report, and what the probe saw of its own floors
-/// (their spread between runs, a shared core).
-fn host_noise(load: &HostLoad, probe: Option<&ProbeReport>) -> HostNoise {
+/// load over the whole report, and what the probe saw while it measured
+/// the floors every derived cost rests on (steal, other tasks, the floors'
+/// spread between runs, a shared core).
+fn host_noise(load: &HostLoad, probe: Option<&HostNoise>) -> HostNoise {
     let mut reasons = load.noise_reasons();
-    if let Some(HostNoise::Noisy(probe_reasons)) = probe.map(|probe| &probe.host_noise) {
-        // The host-wide reasons are the report's own, over a longer time.
+    if let Some(HostNoise::Noisy(probe_reasons)) = probe {
+        // The load average is one /proc reading, the report's own at its start.
         reasons.extend(
             probe_reasons
                 .iter()
-                .filter(|reason| !reason.is_host_wide())
+                .filter(|reason| !matches!(reason, NoiseReason::LoadAverage { .. }))
                 .cloned(),
         );
     }
     HostNoise::from_reasons(reasons)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(one_minute: f64, steal_share: f64) -> HostLoad {
+        HostLoad {
+            cpus: 2,
+            load_average: Some([one_minute, 0.0, 0.0]),
+            other_runnable: None,
+            steal_ms: Some(0.0),
+            steal_share: Some(steal_share),
+            elapsed_s: 120.0,
+        }
+    }
+
+    #[test]
+    fn the_probe_s_noise_heads_the_report_but_its_load_average_is_not_read_twice() {
+        assert_eq!(host_noise(&load(0.3, 0.0), None), HostNoise::Quiet);
+        // A quiet report whose probe saw steal and spread floors is noisy.
+        let probe = HostNoise::Noisy(vec![
+            NoiseReason::LoadAverage {
+                one_minute: 3.0,
+                cpus: 2,
+            },
+            NoiseReason::Steal { share: 0.09 },
+            NoiseReason::SharedCore,
+        ]);
+        let HostNoise::Noisy(reasons) = host_noise(&load(0.3, 0.0), Some(&probe)) else {
+            panic!("the probe's steal and shared core make the report noisy");
+        };
+        assert_eq!(
+            reasons,
+            [NoiseReason::Steal { share: 0.09 }, NoiseReason::SharedCore]
+        );
+        // The report's own load average stands for both.
+        let HostNoise::Noisy(reasons) = host_noise(&load(3.5, 0.0), Some(&probe)) else {
+            panic!("a loaded host is noisy");
+        };
+        let load_averages = reasons
+            .iter()
+            .filter(|r| matches!(r, NoiseReason::LoadAverage { .. }))
+            .count();
+        assert_eq!(load_averages, 1, "{reasons:?}");
+    }
 }

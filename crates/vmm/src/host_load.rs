@@ -97,17 +97,6 @@ impl HostNoise {
     }
 }
 
-impl NoiseReason {
-    /// Whether the reason is host-wide (the load average, steal), which
-    /// any watcher sees, rather than what the probe saw over its own runs.
-    pub fn is_host_wide(&self) -> bool {
-        matches!(
-            self,
-            NoiseReason::LoadAverage { .. } | NoiseReason::Steal { .. }
-        )
-    }
-}
-
 impl std::fmt::Display for NoiseReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -337,20 +326,6 @@ mod tests {
         assert!(warning.contains("load average 8.90 on 2 CPUs"), "{warning}");
         assert!(warning.contains("10.0% of CPU time stolen"), "{warning}");
         assert!(warning.contains("3.0 other tasks"), "{warning}");
-    }
-
-    #[test]
-    fn load_reasons_are_told_apart_from_the_floors_own() {
-        let reasons = load(8.9, 3.0, 0.10).noise_reasons();
-        let host_wide = reasons.iter().filter(|r| r.is_host_wide()).count();
-        assert_eq!(host_wide, 2, "{reasons:?}");
-        assert!(!NoiseReason::OtherRunnable { average: 3.0 }.is_host_wide());
-        assert!(!NoiseReason::SharedCore.is_host_wide());
-        assert!(!NoiseReason::FloorSpread {
-            floor: Floor::IpiBusy,
-            relative: 0.5
-        }
-        .is_host_wide());
     }
 
     #[test]
