@@ -207,7 +207,11 @@ static void run(void)
         for (;;)
             cpu_relax();
     case DIRQ_HOSTILE_PV_LOCK_HELD_THEN_UNMASK:
-        pv->lock = 1;
+        /* Take the lock as the guest's own code does (test-and-set) and keep
+         * it: a plain store could land while the VMM's device thread holds
+         * the lock, whose release would then free it and let the case pass. */
+        while (__atomic_exchange_n(&pv->lock, 1, __ATOMIC_ACQUIRE))
+            cpu_relax();
         pv_unmask();
         break;
     case DIRQ_HOSTILE_PV_LOCK_GARBAGE:
