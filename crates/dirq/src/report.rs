@@ -108,7 +108,16 @@ pub fn execute(args: Args) -> Result<()> {
     std::fs::create_dir_all(&traces_dir)
         .with_context(|| format!("cannot create {}", traces_dir.display()))?;
     // Before any work: a report that cannot be written is not worth measuring.
-    crate::output::check_writable(&args.out.join("data.json"))?;
+    // (The real-run traces are named after the runs; their step reports a
+    // failed write without losing the rest.)
+    for path in [
+        args.out.join("index.html"),
+        args.out.join("data.json"),
+        args.out.join(PROFILE_FILE),
+        traces_dir.join(simulate::TRACE_FILE),
+    ] {
+        crate::output::check_writable(&path)?;
+    }
 
     let mut steps = Steps::new();
     let kvm = if args.sim_only {

@@ -314,6 +314,24 @@ fn bad_flags_are_rejected_with_a_clear_error() {
 }
 
 #[test]
+fn a_page_that_cannot_be_written_is_refused_before_any_work() {
+    let out = scratch_dir("unwritable");
+    std::fs::create_dir_all(out.join("index.html")).expect("a directory in the page's place");
+    let output = Command::new(env!("CARGO_BIN_EXE_dirq"))
+        .args(["report", "--sim-only", "--out"])
+        .arg(&out)
+        .output()
+        .expect("dirq runs");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("index.html is a directory"), "{stderr}");
+    // Refused before the simulations ran: nothing else was written.
+    assert!(!out.join("data.json").exists());
+    assert!(!out.join("traces").join("designs.json").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
 fn run_prints_perf_kvm_stat_tables_a_histogram_and_self_describing_json() {
     if !dirq_vmm::testing::require_kvm(
         "run_prints_perf_kvm_stat_tables_a_histogram_and_self_describing_json",

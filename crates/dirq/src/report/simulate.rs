@@ -65,7 +65,7 @@ pub fn run(
 }
 
 /// The trace's file in `traces/`.
-const TRACE_FILE: &str = "designs.json";
+pub const TRACE_FILE: &str = "designs.json";
 
 /// The workload the trace shows under every policy: SR-IOV and virtio
 /// traffic plus the guest timer, so device, virtual and timer interrupts
