@@ -333,12 +333,11 @@ fn vcpu1_receives_ipis() {
         if irqchip == Irqchip::Userspace {
             // Per round trip: two ICR writes and two EOIs, all x2APIC MSR
             // writes to the VMM. The target's last EOI follows its last
-            // pong, so where the vCPUs share a host CPU the sender may
-            // close the counted window before it: at most that one.
+            // pong, so the sender may close the counted window before it
+            // (seen on separate host CPUs too): at most that one is missed.
             let writes = userspace_exits(&report, "msr_write");
-            let last_eoi = u64::from(report.placement.shares_cpus());
             assert!(
-                (4 * 200 - last_eoi..=4 * 200).contains(&writes),
+                (4 * 200 - 1..=4 * 200).contains(&writes),
                 "{writes}: {:?}",
                 report.exits
             );
