@@ -448,13 +448,10 @@ pub fn emulation_table() -> Result<EmulationTable, ProbeError> {
         let sized = |exec, most: u64| {
             let pilot = run(exec, PILOT_EVENTS)?;
             let pace_ns = pilot.duration_s * 1e9 / dirq_stats::f64_of(pilot.interrupts.max(1));
-            let budget_ns = dirq_stats::f64_of(EMULATION_RUN_BUDGET_MS) * 1e6;
-            let fitting = if pace_ns > 0.0 {
-                dirq_stats::round_u64(budget_ns / pace_ns)
-            } else {
-                most
-            };
-            run(exec, fitting.clamp(PILOT_EVENTS, most))
+            run(
+                exec,
+                events_fitting(EMULATION_RUN_BUDGET_MS, pace_ns, PILOT_EVENTS, most),
+            )
         };
         rows.push(EmulationRow {
             path: format!("{irqchip} + {inject}"),
@@ -513,17 +510,22 @@ const BATCH_BUDGET_MS: u64 = 250;
 const BOOT_ALLOWANCE_MS: u64 = 3_000;
 const WATCHDOG_BUDGETS: u64 = 8;
 
+/// How many events of `pace_ns` wall time each fit `budget_ms`, kept
+/// between `least` and `most` (`most` when the pace is unknown, 0).
+pub fn events_fitting(budget_ms: u64, pace_ns: f64, least: u64, most: u64) -> u64 {
+    let fitting = if pace_ns > 0.0 {
+        dirq_stats::round_u64(dirq_stats::f64_of(budget_ms) * 1e6 / pace_ns)
+    } else {
+        most
+    };
+    fitting.clamp(least, most)
+}
+
 /// The events of the next batch and its watchdog, from the pace (wall ns
 /// per event) of the previous run of its kind; the pilot's without one.
 fn batch_size(pace_ns: Option<f64>) -> (u64, u64) {
-    let budget_ns = dirq_stats::f64_of(BATCH_BUDGET_MS) * 1e6;
     let events = pace_ns.map_or(PILOT_EVENTS, |pace| {
-        let fitting = if pace > 0.0 {
-            dirq_stats::round_u64(budget_ns / pace)
-        } else {
-            MAX_BATCH_EVENTS
-        };
-        fitting.clamp(MIN_BATCH_EVENTS, MAX_BATCH_EVENTS)
+        events_fitting(BATCH_BUDGET_MS, pace, MIN_BATCH_EVENTS, MAX_BATCH_EVENTS)
     });
     let expected_ms =
         dirq_stats::round_u64(pace_ns.unwrap_or(0.0) * dirq_stats::f64_of(events) / 1e6);

@@ -118,8 +118,8 @@ pub fn fit_to_budget(config: &mut BenchConfig, budget_ms: u64, floors: Option<&F
     let Some(events) = events_mut(&mut config.params) else {
         return;
     };
-    let fitting = dirq_stats::round_u64(dirq_stats::f64_of(budget_ms) * 1e6 / event_ns.max(1.0));
-    *events = fitting.clamp(MIN_EVENTS.min(*events), *events);
+    *events =
+        dirq_vmm::probe::events_fitting(budget_ms, event_ns, MIN_EVENTS.min(*events), *events);
 }
 
 /// The real runs of one report, in the order they run, each counted run
