@@ -13,52 +13,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::{self, Counters, StatsError, StatsFd};
 
-/// Why KVM_RUN returned to the VMM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UserspaceExit {
-    Io,
-    Mmio,
-    MsrRead,
-    MsrWrite,
-    IrqWindow,
-    Hlt,
-    /// A signal (the VMM kicking its own vCPU) interrupted KVM_RUN.
-    Interrupted,
-    Hypercall,
-    IoapicEoi,
-    Other,
-}
-
-impl UserspaceExit {
-    pub const ALL: [UserspaceExit; 10] = [
-        UserspaceExit::Io,
-        UserspaceExit::Mmio,
-        UserspaceExit::MsrRead,
-        UserspaceExit::MsrWrite,
-        UserspaceExit::IrqWindow,
-        UserspaceExit::Hlt,
-        UserspaceExit::Interrupted,
-        UserspaceExit::Hypercall,
-        UserspaceExit::IoapicEoi,
-        UserspaceExit::Other,
-    ];
-
-    /// The name the run loop counts it under: KVM's `KVM_EXIT_*` reason.
-    pub fn name(self) -> &'static str {
-        match self {
-            UserspaceExit::Io => "io",
-            UserspaceExit::Mmio => "mmio",
-            UserspaceExit::MsrRead => "msr_read",
-            UserspaceExit::MsrWrite => "msr_write",
-            UserspaceExit::IrqWindow => "irq_window",
-            UserspaceExit::Hlt => "hlt",
-            UserspaceExit::Interrupted => "intr",
-            UserspaceExit::Hypercall => "hypercall",
-            UserspaceExit::IoapicEoi => "ioapic_eoi",
-            UserspaceExit::Other => "other",
-        }
+crate::config::named_enum!(
+    /// Why KVM_RUN returned to the VMM, named as KVM's `KVM_EXIT_*` reason.
+    UserspaceExit, "userspace exit", {
+        Io = "io",
+        Mmio = "mmio",
+        MsrRead = "msr_read",
+        MsrWrite = "msr_write",
+        IrqWindow = "irq_window",
+        Hlt = "hlt",
+        /// A signal (the VMM kicking its own vCPU) interrupted KVM_RUN.
+        Interrupted = "intr",
+        Hypercall = "hypercall",
+        IoapicEoi = "ioapic_eoi",
+        Other = "other",
     }
-}
+);
 
 /// The longest userspace exit a histogram holds: a minute (a HLT the VMM
 /// sleeps through can be long).
@@ -160,15 +130,10 @@ impl ExitCounters {
         seconds * 1_000_000_000 + ns
     }
 
-    fn snapshot(&self) -> Counters {
+    fn snapshot(&self) -> UserspaceCounts {
         UserspaceExit::ALL
             .iter()
-            .map(|&reason| {
-                (
-                    reason.name().to_string(),
-                    self.counts[reason as usize].load(Ordering::Relaxed),
-                )
-            })
+            .map(|&reason| (reason, self.counts[reason as usize].load(Ordering::Relaxed)))
             .collect()
     }
 }
@@ -248,10 +213,13 @@ pub enum ExitsError {
     },
 }
 
+/// Userspace exits counted by reason.
+pub type UserspaceCounts = BTreeMap<UserspaceExit, u64>;
+
 /// Counters of every vCPU at one instant.
 #[derive(Clone, Debug, Default)]
 pub struct ExitSnapshot {
-    userspace: Vec<Counters>,
+    userspace: Vec<UserspaceCounts>,
     userspace_times: Vec<ExitTimes>,
     kernel: Vec<Counters>,
     cpu_ns: Vec<u64>,
@@ -336,10 +304,10 @@ pub struct VcpuExits {
     pub userspace: u64,
     pub kernel: u64,
     /// Userspace exits by reason (`io`, `mmio`, `msr_write`, `irq_window`, `hlt`, `intr`, ...).
-    pub userspace_by_reason: BTreeMap<String, u64>,
+    pub userspace_by_reason: UserspaceCounts,
     /// How long each reason's exits kept the VMM.
     #[serde(default)]
-    pub userspace_time: BTreeMap<String, ExitTime>,
+    pub userspace_time: BTreeMap<UserspaceExit, ExitTime>,
     /// Every scalar KVM stat that moved (exits, irq_injections, halt_wakeup, ...).
     pub kvm_stats: BTreeMap<String, u64>,
     /// CPU seconds the vCPU's thread burned.
@@ -364,10 +332,10 @@ pub struct ExitSummary {
     /// statistic claims as `OTHER`: sums to `total`.
     pub by_category: BTreeMap<String, u64>,
     /// Userspace exits by reason, summed over vCPUs.
-    pub userspace_by_reason: BTreeMap<String, u64>,
+    pub userspace_by_reason: UserspaceCounts,
     /// How long each reason's userspace exits kept the VMM, over all vCPUs.
     #[serde(default)]
-    pub userspace_time: BTreeMap<String, ExitTime>,
+    pub userspace_time: BTreeMap<UserspaceExit, ExitTime>,
     /// CPU seconds all vCPU threads burned: what polling (in KVM or in the
     /// guest) costs the host.
     pub vcpu_cpu_s: f64,
@@ -382,18 +350,23 @@ impl ExitSummary {
         for (cpu, (user_after, kernel_after)) in
             after.userspace.iter().zip(&after.kernel).enumerate()
         {
-            let empty = Counters::new();
-            let mut userspace_by_reason =
-                stats::delta(before.userspace.get(cpu).unwrap_or(&empty), user_after);
-            let mut kvm_stats =
-                stats::delta(before.kernel.get(cpu).unwrap_or(&empty), kernel_after);
+            let mut userspace_by_reason = stats::delta(
+                before.userspace.get(cpu).unwrap_or(&UserspaceCounts::new()),
+                user_after,
+            );
+            let mut kvm_stats = stats::delta(
+                before.kernel.get(cpu).unwrap_or(&Counters::new()),
+                kernel_after,
+            );
             if cpu == 0 && excluded_markers > 0 {
-                for counters in [&mut userspace_by_reason, &mut kvm_stats] {
-                    for name in [UserspaceExit::Io.name(), "io_exits", KERNEL_TOTAL_STAT] {
-                        if let Some(value) = counters.get_mut(name) {
-                            *value = value.saturating_sub(excluded_markers);
-                        }
+                let markers = |value: Option<&mut u64>| {
+                    if let Some(value) = value {
+                        *value = value.saturating_sub(excluded_markers);
                     }
+                };
+                markers(userspace_by_reason.get_mut(&UserspaceExit::Io));
+                for name in ["io_exits", KERNEL_TOTAL_STAT] {
+                    markers(kvm_stats.get_mut(name));
                 }
             }
             userspace_by_reason.retain(|_, value| *value > 0);
@@ -401,7 +374,7 @@ impl ExitSummary {
             // A kick that lands before KVM_RUN enters the guest returns EINTR
             // without any exit; KVM's signal_exits counts those that did exit.
             let interrupted = userspace_by_reason
-                .get(UserspaceExit::Interrupted.name())
+                .get(&UserspaceExit::Interrupted)
                 .copied()
                 .unwrap_or(0);
             let signal_exits = kvm_stats
@@ -425,7 +398,7 @@ impl ExitSummary {
                 .filter_map(|(reason, after)| {
                     let before = before_times.and_then(|times| times.get(reason));
                     Some((
-                        UserspaceExit::ALL.get(reason)?.name().to_string(),
+                        *UserspaceExit::ALL.get(reason)?,
                         ExitTime::between(before, after)?,
                     ))
                 })
@@ -443,19 +416,19 @@ impl ExitSummary {
         }
         let mut by_reason = BTreeMap::new();
         let mut userspace_by_reason = BTreeMap::new();
-        let mut userspace_time: BTreeMap<String, ExitTime> = BTreeMap::new();
+        let mut userspace_time: BTreeMap<UserspaceExit, ExitTime> = BTreeMap::new();
         for vcpu in &per_vcpu {
-            for (name, time) in &vcpu.userspace_time {
-                let merged = userspace_time.remove(name).unwrap_or_default().merge(*time);
-                userspace_time.insert(name.clone(), merged);
+            for (&reason, time) in &vcpu.userspace_time {
+                let slot = userspace_time.entry(reason).or_default();
+                *slot = slot.merge(*time);
             }
             for name in KERNEL_EXIT_STATS {
                 if let Some(value) = vcpu.kvm_stats.get(*name) {
                     *by_reason.entry(name.to_string()).or_insert(0) += value;
                 }
             }
-            for (name, value) in &vcpu.userspace_by_reason {
-                *userspace_by_reason.entry(name.clone()).or_insert(0) += value;
+            for (&reason, value) in &vcpu.userspace_by_reason {
+                *userspace_by_reason.entry(reason).or_insert(0) += value;
             }
         }
         let total = per_vcpu.iter().map(|v| v.total).sum();
@@ -501,10 +474,17 @@ mod tests {
             .collect()
     }
 
+    fn userspace(pairs: &[(UserspaceExit, u64)]) -> UserspaceCounts {
+        pairs.iter().copied().collect()
+    }
+
     #[test]
     fn window_counts_exits_between_snapshots_without_the_end_marker() {
         let before = ExitSnapshot {
-            userspace: vec![counters(&[("io", 5), ("hlt", 1)])],
+            userspace: vec![userspace(&[
+                (UserspaceExit::Io, 5),
+                (UserspaceExit::Hlt, 1),
+            ])],
             userspace_times: Vec::new(),
             kernel: vec![counters(&[
                 ("exits", 10),
@@ -514,7 +494,10 @@ mod tests {
             cpu_ns: vec![1_000_000_000],
         };
         let after = ExitSnapshot {
-            userspace: vec![counters(&[("io", 6), ("hlt", 101)])],
+            userspace: vec![userspace(&[
+                (UserspaceExit::Io, 6),
+                (UserspaceExit::Hlt, 101),
+            ])],
             userspace_times: Vec::new(),
             kernel: vec![counters(&[
                 ("exits", 160),
@@ -533,7 +516,10 @@ mod tests {
             None,
             "the marker was the only I/O exit"
         );
-        assert_eq!(summary.userspace_by_reason.get("hlt"), Some(&100));
+        assert_eq!(
+            summary.userspace_by_reason.get(&UserspaceExit::Hlt),
+            Some(&100)
+        );
         assert_eq!(summary.vcpu_cpu_s, 0.25);
         // 149 exits: 100 HLT, 49 with no KVM category.
         assert_eq!(summary.by_category.get("HLT"), Some(&100));
@@ -580,13 +566,16 @@ mod tests {
     #[test]
     fn kicks_before_entry_are_not_exits() {
         let before = ExitSnapshot {
-            userspace: vec![Counters::new()],
+            userspace: vec![UserspaceCounts::new()],
             userspace_times: Vec::new(),
             kernel: vec![Counters::new()],
             cpu_ns: vec![0],
         };
         let after = ExitSnapshot {
-            userspace: vec![counters(&[("intr", 10), ("msr_write", 4)])],
+            userspace: vec![userspace(&[
+                (UserspaceExit::Interrupted, 10),
+                (UserspaceExit::MsrWrite, 4),
+            ])],
             userspace_times: Vec::new(),
             kernel: vec![counters(&[("exits", 7), ("signal_exits", 3)])],
             cpu_ns: vec![0],
@@ -596,7 +585,10 @@ mod tests {
         assert_eq!(summary.userspace, 7);
         assert_eq!(summary.total, 7);
         assert_eq!(summary.kernel, 0);
-        assert_eq!(summary.userspace_by_reason.get("intr"), Some(&10));
+        assert_eq!(
+            summary.userspace_by_reason.get(&UserspaceExit::Interrupted),
+            Some(&10)
+        );
     }
 
     #[test]
@@ -618,11 +610,14 @@ mod tests {
         // Nothing was counted since: nothing to time.
         counters.time_last(Duration::from_secs(1));
         let summary = ExitSummary::between(&before, &snapshot(&counters), 0);
-        let eoi = summary.userspace_time["msr_write"];
+        let eoi = summary.userspace_time[&UserspaceExit::MsrWrite];
         assert_eq!(eoi.samples, 2);
         assert!((9_900..=10_100).contains(&eoi.min_ns), "{eoi:?}");
         assert!((19_800..=20_200).contains(&eoi.max_ns), "{eoi:?}");
         assert!((29_500..=30_500).contains(&eoi.total_ns), "{eoi:?}");
-        assert!(!summary.userspace_time.contains_key("io"), "{summary:?}");
+        assert!(
+            !summary.userspace_time.contains_key(&UserspaceExit::Io),
+            "{summary:?}"
+        );
     }
 }

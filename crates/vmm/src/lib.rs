@@ -38,6 +38,7 @@ pub mod memory;
 pub mod placement;
 pub mod probe;
 pub mod report;
+pub mod results;
 mod stats;
 pub mod testing;
 pub mod trace;

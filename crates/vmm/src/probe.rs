@@ -20,7 +20,7 @@ use crate::config::{
 };
 use crate::exec::{kvm_backend, ExecError, HostExec};
 use crate::host_load::{HostLoad, HostNoise, LoadMonitor, NoiseReason, NOISY_FLOOR_SPREAD};
-use crate::report::RunReport;
+use crate::report::{BenchResult, RunReport};
 
 /// KVM's paravirtual feature leaf and its bits (Documentation/virt/kvm/x86/cpuid.rst).
 const CPUID_KVM_FEATURES: u32 = 0x4000_0001;
@@ -541,44 +541,41 @@ struct Figure {
 }
 
 /// The floors a run of `kind` timed, `events` of each.
-fn figures(kind: FloorRun, report: &RunReport, events: u64) -> Vec<Figure> {
-    let result = |name: &str| report.results.get(name).copied().unwrap_or(0.0);
+fn figures(kind: FloorRun, report: &RunReport, events: u64) -> Result<Vec<Figure>, BenchError> {
     let p50 = report.latency_ns.as_ref().map_or(0.0, |l| f64_of(l.p50));
     let figure = |floor, ns, samples| Figure { floor, ns, samples };
     // The guest's median leaves out exits over its cap: without any
     // under it, the mean is all there is.
-    let median_or_mean = |p50: &str, mean: &str| {
-        let median = result(p50);
-        if median > 0.0 {
-            median
-        } else {
-            result(mean)
-        }
-    };
-    match kind {
-        FloorRun::Exits => vec![
+    let median_or_mean = |p50: u64, mean: f64| if p50 > 0 { f64_of(p50) } else { mean };
+    // A figure the guest did not time counts as 0: `summarize` leaves it out.
+    let timed = |ns: Option<u64>| ns.map_or(0.0, f64_of);
+    Ok(match (kind, &report.results) {
+        (FloorRun::Exits, BenchResult::ExitCost(cost)) => vec![
             figure(
                 Floor::UserspaceExit,
-                median_or_mean(bench::USERSPACE_EXIT_P50_NS, "userspace_exit_ns"),
+                median_or_mean(cost.userspace_exit_p50_ns, cost.userspace_exit_ns),
                 events,
             ),
             figure(
                 Floor::KernelExit,
-                median_or_mean(bench::KERNEL_EXIT_P50_NS, "kernel_exit_ns"),
+                median_or_mean(cost.kernel_exit_p50_ns, cost.kernel_exit_ns),
                 events,
             ),
             figure(Floor::SelfIpi, p50, events),
         ],
-        FloorRun::IpiBusy => {
-            let gaps = dirq_stats::round_u64(result("target_gaps"));
-            vec![
-                figure(Floor::IpiBusy, p50, events),
-                figure(Floor::IpiBusySend, result(bench::SEND_NS), events),
-                figure(Floor::IpiBusyTarget, result(bench::TARGET_GAP_NS), gaps),
-            ]
-        }
-        FloorRun::IpiHalted => vec![figure(Floor::IpiHalted, p50, events)],
-    }
+        (FloorRun::IpiBusy, BenchResult::Ipi(ipi)) => vec![
+            figure(Floor::IpiBusy, p50, events),
+            figure(Floor::IpiBusySend, timed(ipi.send_p50_ns), events),
+            figure(
+                Floor::IpiBusyTarget,
+                timed(ipi.target_gap_p50_ns),
+                ipi.target_gaps.unwrap_or(0),
+            ),
+        ],
+        (FloorRun::IpiHalted, _) => vec![figure(Floor::IpiHalted, p50, events)],
+        (FloorRun::Exits, other) => return Err(other.mismatch(Bench::ExitCost).into()),
+        (FloorRun::IpiBusy, other) => return Err(other.mismatch(Bench::Ipi).into()),
+    })
 }
 
 /// The `q` quantile of `sorted`, interpolating between neighbours.
@@ -656,7 +653,11 @@ fn measure_floors(guest_exec: GuestExec, monitor: &mut LoadMonitor) -> Result<Fl
             if floors.placement_note.is_none() {
                 floors.placement_note = report.placement.note(report.config.common.vcpus);
             }
-            for figure in figures(kind, &report, events) {
+            let timed = figures(kind, &report, events).map_err(|source| ProbeError::Floor {
+                what: kind.describe(),
+                source,
+            })?;
+            for figure in timed {
                 by_floor.entry(figure.floor).or_default().push(figure);
             }
         }

@@ -8,18 +8,21 @@ use std::fmt;
 use dirq_stats::{f64_of, ratio};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{BenchConfig, GuestExec};
+use crate::config::{Bench, BenchConfig, GuestExec};
 use crate::exits::{
     exit_of_kvm_stat, ExitSummary, ExitTime, UserspaceExit, VmxExit, INSN_EMULATION_STAT,
 };
 use crate::machine::MachineFacts;
 use crate::placement::Placement;
 
+pub use crate::results::BenchResult;
 pub use dirq_stats::{Bucket, LatencySummary};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
-    pub bench: String,
+    /// The bench (`bench`) and its own figures (`results`).
+    #[serde(flatten)]
+    pub results: BenchResult,
     pub config: BenchConfig,
     /// Interrupts the guest handled in the measured window (all vCPUs).
     pub interrupts: u64,
@@ -33,8 +36,6 @@ pub struct RunReport {
     /// Null for benches that measure no latency (whileloop, exit-cost).
     pub latency_ns: Option<LatencySummary>,
     pub duration_s: f64,
-    /// Bench-specific figures (e.g. whileloop's `guest_share`).
-    pub results: BTreeMap<String, f64>,
     /// How the guest executed (native, emulated, hardware).
     pub guest_exec: GuestExec,
     /// Why the guest ran otherwise than asked (native refused), if it did.
@@ -70,16 +71,16 @@ impl RunReport {
         exits: ExitSummary,
         latency_ns: Option<LatencySummary>,
         duration_s: f64,
-        results: BTreeMap<String, f64>,
+        results: BenchResult,
         machine: MachineFacts,
     ) -> Self {
+        debug_assert_eq!(results.bench(), config.bench());
         let insn_emulation = exits
             .by_reason
             .get(INSN_EMULATION_STAT)
             .copied()
             .unwrap_or(0);
         RunReport {
-            bench: config.bench().name().to_string(),
             config: config.clone(),
             interrupts,
             exits_per_interrupt: per(exits.total, interrupts),
@@ -101,6 +102,10 @@ impl RunReport {
             commands: None,
             console: machine.console,
         }
+    }
+
+    pub fn bench(&self) -> Bench {
+        self.results.bench()
     }
 
     /// The flags that chose the path, in `dirq run` syntax.
@@ -190,11 +195,11 @@ impl RunReport {
     /// share one), kicks that arrived before guest entry left out.
     fn userspace_exits_by_vmx_reason(&self) -> BTreeMap<String, u64> {
         let mut rows = BTreeMap::new();
-        for reason in UserspaceExit::ALL {
+        for &reason in UserspaceExit::ALL {
             let count = self
                 .exits
                 .userspace_by_reason
-                .get(reason.name())
+                .get(&reason)
                 .copied()
                 .unwrap_or(0);
             *rows
@@ -214,12 +219,11 @@ impl RunReport {
     /// `userspace_exits_by_vmx_reason` group them.
     fn userspace_time_by_vmx_reason(&self) -> BTreeMap<String, ExitTime> {
         let mut times: BTreeMap<String, ExitTime> = BTreeMap::new();
-        for reason in UserspaceExit::ALL {
-            if let Some(time) = self.exits.userspace_time.get(reason.name()) {
-                let name = VmxExit::from(reason).name().to_string();
-                let merged = times.remove(&name).unwrap_or_default().merge(*time);
-                times.insert(name, merged);
-            }
+        for (&reason, time) in &self.exits.userspace_time {
+            let slot = times
+                .entry(VmxExit::from(reason).name().to_string())
+                .or_default();
+            *slot = slot.merge(*time);
         }
         times
     }
@@ -240,7 +244,7 @@ impl RunReport {
 
 impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}  {}", self.bench, self.path())?;
+        writeln!(f, "{}  {}", self.bench(), self.path())?;
         writeln!(
             f,
             "guest {}: insn_emulation {:.1} per interrupt, {:.0} per s",
@@ -324,7 +328,7 @@ impl fmt::Display for RunReport {
                 f64_of(latency.max) / 1e3,
             )?;
         }
-        for (name, value) in &self.results {
+        for (name, value) in &self.results.figures() {
             writeln!(f, "{name}: {value:.4}")?;
         }
         Ok(())

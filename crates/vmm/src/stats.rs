@@ -135,7 +135,10 @@ fn read_header(file: &File) -> Result<kvm_stats_header, StatsError> {
 }
 
 /// `after - before`, counter by counter (counters that went down count 0).
-pub fn delta(before: &Counters, after: &Counters) -> Counters {
+pub fn delta<K: Ord + Clone>(
+    before: &BTreeMap<K, u64>,
+    after: &BTreeMap<K, u64>,
+) -> BTreeMap<K, u64> {
     after
         .iter()
         .map(|(name, value)| {

@@ -2,22 +2,17 @@
 //! exit counts per interrupt, per register access and per disk command,
 //! never times. Skipped loudly without /dev/kvm.
 
+#[macro_use]
 mod common;
 
 use common::{run, userspace_exits};
-use dirq_stats::{f64_of, ratio, round_u64};
+use dirq_stats::ratio;
 use dirq_vmm::bench::io_batch::WRITES_PER_COMMAND;
 use dirq_vmm::config::params::{IoBatchParams, IpiParams, TickParams, VioapicParams};
 use dirq_vmm::config::{BenchConfig, BenchParams, IpiKind, VioapicMode};
+use dirq_vmm::exits::UserspaceExit;
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::RunReport;
-
-fn result(report: &RunReport, name: &str) -> f64 {
-    *report
-        .results
-        .get(name)
-        .unwrap_or_else(|| panic!("no result {name}: {:?}", report.results))
-}
 
 const EVENTS: u64 = 500;
 
@@ -29,7 +24,7 @@ fn vioapic(mode: VioapicMode) -> RunReport {
     }));
     let report = run(&config).unwrap_or_else(|err| panic!("vioapic {mode}: {err}"));
     // bench::run fails unless every event was consumed, in order.
-    assert_eq!(result(&report, "events"), f64_of(EVENTS), "{mode}");
+    assert_eq!(results_of!(report, Vioapic).events, EVENTS, "{mode}");
     report
 }
 
@@ -47,8 +42,8 @@ fn racing(mode: VioapicMode) -> BenchConfig {
 /// Register accesses of one interrupt's sequence at this level.
 fn accesses_per_interrupt(report: &RunReport) -> (u64, u64) {
     (
-        round_u64(result(report, "register_reads_per_interrupt")),
-        round_u64(result(report, "register_writes_per_interrupt")),
+        results_of!(report, Vioapic).register_reads_per_interrupt,
+        results_of!(report, Vioapic).register_writes_per_interrupt,
     )
 }
 
@@ -62,9 +57,9 @@ fn vioapic_userspace_exits_once_per_register_access() {
     assert_eq!((reads, writes), (4, 2));
     // Back to back through dirq's controller: one interrupt per event.
     assert_eq!(report.interrupts, EVENTS);
-    assert_eq!(result(&report, "spurious"), 0.0);
+    assert_eq!(results_of!(report, Vioapic).spurious, 0);
     assert_eq!(
-        userspace_exits(&report, "mmio"),
+        userspace_exits(&report, UserspaceExit::Mmio),
         (reads + writes) * EVENTS,
         "{:?}",
         report.exits
@@ -81,8 +76,8 @@ fn vioapic_ro_page_reads_cost_no_exit() {
     let (reads, writes) = accesses_per_interrupt(&report);
     assert!(reads > 0);
     assert_eq!(
-        result(&report, "trapped_reads"),
-        0.0,
+        results_of!(report, Vioapic).trapped_reads,
+        0,
         "reads hit the mirror"
     );
     assert_eq!(report.interrupts, EVENTS);
@@ -90,7 +85,7 @@ fn vioapic_ro_page_reads_cost_no_exit() {
     // completes inside KVM; only the unmask reaches the VMM.
     assert_eq!(writes, 2);
     assert_eq!(
-        userspace_exits(&report, "mmio"),
+        userspace_exits(&report, UserspaceExit::Mmio),
         EVENTS,
         "{:?}",
         report.exits
@@ -107,9 +102,9 @@ fn vioapic_ro_page_posted_mask_loses_and_reorders_nothing_under_racing_raises() 
     // event consumed twice or out of order; interrupts already on their way
     // when the mask was posted may arrive and are spurious to the guest.
     let report = run(&config).unwrap_or_else(|err| panic!("ro-page race: {err}"));
-    assert_eq!(result(&report, "events"), 3_000.0);
+    assert_eq!(results_of!(report, Vioapic).events, 3_000);
     assert!(
-        result(&report, "mask_toggles") > 0.0,
+        results_of!(report, Vioapic).mask_toggles > 0,
         "{:?}",
         report.results
     );
@@ -121,10 +116,10 @@ fn vioapic_pv_traps_only_the_unmask() {
         return;
     }
     let report = vioapic(VioapicMode::Pv);
-    assert_eq!(result(&report, "trapped_reads"), 0.0);
+    assert_eq!(results_of!(report, Vioapic).trapped_reads, 0);
     assert_eq!(report.interrupts, EVENTS);
     assert_eq!(
-        userspace_exits(&report, "mmio"),
+        userspace_exits(&report, UserspaceExit::Mmio),
         EVENTS,
         "one UNMASK write per interrupt: {:?}",
         report.exits
@@ -140,13 +135,13 @@ fn vioapic_kernel_level_needs_no_userspace_exit() {
     let Some(report) = common::vioapic_kernel_level(EVENTS, |_| {}) else {
         return;
     };
-    assert_eq!(result(&report, "trapped_reads"), 0.0);
-    assert_eq!(result(&report, "trapped_writes"), 0.0);
+    assert_eq!(results_of!(report, Vioapic).trapped_reads, 0);
+    assert_eq!(results_of!(report, Vioapic).trapped_writes, 0);
     assert_eq!(report.exits.userspace, 0, "{:?}", report.exits);
     // Spurious interrupts (duplicate deliveries) are serviced as nothing
     // to do; every event still took an interrupt of its own.
     assert!(report.interrupts >= EVENTS);
-    assert_eq!(result(&report, "events"), f64_of(EVENTS));
+    assert_eq!(results_of!(report, Vioapic).events, EVENTS);
 }
 
 /// A LAPIC that holds nothing in service (a second kvm_pvm host's), as the
@@ -201,9 +196,9 @@ fn vioapic_pv_survives_raises_racing_mask_and_unmask() {
         // with none in flight, or if the guest never got an event (a lost
         // interrupt leaves it halted until the watchdog).
         let report = run(&config).unwrap_or_else(|err| panic!("{mode} race: {err}"));
-        assert_eq!(result(&report, "events"), 3_000.0, "{mode}");
+        assert_eq!(results_of!(report, Vioapic).events, 3_000, "{mode}");
         assert!(
-            result(&report, "mask_toggles") > 0.0,
+            results_of!(report, Vioapic).mask_toggles > 0,
             "{mode}: the guest never masked outside its handler: {:?}",
             report.results
         );
@@ -239,15 +234,20 @@ fn io_batch_turns_eleven_exits_per_command_into_one() {
     assert_eq!(writes.commands, Some(300));
     assert_eq!(batched.commands, Some(300));
     assert_eq!(
-        userspace_exits(&writes, "io"),
+        userspace_exits(&writes, UserspaceExit::Io),
         WRITES_PER_COMMAND * 300,
         "{:?}",
         writes.exits
     );
-    assert_eq!(userspace_exits(&batched, "io"), 300, "{:?}", batched.exits);
     assert_eq!(
-        result(&writes, "device_digest"),
-        result(&batched, "device_digest"),
+        userspace_exits(&batched, UserspaceExit::Io),
+        300,
+        "{:?}",
+        batched.exits
+    );
+    assert_eq!(
+        results_of!(writes, IoBatch).device_digest,
+        results_of!(batched, IoBatch).device_digest,
         "the disk must end in the same state both ways"
     );
 }
@@ -265,11 +265,9 @@ fn tick_scaling_cuts_timer_interrupts_by_k_unseen_by_the_guest() {
         }));
         let report = run(&config).unwrap_or_else(|err| panic!("tick K={scale}: {err}"));
         // bench::run fails if the guest read back a count it never wrote.
-        assert!(result(&report, "max_count_read") <= result(&report, "guest_reload"));
-        assert_eq!(
-            result(&report, "effective_reload"),
-            result(&report, "guest_reload") * f64::from(scale)
-        );
+        let tick = results_of!(report, Tick);
+        assert!(tick.max_count_read <= tick.guest_reload);
+        assert_eq!(tick.effective_reload, tick.guest_reload * u64::from(scale));
         report.interrupts
     };
     let (fast, slow) = (ticks(1), ticks(K));
@@ -295,15 +293,8 @@ fn broadcast_ipis_reach_every_other_vcpu() {
     }));
     config.common.vcpus = 4;
     let report = run(&config).expect("broadcast ipi runs");
-    for cpu in 1..4 {
-        assert_eq!(
-            result(&report, &format!("ipis_to_vcpu{cpu}")),
-            200.0,
-            "vCPU {cpu}"
-        );
-    }
     // Each answers with its own pong vector: none coalesce on vCPU 0.
-    assert_eq!(result(&report, "ipis_to_vcpu0"), 3.0 * 200.0);
+    assert_eq!(results_of!(report, Ipi).handled.0, [3 * 200, 200, 200, 200]);
     assert_eq!(report.latency_ns.as_ref().map(|l| l.samples), Some(200));
     assert!(report.exits.vcpu_cpu_s > 0.0, "the vCPU threads' CPU time");
 }

@@ -1,10 +1,10 @@
 //! Runs the guest on /dev/kvm and asserts exit counts (never times).
 //! The tests run one VM at a time (`common::run`).
 
+#[macro_use]
 mod common;
 
 use common::{one_vm_at_a_time, run, userspace_exits};
-use dirq_stats::round_u64;
 use dirq_vmm::bench::{lapic_check, BenchError};
 use dirq_vmm::config::params::{
     ExitCostParams, FaultParams, HaltWakeupParams, IpiParams, IrqLatencyParams, TimerLatencyParams,
@@ -16,6 +16,7 @@ use dirq_vmm::config::{
 };
 use dirq_vmm::devices::BusError;
 use dirq_vmm::exec::HostExec;
+use dirq_vmm::exits::UserspaceExit;
 use dirq_vmm::machine::MachineError;
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::trace::Tracing;
@@ -50,7 +51,10 @@ fn userspace_irqchip_costs_a_userspace_exit_per_interrupt() {
     if !require_kvm("userspace_irqchip_costs_a_userspace_exit_per_interrupt") {
         return;
     }
-    for (apic, eoi_exit) in [(ApicMode::X2apic, "msr_write"), (ApicMode::Xapic, "mmio")] {
+    for (apic, eoi_exit) in [
+        (ApicMode::X2apic, UserspaceExit::MsrWrite),
+        (ApicMode::Xapic, UserspaceExit::Mmio),
+    ] {
         let report = run(&irq_latency(Irqchip::Userspace, Inject::Vcpu, apic))
             .expect("userspace irq-latency runs");
         assert_eq!(report.interrupts, INTERRUPTS, "{apic}");
@@ -100,7 +104,7 @@ fn kernel_irqfd_delivers_without_userspace_exits() {
         // touch of a page in the window (natively a page fault traps:
         // pf_taken), and a couple of RDMSRs that deliver an interrupt held
         // while the VIF was clear.
-        let eois = INTERRUPTS - round_u64(report.results["pv_eoi_skips"]);
+        let eois = INTERRUPTS - results_of!(report, IrqLatency).pv_eoi_skips;
         let page_faults: u64 = report
             .exits
             .per_vcpu
@@ -142,7 +146,7 @@ fn native_mode_runs_a_million_iteration_loop_without_emulation() {
         let report = run(&config).expect("whileloop runs");
         assert_eq!(report.guest_exec, exec);
         assert_eq!(report.exec_warning, None);
-        let iterations = round_u64(report.results["loaded_iterations"]);
+        let iterations = results_of!(report, Whileloop).loaded_iterations;
         (iterations, kernel_exits(&report, "insn_emulation"))
     };
     let (iterations, emulated) = loop_run(GuestExec::Native, 20);
@@ -319,23 +323,14 @@ fn vcpu1_receives_ipis() {
         }));
         config.common.irqchip = irqchip;
         let report = run(&config).expect("ipi runs");
-        assert_eq!(
-            report.results.get("ipis_to_vcpu1"),
-            Some(&200.0),
-            "{irqchip}"
-        );
-        assert_eq!(
-            report.results.get("ipis_to_vcpu0"),
-            Some(&200.0),
-            "{irqchip}"
-        );
+        assert_eq!(results_of!(report, Ipi).handled.0, [200, 200], "{irqchip}");
         assert_eq!(report.interrupts, 400, "{irqchip}");
         if irqchip == Irqchip::Userspace {
             // Per round trip: two ICR writes and two EOIs, all x2APIC MSR
             // writes to the VMM. The target's last EOI follows its last
             // pong, so the sender may close the counted window before it
             // (seen on separate host CPUs too): at most that one is missed.
-            let writes = userspace_exits(&report, "msr_write");
+            let writes = userspace_exits(&report, UserspaceExit::MsrWrite);
             assert!(
                 (4 * 200 - 1..=4 * 200).contains(&writes),
                 "{writes}: {:?}",
@@ -369,7 +364,7 @@ fn timer_latency_exits_where_the_lapic_lives() {
         if irqchip == Irqchip::Userspace {
             // Arming the timer and the EOI: two MSR writes per expiry.
             assert_eq!(
-                userspace_exits(&report, "msr_write"),
+                userspace_exits(&report, UserspaceExit::MsrWrite),
                 2 * 200,
                 "{:?}",
                 report.exits
@@ -517,20 +512,17 @@ fn a_busy_ipi_target_loses_one_gap_of_its_loop_per_ping() {
     }));
     config.common.guest_idle = GuestIdle::Busy;
     let report = run(&config).expect("ipi runs");
-    let gaps = report.results.get("target_gaps").copied().unwrap_or(0.0);
+    let ipi = results_of!(report, Ipi);
+    let gaps = ipi.target_gaps.unwrap_or(0);
     if report.placement.shares_cpus() {
         // Most gaps hold the sender's time slice, past the guest's cap, and
         // are not timed; none is claimed beyond one per ping.
-        assert!(gaps <= 1_000.0, "{:?}", report.results);
+        assert!(gaps <= 1_000, "{ipi:?}");
         return;
     }
     // Every ping stops the loop once; host ticks and preemption add a few.
-    assert!((950.0..=1_500.0).contains(&gaps), "{:?}", report.results);
-    assert!(
-        report.results.get("target_gap_p50_ns") > report.results.get("send_p50_ns"),
-        "{:?}",
-        report.results
-    );
+    assert!((950..=1_500).contains(&gaps), "{ipi:?}");
+    assert!(ipi.target_gap_p50_ns > ipi.send_p50_ns, "{ipi:?}");
 }
 
 #[test]
@@ -540,7 +532,12 @@ fn exit_cost_run_counts_one_userspace_exit_per_out() {
     }
     let config = BenchConfig::from(BenchParams::ExitCost(ExitCostParams { count: 1_000 }));
     let report = run(&config).expect("exit-cost runs");
-    assert_eq!(userspace_exits(&report, "io"), 1_000, "{:?}", report.exits);
+    assert_eq!(
+        userspace_exits(&report, UserspaceExit::Io),
+        1_000,
+        "{:?}",
+        report.exits
+    );
     assert_eq!(report.exits.userspace, 1_000, "{:?}", report.exits);
 }
 

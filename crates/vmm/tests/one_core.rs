@@ -4,16 +4,17 @@
 //! and deliveries it has on a spread placement; counts are small so that
 //! the whole file stays within seconds. Never times.
 
+#[macro_use]
 mod common;
 
 use common::{run, userspace_exits};
-use dirq_stats::f64_of;
-use dirq_vmm::bench::{self, io_batch::WRITES_PER_COMMAND};
+use dirq_vmm::bench::io_batch::WRITES_PER_COMMAND;
 use dirq_vmm::config::params::{
     ExitCostParams, HaltWakeupParams, IoBatchParams, IpiParams, IrqLatencyParams, TickParams,
     TimerLatencyParams, VioapicParams, WhileloopParams,
 };
 use dirq_vmm::config::{BenchConfig, BenchParams, GuestIdle, Pin, VioapicMode};
+use dirq_vmm::exits::UserspaceExit;
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::RunReport;
 
@@ -38,14 +39,6 @@ fn run_on_one_core(params: BenchParams) -> RunReport {
     let note = report.placement.note(2).expect("a shared CPU is noted");
     assert!(note.contains("one host CPU"), "{note}");
     report
-}
-
-fn result(report: &RunReport, name: &str) -> f64 {
-    report
-        .results
-        .get(name)
-        .copied()
-        .unwrap_or_else(|| panic!("{}: no result {name}: {:?}", report.bench, report.results))
 }
 
 #[test]
@@ -89,8 +82,7 @@ fn ipi_on_one_core_answers_every_ping_into_a_busy_vcpu() {
     one_core(&mut config);
     let report = run(&config).unwrap_or_else(|err| panic!("ipi on one core: {err}"));
     assert!(report.placement.shares_cpus());
-    assert_eq!(result(&report, &bench::ipis_to_vcpu(1)), f64_of(ROUNDS));
-    assert_eq!(result(&report, &bench::ipis_to_vcpu(0)), f64_of(ROUNDS));
+    assert_eq!(results_of!(report, Ipi).handled.0, [ROUNDS, ROUNDS]);
 }
 
 #[test]
@@ -102,9 +94,10 @@ fn whileloop_on_one_core_finishes_its_loop_under_load() {
         rate_hz: 1_000,
         duration_ms: 50,
     }));
-    assert!(result(&report, bench::RAISED) > 0.0, "{:?}", report.results);
+    let whileloop = results_of!(report, Whileloop);
+    assert!(whileloop.raised > 0, "{whileloop:?}");
     assert!(report.interrupts > 0);
-    let share = result(&report, "guest_share");
+    let share = whileloop.guest_share;
     assert!(share > 0.0 && share <= 1.5, "{share}");
 }
 
@@ -114,7 +107,12 @@ fn exit_cost_on_one_core_counts_one_userspace_exit_per_out() {
         return;
     }
     let report = run_on_one_core(BenchParams::ExitCost(ExitCostParams { count: 200 }));
-    assert_eq!(userspace_exits(&report, "io"), 200, "{:?}", report.exits);
+    assert_eq!(
+        userspace_exits(&report, UserspaceExit::Io),
+        200,
+        "{:?}",
+        report.exits
+    );
 }
 
 #[test]
@@ -128,7 +126,7 @@ fn vioapic_on_one_core_consumes_every_event_at_every_level() {
             count: EVENTS,
             ..VioapicParams::default()
         }));
-        assert_eq!(result(&report, "events"), f64_of(EVENTS), "{mode}");
+        assert_eq!(results_of!(report, Vioapic).events, EVENTS, "{mode}");
         assert!(
             report.exits.userspace >= EVENTS,
             "{mode}: {:?}",
@@ -136,7 +134,7 @@ fn vioapic_on_one_core_consumes_every_event_at_every_level() {
         );
     }
     if let Some(report) = common::vioapic_kernel_level(EVENTS, one_core) {
-        assert_eq!(result(&report, "events"), f64_of(EVENTS));
+        assert_eq!(results_of!(report, Vioapic).events, EVENTS);
         assert_eq!(report.exits.userspace, 0, "{:?}", report.exits);
     }
 }
@@ -155,7 +153,7 @@ fn io_batch_on_one_core_completes_every_command_both_ways() {
         assert_eq!(report.commands, Some(COMMANDS));
         let exits_per_command = if io_batch { 1 } else { WRITES_PER_COMMAND };
         assert_eq!(
-            userspace_exits(&report, "io"),
+            userspace_exits(&report, UserspaceExit::Io),
             exits_per_command * COMMANDS,
             "batched {io_batch}: {:?}",
             report.exits

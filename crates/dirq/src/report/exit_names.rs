@@ -10,12 +10,7 @@ use dirq_vmm::exits::{exit_of_kvm_stat, UserspaceExit, VmxExit};
 pub fn vmx_name(reason: &str) -> String {
     VmxExit::from_name(reason)
         .or_else(|| exit_of_kvm_stat(reason))
-        .or_else(|| {
-            UserspaceExit::ALL
-                .into_iter()
-                .find(|exit| exit.name() == reason)
-                .map(VmxExit::from)
-        })
+        .or_else(|| reason.parse::<UserspaceExit>().ok().map(VmxExit::from))
         .map_or_else(|| reason.to_string(), |exit| exit.name().to_string())
 }
 

@@ -280,18 +280,23 @@ pub struct RealRun {
 impl From<&RunReport> for RealRun {
     fn from(report: &RunReport) -> Self {
         RealRun {
-            bench: report.bench.clone(),
+            bench: report.bench().name().to_string(),
             interrupts: report.interrupts,
             exits: RealExits {
                 userspace: report.exits.userspace,
                 by_reason: report.exits.by_reason.clone(),
                 by_category: report.exits.by_category.clone(),
-                userspace_time: report.exits.userspace_time.clone(),
+                userspace_time: report
+                    .exits
+                    .userspace_time
+                    .iter()
+                    .map(|(reason, time)| (reason.name().to_string(), *time))
+                    .collect(),
             },
             exits_per_interrupt: report.exits_per_interrupt,
             duration_s: report.duration_s,
             latency_ns: report.latency_ns.as_ref().map(Latency::from),
-            results: report.results.clone(),
+            results: report.results.figures(),
             latency_histogram: report
                 .latency_ns
                 .as_ref()
@@ -397,9 +402,10 @@ mod tests {
     #[test]
     fn a_real_run_converts_as_its_json_contract_reads() {
         use dirq_vmm::config::{Bench, BenchConfig, GuestExec};
-        use dirq_vmm::exits::ExitSummary;
+        use dirq_vmm::exits::{ExitSummary, UserspaceExit};
         use dirq_vmm::machine::{ExecOutcome, MachineFacts};
         use dirq_vmm::placement::Placement;
+        use dirq_vmm::results::{BenchResult, PvEoiCount};
 
         let exits = ExitSummary {
             total: 30,
@@ -407,7 +413,7 @@ mod tests {
             kernel: 20,
             by_reason: BTreeMap::from([("halt_exits".into(), 10), ("insn_emulation".into(), 4)]),
             by_category: BTreeMap::from([("HLT".into(), 10), ("MSR_WRITE".into(), 20)]),
-            userspace_by_reason: BTreeMap::from([("mmio".into(), 10)]),
+            userspace_by_reason: BTreeMap::from([(UserspaceExit::Mmio, 10)]),
             userspace_time: BTreeMap::new(),
             vcpu_cpu_s: 0.5,
             per_vcpu: Vec::new(),
@@ -418,7 +424,7 @@ mod tests {
             exits,
             LatencySummary::from_samples_ns(&[8_000, 9_000, 40_000]),
             1.0,
-            BTreeMap::from([("guest_share".into(), 0.9)]),
+            BenchResult::IrqLatency(PvEoiCount { pv_eoi_skips: 2 }),
             MachineFacts {
                 exec: ExecOutcome {
                     guest_exec: GuestExec::Hardware,

@@ -1,8 +1,6 @@
 //! `dirq run hostile --case <name>`: the host side of each attack (the
 //! cases and what the VMM must do with each are in `crate::hostile`).
 
-use std::collections::BTreeMap;
-
 use super::vioapic::{attach_controller, start_back_to_back, Controller, KernelLine};
 use super::{window_exits, BenchError};
 use crate::abi;
@@ -12,6 +10,7 @@ use crate::devices::msi_device::{self, DeviceEnv};
 use crate::hostile::{Expect, Target};
 use crate::machine::{self, Attach, DeviceThread, Extensions};
 use crate::report::RunReport;
+use crate::results::{BenchResult, NoFigures};
 
 /// Runs `params.hostile` and judges what the VMM did with it.
 pub(super) fn run(
@@ -89,7 +88,7 @@ pub(super) fn run(
         exits,
         None,
         duration_s,
-        BTreeMap::new(),
+        BenchResult::Hostile(NoFigures {}),
         output.facts,
     ))
 }

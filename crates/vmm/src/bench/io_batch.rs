@@ -3,7 +3,6 @@
 //! port writes to an ATA task file, one exit each, or records them and
 //! rings one doorbell that the VMM's bus replays.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use dirq_stats::{f64_of, ratio};
@@ -15,6 +14,7 @@ use crate::config::BenchConfig;
 use crate::devices::task_file::{self, TaskFile};
 use crate::machine::{self, Attach, Extensions};
 use crate::report::RunReport;
+use crate::results::{BenchResult, IoBatchResult};
 
 /// Port writes in one disk command (an LBA48 command setup).
 pub const WRITES_PER_COMMAND: u64 = 11;
@@ -61,18 +61,12 @@ pub(super) fn run(
     let seconds = cycles_to_seconds(cycles, output.tsc_khz);
     let (exits, duration_s) = window_exits(&output);
     let per_command = |value: u64| ratio(value, commands.max(1));
-    let mut results = BTreeMap::new();
-    for (name, value) in [
-        (
-            "commands_per_s",
-            f64_of(commands) / seconds.max(f64::MIN_POSITIVE),
-        ),
-        ("exits_per_command", per_command(exits.total)),
-        ("userspace_exits_per_command", per_command(exits.userspace)),
-        ("device_digest", f64::from(state.digest)),
-    ] {
-        results.insert(name.to_string(), value);
-    }
+    let results = BenchResult::IoBatch(IoBatchResult {
+        commands_per_s: f64_of(commands) / seconds.max(f64::MIN_POSITIVE),
+        exits_per_command: per_command(exits.total),
+        userspace_exits_per_command: per_command(exits.userspace),
+        device_digest: state.digest,
+    });
     let mut report = RunReport::new(config, 0, exits, None, duration_s, results, output.facts);
     report.commands = Some(commands);
     Ok(report)

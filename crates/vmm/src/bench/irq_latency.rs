@@ -2,8 +2,6 @@
 //! last was acknowledged, and times each round trip; `--compare` runs the
 //! userspace path against the best in-kernel one.
 
-use std::collections::BTreeMap;
-
 use dirq_stats::f64_of;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +14,7 @@ use crate::config::{
 use crate::devices::msi_device::{self, DeviceEnv};
 use crate::machine::{self, DeviceThread, Extensions};
 use crate::report::{LatencySummary, RunReport};
+use crate::results::{BenchResult, PvEoiCount};
 use crate::trace::{RunTrace, Tracing};
 
 pub(super) fn run(
@@ -70,8 +69,9 @@ fn run_recording(
     }
     let (exits, duration_s) = window_exits(&output);
     let round_trips = output.device.clone().unwrap_or_default();
-    let mut results = BTreeMap::new();
-    results.insert("pv_eoi_skips".into(), f64_of(shared.pv_eoi_skips));
+    let results = BenchResult::IrqLatency(PvEoiCount {
+        pv_eoi_skips: shared.pv_eoi_skips,
+    });
     let report = RunReport::new(
         config,
         handled,
@@ -147,7 +147,9 @@ pub fn compare(base: &BenchConfig) -> Result<Comparison, BenchError> {
         },
     };
     let floor = super::run(&floor)?;
-    let figure = |name: &str| exit_cost.results.get(name).copied().unwrap_or(0.0);
+    let BenchResult::ExitCost(cost) = &exit_cost.results else {
+        return Err(exit_cost.results.mismatch(Bench::ExitCost).into());
+    };
     let p50 = |report: &RunReport| {
         report
             .latency_ns
@@ -157,11 +159,11 @@ pub fn compare(base: &BenchConfig) -> Result<Comparison, BenchError> {
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     Ok(Comparison {
         p50_speedup: ratio(p50(&baseline), p50(&best)),
-        best_p50_in_kernel_exits: ratio(p50(&best), figure("kernel_exit_ns")),
+        best_p50_in_kernel_exits: ratio(p50(&best), cost.kernel_exit_ns),
         best_p50_over_ipi_floor: ratio(p50(&best), p50(&floor)),
         ipi_busy_p50_ns: p50(&floor),
-        userspace_exit_ns: figure("userspace_exit_ns"),
-        kernel_exit_ns: figure("kernel_exit_ns"),
+        userspace_exit_ns: cost.userspace_exit_ns,
+        kernel_exit_ns: cost.kernel_exit_ns,
         baseline,
         best,
     })

@@ -11,15 +11,14 @@ mod tick;
 mod vioapic;
 mod whileloop;
 
-use std::collections::BTreeMap;
-
 use dirq_stats::{f64_of, ratio};
 
 use crate::abi;
-use crate::config::{Bench, BenchConfig, BenchParams, ConfigError, FaultKind};
+use crate::config::{BenchConfig, BenchParams, ConfigError, FaultKind};
 use crate::exits::ExitSummary;
 use crate::machine::{self, Extensions, MachineError, MachineOutput};
 use crate::report::{LatencySummary, RunReport};
+use crate::results::{BenchResult, ExitCostResult, IpiResult, IpisByVcpu, PvEoiCount};
 
 /// The guest's END marker exits once inside the window; it is not the bench's.
 const WINDOW_MARKER_EXITS: u64 = 1;
@@ -41,6 +40,8 @@ pub enum BenchError {
     #[error("{bench}: {what}")]
     Invariant { bench: &'static str, what: String },
     #[error(transparent)]
+    ResultMismatch(#[from] crate::results::ResultMismatch),
+    #[error(transparent)]
     LapicCheck(#[from] lapic_check::LapicCheckError),
     /// The host cannot run what the bench measures; `why` says what it
     /// measured instead.
@@ -59,9 +60,21 @@ pub fn run_with_console(config: &BenchConfig, echo_console: bool) -> Result<RunR
     match &config.params {
         BenchParams::IrqLatency(params) => irq_latency::run(config, params, echo_console),
         BenchParams::Whileloop(params) => whileloop::run(config, params, echo_console),
-        BenchParams::TimerLatency(_) | BenchParams::Ipi(_) | BenchParams::ExitCost(_) => {
+        BenchParams::TimerLatency(_) => {
             let output = machine::run::<()>(config, echo_console, Extensions::default())?;
-            Ok(guest_measured(config, output))
+            Ok(guest_measured(config, output, |output| {
+                handled_and_skips(output, BenchResult::TimerLatency)
+            }))
+        }
+        BenchParams::Ipi(_) => {
+            let output = machine::run::<()>(config, echo_console, Extensions::default())?;
+            Ok(guest_measured(config, output, |output| {
+                ipi_figures(config, output)
+            }))
+        }
+        BenchParams::ExitCost(_) => {
+            let output = machine::run::<()>(config, echo_console, Extensions::default())?;
+            Ok(guest_measured(config, output, exit_cost_figures))
         }
         BenchParams::HaltWakeup(params) => {
             let output = machine::run::<()>(config, echo_console, Extensions::default())?;
@@ -73,7 +86,9 @@ pub fn run_with_console(config: &BenchConfig, echo_console: bool) -> Result<RunR
                     handled,
                 });
             }
-            Ok(guest_measured(config, output))
+            Ok(guest_measured(config, output, |output| {
+                handled_and_skips(output, BenchResult::HaltWakeup)
+            }))
         }
         BenchParams::Fault(params) => {
             machine::run::<()>(config, echo_console, Extensions::default())?;
@@ -133,89 +148,19 @@ fn saturating_sum(counts: &[u64]) -> u64 {
         .fold(0, |sum, &count| sum.saturating_add(count))
 }
 
-/// ipi with a busy unicast target: what a ping takes from the target's
-/// spin loop (its exit, injection, handler with the pong and EOI, and
-/// return), the median gap in the target's own TSC.
-pub const TARGET_GAP_NS: &str = "target_gap_p50_ns";
-
-/// whileloop: the interrupts the device thread raised (the guest may
-/// handle fewer: the rest merged into pending ones).
-pub const RAISED: &str = "raised";
-
-/// ipi: the result naming the IPIs vCPU `cpu` handled (vCPU 0: pongs;
-/// any other: pings).
-pub fn ipis_to_vcpu(cpu: usize) -> String {
-    format!("ipis_to_vcpu{cpu}")
-}
-
-/// ipi: how long the sender's ICR write (or hypercall) took, median.
-pub const SEND_NS: &str = "send_p50_ns";
-
-/// exit-cost: the median of one exit to the VMM (port I/O).
-pub const USERSPACE_EXIT_P50_NS: &str = "userspace_exit_p50_ns";
-
-/// exit-cost: the median of one exit handled inside KVM (RDMSR).
-pub const KERNEL_EXIT_P50_NS: &str = "kernel_exit_p50_ns";
-
-/// Benches whose figures the guest measures itself with its TSC.
-fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport {
-    let shared = &output.shared;
-    let tsc_khz = output.tsc_khz;
+/// Benches whose figures the guest measures itself with its TSC;
+/// `figures` reads the bench's own, with the interrupts it counts.
+fn guest_measured(
+    config: &BenchConfig,
+    output: MachineOutput<()>,
+    figures: impl FnOnce(&MachineOutput<()>) -> (u64, BenchResult),
+) -> RunReport {
     let samples_ns: Vec<u64> = output
         .samples
         .iter()
-        .map(|&c| cycles_to_ns(c, tsc_khz))
+        .map(|&c| cycles_to_ns(c, output.tsc_khz))
         .collect();
-    let mut results = BTreeMap::new();
-    let interrupts = match config.bench() {
-        Bench::ExitCost => {
-            let iterations = shared.result[abi::RESULT_EXIT_COST_ITERATIONS].max(1);
-            let per_exit = |cycles| ratio(cycles_to_ns(cycles, tsc_khz), iterations);
-            results.insert(
-                "userspace_exit_ns".into(),
-                per_exit(shared.result[abi::RESULT_EXIT_COST_USERSPACE_CYCLES]),
-            );
-            results.insert(
-                "kernel_exit_ns".into(),
-                per_exit(shared.result[abi::RESULT_EXIT_COST_KERNEL_CYCLES]),
-            );
-            let median = |slot| f64_of(cycles_to_ns(shared.result[slot], tsc_khz));
-            results.insert(
-                USERSPACE_EXIT_P50_NS.into(),
-                median(abi::RESULT_EXIT_COST_USERSPACE_P50_CYCLES),
-            );
-            results.insert(
-                KERNEL_EXIT_P50_NS.into(),
-                median(abi::RESULT_EXIT_COST_KERNEL_P50_CYCLES),
-            );
-            0
-        }
-        Bench::Ipi => {
-            for (cpu, handled) in shared
-                .handled
-                .iter()
-                .take(config.common.vcpus as usize)
-                .enumerate()
-            {
-                results.insert(ipis_to_vcpu(cpu), f64_of(*handled));
-            }
-            let send = shared.result[abi::RESULT_IPI_SEND_CYCLES];
-            if send > 0 {
-                results.insert(SEND_NS.into(), f64_of(cycles_to_ns(send, tsc_khz)));
-            }
-            let gap = shared.result[abi::RESULT_IPI_TARGET_GAP_CYCLES];
-            if gap > 0 {
-                results.insert(TARGET_GAP_NS.into(), f64_of(cycles_to_ns(gap, tsc_khz)));
-                results.insert(
-                    "target_gaps".into(),
-                    f64_of(shared.result[abi::RESULT_IPI_TARGET_GAPS]),
-                );
-            }
-            saturating_sum(&shared.handled)
-        }
-        _ => saturating_sum(&shared.handled),
-    };
-    results.insert("pv_eoi_skips".into(), f64_of(shared.pv_eoi_skips));
+    let (interrupts, results) = figures(&output);
     let (exits, duration_s) = window_exits(&output);
     RunReport::new(
         config,
@@ -227,6 +172,52 @@ fn guest_measured(config: &BenchConfig, output: MachineOutput<()>) -> RunReport 
         output.facts,
     )
 }
+
+/// Every interrupt the guest handled, and its skipped EOIs as `bench`'s figures.
+fn handled_and_skips(
+    output: &MachineOutput<()>,
+    bench: fn(PvEoiCount) -> BenchResult,
+) -> (u64, BenchResult) {
+    let counts = PvEoiCount {
+        pv_eoi_skips: output.shared.pv_eoi_skips,
+    };
+    (saturating_sum(&output.shared.handled), bench(counts))
+}
+
+/// exit-cost's two exits, timed; it counts no interrupts.
+fn exit_cost_figures(output: &MachineOutput<()>) -> (u64, BenchResult) {
+    let result = &output.shared.result;
+    let ns = |slot: usize| cycles_to_ns(result[slot], output.tsc_khz);
+    let iterations = result[abi::RESULT_EXIT_COST_ITERATIONS].max(1);
+    let cost = ExitCostResult {
+        userspace_exit_ns: ratio(ns(abi::RESULT_EXIT_COST_USERSPACE_CYCLES), iterations),
+        kernel_exit_ns: ratio(ns(abi::RESULT_EXIT_COST_KERNEL_CYCLES), iterations),
+        userspace_exit_p50_ns: ns(abi::RESULT_EXIT_COST_USERSPACE_P50_CYCLES),
+        kernel_exit_p50_ns: ns(abi::RESULT_EXIT_COST_KERNEL_P50_CYCLES),
+        pv_eoi_skips: output.shared.pv_eoi_skips,
+    };
+    (0, BenchResult::ExitCost(cost))
+}
+
+/// ipi: the IPIs each booted vCPU handled, and the costs the guest timed.
+fn ipi_figures(config: &BenchConfig, output: &MachineOutput<()>) -> (u64, BenchResult) {
+    let shared = &output.shared;
+    let vcpus = usize::try_from(config.common.vcpus).unwrap_or(usize::MAX);
+    // The guest leaves a figure it did not measure at 0.
+    let measured = |slot: usize| Some(shared.result[slot]).filter(|&cycles| cycles > 0);
+    let ns = |cycles| cycles_to_ns(cycles, output.tsc_khz);
+    let gap = measured(abi::RESULT_IPI_TARGET_GAP_CYCLES);
+    let ipi = IpiResult {
+        handled: IpisByVcpu(shared.handled.iter().take(vcpus).copied().collect()),
+        send_p50_ns: measured(abi::RESULT_IPI_SEND_CYCLES).map(ns),
+        target_gap_p50_ns: gap.map(ns),
+        target_gaps: gap.map(|_| shared.result[abi::RESULT_IPI_TARGET_GAPS]),
+        pv_eoi_skips: shared.pv_eoi_skips,
+    };
+    (saturating_sum(&shared.handled), BenchResult::Ipi(ipi))
+}
+
+pub use crate::results::{ipis_to_vcpu, RAISED};
 
 /// KVM's default halt_poll_ns: the best path polls as long as stock KVM would.
 pub const BEST_PATH_HALT_POLL_NS: u32 = 200_000;

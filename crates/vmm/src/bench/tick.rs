@@ -4,7 +4,6 @@
 //! slower (`--tick-scale K`) while the guest reads back only counts it
 //! programmed.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use dirq_stats::f64_of;
@@ -18,6 +17,7 @@ use crate::devices::pit::{self, PitDevice};
 use crate::interrupt::IoapicDevice;
 use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError};
 use crate::report::RunReport;
+use crate::results::{BenchResult, TickResult};
 
 /// Runs the tick bench with the PIT slowed `params.tick_scale` times.
 pub(super) fn run(
@@ -79,35 +79,20 @@ pub(super) fn run(
     let loaded = result(abi::RESULT_TICK_LOADED_CYCLES);
     let loaded_s = cycles_to_seconds(loaded, output.tsc_khz);
     let (exits, duration_s) = window_exits(&output);
-    let mut results = BTreeMap::new();
-    for (name, value) in [
-        ("timer_interrupts", f64_of(ticks)),
-        (
-            "timer_interrupts_per_s",
-            f64_of(ticks) / loaded_s.max(f64::MIN_POSITIVE),
+    let results = BenchResult::Tick(TickResult {
+        timer_interrupts: ticks,
+        timer_interrupts_per_s: f64_of(ticks) / loaded_s.max(f64::MIN_POSITIVE),
+        exits_per_s: f64_of(exits.total) / duration_s.max(f64::MIN_POSITIVE),
+        guest_share: guest_share(
+            result(abi::RESULT_TICK_ITERATIONS),
+            result(abi::RESULT_TICK_BASELINE_CYCLES),
+            result(abi::RESULT_TICK_LOADED_ITERATIONS),
+            loaded,
         ),
-        (
-            "exits_per_s",
-            f64_of(exits.total) / duration_s.max(f64::MIN_POSITIVE),
-        ),
-        (
-            "guest_share",
-            guest_share(
-                result(abi::RESULT_TICK_ITERATIONS),
-                result(abi::RESULT_TICK_BASELINE_CYCLES),
-                result(abi::RESULT_TICK_LOADED_ITERATIONS),
-                loaded,
-            ),
-        ),
-        ("guest_reload", f64_of(reload)),
-        ("max_count_read", f64_of(max_read)),
-        (
-            "effective_reload",
-            f64::from(pit.reload_count()) * f64::from(params.tick_scale),
-        ),
-    ] {
-        results.insert(name.to_string(), value);
-    }
+        guest_reload: reload,
+        max_count_read: max_read,
+        effective_reload: u64::from(pit.reload_count()) * u64::from(params.tick_scale),
+    });
     Ok(RunReport::new(
         config,
         ticks,

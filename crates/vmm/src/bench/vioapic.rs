@@ -5,7 +5,6 @@
 //! (KVM's IOAPIC), in the VMM behind a read-only mirror page, or in the VMM
 //! with a paravirtual MASK. The guest's side is guest/bench_vioapic.c.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -24,6 +23,7 @@ use crate::interrupt::InterruptError;
 use crate::machine::{self, Attach, DeviceThread, Extensions, MachineError, MachineOutput};
 use crate::memory;
 use crate::report::RunReport;
+use crate::results::{BenchResult, VioapicResult};
 use dirq_arch::vioapic::REG_MASK;
 
 /// The slot after guest RAM's.
@@ -140,34 +140,17 @@ pub(super) fn run(
     // no work, though its cycles count against the rest.
     let cycles = result(abi::RESULT_VIOAPIC_CYCLES);
     let seconds = cycles_to_seconds(cycles, output.tsc_khz);
-    let mut results = BTreeMap::new();
-    for (name, value) in [
-        ("events", f64_of(events)),
-        (
-            "interrupts_per_s",
-            f64_of(events) / seconds.max(f64::MIN_POSITIVE),
-        ),
-        ("host_cycles_per_interrupt", ratio(cycles, events.max(1))),
-        // What the guest's sequence does; `trapped_*` is what exited.
-        (
-            "register_reads_per_interrupt",
-            f64_of(result(abi::RESULT_VIOAPIC_READS)),
-        ),
-        (
-            "register_writes_per_interrupt",
-            f64_of(result(abi::RESULT_VIOAPIC_WRITES)),
-        ),
-        // Accesses that exited to the VMM's controller (0 at the kernel level).
-        ("trapped_reads", f64_of(vmm_reads)),
-        ("trapped_writes", f64_of(vmm_writes)),
-        ("spurious", f64_of(spurious)),
-        (
-            "mask_toggles",
-            f64_of(result(abi::RESULT_VIOAPIC_MASK_TOGGLES)),
-        ),
-    ] {
-        results.insert(name.to_string(), value);
-    }
+    let results = BenchResult::Vioapic(VioapicResult {
+        events,
+        interrupts_per_s: f64_of(events) / seconds.max(f64::MIN_POSITIVE),
+        host_cycles_per_interrupt: ratio(cycles, events.max(1)),
+        register_reads_per_interrupt: result(abi::RESULT_VIOAPIC_READS),
+        register_writes_per_interrupt: result(abi::RESULT_VIOAPIC_WRITES),
+        trapped_reads: vmm_reads,
+        trapped_writes: vmm_writes,
+        spurious,
+        mask_toggles: result(abi::RESULT_VIOAPIC_MASK_TOGGLES),
+    });
     let (exits, duration_s) = window_exits(&output);
     Ok(RunReport::new(
         config,

@@ -1,10 +1,6 @@
 //! `dirq run whileloop`: a compute loop's slowdown under a device thread
 //! raising interrupts at a fixed rate.
 
-use std::collections::BTreeMap;
-
-use dirq_stats::f64_of;
-
 use super::{cycles_to_ns, guest_share, window_exits, BenchError};
 use crate::abi;
 use crate::config::params::WhileloopParams;
@@ -12,6 +8,7 @@ use crate::config::BenchConfig;
 use crate::devices::msi_device::{self, DeviceEnv};
 use crate::machine::{self, DeviceThread, Extensions};
 use crate::report::RunReport;
+use crate::results::{BenchResult, WhileloopResult};
 
 pub(super) fn run(
     config: &BenchConfig,
@@ -34,23 +31,14 @@ pub(super) fn run(
     let loaded = shared.result[abi::RESULT_WHILELOOP_LOADED_CYCLES];
     let iterations = shared.result[abi::RESULT_WHILELOOP_ITERATIONS];
     let loaded_iterations = shared.result[abi::RESULT_WHILELOOP_LOADED_ITERATIONS];
-    let mut results = BTreeMap::new();
-    results.insert(super::RAISED.into(), f64_of(output.device.unwrap_or(0)));
-    results.insert("iterations".into(), f64_of(iterations));
-    // Below `iterations` when the guest gave up at its slowdown cap.
-    results.insert("loaded_iterations".into(), f64_of(loaded_iterations));
-    results.insert(
-        "baseline_ns".into(),
-        f64_of(cycles_to_ns(baseline, output.tsc_khz)),
-    );
-    results.insert(
-        "loaded_ns".into(),
-        f64_of(cycles_to_ns(loaded, output.tsc_khz)),
-    );
-    results.insert(
-        "guest_share".into(),
-        guest_share(iterations, baseline, loaded_iterations, loaded),
-    );
+    let results = BenchResult::Whileloop(WhileloopResult {
+        raised: output.device.unwrap_or(0),
+        iterations,
+        loaded_iterations,
+        baseline_ns: cycles_to_ns(baseline, output.tsc_khz),
+        loaded_ns: cycles_to_ns(loaded, output.tsc_khz),
+        guest_share: guest_share(iterations, baseline, loaded_iterations, loaded),
+    });
     let (exits, duration_s) = window_exits(&output);
     Ok(RunReport::new(
         config,

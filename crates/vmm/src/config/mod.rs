@@ -48,11 +48,15 @@ fn names(benches: &[Bench]) -> String {
     names.join(", ")
 }
 
-/// Defines a string-valued enum: `FromStr`, `Display`, serde as the string.
+/// Defines a string-valued enum: `FromStr`, `Display`, serde as the string,
+/// each value's name written once.
 macro_rules! named_enum {
     ($(#[$meta:meta])* $name:ident, $what:literal, { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[derive(
+            Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+            ::serde::Serialize, ::serde::Deserialize,
+        )]
         pub enum $name {
             $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
         }
@@ -70,18 +74,18 @@ macro_rules! named_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.name())
             }
         }
 
-        impl FromStr for $name {
-            type Err = ConfigError;
-            fn from_str(value: &str) -> Result<Self, ConfigError> {
+        impl ::std::str::FromStr for $name {
+            type Err = $crate::config::ConfigError;
+            fn from_str(value: &str) -> Result<Self, $crate::config::ConfigError> {
                 match value {
                     $($text => Ok($name::$variant),)+
-                    _ => Err(ConfigError::UnknownValue {
+                    _ => Err($crate::config::ConfigError::UnknownValue {
                         what: $what,
                         value: value.to_string(),
                         expected: $name::names(),
@@ -91,6 +95,8 @@ macro_rules! named_enum {
         }
     };
 }
+
+pub(crate) use named_enum;
 
 named_enum!(
     /// The benchmark the guest runs.

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use super::Settings;
 use crate::bench::BenchError;
 use crate::config::params::IoBatchParams;
-use crate::config::{BenchConfig, BenchParams};
-use crate::report::RunReport;
+use crate::config::{Bench, BenchConfig, BenchParams};
+use crate::report::{BenchResult, RunReport};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IoBatchRow {
@@ -47,21 +47,27 @@ pub fn compare(settings: Settings) -> Result<IoBatchTable, BenchError> {
         .into_iter()
         .map(|batched| crate::bench::run(&comparison_config(batched, settings)))
         .collect::<Result<Vec<_>, _>>()?;
-    let figure = |run: &RunReport, name: &str| run.results.get(name).copied().unwrap_or(0.0);
+    let results = runs
+        .iter()
+        .map(|run| match &run.results {
+            BenchResult::IoBatch(result) => Ok(result),
+            other => Err(other.mismatch(Bench::IoBatch)),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let rows: Vec<IoBatchRow> = BATCHED
         .into_iter()
-        .zip(&runs)
-        .map(|(batched, run)| IoBatchRow {
+        .zip(runs.iter().zip(&results))
+        .map(|(batched, (run, result))| IoBatchRow {
             batched,
             commands: run.commands.unwrap_or(0),
-            commands_per_s: figure(run, "commands_per_s"),
-            exits_per_command: figure(run, "exits_per_command"),
-            userspace_exits_per_command: figure(run, "userspace_exits_per_command"),
+            commands_per_s: result.commands_per_s,
+            exits_per_command: result.exits_per_command,
+            userspace_exits_per_command: result.userspace_exits_per_command,
         })
         .collect();
-    let device_state_identical = runs
+    let device_state_identical = results
         .windows(2)
-        .all(|pair| figure(&pair[0], "device_digest") == figure(&pair[1], "device_digest"))
+        .all(|pair| pair[0].device_digest == pair[1].device_digest)
         && rows
             .windows(2)
             .all(|pair| pair[0].commands == pair[1].commands);

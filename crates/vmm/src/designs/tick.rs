@@ -4,14 +4,13 @@
 
 use std::fmt;
 
-use dirq_stats::round_u64;
 use serde::{Deserialize, Serialize};
 
 use super::Settings;
 use crate::bench::BenchError;
 use crate::config::params::TickParams;
-use crate::config::{BenchConfig, BenchParams};
-use crate::report::RunReport;
+use crate::config::{Bench, BenchConfig, BenchParams};
+use crate::report::{BenchResult, RunReport};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TickRow {
@@ -48,20 +47,24 @@ pub fn compare(settings: Settings) -> Result<TickTable, BenchError> {
         .iter()
         .map(|&scale| crate::bench::run(&comparison_config(scale, settings)))
         .collect::<Result<Vec<_>, _>>()?;
-    let figure = |run: &RunReport, name: &str| run.results.get(name).copied().unwrap_or(0.0);
     let rows = COMPARED_SCALES
         .into_iter()
         .zip(&runs)
-        .map(|(scale, run)| TickRow {
-            scale,
-            timer_interrupts: run.interrupts,
-            timer_interrupts_per_s: figure(run, "timer_interrupts_per_s"),
-            exits_per_s: figure(run, "exits_per_s"),
-            guest_share: figure(run, "guest_share"),
-            max_count_read: round_u64(figure(run, "max_count_read")),
-            guest_reload: round_u64(figure(run, "guest_reload")),
+        .map(|(scale, run)| {
+            let BenchResult::Tick(tick) = &run.results else {
+                return Err(run.results.mismatch(Bench::Tick).into());
+            };
+            Ok(TickRow {
+                scale,
+                timer_interrupts: run.interrupts,
+                timer_interrupts_per_s: tick.timer_interrupts_per_s,
+                exits_per_s: tick.exits_per_s,
+                guest_share: tick.guest_share,
+                max_count_read: tick.max_count_read,
+                guest_reload: tick.guest_reload,
+            })
         })
-        .collect();
+        .collect::<Result<_, BenchError>>()?;
     Ok(TickTable { rows, runs })
 }
 

@@ -5,14 +5,15 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use dirq_stats::f64_of;
+use dirq_stats::{f64_of, ratio};
 use serde::{Deserialize, Serialize};
 
 use super::{per_interrupt_by_category, Settings};
 use crate::bench::{BenchError, BEST_PATH_HALT_POLL_NS};
 use crate::config::params::VioapicParams;
-use crate::config::{BenchConfig, BenchParams, HaltMode, VioapicMode};
+use crate::config::{Bench, BenchConfig, BenchParams, HaltMode, VioapicMode};
 use crate::report::RunReport;
+use crate::results::{BenchResult, ResultMismatch};
 
 /// One level's row of the comparison.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,7 +67,7 @@ pub fn compare(settings: Settings) -> Result<VioapicTable, BenchError> {
     for &mode in VioapicMode::ALL {
         match crate::bench::run(&comparison_config(mode, settings)) {
             Ok(run) => {
-                rows.push(measured_row(mode, &run));
+                rows.push(measured_row(mode, &run)?);
                 runs.push(run);
             }
             Err(BenchError::NotMeasurable { why, .. }) => rows.push(VioapicRow {
@@ -97,23 +98,28 @@ pub fn compare(settings: Settings) -> Result<VioapicTable, BenchError> {
 }
 
 /// A level's row from its run; the speedup is filled in beside the others.
-fn measured_row(mode: VioapicMode, run: &RunReport) -> VioapicRow {
-    let figure = |name: &str| run.results.get(name).copied().unwrap_or(0.0);
-    VioapicRow {
+fn measured_row(mode: VioapicMode, run: &RunReport) -> Result<VioapicRow, ResultMismatch> {
+    let BenchResult::Vioapic(vioapic) = &run.results else {
+        return Err(run.results.mismatch(Bench::Vioapic));
+    };
+    Ok(VioapicRow {
         mode,
         interrupts: run.interrupts,
-        interrupts_per_s: figure("interrupts_per_s"),
-        host_cycles_per_interrupt: figure("host_cycles_per_interrupt"),
-        register_accesses_per_interrupt: figure("register_reads_per_interrupt")
-            + figure("register_writes_per_interrupt"),
-        trapped_accesses_per_interrupt: (figure("trapped_reads") + figure("trapped_writes"))
-            / f64_of(run.interrupts.max(1)),
+        interrupts_per_s: vioapic.interrupts_per_s,
+        host_cycles_per_interrupt: vioapic.host_cycles_per_interrupt,
+        register_accesses_per_interrupt: f64_of(
+            vioapic.register_reads_per_interrupt + vioapic.register_writes_per_interrupt,
+        ),
+        trapped_accesses_per_interrupt: ratio(
+            vioapic.trapped_reads + vioapic.trapped_writes,
+            run.interrupts.max(1),
+        ),
         exits_per_interrupt: run.exits_per_interrupt,
         userspace_exits_per_interrupt: run.userspace_exits_per_interrupt,
         exits_by_reason_per_interrupt: per_interrupt_by_category(run),
         speedup_vs_userspace: 0.0,
         not_measurable: None,
-    }
+    })
 }
 
 impl fmt::Display for VioapicTable {

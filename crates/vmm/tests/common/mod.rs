@@ -8,6 +8,7 @@ use dirq_vmm::bench::lapic_check::{self, LapicInService};
 use dirq_vmm::bench::{self, BenchError};
 use dirq_vmm::config::params::VioapicParams;
 use dirq_vmm::config::{BenchParams, VioapicMode};
+use dirq_vmm::exits::UserspaceExit;
 use dirq_vmm::{BenchConfig, RunReport};
 
 /// Concurrent VMs on a small host would only make each other slower.
@@ -22,13 +23,24 @@ pub fn run(config: &BenchConfig) -> Result<RunReport, BenchError> {
     bench::run(config)
 }
 
-pub fn userspace_exits(report: &RunReport, reason: &str) -> u64 {
+pub fn userspace_exits(report: &RunReport, reason: UserspaceExit) -> u64 {
     report
         .exits
         .userspace_by_reason
-        .get(reason)
+        .get(&reason)
         .copied()
         .unwrap_or(0)
+}
+
+/// The figures of `$report`, a run of `$bench` (a `BenchResult` variant).
+#[macro_export]
+macro_rules! results_of {
+    ($report:expr, $bench:ident) => {
+        match &$report.results {
+            dirq_vmm::results::BenchResult::$bench(figures) => figures,
+            other => panic!("expected {} results, got {other:?}", stringify!($bench)),
+        }
+    };
 }
 
 /// vioapic's kernel level with `count` events, changed by `adjust`: its

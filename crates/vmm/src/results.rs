@@ -1,0 +1,351 @@
+//! What each bench measured beyond exits and latency: one type per bench,
+//! so that a reader names a field the compiler checks instead of looking a
+//! string up in a map. In `dirq run --json` the bench's name stays under
+//! `bench` and its figures under `results`, as one object of named numbers.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::config::Bench;
+
+/// Defines `BenchResult`, one variant per bench that reports, named as
+/// `Bench`'s variant, and the bench of each.
+macro_rules! bench_results {
+    ($($bench:ident($result:ty)),+ $(,)?) => {
+        /// A bench's own figures, tagged by the bench: serialized as
+        /// `"bench": <name>, "results": {<figure>: <number>, ...}`.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "bench", content = "results", rename_all = "kebab-case")]
+        pub enum BenchResult {
+            $($bench($result)),+
+        }
+
+        impl BenchResult {
+            pub fn bench(&self) -> Bench {
+                match self {
+                    $(BenchResult::$bench(_) => Bench::$bench),+
+                }
+            }
+        }
+    };
+}
+
+bench_results!(
+    IrqLatency(PvEoiCount),
+    TimerLatency(PvEoiCount),
+    Ipi(IpiResult),
+    Whileloop(WhileloopResult),
+    ExitCost(ExitCostResult),
+    Vioapic(VioapicResult),
+    IoBatch(IoBatchResult),
+    Tick(TickResult),
+    HaltWakeup(PvEoiCount),
+    Hostile(NoFigures),
+);
+
+/// A run's results were not those of the bench its reader expected.
+#[derive(Debug, thiserror::Error)]
+#[error("expected {expected} results, got {got}'s")]
+pub struct ResultMismatch {
+    pub expected: Bench,
+    pub got: Bench,
+}
+
+impl BenchResult {
+    /// EOIs the guest skipped because KVM's PV EOI flag said none was
+    /// needed, for the benches whose guest counts them.
+    pub fn pv_eoi_skips(&self) -> Option<u64> {
+        match self {
+            BenchResult::IrqLatency(counts)
+            | BenchResult::TimerLatency(counts)
+            | BenchResult::HaltWakeup(counts) => Some(counts.pv_eoi_skips),
+            BenchResult::Ipi(ipi) => Some(ipi.pv_eoi_skips),
+            BenchResult::ExitCost(cost) => Some(cost.pv_eoi_skips),
+            _ => None,
+        }
+    }
+
+    /// The figures by the names `dirq run --json` gives them, as numbers.
+    pub fn figures(&self) -> BTreeMap<String, f64> {
+        let figures = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(mut object)) => object.remove("results"),
+            _ => None,
+        };
+        let Some(serde_json::Value::Object(figures)) = figures else {
+            return BTreeMap::new();
+        };
+        figures
+            .into_iter()
+            .filter_map(|(name, value)| Some((name, value.as_f64()?)))
+            .collect()
+    }
+
+    /// The error a reader gives when these are not `expected`'s results.
+    pub fn mismatch(&self, expected: Bench) -> ResultMismatch {
+        ResultMismatch {
+            expected,
+            got: self.bench(),
+        }
+    }
+}
+
+/// A bench with no figures of its own (hostile: the verdict is the run).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NoFigures {}
+
+/// irq-latency, timer-latency, halt-wakeup: the guest measures latency
+/// itself and counts only its skipped EOIs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PvEoiCount {
+    pub pv_eoi_skips: u64,
+}
+
+/// ipi: the IPIs each vCPU handled, and the sender's and a busy target's
+/// costs where the guest measured them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IpiResult {
+    /// vCPU 0: pongs; any other: pings.
+    #[serde(flatten)]
+    pub handled: IpisByVcpu,
+    /// How long the sender's ICR write (or hypercall) took, median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_p50_ns: Option<u64>,
+    /// With a busy unicast target: what a ping takes from the target's
+    /// spin loop (its exit, injection, handler with the pong and EOI, and
+    /// return), the median gap in the target's own TSC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_gap_p50_ns: Option<u64>,
+    /// The gaps behind `target_gap_p50_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_gaps: Option<u64>,
+    pub pv_eoi_skips: u64,
+}
+
+/// The IPIs vCPU `i` handled at index `i`; in JSON one figure per vCPU,
+/// named by [`ipis_to_vcpu`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IpisByVcpu(pub Vec<u64>);
+
+/// The figure naming the IPIs vCPU `cpu` handled.
+pub fn ipis_to_vcpu(cpu: usize) -> String {
+    format!("{IPIS_TO_VCPU}{cpu}")
+}
+
+const IPIS_TO_VCPU: &str = "ipis_to_vcpu";
+
+impl Serialize for IpisByVcpu {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (cpu, handled) in self.0.iter().enumerate() {
+            map.serialize_entry(&ipis_to_vcpu(cpu), handled)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for IpisByVcpu {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ByName;
+        impl<'de> Visitor<'de> for ByName {
+            type Value = IpisByVcpu;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(f, "{IPIS_TO_VCPU}<cpu> figures")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IpisByVcpu, A::Error> {
+                let mut handled = BTreeMap::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    match name
+                        .strip_prefix(IPIS_TO_VCPU)
+                        .and_then(|cpu| cpu.parse::<usize>().ok())
+                    {
+                        Some(cpu) => {
+                            handled.insert(cpu, map.next_value::<u64>()?);
+                        }
+                        None => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                let cpus = handled.keys().next_back().map_or(0, |last| last + 1);
+                let mut by_vcpu = vec![0; cpus];
+                for (cpu, count) in handled {
+                    by_vcpu[cpu] = count;
+                }
+                Ok(IpisByVcpu(by_vcpu))
+            }
+        }
+        deserializer.deserialize_map(ByName)
+    }
+}
+
+/// whileloop's figure naming the interrupts the device raised, as the
+/// report reads it from the figures.
+pub const RAISED: &str = "raised";
+
+/// exit-cost: one exit to the VMM (port I/O) and one handled inside KVM
+/// (RDMSR), mean and median.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExitCostResult {
+    pub userspace_exit_ns: f64,
+    pub kernel_exit_ns: f64,
+    pub userspace_exit_p50_ns: u64,
+    pub kernel_exit_p50_ns: u64,
+    pub pv_eoi_skips: u64,
+}
+
+/// whileloop: the compute loop alone and under the device's interrupts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WhileloopResult {
+    /// The interrupts the device thread raised (the guest may handle
+    /// fewer: the rest merged into pending ones).
+    pub raised: u64,
+    pub iterations: u64,
+    /// Below `iterations` when the guest gave up at its slowdown cap.
+    pub loaded_iterations: u64,
+    pub baseline_ns: u64,
+    pub loaded_ns: u64,
+    /// The share of the CPU the loop kept under the load.
+    pub guest_share: f64,
+}
+
+/// tick: the compute loop under the PIT tick, and what the guest read back.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TickResult {
+    pub timer_interrupts: u64,
+    pub timer_interrupts_per_s: f64,
+    pub exits_per_s: f64,
+    pub guest_share: f64,
+    /// The reload count the guest programmed.
+    pub guest_reload: u64,
+    /// The largest count the guest read back: never beyond its reload.
+    pub max_count_read: u64,
+    /// The reload the VMM's PIT ran: the guest's, times the scale.
+    pub effective_reload: u64,
+}
+
+/// io-batch: disk commands, one exit per port write or one per doorbell.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IoBatchResult {
+    pub commands_per_s: f64,
+    pub exits_per_command: f64,
+    pub userspace_exits_per_command: f64,
+    /// A digest of the disk's registers after the last command: equal
+    /// digests, equal disk state, batched or not.
+    pub device_digest: u32,
+}
+
+/// vioapic: level-triggered device events serviced through the controller.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct VioapicResult {
+    /// Device events serviced (spurious interrupts do no work).
+    pub events: u64,
+    pub interrupts_per_s: f64,
+    pub host_cycles_per_interrupt: f64,
+    /// What the guest's sequence does per interrupt; `trapped_*` is what
+    /// exited to the VMM's controller (0 at the kernel level).
+    pub register_reads_per_interrupt: u64,
+    pub register_writes_per_interrupt: u64,
+    pub trapped_reads: u64,
+    pub trapped_writes: u64,
+    pub spurious: u64,
+    pub mask_toggles: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every_variant() -> Vec<BenchResult> {
+        vec![
+            BenchResult::IrqLatency(PvEoiCount { pv_eoi_skips: 3 }),
+            BenchResult::TimerLatency(PvEoiCount::default()),
+            BenchResult::Ipi(IpiResult {
+                handled: IpisByVcpu(vec![200, 100, 100]),
+                send_p50_ns: Some(900),
+                ..IpiResult::default()
+            }),
+            BenchResult::Whileloop(WhileloopResult {
+                raised: 5,
+                guest_share: 0.5,
+                ..WhileloopResult::default()
+            }),
+            BenchResult::ExitCost(ExitCostResult::default()),
+            BenchResult::Vioapic(VioapicResult::default()),
+            BenchResult::IoBatch(IoBatchResult {
+                device_digest: 0xdead_beef,
+                ..IoBatchResult::default()
+            }),
+            BenchResult::Tick(TickResult::default()),
+            BenchResult::HaltWakeup(PvEoiCount::default()),
+            BenchResult::Hostile(NoFigures {}),
+        ]
+    }
+
+    #[test]
+    fn each_result_is_tagged_with_its_benchs_name_and_round_trips() {
+        for result in every_variant() {
+            let json = serde_json::to_value(&result).expect("serializes");
+            assert_eq!(
+                json["bench"],
+                serde_json::to_value(result.bench()).expect("a bench serializes"),
+                "{json}"
+            );
+            assert!(json["results"].is_object(), "{json}");
+            let back: BenchResult = serde_json::from_value(json).expect("deserializes");
+            assert_eq!(back, result);
+        }
+    }
+
+    #[test]
+    fn every_bench_that_reports_has_its_result_type() {
+        let tagged: Vec<Bench> = every_variant().iter().map(BenchResult::bench).collect();
+        let reporting: Vec<Bench> = Bench::ALL
+            .iter()
+            .copied()
+            .filter(|&bench| bench != Bench::Fault)
+            .collect();
+        assert_eq!(tagged, reporting);
+    }
+
+    #[test]
+    fn figures_keep_the_names_users_read() {
+        let ipi = BenchResult::Ipi(IpiResult {
+            handled: IpisByVcpu(vec![200, 100]),
+            send_p50_ns: Some(900),
+            pv_eoi_skips: 1,
+            ..IpiResult::default()
+        });
+        let figures = ipi.figures();
+        let names: Vec<&str> = figures.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "ipis_to_vcpu0",
+                "ipis_to_vcpu1",
+                "pv_eoi_skips",
+                "send_p50_ns"
+            ]
+        );
+        assert_eq!(figures[&ipis_to_vcpu(1)], 100.0);
+        let whileloop = every_variant().remove(3).figures();
+        assert_eq!(whileloop[RAISED], 5.0);
+        assert_eq!(whileloop["guest_share"], 0.5);
+        assert_eq!(BenchResult::Hostile(NoFigures {}).figures().len(), 0);
+    }
+
+    #[test]
+    fn pv_eoi_skips_are_read_only_where_the_guest_counts_them() {
+        let results = every_variant();
+        assert_eq!(results[0].pv_eoi_skips(), Some(3));
+        assert_eq!(results[3].pv_eoi_skips(), None);
+        let mismatch = results[3].mismatch(Bench::Tick);
+        assert_eq!(
+            mismatch.to_string(),
+            "expected tick results, got whileloop's"
+        );
+    }
+}
