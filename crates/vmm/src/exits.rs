@@ -130,7 +130,7 @@ impl ExitCounters {
         seconds * 1_000_000_000 + ns
     }
 
-    fn snapshot(&self) -> UserspaceCounts {
+    pub(crate) fn snapshot(&self) -> UserspaceCounts {
         UserspaceExit::ALL
             .iter()
             .map(|&reason| (reason, self.counts[reason as usize].load(Ordering::Relaxed)))

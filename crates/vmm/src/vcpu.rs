@@ -240,3 +240,296 @@ fn handle_exit(
     };
     Ok((reason, next))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use kvm_ioctls::{MsrExitReason, ReadMsrExit, WriteMsrExit};
+
+    use super::*;
+    use crate::devices::{fill_le, le_value, DeviceError, MmioDevice, MsrDevice, PioDevice};
+    use crate::interrupt::{InterruptSink, Path};
+
+    const PORTS: std::ops::Range<u16> = 0x100..0x108;
+    const MMIO: std::ops::Range<u64> = 0xd000_0000..0xd000_1000;
+    const MSRS: std::ops::Range<u32> = 0x4b56_4d20..0x4b56_4d24;
+    /// What the device answers every read with (its low bytes).
+    const READ_VALUE: u64 = 0x1122_3344_5566_7788;
+    const CPU: usize = 1;
+
+    /// A device on all three buses: records each write as (cpu, offset or
+    /// MSR, value) and answers reads with `READ_VALUE`.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<(usize, u64, u64)>>);
+
+    impl Recorder {
+        fn record(&self, cpu: usize, at: u64, value: u64) -> Result<(), DeviceError> {
+            self.0.lock().expect("not poisoned").push((cpu, at, value));
+            Ok(())
+        }
+
+        fn writes(&self) -> Vec<(usize, u64, u64)> {
+            self.0.lock().expect("not poisoned").clone()
+        }
+    }
+
+    impl PioDevice for Recorder {
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+        fn read(&self, _cpu: usize, _offset: u16, data: &mut [u8]) -> Result<(), DeviceError> {
+            fill_le(data, READ_VALUE);
+            Ok(())
+        }
+        fn write(&self, cpu: usize, offset: u16, data: &[u8]) -> Result<(), DeviceError> {
+            self.record(cpu, offset.into(), le_value(data))
+        }
+    }
+
+    impl MmioDevice for Recorder {
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+        fn read(&self, _cpu: usize, _offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
+            fill_le(data, READ_VALUE);
+            Ok(())
+        }
+        fn write(&self, cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+            self.record(cpu, offset, le_value(data))
+        }
+    }
+
+    impl MsrDevice for Recorder {
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+        fn read(&self, _cpu: usize, _msr: u32) -> Result<u64, DeviceError> {
+            Ok(READ_VALUE)
+        }
+        fn write(&self, cpu: usize, msr: u32, value: u64) -> Result<(), DeviceError> {
+            self.record(cpu, msr.into(), value)
+        }
+    }
+
+    /// An interrupt controller that only records the IOAPIC EOIs it hears of.
+    #[derive(Default)]
+    struct EoiRecorder(Mutex<Vec<u8>>);
+
+    impl InterruptController for EoiRecorder {
+        fn sink(&self, _path: Path) -> Result<Box<dyn InterruptSink>, InterruptError> {
+            Err(InterruptError::NoLapic(0))
+        }
+        fn halted(&self, _cpu: usize, _control: &RunControl) -> Result<(), InterruptError> {
+            Ok(())
+        }
+        fn ioapic_eoi(&self, vector: u8) -> Result<(), InterruptError> {
+            self.0.lock().expect("not poisoned").push(vector);
+            Ok(())
+        }
+    }
+
+    /// What `handle_exit` is given, with the recorder on every bus.
+    struct Machine {
+        bus: Bus,
+        device: Arc<Recorder>,
+        control: RunControl,
+        counters: ExitCounters,
+        kicker: Kicker,
+        interrupts: EoiRecorder,
+    }
+
+    impl Machine {
+        fn new() -> Self {
+            let device = Arc::new(Recorder::default());
+            let mut bus = Bus::default();
+            bus.add_pio(PORTS, device.clone());
+            bus.add_mmio(MMIO, device.clone());
+            bus.add_msr(MSRS, device.clone());
+            Machine {
+                bus,
+                device,
+                control: RunControl::default(),
+                counters: ExitCounters::default(),
+                kicker: Kicker::default(),
+                interrupts: EoiRecorder::default(),
+            }
+        }
+
+        fn handle(&self, exit: VcpuExit) -> Result<(UserspaceExit, Next), VcpuError> {
+            let ctx = VcpuContext {
+                bus: &self.bus,
+                control: &self.control,
+                counters: &self.counters,
+                kicker: &self.kicker,
+                interrupts: &self.interrupts,
+                trace: None,
+            };
+            handle_exit(CPU, exit, &ctx)
+        }
+
+        /// Handles an exit that must succeed and let the guest go on.
+        fn continues(&self, exit: VcpuExit, reason: UserspaceExit) {
+            let handled = self.handle(exit).expect("handled");
+            assert_eq!(handled.0, reason);
+            assert!(matches!(handled.1, Next::Continue), "{reason}");
+        }
+
+        fn counted(&self, reason: UserspaceExit) -> u64 {
+            self.counters.snapshot()[&reason]
+        }
+    }
+
+    /// The bus error a failed exit carries, after checking its vCPU.
+    fn bus_error(result: Result<(UserspaceExit, Next), VcpuError>) -> BusError {
+        match result {
+            Err(VcpuError::Bus { cpu: CPU, source }) => source,
+            Err(other) => panic!("expected a bus error on vCPU {CPU}, got {other}"),
+            Ok((reason, _)) => panic!("expected a bus error, handled as {reason}"),
+        }
+    }
+
+    #[test]
+    fn port_io_reaches_the_owning_device_at_its_offset() {
+        let machine = Machine::new();
+        machine.continues(VcpuExit::IoOut(0x102, &[0x34, 0x12]), UserspaceExit::Io);
+        let mut data = [0u8; 2];
+        machine.continues(VcpuExit::IoIn(0x107, &mut data), UserspaceExit::Io);
+        assert_eq!(data, [0x88, 0x77]);
+        assert_eq!(machine.device.writes(), [(CPU, 2, 0x1234)]);
+        assert_eq!(machine.counted(UserspaceExit::Io), 2);
+    }
+
+    #[test]
+    fn port_io_nobody_owns_fails_naming_the_port_and_is_still_counted() {
+        let machine = Machine::new();
+        let err = bus_error(machine.handle(VcpuExit::IoOut(0x108, &[1])));
+        assert!(
+            matches!(err, BusError::UnownedPort { port: 0x108, .. }),
+            "{err}"
+        );
+        let mut data = [0u8; 1];
+        let err = bus_error(machine.handle(VcpuExit::IoIn(0xff, &mut data)));
+        assert!(
+            matches!(err, BusError::UnownedPort { port: 0xff, .. }),
+            "{err}"
+        );
+        assert_eq!(machine.counted(UserspaceExit::Io), 2);
+        assert!(machine.device.writes().is_empty());
+    }
+
+    #[test]
+    fn mmio_reaches_the_owning_device_and_unbacked_addresses_fail() {
+        let machine = Machine::new();
+        machine.continues(
+            VcpuExit::MmioWrite(0xd000_00b0, &[0, 0, 0, 0]),
+            UserspaceExit::Mmio,
+        );
+        let mut data = [0u8; 4];
+        machine.continues(
+            VcpuExit::MmioRead(0xd000_0020, &mut data),
+            UserspaceExit::Mmio,
+        );
+        assert_eq!(data, [0x88, 0x77, 0x66, 0x55]);
+        assert_eq!(machine.device.writes(), [(CPU, 0xb0, 0)]);
+        let err = bus_error(machine.handle(VcpuExit::MmioRead(0xd000_1000, &mut data)));
+        assert!(
+            matches!(
+                err,
+                BusError::UnownedMmio {
+                    address: 0xd000_1000,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(machine.counted(UserspaceExit::Mmio), 3);
+    }
+
+    fn rdmsr<'a>(index: u32, error: &'a mut u8, data: &'a mut u64) -> VcpuExit<'a> {
+        VcpuExit::X86Rdmsr(ReadMsrExit {
+            error,
+            reason: MsrExitReason::Unknown,
+            index,
+            data,
+        })
+    }
+
+    #[test]
+    fn msr_exits_read_and_write_the_owning_device() {
+        let machine = Machine::new();
+        let (mut error, mut value) = (0u8, 0u64);
+        machine.continues(
+            rdmsr(0x4b56_4d21, &mut error, &mut value),
+            UserspaceExit::MsrRead,
+        );
+        assert_eq!(value, READ_VALUE);
+        machine.continues(
+            VcpuExit::X86Wrmsr(WriteMsrExit {
+                error: &mut error,
+                reason: MsrExitReason::Unknown,
+                index: 0x4b56_4d23,
+                data: 7,
+            }),
+            UserspaceExit::MsrWrite,
+        );
+        assert_eq!(machine.device.writes(), [(CPU, 0x4b56_4d23, 7)]);
+        let err = bus_error(machine.handle(rdmsr(0x10, &mut error, &mut value)));
+        assert!(
+            matches!(err, BusError::UnownedMsr { msr: 0x10, .. }),
+            "{err}"
+        );
+        assert_eq!(error, 0, "the VMM fails the run instead of injecting #GP");
+    }
+
+    #[test]
+    fn hlt_hands_the_vcpu_to_the_controller_and_a_window_just_continues() {
+        let machine = Machine::new();
+        let (reason, next) = machine.handle(VcpuExit::Hlt).expect("handled");
+        assert_eq!(reason, UserspaceExit::Hlt);
+        assert!(matches!(next, Next::Halted));
+        machine.continues(VcpuExit::IrqWindowOpen, UserspaceExit::IrqWindow);
+        assert_eq!(machine.counted(UserspaceExit::Hlt), 1);
+        assert_eq!(machine.counted(UserspaceExit::IrqWindow), 1);
+    }
+
+    #[test]
+    fn an_ioapic_eoi_reaches_the_interrupt_controller() {
+        let machine = Machine::new();
+        machine.continues(VcpuExit::IoapicEoi(0x31), UserspaceExit::IoapicEoi);
+        assert_eq!(*machine.interrupts.0.lock().expect("not poisoned"), [0x31]);
+    }
+
+    #[test]
+    fn shutdown_and_internal_errors_stop_the_vcpu_with_their_cause() {
+        let machine = Machine::new();
+        let (reason, next) = machine.handle(VcpuExit::Shutdown).expect("handled");
+        assert_eq!(reason, UserspaceExit::Other);
+        let Next::Fault(make) = next else {
+            panic!("a shutdown must fault the run");
+        };
+        assert!(matches!(
+            make(CPU, 0x1000),
+            VcpuError::TripleFault {
+                cpu: CPU,
+                rip: 0x1000
+            }
+        ));
+        let (_, next) = machine.handle(VcpuExit::InternalError).expect("handled");
+        assert!(matches!(next, Next::Internal));
+        let err = machine
+            .handle(VcpuExit::FailEntry(0x21, 0))
+            .err()
+            .expect("a failed entry fails at once");
+        assert!(matches!(
+            err,
+            VcpuError::FailEntry {
+                cpu: CPU,
+                reason: 0x21
+            }
+        ));
+        let (_, next) = machine.handle(VcpuExit::Unknown).expect("handled");
+        assert!(matches!(next, Next::Unexpected(ref exit) if exit == "Unknown"));
+        assert_eq!(machine.counted(UserspaceExit::Other), 4);
+    }
+}
