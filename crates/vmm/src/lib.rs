@@ -8,8 +8,9 @@
 //!
 //! Layers, each using only those below it: `designs` and `probe` compare
 //! runs of `bench`; `bench` runs one benchmark on a `machine`; the machine
-//! boots a `vm` with its `vcpu`s, `devices` on a bus, and the `interrupt`
-//! path its config's irqchip mode chooses.
+//! boots a `vm` with its `vcpu`s, `devices` on the `bus`, and the `interrupt`
+//! path its config's irqchip mode chooses (whose controllers sit on the bus
+//! too: `bus` depends on neither).
 //!
 //! Adding a benchmark: a guest file `guest/bench_<name>.c` defining a
 //! `struct bench` (one line in guest/bench.c's table; hot interrupt
@@ -18,13 +19,14 @@
 //! rules, flags, and what the guest reads of it: bench-specific values
 //! travel in `shared->args`), and a host side in `bench/` that calls
 //! [`machine::run`] with [`machine::Extensions`]: an `attach` hook that
-//! puts new devices (`devices::{PioDevice, MmioDevice, MsrDevice}`) on the
+//! puts new devices (`bus::{PioDevice, MmioDevice, MsrDevice}`) on the
 //! bus and a device thread that raises interrupts through the run's
 //! `interrupt::InterruptSink`.
 
 pub mod abi;
 pub mod bench;
 mod boot;
+pub mod bus;
 pub mod config;
 pub mod designs;
 pub mod devices;
@@ -39,6 +41,7 @@ pub mod placement;
 pub mod probe;
 pub mod report;
 pub mod results;
+pub mod run_control;
 mod stats;
 pub mod testing;
 pub mod trace;

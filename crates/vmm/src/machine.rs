@@ -13,14 +13,14 @@ use vm_memory::{Bytes, GuestAddress};
 
 use crate::abi::{self, SharedPage};
 use crate::boot::{self, BootError, CpuidOptions};
+use crate::bus::{Bus, DeviceError};
 use crate::config::params::IpiParams;
 use crate::config::{
     ApicMode, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip, Watchdog,
 };
-use crate::devices::control::{ControlPort, GuestEnd, NoopPort, RunControl, Window};
+use crate::devices::control::{ControlPort, NoopPort};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::serial::{Serial, SERIAL_PORTS};
-use crate::devices::{Bus, DeviceError};
 use crate::exec::{ExecError, HostExec};
 use crate::exits::ExitAccounting;
 use crate::interrupt::{
@@ -29,6 +29,7 @@ use crate::interrupt::{
 };
 use crate::memory::{self, GuestMemory, MemoryError};
 use crate::placement::{Placement, PlacementError};
+use crate::run_control::{GuestEnd, RunControl, Window};
 use crate::stats::{StatsError, StatsFd};
 use crate::trace::{RunTrace, TraceRecorder, TracedSink, Tracing};
 use crate::vcpu::{Vcpu, VcpuContext, VcpuError};

@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use kvm_ioctls::{VcpuExit, VcpuFd};
 
-use crate::devices::control::RunControl;
-use crate::devices::{Bus, BusError};
+use crate::bus::{Bus, BusError};
 use crate::exits::{ExitCounters, UserspaceExit};
 use crate::interrupt::{InterruptController, InterruptError, Kicker};
+use crate::run_control::RunControl;
 use crate::trace::TraceRecorder;
 
 /// KVM_INTERNAL_ERROR_EMULATION: KVM could not emulate an instruction.
@@ -248,7 +248,7 @@ mod tests {
     use kvm_ioctls::{MsrExitReason, ReadMsrExit, WriteMsrExit};
 
     use super::*;
-    use crate::devices::{fill_le, le_value, DeviceError, MmioDevice, MsrDevice, PioDevice};
+    use crate::bus::{fill_le, le_value, DeviceError, MmioDevice, MsrDevice, PioDevice};
     use crate::interrupt::{InterruptSink, Path};
 
     const PORTS: std::ops::Range<u16> = 0x100..0x108;

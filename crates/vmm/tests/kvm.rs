@@ -6,6 +6,7 @@ mod common;
 
 use common::{one_vm_at_a_time, run, userspace_exits};
 use dirq_vmm::bench::{lapic_check, BenchError};
+use dirq_vmm::bus::BusError;
 use dirq_vmm::config::params::{
     ExitCostParams, FaultParams, HaltWakeupParams, IpiParams, IrqLatencyParams, TimerLatencyParams,
     WhileloopParams,
@@ -14,7 +15,6 @@ use dirq_vmm::config::{
     ApicMode, BenchConfig, BenchParams, FaultKind, GuestExec, GuestIdle, Inject, IpiKind,
     IrqSource, Irqchip, TimerMode,
 };
-use dirq_vmm::devices::BusError;
 use dirq_vmm::exec::HostExec;
 use dirq_vmm::exits::UserspaceExit;
 use dirq_vmm::machine::MachineError;

@@ -1,106 +1,22 @@
 //! The guest's control port: it opens and closes the measured window and
-//! reports completion or failure. Also the no-op port `dirq probe` times.
+//! reports completion or failure (in the run's `RunControl`). Also the
+//! no-op port `dirq probe` times.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
-use super::{check_access_size, le_u32, DeviceError, Direction, PioDevice};
 use crate::abi;
+use crate::bus::{check_access_size, le_u32, DeviceError, Direction, PioDevice};
 use crate::exits::{ExitAccounting, ExitSnapshot};
+use crate::run_control::{GuestEnd, RunControl};
 
-/// How the guest ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GuestEnd {
-    Done,
-    Failed,
-}
-
-/// The measured window: counters and time at the guest's start and end markers.
-#[derive(Clone, Debug)]
-pub struct Window {
-    pub start: (Instant, ExitSnapshot),
-    pub end: Option<(Instant, ExitSnapshot)>,
-}
-
-#[derive(Default)]
-struct State {
-    window: Option<Window>,
-    guest_end: Option<GuestEnd>,
-}
-
-/// Shared by the vCPU threads, the device threads and the watchdog.
-#[derive(Default)]
-pub struct RunControl {
-    state: Mutex<State>,
-    changed: Condvar,
-    stop: AtomicBool,
-}
-
-impl RunControl {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panicking holder cannot leave State inconsistent: every update is one assignment.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Whether every thread of the run should wind down.
-    pub fn should_stop(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
-    }
-
-    /// Asks every thread to wind down (the caller kicks the vCPUs).
-    pub fn request_stop(&self) {
-        self.stop.store(true, Ordering::Release);
-        self.changed.notify_all();
-    }
-
-    /// Waits until the guest ends or a stop is requested; false on timeout.
-    pub fn wait_for_end(&self, deadline: Instant) -> bool {
-        let mut state = self.lock();
-        while state.guest_end.is_none() && !self.should_stop() {
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            state = self
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .0;
-        }
-        true
-    }
-
-    /// Waits until the measured window opens; false if the run stops first.
-    pub fn wait_for_window(&self) -> bool {
-        let mut state = self.lock();
-        while state.window.is_none() && !self.should_stop() {
-            state = self
-                .changed
-                .wait_timeout(state, Duration::from_millis(50))
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .0;
-        }
-        state.window.is_some() && !self.should_stop()
-    }
-
-    /// Whether the guest closed the measured window.
-    pub fn window_closed(&self) -> bool {
-        self.lock()
-            .window
-            .as_ref()
-            .is_some_and(|window| window.end.is_some())
-    }
-
-    pub fn window(&self) -> Option<Window> {
-        self.lock().window.clone()
-    }
-
-    pub fn guest_end(&self) -> Option<GuestEnd> {
-        self.lock().guest_end
-    }
+/// A control command the run's state cannot take.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("the guest closed a window it never opened")]
+    WindowNotOpen,
+    #[error("unknown control command {0}")]
+    UnknownCommand(u32),
 }
 
 /// The device behind `abi::PORT_CONTROL`.
@@ -137,21 +53,16 @@ impl PioDevice for ControlPort {
         check_access_size("the control port", Direction::Write, data.len(), 4)?;
         let command = le_u32(data);
         match command {
-            abi::CONTROL_BENCH_START => {
-                let start = self.snapshot()?;
-                self.control.lock().window = Some(Window { start, end: None });
-            }
+            abi::CONTROL_BENCH_START => self.control.open_window(self.snapshot()?),
             abi::CONTROL_BENCH_END => {
-                let end = self.snapshot()?;
-                let mut state = self.control.lock();
-                let window = state.window.as_mut().ok_or(DeviceError::WindowNotOpen)?;
-                window.end = Some(end);
+                if !self.control.close_window(self.snapshot()?) {
+                    return Err(ControlError::WindowNotOpen.into());
+                }
             }
-            abi::CONTROL_DONE => self.control.lock().guest_end = Some(GuestEnd::Done),
-            abi::CONTROL_FAILED => self.control.lock().guest_end = Some(GuestEnd::Failed),
-            other => return Err(DeviceError::UnknownControlCommand(other)),
+            abi::CONTROL_DONE => self.control.end(GuestEnd::Done),
+            abi::CONTROL_FAILED => self.control.end(GuestEnd::Failed),
+            other => return Err(ControlError::UnknownCommand(other).into()),
         }
-        self.control.changed.notify_all();
         Ok(())
     }
 }

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use vm_memory::{Bytes, GuestAddress};
 
-use super::control::RunControl;
 use crate::abi;
 use crate::interrupt::{InterruptError, InterruptSink};
 use crate::memory::GuestMemory;
+use crate::run_control::RunControl;
 
 /// An interrupt not acknowledged within this long is lost.
 const ACK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -30,7 +30,7 @@ pub enum MsiDeviceError {
     #[error("the device cannot access the shared page")]
     GuestMemory(#[from] vm_memory::GuestMemoryError),
     #[error("the device's interrupt controller failed")]
-    Controller(#[from] super::DeviceError),
+    Controller(#[from] crate::bus::DeviceError),
     #[error(transparent)]
     Placement(#[from] crate::placement::PlacementError),
 }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use dirq_arch::clock::Clock;
 use dirq_arch::pit::{Pit, PitError, PORT_CHANNEL0};
 
-use super::control::RunControl;
-use super::{check_access_size, fill_le, le_u8, DeviceError, Direction, PioDevice};
+use crate::bus::{check_access_size, fill_le, le_u8, DeviceError, Direction, PioDevice};
+use crate::run_control::RunControl;
 
 pub const PORTS: u16 = 4;
 /// Longest the timer thread sleeps before re-checking for a stop.

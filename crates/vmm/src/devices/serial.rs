@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 
-use super::{fill_le, DeviceError, PioDevice};
+use crate::bus::{fill_le, DeviceError, PioDevice};
 
 /// Transmit holding register (offset 0) and line status register (offset 5).
 const REG_DATA: u16 = 0;

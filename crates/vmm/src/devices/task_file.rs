@@ -7,7 +7,7 @@
 
 use std::sync::Mutex;
 
-use super::{check_access_size, fill_le, le_u8, DeviceError, Direction, PioDevice};
+use crate::bus::{check_access_size, fill_le, le_u8, DeviceError, Direction, PioDevice};
 
 pub const PORTS: u16 = 8;
 const REG_FEATURES: u16 = 1;

@@ -15,12 +15,12 @@ use dirq_arch::msi::MsiMessage;
 use dirq_arch::vioapic::{Vioapic, VioapicError, LINES, REG_IRR, REG_MASK, REG_ROUTE_BASE};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend as _, VolatileMemory};
 
-use super::control::RunControl;
 use super::event_source::LineSource;
-use super::{check_access_size, fill_le, le_u32, DeviceError, Direction, MmioDevice};
 use crate::abi;
+use crate::bus::{check_access_size, fill_le, le_u32, DeviceError, Direction, MmioDevice};
 use crate::interrupt::{kernel::signal_msi, InterruptError};
 use crate::memory::GuestMemory;
+use crate::run_control::RunControl;
 use crate::vm::Vm;
 use vmm_sys_util::eventfd::EventFd;
 

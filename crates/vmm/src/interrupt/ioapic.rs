@@ -8,7 +8,7 @@ use dirq_arch::ioapic::{Ioapic, MMIO_SIZE};
 use dirq_arch::lapic::Interrupt;
 
 use super::{InterruptError, InterruptSink};
-use crate::devices::{check_access_size, fill_le, le_u32, DeviceError, Direction, MmioDevice};
+use crate::bus::{check_access_size, fill_le, le_u32, DeviceError, Direction, MmioDevice};
 
 /// Where an IOAPIC's redirected interrupts go.
 pub trait ApicBus: Send + Sync {

@@ -13,7 +13,7 @@ use dirq_arch::msi::MsiMessage;
 
 use super::{InterruptController, InterruptError, InterruptSink, Path};
 use crate::config::Irqchip;
-use crate::devices::control::RunControl;
+use crate::run_control::RunControl;
 use crate::vm::{Vm, VmError};
 
 /// The GSI a device's MSI irqfd is routed on: the first after the IOAPIC's

@@ -24,9 +24,9 @@ use kvm_ioctls::{Cap, Kvm, VcpuFd};
 use dirq_arch::lapic::{DeliveryMode, Destination, Interrupt, TriggerMode};
 use dirq_arch::msi::MsiMessage;
 
+use crate::bus::Bus;
 use crate::config::{Inject, Irqchip};
-use crate::devices::control::RunControl;
-use crate::devices::Bus;
+use crate::run_control::RunControl;
 use crate::vm::{Vm, VmError};
 
 pub use ioapic::IoapicDevice;
@@ -76,6 +76,8 @@ pub enum InterruptError {
     #[error("the {mode} irqchip has no interrupt path {path:?}")]
     NoPath { path: Path, mode: Irqchip },
 }
+
+crate::bus::device_model_errors!(InterruptError);
 
 /// The interrupt controllers of one run, whatever the mode.
 pub trait InterruptController: Send + Sync {

@@ -16,7 +16,7 @@ use super::kernel::{kvm_lapic_sink, signal_msi};
 use super::{InterruptController, InterruptError, InterruptSink, Path, Setup};
 use crate::abi;
 use crate::config::Irqchip;
-use crate::devices::control::RunControl;
+use crate::run_control::RunControl;
 use crate::vm::Vm;
 
 /// IOAPIC pins KVM reserves routes for (the IOAPIC has 24).

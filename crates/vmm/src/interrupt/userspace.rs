@@ -30,12 +30,12 @@ use super::{
     APIC_TIMER_HZ,
 };
 use crate::abi;
-use crate::config::Irqchip;
-use crate::devices::control::RunControl;
-use crate::devices::{
+use crate::bus::{
     check_access_size, fill_le, le_u32, Bus, DeviceError, Direction, MmioDevice, MsrDevice,
 };
+use crate::config::Irqchip;
 use crate::exec::read_msr;
+use crate::run_control::RunControl;
 use crate::vm::{Vm, VmError};
 
 const KVMIO: u32 = 0xae;
@@ -623,8 +623,8 @@ mod tests {
             .expect_err("x2APIC is off");
         assert!(
             matches!(
-                err,
-                DeviceError::Interrupt(InterruptError::Lapic(
+                err.model(),
+                Some(InterruptError::Lapic(
                     dirq_arch::lapic::LapicError::X2apicDisabled { .. }
                 ))
             ),
@@ -635,7 +635,7 @@ mod tests {
             .read(7, APIC_SVR, &mut [0; 4])
             .expect_err("no vCPU 7");
         assert!(
-            matches!(err, DeviceError::Interrupt(InterruptError::NoLapic(7))),
+            matches!(err.model(), Some(InterruptError::NoLapic(7))),
             "{err:?}"
         );
         // Neither KVM's MSI paths nor its IOAPIC exist in this mode.

@@ -1,0 +1,564 @@
+//! The bus: routes the guest's port, MMIO and MSR accesses to the devices
+//! that own them, and replays I/O batches. Both `devices` and `interrupt`
+//! put devices on it; it knows neither: a device's own error travels as
+//! the source of `DeviceError::Model`.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use dirq_arch::bits::low_u32;
+use vm_memory::{Bytes, GuestAddress};
+
+use crate::abi::{IO_BATCH_ENTRY_SIZE, IO_BATCH_HEADER_SIZE, IO_BATCH_MAX};
+use crate::memory::GuestMemory;
+
+/// Which way an access goes, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Read,
+    Write,
+}
+
+impl Direction {
+    /// The port instruction that accesses this way.
+    pub fn port_instruction(self) -> &'static str {
+        match self {
+            Direction::Read => "in",
+            Direction::Write => "out",
+        }
+    }
+
+    /// The MSR instruction that accesses this way.
+    pub fn msr_instruction(self) -> &'static str {
+        match self {
+            Direction::Read => "rdmsr",
+            Direction::Write => "wrmsr",
+        }
+    }
+}
+
+impl std::fmt::Display for Direction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Direction::Read => "read",
+            Direction::Write => "write",
+        })
+    }
+}
+
+/// Why a device refused an access: its width, or its own model's error
+/// (an interrupt controller's, a PIT's, guest memory's...), kept as the
+/// source so that the bus depends on no device.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error("guest made a {len}-byte {direction} of {what}, which takes {expected} bytes")]
+    BadAccessSize {
+        what: &'static str,
+        direction: Direction,
+        len: usize,
+        expected: usize,
+    },
+    #[error(transparent)]
+    Model(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl DeviceError {
+    /// The model's error, if it is an `E`.
+    pub fn model<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            DeviceError::Model(source) => source.downcast_ref(),
+            DeviceError::BadAccessSize { .. } => None,
+        }
+    }
+}
+
+/// Lets `?` turn each of these errors of a device's model into a
+/// `DeviceError::Model`.
+macro_rules! device_model_errors {
+    ($($error:ty),+ $(,)?) => {
+        $(impl From<$error> for $crate::bus::DeviceError {
+            fn from(err: $error) -> Self {
+                $crate::bus::DeviceError::Model(Box::new(err))
+            }
+        })+
+    };
+}
+pub(crate) use device_model_errors;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    #[error("guest accessed I/O port {port:#x} ({}), which no device owns", .direction.port_instruction())]
+    UnownedPort { port: u16, direction: Direction },
+    #[error("guest accessed guest-physical address {address:#x} ({direction}), which no RAM or device backs")]
+    UnownedMmio { address: u64, direction: Direction },
+    #[error(
+        "guest accessed MSR {msr:#x} ({}), which neither KVM nor a VMM device handles", .direction.msr_instruction()
+    )]
+    UnownedMsr { msr: u32, direction: Direction },
+    #[error("guest's I/O batch at {gpa:#x}")]
+    IoBatch {
+        gpa: u64,
+        #[source]
+        source: IoBatchError,
+    },
+    #[error("{device}")]
+    Device {
+        device: &'static str,
+        #[source]
+        source: DeviceError,
+    },
+}
+
+/// What is wrong with a guest's I/O batch: nothing of it is replayed then.
+#[derive(Debug, thiserror::Error)]
+pub enum IoBatchError {
+    #[error("its {len} bytes are not all in guest RAM")]
+    OutsideRam { len: usize },
+    #[error("it holds {count} writes, at most {IO_BATCH_MAX} fit")]
+    TooMany { count: u32 },
+    #[error("its header's reserved word is {0:#x}, not 0")]
+    ReservedHeader(u32),
+    #[error("entry {index}: reserved byte is {value:#x}, not 0 (a batch holds port writes only)")]
+    ReservedByte { index: usize, value: u8 },
+    #[error("entry {index}: size {size}, not 1, 2 or 4")]
+    BadSize { index: usize, size: u8 },
+    #[error("entry {index}: value {value:#x} does not fit its {size} bytes")]
+    ValueTooWide { index: usize, value: u32, size: u8 },
+    #[error("entry {index}: port {port:#x} rings the doorbell itself")]
+    Nested { index: usize, port: u16 },
+    #[error("entry {index}: port {port:#x} is owned by no device")]
+    UnownedPort { index: usize, port: u16 },
+}
+
+/// One validated entry of an I/O batch.
+struct BatchWrite {
+    port: u16,
+    bytes: [u8; 4],
+    size: usize,
+}
+
+/// A device on the I/O port bus. `offset` is relative to its base port.
+pub trait PioDevice: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn read(&self, cpu: usize, offset: u16, data: &mut [u8]) -> Result<(), DeviceError>;
+    fn write(&self, cpu: usize, offset: u16, data: &[u8]) -> Result<(), DeviceError>;
+}
+
+/// A device on the MMIO bus. `offset` is relative to its base address.
+pub trait MmioDevice: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn read(&self, cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError>;
+    fn write(&self, cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError>;
+}
+
+/// A device owning MSRs that KVM sends to userspace.
+pub trait MsrDevice: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn read(&self, cpu: usize, msr: u32) -> Result<u64, DeviceError>;
+    fn write(&self, cpu: usize, msr: u32, value: u64) -> Result<(), DeviceError>;
+}
+
+/// Routes exits to devices by address range.
+#[derive(Default)]
+pub struct Bus {
+    pio: Vec<(Range<u16>, Arc<dyn PioDevice>)>,
+    mmio: Vec<(Range<u64>, Arc<dyn MmioDevice>)>,
+    msr: Vec<(Range<u32>, Arc<dyn MsrDevice>)>,
+    io_batch: Option<(u16, GuestMemory)>,
+}
+
+impl Bus {
+    pub fn add_pio(&mut self, ports: Range<u16>, device: Arc<dyn PioDevice>) {
+        self.pio.push((ports, device));
+    }
+
+    pub fn add_mmio(&mut self, addresses: Range<u64>, device: Arc<dyn MmioDevice>) {
+        self.mmio.push((addresses, device));
+    }
+
+    pub fn add_msr(&mut self, msrs: Range<u32>, device: Arc<dyn MsrDevice>) {
+        self.msr.push((msrs, device));
+    }
+
+    pub fn pio_read(&self, cpu: usize, port: u16, data: &mut [u8]) -> Result<(), BusError> {
+        let (range, device) = find(&self.pio, port).ok_or(BusError::UnownedPort {
+            port,
+            direction: Direction::Read,
+        })?;
+        device
+            .read(cpu, port - range.start, data)
+            .map_err(wrap(device.name()))
+    }
+
+    /// Makes a 32-bit write to `port` a doorbell (mechanisms.md section 8):
+    /// its value is the guest-physical address of a `struct dirq_io_batch`
+    /// (a count, then port, size and value per write) whose port writes the
+    /// bus replays in order, as if the guest had made them: N exits become one.
+    pub fn enable_io_batch(&mut self, port: u16, memory: GuestMemory) {
+        self.io_batch = Some((port, memory));
+    }
+
+    /// Validates the whole batch, then replays it: a bad entry anywhere
+    /// refuses the batch before any of its writes took effect.
+    fn replay_io_batch(&self, cpu: usize, gpa: u64, memory: &GuestMemory) -> Result<(), BusError> {
+        let fail = |source| BusError::IoBatch { gpa, source };
+        let writes = self.read_io_batch(gpa, memory).map_err(fail)?;
+        for write in writes {
+            self.pio_write(cpu, write.port, &write.bytes[..write.size])?;
+        }
+        Ok(())
+    }
+
+    fn read_io_batch(
+        &self,
+        gpa: u64,
+        memory: &GuestMemory,
+    ) -> Result<Vec<BatchWrite>, IoBatchError> {
+        let read = |len: usize| {
+            let mut bytes = vec![0u8; len];
+            memory
+                .read_slice(&mut bytes, GuestAddress(gpa))
+                .map(|()| bytes)
+                .map_err(|_| IoBatchError::OutsideRam { len })
+        };
+        let header = read(IO_BATCH_HEADER_SIZE)?;
+        let word = |at: usize| {
+            u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
+        };
+        let count = word(0);
+        if count as usize > IO_BATCH_MAX {
+            return Err(IoBatchError::TooMany { count });
+        }
+        if word(4) != 0 {
+            return Err(IoBatchError::ReservedHeader(word(4)));
+        }
+        let batch = read(IO_BATCH_HEADER_SIZE + count as usize * IO_BATCH_ENTRY_SIZE)?;
+        batch[IO_BATCH_HEADER_SIZE..]
+            .chunks_exact(IO_BATCH_ENTRY_SIZE)
+            .enumerate()
+            .map(|(index, entry)| self.check_batch_entry(index, entry))
+            .collect()
+    }
+
+    fn check_batch_entry(&self, index: usize, entry: &[u8]) -> Result<BatchWrite, IoBatchError> {
+        let port = u16::from_le_bytes([entry[0], entry[1]]);
+        let (size, reserved) = (entry[2], entry[3]);
+        let bytes = [entry[4], entry[5], entry[6], entry[7]];
+        let value = u32::from_le_bytes(bytes);
+        if reserved != 0 {
+            return Err(IoBatchError::ReservedByte {
+                index,
+                value: reserved,
+            });
+        }
+        if !matches!(size, 1 | 2 | 4) {
+            return Err(IoBatchError::BadSize { index, size });
+        }
+        if size < 4 && value >> (8 * u32::from(size)) != 0 {
+            return Err(IoBatchError::ValueTooWide { index, value, size });
+        }
+        if self
+            .io_batch
+            .as_ref()
+            .is_some_and(|(doorbell, _)| *doorbell == port)
+        {
+            return Err(IoBatchError::Nested { index, port });
+        }
+        if find(&self.pio, port).is_none() {
+            return Err(IoBatchError::UnownedPort { index, port });
+        }
+        Ok(BatchWrite {
+            port,
+            bytes,
+            size: usize::from(size),
+        })
+    }
+
+    pub fn pio_write(&self, cpu: usize, port: u16, data: &[u8]) -> Result<(), BusError> {
+        if let Some((doorbell, memory)) = &self.io_batch {
+            if port == *doorbell && data.len() == 4 {
+                return self.replay_io_batch(cpu, le_value(data), memory);
+            }
+        }
+        let (range, device) = find(&self.pio, port).ok_or(BusError::UnownedPort {
+            port,
+            direction: Direction::Write,
+        })?;
+        device
+            .write(cpu, port - range.start, data)
+            .map_err(wrap(device.name()))
+    }
+
+    pub fn mmio_read(&self, cpu: usize, address: u64, data: &mut [u8]) -> Result<(), BusError> {
+        let (range, device) = find(&self.mmio, address).ok_or(BusError::UnownedMmio {
+            address,
+            direction: Direction::Read,
+        })?;
+        device
+            .read(cpu, address - range.start, data)
+            .map_err(wrap(device.name()))
+    }
+
+    pub fn mmio_write(&self, cpu: usize, address: u64, data: &[u8]) -> Result<(), BusError> {
+        let (range, device) = find(&self.mmio, address).ok_or(BusError::UnownedMmio {
+            address,
+            direction: Direction::Write,
+        })?;
+        device
+            .write(cpu, address - range.start, data)
+            .map_err(wrap(device.name()))
+    }
+
+    pub fn msr_read(&self, cpu: usize, msr: u32) -> Result<u64, BusError> {
+        let (_, device) = find(&self.msr, msr).ok_or(BusError::UnownedMsr {
+            msr,
+            direction: Direction::Read,
+        })?;
+        device.read(cpu, msr).map_err(wrap(device.name()))
+    }
+
+    pub fn msr_write(&self, cpu: usize, msr: u32, value: u64) -> Result<(), BusError> {
+        let (_, device) = find(&self.msr, msr).ok_or(BusError::UnownedMsr {
+            msr,
+            direction: Direction::Write,
+        })?;
+        device.write(cpu, msr, value).map_err(wrap(device.name()))
+    }
+}
+
+fn find<K: PartialOrd, D: ?Sized>(
+    entries: &[(Range<K>, Arc<D>)],
+    key: K,
+) -> Option<(&Range<K>, &Arc<D>)> {
+    entries
+        .iter()
+        .find(|(range, _)| range.contains(&key))
+        .map(|(range, device)| (range, device))
+}
+
+fn wrap(device: &'static str) -> impl FnOnce(DeviceError) -> BusError {
+    move |source| BusError::Device { device, source }
+}
+
+/// Refuses an access of `len` bytes to `what`, whose registers take exactly
+/// `expected` bytes.
+pub fn check_access_size(
+    what: &'static str,
+    direction: Direction,
+    len: usize,
+    expected: usize,
+) -> Result<(), DeviceError> {
+    if len == expected {
+        Ok(())
+    } else {
+        Err(DeviceError::BadAccessSize {
+            what,
+            direction,
+            len,
+            expected,
+        })
+    }
+}
+
+/// Reads a little-endian value of 1, 2, 4 or 8 bytes.
+pub fn le_value(data: &[u8]) -> u64 {
+    data.iter()
+        .rev()
+        .fold(0, |value, &byte| (value << 8) | u64::from(byte))
+}
+
+/// The low 32 bits of a little-endian access: all of it for the 1-, 2-
+/// and 4-byte accesses a 32-bit register takes.
+pub fn le_u32(data: &[u8]) -> u32 {
+    low_u32(le_value(data))
+}
+
+/// The low byte of a little-endian access: all of a 1-byte one.
+pub fn le_u8(data: &[u8]) -> u8 {
+    data.first().copied().unwrap_or(0)
+}
+
+/// Fills `data` with the low bytes of `value`, little-endian.
+pub fn fill_le(data: &mut [u8], value: u64) {
+    let bytes = value.to_le_bytes();
+    for (index, byte) in data.iter_mut().enumerate() {
+        *byte = bytes.get(index).copied().unwrap_or(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Records the offsets it is written at.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<(u16, u64)>>);
+
+    impl PioDevice for Recorder {
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+        fn read(&self, _cpu: usize, offset: u16, data: &mut [u8]) -> Result<(), DeviceError> {
+            fill_le(data, u64::from(offset));
+            Ok(())
+        }
+        fn write(&self, _cpu: usize, offset: u16, data: &[u8]) -> Result<(), DeviceError> {
+            self.0
+                .lock()
+                .expect("not poisoned")
+                .push((offset, le_value(data)));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn bus_routes_by_range_with_relative_offsets() {
+        let device = Arc::new(Recorder::default());
+        let mut bus = Bus::default();
+        bus.add_pio(0x3f8..0x400, device.clone());
+        bus.pio_write(0, 0x3fd, &[0x34, 0x12]).expect("owned port");
+        let mut data = [0u8; 1];
+        bus.pio_read(0, 0x3fa, &mut data).expect("owned port");
+        assert_eq!(data, [2]);
+        assert_eq!(*device.0.lock().expect("not poisoned"), vec![(5, 0x1234)]);
+    }
+
+    #[test]
+    fn unowned_accesses_name_what_was_touched() {
+        let bus = Bus::default();
+        let err = bus.pio_write(1, 0x1234, &[0]).expect_err("nobody owns it");
+        assert!(matches!(
+            err,
+            BusError::UnownedPort {
+                port: 0x1234,
+                direction: Direction::Write
+            }
+        ));
+        let err = bus
+            .mmio_read(0, 0xd000_0000, &mut [0; 4])
+            .expect_err("nobody owns it");
+        assert!(err.to_string().contains("0xd0000000"), "{err}");
+        let err = bus
+            .msr_write(0, 0x4b56_4d04, 1)
+            .expect_err("nobody owns it");
+        assert!(matches!(
+            err,
+            BusError::UnownedMsr {
+                msr: 0x4b56_4d04,
+                ..
+            }
+        ));
+    }
+
+    /// A bus with a recorder on 0x1f0-0x1f7 and the doorbell on 0xfc.
+    fn doorbell_bus() -> (GuestMemory, Arc<Recorder>, Bus) {
+        let memory = crate::memory::create_guest_memory().expect("guest RAM");
+        let device = Arc::new(Recorder::default());
+        let mut bus = Bus::default();
+        bus.add_pio(0x1f0..0x1f8, device.clone());
+        bus.enable_io_batch(0xfc, memory.clone());
+        (memory, device, bus)
+    }
+
+    #[test]
+    fn io_batch_doorbell_replays_the_guests_writes_in_order() {
+        let (memory, device, bus) = doorbell_bus();
+        let batch = 0x5000u64;
+        let entries: [(u16, u8, u32); 3] = [(0x1f2, 1, 8), (0x1f3, 2, 0x1234), (0x1f7, 1, 0x34)];
+        memory
+            .write_obj(
+                u32::try_from(entries.len()).expect("3 entries"),
+                GuestAddress(batch),
+            )
+            .expect("header");
+        for (index, (port, size, value)) in entries.iter().enumerate() {
+            let mut entry = [0u8; 8];
+            entry[..2].copy_from_slice(&port.to_le_bytes());
+            entry[2] = *size;
+            entry[4..].copy_from_slice(&value.to_le_bytes());
+            memory
+                .write_slice(&entry, GuestAddress(batch + 8 + 8 * index as u64))
+                .expect("entry");
+        }
+        bus.pio_write(0, 0xfc, &low_u32(batch).to_le_bytes())
+            .expect("doorbell");
+        assert_eq!(
+            *device.0.lock().expect("not poisoned"),
+            vec![(2, 8), (3, 0x1234), (7, 0x34)]
+        );
+        // A batch that rings the doorbell again is refused, not recursed into.
+        memory
+            .write_slice(&[0xfc, 0, 4, 0], GuestAddress(batch + 8))
+            .expect("entry");
+        let err = bus
+            .pio_write(0, 0xfc, &low_u32(batch).to_le_bytes())
+            .expect_err("nested doorbell");
+        assert!(
+            matches!(
+                err,
+                BusError::IoBatch {
+                    source: IoBatchError::Nested {
+                        index: 0,
+                        port: 0xfc
+                    },
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_bad_io_batch_entry_is_named_and_nothing_of_the_batch_runs() {
+        let (memory, device, bus) = doorbell_bus();
+        let batch = 0x5000u64;
+        let good = [0xf2, 0x01, 1, 0, 8, 0, 0, 0];
+        for (bad, message) in [
+            (
+                [0xf3, 0x01, 1, 0xff, 0, 0, 0, 0],
+                "entry 1: reserved byte is 0xff",
+            ),
+            ([0xf3, 0x01, 3, 0, 0, 0, 0, 0], "entry 1: size 3"),
+            (
+                [0xf3, 0x01, 1, 0, 0, 1, 0, 0],
+                "entry 1: value 0x100 does not fit",
+            ),
+            (
+                [0x34, 0x12, 1, 0, 0, 0, 0, 0],
+                "entry 1: port 0x1234 is owned by no device",
+            ),
+        ] {
+            memory.write_obj(2u32, GuestAddress(batch)).expect("header");
+            memory
+                .write_slice(&[good, bad].concat(), GuestAddress(batch + 8))
+                .expect("entries");
+            let err = bus
+                .pio_write(0, 0xfc, &low_u32(batch).to_le_bytes())
+                .expect_err("bad entry");
+            let BusError::IoBatch { source, .. } = &err else {
+                panic!("{err}");
+            };
+            assert!(source.to_string().starts_with(message), "{source}");
+        }
+        assert!(device.0.lock().expect("not poisoned").is_empty());
+        let err = bus
+            .pio_write(0, 0xfc, &0x00ff_fffcu32.to_le_bytes())
+            .expect_err("straddles the end of RAM");
+        assert!(matches!(
+            err,
+            BusError::IoBatch {
+                source: IoBatchError::OutsideRam { .. },
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn little_endian_helpers_round_trip() {
+        let mut data = [0u8; 4];
+        fill_le(&mut data, 0xdead_beef);
+        assert_eq!(data, [0xef, 0xbe, 0xad, 0xde]);
+        assert_eq!(le_value(&data), 0xdead_beef);
+    }
+}
