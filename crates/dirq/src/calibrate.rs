@@ -145,6 +145,8 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
         self_ipi_p50_ns: floors.self_ipi_p50_ns,
         ipi_send_busy_ns: floors.ipi_busy_send_ns,
         ipi_busy_target_ns: floors.ipi_busy_target_ns,
+        userspace_ipi_send_busy_ns: floors.userspace_ipi_busy_send_ns,
+        userspace_ipi_busy_target_ns: floors.userspace_ipi_busy_target_ns,
         inject_running_p50_ns: p50(running, &commands.inject_running)?,
         inject_halted_p50_ns: p50(halted, &commands.inject_halted)?,
         half_spread_ns: Floor::ALL

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{one_vm_at_a_time, run, userspace_exits};
-use dirq_stats::round_u64;
+use dirq_stats::{f64_of, round_u64};
 use dirq_vmm::bench::{lapic_check, BenchError};
 use dirq_vmm::config::params::{
     ExitCostParams, FaultParams, HaltWakeupParams, IpiParams, IrqLatencyParams, TimerLatencyParams,
@@ -156,6 +156,29 @@ fn native_mode_runs_a_million_iteration_loop_without_emulation() {
     assert!(
         emulated >= iterations,
         "{emulated} instructions emulated over {iterations} iterations"
+    );
+}
+
+#[test]
+fn whileloop_times_what_each_interrupt_takes_from_the_loop() {
+    if !require_kvm("whileloop_times_what_each_interrupt_takes_from_the_loop") {
+        return;
+    }
+    let config = BenchConfig::from(BenchParams::Whileloop(WhileloopParams {
+        rate_hz: 5_000,
+        duration_ms: 50,
+    }));
+    let report = run(&config).expect("whileloop runs");
+    assert!(report.interrupts > 0, "no interrupt handled");
+    // Every interrupt exits at least once, so each takes time from the
+    // loop; together no more than the loaded run lasted.
+    let lost = report.results[dirq_vmm::bench::LOST_PER_INTERRUPT_NS];
+    assert!(lost > 0.0, "lost per interrupt {lost} ns");
+    assert!(
+        lost * f64_of(report.interrupts) <= report.results["loaded_ns"],
+        "{lost} ns lost by each of {} interrupts in {} ns",
+        report.interrupts,
+        report.results["loaded_ns"]
     );
 }
 

@@ -99,6 +99,10 @@ pub struct Observations {
     /// `dirq probe`: what one IPI took from a busy vCPU, its handler's pong
     /// and EOI included (p50, the target's TSC; 0 if not measured).
     pub ipi_busy_target_ns: f64,
+    /// `dirq probe`: the same two through dirq's userspace LAPIC (0 if not
+    /// measured).
+    pub userspace_ipi_send_busy_ns: f64,
+    pub userspace_ipi_busy_target_ns: f64,
     /// irq-latency p50, in-kernel path with PV EOI, guest busy.
     pub inject_running_p50_ns: f64,
     /// The same with the guest halted between interrupts.
@@ -131,6 +135,10 @@ pub struct HostCosts {
     pub ipi_send: Measured,
     /// The exit a running vCPU takes when it is kicked for an interrupt.
     pub external_interrupt: Measured,
+    /// What the VMM's kick (a signal to the vCPU thread, the return to the
+    /// VMM, its injection and re-entry) takes from a running vCPU with
+    /// dirq's userspace LAPIC.
+    pub userspace_kick: Measured,
     pub eoi_userspace: Measured,
     pub eoi_kernel: Measured,
     pub eoi_pv: Measured,
@@ -139,7 +147,7 @@ pub struct HostCosts {
 
 impl HostCosts {
     /// Named rows for tables, in a fixed order, derivable or not.
-    pub fn rows(&self) -> [(&'static str, &Measured); 12] {
+    pub fn rows(&self) -> [(&'static str, &Measured); 13] {
         [
             ("userspace exit", &self.userspace_exit),
             ("in-kernel exit", &self.kernel_exit),
@@ -151,6 +159,10 @@ impl HostCosts {
             (
                 "external-interrupt exit (kick of a running vCPU)",
                 &self.external_interrupt,
+            ),
+            (
+                "kick of a running vCPU, userspace LAPIC",
+                &self.userspace_kick,
             ),
             ("EOI, userspace LAPIC", &self.eoi_userspace),
             ("EOI, KVM LAPIC (x2APIC MSR)", &self.eoi_kernel),
@@ -298,6 +310,30 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
         obs.kernel_exit_ns,
         "one in-kernel exit: the kick exits into KVM, which injects and re-enters",
     );
+    // The same split with dirq's userspace LAPIC, like from like: the pong's
+    // ICR write as its sender times it and the EOI (a userspace exit) come
+    // off the target's loss. When it cannot be derived the kick is taken
+    // for a userspace exit plus what a kick into KVM adds to an exit.
+    let userspace = probe_term(Floor::UserspaceExit, obs.userspace_exit_ns);
+    let userspace_kick = derived(
+        difference(
+            probe_term(
+                Floor::UserspaceIpiBusyTarget,
+                obs.userspace_ipi_busy_target_ns,
+            ),
+            &[
+                probe_term(Floor::UserspaceIpiBusySend, obs.userspace_ipi_send_busy_ns),
+                userspace,
+                entry,
+            ],
+        ),
+        from_probe(
+            "what an IPI takes from a busy vCPU through the userspace LAPIC minus its \
+             handler's pong, EOI (one userspace exit) and entry",
+        ),
+        obs.userspace_exit_ns + (external_interrupt.ns - obs.kernel_exit_ns).max(0.0),
+        "a userspace exit plus what a kick into KVM adds to an in-kernel exit",
+    );
     let eoi_kernel = in_kernel("the x2APIC EOI MSR write is handled by KVM's LAPIC");
     let timer_program = in_kernel("the TSC-deadline MSR write is handled by KVM's LAPIC");
     HostCosts {
@@ -320,6 +356,7 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
         irq_entry,
         ipi_send,
         external_interrupt,
+        userspace_kick,
         eoi_userspace: Measured::new(
             obs.userspace_exit_ns,
             format!(
@@ -357,6 +394,8 @@ mod tests {
             self_ipi_p50_ns: self_ipi,
             ipi_send_busy_ns: send,
             ipi_busy_target_ns: target,
+            userspace_ipi_send_busy_ns: 32_000.0,
+            userspace_ipi_busy_target_ns: 100_000.0,
             ..observations(30_000.0, 70_000.0)
         }
     }
@@ -404,7 +443,19 @@ mod tests {
                 cost.provenance()
             );
         }
-        assert_eq!(costs.rows().len(), 12);
+        assert_eq!(costs.rows().len(), 13);
+    }
+
+    #[test]
+    fn the_userspace_kick_is_split_from_the_userspace_ipi_floors_like_from_like() {
+        let mut obs = with_ipi_floors(7_000.0, 10_000.0, 30_000.0);
+        // 100 us lost = kick + pong 32 + EOI (userspace exit 9) + entry 3.
+        assert_eq!(derive_costs(&obs).userspace_kick.ns, 56_000.0);
+        // Unmeasured: a userspace exit plus the kick's 13 - 4 us into KVM.
+        obs.userspace_ipi_busy_target_ns = 0.0;
+        let kick = derive_costs(&obs).userspace_kick;
+        assert_eq!(kick.ns, 18_000.0);
+        assert!(kick.provenance().contains("a userspace exit plus"));
     }
 
     #[test]

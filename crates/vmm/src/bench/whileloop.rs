@@ -34,6 +34,20 @@ pub(super) fn run(
     let loaded = shared.result[abi::RESULT_WHILELOOP_LOADED_CYCLES];
     let iterations = shared.result[abi::RESULT_WHILELOOP_ITERATIONS];
     let loaded_iterations = shared.result[abi::RESULT_WHILELOOP_LOADED_ITERATIONS];
+    let interrupt_lost = shared.result[abi::RESULT_WHILELOOP_INTERRUPT_LOST_CYCLES];
+    let interrupts_seen = shared.result[abi::RESULT_WHILELOOP_INTERRUPTS_SEEN];
+    // Claims to check: the loop cannot lose more than it ran, nor see more
+    // interrupts than its handler counted.
+    if interrupt_lost > loaded || interrupts_seen > shared.handled[0] {
+        return Err(BenchError::Invariant {
+            bench: "whileloop",
+            what: format!(
+                "the guest claims {interrupt_lost} cycles lost to {interrupts_seen} interrupts \
+                 in a loaded loop of {loaded} cycles that handled {}",
+                shared.handled[0]
+            ),
+        });
+    }
     let mut results = BTreeMap::new();
     results.insert(super::RAISED.into(), f64_of(output.device.unwrap_or(0)));
     results.insert("iterations".into(), f64_of(iterations));
@@ -47,6 +61,13 @@ pub(super) fn run(
         "loaded_ns".into(),
         f64_of(cycles_to_ns(loaded, output.tsc_khz)),
     );
+    // The loop's time lost per interrupt, timed chunk by chunk in the guest.
+    if interrupts_seen > 0 {
+        results.insert(
+            super::LOST_PER_INTERRUPT_NS.into(),
+            f64_of(cycles_to_ns(interrupt_lost, output.tsc_khz)) / f64_of(interrupts_seen),
+        );
+    }
     results.insert(
         "guest_share".into(),
         guest_share(iterations, baseline, loaded_iterations, loaded),
