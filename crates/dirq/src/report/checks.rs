@@ -71,6 +71,7 @@ fn path_profile(base: &CostProfile, costs: &HostCosts, config: &BenchConfig) -> 
         let userspace = round_u64(costs.userspace_exit.ns);
         let service = &mut profile.exit_service_ns;
         service.external_interrupt = round_u64(costs.userspace_kick.ns);
+        profile.host_ns.wakeup = round_u64(costs.hlt_wakeup_userspace.ns);
         service.eoi_write = userspace;
         service.interrupt_window = userspace;
         service.timer_write = userspace;
@@ -917,9 +918,10 @@ mod tests {
     }
 
     #[test]
-    fn a_userspace_twin_is_kicked_at_the_userspace_kicks_cost() {
+    fn a_userspace_twin_is_kicked_and_woken_at_the_userspace_paths_costs() {
         let mut obs_costs = host_costs();
         obs_costs.userspace_kick.ns = 40_000.0;
+        obs_costs.hlt_wakeup_userspace.ns = 20_000.0;
         let userspace = twin(
             &case(config(Bench::Whileloop, Irqchip::Userspace)),
             &CostProfile::did_2015(),
@@ -928,6 +930,7 @@ mod tests {
         .expect("whileloop has a twin");
         assert_eq!(userspace.profile.exit_service_ns.external_interrupt, 40_000);
         assert_eq!(userspace.profile.exit_service_ns.eoi_write, 10_000);
+        assert_eq!(userspace.profile.host_ns.wakeup, 20_000);
         // The in-kernel path keeps the kick into KVM.
         let kernel = twin(
             &case(config(Bench::Whileloop, Irqchip::Kernel)),
