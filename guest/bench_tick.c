@@ -53,7 +53,7 @@ static void run(void)
     struct loop_timing timing;
     set_irq_entries(DIRQ_VECTOR_TICK, &tick_irq);
     time_under_load(ns_to_tsc(shared->duration_ns), MAX_SLOWDOWN, tick_on, read_back_count, ns_to_tsc(READ_BACK_PERIOD_NS),
-                    &timing);
+                    &shared->handled[0], &timing);
     control(DIRQ_CONTROL_BENCH_END);
     irq_disable();
 

@@ -25,13 +25,15 @@ static void run(void)
 {
     struct loop_timing timing;
     set_irq_entries(DIRQ_VECTOR_DEVICE, &device_irq);
-    time_under_load(ns_to_tsc(shared->duration_ns), MAX_SLOWDOWN, interrupts_on, 0, 0, &timing);
+    time_under_load(ns_to_tsc(shared->duration_ns), MAX_SLOWDOWN, interrupts_on, 0, 0, &shared->handled[0], &timing);
     control(DIRQ_CONTROL_BENCH_END);
 
     shared->result[DIRQ_RESULT_WHILELOOP_ITERATIONS] = timing.iterations;
     shared->result[DIRQ_RESULT_WHILELOOP_LOADED_ITERATIONS] = timing.loaded_iterations;
     shared->result[DIRQ_RESULT_WHILELOOP_BASELINE_CYCLES] = timing.baseline_cycles;
     shared->result[DIRQ_RESULT_WHILELOOP_LOADED_CYCLES] = timing.loaded_cycles;
+    shared->result[DIRQ_RESULT_WHILELOOP_INTERRUPT_LOST_CYCLES] = timing.event_lost_cycles;
+    shared->result[DIRQ_RESULT_WHILELOOP_INTERRUPTS_SEEN] = timing.events_seen;
 }
 
 const struct bench bench_whileloop = {DIRQ_BENCH_WHILELOOP, "whileloop", run, 0};

@@ -17,7 +17,7 @@ static u64 work(u64 iterations, u64 seed)
 }
 
 void time_under_load(u64 budget_cycles, u64 max_slowdown, void (*load_on)(void), void (*periodic)(void),
-                     u64 period_cycles, struct loop_timing *timing)
+                     u64 period_cycles, const volatile u64 *events, struct loop_timing *timing)
 {
     u64 iterations = 0;
     u64 seed = 1;
@@ -44,20 +44,36 @@ void time_under_load(u64 budget_cycles, u64 max_slowdown, void (*load_on)(void),
         }
     }
     /* The unloaded cost: the mean undisturbed chunk, for every chunk. */
-    u64 baseline = kept_cycles / kept_chunks * (iterations / CHUNK);
+    u64 undisturbed_chunk = kept_cycles / kept_chunks;
+    u64 baseline = undisturbed_chunk * (iterations / CHUNK);
 
     load_on();
     start = rdtsc();
-    u64 done = 0, last_periodic = start;
+    u64 done = 0, last_periodic = start, lost = 0, seen = 0;
+    u64 events_before = *events;
+    chunk_start = start;
     while (done < iterations && rdtsc() - start < max_slowdown * baseline) {
         seed = work(CHUNK, seed);
         done += CHUNK;
-        if (periodic && rdtsc() - last_periodic >= period_cycles) {
-            periodic();
-            last_periodic = rdtsc();
+        now = rdtsc();
+        u64 events_now = *events;
+        if (events_now != events_before) {
+            u64 chunk = now - chunk_start;
+            if (chunk > undisturbed_chunk)
+                lost += chunk - undisturbed_chunk;
+            seen += events_now - events_before;
+            events_before = events_now;
         }
+        if (periodic && now - last_periodic >= period_cycles) {
+            periodic();
+            now = rdtsc();
+            last_periodic = now;
+        }
+        chunk_start = now;
     }
     timing->loaded_cycles = rdtsc() - start;
+    timing->event_lost_cycles = lost;
+    timing->events_seen = seen;
     timing->iterations = iterations;
     timing->baseline_cycles = baseline;
     timing->loaded_iterations = done;

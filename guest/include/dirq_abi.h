@@ -76,6 +76,8 @@
 #define DIRQ_RESULT_WHILELOOP_BASELINE_CYCLES 1
 #define DIRQ_RESULT_WHILELOOP_LOADED_CYCLES 2
 #define DIRQ_RESULT_WHILELOOP_LOADED_ITERATIONS 3
+#define DIRQ_RESULT_WHILELOOP_INTERRUPT_LOST_CYCLES 4 /* loaded chunks' excess where handled[0] advanced */
+#define DIRQ_RESULT_WHILELOOP_INTERRUPTS_SEEN 5       /* how far handled[0] advanced in those chunks */
 #define DIRQ_RESULT_VIOAPIC_READS 0      /* controller register reads per interrupt */
 #define DIRQ_RESULT_VIOAPIC_WRITES 1     /* controller register writes per interrupt */
 #define DIRQ_RESULT_VIOAPIC_EVENTS 2     /* device events consumed */

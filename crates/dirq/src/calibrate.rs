@@ -76,11 +76,12 @@ fn run_budget_ms(quick: bool) -> u64 {
 
 /// How many real runs a calibration makes (after the probe).
 pub const CALIBRATION_RUNS: u64 = CALIBRATION_RUN_COUNT as u64;
-const CALIBRATION_RUN_COUNT: usize = 2;
+const CALIBRATION_RUN_COUNT: usize = 3;
 
 /// The calibration runs: an interrupt into a running and into a halted
 /// vCPU, on the in-kernel path with PV EOI, where the interrupt's only exit
-/// is its delivery.
+/// is its delivery; and into a halted vCPU through dirq's userspace LAPIC,
+/// whose halted vCPU waits in the VMM, not in KVM.
 fn calibration_runs(events: u64, guest_exec: GuestExec) -> [BenchConfig; CALIBRATION_RUN_COUNT] {
     let mut running = BenchConfig::from(BenchParams::IrqLatency(IrqLatencyParams {
         count: events,
@@ -96,7 +97,11 @@ fn calibration_runs(events: u64, guest_exec: GuestExec) -> [BenchConfig; CALIBRA
     };
     let mut halted = running.clone();
     halted.common.guest_idle = GuestIdle::Halt;
-    [running, halted]
+    let mut halted_userspace = halted.clone();
+    halted_userspace.common.irqchip = Irqchip::Userspace;
+    halted_userspace.common.inject = Inject::Vcpu;
+    halted_userspace.common.pv_eoi = false;
+    [running, halted, halted_userspace]
 }
 
 /// Runs the calibration runs (advancing `bar` once per run) in the mode
@@ -124,8 +129,11 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
         runs.push(report);
         bar.inc(1);
     }
-    let [running, halted] = &reports[..] else {
-        anyhow::bail!("calibration made {} runs, expected 2", reports.len());
+    let [running, halted, halted_userspace] = &reports[..] else {
+        anyhow::bail!(
+            "calibration made {} runs, expected {CALIBRATION_RUN_COUNT}",
+            reports.len()
+        );
     };
     let p50 = |run: &crate::report::views::RealRun, command: &str| -> Result<f64> {
         run.latency_ns
@@ -137,6 +145,7 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
         probe: format!("dirq probe --guest-exec {}", probe.guest_exec),
         inject_running: command_line(&configs[0]),
         inject_halted: command_line(&configs[1]),
+        inject_halted_userspace: command_line(&configs[2]),
     };
     let floors = &probe.floors;
     let observations = Observations {
@@ -145,8 +154,11 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
         self_ipi_p50_ns: floors.self_ipi_p50_ns,
         ipi_send_busy_ns: floors.ipi_busy_send_ns,
         ipi_busy_target_ns: floors.ipi_busy_target_ns,
+        userspace_ipi_send_busy_ns: floors.userspace_ipi_busy_send_ns,
+        userspace_ipi_busy_target_ns: floors.userspace_ipi_busy_target_ns,
         inject_running_p50_ns: p50(running, &commands.inject_running)?,
         inject_halted_p50_ns: p50(halted, &commands.inject_halted)?,
+        inject_halted_userspace_p50_ns: p50(halted_userspace, &commands.inject_halted_userspace)?,
         half_spread_ns: Floor::ALL
             .into_iter()
             .map(|floor| (floor, floors.half_spread_ns(floor)))

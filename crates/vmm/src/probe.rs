@@ -109,6 +109,12 @@ pub struct Floors {
     /// the host IPI that kicks the target. 0 when not measured.
     #[serde(default)]
     pub ipi_busy_send_ns: f64,
+    /// The same two with dirq's userspace LAPIC, whose kick is a signal
+    /// to the target's thread and a return to the VMM. 0 when not measured.
+    #[serde(default)]
+    pub userspace_ipi_busy_target_ns: f64,
+    #[serde(default)]
+    pub userspace_ipi_busy_send_ns: f64,
     /// Set when the two vCPUs of the IPI floors shared a host CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_note: Option<String>,
@@ -132,11 +138,13 @@ pub enum Floor {
     IpiHalted,
     IpiBusySend,
     IpiBusyTarget,
+    UserspaceIpiBusySend,
+    UserspaceIpiBusyTarget,
 }
 
 impl Floor {
     /// Every floor, in the order people read them.
-    pub const ALL: [Floor; 7] = [
+    pub const ALL: [Floor; 9] = [
         Floor::UserspaceExit,
         Floor::KernelExit,
         Floor::SelfIpi,
@@ -144,6 +152,8 @@ impl Floor {
         Floor::IpiHalted,
         Floor::IpiBusySend,
         Floor::IpiBusyTarget,
+        Floor::UserspaceIpiBusySend,
+        Floor::UserspaceIpiBusyTarget,
     ];
 
     /// What the floor times, for tables and warnings.
@@ -156,11 +166,13 @@ impl Floor {
             Floor::IpiHalted => "IPI to a halted vCPU, one way, p50",
             Floor::IpiBusySend => "IPI send to a busy vCPU, p50",
             Floor::IpiBusyTarget => "IPI's cost to a busy target, p50",
+            Floor::UserspaceIpiBusySend => "the same send, userspace LAPIC, p50",
+            Floor::UserspaceIpiBusyTarget => "the same cost, userspace LAPIC, p50",
         }
     }
 }
 
-/// The three kinds of run the probe repeats, each timing some floors.
+/// The four kinds of run the probe repeats, each timing some floors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FloorRun {
@@ -170,35 +182,47 @@ pub enum FloorRun {
     IpiBusy,
     /// ipi one way to a halted vCPU.
     IpiHalted,
+    /// ipi one way to a spinning vCPU through dirq's userspace LAPIC.
+    IpiBusyUserspace,
 }
 
 impl FloorRun {
-    const ALL: [FloorRun; 3] = [FloorRun::Exits, FloorRun::IpiBusy, FloorRun::IpiHalted];
+    const ALL: [FloorRun; 4] = [
+        FloorRun::Exits,
+        FloorRun::IpiBusy,
+        FloorRun::IpiHalted,
+        FloorRun::IpiBusyUserspace,
+    ];
 
     fn describe(self) -> &'static str {
         match self {
             FloorRun::Exits => "exits and self-IPIs",
             FloorRun::IpiBusy => "an IPI to a busy vCPU",
             FloorRun::IpiHalted => "an IPI to a halted vCPU",
+            FloorRun::IpiBusyUserspace => "an IPI to a busy vCPU, userspace LAPIC",
         }
     }
 
-    fn params(self, count: u64) -> (BenchParams, GuestIdle) {
-        let ipi = |idle| {
+    /// The run's bench, what its guest does between events, and whose
+    /// LAPIC it uses.
+    fn params(self, count: u64) -> (BenchParams, GuestIdle, Irqchip) {
+        let ipi = |idle, irqchip| {
             let params = BenchParams::Ipi(IpiParams {
                 count,
                 ipi_measure: IpiMeasure::OneWay,
                 ..IpiParams::default()
             });
-            (params, idle)
+            (params, idle, irqchip)
         };
         match self {
             FloorRun::Exits => (
                 BenchParams::ExitCost(ExitCostParams { count }),
                 GuestIdle::Halt,
+                Irqchip::Kernel,
             ),
-            FloorRun::IpiBusy => ipi(GuestIdle::Busy),
-            FloorRun::IpiHalted => ipi(GuestIdle::Halt),
+            FloorRun::IpiBusy => ipi(GuestIdle::Busy, Irqchip::Kernel),
+            FloorRun::IpiHalted => ipi(GuestIdle::Halt, Irqchip::Kernel),
+            FloorRun::IpiBusyUserspace => ipi(GuestIdle::Busy, Irqchip::Userspace),
         }
     }
 }
@@ -331,7 +355,7 @@ pub fn probe(guest_exec: Option<GuestExec>) -> Result<ProbeReport, ProbeError> {
 
 impl Floors {
     /// Each floor with what it times, in the order people read them.
-    pub fn named(&self) -> [(&'static str, f64); 7] {
+    pub fn named(&self) -> [(&'static str, f64); 9] {
         Floor::ALL.map(|floor| (floor.name(), self.get(floor)))
     }
 
@@ -345,6 +369,8 @@ impl Floors {
             Floor::IpiHalted => self.ipi_halted_p50_ns,
             Floor::IpiBusySend => self.ipi_busy_send_ns,
             Floor::IpiBusyTarget => self.ipi_busy_target_ns,
+            Floor::UserspaceIpiBusySend => self.userspace_ipi_busy_send_ns,
+            Floor::UserspaceIpiBusyTarget => self.userspace_ipi_busy_target_ns,
         }
     }
 
@@ -357,6 +383,8 @@ impl Floors {
             Floor::IpiHalted => &mut self.ipi_halted_p50_ns,
             Floor::IpiBusySend => &mut self.ipi_busy_send_ns,
             Floor::IpiBusyTarget => &mut self.ipi_busy_target_ns,
+            Floor::UserspaceIpiBusySend => &mut self.userspace_ipi_busy_send_ns,
+            Floor::UserspaceIpiBusyTarget => &mut self.userspace_ipi_busy_target_ns,
         }
     }
 
@@ -572,9 +600,19 @@ fn figures(kind: FloorRun, report: &RunReport, events: u64) -> Result<Vec<Figure
                 ipi.target_gaps.unwrap_or(0),
             ),
         ],
+        (FloorRun::IpiBusyUserspace, BenchResult::Ipi(ipi)) => vec![
+            figure(Floor::UserspaceIpiBusySend, timed(ipi.send_p50_ns), events),
+            figure(
+                Floor::UserspaceIpiBusyTarget,
+                timed(ipi.target_gap_p50_ns),
+                ipi.target_gaps.unwrap_or(0),
+            ),
+        ],
         (FloorRun::IpiHalted, _) => vec![figure(Floor::IpiHalted, p50, events)],
         (FloorRun::Exits, other) => return Err(other.mismatch(Bench::ExitCost).into()),
-        (FloorRun::IpiBusy, other) => return Err(other.mismatch(Bench::Ipi).into()),
+        (FloorRun::IpiBusy | FloorRun::IpiBusyUserspace, other) => {
+            return Err(other.mismatch(Bench::Ipi).into())
+        }
     })
 }
 
@@ -622,6 +660,8 @@ fn measure_floors(guest_exec: GuestExec, monitor: &mut LoadMonitor) -> Result<Fl
         ipi_halted_p50_ns: 0.0,
         ipi_busy_target_ns: 0.0,
         ipi_busy_send_ns: 0.0,
+        userspace_ipi_busy_target_ns: 0.0,
+        userspace_ipi_busy_send_ns: 0.0,
         placement_note: None,
         spread: BTreeMap::new(),
         event_wall_ns: BTreeMap::new(),
@@ -633,9 +673,10 @@ fn measure_floors(guest_exec: GuestExec, monitor: &mut LoadMonitor) -> Result<Fl
         for batch in 0..=BATCHES {
             monitor.look();
             let (events, timeout_ms) = batch_size(pace_ns);
-            let (params, guest_idle) = kind.params(events);
+            let (params, guest_idle, irqchip) = kind.params(events);
             let common = CommonSettings {
                 guest_idle,
+                irqchip,
                 guest_exec: Some(guest_exec),
                 timeout_ms: Some(timeout_ms),
                 ..CommonSettings::new(params.bench())

@@ -210,7 +210,17 @@ pub struct WhileloopResult {
     pub loaded_ns: u64,
     /// The share of the CPU the loop kept under the load.
     pub guest_share: f64,
+    /// What each handled interrupt took from the loaded loop (ns), timed
+    /// by the guest chunk by chunk: every chunk during which the handler
+    /// ran adds what it took beyond an undisturbed chunk. Unlike the share,
+    /// well conditioned at any rate (at low rates the share's loss is a
+    /// small difference of two long runs). None when no chunk saw one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_per_interrupt_ns: Option<f64>,
 }
+
+/// whileloop: the figure named by `WhileloopResult::lost_per_interrupt_ns`.
+pub const LOST_PER_INTERRUPT_NS: &str = "lost_per_interrupt_ns";
 
 /// tick: the compute loop under the PIT tick, and what the guest read back.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{one_vm_at_a_time, run, userspace_exits};
+use dirq_stats::f64_of;
 use dirq_vmm::bench::{lapic_check, BenchError};
 use dirq_vmm::bus::BusError;
 use dirq_vmm::config::params::{
@@ -18,6 +19,7 @@ use dirq_vmm::config::{
 use dirq_vmm::exec::HostExec;
 use dirq_vmm::exits::UserspaceExit;
 use dirq_vmm::machine::MachineError;
+use dirq_vmm::results::BenchResult;
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::trace::Tracing;
 use dirq_vmm::vcpu::VcpuError;
@@ -160,6 +162,32 @@ fn native_mode_runs_a_million_iteration_loop_without_emulation() {
     assert!(
         emulated >= iterations,
         "{emulated} instructions emulated over {iterations} iterations"
+    );
+}
+
+#[test]
+fn whileloop_times_what_each_interrupt_takes_from_the_loop() {
+    if !require_kvm("whileloop_times_what_each_interrupt_takes_from_the_loop") {
+        return;
+    }
+    let config = BenchConfig::from(BenchParams::Whileloop(WhileloopParams {
+        rate_hz: 5_000,
+        duration_ms: 50,
+    }));
+    let report = run(&config).expect("whileloop runs");
+    let BenchResult::Whileloop(figures) = &report.results else {
+        panic!("whileloop reported {:?}", report.results);
+    };
+    assert!(report.interrupts > 0, "no interrupt handled");
+    // Every interrupt exits at least once, so each takes time from the
+    // loop; together no more than the loaded run lasted.
+    let lost = figures.lost_per_interrupt_ns.expect("a chunk saw an interrupt");
+    assert!(lost > 0.0, "lost per interrupt {lost} ns");
+    assert!(
+        lost * f64_of(report.interrupts) <= f64_of(figures.loaded_ns),
+        "{lost} ns lost by each of {} interrupts in {} ns",
+        report.interrupts,
+        figures.loaded_ns
     );
 }
 

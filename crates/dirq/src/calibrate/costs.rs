@@ -99,10 +99,16 @@ pub struct Observations {
     /// `dirq probe`: what one IPI took from a busy vCPU, its handler's pong
     /// and EOI included (p50, the target's TSC; 0 if not measured).
     pub ipi_busy_target_ns: f64,
+    /// `dirq probe`: the same two through dirq's userspace LAPIC (0 if not
+    /// measured).
+    pub userspace_ipi_send_busy_ns: f64,
+    pub userspace_ipi_busy_target_ns: f64,
     /// irq-latency p50, in-kernel path with PV EOI, guest busy.
     pub inject_running_p50_ns: f64,
     /// The same with the guest halted between interrupts.
     pub inject_halted_p50_ns: f64,
+    /// irq-latency p50 into a halted guest through dirq's userspace LAPIC.
+    pub inject_halted_userspace_p50_ns: f64,
     /// How far either side of its median each probe floor's runs landed
     /// (half their interquartile range); a floor not here did not vary.
     pub half_spread_ns: BTreeMap<Floor, f64>,
@@ -115,6 +121,7 @@ pub struct Commands {
     pub probe: String,
     pub inject_running: String,
     pub inject_halted: String,
+    pub inject_halted_userspace: String,
 }
 
 /// Every cost issue 5 asks `dirq calibrate` to measure.
@@ -125,12 +132,18 @@ pub struct HostCosts {
     pub inject_running: Measured,
     pub inject_halted: Measured,
     pub hlt_wakeup: Measured,
+    /// The same wake-up of a vCPU halted in the VMM (userspace LAPIC).
+    pub hlt_wakeup_userspace: Measured,
     /// The injection into the guest and its handler's entry.
     pub irq_entry: Measured,
     /// The host IPI a sender pays to kick a running vCPU, beyond its exit.
     pub ipi_send: Measured,
     /// The exit a running vCPU takes when it is kicked for an interrupt.
     pub external_interrupt: Measured,
+    /// What the VMM's kick (a signal to the vCPU thread, the return to the
+    /// VMM, its injection and re-entry) takes from a running vCPU with
+    /// dirq's userspace LAPIC.
+    pub userspace_kick: Measured,
     pub eoi_userspace: Measured,
     pub eoi_kernel: Measured,
     pub eoi_pv: Measured,
@@ -139,18 +152,23 @@ pub struct HostCosts {
 
 impl HostCosts {
     /// Named rows for tables, in a fixed order, derivable or not.
-    pub fn rows(&self) -> [(&'static str, &Measured); 12] {
+    pub fn rows(&self) -> [(&'static str, &Measured); 14] {
         [
             ("userspace exit", &self.userspace_exit),
             ("in-kernel exit", &self.kernel_exit),
             ("interrupt into a running vCPU (p50)", &self.inject_running),
             ("interrupt into a halted vCPU (p50)", &self.inject_halted),
             ("HLT wake-up", &self.hlt_wakeup),
+            ("HLT wake-up, userspace LAPIC", &self.hlt_wakeup_userspace),
             ("injection and handler entry", &self.irq_entry),
             ("IPI send to a running vCPU", &self.ipi_send),
             (
                 "external-interrupt exit (kick of a running vCPU)",
                 &self.external_interrupt,
+            ),
+            (
+                "kick of a running vCPU, userspace LAPIC",
+                &self.userspace_kick,
             ),
             ("EOI, userspace LAPIC", &self.eoi_userspace),
             ("EOI, KVM LAPIC (x2APIC MSR)", &self.eoi_kernel),
@@ -298,6 +316,45 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
         obs.kernel_exit_ns,
         "one in-kernel exit: the kick exits into KVM, which injects and re-enters",
     );
+    // The same split with dirq's userspace LAPIC, like from like: the pong's
+    // ICR write as its sender times it and the EOI (a userspace exit) come
+    // off the target's loss. When it cannot be derived the kick is taken
+    // for a userspace exit plus what a kick into KVM adds to an exit.
+    let userspace = probe_term(Floor::UserspaceExit, obs.userspace_exit_ns);
+    let userspace_kick = derived(
+        difference(
+            probe_term(
+                Floor::UserspaceIpiBusyTarget,
+                obs.userspace_ipi_busy_target_ns,
+            ),
+            &[
+                probe_term(Floor::UserspaceIpiBusySend, obs.userspace_ipi_send_busy_ns),
+                userspace,
+                entry,
+            ],
+        ),
+        from_probe(
+            "what an IPI takes from a busy vCPU through the userspace LAPIC minus its \
+             handler's pong, EOI (one userspace exit) and entry",
+        ),
+        obs.userspace_exit_ns + (external_interrupt.ns - obs.kernel_exit_ns).max(0.0),
+        "a userspace exit plus what a kick into KVM adds to an in-kernel exit",
+    );
+    // With dirq's LAPIC a halted vCPU's HLT exit returns to the VMM, which
+    // waits for an interrupt: the round trip is that exit's return (one
+    // userspace exit), the VMM's wake-up of the vCPU thread, and the entry.
+    let hlt_wakeup_userspace = derived(
+        difference(
+            run_term(obs.inject_halted_userspace_p50_ns),
+            &[userspace, entry],
+        ),
+        format!(
+            "p50 of `{}` minus one userspace exit and the injection and handler entry (`{}`)",
+            c.inject_halted_userspace, c.probe
+        ),
+        hlt_wakeup.ns,
+        "the in-kernel path's HLT wake-up",
+    );
     let eoi_kernel = in_kernel("the x2APIC EOI MSR write is handled by KVM's LAPIC");
     let timer_program = in_kernel("the TSC-deadline MSR write is handled by KVM's LAPIC");
     HostCosts {
@@ -317,9 +374,11 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
             format!("`{}`: MSI round trip p50", c.inject_halted),
         ),
         hlt_wakeup,
+        hlt_wakeup_userspace,
         irq_entry,
         ipi_send,
         external_interrupt,
+        userspace_kick,
         eoi_userspace: Measured::new(
             obs.userspace_exit_ns,
             format!(
@@ -357,6 +416,9 @@ mod tests {
             self_ipi_p50_ns: self_ipi,
             ipi_send_busy_ns: send,
             ipi_busy_target_ns: target,
+            userspace_ipi_send_busy_ns: 32_000.0,
+            userspace_ipi_busy_target_ns: 100_000.0,
+            inject_halted_userspace_p50_ns: 40_000.0,
             ..observations(30_000.0, 70_000.0)
         }
     }
@@ -404,7 +466,34 @@ mod tests {
                 cost.provenance()
             );
         }
-        assert_eq!(costs.rows().len(), 12);
+        assert_eq!(costs.rows().len(), 14);
+    }
+
+    #[test]
+    fn the_userspace_kick_is_split_from_the_userspace_ipi_floors_like_from_like() {
+        let mut obs = with_ipi_floors(7_000.0, 10_000.0, 30_000.0);
+        // 100 us lost = kick + pong 32 + EOI (userspace exit 9) + entry 3.
+        assert_eq!(derive_costs(&obs).userspace_kick.ns, 56_000.0);
+        // Unmeasured: a userspace exit plus the kick's 13 - 4 us into KVM.
+        obs.userspace_ipi_busy_target_ns = 0.0;
+        let kick = derive_costs(&obs).userspace_kick;
+        assert_eq!(kick.ns, 18_000.0);
+        assert!(kick.provenance().contains("a userspace exit plus"));
+    }
+
+    #[test]
+    fn a_vcpu_halted_in_the_vmm_wakes_at_its_own_round_trips_cost() {
+        let mut obs = with_ipi_floors(7_000.0, 10_000.0, 30_000.0);
+        // 40 us = the HLT exit's return (userspace exit 9) + wake + entry 3.
+        assert_eq!(derive_costs(&obs).hlt_wakeup_userspace.ns, 28_000.0);
+        // Unmeasured: the in-kernel wake-up stands in, and says so.
+        obs.inject_halted_userspace_p50_ns = 0.0;
+        let costs = derive_costs(&obs);
+        assert_eq!(costs.hlt_wakeup_userspace.ns, costs.hlt_wakeup.ns);
+        assert!(costs
+            .hlt_wakeup_userspace
+            .provenance()
+            .contains("the in-kernel path's HLT wake-up"));
     }
 
     #[test]

@@ -61,17 +61,17 @@ struct Twin {
 /// device or paging activity, so the idle VM's exits (a property of the
 /// guest OS in did-2015) are zero. With the userspace irqchip every
 /// interrupt-controller exit is served by the VMM: a userspace exit; a
-/// kick (the VMM's signal to a running vCPU) forces it with the host
-/// interrupt a kick into KVM pays beyond an in-kernel exit.
+/// kick (the VMM's signal to a running vCPU) costs what the probe's
+/// userspace-LAPIC IPI floors say it takes from a busy vCPU.
 fn path_profile(base: &CostProfile, costs: &HostCosts, config: &BenchConfig) -> CostProfile {
     let mut profile = base.clone();
     profile.idle_exits_per_s.io_instruction = 0.0;
     profile.idle_exits_per_s.ept_violation = 0.0;
     if config.common.irqchip == Irqchip::Userspace {
         let userspace = round_u64(costs.userspace_exit.ns);
-        let kick = (costs.external_interrupt.ns - costs.kernel_exit.ns).max(0.0);
         let service = &mut profile.exit_service_ns;
-        service.external_interrupt = round_u64(costs.userspace_exit.ns + kick);
+        service.external_interrupt = round_u64(costs.userspace_kick.ns);
+        profile.host_ns.wakeup = round_u64(costs.hlt_wakeup_userspace.ns);
         service.eoi_write = userspace;
         service.interrupt_window = userspace;
         service.timer_write = userspace;
@@ -366,13 +366,14 @@ fn compare(case: &RealCase, predicted: &SimRun, statistic: ExitStatistic) -> Vec
     comparisons
 }
 
-/// The time the loop lost per interrupt its guest handled (ns): the core's
-/// share it did not get, per handled interrupt of its measured window.
+/// The time the loop lost per interrupt its guest handled (ns), as the
+/// guest timed it chunk by chunk.
 fn lost_per_interrupt_ns(case: &RealCase) -> Option<Spread> {
     case.spread(|r| {
-        let share = r.run.results.get(super::real::GUEST_SHARE)?;
-        (r.run.interrupts > 0)
-            .then(|| (1.0 - share) * r.run.duration_s * 1e9 / f64_of(r.run.interrupts))
+        r.run
+            .results
+            .get(dirq_vmm::bench::LOST_PER_INTERRUPT_NS)
+            .copied()
     })
 }
 
@@ -917,18 +918,30 @@ mod tests {
     }
 
     #[test]
-    fn a_kicked_userspace_exit_pays_the_kick_beyond_an_in_kernel_exit() {
+    fn a_userspace_twin_is_kicked_and_woken_at_the_userspace_paths_costs() {
         let mut obs_costs = host_costs();
-        obs_costs.external_interrupt.ns = 9_000.0;
+        obs_costs.userspace_kick.ns = 40_000.0;
+        obs_costs.hlt_wakeup_userspace.ns = 20_000.0;
         let userspace = twin(
             &case(config(Bench::Whileloop, Irqchip::Userspace)),
             &CostProfile::did_2015(),
             &obs_costs,
         )
         .expect("whileloop has a twin");
-        // 10 us userspace exit + (9 - 4) us of kick.
-        assert_eq!(userspace.profile.exit_service_ns.external_interrupt, 15_000);
+        assert_eq!(userspace.profile.exit_service_ns.external_interrupt, 40_000);
         assert_eq!(userspace.profile.exit_service_ns.eoi_write, 10_000);
+        assert_eq!(userspace.profile.host_ns.wakeup, 20_000);
+        // The in-kernel path keeps the kick into KVM.
+        let kernel = twin(
+            &case(config(Bench::Whileloop, Irqchip::Kernel)),
+            &CostProfile::did_2015(),
+            &obs_costs,
+        )
+        .expect("whileloop has a twin");
+        assert_eq!(
+            kernel.profile.exit_service_ns.external_interrupt,
+            CostProfile::did_2015().exit_service_ns.external_interrupt
+        );
     }
 
     fn timer_case(exits_per_interrupt: f64) -> RealCase {

@@ -394,6 +394,8 @@ mod tests {
             ipi_busy_p50_ns: 20_000.0 * scale,
             ipi_halted_p50_ns: 45_000.0 * scale,
             ipi_busy_target_ns: 30_000.0 * scale,
+            userspace_ipi_busy_target_ns: 100_000.0 * scale,
+            userspace_ipi_busy_send_ns: 30_000.0 * scale,
             ipi_busy_send_ns: 10_000.0 * scale,
             placement_note: None,
             spread: Default::default(),

@@ -1,6 +1,8 @@
 //! `dirq run whileloop`: a compute loop's slowdown under a device thread
 //! raising interrupts at a fixed rate.
 
+use dirq_stats::f64_of;
+
 use super::{cycles_to_ns, guest_share, window_exits, BenchError};
 use crate::abi;
 use crate::config::params::WhileloopParams;
@@ -31,6 +33,20 @@ pub(super) fn run(
     let loaded = shared.result[abi::RESULT_WHILELOOP_LOADED_CYCLES];
     let iterations = shared.result[abi::RESULT_WHILELOOP_ITERATIONS];
     let loaded_iterations = shared.result[abi::RESULT_WHILELOOP_LOADED_ITERATIONS];
+    let interrupt_lost = shared.result[abi::RESULT_WHILELOOP_INTERRUPT_LOST_CYCLES];
+    let interrupts_seen = shared.result[abi::RESULT_WHILELOOP_INTERRUPTS_SEEN];
+    // Claims to check: the loop cannot lose more than it ran, nor see more
+    // interrupts than its handler counted.
+    if interrupt_lost > loaded || interrupts_seen > shared.handled[0] {
+        return Err(BenchError::Invariant {
+            bench: "whileloop",
+            what: format!(
+                "the guest claims {interrupt_lost} cycles lost to {interrupts_seen} interrupts \
+                 in a loaded loop of {loaded} cycles that handled {}",
+                shared.handled[0]
+            ),
+        });
+    }
     let results = BenchResult::Whileloop(WhileloopResult {
         raised: output.device.unwrap_or(0),
         iterations,
@@ -38,6 +54,9 @@ pub(super) fn run(
         baseline_ns: cycles_to_ns(baseline, output.tsc_khz),
         loaded_ns: cycles_to_ns(loaded, output.tsc_khz),
         guest_share: guest_share(iterations, baseline, loaded_iterations, loaded),
+        lost_per_interrupt_ns: (interrupts_seen > 0).then(|| {
+            f64_of(cycles_to_ns(interrupt_lost, output.tsc_khz)) / f64_of(interrupts_seen)
+        }),
     });
     let (exits, duration_s) = window_exits(&output);
     Ok(RunReport::new(
