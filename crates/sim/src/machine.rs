@@ -12,7 +12,6 @@
 mod apps;
 mod checker;
 mod delivery;
-mod design_work;
 mod devices;
 mod effects;
 #[cfg(test)]
@@ -43,14 +42,14 @@ use dirq_arch::lapic::{
 };
 use dirq_arch::msi::{MsiMessage, RemappableMsi};
 use dirq_arch::posted::PostedInterruptDescriptor;
-use dirq_arch::vectors::VectorSet;
-use dirq_arch::vmcs::{MsrWriteAction, Vmcs, CPU_INTERRUPT_WINDOW_EXITING};
+use dirq_arch::vmcs::{MsrWriteAction, CPU_INTERRUPT_WINDOW_EXITING};
 
 use crate::metrics::ExitReason;
-use crate::policy::{
-    msrs, Design, Injection, InjectionMode, TimerPath, VfRoute, VirtualSignal,
-    NOT_PRESENT_EXCEPTION,
-};
+use crate::policy::mechanism::injection::InjectionState;
+use crate::policy::mechanism::signal::{Signal, Whereabouts};
+use crate::policy::mechanism::timer::{TimerEffect, TimerEffects, TimerState};
+use crate::policy::mechanism::VcpuHardware;
+use crate::policy::{msrs, Design, VfRoute, NOT_PRESENT_EXCEPTION};
 use crate::profile::CostProfile;
 use crate::queue::{EventQueue, Keyed};
 use crate::rng::Rng;
@@ -60,7 +59,6 @@ use crate::trace::Trace;
 use crate::SimError;
 
 pub(crate) use checker::Checker;
-use design_work::DesignWork;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
 use guest::{
@@ -361,6 +359,7 @@ impl Machine {
             Effect::QueueVirtual { vcpu, vector } => self.queue_virtual(vcpu, vector, fx),
             Effect::SignalVirtual { vcpu, vector } => self.signal_virtual(vcpu, vector, fx),
             Effect::Wake(vcpu) => self.wake(vcpu, fx),
+            Effect::Timer { vcpu, effect } => self.apply_timer_effect(vcpu, effect, fx),
             Effect::EnterGuest(core) => self.enter_guest(core, fx),
             Effect::FinishHostWork { core, extra_ns } => self.finish_host_work(core, extra_ns, fx),
         }
@@ -450,7 +449,7 @@ impl Machine {
     /// Re-evaluates DID's timer invariant for `core` after its LAPIC timer,
     /// its timer owner or its current vCPU changed.
     fn recheck_timer_ownership(&mut self, core: usize) {
-        if core == HOUSEKEEPING_CORE || self.design.timer_path != TimerPath::PassThrough {
+        if core == HOUSEKEEPING_CORE || !self.design.timer_path.physical_timer_has_owner() {
             return;
         }
         let c = &mut self.cores[core];
@@ -470,10 +469,9 @@ impl Machine {
                     let v = &self.vcpus[vcpu];
                     let lapic = &self.cores[v.home_core].lapic;
                     let host_form = self.queues[v.queues].vf_host_vector;
-                    v.vlapic.irr().contains(vector)
-                        || v.pid.pir.contains(vector)
-                        || v.virtual_pending.contains(vector)
-                        || v.injecting == Some(vector)
+                    v.hw.vlapic.irr().contains(vector)
+                        || v.hw.pid.pir.contains(vector)
+                        || v.injection.holds(vector)
                         || lapic.irr().contains(vector)
                         || (vector == GUEST_VF_VECTOR && lapic.irr().contains(host_form))
                         || !self.cores[v.home_core].nmi_mailbox.is_empty()

@@ -338,7 +338,7 @@ impl Machine {
 
     /// A virtio notify: a port write that exits under every hypervisor.
     pub(super) fn io_notify(&self, vcpu: usize, fx: &mut Effects) {
-        if self.vcpus[vcpu].vmcs.io_exits() {
+        if self.vcpus[vcpu].hw.vmcs.io_exits() {
             self.list_exit(vcpu, ExitReason::IoInstruction, fx);
         }
     }
@@ -374,7 +374,7 @@ impl Machine {
             IpiMode::Unicast => self.vms[vm].vcpus.iter().copied().skip(1).take(1).collect(),
             IpiMode::Broadcast => self.vms[vm].vcpus.iter().copied().skip(1).collect(),
         };
-        let trapped = self.vcpus[vcpu].vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
+        let trapped = self.vcpus[vcpu].hw.vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
         let mut send_at = self.now;
         if trapped {
             let cost = self.profile.exit_service_ns.icr_write

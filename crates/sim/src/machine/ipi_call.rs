@@ -81,7 +81,7 @@ impl Machine {
             .into_iter()
             .partition(|&callee| self.cluster_of(callee) == cluster);
         self.vms[vm].call.unsent = rest;
-        let trapped = self.vcpus[vcpu].vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
+        let trapped = self.vcpus[vcpu].hw.vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
         let mut send_at = self.now;
         if trapped {
             let service = &self.profile.exit_service_ns;
