@@ -33,7 +33,7 @@ mod timers;
 
 use dirq_arch::bus;
 use dirq_arch::clock::Clock;
-use dirq_arch::interrupt::{DeliveryMode, TriggerMode};
+use dirq_arch::interrupt::{ApicBusMessage, DeliveryMode, TriggerMode};
 use dirq_arch::iommu::{InterruptRemappingTable, Remapped};
 use dirq_arch::lapic::{
     x2apic_msr, AcceptOutcome, Lapic, LapicConfig, APIC_BASE_GLOBAL_ENABLE,
@@ -53,7 +53,7 @@ use crate::policy::{msrs, Design, VfRoute, NOT_PRESENT_EXCEPTION};
 use crate::profile::CostProfile;
 use crate::queue::{EventQueue, Keyed};
 use crate::rng::Rng;
-use crate::scenario::{IdleMode, IpiMode, RunSpec, Transport, WorkloadKind};
+use crate::scenario::{IdleMode, RunSpec, Transport, WorkloadKind};
 use crate::service::Sampler;
 use crate::trace::Trace;
 use crate::SimError;

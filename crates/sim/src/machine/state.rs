@@ -89,6 +89,13 @@ pub(super) struct Vcpu {
     pub(super) user_task_woken: bool,
 }
 
+/// The APIC bus of a VM routes over its vCPUs' virtual LAPICs.
+impl AsRef<Lapic> for Vcpu {
+    fn as_ref(&self) -> &Lapic {
+        &self.hw.vlapic
+    }
+}
+
 pub(super) struct Vm {
     pub(super) vcpus: Vec<usize>,
     /// The ipi-call workload's call in flight.
