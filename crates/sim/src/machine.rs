@@ -3,11 +3,36 @@
 //! model, physical delivery, injection, the timer paths, host exits and
 //! scheduling, devices, the checker); each changes its own state and lists
 //! [`Effect`]s for the engine instead of calling another mechanism, as a
-//! `dirq_arch::lapic::Lapic` returns bus messages. A policy
-//! (`crate::policy`) decides; the mechanisms carry the decisions out on the
-//! hardware models of `dirq_arch` (every physical LAPIC and every vCPU's
-//! virtual LAPIC is a `dirq_arch::lapic::Lapic`; VMCS, IOMMU and
-//! posted-interrupt descriptors are the `dirq_arch` models too).
+//! `dirq_arch::lapic::Lapic` returns bus messages. A design's mechanisms
+//! are the types of `crate::policy::mechanism` its table names; the engine
+//! calls them and never branches on a table field. The mechanisms carry
+//! the decisions out on the hardware models of `dirq_arch` (every physical
+//! LAPIC and every vCPU's virtual LAPIC is a `dirq_arch::lapic::Lapic`;
+//! VMCS, IOMMU and posted-interrupt descriptors are the `dirq_arch` models
+//! too).
+//!
+//! ```text
+//!  EventQueue --pop--> dispatch(Event) --> a machine/ module ---------+
+//!      ^                                   (devices, guest, host,     |
+//!      |                                    timers, workloads ...)    |
+//!      |                                        |  calls the design's |
+//!      |                                        v  mechanism          |
+//!      |                          policy::mechanism::{injection,      |
+//!      |                            signal, timer, host_tick,         |
+//!      |                            host_interrupt, preemption,       |
+//!      |                            irte, vmcs}                       |
+//!      |                            state: InjectionState, TimerState |
+//!      |                            returns Signal / TimerEffect /    |
+//!      |                            merged vectors / costs            |
+//!      |                                        |                     |
+//!      |                                        v                     v
+//!      +--Schedule/Cancel-- apply(Effects) <-- listed Effects (depth first)
+//!                              |
+//!                              +--> hardware: cores' Lapic, VcpuHardware
+//!                              |    {vlapic, vmcs, pid}, IOMMU, APIC bus
+//!                              |    (guest IPIs: ICR write -> bus::route)
+//!                              +--> Checker (every interrupt's fate)
+//! ```
 
 mod apps;
 mod checker;

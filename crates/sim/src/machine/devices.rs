@@ -418,7 +418,7 @@ impl Machine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{listed, machine, running, scheduled, shaped, single};
+    use super::super::fixture::{listed, one_vm, running, scheduled, shaped, single};
     use super::*;
     use crate::policy::PolicyKind;
     use crate::scenario::{HostShape, IpiMode, NicCoalescing, QueueOwners, RunGroup};
@@ -531,13 +531,7 @@ mod tests {
 
     #[test]
     fn a_trapped_icr_write_exits_and_the_ipi_leaves_after_its_emulation() {
-        let host = HostShape {
-            cores: 3,
-            vms: 1,
-            vcpus_per_vm: 2,
-        };
-        let mut m = machine(PolicyKind::Vanilla, WorkloadKind::Ipi, host);
-        running(&mut m, 0);
+        let mut m = one_vm(PolicyKind::Vanilla, WorkloadKind::Ipi, 2);
         let fx = listed(&mut m, |m, fx| m.guest_send_ipi(0, fx));
         let icr_write = m.profile.exit_service_ns.icr_write;
         let exit = Effect::Exit {
@@ -588,13 +582,7 @@ mod tests {
 
     #[test]
     fn a_guest_ipi_reaches_exactly_the_vcpus_the_bus_routes_it_to() {
-        let host = HostShape {
-            cores: 5,
-            vms: 1,
-            vcpus_per_vm: 4,
-        };
-        let mut m = machine(PolicyKind::Vanilla, WorkloadKind::Ipi, host);
-        running(&mut m, 0);
+        let mut m = one_vm(PolicyKind::Vanilla, WorkloadKind::Ipi, 4);
         let vector = GUEST_IPI_VECTOR;
         let icr = |mode, destination| x2apic_icr(vector, mode, destination);
         let fixed = DeliveryMode::Fixed;

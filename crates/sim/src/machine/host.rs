@@ -477,15 +477,7 @@ mod tests {
 
     #[test]
     fn a_did_reschedule_pays_the_irte_rewrites_and_the_timer_migration() {
-        let host = HostShape {
-            cores: 2,
-            vms: 2,
-            vcpus_per_vm: 1,
-        };
-        let mut m = machine(PolicyKind::Did, WorkloadKind::UdpRx, host);
-        running(&mut m, 0);
-        m.vcpus[1].state = VcpuState::Runnable;
-        m.cores[1].mode = Mode::Host;
+        let mut m = shared_core(PolicyKind::Did);
         listed(&mut m, |m, fx| m.program_guest_timer(0, 50_000, fx));
         let mut cost = 0;
         let fx = listed(&mut m, |m, fx| cost = m.end_slice(1, fx));
@@ -499,9 +491,7 @@ mod tests {
         let timer = |effect| Effect::Timer { vcpu: 0, effect };
         assert!(fx.contains(&timer(TimerEffect::StopPhysical)));
         assert!(fx.contains(&timer(TimerEffect::Park(Some(50_000)))));
-        let mut vanilla = machine(PolicyKind::Vanilla, WorkloadKind::UdpRx, host);
-        running(&mut vanilla, 0);
-        vanilla.vcpus[1].state = VcpuState::Runnable;
+        let mut vanilla = shared_core(PolicyKind::Vanilla);
         let mut cost = 0;
         listed(&mut vanilla, |m, fx| cost = m.end_slice(1, fx));
         assert_eq!(
