@@ -490,7 +490,7 @@ mod tests {
         );
         let timer = |effect| Effect::Timer { vcpu: 0, effect };
         assert!(fx.contains(&timer(TimerEffect::StopPhysical)));
-        assert!(fx.contains(&timer(TimerEffect::Park(Some(50_000)))));
+        assert!(fx.contains(&timer(TimerEffect::Park(50_000))));
         let mut vanilla = shared_core(PolicyKind::Vanilla);
         let mut cost = 0;
         listed(&mut vanilla, |m, fx| cost = m.end_slice(1, fx));

@@ -90,7 +90,8 @@ impl Machine {
             }
             TimerEffect::Physical { count } => self.program_physical_timer(core, vcpu, count, fx),
             TimerEffect::StopPhysical => self.stop_physical_timer(core, fx),
-            TimerEffect::Park(deadline) => self.park_timer(vcpu, deadline, fx),
+            TimerEffect::Park(deadline) => self.park_timer(vcpu, Some(deadline), fx),
+            TimerEffect::Unpark => self.park_timer(vcpu, None, fx),
             TimerEffect::HostInterrupt => {
                 self.note_timer_expiry(core);
                 fx.push(Effect::DeliverPhysical {

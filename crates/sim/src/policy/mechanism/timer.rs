@@ -47,8 +47,11 @@ pub(crate) enum TimerEffect {
     Physical { count: u64 },
     /// Stop the core's physical timer and drop its owner.
     StopPhysical,
-    /// Park the deadline on the housekeeping core (None: cancel it).
-    Park(Option<u64>),
+    /// Park the deadline on the housekeeping core.
+    Park(u64),
+    /// Drop the parked deadline, if any (apart from `Park` so that an
+    /// effect stays two words: the engine's effect stack is hot).
+    Unpark,
     /// KVM's hrtimer fired: a host timer interrupt on the vCPU's core.
     HostInterrupt,
     /// A parked timer fired: queue the guest's timer vector.
@@ -71,7 +74,7 @@ impl TimerPath {
         match self {
             TimerPath::HostHrtimer => TimerEffect::Software { count },
             TimerPath::PassThrough if current_here => TimerEffect::Physical { count },
-            TimerPath::PassThrough => TimerEffect::Park(Some(deadline)),
+            TimerPath::PassThrough => TimerEffect::Park(deadline),
         }
     }
 
@@ -82,7 +85,7 @@ impl TimerPath {
             TimerPath::HostHrtimer => [Some(TimerEffect::Software { count: 0 }), None],
             TimerPath::PassThrough => [
                 owns_physical.then_some(TimerEffect::StopPhysical),
-                Some(TimerEffect::Park(None)),
+                Some(TimerEffect::Unpark),
             ],
         }
     }
@@ -106,7 +109,7 @@ impl TimerPath {
         match (self, state.parked.take()) {
             (TimerPath::PassThrough, Some(deadline)) => (
                 [
-                    Some(TimerEffect::Park(None)),
+                    Some(TimerEffect::Unpark),
                     Some(TimerEffect::Physical {
                         count: count_until(deadline, now),
                     }),
@@ -129,7 +132,7 @@ impl TimerPath {
             (TimerPath::PassThrough, Some(deadline)) => (
                 [
                     Some(TimerEffect::StopPhysical),
-                    Some(TimerEffect::Park(deadline)),
+                    Some(deadline.map_or(TimerEffect::Unpark, TimerEffect::Park)),
                 ],
                 costs.timer_migration,
             ),
@@ -184,7 +187,7 @@ mod tests {
             path.program(500, 200, true),
             TimerEffect::Physical { count: 300 }
         );
-        assert_eq!(path.program(500, 200, false), TimerEffect::Park(Some(500)));
+        assert_eq!(path.program(500, 200, false), TimerEffect::Park(500));
         assert_eq!(
             path.program(100, 200, true),
             TimerEffect::Physical { count: 1 },
@@ -193,10 +196,7 @@ mod tests {
         let cancel = path.cancel(true);
         assert_eq!(
             cancel,
-            [
-                Some(TimerEffect::StopPhysical),
-                Some(TimerEffect::Park(None))
-            ]
+            [Some(TimerEffect::StopPhysical), Some(TimerEffect::Unpark)]
         );
         assert_eq!(path.cancel(false)[0], None);
     }
@@ -209,7 +209,7 @@ mod tests {
             out,
             [
                 Some(TimerEffect::StopPhysical),
-                Some(TimerEffect::Park(Some(900)))
+                Some(TimerEffect::Park(900))
             ]
         );
         assert_eq!(ns, 100);
@@ -222,7 +222,7 @@ mod tests {
         state.park(Some(900));
         let (back, ns) = path.schedule_in(&mut state, 400, &COSTS);
         let physical = TimerEffect::Physical { count: 500 };
-        assert_eq!(back, [Some(TimerEffect::Park(None)), Some(physical)]);
+        assert_eq!(back, [Some(TimerEffect::Unpark), Some(physical)]);
         assert_eq!(ns, 100);
         assert_eq!(path.host_timer_fired(&mut state), None, "unparked");
         state.park(Some(900));
