@@ -74,6 +74,26 @@ pub const fn x2apic_msr(offset: u64) -> u32 {
     MSR_X2APIC_FIRST + low_u32(offset >> 4)
 }
 
+/// The 64-bit x2APIC ICR value (SDM 10.12.9) that sends an edge `vector`
+/// with `delivery_mode` to `destination`: what a guest writes to the ICR
+/// MSR, and the inverse of the decoding an ICR write does. A shorthand's
+/// sender is the writing LAPIC, so the one carried here is ignored.
+pub fn x2apic_icr(vector: u8, delivery_mode: DeliveryMode, destination: Destination) -> u64 {
+    let (shorthand, logical, id) = match destination {
+        Destination::Physical(id) => (DestinationShorthand::NoShorthand, false, id),
+        Destination::Logical(address) => (DestinationShorthand::NoShorthand, true, address),
+        Destination::SelfOnly { .. } => (DestinationShorthand::SelfOnly, false, 0),
+        Destination::AllIncludingSelf => (DestinationShorthand::AllIncludingSelf, false, 0),
+        Destination::AllExcludingSelf { .. } => (DestinationShorthand::AllExcludingSelf, false, 0),
+    };
+    let logical_bit = if logical { ICR_LOGICAL_DESTINATION } else { 0 };
+    u64::from(id) << 32
+        | u64::from(shorthand.bits()) << ICR_SHORTHAND_SHIFT
+        | logical_bit
+        | u64::from(delivery_mode.bits()) << ICR_DELIVERY_MODE_SHIFT
+        | u64::from(vector)
+}
+
 pub const APIC_BASE_BSP: u64 = 1 << 8;
 pub const APIC_BASE_X2APIC_ENABLE: u64 = 1 << 10;
 pub const APIC_BASE_GLOBAL_ENABLE: u64 = 1 << 11;

@@ -17,6 +17,8 @@
 //! Like every model here it does no I/O: signals are returned as
 //! [`Interrupt`]s for the caller's bus.
 
+use serde::{Deserialize, Serialize};
+
 use crate::interrupt::{DeliveryMode, Destination, Interrupt, TriggerMode};
 
 pub const LINES: u32 = 32;
@@ -38,6 +40,40 @@ const REG_ROUTE_END: u64 = REG_ROUTE_BASE + 4 * LINES as u64;
 const ROUTE_VECTOR_MASK: u32 = 0xff;
 const ROUTE_DESTINATION_SHIFT: u32 = 8;
 const ROUTE_WRITABLE: u32 = 0xffff;
+
+/// Where a VIOAPIC is emulated and which of its registers exit: the one
+/// level enum of the simulator's study, the VMM's benches and the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VioapicLevel {
+    /// In the userspace VMM: every access exits there.
+    Userspace,
+    /// In the kernel: every access exits, no userspace round trip.
+    Kernel,
+    /// In the kernel behind a read-only page: reads without exit.
+    RoPage,
+    /// Paravirtual MASK in shared memory; the acknowledge and UNMASK trap.
+    Pv,
+}
+
+impl VioapicLevel {
+    pub const ALL: [VioapicLevel; 4] = [
+        VioapicLevel::Userspace,
+        VioapicLevel::Kernel,
+        VioapicLevel::RoPage,
+        VioapicLevel::Pv,
+    ];
+
+    /// The level's name, as serde spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            VioapicLevel::Userspace => "userspace",
+            VioapicLevel::Kernel => "kernel",
+            VioapicLevel::RoPage => "ro-page",
+            VioapicLevel::Pv => "pv",
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VioapicError {

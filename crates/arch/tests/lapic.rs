@@ -872,3 +872,37 @@ fn init_reset_keeps_id_and_mode() {
     );
     assert!(!lapic.software_enabled());
 }
+
+#[test]
+fn an_encoded_x2apic_icr_sends_what_it_encodes() {
+    let mut lapic = x2apic_lapic(3);
+    let sent = |lapic: &mut Lapic, mode, destination| {
+        let icr = x2apic_icr(0xFB, mode, destination);
+        match lapic.write_msr(x2apic_msr(APIC_ICR_LOW), icr, &FakeClock::at(0)) {
+            Ok(Some(ApicBusMessage::Ipi(interrupt))) => interrupt,
+            other => panic!("{destination:?}: {other:?}"),
+        }
+    };
+    for (mode, destination) in [
+        (DeliveryMode::Fixed, Destination::Physical(7)),
+        (
+            DeliveryMode::LowestPriority,
+            Destination::Logical(0x0001_0006),
+        ),
+        (
+            DeliveryMode::Fixed,
+            Destination::AllExcludingSelf { sender: 3 },
+        ),
+        (DeliveryMode::Fixed, Destination::AllIncludingSelf),
+        (DeliveryMode::Fixed, Destination::SelfOnly { sender: 3 }),
+        (
+            DeliveryMode::Nmi,
+            Destination::Physical(X2APIC_BROADCAST_ID),
+        ),
+    ] {
+        let interrupt = sent(&mut lapic, mode, destination);
+        assert_eq!(interrupt.vector, 0xFB);
+        assert_eq!(interrupt.delivery_mode, mode);
+        assert_eq!(interrupt.destination, destination);
+    }
+}

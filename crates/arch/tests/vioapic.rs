@@ -190,3 +190,14 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn levels_serialize_by_their_kebab_case_names() {
+    for level in VioapicLevel::ALL {
+        let json = serde_json::to_string(&level).expect("serializes");
+        assert_eq!(json, format!("\"{}\"", level.name()));
+        let back: VioapicLevel = serde_json::from_str(&json).expect("deserializes");
+        assert_eq!(back, level);
+    }
+    assert_eq!(VioapicLevel::RoPage.name(), "ro-page");
+}

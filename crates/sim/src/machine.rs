@@ -3,16 +3,40 @@
 //! model, physical delivery, injection, the timer paths, host exits and
 //! scheduling, devices, the checker); each changes its own state and lists
 //! [`Effect`]s for the engine instead of calling another mechanism, as a
-//! `dirq_arch::lapic::Lapic` returns bus messages. A policy
-//! (`crate::policy`) decides; the mechanisms carry the decisions out on the
-//! hardware models of `dirq_arch` (every physical LAPIC and every vCPU's
-//! virtual LAPIC is a `dirq_arch::lapic::Lapic`; VMCS, IOMMU and
-//! posted-interrupt descriptors are the `dirq_arch` models too).
+//! `dirq_arch::lapic::Lapic` returns bus messages. A design's mechanisms
+//! are the types of `crate::policy::mechanism` its table names; the engine
+//! calls them and never branches on a table field. The mechanisms carry
+//! the decisions out on the hardware models of `dirq_arch` (every physical
+//! LAPIC and every vCPU's virtual LAPIC is a `dirq_arch::lapic::Lapic`;
+//! VMCS, IOMMU and posted-interrupt descriptors are the `dirq_arch` models
+//! too).
+//!
+//! ```text
+//!  EventQueue --pop--> dispatch(Event) --> a machine/ module ---------+
+//!      ^                                   (devices, guest, host,     |
+//!      |                                    timers, workloads ...)    |
+//!      |                                        |  calls the design's |
+//!      |                                        v  mechanism          |
+//!      |                          policy::mechanism::{injection,      |
+//!      |                            signal, timer, host_tick,         |
+//!      |                            host_interrupt, preemption,       |
+//!      |                            irte, vmcs}                       |
+//!      |                            state: InjectionState, TimerState |
+//!      |                            returns Signal / TimerEffect /    |
+//!      |                            merged vectors / costs            |
+//!      |                                        |                     |
+//!      |                                        v                     v
+//!      +--Schedule/Cancel-- apply(Effects) <-- listed Effects (depth first)
+//!                              |
+//!                              +--> hardware: cores' Lapic, VcpuHardware
+//!                              |    {vlapic, vmcs, pid}, IOMMU, APIC bus
+//!                              |    (guest IPIs: ICR write -> bus::route)
+//!                              +--> Checker (every interrupt's fate)
+//! ```
 
 mod apps;
 mod checker;
 mod delivery;
-mod design_work;
 mod devices;
 mod effects;
 #[cfg(test)]
@@ -34,7 +58,7 @@ mod timers;
 
 use dirq_arch::bus;
 use dirq_arch::clock::Clock;
-use dirq_arch::interrupt::{DeliveryMode, TriggerMode};
+use dirq_arch::interrupt::{ApicBusMessage, DeliveryMode, TriggerMode};
 use dirq_arch::iommu::{InterruptRemappingTable, Remapped};
 use dirq_arch::lapic::{
     x2apic_msr, AcceptOutcome, Lapic, LapicConfig, APIC_BASE_GLOBAL_ENABLE,
@@ -43,24 +67,23 @@ use dirq_arch::lapic::{
 };
 use dirq_arch::msi::{MsiMessage, RemappableMsi};
 use dirq_arch::posted::PostedInterruptDescriptor;
-use dirq_arch::vectors::VectorSet;
-use dirq_arch::vmcs::{MsrWriteAction, Vmcs, CPU_INTERRUPT_WINDOW_EXITING};
+use dirq_arch::vmcs::{MsrWriteAction, CPU_INTERRUPT_WINDOW_EXITING};
 
 use crate::metrics::ExitReason;
-use crate::policy::{
-    msrs, Design, Injection, InjectionMode, TimerPath, VfRoute, VirtualSignal,
-    NOT_PRESENT_EXCEPTION,
-};
+use crate::policy::mechanism::injection::InjectionState;
+use crate::policy::mechanism::signal::{Signal, Whereabouts};
+use crate::policy::mechanism::timer::{TimerEffect, TimerEffects, TimerState};
+use crate::policy::mechanism::VcpuHardware;
+use crate::policy::{msrs, Design, VfRoute, NOT_PRESENT_EXCEPTION};
 use crate::profile::CostProfile;
 use crate::queue::{EventQueue, Keyed};
 use crate::rng::Rng;
-use crate::scenario::{IdleMode, IpiMode, RunSpec, Transport, WorkloadKind};
+use crate::scenario::{IdleMode, RunSpec, Transport, WorkloadKind};
 use crate::service::Sampler;
 use crate::trace::Trace;
 use crate::SimError;
 
 pub(crate) use checker::Checker;
-use design_work::DesignWork;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
 use guest::{
@@ -361,6 +384,7 @@ impl Machine {
             Effect::QueueVirtual { vcpu, vector } => self.queue_virtual(vcpu, vector, fx),
             Effect::SignalVirtual { vcpu, vector } => self.signal_virtual(vcpu, vector, fx),
             Effect::Wake(vcpu) => self.wake(vcpu, fx),
+            Effect::Timer { vcpu, effect } => self.apply_timer_effect(vcpu, effect, fx),
             Effect::EnterGuest(core) => self.enter_guest(core, fx),
             Effect::FinishHostWork { core, extra_ns } => self.finish_host_work(core, extra_ns, fx),
         }
@@ -450,7 +474,7 @@ impl Machine {
     /// Re-evaluates DID's timer invariant for `core` after its LAPIC timer,
     /// its timer owner or its current vCPU changed.
     fn recheck_timer_ownership(&mut self, core: usize) {
-        if core == HOUSEKEEPING_CORE || self.design.timer_path != TimerPath::PassThrough {
+        if core == HOUSEKEEPING_CORE || !self.design.timer_path.physical_timer_has_owner() {
             return;
         }
         let c = &mut self.cores[core];
@@ -470,10 +494,9 @@ impl Machine {
                     let v = &self.vcpus[vcpu];
                     let lapic = &self.cores[v.home_core].lapic;
                     let host_form = self.queues[v.queues].vf_host_vector;
-                    v.vlapic.irr().contains(vector)
-                        || v.pid.pir.contains(vector)
-                        || v.virtual_pending.contains(vector)
-                        || v.injecting == Some(vector)
+                    v.hw.vlapic.irr().contains(vector)
+                        || v.hw.pid.pir.contains(vector)
+                        || v.injection.holds(vector)
                         || lapic.irr().contains(vector)
                         || (vector == GUEST_VF_VECTOR && lapic.irr().contains(host_form))
                         || !self.cores[v.home_core].nmi_mailbox.is_empty()

@@ -36,7 +36,7 @@ impl Machine {
                     return;
                 };
                 if !self.process_posted_notification(vcpu)
-                    && self.vcpus[vcpu].vmcs.external_interrupt_exits()
+                    && self.vcpus[vcpu].hw.vmcs.external_interrupt_exits()
                 {
                     self.list_exit(vcpu, ExitReason::ExternalInterrupt, fx);
                 } else {
@@ -53,7 +53,7 @@ impl Machine {
     /// Returns whether there was one to process.
     pub(super) fn process_posted_notification(&mut self, vcpu: usize) -> bool {
         let core = self.vcpus[vcpu].home_core;
-        if !self.vcpus[vcpu].vmcs.processes_posted_interrupts()
+        if !self.vcpus[vcpu].hw.vmcs.processes_posted_interrupts()
             || self.cores[core].lapic.pending_vector() != Some(POSTED_NOTIFICATION_VECTOR)
         {
             return false;
@@ -61,9 +61,10 @@ impl Machine {
         self.cores[core].lapic.acknowledge();
         self.cores[core].lapic.eoi();
         let vm = self.vcpus[vcpu].vm;
-        let requests = self.vcpus[vcpu].pid.take_requests();
+        let requests = self.vcpus[vcpu].hw.pid.take_requests();
         for vector in requests.iter() {
-            if self.vcpus[vcpu].vlapic.accept(vector, TriggerMode::Edge) == AcceptOutcome::Coalesced
+            if self.vcpus[vcpu].hw.vlapic.accept(vector, TriggerMode::Edge)
+                == AcceptOutcome::Coalesced
             {
                 self.merged(vm, vector);
             }
@@ -78,7 +79,7 @@ impl Machine {
         // interrupt simply resumes the guest (SDM 25.1.3).
         let halted_in_guest = self.cores[core]
             .current
-            .filter(|&vcpu| !self.vcpus[vcpu].vmcs.hlt_exits());
+            .filter(|&vcpu| !self.vcpus[vcpu].hw.vmcs.hlt_exits());
         if let Some(vcpu) = halted_in_guest {
             self.vcpus[vcpu].state = VcpuState::Running;
             fx.push(Effect::EnterGuest(core));
@@ -99,7 +100,7 @@ impl Machine {
             return;
         }
         if let (Mode::Guest, Some(vcpu)) = (self.cores[core].mode, self.cores[core].current) {
-            if self.vcpus[vcpu].vmcs.nmi_exits() {
+            if self.vcpus[vcpu].hw.vmcs.nmi_exits() {
                 self.list_exit(vcpu, ExitReason::Nmi, fx);
             }
         }
@@ -107,7 +108,7 @@ impl Machine {
 
     /// A host IPI or hypervisor tick for a core that may be running a guest.
     pub(super) fn host_interrupt(&mut self, core: usize, message: NmiMessage, fx: &mut Effects) {
-        if self.design.host_interrupt_mode == DeliveryMode::Nmi {
+        if self.design.host_interrupts.as_nmi() {
             self.send_nmi(core, message, fx);
             return;
         }
@@ -130,7 +131,7 @@ impl Machine {
         }
         let core = self.vcpus[vcpu].home_core;
         while self.vcpus[vcpu].interruptible {
-            let direct = !self.vcpus[vcpu].vmcs.external_interrupt_exits();
+            let direct = !self.vcpus[vcpu].hw.vmcs.external_interrupt_exits();
             if direct {
                 if let Some(vector) = self.cores[core].lapic.pending_vector() {
                     if vector == POSTED_NOTIFICATION_VECTOR
@@ -145,7 +146,11 @@ impl Machine {
                     }
                     // A host vector reached guest code.
                     self.cores[core].lapic.eoi();
-                    if self.vcpus[vcpu].vmcs.exception_exits(NOT_PRESENT_EXCEPTION) {
+                    if self.vcpus[vcpu]
+                        .hw
+                        .vmcs
+                        .exception_exits(NOT_PRESENT_EXCEPTION)
+                    {
                         // ELI's shadow IDT: not present, #NP exits, the host
                         // handles it (it stays in service for the host).
                         self.list_exit(vcpu, ExitReason::Exception, fx);
@@ -160,8 +165,9 @@ impl Machine {
             }
             let v = &mut self.vcpus[vcpu];
             match v
+                .hw
                 .vmcs
-                .deliver_virtual_interrupt(&mut v.vlapic, v.interruptible)
+                .deliver_virtual_interrupt(&mut v.hw.vlapic, v.interruptible)
             {
                 Some(vector) => self.deliver_to_guest(vcpu, vector, fx),
                 None => break,

@@ -338,7 +338,7 @@ impl Machine {
 
     /// A virtio notify: a port write that exits under every hypervisor.
     pub(super) fn io_notify(&self, vcpu: usize, fx: &mut Effects) {
-        if self.vcpus[vcpu].vmcs.io_exits() {
+        if self.vcpus[vcpu].hw.vmcs.io_exits() {
             self.list_exit(vcpu, ExitReason::IoInstruction, fx);
         }
     }
@@ -362,6 +362,28 @@ impl Machine {
         }
     }
 
+    /// The guest writes `icr` on `vcpu`'s vLAPIC, which puts the IPI on
+    /// its VM's APIC bus; `bus::route` picks the vCPUs it reaches (every
+    /// destination mode, shorthand and lowest-priority arbitration), as
+    /// for the real guest. A write the LAPIC refuses sends nothing.
+    pub(super) fn route_guest_ipi(&mut self, vcpu: usize, icr: u64) -> Vec<usize> {
+        let sent = self.vcpus[vcpu]
+            .hw
+            .vlapic
+            .write_msr(msrs::ICR, icr, &At(self.now));
+        let Ok(Some(ApicBusMessage::Ipi(interrupt))) = sent else {
+            return Vec::new();
+        };
+        // A VM's vCPUs are numbered consecutively, in APIC-ID order.
+        let vm = &self.vms[self.vcpus[vcpu].vm];
+        let first = vm.vcpus[0];
+        let bus = &self.vcpus[first..first + vm.vcpus.len()];
+        match bus::route(&interrupt, bus) {
+            Ok(targets) => targets.iter().map(|index| first + index).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// The guest writes the ICR: every hypervisor traps it; bare metal
     /// sends the IPI itself.
     pub(super) fn guest_send_ipi(&mut self, vcpu: usize, fx: &mut Effects) {
@@ -369,12 +391,9 @@ impl Machine {
             self.send_call_ipis(vcpu, fx);
             return;
         }
-        let vm = self.vcpus[vcpu].vm;
-        let targets: Vec<usize> = match self.spec.group.ipi_mode {
-            IpiMode::Unicast => self.vms[vm].vcpus.iter().copied().skip(1).take(1).collect(),
-            IpiMode::Broadcast => self.vms[vm].vcpus.iter().copied().skip(1).collect(),
-        };
-        let trapped = self.vcpus[vcpu].vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
+        let icr = self.spec.group.ipi_mode.icr(GUEST_IPI_VECTOR);
+        let targets = self.route_guest_ipi(vcpu, icr);
+        let trapped = self.vcpus[vcpu].hw.vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
         let mut send_at = self.now;
         if trapped {
             let cost = self.profile.exit_service_ns.icr_write
@@ -399,10 +418,12 @@ impl Machine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{listed, machine, running, scheduled, shaped, single};
+    use super::super::fixture::{listed, one_vm, running, scheduled, shaped, single};
     use super::*;
     use crate::policy::PolicyKind;
-    use crate::scenario::{HostShape, NicCoalescing, QueueOwners, RunGroup};
+    use crate::scenario::{HostShape, IpiMode, NicCoalescing, QueueOwners, RunGroup};
+    use dirq_arch::interrupt::Destination;
+    use dirq_arch::lapic::x2apic_icr;
 
     #[test]
     fn a_packet_below_the_threshold_arms_the_coalescing_timeout() {
@@ -510,13 +531,7 @@ mod tests {
 
     #[test]
     fn a_trapped_icr_write_exits_and_the_ipi_leaves_after_its_emulation() {
-        let host = HostShape {
-            cores: 3,
-            vms: 1,
-            vcpus_per_vm: 2,
-        };
-        let mut m = machine(PolicyKind::Vanilla, WorkloadKind::Ipi, host);
-        running(&mut m, 0);
+        let mut m = one_vm(PolicyKind::Vanilla, WorkloadKind::Ipi, 2);
         let fx = listed(&mut m, |m, fx| m.guest_send_ipi(0, fx));
         let icr_write = m.profile.exit_service_ns.icr_write;
         let exit = Effect::Exit {
@@ -563,5 +578,41 @@ mod tests {
         let core = m.vcpus[1].home_core;
         assert_eq!(core, 2);
         assert_eq!(fx, [Effect::DeliverPhysical { core, vector }]);
+    }
+
+    #[test]
+    fn a_guest_ipi_reaches_exactly_the_vcpus_the_bus_routes_it_to() {
+        let mut m = one_vm(PolicyKind::Vanilla, WorkloadKind::Ipi, 4);
+        let vector = GUEST_IPI_VECTOR;
+        let icr = |mode, destination| x2apic_icr(vector, mode, destination);
+        let fixed = DeliveryMode::Fixed;
+        let all_but_self = Destination::AllExcludingSelf { sender: 0 };
+        assert_eq!(m.route_guest_ipi(0, icr(fixed, all_but_self)), [1, 2, 3]);
+        assert_eq!(m.route_guest_ipi(2, icr(fixed, all_but_self)), [0, 1, 3]);
+        assert_eq!(
+            m.route_guest_ipi(0, icr(fixed, Destination::Physical(3))),
+            [3]
+        );
+        // x2APIC logical: cluster 0, member bits 2 and 3.
+        let logical = Destination::Logical(0b1100);
+        assert_eq!(m.route_guest_ipi(0, icr(fixed, logical)), [2, 3]);
+        // Lowest priority among 1 to 3: vCPU 1's TPR keeps it out.
+        m.vcpus[1].hw.vlapic.set_tpr(0x20);
+        let lowest = icr(DeliveryMode::LowestPriority, Destination::Logical(0b1110));
+        assert_eq!(m.route_guest_ipi(0, lowest), [2]);
+        // The scenario's broadcast IPI goes the same way.
+        m.spec.group.ipi_mode = IpiMode::Broadcast;
+        let fx = listed(&mut m, |m, fx| m.guest_send_ipi(0, fx));
+        let targets: Vec<u32> = fx
+            .iter()
+            .filter_map(|effect| match effect {
+                Effect::Schedule {
+                    event: Event::GuestIpi { vcpu },
+                    ..
+                } => Some(*vcpu),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(targets, [1, 2, 3]);
     }
 }

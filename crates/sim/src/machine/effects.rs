@@ -82,6 +82,11 @@ pub(super) enum Effect {
         vector: u8,
     },
     Wake(usize),
+    /// What the design's timer path asked for `vcpu`'s timer.
+    Timer {
+        vcpu: usize,
+        effect: TimerEffect,
+    },
     EnterGuest(usize),
     /// The rest of the host's work once its interrupt handlers ran.
     FinishHostWork {

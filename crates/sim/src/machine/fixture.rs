@@ -32,6 +32,19 @@ pub(super) fn shaped(spec: RunSpec) -> Machine {
     }
 }
 
+/// One VM of `vcpus` vCPUs, each on its own core, running `workload`
+/// under `policy`; vCPU 0 runs.
+pub(super) fn one_vm(policy: PolicyKind, workload: WorkloadKind, vcpus: u32) -> Machine {
+    let host = HostShape {
+        cores: vcpus + 1,
+        vms: 1,
+        vcpus_per_vm: vcpus,
+    };
+    let mut m = machine(policy, workload, host);
+    running(&mut m, 0);
+    m
+}
+
 /// One VM with one vCPU on core 1.
 pub(super) fn single(policy: PolicyKind) -> Machine {
     machine(policy, WorkloadKind::UdpRx, HostShape::default())

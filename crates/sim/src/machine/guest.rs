@@ -474,8 +474,9 @@ impl Machine {
     /// to run the guest.
     pub(super) fn enable_interrupts(&mut self, vcpu: usize, fx: &mut Effects) {
         self.vcpus[vcpu].interruptible = true;
-        if self.vcpus[vcpu].vmcs.interrupt_window_exits(true) {
+        if self.vcpus[vcpu].hw.vmcs.interrupt_window_exits(true) {
             self.vcpus[vcpu]
+                .hw
                 .vmcs
                 .set_primary(CPU_INTERRUPT_WINDOW_EXITING, false);
             self.list_exit(vcpu, ExitReason::InterruptWindow, fx);
@@ -578,6 +579,7 @@ mod tests {
         let fx = listed(&mut m, |m, fx| m.enable_interrupts(0, fx));
         assert_eq!(fx, [Effect::TryDeliver(0)]);
         m.vcpus[0]
+            .hw
             .vmcs
             .set_primary(CPU_INTERRUPT_WINDOW_EXITING, true);
         let fx = listed(&mut m, |m, fx| m.enable_interrupts(0, fx));

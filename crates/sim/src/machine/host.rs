@@ -25,8 +25,7 @@ impl Machine {
         };
         self.set_mode(core, Mode::Guest);
         self.cores[core].free_host_irqs = 0;
-        self.vcpus[vcpu].entry_work_paid = false;
-        if let Some(vector) = self.vcpus[vcpu].injecting.take() {
+        if let Some(vector) = self.vcpus[vcpu].injection.entered() {
             self.deliver_to_guest(vcpu, vector, fx);
         }
         fx.push(Effect::TryDeliver(vcpu));
@@ -194,7 +193,7 @@ impl Machine {
 
     pub(super) fn guest_halt(&mut self, vcpu: usize, fx: &mut Effects) {
         let core = self.vcpus[vcpu].home_core;
-        if self.vcpus[vcpu].vmcs.hlt_exits() {
+        if self.vcpus[vcpu].hw.vmcs.hlt_exits() {
             self.vcpus[vcpu].halt_requested = true;
             self.list_exit(vcpu, ExitReason::Hlt, fx);
             return;
@@ -213,9 +212,9 @@ impl Machine {
     pub(super) fn halt(&mut self, vcpu: usize) {
         let core = self.vcpus[vcpu].home_core;
         let v = &self.vcpus[vcpu];
-        let pending = v.vlapic.pending_vector().is_some()
-            || !v.pid.pir.is_empty()
-            || !v.virtual_pending.is_empty()
+        let pending = v.hw.vlapic.pending_vector().is_some()
+            || !v.hw.pid.pir.is_empty()
+            || v.injection.has_queued()
             || self.cores[core].lapic.pending_vector().is_some();
         if pending {
             return;
@@ -240,7 +239,7 @@ impl Machine {
             return 0;
         };
         let guest_in_service = self.cores[core].lapic.isr().iter().any(is_guest_vector);
-        if guest_in_service && self.design.defers_preemption_in_handler {
+        if !self.design.preemption.may_preempt(guest_in_service) {
             // The guest is inside a handler whose EOI goes to this LAPIC:
             // let it finish and try again shortly.
             self.arm_slice(core, self.profile.host_ns.preemption_retry, fx);
@@ -286,25 +285,20 @@ impl Machine {
         }
         // The table has one entry per queue pair.
         let _ = self.iommu.set_entry(index_u32(queues), irte);
-        self.design_work_ns(DesignWork::IrteRewrite)
+        self.profile.design_work_ns.irte_rewrite
     }
 
     /// Returns the host time the design's work for it costs.
     pub(super) fn schedule_in(&mut self, vcpu: usize, fx: &mut Effects) -> u64 {
-        let mut ns = self.retarget_vf(vcpu);
-        self.vcpus[vcpu].pid.suppress = false;
-        if self.design.timer_path == TimerPath::PassThrough {
-            if let Some(deadline) = self.vcpus[vcpu].parked_timer.take() {
-                fx.cancel(Event::HostTimer {
-                    vcpu: index_u32(vcpu),
-                });
-                let core = self.vcpus[vcpu].home_core;
-                let count = deadline.saturating_sub(self.now).max(1);
-                self.program_physical_timer(core, vcpu, count, fx);
-                ns += self.design_work_ns(DesignWork::TimerMigration);
-            }
-        }
-        ns
+        let irte_ns = self.retarget_vf(vcpu);
+        self.vcpus[vcpu].hw.pid.suppress = false;
+        let (timer, timer_ns) = self.design.timer_path.schedule_in(
+            &mut self.vcpus[vcpu].timer,
+            self.now,
+            &self.profile.design_work_ns,
+        );
+        Self::list_timer_effects(vcpu, timer, fx);
+        irte_ns + timer_ns
     }
 
     /// Returns the host time the design's work for it costs.
@@ -312,18 +306,24 @@ impl Machine {
         let core = self.vcpus[vcpu].home_core;
         // The IRTE must stop pointing at this core before anything else.
         self.cores[core].current = None;
-        let mut ns = self.retarget_vf(vcpu);
+        let ns = self.retarget_vf(vcpu);
         self.cores[core].current = Some(vcpu);
-        self.vcpus[vcpu].pid.suppress = true;
-        if self.design.timer_path == TimerPath::PassThrough
-            && self.cores[core].timer_owner == Some(vcpu)
-        {
-            let deadline = self.cores[core].lapic.timer_deadline_ns();
-            self.stop_physical_timer(core, fx);
-            self.park_timer(vcpu, deadline, fx);
-            ns += self.design_work_ns(DesignWork::TimerMigration);
+        self.vcpus[vcpu].hw.pid.suppress = true;
+        let owned_deadline = (self.cores[core].timer_owner == Some(vcpu))
+            .then(|| self.cores[core].lapic.timer_deadline_ns());
+        let (timer, timer_ns) = self
+            .design
+            .timer_path
+            .schedule_out(owned_deadline, &self.profile.design_work_ns);
+        Self::list_timer_effects(vcpu, timer, fx);
+        ns + timer_ns
+    }
+
+    /// Lists the timer path's effects for the engine, in order.
+    fn list_timer_effects(vcpu: usize, timer: TimerEffects, fx: &mut Effects) {
+        for effect in timer.into_iter().flatten() {
+            fx.push(Effect::Timer { vcpu, effect });
         }
-        ns
     }
 }
 
@@ -395,7 +395,10 @@ mod tests {
         let mut m = single(PolicyKind::Vanilla);
         running(&mut m, 0);
         m.cores[1].mode = Mode::Host;
-        m.vcpus[0].vlapic.accept(GUEST_VF_VECTOR, TriggerMode::Edge);
+        m.vcpus[0]
+            .hw
+            .vlapic
+            .accept(GUEST_VF_VECTOR, TriggerMode::Edge);
         let fx = listed(&mut m, |m, fx| m.finish_host_work(1, 0, fx));
         let step_end = Effect::Cancel(Event::GuestStep { vcpu: 0 });
         assert_eq!(fx, [step_end, Effect::TryDeliver(0)]);
@@ -446,5 +449,54 @@ mod tests {
         ));
         m.halt(0);
         assert_eq!(m.vcpus[0].state, VcpuState::Halted);
+    }
+
+    #[test]
+    fn did_pays_one_self_ipi_per_pending_virtual_interrupt_once() {
+        let mut m = single(PolicyKind::Did);
+        running(&mut m, 0);
+        m.cores[1].mode = Mode::Host;
+        listed(&mut m, |m, fx| {
+            m.queue_virtual(0, GUEST_VIRTIO_VECTOR, fx);
+            m.queue_virtual(0, GUEST_TIMER_VECTOR, fx);
+        });
+        let self_ipi = m.profile.design_work_ns.self_ipi;
+        assert!(self_ipi > 0);
+        m.now = 100;
+        let fx = listed(&mut m, |m, fx| m.finish_host_work(1, 0, fx));
+        assert_eq!(
+            fx,
+            [scheduled(100 + 2 * self_ipi, Event::HostDone { core: 1 })]
+        );
+        // Paid: the next pass sends them and enters.
+        listed(&mut m, |m, fx| m.finish_host_work(1, 0, fx));
+        assert_eq!(m.cores[1].mode, Mode::Guest);
+        assert!(!m.vcpus[0].injection.has_queued());
+        assert!(m.cores[1].lapic.irr().contains(GUEST_TIMER_VECTOR));
+    }
+
+    #[test]
+    fn a_did_reschedule_pays_the_irte_rewrites_and_the_timer_migration() {
+        let mut m = shared_core(PolicyKind::Did);
+        listed(&mut m, |m, fx| m.program_guest_timer(0, 50_000, fx));
+        let mut cost = 0;
+        let fx = listed(&mut m, |m, fx| cost = m.end_slice(1, fx));
+        let costs = &m.profile.design_work_ns;
+        // Out: vCPU 0's IRTE to NMI mode and its timer parked; in: vCPU
+        // 1's IRTE to this core (it has no timer to install).
+        assert_eq!(
+            cost,
+            m.profile.host_ns.context_switch + 2 * costs.irte_rewrite + costs.timer_migration
+        );
+        let timer = |effect| Effect::Timer { vcpu: 0, effect };
+        assert!(fx.contains(&timer(TimerEffect::StopPhysical)));
+        assert!(fx.contains(&timer(TimerEffect::Park(50_000))));
+        let mut vanilla = shared_core(PolicyKind::Vanilla);
+        let mut cost = 0;
+        listed(&mut vanilla, |m, fx| cost = m.end_slice(1, fx));
+        assert_eq!(
+            cost, vanilla.profile.host_ns.context_switch,
+            "KVM's IRTE stays"
+        );
     }
 }

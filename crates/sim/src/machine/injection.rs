@@ -4,73 +4,39 @@
 use super::*;
 
 impl Machine {
-    /// Virtual interrupts enter at VM entry.
+    /// Virtual interrupts enter at VM entry, as the design injects them.
     pub(super) fn prepare_entry(&mut self, vcpu: usize) {
-        let core = self.vcpus[vcpu].home_core;
-        let vm = self.vcpus[vcpu].vm;
-        match self.design.injection {
-            Injection::Posted => {
-                let requests = self.vcpus[vcpu].pid.take_requests();
-                for vector in requests.iter() {
-                    if self.vcpus[vcpu].vlapic.accept(vector, TriggerMode::Edge)
-                        == AcceptOutcome::Coalesced
-                    {
-                        self.merged(vm, vector);
-                    }
-                }
-            }
-            Injection::SelfIpi => {
-                let pending = self.vcpus[vcpu].virtual_pending.take();
-                for vector in pending.iter() {
-                    // A self-IPI with the guest vector, sent with host
-                    // interrupts disabled just before entry.
-                    if self.cores[core].lapic.accept(vector, TriggerMode::Edge)
-                        == AcceptOutcome::Coalesced
-                    {
-                        self.merged(vm, vector);
-                    }
-                }
-            }
-            Injection::Classic | Injection::ClassicUntracked => {
-                let Some(vector) = self.vcpus[vcpu].vlapic.pending_vector() else {
-                    return;
-                };
-                let v = &mut self.vcpus[vcpu];
-                if let Some(mode) = self.design.injection_mode {
-                    mode.set(&mut v.vmcs, true);
-                    // A delayed injection goes in after the (now exiting) EOI.
-                    if !InjectionMode::may_inject(self.cores[core].lapic.isr(), vector) {
-                        return;
-                    }
-                }
-                if v.interruptible {
-                    v.injecting = v.vlapic.acknowledge();
-                    if self.design.injection == Injection::ClassicUntracked {
-                        v.vlapic.eoi();
-                    }
-                } else {
-                    v.vmcs.set_primary(CPU_INTERRUPT_WINDOW_EXITING, true);
-                }
-            }
+        let v = &mut self.vcpus[vcpu];
+        let merged = self.design.injection.prepare_entry(
+            &mut v.injection,
+            &mut v.hw,
+            &mut self.cores[v.home_core].lapic,
+            v.interruptible,
+        );
+        let vm = v.vm;
+        for vector in merged.iter() {
+            self.merged(vm, vector);
         }
+    }
+
+    /// The host work `vcpu`'s coming entry still has to do, once.
+    pub(super) fn entry_work_due(&mut self, vcpu: usize) -> Option<u64> {
+        let v = &mut self.vcpus[vcpu];
+        let costs = &self.profile.design_work_ns;
+        self.design
+            .injection
+            .entry_work_due(&mut v.injection, &v.hw, costs)
     }
 
     /// The hypervisor queues a virtual interrupt for `vcpu`.
     pub(super) fn queue_virtual(&mut self, vcpu: usize, vector: u8, fx: &mut Effects) {
-        let vm = self.vcpus[vcpu].vm;
-        let merged = match self.design.injection {
-            Injection::Classic | Injection::ClassicUntracked => {
-                self.vcpus[vcpu].vlapic.accept(vector, TriggerMode::Edge)
-                    == AcceptOutcome::Coalesced
-            }
-            Injection::Posted => {
-                let already = self.vcpus[vcpu].pid.pir.contains(vector);
-                self.vcpus[vcpu].pid.post(vector);
-                already
-            }
-            Injection::SelfIpi => !self.vcpus[vcpu].virtual_pending.set(vector),
-        };
-        if merged {
+        let v = &mut self.vcpus[vcpu];
+        if self
+            .design
+            .injection
+            .queue(&mut v.injection, &mut v.hw, vector)
+        {
+            let vm = v.vm;
             self.merged(vm, vector);
         }
         fx.push(Effect::Wake(vcpu));
@@ -81,38 +47,34 @@ impl Machine {
         let core = self.vcpus[vcpu].home_core;
         let scheduled =
             self.cores[core].current == Some(vcpu) && self.vcpus[vcpu].state == VcpuState::Running;
-        match self.design.virtual_signal {
-            VirtualSignal::Native => fx.push(Effect::DeliverPhysical { core, vector }),
-            VirtualSignal::KickAndInject => {
-                self.queue_virtual(vcpu, vector, fx);
-                if scheduled && self.cores[core].mode == Mode::Guest {
+        let whereabouts = Whereabouts {
+            scheduled,
+            in_guest_mode: self.cores[core].mode == Mode::Guest,
+        };
+        let pid = &mut self.vcpus[vcpu].hw.pid;
+        match self.design.virtual_signal.signal(pid, vector, whereabouts) {
+            Signal::Physical => fx.push(Effect::DeliverPhysical { core, vector }),
+            Signal::Queue { kick } => {
+                fx.push(Effect::QueueVirtual { vcpu, vector });
+                if kick {
                     fx.push(Effect::HostInterrupt {
                         core,
                         message: NmiMessage::Kick,
                     });
                 }
             }
-            VirtualSignal::Posted => {
-                let vm = self.vcpus[vcpu].vm;
-                let already = self.vcpus[vcpu].pid.pir.contains(vector);
-                let notification = self.vcpus[vcpu].pid.post(vector);
-                if already {
+            Signal::Posted { merged, notify } => {
+                if merged {
+                    let vm = self.vcpus[vcpu].vm;
                     self.merged(vm, vector);
                 }
-                if notification.is_some() && scheduled {
+                if notify {
                     fx.push(Effect::DeliverPhysical {
                         core,
                         vector: POSTED_NOTIFICATION_VECTOR,
                     });
                 }
                 fx.push(Effect::Wake(vcpu));
-            }
-            VirtualSignal::DirectIpi => {
-                if scheduled {
-                    fx.push(Effect::DeliverPhysical { core, vector });
-                } else {
-                    self.queue_virtual(vcpu, vector, fx);
-                }
             }
         }
     }
@@ -130,21 +92,21 @@ impl Machine {
                 frame.eoi_done = true;
                 frame.vector
             });
-        let completed = match self.vcpus[vcpu].vmcs.msr_write(msrs::EOI) {
+        let completed = match self.vcpus[vcpu].hw.vmcs.msr_write(msrs::EOI) {
             MsrWriteAction::Exit => {
-                let injection_mode = self.vcpus[vcpu].vmcs.external_interrupt_exits();
                 let completed = self.emulate_eoi(vcpu);
                 // ELI's last virtual EOI switches back to direct mode.
-                let switched = injection_mode && !self.vcpus[vcpu].vmcs.external_interrupt_exits();
-                let switch_ns =
-                    u64::from(switched) * self.design_work_ns(DesignWork::InjectionModeSwitch);
+                let switch_ns = self
+                    .design
+                    .injection
+                    .virtual_eoi_done(&mut self.vcpus[vcpu].hw, &self.profile.design_work_ns);
                 let eoi_ns = self.profile.exit_cost(ExitReason::MsrWrite);
                 fx.exit(vcpu, ExitReason::MsrWrite, eoi_ns + switch_ns);
                 completed
             }
             MsrWriteAction::VirtualizedApicWrite => {
                 let v = &mut self.vcpus[vcpu];
-                let outcome = v.vmcs.virtualize_eoi(&mut v.vlapic);
+                let outcome = v.hw.vmcs.virtualize_eoi(&mut v.hw.vlapic);
                 if outcome.exits {
                     self.list_exit(vcpu, ExitReason::Other, fx);
                 }
@@ -161,24 +123,17 @@ impl Machine {
     /// LAPIC or, for directly delivered ones, in the physical LAPIC.
     pub(super) fn emulate_eoi(&mut self, vcpu: usize) -> Option<u8> {
         let core = self.vcpus[vcpu].home_core;
-        let virtual_top = self.vcpus[vcpu].vlapic.isr().highest();
+        let virtual_top = self.vcpus[vcpu].hw.vlapic.isr().highest();
         let physical_top = self.cores[core]
             .lapic
             .isr()
             .highest()
             .filter(|&v| is_guest_vector(v));
-        let completed = if physical_top > virtual_top {
+        if physical_top > virtual_top {
             self.cores[core].lapic.eoi().completed
         } else {
-            self.vcpus[vcpu].vlapic.eoi().completed
-        };
-        let v = &mut self.vcpus[vcpu];
-        let outstanding = !v.vlapic.isr().is_empty() || !v.vlapic.irr().is_empty();
-        if let (Some(mode), false) = (self.design.injection_mode, outstanding) {
-            // The last virtual interrupt is complete: back to direct mode.
-            mode.set(&mut v.vmcs, false);
+            self.vcpus[vcpu].hw.vlapic.eoi().completed
         }
-        completed
     }
 }
 
@@ -193,8 +148,8 @@ mod tests {
     /// `vector`: in service in its software LAPIC.
     fn in_injected_handler(m: &mut Machine, vector: u8) {
         in_handler(m, 0, HALT_LOOP, 0, vector);
-        m.vcpus[0].vlapic.accept(vector, TriggerMode::Edge);
-        m.vcpus[0].vlapic.acknowledge();
+        m.vcpus[0].hw.vlapic.accept(vector, TriggerMode::Edge);
+        m.vcpus[0].hw.vlapic.acknowledge();
     }
 
     #[test]
@@ -207,7 +162,7 @@ mod tests {
             m.queue_virtual(0, GUEST_VIRTIO_VECTOR, fx);
         });
         assert_eq!(fx, [Effect::Wake(0), Effect::Wake(0)]);
-        assert!(m.vcpus[0].vlapic.irr().contains(GUEST_VIRTIO_VECTOR));
+        assert!(m.vcpus[0].hw.vlapic.irr().contains(GUEST_VIRTIO_VECTOR));
         assert_eq!(m.checker.coalesced, 1);
     }
 
@@ -220,16 +175,15 @@ mod tests {
         assert_eq!(fx, [Effect::DeliverPhysical { core: 1, vector }]);
         m.cores[1].current = None;
         let fx = listed(&mut m, |m, fx| m.signal_virtual(0, vector, fx));
-        assert_eq!(fx, [Effect::Wake(0)]);
-        assert!(m.vcpus[0].virtual_pending.contains(vector));
+        assert_eq!(fx, [Effect::QueueVirtual { vcpu: 0, vector }]);
     }
 
     #[test]
     fn did_injects_queued_interrupts_as_self_ipis_at_entry() {
         let mut m = single(PolicyKind::Did);
-        m.vcpus[0].virtual_pending.set(GUEST_TIMER_VECTOR);
+        listed(&mut m, |m, fx| m.queue_virtual(0, GUEST_TIMER_VECTOR, fx));
         m.prepare_entry(0);
-        assert!(m.vcpus[0].virtual_pending.is_empty());
+        assert!(!m.vcpus[0].injection.has_queued());
         assert!(m.cores[1].lapic.irr().contains(GUEST_TIMER_VECTOR));
     }
 
@@ -242,7 +196,7 @@ mod tests {
             fx,
             [exit_of(&m, 0, ExitReason::MsrWrite), Effect::TryDeliver(0)]
         );
-        assert!(m.vcpus[0].vlapic.isr().is_empty());
+        assert!(m.vcpus[0].hw.vlapic.isr().is_empty());
         assert!(m.checker.violations.iter().all(|&count| count == 0));
     }
 
@@ -253,5 +207,29 @@ mod tests {
         let fx = listed(&mut m, |m, fx| m.guest_eoi(0, fx));
         assert_eq!(fx, [Effect::TryDeliver(0)]);
         assert_eq!(m.checker.violations_of(Invariant::EoiNothingInService), 1);
+    }
+
+    #[test]
+    fn eli_pays_the_switch_out_of_injection_mode_on_the_last_eoi() {
+        let mut m = single(PolicyKind::Eli);
+        running(&mut m, 0);
+        m.vcpus[0]
+            .hw
+            .vlapic
+            .accept(GUEST_VIRTIO_VECTOR, TriggerMode::Edge);
+        let switch = m.profile.design_work_ns.injection_mode_switch;
+        assert_eq!(m.entry_work_due(0), Some(switch));
+        m.prepare_entry(0);
+        assert!(m.vcpus[0].hw.vmcs.external_interrupt_exits());
+        // The handler's EOI exits, completes it and switches back: the
+        // exit's service carries the switch.
+        let fx = listed(&mut m, |m, fx| m.guest_eoi(0, fx));
+        let eoi = m.profile.exit_cost(ExitReason::MsrWrite);
+        assert!(fx.contains(&Effect::Exit {
+            vcpu: 0,
+            reason: ExitReason::MsrWrite,
+            service_ns: eoi + switch
+        }));
+        assert!(!m.vcpus[0].hw.vmcs.external_interrupt_exits());
     }
 }

@@ -9,6 +9,8 @@
 
 use super::guest::{Step, Work};
 use super::*;
+use dirq_arch::interrupt::Destination;
+use dirq_arch::lapic::x2apic_icr;
 
 /// vCPU 0's loop: one call, its ICR writes, the wait.
 pub(super) const IPI_CALLER: &[Step] = &[
@@ -81,7 +83,20 @@ impl Machine {
             .into_iter()
             .partition(|&callee| self.cluster_of(callee) == cluster);
         self.vms[vm].call.unsent = rest;
-        let trapped = self.vcpus[vcpu].vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
+        // One x2APIC logical ICR write addresses the cluster's callees
+        // (SDM 10.12.10.2: cluster in bits 31:16, member bitmap in 15:0).
+        let first_vcpu = self.vms[vm].vcpus[0];
+        let members = batch.iter().fold(0, |bits, &callee| {
+            bits | 1 << ((callee - first_vcpu) % X2APIC_CLUSTER_SIZE)
+        });
+        let address = index_u32(cluster) << 16 | members;
+        let icr = x2apic_icr(
+            GUEST_IPI_VECTOR,
+            DeliveryMode::Fixed,
+            Destination::Logical(address),
+        );
+        let batch = self.route_guest_ipi(vcpu, icr);
+        let trapped = self.vcpus[vcpu].hw.vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
         let mut send_at = self.now;
         if trapped {
             let service = &self.profile.exit_service_ns;

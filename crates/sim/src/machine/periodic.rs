@@ -59,7 +59,9 @@ impl Accesses {
 impl Machine {
     /// Whether the design keeps host timers (the tick) on guest cores.
     fn ticks_on_guest_cores(&self) -> bool {
-        self.profile.host_tick.hz > 0 && self.design.timer_path == TimerPath::HostHrtimer
+        self.design
+            .host_tick
+            .on_guest_cores(self.profile.host_tick.hz)
     }
 
     fn tick_period_ns(&self) -> u64 {
@@ -155,7 +157,7 @@ impl Machine {
             return;
         }
         let halted = self.vcpus[vcpu].state == VcpuState::Halted;
-        if halted && !self.vcpus[vcpu].vmcs.hlt_exits() {
+        if halted && !self.vcpus[vcpu].hw.vmcs.hlt_exits() {
             // Halted in guest mode (bare metal): its accesses exit nowhere;
             // they wait for the core's next wake-up.
             self.vcpus[vcpu]
@@ -184,7 +186,7 @@ impl Machine {
         let Some(reason) = self.vcpus[vcpu].housekeeping.take() else {
             return;
         };
-        let vmcs = &self.vcpus[vcpu].vmcs;
+        let vmcs = &self.vcpus[vcpu].hw.vmcs;
         let exits = match reason {
             ExitReason::IoInstruction => vmcs.io_exits(),
             _ => vmcs.ept_enabled(),
@@ -342,6 +344,6 @@ mod tests {
         let handler = m.vcpus[0].frames.last().and_then(|frame| frame.vector);
         assert_eq!(handler, Some(GUEST_TIMER_VECTOR));
         assert!(m.cores[1].lapic.isr().contains(GUEST_TIMER_VECTOR));
-        assert!(m.vcpus[0].virtual_pending.is_empty());
+        assert!(!m.vcpus[0].injection.has_queued());
     }
 }

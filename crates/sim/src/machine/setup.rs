@@ -98,13 +98,16 @@ impl Machine {
                 vcpus.push(Vcpu {
                     vm,
                     home_core,
-                    vlapic: enabled_lapic(index_u32(index))?,
-                    vmcs: design.vmcs.build(),
-                    pid: PostedInterruptDescriptor::new(
-                        POSTED_NOTIFICATION_VECTOR,
-                        index_u32(home_core),
-                    ),
-                    virtual_pending: VectorSet::EMPTY,
+                    hw: VcpuHardware {
+                        vlapic: enabled_lapic(index_u32(index))?,
+                        vmcs: design.vmcs.build(),
+                        pid: PostedInterruptDescriptor::new(
+                            POSTED_NOTIFICATION_VECTOR,
+                            index_u32(home_core),
+                        ),
+                    },
+                    injection: InjectionState::default(),
+                    timer: TimerState::default(),
                     frames: vec![Frame::background(program)],
                     interruptible: true,
                     state: VcpuState::Runnable,
@@ -112,15 +115,12 @@ impl Machine {
                     step_running: false,
                     spin_since: None,
                     spin_ns: 0,
-                    parked_timer: None,
                     timer_target: None,
                     ipi_sent_at: None,
                     halt_requested: false,
                     // Set below, once the VM's queue pairs exist.
                     queues: 0,
-                    injecting: None,
                     housekeeping: Accesses::default(),
-                    entry_work_paid: false,
                     user_task_woken: false,
                 });
                 cores[home_core].runqueue.push(id);

@@ -61,11 +61,12 @@ pub(super) enum VcpuState {
 pub(super) struct Vcpu {
     pub(super) vm: usize,
     pub(super) home_core: usize,
-    pub(super) vlapic: Lapic,
-    pub(super) vmcs: Vmcs,
-    pub(super) pid: PostedInterruptDescriptor,
-    /// DID's queue of virtual interrupts awaiting self-IPI injection.
-    pub(super) virtual_pending: VectorSet,
+    /// The vCPU's LAPIC model, VMCS and posted-interrupt descriptor.
+    pub(super) hw: VcpuHardware,
+    /// The design's injection state for this vCPU.
+    pub(super) injection: InjectionState,
+    /// The design's timer state for this vCPU.
+    pub(super) timer: TimerState,
     pub(super) frames: Vec<Frame>,
     pub(super) interruptible: bool,
     pub(super) state: VcpuState,
@@ -75,9 +76,6 @@ pub(super) struct Vcpu {
     pub(super) step_running: bool,
     pub(super) spin_since: Option<u64>,
     pub(super) spin_ns: u64,
-    /// DID: the guest's timer while the vCPU is descheduled, kept on the
-    /// designated core.
-    pub(super) parked_timer: Option<u64>,
     /// The expiry the guest asked for (cyclictest's target time).
     pub(super) timer_target: Option<u64>,
     pub(super) ipi_sent_at: Option<u64>,
@@ -85,14 +83,17 @@ pub(super) struct Vcpu {
     /// The queue pair this vCPU's driver polls: its own, or (if it owns
     /// none) its VM's first.
     pub(super) queues: usize,
-    /// A vector acknowledged from the software LAPIC, injected at entry.
-    pub(super) injecting: Option<u8>,
     /// The accesses the running housekeeping pass has still to make.
     pub(super) housekeeping: Accesses,
-    /// The host has spent the coming entry's design work.
-    pub(super) entry_work_paid: bool,
     /// cyclictest's thread is woken and waits for the handlers to return.
     pub(super) user_task_woken: bool,
+}
+
+/// The APIC bus of a VM routes over its vCPUs' virtual LAPICs.
+impl AsRef<Lapic> for Vcpu {
+    fn as_ref(&self) -> &Lapic {
+        &self.hw.vlapic
+    }
 }
 
 pub(super) struct Vm {

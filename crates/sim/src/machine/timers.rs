@@ -32,7 +32,7 @@ impl Machine {
             TimerWrite::ArmGuard => Some(self.now + 100_000_000),
             TimerWrite::Cancel => None,
         };
-        if self.vcpus[vcpu].vmcs.msr_write(msrs::TMICT) == MsrWriteAction::Exit {
+        if self.vcpus[vcpu].hw.vmcs.msr_write(msrs::TMICT) == MsrWriteAction::Exit {
             fx.exit(
                 vcpu,
                 ExitReason::MsrWrite,
@@ -52,43 +52,66 @@ impl Machine {
     }
 
     pub(super) fn program_guest_timer(&mut self, vcpu: usize, deadline: u64, fx: &mut Effects) {
-        let count = deadline.saturating_sub(self.now).max(1);
-        match self.design.timer_path {
-            TimerPath::HostHrtimer => {
-                Self::tmict_write(&mut self.vcpus[vcpu].vlapic, count, self.now);
-                self.arm_host_timer(vcpu, fx);
-            }
-            TimerPath::PassThrough => {
-                let core = self.vcpus[vcpu].home_core;
-                if self.cores[core].current == Some(vcpu) {
-                    self.program_physical_timer(core, vcpu, count, fx);
-                } else {
-                    self.park_timer(vcpu, Some(deadline), fx);
-                }
-            }
-        }
+        let core = self.vcpus[vcpu].home_core;
+        let current_here = self.cores[core].current == Some(vcpu);
+        let effect = self
+            .design
+            .timer_path
+            .program(deadline, self.now, current_here);
+        self.apply_timer_effect(vcpu, effect, fx);
     }
 
     pub(super) fn cancel_guest_timer(&mut self, vcpu: usize, fx: &mut Effects) {
-        match self.design.timer_path {
-            TimerPath::HostHrtimer => {
-                Self::tmict_write(&mut self.vcpus[vcpu].vlapic, 0, self.now);
-                fx.cancel(Event::HostTimer {
-                    vcpu: index_u32(vcpu),
+        let core = self.vcpus[vcpu].home_core;
+        let owns_physical = self.cores[core].timer_owner == Some(vcpu);
+        let effects = self.design.timer_path.cancel(owns_physical);
+        self.apply_timer_effects(vcpu, effects, fx);
+    }
+
+    /// Carries out what the design's timer path asked for `vcpu`, in
+    /// order.
+    fn apply_timer_effects(&mut self, vcpu: usize, effects: TimerEffects, fx: &mut Effects) {
+        for effect in effects.into_iter().flatten() {
+            self.apply_timer_effect(vcpu, effect, fx);
+        }
+    }
+
+    pub(super) fn apply_timer_effect(
+        &mut self,
+        vcpu: usize,
+        effect: TimerEffect,
+        fx: &mut Effects,
+    ) {
+        let core = self.vcpus[vcpu].home_core;
+        match effect {
+            TimerEffect::Software { count } => {
+                Self::tmict_write(&mut self.vcpus[vcpu].hw.vlapic, count, self.now);
+                self.arm_host_timer(vcpu, fx);
+            }
+            TimerEffect::Physical { count } => self.program_physical_timer(core, vcpu, count, fx),
+            TimerEffect::StopPhysical => self.stop_physical_timer(core, fx),
+            TimerEffect::Park(deadline) => self.park_timer(vcpu, Some(deadline), fx),
+            TimerEffect::Unpark => self.park_timer(vcpu, None, fx),
+            TimerEffect::HostInterrupt => {
+                self.note_timer_expiry(core);
+                fx.push(Effect::DeliverPhysical {
+                    core,
+                    vector: HOST_TIMER_VECTOR,
                 });
             }
-            TimerPath::PassThrough => {
-                let core = self.vcpus[vcpu].home_core;
-                if self.cores[core].timer_owner == Some(vcpu) {
-                    self.stop_physical_timer(core, fx);
-                }
-                self.park_timer(vcpu, None, fx);
+            TimerEffect::InjectTimer => {
+                let vm = self.vcpus[vcpu].vm;
+                self.raise(vm, GUEST_TIMER_VECTOR);
+                fx.push(Effect::QueueVirtual {
+                    vcpu,
+                    vector: GUEST_TIMER_VECTOR,
+                });
             }
         }
     }
 
     pub(super) fn arm_host_timer(&self, vcpu: usize, fx: &mut Effects) {
-        let deadline = self.vcpus[vcpu].vlapic.timer_deadline_ns();
+        let deadline = self.vcpus[vcpu].hw.vlapic.timer_deadline_ns();
         fx.reschedule(
             deadline,
             Event::HostTimer {
@@ -97,13 +120,7 @@ impl Machine {
         );
     }
 
-    pub(super) fn program_physical_timer(
-        &mut self,
-        core: usize,
-        vcpu: usize,
-        count: u64,
-        fx: &mut Effects,
-    ) {
+    fn program_physical_timer(&mut self, core: usize, vcpu: usize, count: u64, fx: &mut Effects) {
         Self::tmict_write(&mut self.cores[core].lapic, count, self.now);
         self.cores[core].timer_owner = Some(vcpu);
         self.recheck_timer_ownership(core);
@@ -117,7 +134,7 @@ impl Machine {
     }
 
     /// Disarms a core's passed-through timer and its owner.
-    pub(super) fn stop_physical_timer(&mut self, core: usize, fx: &mut Effects) {
+    fn stop_physical_timer(&mut self, core: usize, fx: &mut Effects) {
         Self::tmict_write(&mut self.cores[core].lapic, 0, self.now);
         fx.cancel(Event::PhysicalTimer {
             core: index_u32(core),
@@ -127,8 +144,8 @@ impl Machine {
     }
 
     /// DID: the timer of a descheduled vCPU lives on the designated core.
-    pub(super) fn park_timer(&mut self, vcpu: usize, deadline: Option<u64>, fx: &mut Effects) {
-        self.vcpus[vcpu].parked_timer = deadline;
+    fn park_timer(&mut self, vcpu: usize, deadline: Option<u64>, fx: &mut Effects) {
+        self.vcpus[vcpu].timer.park(deadline);
         fx.reschedule(
             deadline,
             Event::HostTimer {
@@ -159,25 +176,12 @@ impl Machine {
     /// timer (fires as a host interrupt on the vCPU's core), or DID's
     /// parked timer on the designated core (becomes a virtual interrupt).
     pub(super) fn host_timer(&mut self, vcpu: usize, fx: &mut Effects) {
-        match self.design.timer_path {
-            TimerPath::HostHrtimer => {
-                let core = self.vcpus[vcpu].home_core;
-                self.note_timer_expiry(core);
-                fx.push(Effect::DeliverPhysical {
-                    core,
-                    vector: HOST_TIMER_VECTOR,
-                });
-            }
-            TimerPath::PassThrough => {
-                if self.vcpus[vcpu].parked_timer.take().is_some() {
-                    let vm = self.vcpus[vcpu].vm;
-                    self.raise(vm, GUEST_TIMER_VECTOR);
-                    fx.push(Effect::QueueVirtual {
-                        vcpu,
-                        vector: GUEST_TIMER_VECTOR,
-                    });
-                }
-            }
+        let fired = self
+            .design
+            .timer_path
+            .host_timer_fired(&mut self.vcpus[vcpu].timer);
+        if let Some(effect) = fired {
+            self.apply_timer_effect(vcpu, effect, fx);
         }
     }
 
@@ -188,6 +192,7 @@ impl Machine {
         for slot in 0..self.cores[core].runqueue.len() {
             let vcpu = self.cores[core].runqueue[slot];
             let due = self.vcpus[vcpu]
+                .hw
                 .vlapic
                 .timer_deadline_ns()
                 .is_some_and(|deadline| deadline <= self.now);
@@ -195,8 +200,12 @@ impl Machine {
                 continue;
             }
             let vm = self.vcpus[vcpu].vm;
-            let already = self.vcpus[vcpu].vlapic.irr().contains(GUEST_TIMER_VECTOR);
-            if self.vcpus[vcpu].vlapic.expire_timer(&clock) {
+            let already = self.vcpus[vcpu]
+                .hw
+                .vlapic
+                .irr()
+                .contains(GUEST_TIMER_VECTOR);
+            if self.vcpus[vcpu].hw.vlapic.expire_timer(&clock) {
                 self.raise(vm, GUEST_TIMER_VECTOR);
                 if already {
                     self.merged(vm, GUEST_TIMER_VECTOR);
@@ -217,13 +226,19 @@ mod tests {
 
     const DEADLINE: u64 = 5_000;
 
+    fn parked(deadline: Option<u64>) -> TimerState {
+        let mut state = TimerState::default();
+        state.park(deadline);
+        state
+    }
+
     #[test]
     fn kvm_emulates_the_guest_timer_with_a_host_hrtimer() {
         let mut m = single(PolicyKind::Vanilla);
         running(&mut m, 0);
         let fx = listed(&mut m, |m, fx| m.program_guest_timer(0, DEADLINE, fx));
         assert_eq!(fx, [scheduled(DEADLINE, Event::HostTimer { vcpu: 0 })]);
-        assert_eq!(m.vcpus[0].vlapic.timer_deadline_ns(), Some(DEADLINE));
+        assert_eq!(m.vcpus[0].hw.vlapic.timer_deadline_ns(), Some(DEADLINE));
         let fx = listed(&mut m, |m, fx| m.host_timer(0, fx));
         let vector = HOST_TIMER_VECTOR;
         assert_eq!(fx, [Effect::DeliverPhysical { core: 1, vector }]);
@@ -266,12 +281,12 @@ mod tests {
         m.cores[1].current = None;
         let fx = listed(&mut m, |m, fx| m.program_guest_timer(0, DEADLINE, fx));
         assert_eq!(fx, [scheduled(DEADLINE, Event::HostTimer { vcpu: 0 })]);
-        assert_eq!(m.vcpus[0].parked_timer, Some(DEADLINE));
+        assert_eq!(m.vcpus[0].timer, parked(Some(DEADLINE)));
         m.now = DEADLINE;
         let fx = listed(&mut m, |m, fx| m.host_timer(0, fx));
         let vector = GUEST_TIMER_VECTOR;
         assert_eq!(fx, [Effect::QueueVirtual { vcpu: 0, vector }]);
-        assert_eq!(m.vcpus[0].parked_timer, None);
+        assert_eq!(m.vcpus[0].timer, parked(None));
     }
 
     #[test]

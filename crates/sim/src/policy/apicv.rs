@@ -2,9 +2,10 @@
 //! virtualization; an assigned device's MSI without VT-d posting is still a
 //! host interrupt (EXTERNAL_INTERRUPT) that the host then posts; timer writes exit.
 
-use dirq_arch::interrupt::DeliveryMode;
-
-use super::{Design, Injection, IrteRule, PolicyKind, TimerPath, VirtualSignal, VmcsControls};
+use super::{
+    Design, HostInterrupts, HostTick, Injection, IrteRule, PolicyKind, Preemption, TimerPath,
+    VirtualSignal, VmcsControls,
+};
 
 pub const APICV: Design = Design {
     kind: PolicyKind::Apicv,
@@ -16,7 +17,7 @@ pub const APICV: Design = Design {
     injection: Injection::Posted,
     virtual_signal: VirtualSignal::Posted,
     timer_path: TimerPath::HostHrtimer,
-    host_interrupt_mode: DeliveryMode::Fixed,
-    injection_mode: None,
-    defers_preemption_in_handler: false,
+    host_tick: HostTick::GuestCores,
+    host_interrupts: HostInterrupts::Vector,
+    preemption: Preemption::Anytime,
 };

@@ -3,10 +3,9 @@
 //! exit" to every query; every interrupt goes straight through the core's
 //! LAPIC to the OS, and HLT halts the core itself.
 
-use dirq_arch::interrupt::DeliveryMode;
-
 use super::{
-    msrs, Design, Injection, IrteRule, PolicyKind, TimerPath, VirtualSignal, VmcsControls,
+    msrs, Design, HostInterrupts, HostTick, Injection, IrteRule, PolicyKind, Preemption, TimerPath,
+    VirtualSignal, VmcsControls,
 };
 
 pub const BARE: Design = Design {
@@ -24,7 +23,8 @@ pub const BARE: Design = Design {
     injection: Injection::SelfIpi,
     virtual_signal: VirtualSignal::Native,
     timer_path: TimerPath::PassThrough,
-    host_interrupt_mode: DeliveryMode::Fixed,
-    injection_mode: None,
-    defers_preemption_in_handler: false,
+    // No host: nothing ticks on the cores the OS runs on.
+    host_tick: HostTick::HousekeepingCore,
+    host_interrupts: HostInterrupts::Vector,
+    preemption: Preemption::Anytime,
 };

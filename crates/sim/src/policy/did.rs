@@ -12,10 +12,9 @@
 //! physical LAPIC never sees them, so the guest's EOI for one clears
 //! whatever the physical ISR holds, or nothing.
 
-use dirq_arch::interrupt::DeliveryMode;
-
 use super::{
-    msrs, Design, Injection, IrteRule, PolicyKind, TimerPath, VirtualSignal, VmcsControls,
+    msrs, Design, HostInterrupts, HostTick, Injection, IrteRule, PolicyKind, Preemption, TimerPath,
+    VirtualSignal, VmcsControls,
 };
 
 pub const DID: Design = Design {
@@ -29,9 +28,9 @@ pub const DID: Design = Design {
     injection: Injection::SelfIpi,
     virtual_signal: VirtualSignal::DirectIpi,
     timer_path: TimerPath::PassThrough,
-    host_interrupt_mode: DeliveryMode::Nmi,
-    injection_mode: None,
-    defers_preemption_in_handler: true,
+    host_tick: HostTick::HousekeepingCore,
+    host_interrupts: HostInterrupts::Nmi,
+    preemption: Preemption::AfterGuestHandlers,
 };
 
 pub const NAIVE_DIRECT_EOI: Design = Design {

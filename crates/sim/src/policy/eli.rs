@@ -7,11 +7,9 @@
 //! with no exit (EOI passed through outside injection mode); delivery-only
 //! ELI traps every EOI.
 
-use dirq_arch::interrupt::DeliveryMode;
-
 use super::{
-    msrs, Design, Injection, InjectionMode, IrteRule, PolicyKind, TimerPath, VirtualSignal,
-    VmcsControls,
+    msrs, Design, HostInterrupts, HostTick, Injection, InjectionMode, IrteRule, PolicyKind,
+    Preemption, TimerPath, VirtualSignal, VmcsControls,
 };
 
 /// ELI's VMCS: physical interrupts through the guest IDT, the shadow IDT,
@@ -29,17 +27,21 @@ pub const ELI: Design = Design {
     kind: PolicyKind::Eli,
     vmcs: eli_vmcs(&[msrs::EOI]),
     vf_irte: IrteRule::DirectOrNmi,
-    injection: Injection::Classic,
+    injection: Injection::Classic {
+        mode: Some(InjectionMode { traps_eoi: true }),
+    },
     virtual_signal: VirtualSignal::KickAndInject,
     timer_path: TimerPath::HostHrtimer,
-    host_interrupt_mode: DeliveryMode::Fixed,
-    injection_mode: Some(InjectionMode { traps_eoi: true }),
-    defers_preemption_in_handler: true,
+    host_tick: HostTick::GuestCores,
+    host_interrupts: HostInterrupts::Vector,
+    preemption: Preemption::AfterGuestHandlers,
 };
 
 pub const ELI_DELIVERY: Design = Design {
     kind: PolicyKind::EliDelivery,
     vmcs: eli_vmcs(&[]),
-    injection_mode: Some(InjectionMode { traps_eoi: false }),
+    injection: Injection::Classic {
+        mode: Some(InjectionMode { traps_eoi: false }),
+    },
     ..ELI
 };

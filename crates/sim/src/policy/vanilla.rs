@@ -2,18 +2,19 @@
 //! interrupt exits, every EOI exits, virtual interrupts are injected
 //! through the VMCS.
 
-use dirq_arch::interrupt::DeliveryMode;
-
-use super::{Design, Injection, IrteRule, PolicyKind, TimerPath, VirtualSignal, VmcsControls};
+use super::{
+    Design, HostInterrupts, HostTick, Injection, IrteRule, PolicyKind, Preemption, TimerPath,
+    VirtualSignal, VmcsControls,
+};
 
 pub const VANILLA: Design = Design {
     kind: PolicyKind::Vanilla,
     vmcs: VmcsControls::TRAP_EVERYTHING,
     vf_irte: IrteRule::ToHost,
-    injection: Injection::Classic,
+    injection: Injection::Classic { mode: None },
     virtual_signal: VirtualSignal::KickAndInject,
     timer_path: TimerPath::HostHrtimer,
-    host_interrupt_mode: DeliveryMode::Fixed,
-    injection_mode: None,
-    defers_preemption_in_handler: false,
+    host_tick: HostTick::GuestCores,
+    host_interrupts: HostInterrupts::Vector,
+    preemption: Preemption::Anytime,
 };

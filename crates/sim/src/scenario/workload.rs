@@ -1,6 +1,8 @@
 //! What a run group runs: the workload, its transport, the guest's idle
 //! mode, which vCPUs own device queues and how guest IPIs are sent.
 
+use dirq_arch::interrupt::{DeliveryMode, Destination};
+use dirq_arch::lapic::x2apic_icr;
 use serde::{Deserialize, Serialize};
 
 /// The workloads the simulator knows.
@@ -136,6 +138,18 @@ pub enum IpiMode {
     #[default]
     Unicast,
     Broadcast,
+}
+
+impl IpiMode {
+    /// The x2APIC ICR value the guest's vCPU 0 writes to send `vector`:
+    /// physical to APIC ID 1, or the all-excluding-self shorthand.
+    pub fn icr(self, vector: u8) -> u64 {
+        let destination = match self {
+            IpiMode::Unicast => Destination::Physical(1),
+            IpiMode::Broadcast => Destination::AllExcludingSelf { sender: 0 },
+        };
+        x2apic_icr(vector, DeliveryMode::Fixed, destination)
+    }
 }
 
 impl QueueOwners {

@@ -29,41 +29,16 @@
 //! The levels are cumulative, each cheaper than the last: ro-page and pv
 //! keep the controller in the kernel (assumed; docs/calibration.md).
 
-use serde::{Deserialize, Serialize};
+pub use dirq_arch::vioapic::VioapicLevel;
 
-/// Where the VIOAPIC is emulated and which of its registers exit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum VioapicLevel {
-    /// In the userspace VMM: every access exits there.
-    Userspace,
-    /// In the kernel: every access exits, no userspace round trip.
-    Kernel,
-    /// In the kernel behind a read-only page: reads without exit.
-    RoPage,
-    /// Paravirtual MASK in shared memory; the acknowledge and UNMASK trap.
-    Pv,
+/// What each VIOAPIC level means for this flow's register accesses.
+pub trait LevelLandings {
+    /// Where `access` lands at this level.
+    fn lands(self, access: Access) -> Landing;
 }
 
-impl VioapicLevel {
-    pub const ALL: [VioapicLevel; 4] = [
-        VioapicLevel::Userspace,
-        VioapicLevel::Kernel,
-        VioapicLevel::RoPage,
-        VioapicLevel::Pv,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            VioapicLevel::Userspace => "userspace",
-            VioapicLevel::Kernel => "kernel",
-            VioapicLevel::RoPage => "ro-page",
-            VioapicLevel::Pv => "pv",
-        }
-    }
-
-    /// Where `access` lands at this level.
-    pub fn lands(self, access: Access) -> Landing {
+impl LevelLandings for VioapicLevel {
+    fn lands(self, access: Access) -> Landing {
         match (self, access.kind) {
             (VioapicLevel::Userspace, _) => Landing::Userspace,
             (VioapicLevel::Kernel, _) => Landing::Kernel,
@@ -76,13 +51,14 @@ impl VioapicLevel {
             (VioapicLevel::Pv, AccessKind::Write) => Landing::Kernel,
         }
     }
+}
 
-    /// How many of the flow's controller accesses exit at this level.
-    pub fn trapped_accesses(self) -> usize {
-        controller_accesses()
-            .filter(|&access| self.lands(access).exits())
-            .count()
-    }
+/// How many of the flow's controller accesses exit at `level`.
+#[cfg(test)]
+pub(super) fn trapped_accesses(level: VioapicLevel) -> usize {
+    controller_accesses()
+        .filter(|&access| level.lands(access).exits())
+        .count()
 }
 
 /// Where an access is served.
@@ -172,7 +148,8 @@ pub const FLOW: [Step; 10] = [
 ];
 
 /// The flow's controller accesses.
-pub fn controller_accesses() -> impl Iterator<Item = Access> {
+#[cfg(test)]
+fn controller_accesses() -> impl Iterator<Item = Access> {
     FLOW.iter().filter_map(|step| match step {
         Step::Controller(access) => Some(*access),
         _ => None,
@@ -238,7 +215,7 @@ mod tests {
 
     #[test]
     fn each_level_traps_fewer_accesses_than_the_one_before_or_exits_cheaper() {
-        let trapped = VioapicLevel::ALL.map(VioapicLevel::trapped_accesses);
+        let trapped = VioapicLevel::ALL.map(trapped_accesses);
         assert_eq!(trapped[0], 8);
         assert_eq!(trapped[1], 8);
         assert!(trapped[2] < trapped[1] && trapped[3] < trapped[2]);

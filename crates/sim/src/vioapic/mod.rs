@@ -16,7 +16,7 @@ use dirq_arch::vioapic::{Vioapic, REG_MASK, REG_ROUTE_BASE, REG_UNMASK};
 use dirq_stats::{f64_of, ratio};
 
 pub use flow::VioapicLevel;
-use flow::{AccessKind, Landing, Register, Step, FLOW};
+use flow::{AccessKind, Landing, LevelLandings, Register, Step, FLOW};
 pub use profile::{LoongsonProfile, VioapicCycles};
 
 use crate::metrics::{InterruptCounts, Invariant, RunResult, StudyResults, Throughput};
