@@ -75,6 +75,28 @@ impl VioapicLevel {
     }
 }
 
+impl std::fmt::Display for VioapicLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not one of the levels.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown VIOAPIC level `{0}`: expected userspace, kernel, ro-page or pv")]
+pub struct UnknownVioapicLevel(pub String);
+
+impl std::str::FromStr for VioapicLevel {
+    type Err = UnknownVioapicLevel;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        VioapicLevel::ALL
+            .into_iter()
+            .find(|level| level.name() == name)
+            .ok_or_else(|| UnknownVioapicLevel(name.to_string()))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VioapicError {
     #[error("VIOAPIC line {line} does not exist (the controller has {LINES} lines)")]

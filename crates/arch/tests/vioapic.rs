@@ -201,3 +201,12 @@ fn levels_serialize_by_their_kebab_case_names() {
     }
     assert_eq!(VioapicLevel::RoPage.name(), "ro-page");
 }
+
+#[test]
+fn levels_parse_from_the_names_they_print_and_nothing_else() {
+    for level in VioapicLevel::ALL {
+        assert_eq!(level.to_string().parse::<VioapicLevel>(), Ok(level));
+    }
+    let unknown = "ro_page".parse::<VioapicLevel>().expect_err("not a level");
+    assert!(unknown.to_string().contains("`ro_page`"), "{unknown}");
+}

@@ -9,7 +9,7 @@ use dirq_vmm::bench;
 use dirq_vmm::config::{
     self, ApicMode, Bench, BenchConfig, ConfigError, FaultKind, GuestExec, GuestIdle, HaltMode,
     HostileCase, Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, Param, Pin, TimerMode,
-    VioapicMode,
+    VioapicLevel,
 };
 use dirq_vmm::report::{text_table, LatencySummary, RunReport};
 
@@ -80,8 +80,8 @@ pub struct Args {
     #[arg(long, value_parser = FaultKind::from_str)]
     fault: Option<FaultKind>,
     /// vioapic: where the I/O interrupt controller lives: userspace, kernel, ro-page or pv.
-    #[arg(long, value_parser = VioapicMode::from_str)]
-    vioapic: Option<VioapicMode>,
+    #[arg(long, value_parser = VioapicLevel::from_str)]
+    vioapic: Option<VioapicLevel>,
     /// vioapic race test: the device raises at random times while the guest masks and unmasks.
     #[arg(long)]
     race: bool,

@@ -55,6 +55,17 @@ pub const VIOAPIC_USERSPACE: u64 = 1;
 pub const VIOAPIC_KERNEL: u64 = 2;
 pub const VIOAPIC_RO_PAGE: u64 = 3;
 pub const VIOAPIC_PV: u64 = 4;
+
+/// The guest's `enum dirq_vioapic_mode` value of a VIOAPIC level.
+pub fn vioapic_level_id(level: dirq_arch::vioapic::VioapicLevel) -> u64 {
+    use dirq_arch::vioapic::VioapicLevel;
+    match level {
+        VioapicLevel::Userspace => VIOAPIC_USERSPACE,
+        VioapicLevel::Kernel => VIOAPIC_KERNEL,
+        VioapicLevel::RoPage => VIOAPIC_RO_PAGE,
+        VioapicLevel::Pv => VIOAPIC_PV,
+    }
+}
 pub const VIOAPIC_FLAG_EOI_AT_ENTRY: u64 = 1;
 
 pub const IPI_UNICAST: u64 = 0;

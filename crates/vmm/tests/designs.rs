@@ -9,14 +9,14 @@ use common::{run, userspace_exits};
 use dirq_stats::ratio;
 use dirq_vmm::bench::io_batch::WRITES_PER_COMMAND;
 use dirq_vmm::config::params::{IoBatchParams, IpiParams, TickParams, VioapicParams};
-use dirq_vmm::config::{BenchConfig, BenchParams, IpiKind, VioapicMode};
+use dirq_vmm::config::{BenchConfig, BenchParams, IpiKind, VioapicLevel};
 use dirq_vmm::exits::UserspaceExit;
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::RunReport;
 
 const EVENTS: u64 = 500;
 
-fn vioapic(mode: VioapicMode) -> RunReport {
+fn vioapic(mode: VioapicLevel) -> RunReport {
     let config = BenchConfig::from(BenchParams::Vioapic(VioapicParams {
         vioapic: mode,
         count: EVENTS,
@@ -30,7 +30,7 @@ fn vioapic(mode: VioapicMode) -> RunReport {
 
 /// The race test at `mode`: the device raises at random times while the
 /// guest also masks and unmasks.
-fn racing(mode: VioapicMode) -> BenchConfig {
+fn racing(mode: VioapicLevel) -> BenchConfig {
     BenchConfig::from(BenchParams::Vioapic(VioapicParams {
         vioapic: mode,
         vioapic_race: true,
@@ -52,7 +52,7 @@ fn vioapic_userspace_exits_once_per_register_access() {
     if !require_kvm("vioapic_userspace_exits_once_per_register_access") {
         return;
     }
-    let report = vioapic(VioapicMode::Userspace);
+    let report = vioapic(VioapicLevel::Userspace);
     let (reads, writes) = accesses_per_interrupt(&report);
     assert_eq!((reads, writes), (4, 2));
     // Back to back through dirq's controller: one interrupt per event.
@@ -72,7 +72,7 @@ fn vioapic_ro_page_reads_cost_no_exit() {
     if !require_kvm("vioapic_ro_page_reads_cost_no_exit") {
         return;
     }
-    let report = vioapic(VioapicMode::RoPage);
+    let report = vioapic(VioapicLevel::RoPage);
     let (reads, writes) = accesses_per_interrupt(&report);
     assert!(reads > 0);
     assert_eq!(
@@ -97,7 +97,7 @@ fn vioapic_ro_page_posted_mask_loses_and_reorders_nothing_under_racing_raises() 
     if !require_kvm("vioapic_ro_page_posted_mask_loses_and_reorders_nothing_under_racing_raises") {
         return;
     }
-    let config = racing(VioapicMode::RoPage);
+    let config = racing(VioapicLevel::RoPage);
     // Fails on a lost interrupt (the guest halts until the watchdog) or an
     // event consumed twice or out of order; interrupts already on their way
     // when the mask was posted may arrive and are spurious to the guest.
@@ -115,7 +115,7 @@ fn vioapic_pv_traps_only_the_unmask() {
     if !require_kvm("vioapic_pv_traps_only_the_unmask") {
         return;
     }
-    let report = vioapic(VioapicMode::Pv);
+    let report = vioapic(VioapicLevel::Pv);
     assert_eq!(results_of!(report, Vioapic).trapped_reads, 0);
     assert_eq!(report.interrupts, EVENTS);
     assert_eq!(
@@ -155,7 +155,7 @@ fn vioapic_kernel_level_on_a_lapic_that_holds_nothing_in_service_ends_and_says_w
         return;
     }
     let config = BenchConfig::from(BenchParams::Vioapic(VioapicParams {
-        vioapic: VioapicMode::Kernel,
+        vioapic: VioapicLevel::Kernel,
         count: 2_000,
         eoi_at_entry: true,
         ..VioapicParams::default()
@@ -172,7 +172,7 @@ fn vioapic_gives_up_at_half_the_watchdog_and_says_so() {
         return;
     }
     let mut config = BenchConfig::from(BenchParams::Vioapic(VioapicParams {
-        vioapic: VioapicMode::Userspace,
+        vioapic: VioapicLevel::Userspace,
         count: dirq_vmm::config::params::MAX_COUNT,
         ..VioapicParams::default()
     }));
@@ -190,7 +190,7 @@ fn vioapic_pv_survives_raises_racing_mask_and_unmask() {
     if !require_kvm("vioapic_pv_survives_raises_racing_mask_and_unmask") {
         return;
     }
-    for mode in [VioapicMode::Pv, VioapicMode::Userspace] {
+    for mode in [VioapicLevel::Pv, VioapicLevel::Userspace] {
         let config = racing(mode);
         // Fails if an interrupt arrived while the guest had the line masked
         // with none in flight, or if the guest never got an event (a lost
@@ -208,10 +208,10 @@ fn vioapic_pv_survives_raises_racing_mask_and_unmask() {
 #[test]
 fn vioapic_refuses_paths_it_does_not_measure() {
     assert!(
-        racing(VioapicMode::Kernel).validate().is_err(),
+        racing(VioapicLevel::Kernel).validate().is_err(),
         "the race test drives dirq's controller"
     );
-    let mut config = racing(VioapicMode::Pv);
+    let mut config = racing(VioapicLevel::Pv);
     config.common.pv_eoi = true;
     assert!(config.validate().is_err());
 }

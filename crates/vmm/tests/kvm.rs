@@ -181,7 +181,9 @@ fn whileloop_times_what_each_interrupt_takes_from_the_loop() {
     assert!(report.interrupts > 0, "no interrupt handled");
     // Every interrupt exits at least once, so each takes time from the
     // loop; together no more than the loaded run lasted.
-    let lost = figures.lost_per_interrupt_ns.expect("a chunk saw an interrupt");
+    let lost = figures
+        .lost_per_interrupt_ns
+        .expect("a chunk saw an interrupt");
     assert!(lost > 0.0, "lost per interrupt {lost} ns");
     assert!(
         lost * f64_of(report.interrupts) <= f64_of(figures.loaded_ns),

@@ -13,7 +13,7 @@ use dirq_vmm::config::params::{
     ExitCostParams, HaltWakeupParams, IoBatchParams, IpiParams, IrqLatencyParams, TickParams,
     TimerLatencyParams, VioapicParams, WhileloopParams,
 };
-use dirq_vmm::config::{BenchConfig, BenchParams, GuestIdle, Pin, VioapicMode};
+use dirq_vmm::config::{BenchConfig, BenchParams, GuestIdle, Pin, VioapicLevel};
 use dirq_vmm::exits::UserspaceExit;
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::RunReport;
@@ -120,7 +120,11 @@ fn vioapic_on_one_core_consumes_every_event_at_every_level() {
     if !require_kvm("vioapic_on_one_core_consumes_every_event_at_every_level") {
         return;
     }
-    for mode in [VioapicMode::Userspace, VioapicMode::RoPage, VioapicMode::Pv] {
+    for mode in [
+        VioapicLevel::Userspace,
+        VioapicLevel::RoPage,
+        VioapicLevel::Pv,
+    ] {
         let report = run_on_one_core(BenchParams::Vioapic(VioapicParams {
             vioapic: mode,
             count: EVENTS,

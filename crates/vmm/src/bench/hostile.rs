@@ -5,7 +5,7 @@ use super::vioapic::{attach_controller, start_back_to_back, Controller, KernelLi
 use super::{window_exits, BenchError};
 use crate::abi;
 use crate::config::params::{HostileParams, VioapicParams};
-use crate::config::{BenchConfig, HostileCase, VioapicMode};
+use crate::config::{BenchConfig, HostileCase, VioapicLevel};
 use crate::devices::msi_device::{self, DeviceEnv};
 use crate::hostile::{Expect, Target};
 use crate::machine::{self, Attach, DeviceThread, Extensions};
@@ -22,7 +22,7 @@ pub(super) fn run(
     // The PV lock and page attacks face the paravirtual level.
     let vioapic = VioapicParams {
         count,
-        vioapic: VioapicMode::Pv,
+        vioapic: VioapicLevel::Pv,
         ..VioapicParams::default()
     };
     let controller = Controller::new();

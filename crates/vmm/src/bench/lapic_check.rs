@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::BenchError;
 use crate::abi::{self, SharedPage};
 use crate::config::params::VioapicParams;
-use crate::config::{BenchConfig, BenchParams, GuestExec, VioapicMode};
+use crate::config::{BenchConfig, BenchParams, GuestExec, VioapicLevel};
 
 /// What the LAPIC does with a delivered interrupt until its EOI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,7 +82,7 @@ pub fn from_guest(shared: &SharedPage) -> Result<LapicInService, LapicCheckError
 /// paravirtual level, which works whatever the answer.
 pub fn check(guest_exec: Option<GuestExec>) -> Result<LapicInService, BenchError> {
     let params = VioapicParams {
-        vioapic: VioapicMode::Pv,
+        vioapic: VioapicLevel::Pv,
         count: 1,
         ..VioapicParams::default()
     };

@@ -15,7 +15,7 @@ use super::lapic_check::{self, LapicInService};
 use super::{cycles_to_seconds, window_exits, BenchError};
 use crate::abi::{self, SharedPage};
 use crate::config::params::VioapicParams;
-use crate::config::{BenchConfig, VioapicMode};
+use crate::config::{BenchConfig, VioapicLevel};
 use crate::devices::event_source::{BackToBack, LineSource, PendingEvents};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::vioapic::{Registers, VioapicDevice, POSTED_MASK};
@@ -123,7 +123,7 @@ pub(super) fn run(
     // A posted mask (ro-page) completes without waiting for a send already
     // under way, which may then arrive: the guest finds nothing in service
     // and counts it spurious. Only the synchronous levels promise none.
-    if masked_arrivals > 0 && params.vioapic != VioapicMode::RoPage {
+    if masked_arrivals > 0 && params.vioapic != VioapicLevel::RoPage {
         return violation(format!(
             "{masked_arrivals} interrupts arrived while the guest had the line masked"
         ));
@@ -202,7 +202,7 @@ fn not_measurable(
     events: u64,
     spurious: u64,
 ) -> Option<String> {
-    let why = if params.vioapic == VioapicMode::Kernel && in_service == LapicInService::NotHeld {
+    let why = if params.vioapic == VioapicLevel::Kernel && in_service == LapicInService::NotHeld {
         "KVM's LAPIC holds no interrupt in service (after a self-IPI left without EOI, ISR \
          and PPR read 0 and a second one was taken at once), so the IOAPIC's \
          level-triggered line re-fires before the guest can read its remote IRR"
@@ -234,7 +234,7 @@ pub(super) fn attach_controller(
     controller: &Controller,
     kernel_line: &KernelLine,
 ) -> Result<(), MachineError> {
-    if params.vioapic == VioapicMode::Kernel {
+    if params.vioapic == VioapicLevel::Kernel {
         let line = attach.vm.level_irqfd(abi::DEVICE_IOAPIC_PIN)?;
         // Set once per run, by this one call.
         let _ = kernel_line.set(line);
@@ -242,7 +242,7 @@ pub(super) fn attach_controller(
     }
     let memory = attach.memory.clone();
     let registers = match params.vioapic {
-        VioapicMode::RoPage => {
+        VioapicLevel::RoPage => {
             let mirror = memory::create_page(abi::VIOAPIC_GPA)?;
             attach.vm.map_readonly(MIRROR_SLOT, &mirror)?;
             let posted_mask = attach
@@ -253,7 +253,7 @@ pub(super) fn attach_controller(
                 posted_mask,
             }
         }
-        VioapicMode::Pv => Registers::Paravirtual,
+        VioapicLevel::Pv => Registers::Paravirtual,
         _ => Registers::Trapped,
     };
     let events = PendingEvents {
@@ -367,7 +367,7 @@ fn resample_loop(
 mod tests {
     use super::*;
 
-    fn at(vioapic: VioapicMode) -> VioapicParams {
+    fn at(vioapic: VioapicLevel) -> VioapicParams {
         VioapicParams {
             vioapic,
             count: 10,
@@ -378,7 +378,7 @@ mod tests {
     #[test]
     fn only_the_kernel_level_needs_a_lapic_that_holds_in_service() {
         let why = not_measurable(
-            &at(VioapicMode::Kernel),
+            &at(VioapicLevel::Kernel),
             LapicInService::NotHeld,
             Ending::Finished,
             10,
@@ -390,7 +390,11 @@ mod tests {
             why.contains("10 of 10 events consumed, 900 interrupts"),
             "{why}"
         );
-        for mode in [VioapicMode::Userspace, VioapicMode::RoPage, VioapicMode::Pv] {
+        for mode in [
+            VioapicLevel::Userspace,
+            VioapicLevel::RoPage,
+            VioapicLevel::Pv,
+        ] {
             assert_eq!(
                 not_measurable(&at(mode), LapicInService::NotHeld, Ending::Finished, 10, 0),
                 None,
@@ -402,7 +406,7 @@ mod tests {
     #[test]
     fn a_loop_that_gave_up_says_why() {
         let held = LapicInService::Held;
-        let params = at(VioapicMode::Userspace);
+        let params = at(VioapicLevel::Userspace);
         let storm = not_measurable(&params, held, Ending::SpuriousStreak, 3, 300).expect("storm");
         assert!(storm.contains("256 wake-ups in a row"), "{storm}");
         let late = not_measurable(&params, held, Ending::Deadline { after_ms: 15_000 }, 3, 0)

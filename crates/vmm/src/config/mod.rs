@@ -7,6 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use dirq_arch::vioapic::VioapicLevel;
 use dirq_stats::{f64_of, round_u64};
 use serde::{Deserialize, Serialize};
 
@@ -114,7 +115,7 @@ named_enum!(
         /// The guest misbehaves on purpose (see `FaultKind`).
         Fault = "fault",
         /// Level-triggered device interrupts through an I/O interrupt
-        /// controller at one of four levels (`VioapicMode`), back to back.
+        /// controller at one of four levels (`VioapicLevel`), back to back.
         Vioapic = "vioapic",
         /// Disk commands of 11 port writes each, or one doorbell per command.
         IoBatch = "io-batch",
@@ -162,22 +163,6 @@ named_enum!(
         TprBlocksAll = "tpr-blocks-all",
         PeriodicTimerCount1 = "periodic-timer-count-1",
         ForgedSampleCount = "forged-sample-count",
-    }
-);
-
-named_enum!(
-    /// Where the vioapic bench's I/O interrupt controller lives
-    /// (mechanisms.md section 6), from dearest to cheapest.
-    VioapicMode, "vioapic mode", {
-        /// dirq's VIOAPIC in the VMM: every register access exits to userspace.
-        Userspace = "userspace",
-        /// KVM's in-kernel IOAPIC, level-triggered: accesses stay in the kernel.
-        Kernel = "kernel",
-        /// dirq's VIOAPIC with its readable registers mirrored in a
-        /// read-only memory slot: reads cost no exit, writes trap.
-        RoPage = "ro-page",
-        /// MASK in a guest-writable shared page, only UNMASK traps.
-        Pv = "pv",
     }
 );
 
@@ -576,18 +561,6 @@ impl HostileCase {
 impl IpiMeasure {
     pub(crate) fn round_trip() -> Self {
         IpiMeasure::RoundTrip
-    }
-}
-
-impl VioapicMode {
-    /// The guest's `enum dirq_vioapic_mode` value.
-    pub fn abi_id(self) -> u64 {
-        match self {
-            VioapicMode::Userspace => crate::abi::VIOAPIC_USERSPACE,
-            VioapicMode::Kernel => crate::abi::VIOAPIC_KERNEL,
-            VioapicMode::RoPage => crate::abi::VIOAPIC_RO_PAGE,
-            VioapicMode::Pv => crate::abi::VIOAPIC_PV,
-        }
     }
 }
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     in_range, incompatible, ApicMode, Bench, CommonSettings, ConfigError, FaultKind, HostileCase,
-    Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, TimerMode, VioapicMode,
+    Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, TimerMode, VioapicLevel,
 };
 use crate::abi::{self, SharedPage};
 
@@ -38,7 +38,7 @@ pub enum Param {
     Timer(TimerMode),
     DurationMs(u64),
     Fault(FaultKind),
-    Vioapic(VioapicMode),
+    Vioapic(VioapicLevel),
     Race,
     IoBatch,
     TickScale(u32),
@@ -629,7 +629,7 @@ impl ParamSet for FaultParams {
 pub struct VioapicParams {
     pub count: u64,
     /// Where the controller lives.
-    pub vioapic: VioapicMode,
+    pub vioapic: VioapicLevel,
     /// Race test: the device raises at random times while the guest also
     /// masks and unmasks outside its handler.
     pub vioapic_race: bool,
@@ -644,7 +644,7 @@ impl Default for VioapicParams {
     fn default() -> Self {
         VioapicParams {
             count: 20_000,
-            vioapic: VioapicMode::Userspace,
+            vioapic: VioapicLevel::Userspace,
             vioapic_race: false,
             eoi_at_entry: false,
         }
@@ -659,7 +659,7 @@ impl ParamSet for VioapicParams {
         if common.irqchip != Irqchip::Kernel || common.pv_eoi || common.apic != ApicMode::X2apic {
             return incompatible("vioapic runs on KVM's LAPIC in x2APIC mode (--irqchip kernel --apic x2apic, no --pv-eoi); --vioapic chooses where the I/O interrupt controller lives");
         }
-        if self.vioapic_race && self.vioapic == VioapicMode::Kernel {
+        if self.vioapic_race && self.vioapic == VioapicLevel::Kernel {
             return incompatible(
                 "the vioapic race test drives dirq's controller: use --vioapic userspace, ro-page or pv",
             );
@@ -694,7 +694,7 @@ impl ParamSet for VioapicParams {
             0
         };
         page.args = [
-            self.vioapic.abi_id(),
+            abi::vioapic_level_id(self.vioapic),
             u64::from(self.vioapic_race),
             0,
             flags,
@@ -1018,7 +1018,7 @@ mod tests {
             })));
         assert!(refused(Bench::Vioapic, |c| c.params =
             BenchParams::Vioapic(VioapicParams {
-                vioapic: VioapicMode::Kernel,
+                vioapic: VioapicLevel::Kernel,
                 vioapic_race: true,
                 ..VioapicParams::default()
             })));

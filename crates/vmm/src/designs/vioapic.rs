@@ -11,14 +11,14 @@ use serde::{Deserialize, Serialize};
 use super::{per_interrupt_by_category, Settings};
 use crate::bench::{BenchError, BEST_PATH_HALT_POLL_NS};
 use crate::config::params::VioapicParams;
-use crate::config::{Bench, BenchConfig, BenchParams, HaltMode, VioapicMode};
+use crate::config::{Bench, BenchConfig, BenchParams, HaltMode, VioapicLevel};
 use crate::report::RunReport;
 use crate::results::{BenchResult, ResultMismatch};
 
 /// One level's row of the comparison.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VioapicRow {
-    pub mode: VioapicMode,
+    pub mode: VioapicLevel,
     pub interrupts: u64,
     pub interrupts_per_s: f64,
     pub host_cycles_per_interrupt: f64,
@@ -47,7 +47,7 @@ pub struct VioapicTable {
 /// The vioapic run at `mode` for the comparison: halt polling at KVM's
 /// default, so that the kernel level's device thread can re-assert without
 /// a sleeping vCPU in between.
-pub fn comparison_config(mode: VioapicMode, settings: Settings) -> BenchConfig {
+pub fn comparison_config(mode: VioapicLevel, settings: Settings) -> BenchConfig {
     let mut config = settings.config(BenchParams::Vioapic(VioapicParams {
         vioapic: mode,
         count: settings.pick(2_000, 20_000),
@@ -64,7 +64,7 @@ pub fn comparison_config(mode: VioapicMode, settings: Settings) -> BenchConfig {
 pub fn compare(settings: Settings) -> Result<VioapicTable, BenchError> {
     let mut runs = Vec::new();
     let mut rows = Vec::new();
-    for &mode in VioapicMode::ALL {
+    for mode in VioapicLevel::ALL {
         match crate::bench::run(&comparison_config(mode, settings)) {
             Ok(run) => {
                 rows.push(measured_row(mode, &run)?);
@@ -98,7 +98,7 @@ pub fn compare(settings: Settings) -> Result<VioapicTable, BenchError> {
 }
 
 /// A level's row from its run; the speedup is filled in beside the others.
-fn measured_row(mode: VioapicMode, run: &RunReport) -> Result<VioapicRow, ResultMismatch> {
+fn measured_row(mode: VioapicLevel, run: &RunReport) -> Result<VioapicRow, ResultMismatch> {
     let BenchResult::Vioapic(vioapic) = &run.results else {
         return Err(run.results.mismatch(Bench::Vioapic));
     };

@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 use dirq_vmm::bench::lapic_check::{self, LapicInService};
 use dirq_vmm::bench::{self, BenchError};
 use dirq_vmm::config::params::VioapicParams;
-use dirq_vmm::config::{BenchParams, VioapicMode};
+use dirq_vmm::config::{BenchParams, VioapicLevel};
 use dirq_vmm::exits::UserspaceExit;
 use dirq_vmm::{BenchConfig, RunReport};
 
@@ -53,7 +53,7 @@ pub fn vioapic_kernel_level(count: u64, adjust: fn(&mut BenchConfig)) -> Option<
         lapic_check::check(None).expect("the LAPIC check gives a consistent answer")
     };
     let mut config = BenchConfig::from(BenchParams::Vioapic(VioapicParams {
-        vioapic: VioapicMode::Kernel,
+        vioapic: VioapicLevel::Kernel,
         count,
         ..VioapicParams::default()
     }));
