@@ -162,7 +162,11 @@ impl<T> Default for Extensions<'_, T> {
     }
 }
 
-/// Boots the guest for `config` and runs it to completion.
+/// Boots the guest for `config` and runs it to completion. A machine goes
+/// through three states, each a type: assembled (the VM, its vCPUs and
+/// devices, nothing running), stopped (every thread joined, or left
+/// running if it would not stop), and its output (what the guest claims,
+/// checked against how the run ended).
 pub fn run<T: Send>(
     config: &BenchConfig,
     echo_console: bool,
@@ -173,246 +177,373 @@ pub fn run<T: Send>(
         device,
         trace,
     } = extensions;
-    let kvm = Kvm::new().map_err(VmError::OpenKvm)?;
-    let memory = memory::create_guest_memory()?;
-    let entry = memory::load_guest_kernel(&memory)?;
-    boot::write_boot_structures(&memory)?;
+    Assembled::new(config, echo_console, attach, trace)?
+        .run(device)?
+        .output()
+}
 
-    let common = &config.common;
-    let vm = Arc::new(Vm::new(&kvm, &memory, common.halt)?);
-    interrupt::prepare_vm(common.irqchip, &vm)?;
-    let vcpus = create_vcpus(&kvm, &vm, config, entry)?;
-    let host = HostExec::detect_on(&vcpus[0].fd);
-    let guest_exec = host.resolve(common.guest_exec)?;
-    if let (true, Some(why)) = (pv_send_ipi(config), host.hypercalls_unavailable()) {
-        return Err(MachineError::Unavailable {
-            feature: "PV send-IPI",
-            why,
-        });
-    }
-    if host.is_pvm() {
-        vm.disable_hypercall_patching()?;
-    }
-    let tsc_khz = u64::from(vcpus[0].fd.get_tsc_khz().map_err(MachineError::TscKhz)?);
-    let watchdog = config.watchdog();
-    memory.write_obj(
-        boot_parameters(config, guest_exec, tsc_khz, &watchdog),
-        GuestAddress(abi::SHARED_GPA),
-    )?;
+/// A machine built and booted to its first instruction, nothing running.
+struct Assembled<'c> {
+    config: &'c BenchConfig,
+    memory: GuestMemory,
+    vm: Arc<Vm>,
+    vcpus: Vec<Vcpu>,
+    guest_exec: GuestExec,
+    tsc_khz: u64,
+    watchdog: Watchdog,
+    placement: Arc<Placement>,
+    accounting: Arc<ExitAccounting>,
+    control: Arc<RunControl>,
+    kicker: Arc<Kicker>,
+    serial: Arc<Serial>,
+    bus: Arc<Bus>,
+    interrupts: Arc<dyn InterruptController>,
+    /// Where the bench's device raises its interrupts.
+    sink: Box<dyn InterruptSink>,
+    recorder: Option<Arc<TraceRecorder>>,
+}
 
-    let placement = Placement::plan(vcpus.len(), common.pin)?;
-    let stats = vcpus
-        .iter()
-        .map(|vcpu| StatsFd::open(&vcpu.fd))
-        .collect::<Result<_, _>>()?;
-    let accounting = Arc::new(ExitAccounting::new(stats));
-    let control = Arc::new(RunControl::default());
-    let kicker = Arc::new(Kicker::new(vcpus.len())?);
-    let serial = Arc::new(Serial::new(echo_console));
-    let mut bus = Bus::default();
-    bus.add_pio(
-        abi::PORT_SERIAL..abi::PORT_SERIAL + SERIAL_PORTS,
-        serial.clone(),
-    );
-    bus.add_pio(
-        abi::PORT_CONTROL..abi::PORT_CONTROL + 1,
-        Arc::new(ControlPort::new(control.clone(), accounting.clone())),
-    );
-    bus.add_pio(abi::PORT_NOOP..abi::PORT_NOOP + 1, Arc::new(NoopPort));
-    let interrupts = interrupt::create(
-        common.irqchip,
-        Setup {
-            vm: &vm,
-            bus: &mut bus,
-            boot_vcpu: &vcpus[0].fd,
-            vcpus: vcpus.len(),
-            tsc_khz,
-            kicker: &kicker,
-        },
-    )?;
-    if let Some(attach) = attach {
-        attach(&mut Attach {
-            bus: &mut bus,
-            vm: &vm,
-            memory: &memory,
-            control: &control,
-            interrupts: &*interrupts,
-        })?;
-    }
-    let sink = interrupts.sink(Path::choose(
-        common.irqchip,
-        device_line(&config.params),
-        common.inject,
-    ))?;
-    let recorder = trace.map(|tracing| Arc::new(TraceRecorder::new(vcpus.len(), tracing)));
-    let sink: Box<dyn InterruptSink> = match &recorder {
-        Some(recorder) => Box::new(TracedSink {
-            inner: sink,
-            recorder: recorder.clone(),
-        }),
-        None => sink,
-    };
+/// How a vCPU thread ended, and where its vCPU stopped.
+type VcpuVerdict = (Result<(), VcpuError>, Option<u64>);
 
-    let deadline = Instant::now() + watchdog.timeout;
-    // The vCPU and timer threads own what they use: one stuck where the VMM
-    // cannot interrupt it (in KVM_RUN) is left running, not joined forever.
-    let bus = Arc::new(bus);
-    let placement = Arc::new(placement);
-    let vcpu_threads: Vec<_> = vcpus
-        .into_iter()
-        .map(|mut vcpu| {
-            let (bus, control, kicker, accounting) = (
-                bus.clone(),
-                control.clone(),
-                kicker.clone(),
-                accounting.clone(),
-            );
-            let (placement, interrupts) = (placement.clone(), interrupts.clone());
-            let recorder = recorder.clone();
-            std::thread::spawn(move || {
-                let ctx = VcpuContext {
-                    bus: &bus,
-                    control: &control,
-                    counters: &accounting.counters[vcpu.index],
-                    kicker: &kicker,
-                    interrupts: &*interrupts,
-                    trace: recorder.as_deref(),
-                };
-                let result = placement
-                    .pin_this_thread(vcpu.index)
-                    .map_err(VcpuError::from)
-                    .and_then(|()| vcpu.run(&ctx));
-                if result.is_err() {
-                    control.request_stop();
-                    kicker.kick_all();
-                }
-                (result, vcpu.current_rip())
-            })
-        })
-        .collect();
-    let timer_thread = interrupts.clone().timer_loop().map(|timers| {
-        let control = control.clone();
-        std::thread::spawn(move || {
-            // Refused, the timers keep the default slack: late, never wrong.
-            let _ = crate::placement::wake_on_time();
-            timers(&control)
-        })
-    });
-    // The device thread borrows the bench's state, so it is scoped; every
-    // device loop watches the stop flag.
-    let (vcpu_results, device_result, timers_ok, timed_out) = std::thread::scope(|scope| {
-        let device_thread = device.map(|device| {
-            let env = DeviceEnv {
+/// A machine whose threads have stopped: each thread's verdict, `None`
+/// for one that did not stop and was left running.
+struct Stopped<'c, T> {
+    config: &'c BenchConfig,
+    memory: GuestMemory,
+    /// Kept until the output is read, as the hung threads' KVM fds are.
+    _vm: Arc<Vm>,
+    guest_exec: GuestExec,
+    tsc_khz: u64,
+    watchdog: Watchdog,
+    placement: Arc<Placement>,
+    control: Arc<RunControl>,
+    serial: Arc<Serial>,
+    recorder: Option<Arc<TraceRecorder>>,
+    vcpus: Vec<Option<std::thread::Result<VcpuVerdict>>>,
+    device: Option<std::thread::Result<Result<T, MsiDeviceError>>>,
+    /// `None` without a timer thread; `Some(None)` when it did not stop.
+    timers: Option<Option<bool>>,
+    timed_out: bool,
+}
+
+impl<'c> Assembled<'c> {
+    fn new(
+        config: &'c BenchConfig,
+        echo_console: bool,
+        attach: Option<AttachDevices<'_>>,
+        trace: Option<Tracing>,
+    ) -> Result<Self, MachineError> {
+        let kvm = Kvm::new().map_err(VmError::OpenKvm)?;
+        let memory = memory::create_guest_memory()?;
+        let entry = memory::load_guest_kernel(&memory)?;
+        boot::write_boot_structures(&memory)?;
+
+        let common = &config.common;
+        let vm = Arc::new(Vm::new(&kvm, &memory, common.halt)?);
+        interrupt::prepare_vm(common.irqchip, &vm)?;
+        let vcpus = create_vcpus(&kvm, &vm, config, entry)?;
+        let host = HostExec::detect_on(&vcpus[0].fd);
+        let guest_exec = host.resolve(common.guest_exec)?;
+        if let (true, Some(why)) = (pv_send_ipi(config), host.hypercalls_unavailable()) {
+            return Err(MachineError::Unavailable {
+                feature: "PV send-IPI",
+                why,
+            });
+        }
+        if host.is_pvm() {
+            vm.disable_hypercall_patching()?;
+        }
+        let tsc_khz = u64::from(vcpus[0].fd.get_tsc_khz().map_err(MachineError::TscKhz)?);
+        let watchdog = config.watchdog();
+        memory.write_obj(
+            boot_parameters(config, guest_exec, tsc_khz, &watchdog),
+            GuestAddress(abi::SHARED_GPA),
+        )?;
+
+        let placement = Placement::plan(vcpus.len(), common.pin)?;
+        let stats = vcpus
+            .iter()
+            .map(|vcpu| StatsFd::open(&vcpu.fd))
+            .collect::<Result<_, _>>()?;
+        let accounting = Arc::new(ExitAccounting::new(stats));
+        let control = Arc::new(RunControl::default());
+        let kicker = Arc::new(Kicker::new(vcpus.len())?);
+        let serial = Arc::new(Serial::new(echo_console));
+        let mut bus = Bus::default();
+        bus.add_pio(
+            abi::PORT_SERIAL..abi::PORT_SERIAL + SERIAL_PORTS,
+            serial.clone(),
+        );
+        bus.add_pio(
+            abi::PORT_CONTROL..abi::PORT_CONTROL + 1,
+            Arc::new(ControlPort::new(control.clone(), accounting.clone())),
+        );
+        bus.add_pio(abi::PORT_NOOP..abi::PORT_NOOP + 1, Arc::new(NoopPort));
+        let interrupts = interrupt::create(
+            common.irqchip,
+            Setup {
+                vm: &vm,
+                bus: &mut bus,
+                boot_vcpu: &vcpus[0].fd,
+                vcpus: vcpus.len(),
+                tsc_khz,
+                kicker: &kicker,
+            },
+        )?;
+        if let Some(attach) = attach {
+            attach(&mut Attach {
+                bus: &mut bus,
+                vm: &vm,
                 memory: &memory,
                 control: &control,
-                sink: &*sink,
-            };
-            let (control, kicker, placement) = (&control, &kicker, &placement);
-            scope.spawn(move || {
-                let result = placement
-                    .pin_device_thread()
-                    .map_err(MsiDeviceError::from)
-                    .and_then(|()| device(&env));
-                // The device's verdict ends the run now, not at the watchdog.
-                if result.is_err() {
-                    control.request_stop();
-                    kicker.kick_all();
-                }
-                result
+                interrupts: &*interrupts,
+            })?;
+        }
+        let sink = interrupts.sink(Path::choose(
+            common.irqchip,
+            device_line(&config.params),
+            common.inject,
+        ))?;
+        let recorder = trace.map(|tracing| Arc::new(TraceRecorder::new(vcpus.len(), tracing)));
+        let sink: Box<dyn InterruptSink> = match &recorder {
+            Some(recorder) => Box::new(TracedSink {
+                inner: sink,
+                recorder: recorder.clone(),
+            }),
+            None => sink,
+        };
+        Ok(Assembled {
+            config,
+            memory,
+            vm,
+            vcpus,
+            guest_exec,
+            tsc_khz,
+            watchdog,
+            placement: Arc::new(placement),
+            accounting,
+            control,
+            kicker,
+            serial,
+            bus: Arc::new(bus),
+            interrupts,
+            sink,
+            recorder,
+        })
+    }
+
+    /// Runs every thread until the guest ends, a thread fails or the
+    /// watchdog fires, then stops them all.
+    fn run<T: Send>(
+        self,
+        device: Option<DeviceThread<'_, T>>,
+    ) -> Result<Stopped<'c, T>, MachineError> {
+        let Assembled {
+            config,
+            memory,
+            vm,
+            vcpus,
+            guest_exec,
+            tsc_khz,
+            watchdog,
+            placement,
+            accounting,
+            control,
+            kicker,
+            serial,
+            bus,
+            interrupts,
+            sink,
+            recorder,
+        } = self;
+        let deadline = Instant::now() + watchdog.timeout;
+        // The vCPU and timer threads own what they use: one stuck where the
+        // VMM cannot interrupt it (in KVM_RUN) is left running, not joined
+        // forever.
+        let vcpu_threads: Vec<_> = vcpus
+            .into_iter()
+            .map(|mut vcpu| {
+                let (bus, control, kicker, accounting) = (
+                    bus.clone(),
+                    control.clone(),
+                    kicker.clone(),
+                    accounting.clone(),
+                );
+                let (placement, interrupts) = (placement.clone(), interrupts.clone());
+                let recorder = recorder.clone();
+                std::thread::spawn(move || {
+                    let ctx = VcpuContext {
+                        bus: &bus,
+                        control: &control,
+                        counters: &accounting.counters[vcpu.index],
+                        kicker: &kicker,
+                        interrupts: &*interrupts,
+                        trace: recorder.as_deref(),
+                    };
+                    let result = placement
+                        .pin_this_thread(vcpu.index)
+                        .map_err(VcpuError::from)
+                        .and_then(|()| vcpu.run(&ctx));
+                    if result.is_err() {
+                        control.request_stop();
+                        kicker.kick_all();
+                    }
+                    (result, vcpu.current_rip())
+                })
+            })
+            .collect();
+        let timer_thread = interrupts.clone().timer_loop().map(|timers| {
+            let control = control.clone();
+            std::thread::spawn(move || {
+                // Refused, the timers keep the default slack: late, never wrong.
+                let _ = crate::placement::wake_on_time();
+                timers(&control)
             })
         });
+        // The device thread borrows the bench's state, so it is scoped;
+        // every device loop watches the stop flag.
+        let (vcpu_results, device_result, timers, timed_out) = std::thread::scope(|scope| {
+            let device_thread = device.map(|device| {
+                let env = DeviceEnv {
+                    memory: &memory,
+                    control: &control,
+                    sink: &*sink,
+                };
+                let (control, kicker, placement) = (&control, &kicker, &placement);
+                scope.spawn(move || {
+                    let result = placement
+                        .pin_device_thread()
+                        .map_err(MsiDeviceError::from)
+                        .and_then(|()| device(&env));
+                    // The device's verdict ends the run now, not at the watchdog.
+                    if result.is_err() {
+                        control.request_stop();
+                        kicker.kick_all();
+                    }
+                    result
+                })
+            });
 
-        let finished = control.wait_for_end(deadline);
-        control.request_stop();
-        let mut threads: Vec<(String, &dyn IsFinished)> = vcpu_threads
-            .iter()
-            .enumerate()
-            .map(|(cpu, thread)| (format!("vCPU {cpu}"), thread as &dyn IsFinished))
-            .collect();
-        threads.extend(
-            timer_thread
+            let finished = control.wait_for_end(deadline);
+            control.request_stop();
+            let mut threads: Vec<(String, &dyn IsFinished)> = vcpu_threads
                 .iter()
-                .map(|t| ("LAPIC timer".into(), t as &dyn IsFinished)),
-        );
-        threads.extend(
-            device_thread
-                .iter()
-                .map(|t| ("device".into(), t as &dyn IsFinished)),
-        );
-        wait_for_threads(&threads, &kicker);
-        // None: the thread did not stop, and is left running.
-        let vcpu_results: Vec<_> = vcpu_threads
-            .into_iter()
-            .map(|thread| thread.is_finished().then(|| thread.join()))
-            .collect();
-        let device_result = device_thread.map(|thread| thread.join());
-        let timers_ok =
-            timer_thread.map(|thread| thread.is_finished().then(|| thread.join().is_ok()));
-        (vcpu_results, device_result, timers_ok, !finished)
-    });
-    let mut hung = Vec::new();
-    match timers_ok {
-        Some(Some(false)) => return Err(MachineError::ThreadPanic("LAPIC timer")),
-        Some(None) => hung.push("LAPIC timer".to_string()),
-        Some(Some(true)) | None => {}
-    }
-
-    let mut rips = Vec::new();
-    for (cpu, joined) in vcpu_results.into_iter().enumerate() {
-        let Some(joined) = joined else {
-            hung.push(format!("vCPU {cpu}"));
-            continue;
-        };
-        let (result, rip) = joined.map_err(|_| MachineError::ThreadPanic("vCPU"))?;
-        result?;
-        rips.push(match rip {
-            Some(rip) => format!("vCPU {cpu} rip {rip:#x}"),
-            None => format!("vCPU {cpu} rip unknown"),
+                .enumerate()
+                .map(|(cpu, thread)| (format!("vCPU {cpu}"), thread as &dyn IsFinished))
+                .collect();
+            threads.extend(
+                timer_thread
+                    .iter()
+                    .map(|t| ("LAPIC timer".into(), t as &dyn IsFinished)),
+            );
+            threads.extend(
+                device_thread
+                    .iter()
+                    .map(|t| ("device".into(), t as &dyn IsFinished)),
+            );
+            wait_for_threads(&threads, &kicker);
+            let vcpu_results: Vec<_> = vcpu_threads
+                .into_iter()
+                .map(|thread| thread.is_finished().then(|| thread.join()))
+                .collect();
+            let device_result = device_thread.map(|thread| thread.join());
+            let timers =
+                timer_thread.map(|thread| thread.is_finished().then(|| thread.join().is_ok()));
+            (vcpu_results, device_result, timers, !finished)
         });
-    }
-    if !hung.is_empty() {
-        return Err(MachineError::ThreadsHung {
-            threads: hung.join(", "),
-        });
-    }
-    // A lost or doubled interrupt is the device's verdict: it names the
-    // cause better than the watchdog that the lost interrupt then trips.
-    let device = match device_result {
-        Some(joined) => Some(joined.map_err(|_| MachineError::ThreadPanic("device"))??),
-        None => None,
-    };
-    let shared: SharedPage = memory.read_obj(GuestAddress(abi::SHARED_GPA))?;
-    if timed_out {
-        return Err(MachineError::Timeout {
+        Ok(Stopped {
+            config,
+            memory,
+            _vm: vm,
+            guest_exec,
+            tsc_khz,
             watchdog,
-            progress: progress(&shared, control.window().is_some()),
-            rips: rips.join(", "),
-        });
+            placement,
+            control,
+            serial,
+            recorder,
+            vcpus: vcpu_results,
+            device: device_result,
+            timers,
+            timed_out,
+        })
     }
-    let console = serial.output();
-    if control.guest_end() == Some(GuestEnd::Failed) {
-        return Err(MachineError::Guest(describe_failure(&shared)));
+}
+
+impl<T> Stopped<'_, T> {
+    /// The run's output, or why there is none: a thread that failed, hung
+    /// or panicked, the watchdog, or a guest that failed or broke the
+    /// protocol.
+    fn output(self) -> Result<MachineOutput<T>, MachineError> {
+        let mut hung = Vec::new();
+        match self.timers {
+            Some(Some(false)) => return Err(MachineError::ThreadPanic("LAPIC timer")),
+            Some(None) => hung.push("LAPIC timer".to_string()),
+            Some(Some(true)) | None => {}
+        }
+        let mut rips = Vec::new();
+        for (cpu, joined) in self.vcpus.into_iter().enumerate() {
+            let Some(joined) = joined else {
+                hung.push(format!("vCPU {cpu}"));
+                continue;
+            };
+            let (result, rip) = joined.map_err(|_| MachineError::ThreadPanic("vCPU"))?;
+            result?;
+            rips.push(match rip {
+                Some(rip) => format!("vCPU {cpu} rip {rip:#x}"),
+                None => format!("vCPU {cpu} rip unknown"),
+            });
+        }
+        if !hung.is_empty() {
+            return Err(MachineError::ThreadsHung {
+                threads: hung.join(", "),
+            });
+        }
+        // A lost or doubled interrupt is the device's verdict: it names the
+        // cause better than the watchdog that the lost interrupt then trips.
+        let device = match self.device {
+            Some(joined) => Some(joined.map_err(|_| MachineError::ThreadPanic("device"))??),
+            None => None,
+        };
+        let shared: SharedPage = self.memory.read_obj(GuestAddress(abi::SHARED_GPA))?;
+        if self.timed_out {
+            return Err(MachineError::Timeout {
+                watchdog: self.watchdog,
+                progress: progress(&shared, self.control.window().is_some()),
+                rips: rips.join(", "),
+            });
+        }
+        let console = self.serial.output();
+        if self.control.guest_end() == Some(GuestEnd::Failed) {
+            return Err(MachineError::Guest(describe_failure(&shared)));
+        }
+        let window = self
+            .control
+            .window()
+            .ok_or(MachineError::Protocol("opening its measured window"))?;
+        if window.end.is_none() {
+            return Err(MachineError::Protocol("closing its measured window"));
+        }
+        let samples = read_samples(&self.memory, shared.samples_written)?;
+        Ok(MachineOutput {
+            facts: MachineFacts {
+                exec: exec_outcome(
+                    self.guest_exec,
+                    self.config.common.vcpus,
+                    shared.native_cpus,
+                ),
+                placement: Arc::unwrap_or_clone(self.placement),
+                console,
+            },
+            shared,
+            samples,
+            window,
+            tsc_khz: self.tsc_khz,
+            device,
+            trace: self.recorder.map(|recorder| recorder.finish()),
+        })
     }
-    let window = control
-        .window()
-        .ok_or(MachineError::Protocol("opening its measured window"))?;
-    if window.end.is_none() {
-        return Err(MachineError::Protocol("closing its measured window"));
-    }
-    let samples = read_samples(&memory, shared.samples_written)?;
-    Ok(MachineOutput {
-        facts: MachineFacts {
-            exec: exec_outcome(guest_exec, common.vcpus, shared.native_cpus),
-            placement: Arc::unwrap_or_clone(placement),
-            console,
-        },
-        shared,
-        samples,
-        window,
-        tsc_khz,
-        device,
-        trace: recorder.map(|recorder| recorder.finish()),
-    })
 }
 
 /// Where a watchdog's length came from, for its message.
