@@ -5,6 +5,7 @@ use super::vioapic::{attach_controller, start_back_to_back, Controller, KernelLi
 use super::{window_exits, BenchError};
 use crate::abi;
 use crate::config::params::{HostileParams, VioapicParams};
+use crate::config::Bench;
 use crate::config::{BenchConfig, HostileCase, VioapicLevel};
 use crate::devices::msi_device::{self, DeviceEnv};
 use crate::hostile::{Expect, Target};
@@ -56,7 +57,7 @@ pub(super) fn run(
     )?;
     let invariant = |what: String| {
         Err(BenchError::Invariant {
-            bench: "hostile",
+            bench: Bench::Hostile,
             what,
         })
     };
@@ -73,7 +74,7 @@ pub(super) fn run(
     };
     if want.is_some_and(|want| want != handled) {
         return Err(BenchError::Delivery {
-            bench: "hostile",
+            bench: Bench::Hostile,
             raised: count,
             handled,
         });

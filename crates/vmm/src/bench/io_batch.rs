@@ -10,6 +10,7 @@ use dirq_stats::{f64_of, ratio};
 use super::{cycles_to_seconds, window_exits, BenchError};
 use crate::abi;
 use crate::config::params::IoBatchParams;
+use crate::config::Bench;
 use crate::config::BenchConfig;
 use crate::devices::task_file::{self, TaskFile};
 use crate::machine::{self, Attach, Extensions};
@@ -49,7 +50,7 @@ pub(super) fn run(
     let state = disk.state();
     if state.commands != params.count {
         return Err(BenchError::Invariant {
-            bench: "io-batch",
+            bench: Bench::IoBatch,
             what: format!(
                 "the disk executed {} of the guest's {} commands",
                 state.commands, params.count

@@ -62,7 +62,7 @@ fn run_recording(
     // delivery shows as more handled than raised.
     if handled != count {
         return Err(BenchError::Delivery {
-            bench: "irq-latency",
+            bench: Bench::IrqLatency,
             raised: count,
             handled,
         });

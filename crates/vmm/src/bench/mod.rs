@@ -14,6 +14,7 @@ mod whileloop;
 use dirq_stats::{f64_of, ratio};
 
 use crate::abi;
+use crate::config::Bench;
 use crate::config::{BenchConfig, BenchParams, ConfigError, FaultKind};
 use crate::exits::ExitSummary;
 use crate::machine::{self, Extensions, MachineError, MachineOutput};
@@ -31,14 +32,14 @@ pub enum BenchError {
     Machine(#[from] MachineError),
     #[error("{bench}: {raised} interrupts raised but {handled} handled (lost or doubled)")]
     Delivery {
-        bench: &'static str,
+        bench: Bench,
         raised: u64,
         handled: u64,
     },
     #[error("the fault bench finished without faulting (fault {0})")]
     FaultNotRaised(FaultKind),
     #[error("{bench}: {what}")]
-    Invariant { bench: &'static str, what: String },
+    Invariant { bench: Bench, what: String },
     #[error(transparent)]
     ResultMismatch(#[from] crate::results::ResultMismatch),
     #[error(transparent)]
@@ -46,7 +47,7 @@ pub enum BenchError {
     /// The host cannot run what the bench measures; `why` says what it
     /// measured instead.
     #[error("{bench}: not measurable on this host: {why}")]
-    NotMeasurable { bench: &'static str, why: String },
+    NotMeasurable { bench: Bench, why: String },
 }
 
 /// Runs one benchmark; the guest's console is kept in the report.
@@ -81,7 +82,7 @@ pub fn run_with_console(config: &BenchConfig, echo_console: bool) -> Result<RunR
             let handled = output.shared.handled[0];
             if handled != params.count {
                 return Err(BenchError::Delivery {
-                    bench: "halt-wakeup",
+                    bench: Bench::HaltWakeup,
                     raised: params.count,
                     handled,
                 });

@@ -11,6 +11,7 @@ use dirq_stats::f64_of;
 use super::{cycles_to_seconds, guest_share, window_exits, BenchError};
 use crate::abi;
 use crate::config::params::TickParams;
+use crate::config::Bench;
 use crate::config::BenchConfig;
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::pit::{self, PitDevice};
@@ -70,7 +71,7 @@ pub(super) fn run(
     );
     if max_read > reload {
         return Err(BenchError::Invariant {
-            bench: "tick",
+            bench: Bench::Tick,
             what: format!(
                 "the guest read back count {max_read}, beyond the {reload} it programmed: the scaling showed"
             ),

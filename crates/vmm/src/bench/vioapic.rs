@@ -15,6 +15,7 @@ use super::lapic_check::{self, LapicInService};
 use super::{cycles_to_seconds, window_exits, BenchError};
 use crate::abi::{self, SharedPage};
 use crate::config::params::VioapicParams;
+use crate::config::Bench;
 use crate::config::{BenchConfig, VioapicLevel};
 use crate::devices::event_source::{BackToBack, LineSource, PendingEvents};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
@@ -102,20 +103,20 @@ pub(super) fn run(
     let ending = Ending::from_guest(&output.shared)?;
     if let Some(why) = not_measurable(params, in_service, ending, events, spurious) {
         return Err(BenchError::NotMeasurable {
-            bench: "vioapic",
+            bench: Bench::Vioapic,
             why,
         });
     }
     if events != count {
         return Err(BenchError::Delivery {
-            bench: "vioapic",
+            bench: Bench::Vioapic,
             raised: count,
             handled: events,
         });
     }
     let violation = |what: String| {
         Err(BenchError::Invariant {
-            bench: "vioapic",
+            bench: Bench::Vioapic,
             what,
         })
     };
@@ -184,7 +185,7 @@ impl Ending {
                 after_ms: shared.give_up_ms,
             }),
             code => Err(BenchError::Invariant {
-                bench: "vioapic",
+                bench: Bench::Vioapic,
                 what: format!("the guest ended its loop with unknown code {code}"),
             }),
         }

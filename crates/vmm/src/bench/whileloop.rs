@@ -6,6 +6,7 @@ use dirq_stats::f64_of;
 use super::{cycles_to_ns, guest_share, window_exits, BenchError};
 use crate::abi;
 use crate::config::params::WhileloopParams;
+use crate::config::Bench;
 use crate::config::BenchConfig;
 use crate::devices::msi_device::{self, DeviceEnv};
 use crate::machine::{self, DeviceThread, Extensions};
@@ -39,7 +40,7 @@ pub(super) fn run(
     // interrupts than its handler counted.
     if interrupt_lost > loaded || interrupts_seen > shared.handled[0] {
         return Err(BenchError::Invariant {
-            bench: "whileloop",
+            bench: Bench::Whileloop,
             what: format!(
                 "the guest claims {interrupt_lost} cycles lost to {interrupts_seen} interrupts \
                  in a loaded loop of {loaded} cycles that handled {}",
