@@ -93,7 +93,7 @@ pub(crate) use ipi_call::CALLS_PER_BENCHMARK;
 use ipi_call::{Call, CALL_HANDLER, IPI_CALLER};
 use periodic::Accesses;
 pub(crate) use state::Counters;
-use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
+use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm, WorkloadState};
 
 // Guest vectors (what the guest OS programmed), in Linux's layout.
 pub(crate) const GUEST_VF_VECTOR: u8 = 0x41;

@@ -404,7 +404,7 @@ impl Machine {
         }
         let from = self.vcpus[vcpu].home_core;
         for target in targets {
-            self.vcpus[target].ipi_sent_at = Some(self.now);
+            self.vcpus[target].workload.ipi_sent_at = Some(self.now);
             let to = self.vcpus[target].home_core;
             fx.schedule(
                 send_at + self.interconnect_ns(from, to),
@@ -543,7 +543,7 @@ mod tests {
         };
         let sent = scheduled(icr_write, Event::GuestIpi { vcpu: 1 });
         assert_eq!(fx, [exit, sent]);
-        assert_eq!(m.vcpus[1].ipi_sent_at, Some(0));
+        assert_eq!(m.vcpus[1].workload.ipi_sent_at, Some(0));
     }
 
     #[test]
@@ -570,7 +570,7 @@ mod tests {
         for vcpu in 0..2 {
             assert_eq!(m.queues[m.vcpus[vcpu].queues].owner, vcpu);
             // Each owner's guest timer is armed.
-            assert!(m.vcpus[vcpu].timer_target.is_some());
+            assert!(m.vcpus[vcpu].workload.timer_target.is_some());
             running(&mut m, vcpu);
         }
         let fx = listed(&mut m, |m, fx| m.fire_vf_msi(1, fx));

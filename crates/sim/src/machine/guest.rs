@@ -161,7 +161,7 @@ impl Machine {
                 BLOCK_HANDLER
             }
             GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR => RX_HANDLER,
-            GUEST_TIMER_VECTOR if self.vcpus[vcpu].timer_target.is_some() => TIMER_HANDLER,
+            GUEST_TIMER_VECTOR if self.vcpus[vcpu].workload.timer_target.is_some() => TIMER_HANDLER,
             GUEST_IPI_VECTOR if self.spec.workload == WorkloadKind::IpiCall => CALL_HANDLER,
             GUEST_IPI_VECTOR => IPI_HANDLER,
             _ => PLAIN_HANDLER,
@@ -354,7 +354,7 @@ impl Machine {
                     // Back from the last handler: the scheduler switches to
                     // a woken thread (a nested return goes to a handler).
                     let to_task = v.frames.last().is_some_and(|top| top.vector.is_none());
-                    if to_task && std::mem::take(&mut v.user_task_woken) {
+                    if to_task && std::mem::take(&mut v.workload.user_task_woken) {
                         v.frames.push(Frame::background(USER_TASK));
                     }
                     if restored {
@@ -366,7 +366,7 @@ impl Machine {
                 }
                 Step::WriteTimer(write) => Effect::TimerWrite { vcpu, write },
                 Step::WakeUserTask => {
-                    self.vcpus[vcpu].user_task_woken = true;
+                    self.vcpus[vcpu].workload.user_task_woken = true;
                     self.advance(vcpu);
                     continue;
                 }
@@ -374,6 +374,7 @@ impl Machine {
                     self.advance(vcpu);
                     // The handler already re-armed for the next period.
                     let expired = self.vcpus[vcpu]
+                        .workload
                         .timer_target
                         .map(|next| next.saturating_sub(CYCLICTEST_PERIOD_NS));
                     if let (Some(expired), WorkloadKind::Cyclictest) = (expired, self.spec.workload)
@@ -395,7 +396,7 @@ impl Machine {
                 }
                 Step::RecordIpiLatency => {
                     self.advance(vcpu);
-                    if let Some(sent) = self.vcpus[vcpu].ipi_sent_at.take() {
+                    if let Some(sent) = self.vcpus[vcpu].workload.ipi_sent_at.take() {
                         self.counters.latencies.push(self.now - sent);
                         self.counters.requests_done += 1;
                     }
@@ -561,13 +562,13 @@ mod tests {
         });
         listed(&mut m, |m, fx| m.run_guest(0, fx));
         // Back in the VF handler (its Iret next): the thread waits.
-        assert!(m.vcpus[0].user_task_woken);
+        assert!(m.vcpus[0].workload.user_task_woken);
         let top = m.vcpus[0].frames.last().map(|frame| frame.vector);
         assert_eq!(top, Some(Some(GUEST_VF_VECTOR)));
         m.vcpus[0].step_running = false;
         listed(&mut m, |m, fx| m.run_guest(0, fx));
         // The VF handler returned: the scheduler switched to the thread.
-        assert!(!m.vcpus[0].user_task_woken);
+        assert!(!m.vcpus[0].workload.user_task_woken);
         let top = m.vcpus[0].frames.last().map(|frame| frame.program.len());
         assert_eq!(top, Some(USER_TASK.len()));
     }

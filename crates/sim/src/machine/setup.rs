@@ -115,13 +115,11 @@ impl Machine {
                     step_running: false,
                     spin_since: None,
                     spin_ns: 0,
-                    timer_target: None,
-                    ipi_sent_at: None,
                     halt_requested: false,
                     // Set below, once the VM's queue pairs exist.
                     queues: 0,
                     housekeeping: Accesses::default(),
-                    user_task_woken: false,
+                    workload: WorkloadState::default(),
                 });
                 cores[home_core].runqueue.push(id);
                 cores[home_core].hosts_vcpus = true;
@@ -289,7 +287,7 @@ impl Machine {
         // Stagger VMs so that their ticks do not all coincide.
         let offset = self.rng.next_u64() % CYCLICTEST_PERIOD_NS;
         let target = CYCLICTEST_PERIOD_NS + offset;
-        self.vcpus[vcpu].timer_target = Some(target);
+        self.vcpus[vcpu].workload.timer_target = Some(target);
         self.program_guest_timer(vcpu, target, fx);
     }
 }

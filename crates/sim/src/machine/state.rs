@@ -76,16 +76,25 @@ pub(super) struct Vcpu {
     pub(super) step_running: bool,
     pub(super) spin_since: Option<u64>,
     pub(super) spin_ns: u64,
-    /// The expiry the guest asked for (cyclictest's target time).
-    pub(super) timer_target: Option<u64>,
-    pub(super) ipi_sent_at: Option<u64>,
+    /// What the workload running on this vCPU keeps between events.
+    pub(super) workload: WorkloadState,
     pub(super) halt_requested: bool,
     /// The queue pair this vCPU's driver polls: its own, or (if it owns
     /// none) its VM's first.
     pub(super) queues: usize,
     /// The accesses the running housekeeping pass has still to make.
     pub(super) housekeeping: Accesses,
-    /// cyclictest's thread is woken and waits for the handlers to return.
+}
+
+/// The workloads' own per-vCPU state, apart from the hardware's and the
+/// design's.
+#[derive(Default)]
+pub(super) struct WorkloadState {
+    /// cyclictest: the expiry the guest asked for.
+    pub(super) timer_target: Option<u64>,
+    /// ipi: when the IPI this vCPU waits for was sent.
+    pub(super) ipi_sent_at: Option<u64>,
+    /// cyclictest: the thread is woken and waits for the handlers to return.
     pub(super) user_task_woken: bool,
 }
 

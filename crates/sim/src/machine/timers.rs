@@ -22,10 +22,10 @@ impl Machine {
     pub(super) fn guest_timer_write(&mut self, vcpu: usize, write: TimerWrite, fx: &mut Effects) {
         let deadline = match write {
             TimerWrite::NextTick => {
-                let target =
-                    self.vcpus[vcpu].timer_target.unwrap_or(self.now) + CYCLICTEST_PERIOD_NS;
+                let target = self.vcpus[vcpu].workload.timer_target.unwrap_or(self.now)
+                    + CYCLICTEST_PERIOD_NS;
                 let target = target.max(self.now + 1);
-                self.vcpus[vcpu].timer_target = Some(target);
+                self.vcpus[vcpu].workload.timer_target = Some(target);
                 Some(target)
             }
             // fio's guard timer: far enough never to fire.
