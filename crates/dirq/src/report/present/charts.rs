@@ -3,47 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-use dirq_sim::policy::PolicyKind;
-use dirq_vmm::exits::VmxExit;
-
-use super::data::{Axis, Chart, NamedValues, Scale, Series, SeriesStyle, Spread, Table, TableRow};
+use crate::report::present::data::{
+    Axis, Chart, NamedValues, Scale, Series, SeriesKey, SeriesStyle, Spread, Table, TableRow,
+};
 use dirq_stats::{f64_of, ratio, round_u64};
 use dirq_vmm::exits::ExitTime;
 use dirq_vmm::report::{Bucket, PERF_KVM_STAT_COLUMNS};
 
-use super::figures::compact_number;
-use super::views::Latency;
-
-/// What a series stands for, which decides its colour: a design and an
-/// exit reason keep one colour in every figure, from palettes of their
-/// own; the real run is dark grey; anything else (a delivery path, an idle
-/// mode, a VIOAPIC level, a latency bucket) takes a third palette by its
-/// place in the figure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", content = "of", rename_all = "snake_case")]
-pub enum SeriesKey {
-    Measured,
-    Design(PolicyKind),
-    Exit(VmxExit),
-    Variant,
-}
-
-impl SeriesKey {
-    /// The key of a design named as the simulator's results name it.
-    pub fn design(name: &str) -> SeriesKey {
-        PolicyKind::ALL
-            .into_iter()
-            .find(|policy| policy.name() == name)
-            .map_or(SeriesKey::Variant, SeriesKey::Design)
-    }
-
-    /// The key of an exit reason named by its VMX name.
-    pub fn exit(name: &str) -> SeriesKey {
-        VmxExit::from_name(name).map_or(SeriesKey::Variant, SeriesKey::Exit)
-    }
-}
+use crate::report::collect::views::Latency;
+use crate::report::format::compact_number;
 
 /// Stacked bars of exit reasons, one bar per labelled entry. Reasons are
 /// ordered by their largest value so the big ones sit at the left.

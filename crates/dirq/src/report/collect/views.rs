@@ -14,8 +14,8 @@ use dirq_stats::{f64_of, ratio, LatencySummary};
 use dirq_vmm::exits::ExitTime;
 use dirq_vmm::report::{Bucket, RunReport};
 
-use super::exit_names::vmx_name;
-use super::figures::compact_number;
+use crate::report::collect::exit_names::vmx_name;
+use crate::report::format::compact_number;
 
 /// `latency_ns` in both contracts (`dirq_stats::LatencySummary`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -4,10 +4,11 @@
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use super::data::{Depth, Figure, ReportData, Section, Table, TableRow};
-use super::figures::render_svg;
-use super::meta::{utc_minutes, Meta};
-use super::progress::{StepFailure, StepRecord, StepStatus};
+use crate::report::collect::Depth;
+use crate::report::meta::{utc_minutes, Meta};
+use crate::report::present::data::{Figure, ReportData, Section, Table, TableRow};
+use crate::report::present::figures::render_svg;
+use crate::report::progress::{StepFailure, StepRecord, StepStatus};
 use dirq_vmm::host_load::HostNoise;
 
 const STYLE: &str = "
@@ -333,11 +334,11 @@ fn code_spans(text: &str) -> Markup {
 
 #[cfg(test)]
 mod tests {
-    use super::super::data::{
-        Axis, Chart, Depth, KvmStatus, NamedValues, Scale, Series, SeriesKey, SeriesStyle, TableRow,
-    };
-    use super::super::progress::{Step, Steps};
     use super::*;
+    use crate::report::present::data::{
+        Axis, Chart, KvmStatus, NamedValues, Scale, Series, SeriesKey, SeriesStyle, TableRow,
+    };
+    use crate::report::progress::{Step, Steps};
     use dirq_vmm::host_load::NoiseReason;
 
     fn sample_report(kvm_available: bool) -> ReportData {

@@ -4,30 +4,40 @@
 
 use serde::Serialize;
 
-pub use super::charts::SeriesKey;
-use super::progress::StepRecord;
+use dirq_sim::policy::PolicyKind;
+use dirq_vmm::exits::VmxExit;
+
+pub use crate::report::collect::spread::Spread;
+use crate::report::collect::Depth;
+use crate::report::progress::StepRecord;
 use dirq_vmm::host_load::{HostLoad, HostNoise};
 
-/// How much `dirq report` runs.
+/// What a series stands for, which decides its colour: a design and an
+/// exit reason keep one colour in every figure, from palettes of their
+/// own; the real run is dark grey; anything else (a delivery path, an idle
+/// mode, a VIOAPIC level, a latency bucket) takes a third palette by its
+/// place in the figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Depth {
-    /// Tiny counts, a few scenarios: for the test suite only.
-    Smoke,
-    /// A subset of benches and scenarios with small counts (under 3 minutes).
-    Quick,
-    /// Everything with the default counts (under 15 minutes).
-    Full,
+#[serde(tag = "kind", content = "of", rename_all = "snake_case")]
+pub enum SeriesKey {
+    Measured,
+    Design(PolicyKind),
+    Exit(VmxExit),
+    Variant,
 }
 
-impl Depth {
-    /// How many times each real measurement runs: enough at full depth to
-    /// show how much a result moves between runs.
-    pub fn repeats(self) -> usize {
-        match self {
-            Depth::Smoke | Depth::Quick => 1,
-            Depth::Full => 3,
-        }
+impl SeriesKey {
+    /// The key of a design named as the simulator's results name it.
+    pub fn design(name: &str) -> SeriesKey {
+        PolicyKind::ALL
+            .into_iter()
+            .find(|policy| policy.name() == name)
+            .map_or(SeriesKey::Variant, SeriesKey::Design)
+    }
+
+    /// The key of an exit reason named by its VMX name.
+    pub fn exit(name: &str) -> SeriesKey {
+        VmxExit::from_name(name).map_or(SeriesKey::Variant, SeriesKey::Exit)
     }
 }
 
@@ -151,50 +161,6 @@ pub struct GroupedSeries {
     pub values: Vec<Option<Spread>>,
 }
 
-/// A measurement repeated `runs` times: its median and range.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub runs: usize,
-}
-
-impl Spread {
-    /// None when there is no finite value.
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
-        let mut values: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
-        values.sort_by(f64::total_cmp);
-        let (&min, &max) = (values.first()?, values.last()?);
-        let middle = values.len() / 2;
-        let median = if values.len() % 2 == 1 {
-            values[middle]
-        } else {
-            (values[middle - 1] + values[middle]) / 2.0
-        };
-        Some(Spread {
-            median,
-            min,
-            max,
-            runs: values.len(),
-        })
-    }
-
-    /// "41.2K (39.8K-44.0K)": the median, and the range when the runs differ.
-    pub fn text(&self, format: impl Fn(f64) -> String) -> String {
-        if self.min != self.max {
-            format!(
-                "{} ({}\u{2013}{})",
-                format(self.median),
-                format(self.min),
-                format(self.max)
-            )
-        } else {
-            format(self.median)
-        }
-    }
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct Axis {
     pub label: String,
@@ -280,23 +246,5 @@ impl TableRow {
 
     pub fn flagged(cells: Vec<String>, flagged: bool) -> Self {
         Self { cells, flagged }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spread_is_the_median_and_range_of_the_finite_values() {
-        let odd = Spread::of([3.0, 1.0, f64::NAN, 2.0]).expect("values");
-        assert_eq!((odd.median, odd.min, odd.max, odd.runs), (2.0, 1.0, 3.0, 3));
-        let even = Spread::of([4.0, 1.0, 2.0, 3.0]).expect("values");
-        assert_eq!(even.median, 2.5);
-        assert!(Spread::of([]).is_none());
-        let format = |v: f64| format!("{v:.0}");
-        assert_eq!(odd.text(format), "2 (1\u{2013}3)");
-        assert_eq!(Spread::of([5.0]).expect("one").text(format), "5");
-        assert_eq!(Spread::of([5.0, 5.0]).expect("same").text(format), "5");
     }
 }

@@ -6,16 +6,17 @@ use dirq_sim::policy::PolicyKind;
 use dirq_vmm::config::{GuestIdle, Irqchip};
 use dirq_vmm::probe::ProbeReport;
 
-use super::charts::{format_percent, format_value, ns_to_us, spread_us};
-use super::checks::{Extrapolated, ModelChecks};
-use super::data::{
+use crate::designs::DesignTables;
+use crate::report::analyse::checks::{Extrapolated, ModelChecks};
+use crate::report::analyse::model::{scores, Metric, Score};
+use crate::report::collect::real::RealCase;
+use crate::report::collect::views::SimScenario;
+use crate::report::meta::Host;
+use crate::report::present::charts::{format_percent, format_value, ns_to_us, spread_us};
+use crate::report::present::data::{
     Axis, Chart, Figure, GroupedSeries, Scale, Section, SeriesKey, Spread, Table, TableRow,
 };
-use super::meta::Host;
-use super::model::{scores, Metric, Score};
-use super::real::{spread_cell, RealCase};
-use super::views::SimScenario;
-use crate::designs::DesignTables;
+use crate::report::present::real::spread_cell;
 use dirq_vmm::host_load::HostLoad;
 
 /// Everything the conclusions draw on; each part is absent when its step
@@ -652,7 +653,7 @@ fn host_sentence(host: &Host, load: &HostLoad, probe: Option<&ProbeReport>) -> S
         Some(false) => "not nested".into(),
         None => "nesting unknown".into(),
     });
-    facts.push(super::html::counted(host.cpus, "CPU"));
+    facts.push(crate::report::present::html::counted(host.cpus, "CPU"));
     if let Some(exec) = probe.map(|p| p.guest_exec) {
         facts.push(format!("guest execution {exec}"));
     }
@@ -765,8 +766,8 @@ pub fn conclusions_sections(findings: &Findings) -> Vec<Section> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::checks::Measured;
     use super::*;
+    use crate::report::analyse::checks::Measured;
     use std::collections::BTreeMap;
 
     fn extrapolated(workload: &str, policy: PolicyKind, exits: f64, p50: f64) -> Extrapolated {

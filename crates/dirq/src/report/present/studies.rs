@@ -7,11 +7,15 @@ use dirq_stats::f64_of;
 use dirq_vmm::designs::vioapic::VioapicTable;
 use dirq_vmm::designs::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable};
 
-use super::charts::{exit_bars, format_percent, format_value, latency_cpu_scatter, ns_to_us};
-use super::conclusions::and_list;
-use super::data::{Chart, Figure, NamedValues, Section, SeriesKey, Spread, Table, TableRow};
-use super::progress::StepFailure;
 use crate::designs::{Design, DesignTables};
+use crate::report::present::charts::{
+    exit_bars, format_percent, format_value, latency_cpu_scatter, ns_to_us,
+};
+use crate::report::present::conclusions::and_list;
+use crate::report::present::data::{
+    Chart, Figure, NamedValues, Section, SeriesKey, Spread, Table, TableRow,
+};
+use crate::report::progress::StepFailure;
 
 fn columns(names: &[&str]) -> Vec<String> {
     names.iter().map(|name| name.to_string()).collect()

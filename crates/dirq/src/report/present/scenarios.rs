@@ -1,15 +1,15 @@
 //! Report sections for simulation scenarios: exits by reason per run, time
 //! in guest against rate, latency distributions, invariant checks.
 
-use super::charts::{
+use crate::report::collect::simulate::TracedExits;
+use crate::report::collect::views::{Latency, SimRun, SimScenario};
+use crate::report::present::charts::{
     auto_scale, exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_table,
-    ns_to_us, percentile_chart, perf_kvm_stat_table, ExitStat, LinePoint, SeriesKey,
+    ns_to_us, percentile_chart, perf_kvm_stat_table, ExitStat, LinePoint,
 };
-use super::data::{
-    Axis, Chart, Figure, Scale, Section, Series, SeriesStyle, Spread, Table, TableRow,
+use crate::report::present::data::{
+    Axis, Chart, Figure, Scale, Section, Series, SeriesKey, SeriesStyle, Spread, Table, TableRow,
 };
-use super::simulate::TracedExits;
-use super::views::{Latency, SimRun, SimScenario};
 use dirq_vmm::exits::ExitTime;
 
 /// Builds the section of one simulated scenario. `command` is the
@@ -364,8 +364,8 @@ fn throughput_text(run: &SimRun) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::data::Chart;
     use super::*;
+    use crate::report::present::data::Chart;
 
     fn run(policy: &str, rate: f64, extint: f64, guest: f64, latency: bool) -> serde_json::Value {
         let mut value = serde_json::json!({

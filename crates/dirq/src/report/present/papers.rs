@@ -8,13 +8,15 @@
 
 use std::collections::BTreeMap;
 
-use super::charts::{auto_scale, exit_bars, exit_table, format_percent, format_value, ns_to_us};
-use super::data::{
+use crate::report::collect::views::{SimRun, SimScenario};
+use crate::report::format::compact_number;
+use crate::report::present::charts::{
+    auto_scale, exit_bars, exit_table, format_percent, format_value, ns_to_us,
+};
+use crate::report::present::data::{
     Axis, Chart, Figure, NamedValues, Scale, Section, Series, SeriesKey, SeriesStyle,
 };
-use super::data::{Table, TableRow};
-use super::figures::compact_number;
-use super::views::{SimRun, SimScenario};
+use crate::report::present::data::{Table, TableRow};
 use dirq_stats::{f64_of, ratio};
 
 /// One study: its scenario, its title, and the builder of its figures.
@@ -266,7 +268,7 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
     let rows = runs
         .iter()
         .map(|(run, samples)| {
-            let latency = |pick: fn(&super::views::Latency) -> f64| {
+            let latency = |pick: fn(&crate::report::collect::views::Latency) -> f64| {
                 run.latency_ns
                     .as_ref()
                     .map_or_else(|| "-".into(), |l| format_value(ns_to_us(pick(l))))
@@ -653,7 +655,7 @@ fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::figures::render_svg;
+    use crate::report::present::figures::render_svg;
     use serde_json::{json, Value};
 
     fn run(policy: &str, params: Value, extra: Value) -> Value {
