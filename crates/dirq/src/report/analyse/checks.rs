@@ -226,7 +226,7 @@ pub struct Extrapolated {
     pub workload: String,
     /// The real bench the workload's twin stands for.
     pub bench: String,
-    pub policy: String,
+    pub policy: PolicyKind,
     /// Every exit counted, as on a VT-x host with this host's costs.
     pub exits_per_interrupt: Option<f64>,
     /// As this host's KVM counts them (kvm_pvm's own traps included): the
@@ -254,7 +254,7 @@ impl Extrapolated {
         Self {
             workload,
             bench: case.config.bench().name().to_string(),
-            policy: policy.name().to_string(),
+            policy,
             exits_per_interrupt: exits_per_interrupt(run),
             exits_per_interrupt_counted_here: vanilla
                 .then(|| statistic.exits_per_interrupt(run, &case.config))
@@ -404,13 +404,17 @@ mod tests {
             .comparisons
             .iter()
             .any(|c| c.metric == Metric::LatencyP50Ns && c.measured == 40_000.0));
-        let policies: Vec<&str> = checks
-            .extrapolation
-            .iter()
-            .map(|e| e.policy.as_str())
-            .collect();
-        assert_eq!(policies, ["vanilla", "apicv", "eli", "did"]);
-        let exits_of = |policy: &str| {
+        let policies: Vec<PolicyKind> = checks.extrapolation.iter().map(|e| e.policy).collect();
+        assert_eq!(
+            policies,
+            [
+                PolicyKind::Vanilla,
+                PolicyKind::Apicv,
+                PolicyKind::Eli,
+                PolicyKind::Did
+            ]
+        );
+        let exits_of = |policy: PolicyKind| {
             checks
                 .extrapolation
                 .iter()
@@ -418,7 +422,7 @@ mod tests {
                 .and_then(|e| e.exits_per_interrupt)
                 .expect("predicted")
         };
-        assert!(exits_of("did") < exits_of("vanilla"));
+        assert!(exits_of(PolicyKind::Did) < exits_of(PolicyKind::Vanilla));
     }
 
     #[test]

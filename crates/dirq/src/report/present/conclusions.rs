@@ -116,7 +116,7 @@ fn find<'a>(
 ) -> Option<&'a Extrapolated> {
     extrapolation
         .iter()
-        .find(|e| e.workload == workload && e.policy == design.name())
+        .find(|e| e.workload == workload && e.policy == design)
 }
 
 /// One design x workload pivot: a grouped chart (measured first, then each
@@ -603,11 +603,10 @@ fn simulated_sentences(simulated: &[SimScenario]) -> Vec<String> {
             // The first run of each policy at that rate: runs that differ
             // in another parameter would repeat the policy.
             let mut at_top: Vec<String> = Vec::new();
-            let mut seen: Vec<&str> = Vec::new();
+            let mut seen: Vec<PolicyKind> = Vec::new();
             for run in &scenario.runs {
-                if run.rate().is_some_and(|(_, rate)| rate == top) && !seen.contains(&&*run.policy)
-                {
-                    seen.push(&run.policy);
+                if run.rate().is_some_and(|(_, rate)| rate == top) && !seen.contains(&run.policy) {
+                    seen.push(run.policy);
                     at_top.push(format!(
                         "{} {}",
                         run.policy,
@@ -775,7 +774,7 @@ mod tests {
         Extrapolated {
             workload: workload.into(),
             bench: workload.split(' ').next().unwrap_or(workload).into(),
-            policy: policy.name().into(),
+            policy,
             exits_per_interrupt: Some(exits),
             // kvm_pvm's two traps on top, as the model check counts.
             exits_per_interrupt_counted_here: vanilla.then_some(exits + 2.0),

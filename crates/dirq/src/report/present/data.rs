@@ -27,14 +27,6 @@ pub enum SeriesKey {
 }
 
 impl SeriesKey {
-    /// The key of a design named as the simulator's results name it.
-    pub fn design(name: &str) -> SeriesKey {
-        PolicyKind::ALL
-            .into_iter()
-            .find(|policy| policy.name() == name)
-            .map_or(SeriesKey::Variant, SeriesKey::Design)
-    }
-
     /// The key of an exit reason named by its VMX name.
     pub fn exit(name: &str) -> SeriesKey {
         VmxExit::from_name(name).map_or(SeriesKey::Variant, SeriesKey::Exit)

@@ -8,6 +8,9 @@
 
 use std::collections::BTreeMap;
 
+use dirq_sim::policy::PolicyKind;
+use dirq_sim::vioapic::VioapicLevel;
+
 use crate::report::collect::views::{SimRun, SimScenario};
 use crate::report::format::compact_number;
 use crate::report::present::charts::{
@@ -137,25 +140,65 @@ fn number_param(run: &SimRun, key: &str) -> Option<f64> {
     run.params.get(key)?.as_f64()
 }
 
-/// One bar per row, its only segment named by the row's design, so every
-/// design keeps its colour and the legend names the designs.
-fn design_bars(value_label: &str, rows: &[(String, String, f64)]) -> Chart {
-    let mut stacks: Vec<NamedValues> = Vec::new();
-    for (_, design, _) in rows {
-        if !stacks.iter().any(|stack| stack.name == *design) {
-            stacks.push(NamedValues {
-                name: design.clone(),
-                key: SeriesKey::design(design),
-                values: Vec::new(),
-            });
+/// What a row of [`group_bars`] stands for: the name its segment takes
+/// in the legend, and its colour.
+trait BarGroup: PartialEq {
+    fn legend(&self) -> String;
+    fn key(&self) -> SeriesKey;
+}
+
+impl BarGroup for PolicyKind {
+    fn legend(&self) -> String {
+        self.name().to_string()
+    }
+
+    fn key(&self) -> SeriesKey {
+        SeriesKey::Design(*self)
+    }
+}
+
+impl BarGroup for VioapicLevel {
+    fn legend(&self) -> String {
+        self.name().to_string()
+    }
+
+    fn key(&self) -> SeriesKey {
+        SeriesKey::Variant
+    }
+}
+
+/// An idle mode, as the scenario names it.
+impl BarGroup for String {
+    fn legend(&self) -> String {
+        self.clone()
+    }
+
+    fn key(&self) -> SeriesKey {
+        SeriesKey::Variant
+    }
+}
+
+/// One bar per row, its only segment named by the row's group (a design,
+/// a VIOAPIC level, an idle mode), so every group keeps its colour and the
+/// legend names the groups.
+fn group_bars<G: BarGroup>(value_label: &str, rows: &[(String, G, f64)]) -> Chart {
+    let mut groups: Vec<&G> = Vec::new();
+    for (_, group, _) in rows {
+        if !groups.contains(&group) {
+            groups.push(group);
         }
     }
-    for stack in &mut stacks {
-        stack.values = rows
-            .iter()
-            .map(|(_, design, value)| if *design == stack.name { *value } else { 0.0 })
-            .collect();
-    }
+    let stacks = groups
+        .into_iter()
+        .map(|group| NamedValues {
+            name: group.legend(),
+            key: group.key(),
+            values: rows
+                .iter()
+                .map(|(_, row_group, value)| if row_group == group { *value } else { 0.0 })
+                .collect(),
+        })
+        .collect();
     Chart::Bars {
         value_label: value_label.to_string(),
         categories: rows.iter().map(|(label, _, _)| label.clone()).collect(),
@@ -204,7 +247,7 @@ fn udp_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let entries: Vec<(String, BTreeMap<String, f64>)> = runs
         .iter()
         .map(|run| {
-            let label = format!("{} · {}", rate_text(run), run.policy);
+            let label = format!("{} · {}", rate_text(run), run.policy.name());
             (label, run.exits_by_reason_per_s.clone())
         })
         .collect();
@@ -249,8 +292,8 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
                 .filter(|b| b.count > 0)
                 .map(|b| [ns_to_us(f64_of(b.le_ns)), ratio(b.count, *samples) * 100.0])
                 .collect();
-            Series::new(&run.policy, SeriesStyle::Line, points)
-                .keyed(SeriesKey::design(&run.policy))
+            Series::new(run.policy.name(), SeriesStyle::Line, points)
+                .keyed(SeriesKey::Design(run.policy))
         })
         .collect();
     let chart = Chart::Xy {
@@ -274,7 +317,7 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
                     .map_or_else(|| "-".into(), |l| format_value(ns_to_us(pick(l))))
             };
             vec![
-                run.policy.clone(),
+                run.policy.name().to_string(),
                 samples.to_string(),
                 latency(|l| l.mean),
                 latency(|l| l.p50),
@@ -307,14 +350,14 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
 
 /// The memcached table's row names: the design on its transport.
 fn memcached_configuration(run: &SimRun) -> String {
-    match (run.policy.as_str(), param(run, "transport")) {
-        ("bare", _) => "bare".into(),
-        ("vanilla", Some("pv")) => "PV".into(),
-        ("did", Some("pv")) => "PV-DID".into(),
-        ("vanilla", Some("sriov")) => "SR-IOV".into(),
-        ("did", Some("sriov")) => "SR-IOV-DID".into(),
+    match (run.policy, param(run, "transport")) {
+        (PolicyKind::Bare, _) => "bare".into(),
+        (PolicyKind::Vanilla, Some("pv")) => "PV".into(),
+        (PolicyKind::Did, Some("pv")) => "PV-DID".into(),
+        (PolicyKind::Vanilla, Some("sriov")) => "SR-IOV".into(),
+        (PolicyKind::Did, Some("sriov")) => "SR-IOV-DID".into(),
         (policy, Some(transport)) => format!("{policy} · {transport}"),
-        (policy, None) => policy.into(),
+        (policy, None) => policy.name().into(),
     }
 }
 
@@ -333,19 +376,19 @@ fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let bare = result
         .runs
         .iter()
-        .find(|run| run.policy == "bare")
+        .find(|run| run.policy == PolicyKind::Bare)
         .and_then(SimRun::throughput_value);
-    let rows: Vec<(String, String, f64, &SimRun)> = result
+    let rows: Vec<(String, PolicyKind, f64, &SimRun)> = result
         .runs
         .iter()
-        .filter_map(|run| Some((label(run), run.policy.clone(), run.throughput_value()?, run)))
+        .filter_map(|run| Some((label(run), run.policy, run.throughput_value()?, run)))
         .collect();
     if rows.is_empty() {
         return Vec::new();
     }
-    let bars: Vec<(String, String, f64)> = rows
+    let bars: Vec<(String, PolicyKind, f64)> = rows
         .iter()
-        .map(|(l, d, v, _)| (l.clone(), d.clone(), *v))
+        .map(|(l, d, v, _)| (l.clone(), *d, *v))
         .collect();
     let cells = rows
         .iter()
@@ -365,7 +408,7 @@ fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         "Peak requests/s meeting the QoS, per configuration",
         "One bar per configuration, coloured by design.",
         commands,
-        design_bars("peak requests/s within QoS", &bars),
+        group_bars("peak requests/s within QoS", &bars),
         table(
             &[
                 "configuration",
@@ -460,13 +503,13 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
 }
 
 /// The ELI table's column names for the designs it compares.
-fn eli_design(policy: &str) -> String {
+fn eli_design(policy: PolicyKind) -> String {
     match policy {
-        "vanilla" => "baseline".into(),
-        "eli-delivery" => "ELI delivery only".into(),
-        "eli" => "ELI".into(),
-        "bare" => "bare metal".into(),
-        other => other.into(),
+        PolicyKind::Vanilla => "baseline".into(),
+        PolicyKind::EliDelivery => "ELI delivery only".into(),
+        PolicyKind::Eli => "ELI".into(),
+        PolicyKind::Bare => "bare metal".into(),
+        other => other.name().into(),
     }
 }
 
@@ -497,7 +540,7 @@ fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
             .collect();
         let bare = runs
             .iter()
-            .find(|run| run.policy == "bare")
+            .find(|run| run.policy == PolicyKind::Bare)
             .and_then(|run| run.throughput_value());
         for run in runs {
             let Some(value) = run.throughput_value() else {
@@ -505,9 +548,9 @@ fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
             };
             let unit = run.throughput_unit();
             let share = bare.filter(|bare| *bare > 0.0).map(|bare| value / bare);
-            let label = format!("{workload} · {}", eli_design(&run.policy));
+            let label = format!("{workload} · {}", eli_design(run.policy));
             if let Some(share) = share {
-                bars.push((label.clone(), run.policy.clone(), share * 100.0));
+                bars.push((label.clone(), run.policy, share * 100.0));
             }
             rows.push(vec![
                 label,
@@ -526,34 +569,34 @@ fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         "Throughput as a share of bare metal, per workload and design",
         "One bar per workload and design, coloured by design (baseline is vanilla KVM).",
         commands,
-        design_bars("throughput, % of bare metal", &bars),
+        group_bars("throughput, % of bare metal", &bars),
         table(&["workload · design", "throughput", "of bare metal"], rows),
     )]
 }
 
 fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
-    let runs: Vec<(&SimRun, &str, f64)> = result
+    let runs: Vec<(&SimRun, VioapicLevel, f64)> = result
         .runs
         .iter()
-        .filter_map(|run| Some((run, param(run, "level")?, run.study.cycles_per_interrupt?)))
+        .filter_map(|run| Some((run, run.vioapic_level()?, run.study.cycles_per_interrupt?)))
         .collect();
     if runs.is_empty() {
         return Vec::new();
     }
     let userspace = runs
         .iter()
-        .find(|(_, level, _)| *level == "userspace")
+        .find(|(_, level, _)| *level == VioapicLevel::Userspace)
         .map(|(_, _, cycles)| *cycles);
-    let bars: Vec<(String, String, f64)> = runs
+    let bars: Vec<(String, VioapicLevel, f64)> = runs
         .iter()
-        .map(|(_, level, cycles)| (level.to_string(), level.to_string(), *cycles))
+        .map(|(_, level, cycles)| (level.name().to_string(), *level, *cycles))
         .collect();
     let rows = runs
         .iter()
         .map(|(run, level, cycles)| {
             let per_interrupt = run.throughput_value().filter(|rate| *rate > 0.0);
             vec![
-                level.to_string(),
+                level.name().to_string(),
                 per_interrupt
                     .map_or_else(|| "-".into(), |rate| format_value(run.exits_per_s / rate)),
                 format_value(*cycles),
@@ -561,7 +604,7 @@ fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
                     .seconds_per_million
                     .map_or_else(|| "-".into(), |s| format!("{s:.2}")),
                 userspace.map_or_else(|| "-".into(), |u| format!("{:.2}x", u / cycles)),
-                if *level == "userspace" {
+                if *level == VioapicLevel::Userspace {
                     "fitted point"
                 } else {
                     "prediction"
@@ -577,7 +620,7 @@ fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
          accesses, each an exit or a memory access by the level. Seconds per million scale the \
          simulated interrupts to the study's million.",
         commands,
-        design_bars("cycles per interrupt", &bars),
+        group_bars("cycles per interrupt", &bars),
         table(
             &[
                 "level",
@@ -600,7 +643,7 @@ fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let label = |run: &SimRun| {
         let mut parts = vec![param(run, "target").unwrap_or("?").to_string()];
         if policies_vary {
-            parts.push(run.policy.clone());
+            parts.push(run.policy.name().to_string());
         }
         parts.join(" · ")
     };
@@ -635,7 +678,7 @@ fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         "Total time of the benchmark's calls, per target and idle mode",
         "One bar per target and idle mode, coloured by idle mode.",
         commands,
-        design_bars("total time (s)", &time),
+        group_bars("total time (s)", &time),
         table(&["target", "idle", "total (s)"], time_rows),
     )];
     if !cpu.is_empty() {
@@ -645,7 +688,7 @@ fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
             "The share of the VM's cores' time not asleep: guest, host and host polling all \
              burn the core.",
             commands,
-            design_bars("CPU busy (% of the VM's cores)", &cpu),
+            group_bars("CPU busy (% of the VM's cores)", &cpu),
             table(&["target", "idle", "CPU busy"], cpu_rows),
         ));
     }

@@ -3,6 +3,8 @@
 
 use crate::report::collect::simulate::TracedExits;
 use crate::report::collect::views::{Latency, SimRun, SimScenario};
+use dirq_sim::policy::PolicyKind;
+
 use crate::report::present::charts::{
     auto_scale, exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_table,
     ns_to_us, percentile_chart, perf_kvm_stat_table, ExitStat, LinePoint,
@@ -50,7 +52,7 @@ pub fn scenario_section(
         .iter()
         .filter_map(|run| {
             Some(LinePoint {
-                group: run.policy.clone(),
+                group: run.policy.name().to_string(),
                 x: run.rate()?.1,
                 y: Spread::of([run.time_in_guest])?,
             })
@@ -124,7 +126,7 @@ fn latency_figures(
     if measured.is_empty() {
         return Vec::new();
     }
-    let mut policies: Vec<&str> = measured.iter().map(|(r, _, _)| r.policy.as_str()).collect();
+    let mut policies: Vec<PolicyKind> = measured.iter().map(|(r, _, _)| r.policy).collect();
     policies.sort_unstable();
     policies.dedup();
     let one_run_per_design = policies.len() == measured.len();
@@ -178,7 +180,7 @@ fn latency_figures(
                     .iter()
                     .map(|(run, label, latency)| {
                         let key = if one_run_per_design {
-                            SeriesKey::design(&run.policy)
+                            SeriesKey::Design(run.policy)
                         } else {
                             SeriesKey::Variant
                         };
@@ -225,12 +227,12 @@ fn latency_against(
         let Some(x) = run.params.get(x_key).and_then(serde_json::Value::as_f64) else {
             continue;
         };
-        let position = match series.iter().position(|s| s.name == run.policy) {
+        let position = match series.iter().position(|s| s.name == run.policy.name()) {
             Some(position) => position,
             None => {
                 series.push(
-                    Series::new(run.policy.as_str(), SeriesStyle::Line, Vec::new())
-                        .keyed(SeriesKey::design(&run.policy)),
+                    Series::new(run.policy.name(), SeriesStyle::Line, Vec::new())
+                        .keyed(SeriesKey::Design(run.policy)),
                 );
                 series.len() - 1
             }
@@ -470,7 +472,10 @@ mod tests {
         let keys: Vec<SeriesKey> = series.iter().map(|s| s.key).collect();
         assert_eq!(
             keys,
-            [SeriesKey::design("vanilla"), SeriesKey::design("did")]
+            [
+                SeriesKey::Design(PolicyKind::Vanilla),
+                SeriesKey::Design(PolicyKind::Did)
+            ]
         );
         assert_eq!(
             series[0].points,
