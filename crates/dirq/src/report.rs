@@ -131,10 +131,10 @@ pub fn execute(args: Args) -> Result<()> {
         raw: serde_json::Map::new(),
     };
     let mut real = RealHalf::default();
-    let mut designs = None;
+    let mut studies = None;
     if report.kvm.available {
         real = run_real_half(&mut report, &mut steps, &args);
-        designs = Some(run_designs(&mut report, &mut steps, depth, args.guest_exec));
+        studies = Some(run_studies(&mut report, &mut steps, depth, args.guest_exec));
     } else {
         let why = format!("no real half: {}", report.kvm.detail);
         for step in [
@@ -142,7 +142,7 @@ pub fn execute(args: Args) -> Result<()> {
             Step::Calibrate,
             Step::RealBenchmarks,
             Step::ModelChecks,
-            Step::Designs,
+            Step::Studies,
         ] {
             steps.skip(step, why.clone());
         }
@@ -166,7 +166,7 @@ pub fn execute(args: Args) -> Result<()> {
             probe: real.probe.as_ref(),
             cases: &real.cases,
             checks: real.checks.as_ref(),
-            designs: designs.as_ref(),
+            studies: studies.as_ref(),
             simulated: &simulated,
         }),
     );
@@ -449,10 +449,10 @@ fn run_emulation_table(report: &mut ReportData, steps: &mut Steps) {
     }
 }
 
-/// The software-only designs on this host's KVM, as `dirq designs` measures
-/// them; a design that fails is a failure of the step, the others still
-/// report.
-fn run_designs(
+/// The software-only studies on this host's KVM, as `dirq studies`
+/// measures them; a study that fails is a failure of the step, the others
+/// still report.
+fn run_studies(
     report: &mut ReportData,
     steps: &mut Steps,
     depth: Depth,
@@ -460,20 +460,20 @@ fn run_designs(
 ) -> DesignTables {
     let all = crate::designs::Design::ALL;
     let (scale, command) = match depth {
-        Depth::Full => (dirq_vmm::designs::Scale::Full, "dirq designs"),
-        Depth::Quick | Depth::Smoke => (dirq_vmm::designs::Scale::Quick, "dirq designs --quick"),
+        Depth::Full => (dirq_vmm::designs::Scale::Full, "dirq studies"),
+        Depth::Quick | Depth::Smoke => (dirq_vmm::designs::Scale::Quick, "dirq studies --quick"),
     };
-    let tables = steps.run(Step::Designs, all.len() as u64, |bar| {
+    let tables = steps.run(Step::Studies, all.len() as u64, |bar| {
         let settings = dirq_vmm::designs::Settings { scale, guest_exec };
         crate::designs::measure(&all, settings, bar)
     });
     for failure in studies::failures(&tables, command) {
-        steps.fail(Step::Designs, failure);
+        steps.fail(Step::Studies, failure);
     }
-    if let Some(section) = studies::designs_section(&tables, command) {
+    if let Some(section) = studies::studies_section(&tables, command) {
         report.sections.push(section);
     }
-    insert_raw(report, "designs", &tables);
+    insert_raw(report, "studies", &tables);
     tables
 }
 
@@ -512,7 +512,7 @@ fn run_simulations(
     });
     let mut raws = Vec::new();
     let mut views = Vec::new();
-    // The studies in their papers' shapes come before the scenarios' own
+    // The published experiments in their papers' shapes come before the scenarios' own
     // sections, which follow in the built-in order.
     let first_simulation = report.sections.len();
     for (scenario, outcome) in outcomes {
@@ -545,10 +545,10 @@ fn run_simulations(
             ),
         }
     }
-    let studies = papers::study_sections(&views, seed);
+    let papers = papers::paper_sections(&views, seed);
     report
         .sections
-        .splice(first_simulation..first_simulation, studies);
+        .splice(first_simulation..first_simulation, papers);
     report
         .raw
         .insert("sim_scenarios".into(), serde_json::Value::Array(raws));

@@ -27,7 +27,8 @@ pub struct Findings<'a> {
     pub probe: Option<&'a ProbeReport>,
     pub cases: &'a [RealCase],
     pub checks: Option<&'a ModelChecks>,
-    pub designs: Option<&'a DesignTables>,
+    /// The software-only studies on this host's KVM.
+    pub studies: Option<&'a DesignTables>,
     pub simulated: &'a [SimScenario],
 }
 
@@ -538,10 +539,10 @@ fn model_sentence(checks: &ModelChecks) -> Option<String> {
     Some(sentence)
 }
 
-/// The software-only designs' headline numbers.
-fn software_design_sentences(designs: &DesignTables) -> Vec<String> {
+/// The software-only studies' headline numbers.
+fn study_sentences(studies: &DesignTables) -> Vec<String> {
     let mut sentences = Vec::new();
-    if let Some(best) = designs.vioapic.as_ref().and_then(|t| {
+    if let Some(best) = studies.vioapic.as_ref().and_then(|t| {
         t.rows
             .iter()
             .max_by(|a, b| a.speedup_vs_userspace.total_cmp(&b.speedup_vs_userspace))
@@ -554,7 +555,7 @@ fn software_design_sentences(designs: &DesignTables) -> Vec<String> {
             format_value(best.exits_per_interrupt)
         ));
     }
-    let unmeasurable = designs
+    let unmeasurable = studies
         .vioapic
         .iter()
         .flat_map(|table| &table.rows)
@@ -567,7 +568,7 @@ fn software_design_sentences(designs: &DesignTables) -> Vec<String> {
             })
         });
     sentences.extend(unmeasurable);
-    if let Some(table) = &designs.io_batch {
+    if let Some(table) = &studies.io_batch {
         let exits = |batched: bool| {
             table
                 .rows
@@ -694,8 +695,8 @@ fn runs_sentence(findings: &Findings) -> Option<String> {
         ));
     }
     once.push("the emulated-against-native table".to_string());
-    if findings.designs.is_some() {
-        once.push("the software-only designs".into());
+    if findings.studies.is_some() {
+        once.push("the software-only studies".into());
     }
     Some(format!(
         "Runs: {real}; {} ran once; the simulations are one deterministic run per seed.",
@@ -727,8 +728,8 @@ pub fn conclusions_sections(findings: &Findings) -> Vec<Section> {
     if let Some(sentence) = findings.checks.and_then(model_sentence) {
         intro.push(sentence);
     }
-    if let Some(designs) = findings.designs {
-        intro.extend(software_design_sentences(designs));
+    if let Some(studies) = findings.studies {
+        intro.extend(study_sentences(studies));
     }
     intro.extend(runs_sentence(findings));
     let simulated = simulated_sentences(findings.simulated);
@@ -1034,7 +1035,7 @@ mod tests {
             probe: None,
             cases: &[],
             checks: None,
-            designs: None,
+            studies: None,
             simulated: &[],
         });
         assert_eq!(sections.len(), 1);

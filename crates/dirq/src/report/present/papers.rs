@@ -1,9 +1,9 @@
-//! The source studies' experiments, each drawn in the shape of its paper's
+//! The source papers' experiments, each drawn in the shape of its paper's
 //! table or figure from the simulator's results: DID's UDP exit table,
 //! cyclictest latency density, memcached and VoIP tables, ELI's throughput
-//! table, the Loongson VIOAPIC levels and the IPI study. Every number here
+//! table, the Loongson VIOAPIC levels and the IPI paper. Every number here
 //! is a prediction of the simulator (or a declared fitted point); no
-//! published outcome is printed. A study whose scenario did not run, or ran
+//! published outcome is printed. A paper whose scenario did not run, or ran
 //! nothing, has no section.
 
 use std::collections::BTreeMap;
@@ -22,19 +22,19 @@ use crate::report::present::data::{
 use crate::report::present::data::{Table, TableRow};
 use dirq_stats::{f64_of, ratio};
 
-/// One study: its scenario, its title, and the builder of its figures.
-struct Study {
+/// One paper: its scenario, its title, and the builder of its figures.
+struct Paper {
     scenario: &'static str,
     title: &'static str,
     /// What the paper's table or figure shows, for the intro.
     shape: &'static str,
-    /// The fitted point, when the study has one (an input, not a prediction).
+    /// The fitted point, when the paper has one (an input, not a prediction).
     fitted: Option<&'static str>,
     figures: fn(&SimScenario, &[String]) -> Vec<Figure>,
 }
 
-const STUDIES: [Study; 7] = [
-    Study {
+const PAPERS: [Paper; 7] = [
+    Paper {
         scenario: "did-udp-rx",
         title: "DID: exits while receiving UDP",
         shape: "the paper's UDP table: exits per second by reason and time in guest, per packet \
@@ -45,14 +45,14 @@ const STUDIES: [Study; 7] = [
         ),
         figures: udp_figures,
     },
-    Study {
+    Paper {
         scenario: "did-cyclictest",
         title: "DID: cyclictest latency density",
         shape: "the paper's latency density: how the timer latencies of each design spread",
         fitted: None,
         figures: cyclictest_figures,
     },
-    Study {
+    Paper {
         scenario: "did-memcached",
         title: "DID: memcached peak throughput within QoS",
         shape: "the paper's memcached table: the peak requests/s that still meets the QoS, for \
@@ -60,7 +60,7 @@ const STUDIES: [Study; 7] = [
         fitted: None,
         figures: memcached_figures,
     },
-    Study {
+    Paper {
         scenario: "did-voip",
         title: "DID: VoIP call setup",
         shape: "the paper's VoIP table: calls per setup-latency bucket, call rate and INVITE \
@@ -68,7 +68,7 @@ const STUDIES: [Study; 7] = [
         fitted: None,
         figures: voip_figures,
     },
-    Study {
+    Paper {
         scenario: "eli-2012",
         title: "ELI: throughput against bare metal",
         shape: "the ELI paper's table: each workload's throughput under the baseline, ELI \
@@ -76,10 +76,10 @@ const STUDIES: [Study; 7] = [
         fitted: None,
         figures: eli_figures,
     },
-    Study {
+    Paper {
         scenario: "loongson-vioapic",
         title: "Loongson VIOAPIC: the cost of an interrupt at each level",
-        shape: "the study's comparison of the four controller levels: cycles per interrupt and \
+        shape: "the paper's comparison of the four controller levels: cycles per interrupt and \
                 seconds per million interrupts",
         fitted: Some(
             "the userspace level is the fitted point: its calibration input is 91,769 cycles \
@@ -88,10 +88,10 @@ const STUDIES: [Study; 7] = [
         ),
         figures: vioapic_figures,
     },
-    Study {
+    Paper {
         scenario: "ipi-blog",
         title: "IPIs: time and CPU burned per target and idle mode",
-        shape: "the IPI study's table: the benchmark's total time for each target (same node, \
+        shape: "the IPI paper's table: the benchmark's total time for each target (same node, \
                 cross node, all CPUs) and idle mode (HLT, guest polling, host halt polling), \
                 with the CPU it burned",
         fitted: None,
@@ -99,31 +99,31 @@ const STUDIES: [Study; 7] = [
     },
 ];
 
-/// The study sections for the scenarios in `results`, in the studies'
+/// The paper sections for the scenarios in `results`, in the papers'
 /// order; `seed` goes into the commands that repeat them.
-pub fn study_sections(results: &[SimScenario], seed: u64) -> Vec<Section> {
-    STUDIES
+pub fn paper_sections(results: &[SimScenario], seed: u64) -> Vec<Section> {
+    PAPERS
         .iter()
-        .filter_map(|study| {
-            let result = results.iter().find(|r| r.scenario == study.scenario)?;
-            let command = format!("dirq sim {} --seed {seed}", study.scenario);
-            let figures = (study.figures)(result, std::slice::from_ref(&command));
+        .filter_map(|paper| {
+            let result = results.iter().find(|r| r.scenario == paper.scenario)?;
+            let command = format!("dirq sim {} --seed {seed}", paper.scenario);
+            let figures = (paper.figures)(result, std::slice::from_ref(&command));
             if figures.is_empty() {
                 return None;
             }
             let mut intro = vec![format!(
                 "The simulator's predictions (`{command}`), drawn in the shape of {}. These are \
                  not the paper's measurements, and none of its outcomes is shown here.",
-                study.shape
+                paper.shape
             )];
             intro.extend(
-                study
+                paper
                     .fitted
                     .map(|fitted| format!("Fitted, not predicted: {fitted}.")),
             );
             Some(Section {
-                id: format!("study-{}", study.scenario),
-                title: format!("Study: {} ({})", study.title, study.scenario),
+                id: format!("paper-{}", paper.scenario),
+                title: format!("Paper: {} ({})", paper.title, paper.scenario),
                 intro,
                 figures,
                 tables: Vec::new(),
@@ -261,7 +261,7 @@ fn udp_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         row.cells.push(format_percent(run.time_in_guest));
     }
     vec![figure(
-        "study-did-udp-rx-exits",
+        "paper-did-udp-rx-exits",
         "Exits per second by VMX reason, per packet rate and design",
         "One bar per rate and design, its segments the exit reasons, as the paper's table \
          breaks the exits down; the table adds the time in guest.",
@@ -327,7 +327,7 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
         })
         .collect();
     vec![figure(
-        "study-did-cyclictest-density",
+        "paper-did-cyclictest-density",
         "Latency density per design",
         "The density of each design's latencies, timer expiry to the user-level handler: for \
          each logarithmic bucket (5% wide) with samples, the design's share of its samples \
@@ -404,7 +404,7 @@ fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         })
         .collect();
     vec![figure(
-        "study-did-memcached-peak",
+        "paper-did-memcached-peak",
         "Peak requests/s meeting the QoS, per configuration",
         "One bar per configuration, coloured by design.",
         commands,
@@ -489,7 +489,7 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         })
         .collect();
     vec![figure(
-        "study-did-voip-setup",
+        "paper-did-voip-setup",
         "Calls per setup-latency bucket, per design",
         "One bar per design, its segments the calls whose setup took that long.",
         commands,
@@ -565,7 +565,7 @@ fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         return Vec::new();
     }
     vec![figure(
-        "study-eli-2012-throughput",
+        "paper-eli-2012-throughput",
         "Throughput as a share of bare metal, per workload and design",
         "One bar per workload and design, coloured by design (baseline is vanilla KVM).",
         commands,
@@ -614,11 +614,11 @@ fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         })
         .collect();
     vec![figure(
-        "study-loongson-vioapic-levels",
+        "paper-loongson-vioapic-levels",
         "Host cycles per interrupt at each controller level",
         "One bar per level: injection, the handler, the device's read and the eight controller \
          accesses, each an exit or a memory access by the level. Seconds per million scale the \
-         simulated interrupts to the study's million.",
+         simulated interrupts to the paper's million.",
         commands,
         group_bars("cycles per interrupt", &bars),
         table(
@@ -674,7 +674,7 @@ fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let time_rows = rows(&|_, total| format!("{total:.3}"));
     let cpu_rows = rows(&|run, _| run.cpu_busy.map_or_else(|| "-".into(), format_percent));
     let mut figures = vec![figure(
-        "study-ipi-blog-time",
+        "paper-ipi-blog-time",
         "Total time of the benchmark's calls, per target and idle mode",
         "One bar per target and idle mode, coloured by idle mode.",
         commands,
@@ -683,7 +683,7 @@ fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     )];
     if !cpu.is_empty() {
         figures.push(figure(
-            "study-ipi-blog-cpu",
+            "paper-ipi-blog-cpu",
             "CPU burned, per target and idle mode",
             "The share of the VM's cores' time not asleep: guest, host and host polling all \
              burn the core.",
@@ -722,7 +722,7 @@ mod tests {
     }
 
     fn sections(results: &[SimScenario]) -> Vec<Section> {
-        let sections = study_sections(results, 7);
+        let sections = paper_sections(results, 7);
         for figure in sections.iter().flat_map(|s| &s.figures) {
             render_svg(&figure.chart).unwrap_or_else(|err| panic!("{}: {err}", figure.id));
             assert!(
@@ -751,7 +751,7 @@ mod tests {
             "did-udp-rx",
             vec![run("vanilla", json!({"rate_pps": 100000}), json!({}))],
         )]);
-        assert_eq!(section.id, "study-did-udp-rx");
+        assert_eq!(section.id, "paper-did-udp-rx");
         assert!(section.intro[0].contains("predictions") && section.intro[0].contains("--seed 7"));
         assert!(section.intro[1].starts_with("Fitted"));
     }
