@@ -1,5 +1,5 @@
-//! Numbers as short text, for labels every stage makes (a configuration's
-//! name carries its rate) and for the page.
+//! Numbers as text: short labels every stage makes (a configuration's
+//! name carries its rate), and the page's table cells.
 
 /// 1234567 -> "1.23M", 0.25 -> "0.25": short tick labels.
 pub fn compact_number(value: f64) -> String {
@@ -30,6 +30,32 @@ pub fn compact_number(value: f64) -> String {
         text
     };
     format!("{trimmed}{suffix}")
+}
+
+/// A latency in ns, in us: every latency the report shows is in us.
+pub fn ns_to_us(ns: f64) -> f64 {
+    ns / 1e3
+}
+
+/// Table cell for a measured or predicted number: three significant digits.
+pub fn format_value(value: f64) -> String {
+    if !value.is_finite() {
+        return "n/a".into();
+    }
+    let magnitude = value.abs();
+    if magnitude >= 1_000.0 {
+        compact_number(value)
+    } else if magnitude >= 100.0 || value == 0.0 {
+        format!("{value:.0}")
+    } else if magnitude >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+pub fn format_percent(fraction: f64) -> String {
+    format!("{:.2}%", fraction * 100.0)
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use time::OffsetDateTime;
 /// steps are in `steps[].failures`, no longer in `notes`; 5: one word
 /// per concept in data.json: the software-only studies are `raw.studies`,
 /// step `studies` and sections `studies*`, the published experiments'
-/// sections `paper-*`).
+/// sections `paper-*`; table cells are objects with their number and
+/// unit beside their text).
 pub const SCHEMA_VERSION: u32 = 5;
 
 /// Kernel modules that provide KVM's x86 backend.

@@ -121,12 +121,7 @@ impl ExitStatistic {
 fn one_way_p50(case: &RealCase) -> Option<Spread> {
     let p50 = case.p50()?;
     Some(match case.config.params {
-        BenchParams::Ipi(_) => Spread {
-            median: p50.median / 2.0,
-            min: p50.min / 2.0,
-            max: p50.max / 2.0,
-            runs: p50.runs,
-        },
+        BenchParams::Ipi(_) => p50.map(|ns| ns / 2.0),
         _ => p50,
     })
 }
@@ -375,7 +370,7 @@ fn workload_name(config: &BenchConfig) -> String {
 mod tests {
     use super::*;
     use crate::report::collect::fixtures::{config, host_costs, timer_case};
-    use crate::report::collect::twins::run_twins;
+    use crate::report::collect::twins::{run_twins, NoTwin, TwinRun};
     use dirq_sim::CostProfile;
     use dirq_vmm::config::Bench;
     use indicatif::ProgressBar;
@@ -493,5 +488,78 @@ mod tests {
             .count();
         assert_eq!(exit_checks, 2);
         assert_eq!(checks.extrapolation.len(), 4);
+    }
+
+    /// A vanilla twin handling 1 kHz over the twin's duration, taking
+    /// `exits_per_interrupt` exits per interrupt (HLT and MSR writes).
+    fn vanilla_twin(exits_per_interrupt: f64) -> SimRun {
+        let handled = TWIN_DURATION_MS;
+        serde_json::from_value(serde_json::json!({
+            "policy": "vanilla",
+            "exits_per_s": exits_per_interrupt * 1_000.0,
+            "exits_by_reason_per_s": {
+                "HLT": 1_000.0,
+                "MSR_WRITE": (exits_per_interrupt - 1.0) * 1_000.0
+            },
+            "time_in_guest": 0.9,
+            "interrupts": {"handled": handled}
+        }))
+        .expect("contract parses")
+    }
+
+    #[test]
+    fn checks_read_only_the_collected_twins() {
+        // Measured 3 exits per interrupt, predicted 1.5: a miss, explained;
+        // the DID twin could not run: a failure naming it, no extrapolation.
+        let twins = [CaseTwin::Simulated {
+            runs: vec![
+                TwinRun {
+                    policy: PolicyKind::Vanilla,
+                    outcome: Ok(vanilla_twin(1.5)),
+                },
+                TwinRun {
+                    policy: PolicyKind::Did,
+                    outcome: Err(anyhow::anyhow!("the simulator refused")),
+                },
+            ],
+            extrapolated: true,
+        }];
+        let checks = check(&[timer_case(3.0)], &twins, ExitStatistic::EveryExit);
+        let [exits] = checks.comparisons.as_slice() else {
+            panic!("only exits are compared: {:?}", checks.comparisons);
+        };
+        assert_eq!(exits.metric, Metric::ExitsPerInterrupt);
+        assert!((exits.predicted - 1.5).abs() < 1e-9, "{}", exits.predicted);
+        assert!(!exits.within_tolerance);
+        assert_eq!(checks.misses.len(), 1);
+        assert_eq!(checks.misses[0].metric, Metric::ExitsPerInterrupt);
+        let [failure] = checks.failures.as_slice() else {
+            panic!("one failure: {:?}", checks.failures);
+        };
+        assert!(failure.configuration.ends_with("under did"), "{failure:?}");
+        assert!(failure.reason.contains("refused"), "{failure:?}");
+        let policies: Vec<PolicyKind> = checks.extrapolation.iter().map(|e| e.policy).collect();
+        assert_eq!(policies, [PolicyKind::Vanilla]);
+        assert!(checks.extrapolation[0].measured.is_some());
+
+        // Within 20%, nothing to explain; not extrapolated, nothing kept.
+        let twins = [CaseTwin::Simulated {
+            runs: vec![TwinRun {
+                policy: PolicyKind::Vanilla,
+                outcome: Ok(vanilla_twin(2.8)),
+            }],
+            extrapolated: false,
+        }];
+        let checks = check(&[timer_case(3.0)], &twins, ExitStatistic::EveryExit);
+        assert!(checks.comparisons[0].within_tolerance);
+        assert!(checks.misses.is_empty() && checks.extrapolation.is_empty());
+
+        let unmodelled = check(
+            &[timer_case(3.0)],
+            &[CaseTwin::Unmodelled(NoTwin::PvEoi)],
+            ExitStatistic::EveryExit,
+        );
+        assert!(unmodelled.comparisons.is_empty());
+        assert!(unmodelled.unmodelled[0].reason.contains("PV EOI"));
     }
 }

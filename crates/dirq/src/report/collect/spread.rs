@@ -31,6 +31,16 @@ impl Spread {
         })
     }
 
+    /// The same runs in another unit: `scale` applied to each figure.
+    pub fn map(self, scale: impl Fn(f64) -> f64) -> Spread {
+        Spread {
+            median: scale(self.median),
+            min: scale(self.min),
+            max: scale(self.max),
+            runs: self.runs,
+        }
+    }
+
     /// "41.2K (39.8K-44.0K)": the median, and the range when the runs differ.
     pub fn text(&self, format: impl Fn(f64) -> String) -> String {
         if self.min != self.max {

@@ -3,7 +3,7 @@
 
 use crate::calibrate::Calibration;
 
-use crate::report::present::charts::format_value;
+use crate::report::format::format_value;
 use crate::report::present::data::{Section, Table, TableRow};
 
 pub fn calibration_section(calibration: &Calibration, profile_file: &str) -> Section {

@@ -11,12 +11,13 @@ use crate::report::analyse::checks::{Extrapolated, ModelChecks};
 use crate::report::analyse::model::{scores, Metric, Score};
 use crate::report::collect::real::RealCase;
 use crate::report::collect::views::SimScenario;
+use crate::report::format::{format_value, ns_to_us};
 use crate::report::meta::Host;
-use crate::report::present::charts::{format_percent, format_value, ns_to_us, spread_us};
+use crate::report::present::charts::spread_us;
 use crate::report::present::data::{
-    Axis, Chart, Figure, GroupedSeries, Scale, Section, SeriesKey, Spread, Table, TableRow,
+    Axis, Cell, Chart, Figure, GroupedSeries, Scale, Section, SeriesKey, Spread, Table, TableRow,
+    Unit,
 };
-use crate::report::present::real::spread_cell;
 use dirq_vmm::host_load::HostLoad;
 
 /// Everything the conclusions draw on; each part is absent when its step
@@ -53,7 +54,8 @@ struct PivotMetric {
     /// The vanilla prediction as this host's KVM counts it, where that
     /// differs from every exit counted (kvm_pvm's own traps).
     counted_here: Option<fn(&Extrapolated) -> Option<f64>>,
-    format: fn(f64) -> String,
+    /// How its table prints it.
+    shown_as: Unit,
 }
 
 /// The column of the vanilla twin as this host counts (the model check's
@@ -68,7 +70,7 @@ const PIVOTS: [PivotMetric; 4] = [
         measured: |e| e.measured.as_ref()?.exits_per_interrupt,
         predicted: |e| e.exits_per_interrupt,
         counted_here: Some(|e| e.exits_per_interrupt_counted_here),
-        format: format_value,
+        shown_as: Unit::Count,
     },
     PivotMetric {
         id: "latency",
@@ -77,7 +79,7 @@ const PIVOTS: [PivotMetric; 4] = [
         measured: |e| e.measured.as_ref()?.latency_p50_ns.map(spread_us),
         predicted: |e| e.latency_p50_ns.map(ns_to_us),
         counted_here: None,
-        format: format_value,
+        shown_as: Unit::Us,
     },
     PivotMetric {
         id: "guest-time",
@@ -86,7 +88,7 @@ const PIVOTS: [PivotMetric; 4] = [
         measured: |e| e.measured.as_ref()?.time_in_guest,
         predicted: |e| Some(e.time_in_guest),
         counted_here: None,
-        format: format_percent,
+        shown_as: Unit::Fraction,
     },
     PivotMetric {
         id: "cpu",
@@ -95,7 +97,7 @@ const PIVOTS: [PivotMetric; 4] = [
         measured: |e| e.measured.as_ref()?.cpu_cores,
         predicted: |e| e.cpu_cores,
         counted_here: None,
-        format: |v| format!("{v:.2}"),
+        shown_as: Unit::Cores,
     },
 ];
 
@@ -190,11 +192,11 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
         .iter()
         .enumerate()
         .map(|(row, workload)| {
-            let mut cells = vec![workload.clone()];
+            let mut cells = vec![Cell::text(workload.clone())];
             cells.extend(
                 series
                     .iter()
-                    .map(|s| spread_cell(s.values[row], metric.format)),
+                    .map(|s| Cell::spread(s.values[row], metric.shown_as)),
             );
             TableRow::new(cells)
         })

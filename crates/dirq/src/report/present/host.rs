@@ -3,7 +3,7 @@
 use dirq_stats::f64_of;
 use dirq_vmm::probe::{EmulationTable, ProbeReport};
 
-use crate::report::present::charts::format_value;
+use crate::report::format::format_value;
 use crate::report::present::data::{Section, Table, TableRow};
 
 pub fn host_section(probe: &ProbeReport) -> Section {

@@ -6,7 +6,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::report::collect::Depth;
 use crate::report::meta::{utc_minutes, Meta};
-use crate::report::present::data::{Figure, ReportData, Section, Table, TableRow};
+use crate::report::present::data::{Cell, Figure, ReportData, Section, Table, TableRow};
 use crate::report::present::figures::render_svg;
 use crate::report::progress::{StepFailure, StepRecord, StepStatus};
 use dirq_vmm::host_load::HostNoise;
@@ -290,7 +290,7 @@ fn render_table(table: &Table) -> Markup {
                     @for row in &table.rows {
                         tr class=[row.flagged.then_some("flagged")] {
                             @for cell in &row.cells {
-                                td class=[(!is_number(cell)).then_some("text")] { (code_spans(cell)) }
+                                td class=[(!is_number(cell)).then_some("text")] { (code_spans(&cell.text)) }
                             }
                         }
                     }
@@ -300,9 +300,13 @@ fn render_table(table: &Table) -> Markup {
     }
 }
 
-/// Cells that hold a number ("28.2K", "-50.0%", "0 / 1011", "2.50 (2.00-3.00)")
-/// align right; words and commands align left.
-fn is_number(cell: &str) -> bool {
+/// Cells that hold a number (a typed one, or text such as "0 / 1011" or
+/// "1.5x") align right; words and commands align left.
+fn is_number(cell: &Cell) -> bool {
+    if cell.value.is_some() {
+        return true;
+    }
+    let cell = cell.text.as_str();
     let starts_numeric = cell
         .chars()
         .next()
@@ -336,7 +340,7 @@ fn code_spans(text: &str) -> Markup {
 mod tests {
     use super::*;
     use crate::report::present::data::{
-        Axis, Chart, KvmStatus, NamedValues, Scale, Series, SeriesKey, SeriesStyle, TableRow,
+        Axis, Chart, KvmStatus, NamedValues, Scale, Series, SeriesKey, SeriesStyle, TableRow, Unit,
     };
     use crate::report::progress::{Step, Steps};
     use dirq_vmm::host_load::NoiseReason;
@@ -360,8 +364,8 @@ mod tests {
                 title: String::new(),
                 columns: vec!["run".into(), "EXTERNAL_INTERRUPT/s".into()],
                 rows: vec![
-                    TableRow::new(vec!["vanilla 100K".into(), "14000".into()]),
-                    TableRow::flagged(vec!["did 100K".into(), "10".into()], true),
+                    TableRow::new(vec!["vanilla 100K", "14000"]),
+                    TableRow::flagged(vec!["did 100K", "10"], true),
                 ],
             },
         };
@@ -585,9 +589,9 @@ mod tests {
             title: String::new(),
             columns: vec!["run".into(), "why".into(), "exits/s".into()],
             rows: vec![TableRow::new(vec![
-                "a".into(),
-                "saturated: the rest merged".into(),
-                "28.2K".into(),
+                "a",
+                "saturated: the rest merged",
+                "28.2K",
             ])],
         };
         let html = render_table(&table).into_string();
@@ -607,10 +611,14 @@ mod tests {
             "-",
             "2.50 (2.00\u{2013}3.00)",
         ] {
-            assert!(is_number(number), "{number}");
+            assert!(is_number(&Cell::text(number)), "{number}");
         }
         for text in ["did 100K", "MISS", "99.8K packets/s", "dirq run ipi"] {
-            assert!(!is_number(text), "{text}");
+            assert!(!is_number(&Cell::text(text)), "{text}");
         }
+        // A typed number aligns right whatever its text.
+        let mut typed = Cell::number(5.0, Unit::Count);
+        typed.text = "five".into();
+        assert!(is_number(&typed));
     }
 }

@@ -6,11 +6,10 @@ use std::collections::BTreeMap;
 use crate::report::analyse::checks::ModelChecks;
 use crate::report::analyse::model::{scores, Comparison, Metric};
 use crate::report::collect::twins::TWIN_DURATION_MS;
-use crate::report::present::charts::{
-    exit_bars, exit_table, format_percent, format_value, ns_to_us,
-};
+use crate::report::format::ns_to_us;
+use crate::report::present::charts::{exit_bars, exit_table};
 use crate::report::present::data::{
-    Axis, Chart, Figure, Scale, Section, Series, SeriesStyle, Table, TableRow,
+    Axis, Cell, Chart, Figure, Scale, Section, Series, SeriesStyle, Table, TableRow, Unit,
 };
 
 impl Metric {
@@ -22,11 +21,18 @@ impl Metric {
         }
     }
 
-    pub fn format(self, value: f64) -> String {
+    /// The unit of [`Metric::shown`].
+    fn unit(self) -> Unit {
         match self {
-            Metric::TimeInGuest => format_percent(value),
-            _ => format_value(self.shown(value)),
+            Metric::LatencyP50Ns | Metric::LostPerInterruptNs => Unit::Us,
+            Metric::ExitsPerInterrupt => Unit::Count,
+            Metric::TimeInGuest => Unit::Fraction,
         }
+    }
+
+    /// A measured or predicted value's cell.
+    fn cell(self, value: f64) -> Cell {
+        Cell::number(self.shown(value), self.unit())
     }
 }
 
@@ -81,13 +87,16 @@ pub fn comparison_figure(
             .map(|c| {
                 TableRow::flagged(
                     vec![
-                        c.configuration.clone(),
-                        c.metric.label().to_string(),
-                        c.measured_spread.text(|v| c.metric.format(v)),
-                        c.metric.format(c.predicted),
+                        Cell::text(c.configuration.clone()),
+                        Cell::text(c.metric.label()),
+                        Cell::spread(
+                            Some(c.measured_spread.map(|v| c.metric.shown(v))),
+                            c.metric.unit(),
+                        ),
+                        c.metric.cell(c.predicted),
                         c.relative_error
-                            .map_or_else(|| "n/a".into(), |e| format!("{:+.1}%", e * 100.0)),
-                        if c.within_tolerance { "yes" } else { "MISS" }.into(),
+                            .map_or_else(|| Cell::text("n/a"), |e| Cell::number(e, Unit::Change)),
+                        Cell::text(if c.within_tolerance { "yes" } else { "MISS" }),
                     ],
                     !c.within_tolerance,
                 )

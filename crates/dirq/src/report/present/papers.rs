@@ -13,11 +13,10 @@ use dirq_sim::vioapic::VioapicLevel;
 
 use crate::report::collect::views::{SimRun, SimScenario};
 use crate::report::format::compact_number;
-use crate::report::present::charts::{
-    auto_scale, exit_bars, exit_table, format_percent, format_value, ns_to_us,
-};
+use crate::report::format::{format_percent, format_value, ns_to_us};
+use crate::report::present::charts::{auto_scale, exit_bars, exit_table};
 use crate::report::present::data::{
-    Axis, Chart, Figure, NamedValues, Scale, Section, Series, SeriesKey, SeriesStyle,
+    Axis, Cell, Chart, Figure, NamedValues, Scale, Section, Series, SeriesKey, SeriesStyle, Unit,
 };
 use crate::report::present::data::{Table, TableRow};
 use dirq_stats::{f64_of, ratio};
@@ -258,7 +257,8 @@ fn udp_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let mut table = exit_table("rate · design", &chart, "exits/s");
     table.columns.push("time in guest".into());
     for (row, run) in table.rows.iter_mut().zip(&runs) {
-        row.cells.push(format_percent(run.time_in_guest));
+        row.cells
+            .push(Cell::number(run.time_in_guest, Unit::Fraction));
     }
     vec![figure(
         "paper-did-udp-rx-exits",
@@ -767,7 +767,11 @@ mod tests {
             ],
         )]);
         let table = &section.figures[0].table;
-        let labels: Vec<&str> = table.rows.iter().map(|r| r.cells[0].as_str()).collect();
+        let labels: Vec<&str> = table
+            .rows
+            .iter()
+            .map(|r| r.cells[0].text.as_str())
+            .collect();
         assert_eq!(
             labels,
             ["100K pps · vanilla", "100K pps · did", "250K pps · vanilla"]
@@ -777,7 +781,7 @@ mod tests {
             Some("time in guest")
         );
         assert_eq!(
-            table.rows[0].cells.last().map(String::as_str),
+            table.rows[0].cells.last().map(|cell| cell.text.as_str()),
             Some("90.00%")
         );
     }
@@ -830,7 +834,7 @@ mod tests {
             .table
             .rows
             .iter()
-            .map(|r| (r.cells[0].as_str(), r.cells[2].as_str()))
+            .map(|r| (r.cells[0].text.as_str(), r.cells[2].text.as_str()))
             .collect();
         assert_eq!(
             rows,
@@ -920,7 +924,7 @@ mod tests {
             ],
         )]);
         assert_eq!(section.figures[0].table.rows.len(), 4);
-        let rows: Vec<Vec<String>> = section.figures[0]
+        let rows: Vec<Vec<Cell>> = section.figures[0]
             .table
             .rows
             .iter()
@@ -944,7 +948,7 @@ mod tests {
             "loongson-vioapic",
             vec![level("userspace", 4000.0, 9.0), level("pv", 1000.0, 3.0)],
         )]);
-        let rows: Vec<Vec<String>> = section.figures[0]
+        let rows: Vec<Vec<Cell>> = section.figures[0]
             .table
             .rows
             .iter()

@@ -11,17 +11,12 @@ use crate::report::collect::exit_names::vmx_name;
 use crate::report::collect::real::{RealCase, INSN_EMULATION};
 use crate::report::collect::views::Latency;
 use crate::report::present::charts::{
-    exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_cpu_scatter,
-    ns_to_us, percentile_chart, perf_kvm_stat_table, spread_us, ExitStat, LinePoint,
+    exit_bars, exit_table, grouped_lines, latency_cpu_scatter, percentile_chart,
+    perf_kvm_stat_table, spread_us, ExitStat, LinePoint,
 };
 use crate::report::present::data::{
-    Axis, Figure, Scale, Section, SeriesKey, Spread, Table, TableRow,
+    Axis, Cell, Figure, Scale, Section, SeriesKey, Spread, Table, TableRow, Unit,
 };
-
-/// A table cell: the median and range, or "-" when not measured.
-pub fn spread_cell(spread: Option<Spread>, format: fn(f64) -> String) -> String {
-    spread.map_or_else(|| "-".into(), |s| s.text(format))
-}
 
 /// Time in guest above 100% cannot be true.
 fn impossible_share(spread: &Spread) -> bool {
@@ -241,13 +236,13 @@ fn latency_figure(bench: &str, what: &str, cases: &[&RealCase]) -> Option<Figure
             .map(|case| {
                 let samples: u64 = case.pooled_histogram().iter().map(|b| b.count).sum();
                 TableRow::new(vec![
-                    case.label.clone(),
-                    samples.to_string(),
-                    spread_cell(latency(|l| l.min)(case), us_value),
-                    spread_cell(latency(|l| Some(l.mean))(case), us_value),
-                    spread_cell(latency(|l| Some(l.p50))(case), us_value),
-                    spread_cell(latency(|l| Some(l.p99))(case), us_value),
-                    spread_cell(latency(|l| Some(l.max))(case), us_value),
+                    Cell::text(case.label.clone()),
+                    Cell::count(samples),
+                    Cell::spread(latency(|l| l.min)(case).map(spread_us), Unit::Us),
+                    Cell::spread(latency(|l| Some(l.mean))(case).map(spread_us), Unit::Us),
+                    Cell::spread(latency(|l| Some(l.p50))(case).map(spread_us), Unit::Us),
+                    Cell::spread(latency(|l| Some(l.p99))(case).map(spread_us), Unit::Us),
+                    Cell::spread(latency(|l| Some(l.max))(case).map(spread_us), Unit::Us),
                 ])
             })
             .collect(),
@@ -266,11 +261,6 @@ fn latency_figure(bench: &str, what: &str, cases: &[&RealCase]) -> Option<Figure
         chart,
         table,
     })
-}
-
-/// A latency in ns as a table cell in us.
-fn us_value(ns: f64) -> String {
-    format_value(ns_to_us(ns))
 }
 
 fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
@@ -304,11 +294,11 @@ fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
             .iter()
             .map(|(case, p50, cpu)| {
                 TableRow::new(vec![
-                    case.label.clone(),
-                    p50.text(us_value),
-                    spread_cell(case.p99(), us_value),
-                    cpu.text(|v| format!("{v:.2}")),
-                    spread_cell(case.exits_per_interrupt(), format_value),
+                    Cell::text(case.label.clone()),
+                    Cell::spread(Some(spread_us(*p50)), Unit::Us),
+                    Cell::spread(case.p99().map(spread_us), Unit::Us),
+                    Cell::spread(Some(*cpu), Unit::Cores),
+                    Cell::spread(case.exits_per_interrupt(), Unit::Count),
                 ])
             })
             .collect(),
@@ -352,7 +342,7 @@ fn whileloop_figure(cases: &[&RealCase]) -> Option<Figure> {
             scale: Scale::Linear,
         },
         &points,
-        format_percent,
+        Unit::Fraction,
         Some(1.0),
     );
     let mut caption = format!(
@@ -406,28 +396,25 @@ fn runs_table(cases: &[RealCase]) -> Table {
                 let share = case.guest_share();
                 TableRow::flagged(
                     vec![
-                        case.bench().to_string(),
-                        case.label.clone(),
-                        case.repeats.len().to_string(),
-                        spread_cell(
-                            case.spread(|r| Some(f64_of(r.run.interrupts))),
-                            format_value,
-                        ),
-                        spread_cell(case.exits_per_interrupt(), format_value),
-                        spread_cell(
+                        Cell::text(case.bench()),
+                        Cell::text(case.label.clone()),
+                        Cell::count(u64::try_from(case.repeats.len()).unwrap_or(u64::MAX)),
+                        Cell::spread(case.spread(|r| Some(f64_of(r.run.interrupts))), Unit::Count),
+                        Cell::spread(case.exits_per_interrupt(), Unit::Count),
+                        Cell::spread(
                             case.spread(|r| {
                                 (r.run.interrupts > 0)
                                     .then(|| ratio(r.run.exits.userspace, r.run.interrupts))
                             }),
-                            format_value,
+                            Unit::Count,
                         ),
-                        spread_cell(
+                        Cell::spread(
                             case.spread(|r| r.run.per_interrupt(INSN_EMULATION)),
-                            format_value,
+                            Unit::Count,
                         ),
-                        spread_cell(case.p50(), us_value),
-                        spread_cell(share, format_percent),
-                        spread_cell(case.cpu_cores(), |v| format!("{v:.2}")),
+                        Cell::spread(case.p50().map(spread_us), Unit::Us),
+                        Cell::spread(share, Unit::Fraction),
+                        Cell::spread(case.cpu_cores(), Unit::Cores),
                     ],
                     share.is_some_and(|s| impossible_share(&s)),
                 )

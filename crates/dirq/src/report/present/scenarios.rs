@@ -5,12 +5,14 @@ use crate::report::collect::simulate::TracedExits;
 use crate::report::collect::views::{Latency, SimRun, SimScenario};
 use dirq_sim::policy::PolicyKind;
 
+use crate::report::format::{format_percent, format_value, ns_to_us};
 use crate::report::present::charts::{
-    auto_scale, exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_table,
-    ns_to_us, percentile_chart, perf_kvm_stat_table, ExitStat, LinePoint,
+    auto_scale, exit_bars, exit_table, grouped_lines, latency_table, percentile_chart,
+    perf_kvm_stat_table, ExitStat, LinePoint,
 };
 use crate::report::present::data::{
     Axis, Chart, Figure, Scale, Section, Series, SeriesKey, SeriesStyle, Spread, Table, TableRow,
+    Unit,
 };
 use dirq_vmm::exits::ExitTime;
 
@@ -74,7 +76,7 @@ pub fn scenario_section(
                     scale: Scale::Linear,
                 },
                 &rated,
-                format_percent,
+                Unit::Fraction,
                 Some(1.0),
             );
             figures.push(Figure {

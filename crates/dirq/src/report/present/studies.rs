@@ -8,9 +8,8 @@ use dirq_vmm::designs::vioapic::VioapicTable;
 use dirq_vmm::designs::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable};
 
 use crate::designs::{Design, DesignTables};
-use crate::report::present::charts::{
-    exit_bars, format_percent, format_value, latency_cpu_scatter, ns_to_us,
-};
+use crate::report::format::{format_percent, format_value, ns_to_us};
+use crate::report::present::charts::{exit_bars, latency_cpu_scatter};
 use crate::report::present::conclusions::and_list;
 use crate::report::present::data::{
     Chart, Figure, NamedValues, Section, SeriesKey, Spread, Table, TableRow,
