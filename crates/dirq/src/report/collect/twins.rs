@@ -20,7 +20,7 @@ use super::real::RealCase;
 use super::views::SimRun;
 use crate::calibrate::costs::HostCosts;
 
-/// The policies a twin of KVM's in-kernel LAPIC also runs under.
+/// The designs a twin of KVM's in-kernel LAPIC also runs under.
 const EXTRAPOLATED: [PolicyKind; 3] = [PolicyKind::Apicv, PolicyKind::Eli, PolicyKind::Did];
 
 /// Simulated time per twin run: long enough for thousands of interrupts at
@@ -206,7 +206,7 @@ pub enum CaseTwin {
 }
 
 /// Runs each real case's twin under vanilla and, where it stands for KVM's
-/// in-kernel LAPIC, under the extrapolated policies; one entry per case,
+/// in-kernel LAPIC, under the extrapolated designs; one entry per case,
 /// in order. `bar` advances once per real case.
 pub fn run_twins(
     cases: &[RealCase],

@@ -258,6 +258,8 @@ pub enum Unit {
     Change,
     /// Host CPU cores kept busy.
     Cores,
+    /// Wall-clock seconds, to the hundredth.
+    Seconds,
 }
 
 impl Unit {
@@ -266,7 +268,7 @@ impl Unit {
             Unit::Count | Unit::Us => format_value(value),
             Unit::Fraction => format_percent(value),
             Unit::Change => format!("{:+.1}%", value * 100.0),
-            Unit::Cores => format!("{value:.2}"),
+            Unit::Cores | Unit::Seconds => format!("{value:.2}"),
         }
     }
 }

@@ -5,14 +5,14 @@ use crate::report::collect::simulate::TracedExits;
 use crate::report::collect::views::{Latency, SimRun, SimScenario};
 use dirq_sim::policy::PolicyKind;
 
-use crate::report::format::{format_percent, format_value, ns_to_us};
+use crate::report::format::{format_value, ns_to_us};
 use crate::report::present::charts::{
     auto_scale, exit_bars, exit_table, grouped_lines, latency_table, percentile_chart,
     perf_kvm_stat_table, ExitStat, LinePoint,
 };
 use crate::report::present::data::{
-    Axis, Chart, Figure, Scale, Section, Series, SeriesKey, SeriesStyle, Spread, Table, TableRow,
-    Unit,
+    Axis, Cell, Chart, Figure, Scale, Section, Series, SeriesKey, SeriesStyle, Spread, Table,
+    TableRow, Unit,
 };
 use dirq_vmm::exits::ExitTime;
 
@@ -296,16 +296,17 @@ fn summary_table(runs: &[SimRun], labels: &[String]) -> Table {
             .map(|(run, label)| {
                 TableRow::flagged(
                     vec![
-                        label.clone(),
-                        format_value(run.exits_per_s),
-                        format_percent(run.time_in_guest),
-                        run.latency_ns
-                            .as_ref()
-                            .map_or_else(|| "-".into(), |l| format_value(ns_to_us(l.mean))),
-                        throughput_text(run),
-                        run.violations().to_string(),
-                        run.events.to_string(),
-                        format!("{:.2}", run.wall_s),
+                        Cell::text(label.clone()),
+                        Cell::number(run.exits_per_s, Unit::Count),
+                        Cell::number(run.time_in_guest, Unit::Fraction),
+                        run.latency_ns.as_ref().map_or_else(
+                            || Cell::text("-"),
+                            |l| Cell::number(ns_to_us(l.mean), Unit::Us),
+                        ),
+                        Cell::text(throughput_text(run)),
+                        Cell::count(run.violations()),
+                        Cell::count(run.events),
+                        Cell::number(run.wall_s, Unit::Seconds),
                     ],
                     run.violations() > 0,
                 )
@@ -510,5 +511,13 @@ mod tests {
         let flags: Vec<bool> = section.tables[0].rows.iter().map(|r| r.flagged).collect();
         assert_eq!(flags, [true, false]);
         assert_eq!(section.tables[0].rows[0].cells[4], "1K packets/s");
+        // The summary's numbers keep their values for data.json.
+        let guest = &section.tables[0].rows[1].cells[2];
+        assert_eq!(guest, &"99.00%");
+        assert_eq!(
+            (guest.value, guest.unit),
+            (Some(0.99), Some(Unit::Fraction))
+        );
+        assert_eq!(section.tables[0].rows[0].cells[5].value, Some(3.0));
     }
 }
