@@ -25,10 +25,13 @@ use clap::{Parser, Subcommand};
     long_about = "dirq compares ways of delivering interrupts to virtual machines.\n\n\
   dirq run      boots dirq's guest test kernel on /dev/kvm and counts every exit\n\
   dirq probe    what this host's KVM supports and what one exit costs\n\
-  dirq sim      simulates vanilla KVM, APICv, ELI and DID on a modelled server\n\
-  dirq designs  the software-only designs on /dev/kvm: VIOAPIC levels, batched I/O, tick scaling, IPI/HLT\n\
+  dirq sim      simulates the interrupt-delivery designs (vanilla KVM, APICv, ELI, DID) on a modelled server\n\
+  dirq studies  the software-only studies on /dev/kvm: VIOAPIC levels, batched I/O, tick scaling, IPI/HLT\n\
   dirq calibrate  measures this host's costs into a profile for `dirq sim --profile`\n\
-  dirq report   runs all of the above and writes one HTML report (the main job)"
+  dirq report   runs all of the above and writes one HTML report (the main job)\n\n\
+Two words: a design is a way of delivering interrupts that the simulator models (vanilla, \
+APICv, ELI, DID...), most of which need hardware this host may lack; a study is a software-only \
+change a userspace VMM can make today, measured for real on /dev/kvm."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,10 +44,12 @@ enum Command {
     Run(run::Args),
     /// Report this host's KVM capabilities and the cost of one exit.
     Probe(probe::Args),
-    /// Simulate interrupt-delivery policies on a modelled server.
+    /// Simulate interrupt-delivery designs on a modelled server.
     Sim(sim::Args),
-    /// Measure the software-only designs on KVM, every mode side by side.
-    Designs(designs::Args),
+    /// Measure the software-only studies on KVM, every mode side by side
+    /// (`designs` is the old name, still accepted).
+    #[command(visible_alias = "designs")]
+    Studies(designs::Args),
     /// Measure this host's costs and write a cost profile for `dirq sim --profile`.
     Calibrate(calibrate::Args),
     /// Run probe, calibration, real benchmarks and simulations; write an HTML report.
@@ -58,7 +63,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => run::execute(args),
         Command::Probe(args) => probe::execute(args),
         Command::Sim(args) => sim::execute(args),
-        Command::Designs(args) => designs::execute(args),
+        Command::Studies(args) => designs::execute(args),
         Command::Calibrate(args) => calibrate::execute(args),
         Command::Report(args) => report::execute(args),
     };

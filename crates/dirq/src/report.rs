@@ -2,27 +2,15 @@
 //! checks and the built-in simulation scenarios, then writes a self-contained
 //! HTML report, `data.json` with every number, and Perfetto traces.
 
-mod calibration;
-mod charts;
-mod checks;
-mod conclusions;
-mod data;
-mod designs;
-mod exit_names;
-mod figures;
-mod host;
-mod html;
+mod analyse;
+mod collect;
+mod format;
 pub mod meta;
-mod misses;
-mod model;
-pub mod plan;
+mod present;
 pub mod progress;
-mod real;
-mod real_trace;
-mod scenarios;
-mod simulate;
-mod studies;
-pub mod views;
+
+// `dirq calibrate` plans and runs its benches as the report does.
+pub use collect::{plan, views};
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -35,13 +23,16 @@ use dirq_vmm::RunReport;
 use crate::calibrate::Calibration;
 use crate::designs::DesignTables;
 
-use conclusions::{conclusions_sections, Findings};
-use data::{Depth, KvmStatus, ReportData};
+use analyse::checks::{self, ExitStatistic, ModelChecks};
+use collect::real::RealCase;
+use collect::views::SimScenario;
+use collect::{real_trace, simulate, twins, Depth};
 use dirq_vmm::host_load::{HostLoad, HostNoise, LoadMonitor, NoiseReason};
 use meta::Meta;
+use present::conclusions::{self, conclusions_sections, Findings};
+use present::data::{KvmStatus, ReportData};
+use present::{calibration, host, html, papers, real, scenarios, studies};
 use progress::{Step, StepFailure, Steps};
-use real::RealCase;
-use views::SimScenario;
 
 /// The calibrated profile, written next to index.html.
 const PROFILE_FILE: &str = "host-profile.toml";
@@ -140,10 +131,10 @@ pub fn execute(args: Args) -> Result<()> {
         raw: serde_json::Map::new(),
     };
     let mut real = RealHalf::default();
-    let mut designs = None;
+    let mut studies = None;
     if report.kvm.available {
         real = run_real_half(&mut report, &mut steps, &args);
-        designs = Some(run_designs(&mut report, &mut steps, depth, args.guest_exec));
+        studies = Some(run_studies(&mut report, &mut steps, depth, args.guest_exec));
     } else {
         let why = format!("no real half: {}", report.kvm.detail);
         for step in [
@@ -151,7 +142,7 @@ pub fn execute(args: Args) -> Result<()> {
             Step::Calibrate,
             Step::RealBenchmarks,
             Step::ModelChecks,
-            Step::Designs,
+            Step::Studies,
         ] {
             steps.skip(step, why.clone());
         }
@@ -175,7 +166,7 @@ pub fn execute(args: Args) -> Result<()> {
             probe: real.probe.as_ref(),
             cases: &real.cases,
             checks: real.checks.as_ref(),
-            designs: designs.as_ref(),
+            studies: studies.as_ref(),
             simulated: &simulated,
         }),
     );
@@ -238,7 +229,7 @@ fn mark_incomplete_sections(report: &mut ReportData, steps: &Steps) {
 struct RealHalf {
     probe: Option<ProbeReport>,
     cases: Vec<RealCase>,
-    checks: Option<checks::ModelChecks>,
+    checks: Option<ModelChecks>,
     /// How the guest ran in the first real run.
     guest_exec: Option<GuestExec>,
 }
@@ -325,14 +316,16 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
     }
     report.sections.push(real::real_section(&half.cases));
     let (traces, failures) = steps.run(Step::RealTraces, 2, |bar| {
-        let traced = real_trace::real_traces_section(&out.join("traces"), &half.cases);
+        let written = real_trace::write_real_traces(&out.join("traces"), &half.cases);
         bar.inc(2);
-        traced
+        written
     });
     for failure in failures {
         steps.fail(Step::RealTraces, failure);
     }
-    report.sections.extend(traces);
+    report
+        .sections
+        .extend(present::real_trace::real_traces_section(&traces));
 
     let Some(calibration) = &calibration else {
         steps.skip(
@@ -350,17 +343,17 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
                 .is_some_and(|&skips| skips > 0.0)
         })
     });
-    let statistic = checks::ExitStatistic::of_host(half.probe.as_ref(), pv_eoi_waives);
-    let checks = steps.run(Step::ModelChecks, half.cases.len() as u64, |bar| {
-        checks::run_checks(
+    let statistic = ExitStatistic::of_host(half.probe.as_ref(), pv_eoi_waives);
+    let twins = steps.run(Step::ModelChecks, half.cases.len() as u64, |bar| {
+        twins::run_twins(
             &half.cases,
             &calibration.host.profile,
             &calibration.costs,
-            statistic,
             seed,
             bar,
         )
     });
+    let checks = checks::check(&half.cases, &twins, statistic);
     for failure in &checks.failures {
         steps.fail(Step::ModelChecks, failure.clone());
     }
@@ -400,7 +393,7 @@ fn record_calibration(
 
 /// The model-vs-reality and extrapolation sections, their data, and a note
 /// at the top counting the misses.
-fn record_checks(report: &mut ReportData, checks: &checks::ModelChecks) {
+fn record_checks(report: &mut ReportData, checks: &ModelChecks) {
     let misses = checks
         .comparisons
         .iter()
@@ -414,8 +407,8 @@ fn record_checks(report: &mut ReportData, checks: &checks::ModelChecks) {
     }
     report
         .sections
-        .push(checks::model_section(checks, PROFILE_FILE));
-    if let Some(section) = checks::extrapolation_section(checks, PROFILE_FILE) {
+        .push(present::model::model_section(checks, PROFILE_FILE));
+    if let Some(section) = present::model::extrapolation_section(checks, PROFILE_FILE) {
         report.sections.push(section);
     }
     insert_raw(report, "model_checks", checks);
@@ -456,10 +449,10 @@ fn run_emulation_table(report: &mut ReportData, steps: &mut Steps) {
     }
 }
 
-/// The software-only designs on this host's KVM, as `dirq designs` measures
-/// them; a design that fails is a failure of the step, the others still
-/// report.
-fn run_designs(
+/// The software-only studies on this host's KVM, as `dirq studies`
+/// measures them; a study that fails is a failure of the step, the others
+/// still report.
+fn run_studies(
     report: &mut ReportData,
     steps: &mut Steps,
     depth: Depth,
@@ -467,20 +460,20 @@ fn run_designs(
 ) -> DesignTables {
     let all = crate::designs::Design::ALL;
     let (scale, command) = match depth {
-        Depth::Full => (dirq_vmm::designs::Scale::Full, "dirq designs"),
-        Depth::Quick | Depth::Smoke => (dirq_vmm::designs::Scale::Quick, "dirq designs --quick"),
+        Depth::Full => (dirq_vmm::designs::Scale::Full, "dirq studies"),
+        Depth::Quick | Depth::Smoke => (dirq_vmm::designs::Scale::Quick, "dirq studies --quick"),
     };
-    let tables = steps.run(Step::Designs, all.len() as u64, |bar| {
+    let tables = steps.run(Step::Studies, all.len() as u64, |bar| {
         let settings = dirq_vmm::designs::Settings { scale, guest_exec };
         crate::designs::measure(&all, settings, bar)
     });
-    for failure in designs::failures(&tables, command) {
-        steps.fail(Step::Designs, failure);
+    for failure in studies::failures(&tables, command) {
+        steps.fail(Step::Studies, failure);
     }
-    if let Some(section) = designs::designs_section(&tables, command) {
+    if let Some(section) = studies::studies_section(&tables, command) {
         report.sections.push(section);
     }
-    insert_raw(report, "designs", &tables);
+    insert_raw(report, "studies", &tables);
     tables
 }
 
@@ -519,7 +512,7 @@ fn run_simulations(
     });
     let mut raws = Vec::new();
     let mut views = Vec::new();
-    // The studies in their papers' shapes come before the scenarios' own
+    // The published experiments in their papers' shapes come before the scenarios' own
     // sections, which follow in the built-in order.
     let first_simulation = report.sections.len();
     for (scenario, outcome) in outcomes {
@@ -552,10 +545,10 @@ fn run_simulations(
             ),
         }
     }
-    let studies = studies::study_sections(&views, seed);
+    let papers = papers::paper_sections(&views, seed);
     report
         .sections
-        .splice(first_simulation..first_simulation, studies);
+        .splice(first_simulation..first_simulation, papers);
     report
         .raw
         .insert("sim_scenarios".into(), serde_json::Value::Array(raws));

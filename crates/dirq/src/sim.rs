@@ -7,11 +7,11 @@ use dirq_sim::scenario::{self, Scenario};
 use dirq_sim::{CostProfile, RunOptions, RunResult, ScenarioResult};
 use dirq_stats::f64_of;
 
-/// Simulate interrupt-delivery policies on a modelled server.
+/// Simulate interrupt-delivery designs on a modelled server.
 #[derive(clap::Args)]
 #[command(
     after_help = "Runs a scenario in the deterministic discrete-event simulator: the same \
-workload under several interrupt-delivery policies (bare, vanilla, apicv, eli-delivery, \
+workload under several interrupt-delivery designs (bare, vanilla, apicv, eli-delivery, \
 eli, did, naive-direct-eoi), with every interrupt checked for mis-delivery, loss, \
 priority inversion and wrong EOIs.\n\n\
 Examples:\n  dirq sim --list\n  dirq sim --all                                      (every built-in scenario: the speed benchmark)\n  dirq sim did-udp-rx\n  dirq sim did-udp-rx --json --seed 7\n  \

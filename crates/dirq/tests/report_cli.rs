@@ -198,7 +198,7 @@ fn simulation_only_report_parses_and_every_figure_has_data() {
             "calibrate",
             "real-benchmarks",
             "model-checks",
-            "designs"
+            "studies"
         ]
     );
     assert!(data["raw"]["sim_scenarios"]
@@ -273,18 +273,18 @@ fn full_pipeline_report_builds_model_checks_from_real_runs() {
         "real",
         "model-vs-reality",
         "extrapolation",
-        "designs",
+        "studies",
     ] {
         assert!(sections.contains(&id), "section {id} missing: {sections:?}");
     }
-    // Every software-only design was measured, and its table kept.
-    let designs = &data["raw"]["designs"];
-    assert_eq!(designs["failures"], serde_json::json!([]), "{designs}");
+    // Every software-only study was measured, and its table kept.
+    let studies = &data["raw"]["studies"];
+    assert_eq!(studies["failures"], serde_json::json!([]), "{studies}");
     for (table, rows) in [("vioapic", 4), ("io_batch", 2), ("tick", 2)] {
         assert_eq!(
-            designs[table]["rows"].as_array().map(Vec::len),
+            studies[table]["rows"].as_array().map(Vec::len),
             Some(rows),
-            "{table}: {designs}"
+            "{table}: {studies}"
         );
     }
     // The calibrated profile is written next to the page and the sim accepts it.

@@ -8,8 +8,12 @@ use time::OffsetDateTime;
 /// Raised whenever a field of a JSON output changes meaning or goes away
 /// (3: the simulator names its exits by VMX reason; 4: data.json's
 /// `steps[].step` is the step's id, its title moves to `title`, and failed
-/// steps are in `steps[].failures`, no longer in `notes`).
-pub const SCHEMA_VERSION: u32 = 4;
+/// steps are in `steps[].failures`, no longer in `notes`; 5: one word
+/// per concept in data.json: the software-only studies are `raw.studies`,
+/// step `studies` and sections `studies*`, the published experiments'
+/// sections `paper-*`; table cells are objects with their number and
+/// unit beside their text).
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Kernel modules that provide KVM's x86 backend.
 const KVM_BACKENDS: [&str; 3] = ["kvm_intel", "kvm_amd", "kvm_pvm"];

@@ -29,7 +29,7 @@ pub enum Step {
     RealBenchmarks,
     RealTraces,
     ModelChecks,
-    Designs,
+    Studies,
     Simulation,
     Trace,
 }
@@ -43,7 +43,7 @@ impl Step {
             Step::RealBenchmarks => "real benchmarks on /dev/kvm",
             Step::RealTraces => "real-run traces: irq-latency, userspace and best in-kernel path",
             Step::ModelChecks => "model vs reality: simulated twins of the real runs",
-            Step::Designs => "software-only designs: VIOAPIC, batched I/O, tick scaling, IPI/HLT",
+            Step::Studies => "software-only studies: VIOAPIC, batched I/O, tick scaling, IPI/HLT",
             Step::Simulation => "simulation: built-in scenarios (published profiles)",
             Step::Trace => "simulation: one Perfetto trace, a process per design",
         }
@@ -58,7 +58,7 @@ impl Step {
             Step::RealBenchmarks => &["real"],
             Step::RealTraces => &["real-traces"],
             Step::ModelChecks => &["model-vs-reality", "extrapolation"],
-            Step::Designs => &["designs"],
+            Step::Studies => &["studies"],
             Step::Simulation => &[],
             Step::Trace => &["sim-trace-exits"],
         }

@@ -3,8 +3,8 @@
 use dirq_stats::f64_of;
 use dirq_vmm::probe::{EmulationTable, ProbeReport};
 
-use super::charts::format_value;
-use super::data::{Section, Table, TableRow};
+use crate::report::format::format_value;
+use crate::report::present::data::{Section, Table, TableRow};
 
 pub fn host_section(probe: &ProbeReport) -> Section {
     let row = |name: &str, value: String| TableRow::new(vec![name.to_string(), value]);

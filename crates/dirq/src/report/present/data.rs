@@ -2,32 +2,36 @@
 //! HTML page is rendered from the same tree, so every figure and table on the
 //! page has its numbers in the JSON.
 
+use dirq_stats::f64_of;
 use serde::Serialize;
 
-pub use super::charts::SeriesKey;
-use super::progress::StepRecord;
+use dirq_sim::policy::PolicyKind;
+use dirq_vmm::exits::VmxExit;
+
+pub use crate::report::collect::spread::Spread;
+use crate::report::collect::Depth;
+use crate::report::format::{format_percent, format_value};
+use crate::report::progress::StepRecord;
 use dirq_vmm::host_load::{HostLoad, HostNoise};
 
-/// How much `dirq report` runs.
+/// What a series stands for, which decides its colour: a design and an
+/// exit reason keep one colour in every figure, from palettes of their
+/// own; the real run is dark grey; anything else (a delivery path, an idle
+/// mode, a VIOAPIC level, a latency bucket) takes a third palette by its
+/// place in the figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Depth {
-    /// Tiny counts, a few scenarios: for the test suite only.
-    Smoke,
-    /// A subset of benches and scenarios with small counts (under 3 minutes).
-    Quick,
-    /// Everything with the default counts (under 15 minutes).
-    Full,
+#[serde(tag = "kind", content = "of", rename_all = "snake_case")]
+pub enum SeriesKey {
+    Measured,
+    Design(PolicyKind),
+    Exit(VmxExit),
+    Variant,
 }
 
-impl Depth {
-    /// How many times each real measurement runs: enough at full depth to
-    /// show how much a result moves between runs.
-    pub fn repeats(self) -> usize {
-        match self {
-            Depth::Smoke | Depth::Quick => 1,
-            Depth::Full => 3,
-        }
+impl SeriesKey {
+    /// The key of an exit reason named by its VMX name.
+    pub fn exit(name: &str) -> SeriesKey {
+        VmxExit::from_name(name).map_or(SeriesKey::Variant, SeriesKey::Exit)
     }
 }
 
@@ -151,50 +155,6 @@ pub struct GroupedSeries {
     pub values: Vec<Option<Spread>>,
 }
 
-/// A measurement repeated `runs` times: its median and range.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub runs: usize,
-}
-
-impl Spread {
-    /// None when there is no finite value.
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
-        let mut values: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
-        values.sort_by(f64::total_cmp);
-        let (&min, &max) = (values.first()?, values.last()?);
-        let middle = values.len() / 2;
-        let median = if values.len() % 2 == 1 {
-            values[middle]
-        } else {
-            (values[middle - 1] + values[middle]) / 2.0
-        };
-        Some(Spread {
-            median,
-            min,
-            max,
-            runs: values.len(),
-        })
-    }
-
-    /// "41.2K (39.8K-44.0K)": the median, and the range when the runs differ.
-    pub fn text(&self, format: impl Fn(f64) -> String) -> String {
-        if self.min != self.max {
-            format!(
-                "{} ({}\u{2013}{})",
-                format(self.median),
-                format(self.min),
-                format(self.max)
-            )
-        } else {
-            format(self.median)
-        }
-    }
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct Axis {
     pub label: String,
@@ -252,8 +212,8 @@ pub enum SeriesStyle {
     Points,
 }
 
-/// A table of preformatted cells; the numbers themselves are in the chart or
-/// in `raw`.
+/// A table whose cells keep their numbers: a number's cell has its value
+/// and unit beside the text the page shows.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Table {
     /// Shown above a free-standing table; empty beside a figure.
@@ -264,22 +224,137 @@ pub struct Table {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TableRow {
-    pub cells: Vec<String>,
+    pub cells: Vec<Cell>,
     /// Highlighted: a model prediction that missed its target, a failed run,
     /// a value that cannot be true.
     pub flagged: bool,
 }
 
 impl TableRow {
-    pub fn new(cells: Vec<String>) -> Self {
+    pub fn new(cells: Vec<impl Into<Cell>>) -> Self {
+        Self::flagged(cells, false)
+    }
+
+    pub fn flagged(cells: Vec<impl Into<Cell>>, flagged: bool) -> Self {
         Self {
-            cells,
-            flagged: false,
+            cells: cells.into_iter().map(Into::into).collect(),
+            flagged,
+        }
+    }
+}
+
+/// What a number in a table measures, which decides how the page prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    /// A count, or a ratio of counts (exits per interrupt): three
+    /// significant digits.
+    Count,
+    /// Microseconds, three significant digits.
+    Us,
+    /// A share of a whole (0 to 1), printed as a percentage.
+    Fraction,
+    /// A relative change (0.05 is 5% more), printed signed.
+    Change,
+    /// Host CPU cores kept busy.
+    Cores,
+    /// Wall-clock seconds, to the hundredth.
+    Seconds,
+}
+
+impl Unit {
+    pub fn format(self, value: f64) -> String {
+        match self {
+            Unit::Count | Unit::Us => format_value(value),
+            Unit::Fraction => format_percent(value),
+            Unit::Change => format!("{:+.1}%", value * 100.0),
+            Unit::Cores | Unit::Seconds => format!("{value:.2}"),
+        }
+    }
+}
+
+/// One table cell: the text the page shows and, for a number, the number
+/// and its unit, so data.json carries numbers, not only their text.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    pub text: String,
+    /// In `unit`; absent in a cell of words or one with nothing measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<Unit>,
+    /// The runs `value` is the median of, in `unit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
+}
+
+impl Cell {
+    /// Words, or a number only its text can say ("1.5x", "n/a").
+    pub fn text(text: impl Into<String>) -> Cell {
+        Cell {
+            text: text.into(),
+            value: None,
+            unit: None,
+            spread: None,
         }
     }
 
-    pub fn flagged(cells: Vec<String>, flagged: bool) -> Self {
-        Self { cells, flagged }
+    pub fn number(value: f64, unit: Unit) -> Cell {
+        Cell {
+            text: unit.format(value),
+            value: Some(value),
+            unit: Some(unit),
+            spread: None,
+        }
+    }
+
+    /// A count, printed whole.
+    pub fn count(count: u64) -> Cell {
+        Cell {
+            text: count.to_string(),
+            value: Some(f64_of(count)),
+            unit: Some(Unit::Count),
+            spread: None,
+        }
+    }
+
+    /// The median and range of repeated runs, "41.2K (39.8K-44.0K)";
+    /// "-" when nothing was measured.
+    pub fn spread(spread: Option<Spread>, unit: Unit) -> Cell {
+        match spread {
+            Some(spread) => Cell {
+                text: spread.text(|value| unit.format(value)),
+                value: Some(spread.median),
+                unit: Some(unit),
+                spread: Some(spread),
+            },
+            None => Cell::text("-"),
+        }
+    }
+}
+
+impl From<String> for Cell {
+    fn from(text: String) -> Cell {
+        Cell::text(text)
+    }
+}
+
+impl From<&str> for Cell {
+    fn from(text: &str) -> Cell {
+        Cell::text(text)
+    }
+}
+
+/// Tests and the renderer read a cell as the page shows it.
+impl PartialEq<&str> for Cell {
+    fn eq(&self, text: &&str) -> bool {
+        self.text == *text
+    }
+}
+
+impl PartialEq<str> for Cell {
+    fn eq(&self, text: &str) -> bool {
+        self.text == text
     }
 }
 
@@ -288,15 +363,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn spread_is_the_median_and_range_of_the_finite_values() {
-        let odd = Spread::of([3.0, 1.0, f64::NAN, 2.0]).expect("values");
-        assert_eq!((odd.median, odd.min, odd.max, odd.runs), (2.0, 1.0, 3.0, 3));
-        let even = Spread::of([4.0, 1.0, 2.0, 3.0]).expect("values");
-        assert_eq!(even.median, 2.5);
-        assert!(Spread::of([]).is_none());
-        let format = |v: f64| format!("{v:.0}");
-        assert_eq!(odd.text(format), "2 (1\u{2013}3)");
-        assert_eq!(Spread::of([5.0]).expect("one").text(format), "5");
-        assert_eq!(Spread::of([5.0, 5.0]).expect("same").text(format), "5");
+    fn a_number_s_cell_carries_its_value_and_unit_into_data_json() {
+        let spread = Spread::of([2.0, 3.0, 2.5]).expect("values");
+        let cell = Cell::spread(Some(spread), Unit::Us);
+        assert_eq!(cell, "2.50 (2.00\u{2013}3.00)");
+        let json = serde_json::to_value(&cell).expect("serializes");
+        assert_eq!(json["value"], 2.5);
+        assert_eq!(json["unit"], "us");
+        assert_eq!(json["spread"]["runs"], 3);
+        assert_eq!(Cell::number(0.125, Unit::Fraction), "12.50%");
+        assert_eq!(Cell::number(-0.5, Unit::Change), "-50.0%");
+        assert_eq!(Cell::count(1234), "1234");
+        // Words, and a measurement that is missing, have text only.
+        for cell in [Cell::text("vanilla"), Cell::spread(None, Unit::Count)] {
+            let json = serde_json::to_value(&cell).expect("serializes");
+            assert_eq!(json, serde_json::json!({"text": cell.text}));
+        }
     }
 }

@@ -6,16 +6,18 @@ use dirq_sim::policy::PolicyKind;
 use dirq_vmm::config::{GuestIdle, Irqchip};
 use dirq_vmm::probe::ProbeReport;
 
-use super::charts::{format_percent, format_value, ns_to_us, spread_us};
-use super::checks::{Extrapolated, ModelChecks};
-use super::data::{
-    Axis, Chart, Figure, GroupedSeries, Scale, Section, SeriesKey, Spread, Table, TableRow,
-};
-use super::meta::Host;
-use super::model::{scores, Metric, Score};
-use super::real::{spread_cell, RealCase};
-use super::views::SimScenario;
 use crate::designs::DesignTables;
+use crate::report::analyse::checks::{Extrapolated, ModelChecks};
+use crate::report::analyse::model::{scores, Metric, Score};
+use crate::report::collect::real::RealCase;
+use crate::report::collect::views::SimScenario;
+use crate::report::format::{format_value, ns_to_us};
+use crate::report::meta::Host;
+use crate::report::present::charts::spread_us;
+use crate::report::present::data::{
+    Axis, Cell, Chart, Figure, GroupedSeries, Scale, Section, SeriesKey, Spread, Table, TableRow,
+    Unit,
+};
 use dirq_vmm::host_load::HostLoad;
 
 /// Everything the conclusions draw on; each part is absent when its step
@@ -26,7 +28,8 @@ pub struct Findings<'a> {
     pub probe: Option<&'a ProbeReport>,
     pub cases: &'a [RealCase],
     pub checks: Option<&'a ModelChecks>,
-    pub designs: Option<&'a DesignTables>,
+    /// The software-only studies on this host's KVM.
+    pub studies: Option<&'a DesignTables>,
     pub simulated: &'a [SimScenario],
 }
 
@@ -51,7 +54,8 @@ struct PivotMetric {
     /// The vanilla prediction as this host's KVM counts it, where that
     /// differs from every exit counted (kvm_pvm's own traps).
     counted_here: Option<fn(&Extrapolated) -> Option<f64>>,
-    format: fn(f64) -> String,
+    /// How its table prints it.
+    shown_as: Unit,
 }
 
 /// The column of the vanilla twin as this host counts (the model check's
@@ -66,7 +70,7 @@ const PIVOTS: [PivotMetric; 4] = [
         measured: |e| e.measured.as_ref()?.exits_per_interrupt,
         predicted: |e| e.exits_per_interrupt,
         counted_here: Some(|e| e.exits_per_interrupt_counted_here),
-        format: format_value,
+        shown_as: Unit::Count,
     },
     PivotMetric {
         id: "latency",
@@ -75,7 +79,7 @@ const PIVOTS: [PivotMetric; 4] = [
         measured: |e| e.measured.as_ref()?.latency_p50_ns.map(spread_us),
         predicted: |e| e.latency_p50_ns.map(ns_to_us),
         counted_here: None,
-        format: format_value,
+        shown_as: Unit::Us,
     },
     PivotMetric {
         id: "guest-time",
@@ -84,7 +88,7 @@ const PIVOTS: [PivotMetric; 4] = [
         measured: |e| e.measured.as_ref()?.time_in_guest,
         predicted: |e| Some(e.time_in_guest),
         counted_here: None,
-        format: format_percent,
+        shown_as: Unit::Fraction,
     },
     PivotMetric {
         id: "cpu",
@@ -93,7 +97,7 @@ const PIVOTS: [PivotMetric; 4] = [
         measured: |e| e.measured.as_ref()?.cpu_cores,
         predicted: |e| e.cpu_cores,
         counted_here: None,
-        format: |v| format!("{v:.2}"),
+        shown_as: Unit::Cores,
     },
 ];
 
@@ -115,7 +119,7 @@ fn find<'a>(
 ) -> Option<&'a Extrapolated> {
     extrapolation
         .iter()
-        .find(|e| e.workload == workload && e.policy == design.name())
+        .find(|e| e.workload == workload && e.policy == design)
 }
 
 /// One design x workload pivot: a grouped chart (measured first, then each
@@ -188,11 +192,11 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
         .iter()
         .enumerate()
         .map(|(row, workload)| {
-            let mut cells = vec![workload.clone()];
+            let mut cells = vec![Cell::text(workload.clone())];
             cells.extend(
                 series
                     .iter()
-                    .map(|s| spread_cell(s.values[row], metric.format)),
+                    .map(|s| Cell::spread(s.values[row], metric.shown_as)),
             );
             TableRow::new(cells)
         })
@@ -537,10 +541,10 @@ fn model_sentence(checks: &ModelChecks) -> Option<String> {
     Some(sentence)
 }
 
-/// The software-only designs' headline numbers.
-fn software_design_sentences(designs: &DesignTables) -> Vec<String> {
+/// The software-only studies' headline numbers.
+fn study_sentences(studies: &DesignTables) -> Vec<String> {
     let mut sentences = Vec::new();
-    if let Some(best) = designs.vioapic.as_ref().and_then(|t| {
+    if let Some(best) = studies.vioapic.as_ref().and_then(|t| {
         t.rows
             .iter()
             .max_by(|a, b| a.speedup_vs_userspace.total_cmp(&b.speedup_vs_userspace))
@@ -553,7 +557,7 @@ fn software_design_sentences(designs: &DesignTables) -> Vec<String> {
             format_value(best.exits_per_interrupt)
         ));
     }
-    let unmeasurable = designs
+    let unmeasurable = studies
         .vioapic
         .iter()
         .flat_map(|table| &table.rows)
@@ -566,7 +570,7 @@ fn software_design_sentences(designs: &DesignTables) -> Vec<String> {
             })
         });
     sentences.extend(unmeasurable);
-    if let Some(table) = &designs.io_batch {
+    if let Some(table) = &studies.io_batch {
         let exits = |batched: bool| {
             table
                 .rows
@@ -602,11 +606,10 @@ fn simulated_sentences(simulated: &[SimScenario]) -> Vec<String> {
             // The first run of each policy at that rate: runs that differ
             // in another parameter would repeat the policy.
             let mut at_top: Vec<String> = Vec::new();
-            let mut seen: Vec<&str> = Vec::new();
+            let mut seen: Vec<PolicyKind> = Vec::new();
             for run in &scenario.runs {
-                if run.rate().is_some_and(|(_, rate)| rate == top) && !seen.contains(&&*run.policy)
-                {
-                    seen.push(&run.policy);
+                if run.rate().is_some_and(|(_, rate)| rate == top) && !seen.contains(&run.policy) {
+                    seen.push(run.policy);
                     at_top.push(format!(
                         "{} {}",
                         run.policy,
@@ -652,7 +655,7 @@ fn host_sentence(host: &Host, load: &HostLoad, probe: Option<&ProbeReport>) -> S
         Some(false) => "not nested".into(),
         None => "nesting unknown".into(),
     });
-    facts.push(super::html::counted(host.cpus, "CPU"));
+    facts.push(crate::report::present::html::counted(host.cpus, "CPU"));
     if let Some(exec) = probe.map(|p| p.guest_exec) {
         facts.push(format!("guest execution {exec}"));
     }
@@ -694,8 +697,8 @@ fn runs_sentence(findings: &Findings) -> Option<String> {
         ));
     }
     once.push("the emulated-against-native table".to_string());
-    if findings.designs.is_some() {
-        once.push("the software-only designs".into());
+    if findings.studies.is_some() {
+        once.push("the software-only studies".into());
     }
     Some(format!(
         "Runs: {real}; {} ran once; the simulations are one deterministic run per seed.",
@@ -727,8 +730,8 @@ pub fn conclusions_sections(findings: &Findings) -> Vec<Section> {
     if let Some(sentence) = findings.checks.and_then(model_sentence) {
         intro.push(sentence);
     }
-    if let Some(designs) = findings.designs {
-        intro.extend(software_design_sentences(designs));
+    if let Some(studies) = findings.studies {
+        intro.extend(study_sentences(studies));
     }
     intro.extend(runs_sentence(findings));
     let simulated = simulated_sentences(findings.simulated);
@@ -765,8 +768,8 @@ pub fn conclusions_sections(findings: &Findings) -> Vec<Section> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::checks::Measured;
     use super::*;
+    use crate::report::analyse::checks::Measured;
     use std::collections::BTreeMap;
 
     fn extrapolated(workload: &str, policy: PolicyKind, exits: f64, p50: f64) -> Extrapolated {
@@ -774,7 +777,7 @@ mod tests {
         Extrapolated {
             workload: workload.into(),
             bench: workload.split(' ').next().unwrap_or(workload).into(),
-            policy: policy.name().into(),
+            policy,
             exits_per_interrupt: Some(exits),
             // kvm_pvm's two traps on top, as the model check counts.
             exits_per_interrupt_counted_here: vanilla.then_some(exits + 2.0),
@@ -1034,7 +1037,7 @@ mod tests {
             probe: None,
             cases: &[],
             checks: None,
-            designs: None,
+            studies: None,
             simulated: &[],
         });
         assert_eq!(sections.len(), 1);

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use dirq_stats::f64_of;
 use serde::Serialize;
 
-use super::exit_names::vmx_name;
-use super::model::{Comparison, Metric};
-use super::real::RealCase;
+use crate::report::analyse::model::{Comparison, Metric};
+use crate::report::collect::exit_names::vmx_name;
+use crate::report::collect::real::RealCase;
 
 /// Below this share of the core, a time-in-guest figure is within a few
 /// points of zero and its relative error measures noise, not the model.
@@ -177,9 +177,9 @@ pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::data::Spread;
-    use crate::report::real::Repeat;
-    use crate::report::views::RealRun;
+    use crate::report::collect::real::Repeat;
+    use crate::report::collect::spread::Spread;
+    use crate::report::collect::views::RealRun;
     use dirq_vmm::config::{Bench, BenchConfig};
 
     fn whileloop_case(raised: f64, handled: u64, share: f64) -> RealCase {

@@ -3,8 +3,7 @@
 
 use serde::Serialize;
 
-use super::charts::{format_percent, format_value, ns_to_us};
-use super::data::{Axis, Chart, Figure, Scale, Series, SeriesStyle, Spread, Table, TableRow};
+use crate::report::collect::spread::Spread;
 
 /// The goal of issue 5: predictions within 20% of measurements.
 pub const TOLERANCE: f64 = 0.20;
@@ -34,21 +33,6 @@ impl Metric {
             Metric::LatencyP50Ns => "latency p50 (us)",
             Metric::TimeInGuest => "time in guest",
             Metric::LostPerInterruptNs => "loop time lost per handled interrupt (us)",
-        }
-    }
-
-    /// The value as figures and tables show it: latencies in us.
-    fn shown(self, value: f64) -> f64 {
-        match self {
-            Metric::LatencyP50Ns | Metric::LostPerInterruptNs => ns_to_us(value),
-            Metric::ExitsPerInterrupt | Metric::TimeInGuest => value,
-        }
-    }
-
-    fn format(self, value: f64) -> String {
-        match self {
-            Metric::TimeInGuest => format_percent(value),
-            _ => format_value(self.shown(value)),
         }
     }
 }
@@ -114,80 +98,6 @@ pub fn scores(comparisons: &[Comparison]) -> Vec<Score> {
         .collect()
 }
 
-/// Measured against predicted on log-log axes with the y = x line, one
-/// colour per metric, and the full table with every miss flagged.
-pub fn comparison_figure(
-    comparisons: &[Comparison],
-    caption: String,
-    commands: Vec<String>,
-) -> Figure {
-    let metrics = Metric::ALL;
-    let chart = Chart::Xy {
-        x_axis: Axis {
-            label: "measured".into(),
-            scale: Scale::Log,
-        },
-        y_axis: Axis {
-            label: "predicted".into(),
-            scale: Scale::Log,
-        },
-        series: metrics
-            .iter()
-            .map(|metric| {
-                Series::new(
-                    metric.label(),
-                    SeriesStyle::Points,
-                    comparisons
-                        .iter()
-                        .filter(|c| c.metric == *metric)
-                        .map(|c| [metric.shown(c.measured), metric.shown(c.predicted)])
-                        .collect(),
-                )
-            })
-            .filter(|series| !series.points.is_empty())
-            .collect(),
-        identity_line: true,
-    };
-    let table = Table {
-        title: String::new(),
-        columns: [
-            "configuration",
-            "metric",
-            "measured",
-            "predicted",
-            "error",
-            "within 20%",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: comparisons
-            .iter()
-            .map(|c| {
-                TableRow::flagged(
-                    vec![
-                        c.configuration.clone(),
-                        c.metric.label().to_string(),
-                        c.measured_spread.text(|v| c.metric.format(v)),
-                        c.metric.format(c.predicted),
-                        c.relative_error
-                            .map_or_else(|| "n/a".into(), |e| format!("{:+.1}%", e * 100.0)),
-                        if c.within_tolerance { "yes" } else { "MISS" }.into(),
-                    ],
-                    !c.within_tolerance,
-                )
-            })
-            .collect(),
-    };
-    Figure {
-        id: "model-vs-reality".into(),
-        title: "Measured against predicted".into(),
-        caption,
-        commands,
-        chart,
-        table,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,11 +115,5 @@ mod tests {
         assert!(zero.relative_error.is_none() && zero.within_tolerance);
         let phantom = Comparison::new("d".into(), Metric::ExitsPerInterrupt, once(0.0), 0.3);
         assert!(!phantom.within_tolerance);
-
-        let figure = comparison_figure(&[close, miss, zero, phantom], "x".into(), Vec::new());
-        let flags: Vec<bool> = figure.table.rows.iter().map(|r| r.flagged).collect();
-        assert_eq!(flags, [false, true, false, true]);
-        assert_eq!(figure.table.rows[1].cells[4], "-50.0%");
-        assert!(figure.chart.has_data());
     }
 }

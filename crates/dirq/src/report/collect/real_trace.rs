@@ -21,9 +21,8 @@ use dirq_vmm::config::{BenchParams, Irqchip};
 use dirq_vmm::exits::VmxExit;
 use dirq_vmm::trace::{KvmRun, RunTrace, Tracing};
 
-use super::data::{Section, Table, TableRow};
-use super::progress::StepFailure;
-use super::real::RealCase;
+use crate::report::collect::real::RealCase;
+use crate::report::progress::StepFailure;
 
 /// A slice on track `track` from `from_ns` to `to_ns`.
 fn slice(name: &str, cat: &'static str, track: usize, from_ns: u64, to_ns: u64) -> TraceEvent {
@@ -237,22 +236,25 @@ fn write_one(dir: &Path, case: &RealCase) -> Result<(String, TraceCounts)> {
     Ok((name, counts))
 }
 
-/// Traces the representative real runs into `dir`; the section that links
-/// them, and a note per trace that could not be written.
-pub fn real_traces_section(dir: &Path, cases: &[RealCase]) -> (Option<Section>, Vec<StepFailure>) {
-    let mut rows = Vec::new();
+/// One representative real run, traced again and written.
+pub struct WrittenTrace<'a> {
+    pub case: &'a RealCase,
+    /// The file's name in the traces directory.
+    pub file: String,
+    pub counts: TraceCounts,
+}
+
+/// Traces the representative real runs into `dir`; the traces written,
+/// and a failure per trace that could not be.
+pub fn write_real_traces<'a>(
+    dir: &Path,
+    cases: &'a [RealCase],
+) -> (Vec<WrittenTrace<'a>>, Vec<StepFailure>) {
+    let mut written = Vec::new();
     let mut failures = Vec::new();
     for case in traced_cases(cases) {
         match write_one(dir, case) {
-            Ok((name, counts)) => rows.push(TableRow::new(vec![
-                case.label.clone(),
-                format!("`traces/{name}`"),
-                counts.raises.to_string(),
-                counts.exits.to_string(),
-                counts.flows.to_string(),
-                counts.dropped.to_string(),
-                format!("`{}`", case.command),
-            ])),
+            Ok((file, counts)) => written.push(WrittenTrace { case, file, counts }),
             Err(err) => failures.push(StepFailure {
                 configuration: case.label.clone(),
                 reason: format!("real-run trace not written: {err:#}"),
@@ -260,41 +262,7 @@ pub fn real_traces_section(dir: &Path, cases: &[RealCase]) -> (Option<Section>, 
             }),
         }
     }
-    if rows.is_empty() {
-        return (None, failures);
-    }
-    let section = Section {
-        id: "real-traces".into(),
-        title: "Real runs: timelines (Perfetto)".into(),
-        intro: vec![
-            "One more irq-latency run per path below, with the VMM recording its timeline; \
-             open a file in ui.perfetto.dev (or chrome://tracing). Tracks \"vCPU 0\", \
-             \"vCPU 1\": \"guest\" slices are KVM_RUN (the guest, and every exit KVM handled \
-             itself, which this backend cannot time); the slices between them are the exits \
-             that returned to the VMM, named by VMX reason, lasting until the next KVM_RUN. \
-             Track \"device\": each raise; on the userspace path an arrow leads from it to \
-             the first KVM_RUN entry after it, where the VMM's LAPIC injects it. On in-kernel \
-             paths KVM delivers without returning to the VMM: no arrows, and few slices."
-                .into(),
-        ],
-        figures: Vec::new(),
-        tables: vec![Table {
-            title: "Traced runs".into(),
-            columns: [
-                "path",
-                "trace",
-                "raises",
-                "KVM_RUN returns",
-                "raises with an arrow",
-                "records dropped",
-                "the run it repeats",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows,
-        }],
-    };
-    (Some(section), failures)
+    (written, failures)
 }
 
 #[cfg(test)]

@@ -9,13 +9,15 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use dirq_sim::metrics::{StudyResults, Throughput};
+use dirq_sim::policy::PolicyKind;
+use dirq_sim::vioapic::VioapicLevel;
 use dirq_sim::{Invariant, RunResult, ScenarioResult};
 use dirq_stats::{f64_of, ratio, LatencySummary};
 use dirq_vmm::exits::ExitTime;
 use dirq_vmm::report::{Bucket, RunReport};
 
-use super::exit_names::vmx_name;
-use super::figures::compact_number;
+use crate::report::collect::exit_names::vmx_name;
+use crate::report::format::compact_number;
 
 /// `latency_ns` in both contracts (`dirq_stats::LatencySummary`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -49,7 +51,7 @@ impl From<&LatencySummary> for Latency {
 /// One run of `dirq sim --json`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct SimRun {
-    pub policy: String,
+    pub policy: PolicyKind,
     #[serde(default)]
     pub params: serde_json::Map<String, serde_json::Value>,
     pub exits_per_s: f64,
@@ -84,7 +86,7 @@ pub struct SimRun {
 impl From<&RunResult> for SimRun {
     fn from(run: &RunResult) -> Self {
         SimRun {
-            policy: run.policy.name().to_string(),
+            policy: run.policy,
             params: run
                 .params
                 .iter()
@@ -142,7 +144,7 @@ impl SimRun {
     /// "vanilla · 100K pps": the policy and the parameters named in `keys`
     /// (those that tell the runs of one scenario apart).
     pub fn label(&self, keys: &[String]) -> String {
-        let mut parts = vec![self.policy.clone()];
+        let mut parts = vec![self.policy.name().to_string()];
         for key in keys {
             if let Some(value) = self.params.get(key) {
                 parts.push(param_text(key, value));
@@ -157,6 +159,12 @@ impl SimRun {
             .iter()
             .find(|(key, value)| key.starts_with("rate") && value.is_number())
             .and_then(|(key, value)| Some((key.clone(), value.as_f64()?)))
+    }
+
+    /// The VIOAPIC level the run modelled (the `level` parameter of the
+    /// VIOAPIC study), if any.
+    pub fn vioapic_level(&self) -> Option<VioapicLevel> {
+        serde_json::from_value(self.params.get("level")?.clone()).ok()
     }
 
     pub fn violations(&self) -> u64 {

@@ -1,35 +1,39 @@
-//! The source studies' experiments, each drawn in the shape of its paper's
+//! The source papers' experiments, each drawn in the shape of its paper's
 //! table or figure from the simulator's results: DID's UDP exit table,
 //! cyclictest latency density, memcached and VoIP tables, ELI's throughput
-//! table, the Loongson VIOAPIC levels and the IPI study. Every number here
+//! table, the Loongson VIOAPIC levels and the IPI paper. Every number here
 //! is a prediction of the simulator (or a declared fitted point); no
-//! published outcome is printed. A study whose scenario did not run, or ran
+//! published outcome is printed. A paper whose scenario did not run, or ran
 //! nothing, has no section.
 
 use std::collections::BTreeMap;
 
-use super::charts::{auto_scale, exit_bars, exit_table, format_percent, format_value, ns_to_us};
-use super::data::{
-    Axis, Chart, Figure, NamedValues, Scale, Section, Series, SeriesKey, SeriesStyle,
+use dirq_sim::policy::PolicyKind;
+use dirq_sim::vioapic::VioapicLevel;
+
+use crate::report::collect::views::{SimRun, SimScenario};
+use crate::report::format::compact_number;
+use crate::report::format::{format_percent, format_value, ns_to_us};
+use crate::report::present::charts::{auto_scale, exit_bars, exit_table};
+use crate::report::present::data::{
+    Axis, Cell, Chart, Figure, NamedValues, Scale, Section, Series, SeriesKey, SeriesStyle, Unit,
 };
-use super::data::{Table, TableRow};
-use super::figures::compact_number;
-use super::views::{SimRun, SimScenario};
+use crate::report::present::data::{Table, TableRow};
 use dirq_stats::{f64_of, ratio};
 
-/// One study: its scenario, its title, and the builder of its figures.
-struct Study {
+/// One paper: its scenario, its title, and the builder of its figures.
+struct Paper {
     scenario: &'static str,
     title: &'static str,
     /// What the paper's table or figure shows, for the intro.
     shape: &'static str,
-    /// The fitted point, when the study has one (an input, not a prediction).
+    /// The fitted point, when the paper has one (an input, not a prediction).
     fitted: Option<&'static str>,
     figures: fn(&SimScenario, &[String]) -> Vec<Figure>,
 }
 
-const STUDIES: [Study; 7] = [
-    Study {
+const PAPERS: [Paper; 7] = [
+    Paper {
         scenario: "did-udp-rx",
         title: "DID: exits while receiving UDP",
         shape: "the paper's UDP table: exits per second by reason and time in guest, per packet \
@@ -40,14 +44,14 @@ const STUDIES: [Study; 7] = [
         ),
         figures: udp_figures,
     },
-    Study {
+    Paper {
         scenario: "did-cyclictest",
         title: "DID: cyclictest latency density",
         shape: "the paper's latency density: how the timer latencies of each design spread",
         fitted: None,
         figures: cyclictest_figures,
     },
-    Study {
+    Paper {
         scenario: "did-memcached",
         title: "DID: memcached peak throughput within QoS",
         shape: "the paper's memcached table: the peak requests/s that still meets the QoS, for \
@@ -55,7 +59,7 @@ const STUDIES: [Study; 7] = [
         fitted: None,
         figures: memcached_figures,
     },
-    Study {
+    Paper {
         scenario: "did-voip",
         title: "DID: VoIP call setup",
         shape: "the paper's VoIP table: calls per setup-latency bucket, call rate and INVITE \
@@ -63,7 +67,7 @@ const STUDIES: [Study; 7] = [
         fitted: None,
         figures: voip_figures,
     },
-    Study {
+    Paper {
         scenario: "eli-2012",
         title: "ELI: throughput against bare metal",
         shape: "the ELI paper's table: each workload's throughput under the baseline, ELI \
@@ -71,10 +75,10 @@ const STUDIES: [Study; 7] = [
         fitted: None,
         figures: eli_figures,
     },
-    Study {
+    Paper {
         scenario: "loongson-vioapic",
         title: "Loongson VIOAPIC: the cost of an interrupt at each level",
-        shape: "the study's comparison of the four controller levels: cycles per interrupt and \
+        shape: "the paper's comparison of the four controller levels: cycles per interrupt and \
                 seconds per million interrupts",
         fitted: Some(
             "the userspace level is the fitted point: its calibration input is 91,769 cycles \
@@ -83,10 +87,10 @@ const STUDIES: [Study; 7] = [
         ),
         figures: vioapic_figures,
     },
-    Study {
+    Paper {
         scenario: "ipi-blog",
         title: "IPIs: time and CPU burned per target and idle mode",
-        shape: "the IPI study's table: the benchmark's total time for each target (same node, \
+        shape: "the IPI paper's table: the benchmark's total time for each target (same node, \
                 cross node, all CPUs) and idle mode (HLT, guest polling, host halt polling), \
                 with the CPU it burned",
         fitted: None,
@@ -94,31 +98,31 @@ const STUDIES: [Study; 7] = [
     },
 ];
 
-/// The study sections for the scenarios in `results`, in the studies'
+/// The paper sections for the scenarios in `results`, in the papers'
 /// order; `seed` goes into the commands that repeat them.
-pub fn study_sections(results: &[SimScenario], seed: u64) -> Vec<Section> {
-    STUDIES
+pub fn paper_sections(results: &[SimScenario], seed: u64) -> Vec<Section> {
+    PAPERS
         .iter()
-        .filter_map(|study| {
-            let result = results.iter().find(|r| r.scenario == study.scenario)?;
-            let command = format!("dirq sim {} --seed {seed}", study.scenario);
-            let figures = (study.figures)(result, std::slice::from_ref(&command));
+        .filter_map(|paper| {
+            let result = results.iter().find(|r| r.scenario == paper.scenario)?;
+            let command = format!("dirq sim {} --seed {seed}", paper.scenario);
+            let figures = (paper.figures)(result, std::slice::from_ref(&command));
             if figures.is_empty() {
                 return None;
             }
             let mut intro = vec![format!(
                 "The simulator's predictions (`{command}`), drawn in the shape of {}. These are \
                  not the paper's measurements, and none of its outcomes is shown here.",
-                study.shape
+                paper.shape
             )];
             intro.extend(
-                study
+                paper
                     .fitted
                     .map(|fitted| format!("Fitted, not predicted: {fitted}.")),
             );
             Some(Section {
-                id: format!("study-{}", study.scenario),
-                title: format!("Study: {} ({})", study.title, study.scenario),
+                id: format!("paper-{}", paper.scenario),
+                title: format!("Paper: {} ({})", paper.title, paper.scenario),
                 intro,
                 figures,
                 tables: Vec::new(),
@@ -135,25 +139,65 @@ fn number_param(run: &SimRun, key: &str) -> Option<f64> {
     run.params.get(key)?.as_f64()
 }
 
-/// One bar per row, its only segment named by the row's design, so every
-/// design keeps its colour and the legend names the designs.
-fn design_bars(value_label: &str, rows: &[(String, String, f64)]) -> Chart {
-    let mut stacks: Vec<NamedValues> = Vec::new();
-    for (_, design, _) in rows {
-        if !stacks.iter().any(|stack| stack.name == *design) {
-            stacks.push(NamedValues {
-                name: design.clone(),
-                key: SeriesKey::design(design),
-                values: Vec::new(),
-            });
+/// What a row of [`group_bars`] stands for: the name its segment takes
+/// in the legend, and its colour.
+trait BarGroup: PartialEq {
+    fn legend(&self) -> String;
+    fn key(&self) -> SeriesKey;
+}
+
+impl BarGroup for PolicyKind {
+    fn legend(&self) -> String {
+        self.name().to_string()
+    }
+
+    fn key(&self) -> SeriesKey {
+        SeriesKey::Design(*self)
+    }
+}
+
+impl BarGroup for VioapicLevel {
+    fn legend(&self) -> String {
+        self.name().to_string()
+    }
+
+    fn key(&self) -> SeriesKey {
+        SeriesKey::Variant
+    }
+}
+
+/// An idle mode, as the scenario names it.
+impl BarGroup for String {
+    fn legend(&self) -> String {
+        self.clone()
+    }
+
+    fn key(&self) -> SeriesKey {
+        SeriesKey::Variant
+    }
+}
+
+/// One bar per row, its only segment named by the row's group (a design,
+/// a VIOAPIC level, an idle mode), so every group keeps its colour and the
+/// legend names the groups.
+fn group_bars<G: BarGroup>(value_label: &str, rows: &[(String, G, f64)]) -> Chart {
+    let mut groups: Vec<&G> = Vec::new();
+    for (_, group, _) in rows {
+        if !groups.contains(&group) {
+            groups.push(group);
         }
     }
-    for stack in &mut stacks {
-        stack.values = rows
-            .iter()
-            .map(|(_, design, value)| if *design == stack.name { *value } else { 0.0 })
-            .collect();
-    }
+    let stacks = groups
+        .into_iter()
+        .map(|group| NamedValues {
+            name: group.legend(),
+            key: group.key(),
+            values: rows
+                .iter()
+                .map(|(_, row_group, value)| if row_group == group { *value } else { 0.0 })
+                .collect(),
+        })
+        .collect();
     Chart::Bars {
         value_label: value_label.to_string(),
         categories: rows.iter().map(|(label, _, _)| label.clone()).collect(),
@@ -202,7 +246,7 @@ fn udp_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let entries: Vec<(String, BTreeMap<String, f64>)> = runs
         .iter()
         .map(|run| {
-            let label = format!("{} · {}", rate_text(run), run.policy);
+            let label = format!("{} · {}", rate_text(run), run.policy.name());
             (label, run.exits_by_reason_per_s.clone())
         })
         .collect();
@@ -213,10 +257,11 @@ fn udp_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let mut table = exit_table("rate · design", &chart, "exits/s");
     table.columns.push("time in guest".into());
     for (row, run) in table.rows.iter_mut().zip(&runs) {
-        row.cells.push(format_percent(run.time_in_guest));
+        row.cells
+            .push(Cell::number(run.time_in_guest, Unit::Fraction));
     }
     vec![figure(
-        "study-did-udp-rx-exits",
+        "paper-did-udp-rx-exits",
         "Exits per second by VMX reason, per packet rate and design",
         "One bar per rate and design, its segments the exit reasons, as the paper's table \
          breaks the exits down; the table adds the time in guest.",
@@ -247,8 +292,8 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
                 .filter(|b| b.count > 0)
                 .map(|b| [ns_to_us(f64_of(b.le_ns)), ratio(b.count, *samples) * 100.0])
                 .collect();
-            Series::new(&run.policy, SeriesStyle::Line, points)
-                .keyed(SeriesKey::design(&run.policy))
+            Series::new(run.policy.name(), SeriesStyle::Line, points)
+                .keyed(SeriesKey::Design(run.policy))
         })
         .collect();
     let chart = Chart::Xy {
@@ -266,13 +311,13 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
     let rows = runs
         .iter()
         .map(|(run, samples)| {
-            let latency = |pick: fn(&super::views::Latency) -> f64| {
+            let latency = |pick: fn(&crate::report::collect::views::Latency) -> f64| {
                 run.latency_ns
                     .as_ref()
                     .map_or_else(|| "-".into(), |l| format_value(ns_to_us(pick(l))))
             };
             vec![
-                run.policy.clone(),
+                run.policy.name().to_string(),
                 samples.to_string(),
                 latency(|l| l.mean),
                 latency(|l| l.p50),
@@ -282,7 +327,7 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
         })
         .collect();
     vec![figure(
-        "study-did-cyclictest-density",
+        "paper-did-cyclictest-density",
         "Latency density per design",
         "The density of each design's latencies, timer expiry to the user-level handler: for \
          each logarithmic bucket (5% wide) with samples, the design's share of its samples \
@@ -305,14 +350,14 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
 
 /// The memcached table's row names: the design on its transport.
 fn memcached_configuration(run: &SimRun) -> String {
-    match (run.policy.as_str(), param(run, "transport")) {
-        ("bare", _) => "bare".into(),
-        ("vanilla", Some("pv")) => "PV".into(),
-        ("did", Some("pv")) => "PV-DID".into(),
-        ("vanilla", Some("sriov")) => "SR-IOV".into(),
-        ("did", Some("sriov")) => "SR-IOV-DID".into(),
+    match (run.policy, param(run, "transport")) {
+        (PolicyKind::Bare, _) => "bare".into(),
+        (PolicyKind::Vanilla, Some("pv")) => "PV".into(),
+        (PolicyKind::Did, Some("pv")) => "PV-DID".into(),
+        (PolicyKind::Vanilla, Some("sriov")) => "SR-IOV".into(),
+        (PolicyKind::Did, Some("sriov")) => "SR-IOV-DID".into(),
         (policy, Some(transport)) => format!("{policy} · {transport}"),
-        (policy, None) => policy.into(),
+        (policy, None) => policy.name().into(),
     }
 }
 
@@ -331,19 +376,19 @@ fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let bare = result
         .runs
         .iter()
-        .find(|run| run.policy == "bare")
+        .find(|run| run.policy == PolicyKind::Bare)
         .and_then(SimRun::throughput_value);
-    let rows: Vec<(String, String, f64, &SimRun)> = result
+    let rows: Vec<(String, PolicyKind, f64, &SimRun)> = result
         .runs
         .iter()
-        .filter_map(|run| Some((label(run), run.policy.clone(), run.throughput_value()?, run)))
+        .filter_map(|run| Some((label(run), run.policy, run.throughput_value()?, run)))
         .collect();
     if rows.is_empty() {
         return Vec::new();
     }
-    let bars: Vec<(String, String, f64)> = rows
+    let bars: Vec<(String, PolicyKind, f64)> = rows
         .iter()
-        .map(|(l, d, v, _)| (l.clone(), d.clone(), *v))
+        .map(|(l, d, v, _)| (l.clone(), *d, *v))
         .collect();
     let cells = rows
         .iter()
@@ -359,11 +404,11 @@ fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         })
         .collect();
     vec![figure(
-        "study-did-memcached-peak",
+        "paper-did-memcached-peak",
         "Peak requests/s meeting the QoS, per configuration",
         "One bar per configuration, coloured by design.",
         commands,
-        design_bars("peak requests/s within QoS", &bars),
+        group_bars("peak requests/s within QoS", &bars),
         table(
             &[
                 "configuration",
@@ -444,7 +489,7 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         })
         .collect();
     vec![figure(
-        "study-did-voip-setup",
+        "paper-did-voip-setup",
         "Calls per setup-latency bucket, per design",
         "One bar per design, its segments the calls whose setup took that long.",
         commands,
@@ -458,13 +503,13 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
 }
 
 /// The ELI table's column names for the designs it compares.
-fn eli_design(policy: &str) -> String {
+fn eli_design(policy: PolicyKind) -> String {
     match policy {
-        "vanilla" => "baseline".into(),
-        "eli-delivery" => "ELI delivery only".into(),
-        "eli" => "ELI".into(),
-        "bare" => "bare metal".into(),
-        other => other.into(),
+        PolicyKind::Vanilla => "baseline".into(),
+        PolicyKind::EliDelivery => "ELI delivery only".into(),
+        PolicyKind::Eli => "ELI".into(),
+        PolicyKind::Bare => "bare metal".into(),
+        other => other.name().into(),
     }
 }
 
@@ -495,7 +540,7 @@ fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
             .collect();
         let bare = runs
             .iter()
-            .find(|run| run.policy == "bare")
+            .find(|run| run.policy == PolicyKind::Bare)
             .and_then(|run| run.throughput_value());
         for run in runs {
             let Some(value) = run.throughput_value() else {
@@ -503,9 +548,9 @@ fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
             };
             let unit = run.throughput_unit();
             let share = bare.filter(|bare| *bare > 0.0).map(|bare| value / bare);
-            let label = format!("{workload} · {}", eli_design(&run.policy));
+            let label = format!("{workload} · {}", eli_design(run.policy));
             if let Some(share) = share {
-                bars.push((label.clone(), run.policy.clone(), share * 100.0));
+                bars.push((label.clone(), run.policy, share * 100.0));
             }
             rows.push(vec![
                 label,
@@ -520,38 +565,38 @@ fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         return Vec::new();
     }
     vec![figure(
-        "study-eli-2012-throughput",
+        "paper-eli-2012-throughput",
         "Throughput as a share of bare metal, per workload and design",
         "One bar per workload and design, coloured by design (baseline is vanilla KVM).",
         commands,
-        design_bars("throughput, % of bare metal", &bars),
+        group_bars("throughput, % of bare metal", &bars),
         table(&["workload · design", "throughput", "of bare metal"], rows),
     )]
 }
 
 fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
-    let runs: Vec<(&SimRun, &str, f64)> = result
+    let runs: Vec<(&SimRun, VioapicLevel, f64)> = result
         .runs
         .iter()
-        .filter_map(|run| Some((run, param(run, "level")?, run.study.cycles_per_interrupt?)))
+        .filter_map(|run| Some((run, run.vioapic_level()?, run.study.cycles_per_interrupt?)))
         .collect();
     if runs.is_empty() {
         return Vec::new();
     }
     let userspace = runs
         .iter()
-        .find(|(_, level, _)| *level == "userspace")
+        .find(|(_, level, _)| *level == VioapicLevel::Userspace)
         .map(|(_, _, cycles)| *cycles);
-    let bars: Vec<(String, String, f64)> = runs
+    let bars: Vec<(String, VioapicLevel, f64)> = runs
         .iter()
-        .map(|(_, level, cycles)| (level.to_string(), level.to_string(), *cycles))
+        .map(|(_, level, cycles)| (level.name().to_string(), *level, *cycles))
         .collect();
     let rows = runs
         .iter()
         .map(|(run, level, cycles)| {
             let per_interrupt = run.throughput_value().filter(|rate| *rate > 0.0);
             vec![
-                level.to_string(),
+                level.name().to_string(),
                 per_interrupt
                     .map_or_else(|| "-".into(), |rate| format_value(run.exits_per_s / rate)),
                 format_value(*cycles),
@@ -559,7 +604,7 @@ fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
                     .seconds_per_million
                     .map_or_else(|| "-".into(), |s| format!("{s:.2}")),
                 userspace.map_or_else(|| "-".into(), |u| format!("{:.2}x", u / cycles)),
-                if *level == "userspace" {
+                if *level == VioapicLevel::Userspace {
                     "fitted point"
                 } else {
                     "prediction"
@@ -569,13 +614,13 @@ fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         })
         .collect();
     vec![figure(
-        "study-loongson-vioapic-levels",
+        "paper-loongson-vioapic-levels",
         "Host cycles per interrupt at each controller level",
         "One bar per level: injection, the handler, the device's read and the eight controller \
          accesses, each an exit or a memory access by the level. Seconds per million scale the \
-         simulated interrupts to the study's million.",
+         simulated interrupts to the paper's million.",
         commands,
-        design_bars("cycles per interrupt", &bars),
+        group_bars("cycles per interrupt", &bars),
         table(
             &[
                 "level",
@@ -598,7 +643,7 @@ fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let label = |run: &SimRun| {
         let mut parts = vec![param(run, "target").unwrap_or("?").to_string()];
         if policies_vary {
-            parts.push(run.policy.clone());
+            parts.push(run.policy.name().to_string());
         }
         parts.join(" · ")
     };
@@ -629,21 +674,21 @@ fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let time_rows = rows(&|_, total| format!("{total:.3}"));
     let cpu_rows = rows(&|run, _| run.cpu_busy.map_or_else(|| "-".into(), format_percent));
     let mut figures = vec![figure(
-        "study-ipi-blog-time",
+        "paper-ipi-blog-time",
         "Total time of the benchmark's calls, per target and idle mode",
         "One bar per target and idle mode, coloured by idle mode.",
         commands,
-        design_bars("total time (s)", &time),
+        group_bars("total time (s)", &time),
         table(&["target", "idle", "total (s)"], time_rows),
     )];
     if !cpu.is_empty() {
         figures.push(figure(
-            "study-ipi-blog-cpu",
+            "paper-ipi-blog-cpu",
             "CPU burned, per target and idle mode",
             "The share of the VM's cores' time not asleep: guest, host and host polling all \
              burn the core.",
             commands,
-            design_bars("CPU busy (% of the VM's cores)", &cpu),
+            group_bars("CPU busy (% of the VM's cores)", &cpu),
             table(&["target", "idle", "CPU busy"], cpu_rows),
         ));
     }
@@ -653,7 +698,7 @@ fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::figures::render_svg;
+    use crate::report::present::figures::render_svg;
     use serde_json::{json, Value};
 
     fn run(policy: &str, params: Value, extra: Value) -> Value {
@@ -677,7 +722,7 @@ mod tests {
     }
 
     fn sections(results: &[SimScenario]) -> Vec<Section> {
-        let sections = study_sections(results, 7);
+        let sections = paper_sections(results, 7);
         for figure in sections.iter().flat_map(|s| &s.figures) {
             render_svg(&figure.chart).unwrap_or_else(|err| panic!("{}: {err}", figure.id));
             assert!(
@@ -706,7 +751,7 @@ mod tests {
             "did-udp-rx",
             vec![run("vanilla", json!({"rate_pps": 100000}), json!({}))],
         )]);
-        assert_eq!(section.id, "study-did-udp-rx");
+        assert_eq!(section.id, "paper-did-udp-rx");
         assert!(section.intro[0].contains("predictions") && section.intro[0].contains("--seed 7"));
         assert!(section.intro[1].starts_with("Fitted"));
     }
@@ -722,7 +767,11 @@ mod tests {
             ],
         )]);
         let table = &section.figures[0].table;
-        let labels: Vec<&str> = table.rows.iter().map(|r| r.cells[0].as_str()).collect();
+        let labels: Vec<&str> = table
+            .rows
+            .iter()
+            .map(|r| r.cells[0].text.as_str())
+            .collect();
         assert_eq!(
             labels,
             ["100K pps · vanilla", "100K pps · did", "250K pps · vanilla"]
@@ -732,7 +781,7 @@ mod tests {
             Some("time in guest")
         );
         assert_eq!(
-            table.rows[0].cells.last().map(String::as_str),
+            table.rows[0].cells.last().map(|cell| cell.text.as_str()),
             Some("90.00%")
         );
     }
@@ -785,7 +834,7 @@ mod tests {
             .table
             .rows
             .iter()
-            .map(|r| (r.cells[0].as_str(), r.cells[2].as_str()))
+            .map(|r| (r.cells[0].text.as_str(), r.cells[2].text.as_str()))
             .collect();
         assert_eq!(
             rows,
@@ -875,7 +924,7 @@ mod tests {
             ],
         )]);
         assert_eq!(section.figures[0].table.rows.len(), 4);
-        let rows: Vec<Vec<String>> = section.figures[0]
+        let rows: Vec<Vec<Cell>> = section.figures[0]
             .table
             .rows
             .iter()
@@ -899,7 +948,7 @@ mod tests {
             "loongson-vioapic",
             vec![level("userspace", 4000.0, 9.0), level("pv", 1000.0, 3.0)],
         )]);
-        let rows: Vec<Vec<String>> = section.figures[0]
+        let rows: Vec<Vec<Cell>> = section.figures[0]
             .table
             .rows
             .iter()

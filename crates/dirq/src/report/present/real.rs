@@ -6,124 +6,17 @@
 use std::collections::BTreeMap;
 
 use dirq_stats::{f64_of, ratio};
-use dirq_vmm::exits::VmxExit;
-use dirq_vmm::report::Bucket;
 
-use super::charts::{
-    exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_cpu_scatter,
-    ns_to_us, percentile_chart, perf_kvm_stat_table, spread_us, ExitStat, LinePoint, SeriesKey,
+use crate::report::collect::exit_names::vmx_name;
+use crate::report::collect::real::{RealCase, INSN_EMULATION};
+use crate::report::collect::views::Latency;
+use crate::report::present::charts::{
+    exit_bars, exit_table, grouped_lines, latency_cpu_scatter, percentile_chart,
+    perf_kvm_stat_table, spread_us, ExitStat, LinePoint,
 };
-use super::data::{Axis, Figure, Scale, Section, Spread, Table, TableRow};
-use super::exit_names::vmx_name;
-use super::views::{Latency, RealRun};
-use dirq_vmm::config::BenchConfig;
-
-/// KVM's count of guest instructions it emulated: on backends that emulate
-/// privileged guest instructions without a VM exit (kvm_pvm), the work an
-/// uncounted EOI or timer write causes shows up here.
-const INSN_EMULATION: &str = "insn_emulation";
-
-/// whileloop's result: loop time without interrupts over loop time with them.
-pub const GUEST_SHARE: &str = "guest_share";
-
-/// One run of a real case.
-#[derive(Debug, Clone)]
-pub struct Repeat {
-    pub run: RealRun,
-    /// Host CPU the vCPU threads burned in the measured window, in cores
-    /// (CPU seconds per wall second): what polling costs.
-    pub cpu_cores: f64,
-}
-
-/// One real configuration, run one or more times, and how it was made.
-#[derive(Debug, Clone)]
-pub struct RealCase {
-    /// Short name of the path, e.g. "kernel + irqfd + PV EOI".
-    pub label: String,
-    /// The equivalent `dirq run ...` command line.
-    pub command: String,
-    pub config: BenchConfig,
-    /// Never empty.
-    pub repeats: Vec<Repeat>,
-}
-
-impl RealCase {
-    pub fn bench(&self) -> &str {
-        self.repeats
-            .first()
-            .map_or_else(|| self.config.bench().name(), |r| r.run.bench.as_str())
-    }
-
-    /// The median and range of a figure over the repeats that have it.
-    pub fn spread(&self, figure: impl Fn(&Repeat) -> Option<f64>) -> Option<Spread> {
-        Spread::of(self.repeats.iter().filter_map(figure))
-    }
-
-    pub fn exits_per_interrupt(&self) -> Option<Spread> {
-        self.spread(|r| (r.run.interrupts > 0).then_some(r.run.exits_per_interrupt))
-    }
-
-    pub fn p50(&self) -> Option<Spread> {
-        self.spread(|r| Some(r.run.latency_ns.as_ref()?.p50))
-    }
-
-    pub fn p99(&self) -> Option<Spread> {
-        self.spread(|r| Some(r.run.latency_ns.as_ref()?.p99))
-    }
-
-    pub fn guest_share(&self) -> Option<Spread> {
-        self.spread(|r| r.run.results.get(GUEST_SHARE).copied())
-    }
-
-    /// A count of each repeat per second of its measured window.
-    pub fn per_s(&self, count: impl Fn(&RealRun) -> Option<f64>) -> Option<Spread> {
-        self.spread(|r| {
-            let count = count(&r.run)?;
-            (r.run.duration_s > 0.0).then(|| count / r.run.duration_s)
-        })
-    }
-
-    /// Pings vCPU 0 sent a second, for the ipi bench (its pinged vCPU 1
-    /// counts them).
-    pub fn pings_per_s(&self) -> Option<Spread> {
-        self.per_s(|run| run.results.get(&dirq_vmm::bench::ipis_to_vcpu(1)).copied())
-    }
-
-    /// Whether KVM counted an HLT exit in any repeat.
-    pub fn saw_hlt_exits(&self) -> bool {
-        self.repeats.iter().any(|r| {
-            r.run
-                .exits
-                .by_category
-                .get(VmxExit::Hlt.name())
-                .is_some_and(|&count| count > 0)
-        })
-    }
-
-    pub fn cpu_cores(&self) -> Option<Spread> {
-        self.spread(|r| Some(r.cpu_cores))
-    }
-
-    /// Every repeat's latency samples in one histogram (all repeats use
-    /// the same bucket bounds).
-    pub fn pooled_histogram(&self) -> Vec<Bucket> {
-        let mut pooled: BTreeMap<u64, u64> = BTreeMap::new();
-        for repeat in &self.repeats {
-            for bucket in &repeat.run.latency_histogram {
-                *pooled.entry(bucket.le_ns).or_insert(0) += bucket.count;
-            }
-        }
-        pooled
-            .into_iter()
-            .map(|(le_ns, count)| Bucket { le_ns, count })
-            .collect()
-    }
-}
-
-/// A table cell: the median and range, or "-" when not measured.
-pub fn spread_cell(spread: Option<Spread>, format: fn(f64) -> String) -> String {
-    spread.map_or_else(|| "-".into(), |s| s.text(format))
-}
+use crate::report::present::data::{
+    Axis, Cell, Figure, Scale, Section, SeriesKey, Spread, Table, TableRow, Unit,
+};
 
 /// Time in guest above 100% cannot be true.
 fn impossible_share(spread: &Spread) -> bool {
@@ -343,13 +236,13 @@ fn latency_figure(bench: &str, what: &str, cases: &[&RealCase]) -> Option<Figure
             .map(|case| {
                 let samples: u64 = case.pooled_histogram().iter().map(|b| b.count).sum();
                 TableRow::new(vec![
-                    case.label.clone(),
-                    samples.to_string(),
-                    spread_cell(latency(|l| l.min)(case), us_value),
-                    spread_cell(latency(|l| Some(l.mean))(case), us_value),
-                    spread_cell(latency(|l| Some(l.p50))(case), us_value),
-                    spread_cell(latency(|l| Some(l.p99))(case), us_value),
-                    spread_cell(latency(|l| Some(l.max))(case), us_value),
+                    Cell::text(case.label.clone()),
+                    Cell::count(samples),
+                    Cell::spread(latency(|l| l.min)(case).map(spread_us), Unit::Us),
+                    Cell::spread(latency(|l| Some(l.mean))(case).map(spread_us), Unit::Us),
+                    Cell::spread(latency(|l| Some(l.p50))(case).map(spread_us), Unit::Us),
+                    Cell::spread(latency(|l| Some(l.p99))(case).map(spread_us), Unit::Us),
+                    Cell::spread(latency(|l| Some(l.max))(case).map(spread_us), Unit::Us),
                 ])
             })
             .collect(),
@@ -368,11 +261,6 @@ fn latency_figure(bench: &str, what: &str, cases: &[&RealCase]) -> Option<Figure
         chart,
         table,
     })
-}
-
-/// A latency in ns as a table cell in us.
-fn us_value(ns: f64) -> String {
-    format_value(ns_to_us(ns))
 }
 
 fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
@@ -406,11 +294,11 @@ fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
             .iter()
             .map(|(case, p50, cpu)| {
                 TableRow::new(vec![
-                    case.label.clone(),
-                    p50.text(us_value),
-                    spread_cell(case.p99(), us_value),
-                    cpu.text(|v| format!("{v:.2}")),
-                    spread_cell(case.exits_per_interrupt(), format_value),
+                    Cell::text(case.label.clone()),
+                    Cell::spread(Some(spread_us(*p50)), Unit::Us),
+                    Cell::spread(case.p99().map(spread_us), Unit::Us),
+                    Cell::spread(Some(*cpu), Unit::Cores),
+                    Cell::spread(case.exits_per_interrupt(), Unit::Count),
                 ])
             })
             .collect(),
@@ -454,7 +342,7 @@ fn whileloop_figure(cases: &[&RealCase]) -> Option<Figure> {
             scale: Scale::Linear,
         },
         &points,
-        format_percent,
+        Unit::Fraction,
         Some(1.0),
     );
     let mut caption = format!(
@@ -508,28 +396,25 @@ fn runs_table(cases: &[RealCase]) -> Table {
                 let share = case.guest_share();
                 TableRow::flagged(
                     vec![
-                        case.bench().to_string(),
-                        case.label.clone(),
-                        case.repeats.len().to_string(),
-                        spread_cell(
-                            case.spread(|r| Some(f64_of(r.run.interrupts))),
-                            format_value,
-                        ),
-                        spread_cell(case.exits_per_interrupt(), format_value),
-                        spread_cell(
+                        Cell::text(case.bench()),
+                        Cell::text(case.label.clone()),
+                        Cell::count(u64::try_from(case.repeats.len()).unwrap_or(u64::MAX)),
+                        Cell::spread(case.spread(|r| Some(f64_of(r.run.interrupts))), Unit::Count),
+                        Cell::spread(case.exits_per_interrupt(), Unit::Count),
+                        Cell::spread(
                             case.spread(|r| {
                                 (r.run.interrupts > 0)
                                     .then(|| ratio(r.run.exits.userspace, r.run.interrupts))
                             }),
-                            format_value,
+                            Unit::Count,
                         ),
-                        spread_cell(
+                        Cell::spread(
                             case.spread(|r| r.run.per_interrupt(INSN_EMULATION)),
-                            format_value,
+                            Unit::Count,
                         ),
-                        spread_cell(case.p50(), us_value),
-                        spread_cell(share, format_percent),
-                        spread_cell(case.cpu_cores(), |v| format!("{v:.2}")),
+                        Cell::spread(case.p50().map(spread_us), Unit::Us),
+                        Cell::spread(share, Unit::Fraction),
+                        Cell::spread(case.cpu_cores(), Unit::Cores),
                     ],
                     share.is_some_and(|s| impossible_share(&s)),
                 )
@@ -540,8 +425,12 @@ fn runs_table(cases: &[RealCase]) -> Table {
 
 #[cfg(test)]
 mod tests {
-    use super::super::data::Chart;
     use super::*;
+    use crate::report::collect::real::Repeat;
+    use crate::report::collect::views::RealRun;
+    use crate::report::present::data::Chart;
+    use dirq_vmm::config::BenchConfig;
+    use dirq_vmm::report::Bucket;
 
     fn case(bench: &str, label: &str, interrupts: u64, by_category: serde_json::Value) -> RealCase {
         let run: RealRun = serde_json::from_value(serde_json::json!({

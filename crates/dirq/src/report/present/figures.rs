@@ -10,7 +10,10 @@ use dirq_sim::policy::PolicyKind;
 use dirq_stats::round_u64;
 use dirq_vmm::exits::VmxExit;
 
-use super::data::{Axis, Chart, GroupedSeries, NamedValues, Scale, Series, SeriesKey, SeriesStyle};
+use crate::report::format::compact_number;
+use crate::report::present::data::{
+    Axis, Chart, GroupedSeries, NamedValues, Scale, Series, SeriesKey, SeriesStyle,
+};
 
 const WIDTH: u32 = 880;
 const XY_HEIGHT: u32 = 420;
@@ -806,41 +809,10 @@ fn render_xy(
 
 const IDENTITY_LEGEND: &str = "y = x (exact prediction)";
 
-/// 1234567 -> "1.23M", 0.25 -> "0.25": short tick labels.
-pub fn compact_number(value: f64) -> String {
-    let magnitude = value.abs();
-    let (scaled, suffix) = if magnitude >= 1e9 {
-        (value / 1e9, "G")
-    } else if magnitude >= 1e6 {
-        (value / 1e6, "M")
-    } else if magnitude >= 1e3 {
-        (value / 1e3, "K")
-    } else {
-        (value, "")
-    };
-    let text = if scaled == 0.0 {
-        "0".to_string()
-    } else if scaled.abs() >= 100.0 {
-        format!("{scaled:.0}")
-    } else if scaled.abs() >= 10.0 {
-        format!("{scaled:.1}")
-    } else if scaled.abs() >= 0.01 {
-        format!("{scaled:.2}")
-    } else {
-        format!("{scaled:.1e}")
-    };
-    let trimmed = if text.contains('.') && !text.contains('e') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    };
-    format!("{trimmed}{suffix}")
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::data::{SeriesKey, Spread};
     use super::*;
+    use crate::report::present::data::{SeriesKey, Spread};
 
     fn axis(label: &str, scale: Scale) -> Axis {
         Axis {
@@ -1088,15 +1060,5 @@ mod tests {
             labels.iter().any(|t| t == "latency (us) (log scale)"),
             "{labels:?}"
         );
-    }
-
-    #[test]
-    fn compact_numbers() {
-        assert_eq!(compact_number(0.0), "0");
-        assert_eq!(compact_number(0.25), "0.25");
-        assert_eq!(compact_number(1_500.0), "1.5K");
-        assert_eq!(compact_number(28_000.0), "28K");
-        assert_eq!(compact_number(2_340_000.0), "2.34M");
-        assert_eq!(compact_number(-3_000.0), "-3K");
     }
 }

@@ -3,8 +3,8 @@
 
 use crate::calibrate::Calibration;
 
-use super::charts::format_value;
-use super::data::{Section, Table, TableRow};
+use crate::report::format::format_value;
+use crate::report::present::data::{Section, Table, TableRow};
 
 pub fn calibration_section(calibration: &Calibration, profile_file: &str) -> Section {
     let costs = Table {

@@ -1,5 +1,5 @@
-//! The software-only designs (docs/designs.md) as a report section: what
-//! `dirq designs` prints, as figures with their tables.
+//! The software-only studies (docs/studies.md) as a report section: what
+//! `dirq studies` prints, as figures with their tables.
 
 use std::collections::BTreeMap;
 
@@ -7,11 +7,14 @@ use dirq_stats::f64_of;
 use dirq_vmm::designs::vioapic::VioapicTable;
 use dirq_vmm::designs::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable};
 
-use super::charts::{exit_bars, format_percent, format_value, latency_cpu_scatter, ns_to_us};
-use super::conclusions::and_list;
-use super::data::{Chart, Figure, NamedValues, Section, SeriesKey, Spread, Table, TableRow};
-use super::progress::StepFailure;
 use crate::designs::{Design, DesignTables};
+use crate::report::format::{format_percent, format_value, ns_to_us};
+use crate::report::present::charts::{exit_bars, latency_cpu_scatter};
+use crate::report::present::conclusions::and_list;
+use crate::report::present::data::{
+    Chart, Figure, NamedValues, Section, SeriesKey, Spread, Table, TableRow,
+};
+use crate::report::progress::StepFailure;
 
 fn columns(names: &[&str]) -> Vec<String> {
     names.iter().map(|name| name.to_string()).collect()
@@ -55,7 +58,7 @@ fn vioapic_figure(table: &VioapicTable, command: &str) -> Figure {
         })
         .collect();
     Figure {
-        id: "designs-vioapic".into(),
+        id: "studies-vioapic".into(),
         title: "VIOAPIC: exits per level-triggered interrupt, per controller level".into(),
         caption: "The guest handles back-to-back level-triggered device interrupts with the \
                   same register sequence at every level; only where the registers live differs."
@@ -130,7 +133,7 @@ fn io_batch_figure(table: &IoBatchTable, command: &str) -> Figure {
         })
         .collect();
     Figure {
-        id: "designs-io-batch".into(),
+        id: "studies-io-batch".into(),
         title: "Batched port I/O: exits per disk command".into(),
         commands: vec![
             format!("{command} --only io-batch"),
@@ -194,7 +197,7 @@ fn tick_figure(table: &TickTable, command: &str) -> Figure {
         })
         .collect();
     Figure {
-        id: "designs-tick".into(),
+        id: "studies-tick".into(),
         title: "Tick scaling: timer interrupts per second".into(),
         caption: "The guest programs the PIT for 1000 Hz; the VMM's PIT counts K times slower, \
                   and the guest still reads back only counts up to the one it wrote (last column)."
@@ -270,7 +273,7 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
         })
         .collect();
     Figure {
-        id: "designs-halt".into(),
+        id: "studies-halt".into(),
         title: "IPIs and HLT: latency against host CPU burned".into(),
         caption: match table.shared_cpus_note() {
             Some(note) => format!(
@@ -300,9 +303,9 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
     }
 }
 
-/// What each design's table measures, for the section's first words.
-fn measures(design: Design) -> &'static str {
-    match design {
+/// What each study's table measures, for the section's first words.
+fn measures(study: Design) -> &'static str {
+    match study {
         Design::Vioapic => "the four VIOAPIC levels",
         Design::IoBatch => "batched port I/O",
         Design::Tick => "transparent tick scaling",
@@ -310,8 +313,8 @@ fn measures(design: Design) -> &'static str {
     }
 }
 
-fn measured(tables: &DesignTables, design: Design) -> bool {
-    match design {
+fn measured(tables: &DesignTables, study: Design) -> bool {
+    match study {
         Design::Vioapic => tables.vioapic.is_some(),
         Design::IoBatch => tables.io_batch.is_some(),
         Design::Tick => tables.tick.is_some(),
@@ -319,37 +322,37 @@ fn measured(tables: &DesignTables, design: Design) -> bool {
     }
 }
 
-/// The `--only` name of a design.
-fn only_name(design: Design) -> String {
-    clap::ValueEnum::to_possible_value(&design).map_or_else(
-        || format!("{design:?}"),
+/// The `--only` name of a study.
+fn only_name(study: Design) -> String {
+    clap::ValueEnum::to_possible_value(&study).map_or_else(
+        || format!("{study:?}"),
         |value| value.get_name().to_string(),
     )
 }
 
-/// Each design whose table is missing, with its error and the command
-/// that measures it alone. `measure` names the design before its error.
+/// Each study whose table is missing, with its error and the command
+/// that measures it alone. `measure` names the study before its error.
 pub fn failures(tables: &DesignTables, command: &str) -> Vec<StepFailure> {
     Design::ALL
         .into_iter()
-        .filter(|&design| !measured(tables, design))
-        .filter_map(|design| {
-            let named = format!("{}: ", design.title());
+        .filter(|&study| !measured(tables, study))
+        .filter_map(|study| {
+            let named = format!("{}: ", study.title());
             let reason = tables
                 .failures
                 .iter()
                 .find_map(|failure| failure.strip_prefix(&named))?;
             Some(StepFailure {
-                configuration: measures(design).into(),
+                configuration: measures(study).into(),
                 reason: reason.to_string(),
-                command: Some(format!("{command} --only {}", only_name(design))),
+                command: Some(format!("{command} --only {}", only_name(study))),
             })
         })
         .collect()
 }
 
-/// The section, or `None` when no design could be measured.
-pub fn designs_section(tables: &DesignTables, command: &str) -> Option<Section> {
+/// The section, or `None` when no study could be measured.
+pub fn studies_section(tables: &DesignTables, command: &str) -> Option<Section> {
     let mut figures = Vec::new();
     if let Some(table) = &tables.vioapic {
         figures.push(vioapic_figure(table, command));
@@ -369,24 +372,24 @@ pub fn designs_section(tables: &DesignTables, command: &str) -> Option<Section> 
     // What failed is said by the report (an "Incomplete" line above this).
     let names: Vec<&str> = Design::ALL
         .into_iter()
-        .filter(|&design| measured(tables, design))
+        .filter(|&study| measured(tables, study))
         .map(measures)
         .collect();
     let intro = vec![
         format!(
-            "The designs of docs/designs.md that need no special hardware, run on dirq's VMM \
+            "The studies of docs/studies.md that need no special hardware, run on dirq's VMM \
              and guest and measured exit by exit, each once: {}.",
             and_list(&names)
         ),
         "Where kvm_pvm emulates dirq's guest, every instruction costs about a tenth of a \
          userspace exit, so the work every path shares weighs more than on hardware and the \
          savings look smaller, and a running vCPU takes interrupts only at its next exit; \
-         docs/designs.md explains both."
+         docs/studies.md explains both."
             .into(),
     ];
     Some(Section {
-        id: "designs".into(),
-        title: "Software-only designs, for real on this host's KVM".into(),
+        id: "studies".into(),
+        title: "Software-only studies, for real on this host's KVM".into(),
         intro,
         figures,
         tables: Vec::new(),
@@ -407,19 +410,19 @@ mod tests {
             ..DesignTables::default()
         };
         // Batched I/O and tick scaling were not asked for: no error, no failure.
-        let failures = failures(&tables, "dirq designs");
+        let failures = failures(&tables, "dirq studies");
         assert_eq!(failures.len(), 2);
         assert_eq!(failures[0].configuration, "the four VIOAPIC levels");
         assert_eq!(failures[0].reason, "the guest hung");
         assert_eq!(
             failures[0].command.as_deref(),
-            Some("dirq designs --only vioapic")
+            Some("dirq studies --only vioapic")
         );
         assert_eq!(failures[1].configuration, "the IPI/HLT trade-off");
         assert_eq!(failures[1].reason, "no /dev/kvm");
         assert_eq!(
             failures[1].command.as_deref(),
-            Some("dirq designs --only halt")
+            Some("dirq studies --only halt")
         );
     }
 }

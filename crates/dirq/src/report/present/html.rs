@@ -4,10 +4,11 @@
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use super::data::{Depth, Figure, ReportData, Section, Table, TableRow};
-use super::figures::render_svg;
-use super::meta::{utc_minutes, Meta};
-use super::progress::{StepFailure, StepRecord, StepStatus};
+use crate::report::collect::Depth;
+use crate::report::meta::{utc_minutes, Meta};
+use crate::report::present::data::{Cell, Figure, ReportData, Section, Table, TableRow};
+use crate::report::present::figures::render_svg;
+use crate::report::progress::{StepFailure, StepRecord, StepStatus};
 use dirq_vmm::host_load::HostNoise;
 
 const STYLE: &str = "
@@ -289,7 +290,7 @@ fn render_table(table: &Table) -> Markup {
                     @for row in &table.rows {
                         tr class=[row.flagged.then_some("flagged")] {
                             @for cell in &row.cells {
-                                td class=[(!is_number(cell)).then_some("text")] { (code_spans(cell)) }
+                                td class=[(!is_number(cell)).then_some("text")] { (code_spans(&cell.text)) }
                             }
                         }
                     }
@@ -299,9 +300,13 @@ fn render_table(table: &Table) -> Markup {
     }
 }
 
-/// Cells that hold a number ("28.2K", "-50.0%", "0 / 1011", "2.50 (2.00-3.00)")
-/// align right; words and commands align left.
-fn is_number(cell: &str) -> bool {
+/// Cells that hold a number (a typed one, or text such as "0 / 1011" or
+/// "1.5x") align right; words and commands align left.
+fn is_number(cell: &Cell) -> bool {
+    if cell.value.is_some() {
+        return true;
+    }
+    let cell = cell.text.as_str();
     let starts_numeric = cell
         .chars()
         .next()
@@ -333,11 +338,11 @@ fn code_spans(text: &str) -> Markup {
 
 #[cfg(test)]
 mod tests {
-    use super::super::data::{
-        Axis, Chart, Depth, KvmStatus, NamedValues, Scale, Series, SeriesKey, SeriesStyle, TableRow,
-    };
-    use super::super::progress::{Step, Steps};
     use super::*;
+    use crate::report::present::data::{
+        Axis, Chart, KvmStatus, NamedValues, Scale, Series, SeriesKey, SeriesStyle, TableRow, Unit,
+    };
+    use crate::report::progress::{Step, Steps};
     use dirq_vmm::host_load::NoiseReason;
 
     fn sample_report(kvm_available: bool) -> ReportData {
@@ -359,8 +364,8 @@ mod tests {
                 title: String::new(),
                 columns: vec!["run".into(), "EXTERNAL_INTERRUPT/s".into()],
                 rows: vec![
-                    TableRow::new(vec!["vanilla 100K".into(), "14000".into()]),
-                    TableRow::flagged(vec!["did 100K".into(), "10".into()], true),
+                    TableRow::new(vec!["vanilla 100K", "14000"]),
+                    TableRow::flagged(vec!["did 100K", "10"], true),
                 ],
             },
         };
@@ -584,9 +589,9 @@ mod tests {
             title: String::new(),
             columns: vec!["run".into(), "why".into(), "exits/s".into()],
             rows: vec![TableRow::new(vec![
-                "a".into(),
-                "saturated: the rest merged".into(),
-                "28.2K".into(),
+                "a",
+                "saturated: the rest merged",
+                "28.2K",
             ])],
         };
         let html = render_table(&table).into_string();
@@ -606,10 +611,14 @@ mod tests {
             "-",
             "2.50 (2.00\u{2013}3.00)",
         ] {
-            assert!(is_number(number), "{number}");
+            assert!(is_number(&Cell::text(number)), "{number}");
         }
         for text in ["did 100K", "MISS", "99.8K packets/s", "dirq run ipi"] {
-            assert!(!is_number(text), "{text}");
+            assert!(!is_number(&Cell::text(text)), "{text}");
         }
+        // A typed number aligns right whatever its text.
+        let mut typed = Cell::number(5.0, Unit::Count);
+        typed.text = "five".into();
+        assert!(is_number(&typed));
     }
 }

@@ -1,15 +1,19 @@
 //! Report sections for simulation scenarios: exits by reason per run, time
 //! in guest against rate, latency distributions, invariant checks.
 
-use super::charts::{
-    auto_scale, exit_bars, exit_table, format_percent, format_value, grouped_lines, latency_table,
-    ns_to_us, percentile_chart, perf_kvm_stat_table, ExitStat, LinePoint, SeriesKey,
+use crate::report::collect::simulate::TracedExits;
+use crate::report::collect::views::{Latency, SimRun, SimScenario};
+use dirq_sim::policy::PolicyKind;
+
+use crate::report::format::{format_value, ns_to_us};
+use crate::report::present::charts::{
+    auto_scale, exit_bars, exit_table, grouped_lines, latency_table, percentile_chart,
+    perf_kvm_stat_table, ExitStat, LinePoint,
 };
-use super::data::{
-    Axis, Chart, Figure, Scale, Section, Series, SeriesStyle, Spread, Table, TableRow,
+use crate::report::present::data::{
+    Axis, Cell, Chart, Figure, Scale, Section, Series, SeriesKey, SeriesStyle, Spread, Table,
+    TableRow, Unit,
 };
-use super::simulate::TracedExits;
-use super::views::{Latency, SimRun, SimScenario};
 use dirq_vmm::exits::ExitTime;
 
 /// Builds the section of one simulated scenario. `command` is the
@@ -50,7 +54,7 @@ pub fn scenario_section(
         .iter()
         .filter_map(|run| {
             Some(LinePoint {
-                group: run.policy.clone(),
+                group: run.policy.name().to_string(),
                 x: run.rate()?.1,
                 y: Spread::of([run.time_in_guest])?,
             })
@@ -72,7 +76,7 @@ pub fn scenario_section(
                     scale: Scale::Linear,
                 },
                 &rated,
-                format_percent,
+                Unit::Fraction,
                 Some(1.0),
             );
             figures.push(Figure {
@@ -124,7 +128,7 @@ fn latency_figures(
     if measured.is_empty() {
         return Vec::new();
     }
-    let mut policies: Vec<&str> = measured.iter().map(|(r, _, _)| r.policy.as_str()).collect();
+    let mut policies: Vec<PolicyKind> = measured.iter().map(|(r, _, _)| r.policy).collect();
     policies.sort_unstable();
     policies.dedup();
     let one_run_per_design = policies.len() == measured.len();
@@ -178,7 +182,7 @@ fn latency_figures(
                     .iter()
                     .map(|(run, label, latency)| {
                         let key = if one_run_per_design {
-                            SeriesKey::design(&run.policy)
+                            SeriesKey::Design(run.policy)
                         } else {
                             SeriesKey::Variant
                         };
@@ -225,12 +229,12 @@ fn latency_against(
         let Some(x) = run.params.get(x_key).and_then(serde_json::Value::as_f64) else {
             continue;
         };
-        let position = match series.iter().position(|s| s.name == run.policy) {
+        let position = match series.iter().position(|s| s.name == run.policy.name()) {
             Some(position) => position,
             None => {
                 series.push(
-                    Series::new(run.policy.as_str(), SeriesStyle::Line, Vec::new())
-                        .keyed(SeriesKey::design(&run.policy)),
+                    Series::new(run.policy.name(), SeriesStyle::Line, Vec::new())
+                        .keyed(SeriesKey::Design(run.policy)),
                 );
                 series.len() - 1
             }
@@ -292,16 +296,17 @@ fn summary_table(runs: &[SimRun], labels: &[String]) -> Table {
             .map(|(run, label)| {
                 TableRow::flagged(
                     vec![
-                        label.clone(),
-                        format_value(run.exits_per_s),
-                        format_percent(run.time_in_guest),
-                        run.latency_ns
-                            .as_ref()
-                            .map_or_else(|| "-".into(), |l| format_value(ns_to_us(l.mean))),
-                        throughput_text(run),
-                        run.violations().to_string(),
-                        run.events.to_string(),
-                        format!("{:.2}", run.wall_s),
+                        Cell::text(label.clone()),
+                        Cell::number(run.exits_per_s, Unit::Count),
+                        Cell::number(run.time_in_guest, Unit::Fraction),
+                        run.latency_ns.as_ref().map_or_else(
+                            || Cell::text("-"),
+                            |l| Cell::number(ns_to_us(l.mean), Unit::Us),
+                        ),
+                        Cell::text(throughput_text(run)),
+                        Cell::count(run.violations()),
+                        Cell::count(run.events),
+                        Cell::number(run.wall_s, Unit::Seconds),
                     ],
                     run.violations() > 0,
                 )
@@ -364,8 +369,8 @@ fn throughput_text(run: &SimRun) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::data::Chart;
     use super::*;
+    use crate::report::present::data::Chart;
 
     fn run(policy: &str, rate: f64, extint: f64, guest: f64, latency: bool) -> serde_json::Value {
         let mut value = serde_json::json!({
@@ -470,7 +475,10 @@ mod tests {
         let keys: Vec<SeriesKey> = series.iter().map(|s| s.key).collect();
         assert_eq!(
             keys,
-            [SeriesKey::design("vanilla"), SeriesKey::design("did")]
+            [
+                SeriesKey::Design(PolicyKind::Vanilla),
+                SeriesKey::Design(PolicyKind::Did)
+            ]
         );
         assert_eq!(
             series[0].points,
@@ -503,5 +511,13 @@ mod tests {
         let flags: Vec<bool> = section.tables[0].rows.iter().map(|r| r.flagged).collect();
         assert_eq!(flags, [true, false]);
         assert_eq!(section.tables[0].rows[0].cells[4], "1K packets/s");
+        // The summary's numbers keep their values for data.json.
+        let guest = &section.tables[0].rows[1].cells[2];
+        assert_eq!(guest, &"99.00%");
+        assert_eq!(
+            (guest.value, guest.unit),
+            (Some(0.99), Some(Unit::Fraction))
+        );
+        assert_eq!(section.tables[0].rows[0].cells[5].value, Some(3.0));
     }
 }

@@ -3,47 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-use dirq_sim::policy::PolicyKind;
-use dirq_vmm::exits::VmxExit;
-
-use super::data::{Axis, Chart, NamedValues, Scale, Series, SeriesStyle, Spread, Table, TableRow};
+use crate::report::present::data::{
+    Axis, Cell, Chart, NamedValues, Scale, Series, SeriesKey, SeriesStyle, Spread, Table, TableRow,
+    Unit,
+};
 use dirq_stats::{f64_of, ratio, round_u64};
 use dirq_vmm::exits::ExitTime;
 use dirq_vmm::report::{Bucket, PERF_KVM_STAT_COLUMNS};
 
-use super::figures::compact_number;
-use super::views::Latency;
-
-/// What a series stands for, which decides its colour: a design and an
-/// exit reason keep one colour in every figure, from palettes of their
-/// own; the real run is dark grey; anything else (a delivery path, an idle
-/// mode, a VIOAPIC level, a latency bucket) takes a third palette by its
-/// place in the figure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", content = "of", rename_all = "snake_case")]
-pub enum SeriesKey {
-    Measured,
-    Design(PolicyKind),
-    Exit(VmxExit),
-    Variant,
-}
-
-impl SeriesKey {
-    /// The key of a design named as the simulator's results name it.
-    pub fn design(name: &str) -> SeriesKey {
-        PolicyKind::ALL
-            .into_iter()
-            .find(|policy| policy.name() == name)
-            .map_or(SeriesKey::Variant, SeriesKey::Design)
-    }
-
-    /// The key of an exit reason named by its VMX name.
-    pub fn exit(name: &str) -> SeriesKey {
-        VmxExit::from_name(name).map_or(SeriesKey::Variant, SeriesKey::Exit)
-    }
-}
+use crate::report::collect::views::Latency;
+use crate::report::format::{format_percent, ns_to_us};
 
 /// Stacked bars of exit reasons, one bar per labelled entry. Reasons are
 /// ordered by their largest value so the big ones sit at the left.
@@ -95,8 +64,15 @@ pub fn exit_table(first_column: &str, chart: &Chart, unit: &str) -> Table {
                 .iter()
                 .map(|stack| stack.values.get(row).copied().unwrap_or(0.0))
                 .collect();
-            let mut cells = vec![label.clone(), format_value(values.iter().sum())];
-            cells.extend(values.into_iter().map(format_value));
+            let mut cells = vec![
+                Cell::text(label.clone()),
+                Cell::number(values.iter().sum(), Unit::Count),
+            ];
+            cells.extend(
+                values
+                    .into_iter()
+                    .map(|value| Cell::number(value, Unit::Count)),
+            );
             TableRow::new(cells)
         })
         .collect();
@@ -154,7 +130,7 @@ pub fn percentile_chart(lines: &[(String, SeriesKey, Vec<Bucket>)]) -> Chart {
 
 /// The latency table beside a percentile plot: one row per run, in us.
 pub fn latency_table(first_column: &str, rows: &[(String, u64, Latency)]) -> Table {
-    let us = |ns: f64| format_value(ns_to_us(ns));
+    let us = |ns: f64| Cell::number(ns_to_us(ns), Unit::Us);
     Table {
         title: String::new(),
         columns: [
@@ -173,12 +149,12 @@ pub fn latency_table(first_column: &str, rows: &[(String, u64, Latency)]) -> Tab
             .iter()
             .map(|(label, samples, l)| {
                 TableRow::new(vec![
-                    label.clone(),
-                    samples.to_string(),
-                    l.min.map_or_else(|| "-".into(), us),
+                    Cell::text(label.clone()),
+                    Cell::count(*samples),
+                    l.min.map_or_else(|| Cell::text("-"), us),
                     us(l.mean),
                     us(l.p50),
-                    l.p90.map_or_else(|| "-".into(), us),
+                    l.p90.map_or_else(|| Cell::text("-"), us),
                     us(l.p99),
                     us(l.max),
                 ])
@@ -217,7 +193,7 @@ pub fn grouped_lines(
     x_axis: Axis,
     y_axis: Axis,
     points: &[LinePoint],
-    format_y: fn(f64) -> String,
+    y_unit: Unit,
     ceiling: Option<f64>,
 ) -> (Chart, Table) {
     let mut groups: Vec<(String, Vec<&LinePoint>)> = Vec::new();
@@ -238,7 +214,11 @@ pub fn grouped_lines(
             .flat_map(|(group, line)| {
                 line.iter().map(move |point| {
                     TableRow::flagged(
-                        vec![group.clone(), format_value(point.x), point.y.text(format_y)],
+                        vec![
+                            Cell::text(group.clone()),
+                            Cell::number(point.x, Unit::Count),
+                            Cell::spread(Some(point.y), y_unit),
+                        ],
                         ceiling.is_some_and(|ceiling| point.y.max > ceiling),
                     )
                 })
@@ -426,40 +406,9 @@ pub fn perf_kvm_stat_table(
     }
 }
 
-/// A latency in ns, in us: every latency the report shows is in us.
-pub fn ns_to_us(ns: f64) -> f64 {
-    ns / 1e3
-}
-
 /// A latency measured in ns over repeats, in us.
 pub fn spread_us(ns: Spread) -> Spread {
-    Spread {
-        median: ns_to_us(ns.median),
-        min: ns_to_us(ns.min),
-        max: ns_to_us(ns.max),
-        runs: ns.runs,
-    }
-}
-
-/// Table cell for a measured or predicted number: three significant digits.
-pub fn format_value(value: f64) -> String {
-    if !value.is_finite() {
-        return "n/a".into();
-    }
-    let magnitude = value.abs();
-    if magnitude >= 1_000.0 {
-        compact_number(value)
-    } else if magnitude >= 100.0 || value == 0.0 {
-        format!("{value:.0}")
-    } else if magnitude >= 10.0 {
-        format!("{value:.1}")
-    } else {
-        format!("{value:.2}")
-    }
-}
-
-pub fn format_percent(fraction: f64) -> String {
-    format!("{:.2}%", fraction * 100.0)
+    ns.map(ns_to_us)
 }
 
 #[cfg(test)]
@@ -518,7 +467,7 @@ mod tests {
             axis("rate"),
             axis("share"),
             &points,
-            format_percent,
+            Unit::Fraction,
             Some(1.0),
         );
         let Chart::Xy { series, .. } = chart else {

@@ -12,8 +12,8 @@ use indicatif::ProgressBar;
 
 use serde::Serialize;
 
-use super::data::Depth;
-use super::views::SimScenario;
+use crate::report::collect::views::SimScenario;
+use crate::report::collect::Depth;
 
 /// Simulated time per run in a smoke report: enough events to draw every
 /// figure, short enough for the test suite.

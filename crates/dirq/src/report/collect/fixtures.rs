@@ -1,0 +1,89 @@
+//! Collected data built by hand, for the tests of every stage.
+
+use dirq_vmm::config::params::TimerLatencyParams;
+use dirq_vmm::config::{Bench, BenchConfig, BenchParams, Irqchip};
+
+use super::plan::CYCLICTEST_PERIOD_NS;
+use super::real::{RealCase, Repeat};
+use super::views::RealRun;
+use crate::calibrate::costs::{derive_costs, HostCosts, Observations};
+
+pub fn host_costs() -> HostCosts {
+    derive_costs(&Observations {
+        userspace_exit_ns: 10_000.0,
+        kernel_exit_ns: 4_000.0,
+        inject_running_p50_ns: 30_000.0,
+        inject_halted_p50_ns: 36_000.0,
+        ..Observations::default()
+    })
+}
+
+pub fn config(bench: Bench, irqchip: Irqchip) -> BenchConfig {
+    let mut config = BenchConfig::new(bench);
+    config.common.irqchip = irqchip;
+    config
+}
+
+/// timer-latency at the simulator's cyclictest rate.
+pub fn cyclictest(irqchip: Irqchip) -> BenchConfig {
+    let mut config = BenchConfig::from(BenchParams::TimerLatency(TimerLatencyParams {
+        period_ns: CYCLICTEST_PERIOD_NS,
+        ..TimerLatencyParams::default()
+    }));
+    config.common.irqchip = irqchip;
+    config
+}
+
+/// A real case of `config` with one run that counted `by_category`
+/// exits and `results` over one second.
+pub fn case_with(
+    config: BenchConfig,
+    by_category: serde_json::Value,
+    results: serde_json::Value,
+) -> RealCase {
+    let run: RealRun = serde_json::from_value(serde_json::json!({
+        "bench": config.bench().name(),
+        "interrupts": 1000,
+        "exits": {"userspace": 0, "by_reason": {}, "by_category": by_category},
+        "exits_per_interrupt": 1.0,
+        "results": results,
+        "duration_s": 1.0
+    }))
+    .expect("contract parses");
+    RealCase {
+        label: "kernel".into(),
+        command: "dirq run".into(),
+        config,
+        repeats: vec![Repeat {
+            run,
+            cpu_cores: 1.0,
+        }],
+    }
+}
+
+pub fn case(config: BenchConfig) -> RealCase {
+    case_with(config, serde_json::json!({}), serde_json::json!({}))
+}
+
+pub fn timer_case(exits_per_interrupt: f64) -> RealCase {
+    let config = cyclictest(Irqchip::Kernel);
+    let run: RealRun = serde_json::from_value(serde_json::json!({
+        "bench": "timer-latency",
+        "config": serde_json::to_value(&config).expect("config serializes"),
+        "interrupts": 1000,
+        "exits": {"total": 3000, "userspace": 0, "kernel": 3000, "by_reason": {}},
+        "exits_per_interrupt": exits_per_interrupt,
+        "latency_ns": {"mean": 40000.0, "p50": 40000.0, "p99": 60000.0, "max": 90000.0},
+        "duration_s": 1.0
+    }))
+    .expect("contract parses");
+    RealCase {
+        label: "kernel".into(),
+        command: "dirq run timer-latency".into(),
+        config,
+        repeats: vec![Repeat {
+            run,
+            cpu_cores: 1.0,
+        }],
+    }
+}
