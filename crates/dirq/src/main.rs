@@ -8,12 +8,12 @@
 #![deny(clippy::print_stdout)]
 
 mod calibrate;
-mod designs;
 mod output;
 mod probe;
 mod report;
 mod run;
 mod sim;
+mod studies;
 
 use clap::{Parser, Subcommand};
 
@@ -49,7 +49,7 @@ enum Command {
     /// Measure the software-only studies on KVM, every mode side by side
     /// (`designs` is the old name, still accepted).
     #[command(visible_alias = "designs")]
-    Studies(designs::Args),
+    Studies(studies::Args),
     /// Measure this host's costs and write a cost profile for `dirq sim --profile`.
     Calibrate(calibrate::Args),
     /// Run probe, calibration, real benchmarks and simulations; write an HTML report.
@@ -63,7 +63,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => run::execute(args),
         Command::Probe(args) => probe::execute(args),
         Command::Sim(args) => sim::execute(args),
-        Command::Studies(args) => designs::execute(args),
+        Command::Studies(args) => studies::execute(args),
         Command::Calibrate(args) => calibrate::execute(args),
         Command::Report(args) => report::execute(args),
     };

@@ -21,7 +21,7 @@ use dirq_vmm::probe::ProbeReport;
 use dirq_vmm::RunReport;
 
 use crate::calibrate::Calibration;
-use crate::designs::DesignTables;
+use crate::studies::StudyTables;
 
 use analyse::checks::{self, ExitStatistic, ModelChecks};
 use collect::real::RealCase;
@@ -457,15 +457,15 @@ fn run_studies(
     steps: &mut Steps,
     depth: Depth,
     guest_exec: Option<GuestExec>,
-) -> DesignTables {
-    let all = crate::designs::Design::ALL;
+) -> StudyTables {
+    let all = crate::studies::Study::ALL;
     let (scale, command) = match depth {
-        Depth::Full => (dirq_vmm::designs::Scale::Full, "dirq studies"),
-        Depth::Quick | Depth::Smoke => (dirq_vmm::designs::Scale::Quick, "dirq studies --quick"),
+        Depth::Full => (dirq_vmm::studies::Scale::Full, "dirq studies"),
+        Depth::Quick | Depth::Smoke => (dirq_vmm::studies::Scale::Quick, "dirq studies --quick"),
     };
     let tables = steps.run(Step::Studies, all.len() as u64, |bar| {
-        let settings = dirq_vmm::designs::Settings { scale, guest_exec };
-        crate::designs::measure(&all, settings, bar)
+        let settings = dirq_vmm::studies::Settings { scale, guest_exec };
+        crate::studies::measure(&all, settings, bar)
     });
     for failure in studies::failures(&tables, command) {
         steps.fail(Step::Studies, failure);
@@ -553,7 +553,7 @@ fn run_simulations(
         .raw
         .insert("sim_scenarios".into(), serde_json::Value::Array(raws));
 
-    let policies = dirq_sim::policy::PolicyKind::ALL.len() as u64;
+    let policies = dirq_sim::policy::DesignKind::ALL.len() as u64;
     let trace = steps.run(Step::Trace, policies, |bar| {
         simulate::write_design_trace(traces_dir, seed, bar)
     });

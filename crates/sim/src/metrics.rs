@@ -7,7 +7,7 @@ use dirq_arch::exit::VmxExit;
 use dirq_stats::LatencySummary;
 use serde::{Deserialize, Serialize};
 
-use crate::policy::PolicyKind;
+use crate::policy::DesignKind;
 
 /// The simulator's exit classes: each is one VMX exit (what the output
 /// names it, [`ExitReason::vmx`]) with a service time of its own, so NMI
@@ -107,7 +107,7 @@ pub struct Throughput {
 /// One policy run of one scenario point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
-    pub policy: PolicyKind,
+    pub policy: DesignKind,
     pub params: BTreeMap<String, serde_json::Value>,
     pub exits_per_s: f64,
     pub exits_by_reason_per_s: BTreeMap<VmxExit, f64>,

@@ -29,7 +29,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::policy::PolicyKind;
+use crate::policy::DesignKind;
 use crate::profile::BuiltinProfile;
 pub use crate::vioapic::VioapicLevel;
 
@@ -173,7 +173,7 @@ impl Default for HostShape {
 #[serde(deny_unknown_fields)]
 pub struct RunGroup {
     pub workload: WorkloadKind,
-    pub policies: Vec<PolicyKind>,
+    pub policies: Vec<DesignKind>,
     /// Packet rates for udp-rx and whileloop (and the SR-IOV part of
     /// `transport = "both"`).
     #[serde(default)]
@@ -266,7 +266,7 @@ pub struct Scenario {
 /// One fully specified run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunSpec {
-    pub policy: PolicyKind,
+    pub policy: DesignKind,
     pub workload: WorkloadKind,
     pub rate_pps: Option<u64>,
     pub group: RunGroup,
@@ -352,7 +352,7 @@ pub const HOST_VECTORS_PER_CORE: u32 = 0x80;
 
 impl RunGroup {
     /// A group with every optional setting at its default.
-    pub fn new(workload: WorkloadKind, policies: Vec<PolicyKind>) -> RunGroup {
+    pub fn new(workload: WorkloadKind, policies: Vec<DesignKind>) -> RunGroup {
         RunGroup {
             workload,
             policies,

@@ -3,7 +3,7 @@
 
 use dirq_arch::exit::VmxExit;
 use dirq_sim::metrics::{Invariant, RunResult, ScenarioResult};
-use dirq_sim::policy::PolicyKind;
+use dirq_sim::policy::DesignKind;
 use dirq_sim::scenario::{self, Scenario};
 use dirq_sim::{run_scenario, CostProfile, RunOptions};
 use dirq_stats::f64_of;
@@ -299,7 +299,7 @@ fn idle_vm_takes_only_background_io_and_ept_exits_and_vanillas_host_tick() {
         // The host tick stays on vanilla's guest core; DID moved it away.
         let tick = exits(run, VmxExit::ExternalInterrupt);
         let expected_tick = match run.policy {
-            PolicyKind::Vanilla => f64_of(profile.host_tick.hz),
+            DesignKind::Vanilla => f64_of(profile.host_tick.hz),
             _ => 0.0,
         };
         assert!((tick - expected_tick).abs() <= 1.0, "{tick}");
@@ -333,7 +333,7 @@ fn naive_direct_eoi_breaks_priority_and_eoi_while_eli_and_did_hold() {
     let scenario = scenario(&format!("duration_ms = 3500\n{MIXED}"));
     let result = run_with(&scenario, CostProfile::did_2015(), false).result;
     for run in &result.runs {
-        if run.policy == PolicyKind::NaiveDirectEoi {
+        if run.policy == DesignKind::NaiveDirectEoi {
             assert!(
                 violations(run, Invariant::PriorityInversion) > 0,
                 "{:?}",
@@ -345,7 +345,7 @@ fn naive_direct_eoi_breaks_priority_and_eoi_while_eli_and_did_hold() {
             assert_clean(run);
         }
     }
-    for policy in [PolicyKind::Eli, PolicyKind::Did] {
+    for policy in [DesignKind::Eli, DesignKind::Did] {
         let handled: u64 = result
             .runs
             .iter()
@@ -356,7 +356,7 @@ fn naive_direct_eoi_breaks_priority_and_eoi_while_eli_and_did_hold() {
     }
     // The overcommitted runs time-slice: DID's NMI path is exercised.
     let did_overcommitted = &result.runs[5];
-    assert_eq!(did_overcommitted.policy, PolicyKind::Did);
+    assert_eq!(did_overcommitted.policy, DesignKind::Did);
     assert!(exits(did_overcommitted, VmxExit::ExceptionNmi) > 0.0);
 }
 
@@ -397,7 +397,7 @@ fn did_udp_rx_meets_the_calibration_tolerance() {
         let (vanilla, did) = (pair[0], pair[1]);
         assert_eq!(
             (vanilla.policy, did.policy),
-            (PolicyKind::Vanilla, PolicyKind::Did)
+            (DesignKind::Vanilla, DesignKind::Did)
         );
         let exit_error = (vanilla.exits_per_s / exit_target - 1.0).abs();
         assert!(
@@ -438,7 +438,7 @@ fn every_builtin_scenario_runs_clean_for_correct_policies() {
         assert_eq!(result.runs.len(), scenario.expand().len());
         for run in &result.runs {
             assert!(run.events > 0);
-            if run.policy == PolicyKind::NaiveDirectEoi {
+            if run.policy == DesignKind::NaiveDirectEoi {
                 // The broken design is in the built-in set to be caught:
                 // both Fig. 3 cases.
                 assert!(

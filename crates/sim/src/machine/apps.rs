@@ -261,12 +261,12 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, machine, running};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
     use crate::scenario::HostShape;
 
     #[test]
     fn the_poll_mode_driver_forwards_bursts_and_is_poked_when_idle() {
-        let mut m = machine(PolicyKind::Did, WorkloadKind::L2fwd, HostShape::default());
+        let mut m = machine(DesignKind::Did, WorkloadKind::L2fwd, HostShape::default());
         running(&mut m, 0);
         assert_eq!(m.app_work(0, App::PollMode), None, "an empty ring: spin");
         m.vcpus[0].spin_since = Some(0);

@@ -182,11 +182,11 @@ impl Machine {
 mod tests {
     use super::super::fixture::{exit_of, listed, running, scheduled, single};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
 
     #[test]
     fn vanillas_vf_interrupt_in_guest_mode_exits() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         let vector = m.queues[0].vf_host_vector;
         let fx = listed(&mut m, |m, fx| m.deliver_physical(1, vector, fx));
@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn did_delivers_a_guest_vector_through_the_guest_idt() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         let fx = listed(&mut m, |m, fx| m.deliver_physical(1, GUEST_VF_VECTOR, fx));
         let step_end = Effect::Cancel(Event::GuestStep { vcpu: 0 });
@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn elis_shadow_idt_turns_a_host_vector_into_an_exception_exit() {
-        let mut m = single(PolicyKind::Eli);
+        let mut m = single(DesignKind::Eli);
         running(&mut m, 0);
         m.cores[1].lapic.accept(HOST_KICK_VECTOR, TriggerMode::Edge);
         let fx = listed(&mut m, |m, fx| m.try_deliver(0, fx));
@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn with_nothing_to_deliver_the_guest_runs_on() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         assert_eq!(
             listed(&mut m, |m, fx| m.try_deliver(0, fx)),
@@ -236,7 +236,7 @@ mod tests {
 
     #[test]
     fn an_idle_core_wakes_its_host_to_handle_an_interrupt() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         m.cores[1].mode = Mode::Idle;
         m.vcpus[0].state = VcpuState::Halted;
@@ -249,7 +249,7 @@ mod tests {
 
     #[test]
     fn dids_host_interrupts_are_nmis_that_exit() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         let message = NmiMessage::SliceEnd;
         let fx = listed(&mut m, |m, fx| m.host_interrupt(1, message, fx));

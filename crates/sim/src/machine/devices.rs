@@ -420,14 +420,14 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, one_vm, running, scheduled, shaped, single};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
     use crate::scenario::{HostShape, IpiMode, NicCoalescing, QueueOwners, RunGroup};
     use dirq_arch::interrupt::Destination;
     use dirq_arch::lapic::x2apic_icr;
 
     #[test]
     fn a_packet_below_the_threshold_arms_the_coalescing_timeout() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         m.now = 1_000;
         let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
@@ -439,8 +439,8 @@ mod tests {
     #[test]
     fn the_threshold_packet_fires_the_msi_through_the_irte() {
         for (policy, vector) in [
-            (PolicyKind::Vanilla, None),
-            (PolicyKind::Did, Some(GUEST_VF_VECTOR)),
+            (DesignKind::Vanilla, None),
+            (DesignKind::Did, Some(GUEST_VF_VECTOR)),
         ] {
             let mut m = single(policy);
             running(&mut m, 0);
@@ -464,7 +464,7 @@ mod tests {
 
     #[test]
     fn dids_vf_interrupt_for_a_descheduled_vm_is_an_nmi_to_its_home_core() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         m.cores[1].current = None;
         m.retarget_vf(0);
         let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, fx));
@@ -509,7 +509,7 @@ mod tests {
 
     #[test]
     fn a_full_ring_drops_the_packet() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         m.queues[0].vf.ring = RX_RING_SIZE;
         let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
         assert!(fx.is_empty());
@@ -518,7 +518,7 @@ mod tests {
 
     #[test]
     fn the_virtio_backend_serves_one_request_at_a_time() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         let per_request = m.profile.host_ns.virtio_backend_per_request;
         let fx = listed(&mut m, |m, fx| {
             m.backend_start(0, BackendJob::RxPacket, fx);
@@ -531,7 +531,7 @@ mod tests {
 
     #[test]
     fn a_trapped_icr_write_exits_and_the_ipi_leaves_after_its_emulation() {
-        let mut m = one_vm(PolicyKind::Vanilla, WorkloadKind::Ipi, 2);
+        let mut m = one_vm(DesignKind::Vanilla, WorkloadKind::Ipi, 2);
         let fx = listed(&mut m, |m, fx| m.guest_send_ipi(0, fx));
         let icr_write = m.profile.exit_service_ns.icr_write;
         let exit = Effect::Exit {
@@ -553,12 +553,12 @@ mod tests {
             vms: 1,
             vcpus_per_vm: 2,
         };
-        let mut group = RunGroup::new(WorkloadKind::UdpRx, vec![PolicyKind::Did]);
+        let mut group = RunGroup::new(WorkloadKind::UdpRx, vec![DesignKind::Did]);
         group.host = host;
         group.queue_owners = QueueOwners::EveryVcpu;
         group.with_timer = true;
         let mut m = shaped(RunSpec {
-            policy: PolicyKind::Did,
+            policy: DesignKind::Did,
             workload: WorkloadKind::UdpRx,
             rate_pps: None,
             group,
@@ -582,7 +582,7 @@ mod tests {
 
     #[test]
     fn a_guest_ipi_reaches_exactly_the_vcpus_the_bus_routes_it_to() {
-        let mut m = one_vm(PolicyKind::Vanilla, WorkloadKind::Ipi, 4);
+        let mut m = one_vm(DesignKind::Vanilla, WorkloadKind::Ipi, 4);
         let vector = GUEST_IPI_VECTOR;
         let icr = |mode, destination| x2apic_icr(vector, mode, destination);
         let fixed = DeliveryMode::Fixed;

@@ -3,11 +3,11 @@
 //! and the effects one mechanism call lists.
 
 use super::*;
-use crate::policy::PolicyKind;
+use crate::policy::DesignKind;
 use crate::scenario::{HostShape, NicCoalescing, RunGroup};
 
 /// A machine of `host`'s shape under `policy`, no packets (rate 0).
-pub(super) fn machine(policy: PolicyKind, workload: WorkloadKind, host: HostShape) -> Machine {
+pub(super) fn machine(policy: DesignKind, workload: WorkloadKind, host: HostShape) -> Machine {
     let mut group = RunGroup::new(workload, vec![policy]);
     group.host = host;
     shaped(RunSpec {
@@ -34,7 +34,7 @@ pub(super) fn shaped(spec: RunSpec) -> Machine {
 
 /// One VM of `vcpus` vCPUs, each on its own core, running `workload`
 /// under `policy`; vCPU 0 runs.
-pub(super) fn one_vm(policy: PolicyKind, workload: WorkloadKind, vcpus: u32) -> Machine {
+pub(super) fn one_vm(policy: DesignKind, workload: WorkloadKind, vcpus: u32) -> Machine {
     let host = HostShape {
         cores: vcpus + 1,
         vms: 1,
@@ -46,7 +46,7 @@ pub(super) fn one_vm(policy: PolicyKind, workload: WorkloadKind, vcpus: u32) -> 
 }
 
 /// One VM with one vCPU on core 1.
-pub(super) fn single(policy: PolicyKind) -> Machine {
+pub(super) fn single(policy: DesignKind) -> Machine {
     machine(policy, WorkloadKind::UdpRx, HostShape::default())
 }
 

@@ -492,11 +492,11 @@ mod tests {
     use super::super::fixture::{applied, exit_of, in_handler, listed, running, scheduled, single};
     use super::*;
     use crate::metrics::Invariant;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
 
     #[test]
     fn an_eoi_step_hands_over_to_the_eoi_and_runs_on_after_it() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         in_handler(&mut m, 0, PLAIN_HANDLER, 1, GUEST_TIMER_VECTOR);
         let fx = listed(&mut m, |m, fx| m.run_guest(0, fx));
         assert_eq!(fx, [Effect::GuestEoi(0)]);
@@ -505,7 +505,7 @@ mod tests {
 
     #[test]
     fn a_timed_step_schedules_its_end_and_runs_nothing_else() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         in_handler(&mut m, 0, PLAIN_HANDLER, 0, GUEST_TIMER_VECTOR);
         m.now = 1_000;
         let fx = listed(&mut m, |m, fx| m.run_guest(0, fx));
@@ -518,7 +518,7 @@ mod tests {
 
     #[test]
     fn a_suspended_step_keeps_its_remaining_time() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         in_handler(&mut m, 0, PLAIN_HANDLER, 0, GUEST_TIMER_VECTOR);
         applied(&mut m, |m, fx| m.start_timed(0, 1_000, fx));
         m.now = 400;
@@ -533,7 +533,7 @@ mod tests {
 
     #[test]
     fn a_handler_starts_with_interrupts_off_and_settles_the_ledger() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         m.checker.raise(0, GUEST_VF_VECTOR);
         listed(&mut m, |m, fx| m.deliver_to_guest(0, GUEST_VF_VECTOR, fx));
@@ -549,7 +549,7 @@ mod tests {
 
     #[test]
     fn the_woken_thread_runs_only_when_the_last_handler_returns() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         // A timer handler nested in a VF handler, at its WakeUserTask step.
         in_handler(&mut m, 0, RX_HANDLER, 6, GUEST_VF_VECTOR);
         m.vcpus[0].frames.push(Frame {
@@ -575,7 +575,7 @@ mod tests {
 
     #[test]
     fn sti_with_a_requested_window_exits_otherwise_tries_to_deliver() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         let fx = listed(&mut m, |m, fx| m.enable_interrupts(0, fx));
         assert_eq!(fx, [Effect::TryDeliver(0)]);

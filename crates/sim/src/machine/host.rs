@@ -331,11 +331,11 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, machine, running, scheduled, single};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
     use crate::scenario::HostShape;
 
     /// Two single-vCPU VMs sharing core 1.
-    fn shared_core(policy: PolicyKind) -> Machine {
+    fn shared_core(policy: DesignKind) -> Machine {
         let host = HostShape {
             cores: 2,
             vms: 2,
@@ -359,7 +359,7 @@ mod tests {
 
     #[test]
     fn an_exit_stops_the_guest_and_keeps_the_host_busy() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         m.now = 1_000;
         let fx = listed(&mut m, |m, fx| m.exit(0, ExitReason::Hlt, 700, fx));
@@ -372,7 +372,7 @@ mod tests {
 
     #[test]
     fn host_done_runs_the_handlers_before_finishing_its_work() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         m.cores[1].mode = Mode::Host;
         m.cores[1]
@@ -392,7 +392,7 @@ mod tests {
 
     #[test]
     fn finished_host_work_injects_and_enters_the_guest() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         m.cores[1].mode = Mode::Host;
         m.vcpus[0]
@@ -409,7 +409,7 @@ mod tests {
 
     #[test]
     fn a_time_slice_switches_to_the_next_runnable_vcpu() {
-        let mut m = shared_core(PolicyKind::Vanilla);
+        let mut m = shared_core(DesignKind::Vanilla);
         let mut cost = 0;
         let fx = listed(&mut m, |m, fx| cost = m.end_slice(1, fx));
         let at = m.profile.host_ns.sched_quantum;
@@ -423,7 +423,7 @@ mod tests {
 
     #[test]
     fn did_defers_a_slice_end_while_a_guest_vector_is_in_service() {
-        let mut m = shared_core(PolicyKind::Did);
+        let mut m = shared_core(DesignKind::Did);
         m.cores[1].lapic.accept(GUEST_VF_VECTOR, TriggerMode::Edge);
         m.cores[1].lapic.acknowledge();
         let mut cost = None;
@@ -437,7 +437,7 @@ mod tests {
 
     #[test]
     fn an_exiting_hlt_with_nothing_pending_halts_the_vcpu() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         let fx = listed(&mut m, |m, fx| m.guest_halt(0, fx));
         assert!(matches!(
@@ -453,7 +453,7 @@ mod tests {
 
     #[test]
     fn did_pays_one_self_ipi_per_pending_virtual_interrupt_once() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         m.cores[1].mode = Mode::Host;
         listed(&mut m, |m, fx| {
@@ -477,7 +477,7 @@ mod tests {
 
     #[test]
     fn a_did_reschedule_pays_the_irte_rewrites_and_the_timer_migration() {
-        let mut m = shared_core(PolicyKind::Did);
+        let mut m = shared_core(DesignKind::Did);
         listed(&mut m, |m, fx| m.program_guest_timer(0, 50_000, fx));
         let mut cost = 0;
         let fx = listed(&mut m, |m, fx| cost = m.end_slice(1, fx));
@@ -491,7 +491,7 @@ mod tests {
         let timer = |effect| Effect::Timer { vcpu: 0, effect };
         assert!(fx.contains(&timer(TimerEffect::StopPhysical)));
         assert!(fx.contains(&timer(TimerEffect::Park(50_000))));
-        let mut vanilla = shared_core(PolicyKind::Vanilla);
+        let mut vanilla = shared_core(DesignKind::Vanilla);
         let mut cost = 0;
         listed(&mut vanilla, |m, fx| cost = m.end_slice(1, fx));
         assert_eq!(

@@ -142,7 +142,7 @@ mod tests {
     use super::super::fixture::{exit_of, in_handler, listed, running, single};
     use super::*;
     use crate::metrics::Invariant;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
 
     /// The running vCPU 0 is in the handler of a classically injected
     /// `vector`: in service in its software LAPIC.
@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn classic_injection_queues_in_the_software_lapic_and_merges_a_second() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         m.checker.raise(0, GUEST_VIRTIO_VECTOR);
         m.checker.raise(0, GUEST_VIRTIO_VECTOR);
         let fx = listed(&mut m, |m, fx| {
@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn did_signals_a_running_vcpu_by_ipi_and_queues_for_a_descheduled_one() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         let vector = GUEST_IPI_VECTOR;
         let fx = listed(&mut m, |m, fx| m.signal_virtual(0, vector, fx));
@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn did_injects_queued_interrupts_as_self_ipis_at_entry() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         listed(&mut m, |m, fx| m.queue_virtual(0, GUEST_TIMER_VECTOR, fx));
         m.prepare_entry(0);
         assert!(!m.vcpus[0].injection.has_queued());
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn a_trapped_eoi_exits_and_completes_the_software_lapics_interrupt() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         in_injected_handler(&mut m, GUEST_VF_VECTOR);
         let fx = listed(&mut m, |m, fx| m.guest_eoi(0, fx));
         assert_eq!(
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_passed_through_eoi_for_a_classic_injection_finds_nothing_in_service() {
-        let mut m = single(PolicyKind::NaiveDirectEoi);
+        let mut m = single(DesignKind::NaiveDirectEoi);
         in_injected_handler(&mut m, GUEST_VF_VECTOR);
         let fx = listed(&mut m, |m, fx| m.guest_eoi(0, fx));
         assert_eq!(fx, [Effect::TryDeliver(0)]);
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn eli_pays_the_switch_out_of_injection_mode_on_the_last_eoi() {
-        let mut m = single(PolicyKind::Eli);
+        let mut m = single(DesignKind::Eli);
         running(&mut m, 0);
         m.vcpus[0]
             .hw

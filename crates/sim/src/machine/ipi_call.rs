@@ -152,12 +152,12 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, running, shaped};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
     use crate::scenario::{HostShape, IpiTarget, NicCoalescing, RunGroup};
 
     /// A VM of `vcpus` vCPUs, one per core, under `policy`, calling
     /// `target`, idle vCPUs in `idle` mode.
-    fn calls(policy: PolicyKind, vcpus: u32, target: IpiTarget, idle: IdleMode) -> Machine {
+    fn calls(policy: DesignKind, vcpus: u32, target: IpiTarget, idle: IdleMode) -> Machine {
         let mut group = RunGroup::new(WorkloadKind::IpiCall, vec![policy]);
         group.host = HostShape {
             cores: vcpus + 1,
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_call_to_all_makes_one_trapped_icr_write_per_x2apic_cluster() {
-        let mut m = calls(PolicyKind::Apicv, 40, IpiTarget::All, IdleMode::Poll);
+        let mut m = calls(DesignKind::Apicv, 40, IpiTarget::All, IdleMode::Poll);
         running(&mut m, 0);
         m.start_call(0);
         assert_eq!(m.vms[0].call.outstanding, 39);
@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn a_256_vcpu_vm_calls_all_with_one_icr_write_per_cluster_of_16() {
-        let mut m = calls(PolicyKind::Apicv, 256, IpiTarget::All, IdleMode::Poll);
+        let mut m = calls(DesignKind::Apicv, 256, IpiTarget::All, IdleMode::Poll);
         m.run();
         let calls = m.counters.requests_done;
         assert!(calls > 0);
@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn the_last_callee_releases_the_caller_which_records_the_call() {
-        let mut m = calls(PolicyKind::Apicv, 3, IpiTarget::All, IdleMode::Poll);
+        let mut m = calls(DesignKind::Apicv, 3, IpiTarget::All, IdleMode::Poll);
         running(&mut m, 0);
         m.start_call(0);
         m.vms[0].call.unsent.clear();
@@ -236,12 +236,12 @@ mod tests {
 
     #[test]
     fn guest_idle_poll_burns_a_full_core_per_vcpu_and_halting_does_not() {
-        let mut poll = calls(PolicyKind::Apicv, 4, IpiTarget::SameNode, IdleMode::Poll);
+        let mut poll = calls(DesignKind::Apicv, 4, IpiTarget::SameNode, IdleMode::Poll);
         poll.run();
         assert_eq!(poll.counters.asleep_ns, 0);
         assert_eq!(poll.counters.guest_core_ns, 4 * poll.end);
         assert!(poll.counters.requests_done > 0);
-        let mut halt = calls(PolicyKind::Apicv, 4, IpiTarget::SameNode, IdleMode::Hlt);
+        let mut halt = calls(DesignKind::Apicv, 4, IpiTarget::SameNode, IdleMode::Hlt);
         halt.run();
         // vCPUs 2 and 3 are never called: they sleep nearly all the run.
         assert!(halt.counters.asleep_ns > 2 * halt.end * 9 / 10);

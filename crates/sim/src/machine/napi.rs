@@ -69,7 +69,7 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, running, single};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
 
     #[test]
     fn a_poll_stops_at_its_weight_or_an_empty_ring() {
@@ -86,7 +86,7 @@ mod tests {
 
     #[test]
     fn completing_with_packets_left_interrupts_again() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         let rx = &mut m.queues[0].vf;
         rx.masked = true;

@@ -281,10 +281,10 @@ mod tests {
 
     use super::super::fixture::{exit_of, listed, running, scheduled, shaped};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
     use crate::scenario::{NicCoalescing, RunGroup};
 
-    fn run(policy: PolicyKind, group: RunGroup, ms: u64) -> Machine {
+    fn run(policy: DesignKind, group: RunGroup, ms: u64) -> Machine {
         let mut m = shaped(RunSpec {
             policy,
             workload: group.workload,
@@ -300,11 +300,11 @@ mod tests {
 
     /// A machine of `workload` over `transport`, not run.
     fn built(workload: WorkloadKind, transport: Transport) -> Machine {
-        let mut group = RunGroup::new(workload, vec![PolicyKind::Did]);
+        let mut group = RunGroup::new(workload, vec![DesignKind::Did]);
         group.transport = transport;
         group.message_bytes = Some(256);
         shaped(RunSpec {
-            policy: PolicyKind::Did,
+            policy: DesignKind::Did,
             workload,
             rate_pps: None,
             group,
@@ -366,8 +366,8 @@ mod tests {
 
     #[test]
     fn tcp_throughput_never_exceeds_the_link() {
-        let group = RunGroup::new(WorkloadKind::Iperf, vec![PolicyKind::Bare]);
-        let m = run(PolicyKind::Bare, group, 20);
+        let group = RunGroup::new(WorkloadKind::Iperf, vec![DesignKind::Bare]);
+        let m = run(DesignKind::Bare, group, 20);
         let network = &m.profile.network;
         let link_bytes = f64_of(network.link_mbps) * 1e6 / 8.0 * 0.02;
         let acked = f64_of(m.counters.acked_bytes);
@@ -378,10 +378,10 @@ mod tests {
     #[test]
     fn lowering_napis_weight_raises_the_interrupt_rate() {
         let raised = |weight| {
-            let mut group = RunGroup::new(WorkloadKind::UdpRx, vec![PolicyKind::Vanilla]);
+            let mut group = RunGroup::new(WorkloadKind::UdpRx, vec![DesignKind::Vanilla]);
             group.napi_weight = Some(weight);
             let mut m = shaped(RunSpec {
-                policy: PolicyKind::Vanilla,
+                policy: DesignKind::Vanilla,
                 workload: WorkloadKind::UdpRx,
                 rate_pps: Some(600_000),
                 group,
@@ -397,9 +397,9 @@ mod tests {
 
     #[test]
     fn a_closed_loop_servers_rate_never_exceeds_its_cpu_budget() {
-        let mut group = RunGroup::new(WorkloadKind::Memcached, vec![PolicyKind::Vanilla]);
+        let mut group = RunGroup::new(WorkloadKind::Memcached, vec![DesignKind::Vanilla]);
         group.clients = Some(200);
-        let m = run(PolicyKind::Vanilla, group, 20);
+        let m = run(DesignKind::Vanilla, group, 20);
         let per_request = m.profile.workloads.memcached_request;
         let budget = 0.02 * 1e9 / f64_of(per_request);
         let done = f64_of(m.counters.requests_done);

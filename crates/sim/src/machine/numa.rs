@@ -22,13 +22,13 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, running, shaped};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
     use crate::profile::BuiltinProfile;
     use crate::scenario::{HostShape, NicCoalescing, RunGroup};
 
     #[test]
     fn a_cross_node_ipi_arrives_later_than_a_same_node_one() {
-        let mut group = RunGroup::new(WorkloadKind::Ipi, vec![PolicyKind::Apicv]);
+        let mut group = RunGroup::new(WorkloadKind::Ipi, vec![DesignKind::Apicv]);
         group.host = HostShape {
             cores: 8,
             vms: 1,
@@ -36,7 +36,7 @@ mod tests {
         };
         group.numa_nodes = 2;
         let mut m = shaped(RunSpec {
-            policy: PolicyKind::Apicv,
+            policy: DesignKind::Apicv,
             workload: WorkloadKind::Ipi,
             rate_pps: None,
             group,

@@ -209,7 +209,7 @@ impl Machine {
 mod tests {
     use super::super::fixture::{applied, exit_of, listed, running, single};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
 
     #[test]
     fn accesses_come_port_io_first_and_run_out() {
@@ -223,11 +223,11 @@ mod tests {
     #[test]
     fn vanilla_ticks_on_guest_cores_did_and_bare_do_not() {
         for (policy, ticks) in [
-            (PolicyKind::Vanilla, true),
-            (PolicyKind::Apicv, true),
-            (PolicyKind::Eli, true),
-            (PolicyKind::Did, false),
-            (PolicyKind::Bare, false),
+            (DesignKind::Vanilla, true),
+            (DesignKind::Apicv, true),
+            (DesignKind::Eli, true),
+            (DesignKind::Did, false),
+            (DesignKind::Bare, false),
         ] {
             let m = single(policy);
             assert_eq!(m.ticks_on_guest_cores(), ticks, "{policy}");
@@ -236,7 +236,7 @@ mod tests {
 
     #[test]
     fn a_tick_interrupts_a_running_core_but_not_a_sleeping_one() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         let fx = listed(&mut m, |m, fx| m.host_tick(1, fx));
         let vector = HOST_TIMER_VECTOR;
@@ -257,7 +257,7 @@ mod tests {
 
     #[test]
     fn a_pass_disables_interrupts_around_each_access_that_exits() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         m.vcpus[0].housekeeping = Accesses { io: 1, ept: 0 };
         m.vcpus[0].frames.push(Frame::background(HOUSEKEEPING));
@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn a_did_timer_waits_out_the_guests_section_with_interrupts_off() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         m.vcpus[0].housekeeping = Accesses { io: 1, ept: 0 };
         m.vcpus[0].frames.push(Frame::background(HOUSEKEEPING));
@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn a_due_pass_runs_above_the_background_and_wakes_a_halted_vcpu() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         m.profile.idle_exits_per_s.io_instruction =
             1e9 / f64_of(m.profile.guest_housekeeping.period_ns);
@@ -306,7 +306,7 @@ mod tests {
         assert_eq!(m.vcpus[0].housekeeping, Accesses { io: 1, ept: 0 });
         assert_eq!(m.vcpus[0].frames.len(), 2);
         // A halted vCPU (HLT exits) is woken to run its pass.
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         m.profile.idle_exits_per_s.io_instruction =
             1e9 / f64_of(m.profile.guest_housekeeping.period_ns);
@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_did_timer_expiring_in_host_mode_is_counted_and_injected_by_self_ipi_at_entry() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         applied(&mut m, |m, fx| m.program_guest_timer(0, 5_000, fx));
         // The vCPU exits (a housekeeping access) and the timer expires while

@@ -297,16 +297,16 @@ mod tests {
     use super::super::devices::RxQueueKind;
     use super::super::fixture::{listed, shaped};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
     use crate::scenario::{NicCoalescing, RunGroup};
 
     /// The queues whose first packets a whileloop over `transport` schedules.
     fn first_arrivals(transport: Transport) -> Vec<RxQueueKind> {
-        let mut group = RunGroup::new(WorkloadKind::Whileloop, vec![PolicyKind::Vanilla]);
+        let mut group = RunGroup::new(WorkloadKind::Whileloop, vec![DesignKind::Vanilla]);
         group.transport = transport;
         group.rates_pps = vec![10_000];
         let mut machine = shaped(RunSpec {
-            policy: PolicyKind::Vanilla,
+            policy: DesignKind::Vanilla,
             workload: WorkloadKind::Whileloop,
             rate_pps: Some(10_000),
             group,

@@ -264,11 +264,11 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, single};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
 
     #[test]
     fn a_message_that_finds_the_ring_full_is_lost_and_one_that_fits_is_queued() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         let invite = SipMessage {
             call: 0,
             kind: SipKind::Invite,
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn an_unanswered_invite_goes_again_and_an_answered_one_does_not() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         m.sip.calls = vec![Call::default()];
         let fx = listed(&mut m, |m, fx| m.place_call(0, fx));
         assert_eq!(fx.len(), 2, "the INVITE and timer A: {fx:?}");

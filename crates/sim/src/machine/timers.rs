@@ -222,7 +222,7 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, running, scheduled, single};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
 
     const DEADLINE: u64 = 5_000;
 
@@ -234,7 +234,7 @@ mod tests {
 
     #[test]
     fn kvm_emulates_the_guest_timer_with_a_host_hrtimer() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         let fx = listed(&mut m, |m, fx| m.program_guest_timer(0, DEADLINE, fx));
         assert_eq!(fx, [scheduled(DEADLINE, Event::HostTimer { vcpu: 0 })]);
@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn did_passes_the_timer_through_on_the_running_vcpus_core() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         let fx = listed(&mut m, |m, fx| m.program_guest_timer(0, DEADLINE, fx));
         assert_eq!(fx, [scheduled(DEADLINE, Event::PhysicalTimer { core: 1 })]);
@@ -265,7 +265,7 @@ mod tests {
 
     #[test]
     fn a_physical_expiry_raises_the_owners_timer_vector() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         listed(&mut m, |m, fx| m.program_guest_timer(0, DEADLINE, fx));
         m.now = DEADLINE;
@@ -277,7 +277,7 @@ mod tests {
 
     #[test]
     fn did_parks_a_descheduled_vcpus_timer_and_injects_it_when_due() {
-        let mut m = single(PolicyKind::Did);
+        let mut m = single(DesignKind::Did);
         m.cores[1].current = None;
         let fx = listed(&mut m, |m, fx| m.program_guest_timer(0, DEADLINE, fx));
         assert_eq!(fx, [scheduled(DEADLINE, Event::HostTimer { vcpu: 0 })]);
@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn a_trapped_tmict_write_exits_before_the_timer_is_armed() {
-        let mut m = single(PolicyKind::Vanilla);
+        let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         let write = TimerWrite::ArmGuard;
         let fx = listed(&mut m, |m, fx| m.guest_timer_write(0, write, fx));

@@ -3,12 +3,12 @@
 //! host interrupt (EXTERNAL_INTERRUPT) that the host then posts; timer writes exit.
 
 use super::{
-    Design, HostInterrupts, HostTick, Injection, IrteRule, PolicyKind, Preemption, TimerPath,
+    Design, DesignKind, HostInterrupts, HostTick, Injection, IrteRule, Preemption, TimerPath,
     VirtualSignal, VmcsControls,
 };
 
 pub const APICV: Design = Design {
-    kind: PolicyKind::Apicv,
+    kind: DesignKind::Apicv,
     vmcs: VmcsControls {
         apicv: true,
         ..VmcsControls::TRAP_EVERYTHING

@@ -4,12 +4,12 @@
 //! LAPIC to the OS, and HLT halts the core itself.
 
 use super::{
-    msrs, Design, HostInterrupts, HostTick, Injection, IrteRule, PolicyKind, Preemption, TimerPath,
+    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, IrteRule, Preemption, TimerPath,
     VirtualSignal, VmcsControls,
 };
 
 pub const BARE: Design = Design {
-    kind: PolicyKind::Bare,
+    kind: DesignKind::Bare,
     vmcs: VmcsControls {
         external_interrupt_exiting: false,
         nmi_exiting: false,

@@ -13,12 +13,12 @@
 //! whatever the physical ISR holds, or nothing.
 
 use super::{
-    msrs, Design, HostInterrupts, HostTick, Injection, IrteRule, PolicyKind, Preemption, TimerPath,
+    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, IrteRule, Preemption, TimerPath,
     VirtualSignal, VmcsControls,
 };
 
 pub const DID: Design = Design {
-    kind: PolicyKind::Did,
+    kind: DesignKind::Did,
     vmcs: VmcsControls {
         external_interrupt_exiting: false,
         passed_through_msrs: &[msrs::EOI, msrs::TMICT],
@@ -34,7 +34,7 @@ pub const DID: Design = Design {
 };
 
 pub const NAIVE_DIRECT_EOI: Design = Design {
-    kind: PolicyKind::NaiveDirectEoi,
+    kind: DesignKind::NaiveDirectEoi,
     injection: Injection::ClassicUntracked,
     virtual_signal: VirtualSignal::KickAndInject,
     ..DID

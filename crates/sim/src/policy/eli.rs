@@ -8,7 +8,7 @@
 //! ELI traps every EOI.
 
 use super::{
-    msrs, Design, HostInterrupts, HostTick, Injection, InjectionMode, IrteRule, PolicyKind,
+    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, InjectionMode, IrteRule,
     Preemption, TimerPath, VirtualSignal, VmcsControls,
 };
 
@@ -24,7 +24,7 @@ const fn eli_vmcs(passed_through_msrs: &'static [u32]) -> VmcsControls {
 }
 
 pub const ELI: Design = Design {
-    kind: PolicyKind::Eli,
+    kind: DesignKind::Eli,
     vmcs: eli_vmcs(&[msrs::EOI]),
     vf_irte: IrteRule::DirectOrNmi,
     injection: Injection::Classic {
@@ -38,7 +38,7 @@ pub const ELI: Design = Design {
 };
 
 pub const ELI_DELIVERY: Design = Design {
-    kind: PolicyKind::EliDelivery,
+    kind: DesignKind::EliDelivery,
     vmcs: eli_vmcs(&[]),
     injection: Injection::Classic {
         mode: Some(InjectionMode { traps_eoi: false }),

@@ -5,7 +5,7 @@
 //! its table plus the mechanism files the table names, and the engine
 //! (`crate::machine`) calls those mechanisms without branching on the
 //! table. A design that reuses existing mechanisms is one more table and
-//! one more [`PolicyKind`]. The tables cover what this host's KVM
+//! one more [`DesignKind`]. The tables cover what this host's KVM
 //! configurations differ in: a userspace irqchip is vanilla's table with
 //! costlier exits, irqfd is a [`VirtualSignal`], halt polling the
 //! scenario's `idle = "halt-poll"`. docs/mechanisms.md describes each
@@ -31,7 +31,7 @@ pub use mechanism::vmcs::VmcsControls;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum PolicyKind {
+pub enum DesignKind {
     Bare,
     Vanilla,
     Apicv,
@@ -41,44 +41,44 @@ pub enum PolicyKind {
     NaiveDirectEoi,
 }
 
-impl PolicyKind {
-    pub const ALL: [PolicyKind; 7] = [
-        PolicyKind::Bare,
-        PolicyKind::Vanilla,
-        PolicyKind::Apicv,
-        PolicyKind::EliDelivery,
-        PolicyKind::Eli,
-        PolicyKind::Did,
-        PolicyKind::NaiveDirectEoi,
+impl DesignKind {
+    pub const ALL: [DesignKind; 7] = [
+        DesignKind::Bare,
+        DesignKind::Vanilla,
+        DesignKind::Apicv,
+        DesignKind::EliDelivery,
+        DesignKind::Eli,
+        DesignKind::Did,
+        DesignKind::NaiveDirectEoi,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
-            PolicyKind::Bare => "bare",
-            PolicyKind::Vanilla => "vanilla",
-            PolicyKind::Apicv => "apicv",
-            PolicyKind::EliDelivery => "eli-delivery",
-            PolicyKind::Eli => "eli",
-            PolicyKind::Did => "did",
-            PolicyKind::NaiveDirectEoi => "naive-direct-eoi",
+            DesignKind::Bare => "bare",
+            DesignKind::Vanilla => "vanilla",
+            DesignKind::Apicv => "apicv",
+            DesignKind::EliDelivery => "eli-delivery",
+            DesignKind::Eli => "eli",
+            DesignKind::Did => "did",
+            DesignKind::NaiveDirectEoi => "naive-direct-eoi",
         }
     }
 
     /// The design's table.
     pub fn design(self) -> &'static Design {
         match self {
-            PolicyKind::Bare => &bare::BARE,
-            PolicyKind::Vanilla => &vanilla::VANILLA,
-            PolicyKind::Apicv => &apicv::APICV,
-            PolicyKind::EliDelivery => &eli::ELI_DELIVERY,
-            PolicyKind::Eli => &eli::ELI,
-            PolicyKind::Did => &did::DID,
-            PolicyKind::NaiveDirectEoi => &did::NAIVE_DIRECT_EOI,
+            DesignKind::Bare => &bare::BARE,
+            DesignKind::Vanilla => &vanilla::VANILLA,
+            DesignKind::Apicv => &apicv::APICV,
+            DesignKind::EliDelivery => &eli::ELI_DELIVERY,
+            DesignKind::Eli => &eli::ELI,
+            DesignKind::Did => &did::DID,
+            DesignKind::NaiveDirectEoi => &did::NAIVE_DIRECT_EOI,
         }
     }
 }
 
-impl std::fmt::Display for PolicyKind {
+impl std::fmt::Display for DesignKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -88,7 +88,7 @@ impl std::fmt::Display for PolicyKind {
 /// is a type in [`mechanism`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Design {
-    pub kind: PolicyKind,
+    pub kind: DesignKind,
     /// The VMCS controls every vCPU starts with.
     pub vmcs: VmcsControls,
     /// How a VM's VF IRTE is written at every schedule-in and -out.
@@ -123,14 +123,14 @@ mod tests {
 
     #[test]
     fn every_kind_names_its_own_table() {
-        for kind in PolicyKind::ALL {
+        for kind in DesignKind::ALL {
             assert_eq!(kind.design().kind, kind);
         }
     }
 
     #[test]
     fn bare_metal_vmcs_exits_on_nothing() {
-        let vmcs = PolicyKind::Bare.design().vmcs.build();
+        let vmcs = DesignKind::Bare.design().vmcs.build();
         assert!(!vmcs.external_interrupt_exits() && !vmcs.nmi_exits() && !vmcs.hlt_exits());
         assert!(!vmcs.io_exits() && !vmcs.ept_enabled());
         for msr in [msrs::EOI, msrs::TMICT, msrs::ICR] {
@@ -140,15 +140,15 @@ mod tests {
 
     #[test]
     fn only_apicv_virtualizes_the_eoi() {
-        for kind in PolicyKind::ALL {
+        for kind in DesignKind::ALL {
             let virtualized = kind.design().vmcs.build().msr_write(msrs::EOI)
                 == MsrWriteAction::VirtualizedApicWrite;
-            assert_eq!(virtualized, kind == PolicyKind::Apicv, "{kind:?}");
+            assert_eq!(virtualized, kind == DesignKind::Apicv, "{kind:?}");
         }
     }
 
     /// The injection mode `kind`'s table names.
-    fn injection_mode(kind: PolicyKind) -> InjectionMode {
+    fn injection_mode(kind: DesignKind) -> InjectionMode {
         match kind.design().injection {
             Injection::Classic { mode: Some(mode) } => mode,
             other => panic!("{kind} has no injection mode: {other:?}"),
@@ -157,8 +157,8 @@ mod tests {
 
     #[test]
     fn eli_injection_mode_traps_and_releases_the_eoi() {
-        let mode = injection_mode(PolicyKind::Eli);
-        let mut vmcs = PolicyKind::Eli.design().vmcs.build();
+        let mode = injection_mode(DesignKind::Eli);
+        let mut vmcs = DesignKind::Eli.design().vmcs.build();
         assert_eq!(vmcs.msr_write(msrs::EOI), MsrWriteAction::PassThrough);
         mode.set(&mut vmcs, true);
         assert!(vmcs.external_interrupt_exits());
@@ -169,9 +169,9 @@ mod tests {
 
     #[test]
     fn eli_delivery_only_keeps_the_eoi_trapped() {
-        let design = PolicyKind::EliDelivery.design();
+        let design = DesignKind::EliDelivery.design();
         let mut vmcs = design.vmcs.build();
-        injection_mode(PolicyKind::EliDelivery).set(&mut vmcs, false);
+        injection_mode(DesignKind::EliDelivery).set(&mut vmcs, false);
         assert_eq!(vmcs.msr_write(msrs::EOI), MsrWriteAction::Exit);
     }
 
@@ -180,7 +180,7 @@ mod tests {
     /// timer (DID moves them to the designated core; bare metal has none).
     #[test]
     fn the_host_tick_runs_where_the_host_timers_live() {
-        for kind in PolicyKind::ALL {
+        for kind in DesignKind::ALL {
             let design = kind.design();
             let on_guest_cores = design.host_tick == HostTick::GuestCores;
             assert_eq!(

@@ -3,12 +3,12 @@
 //! through the VMCS.
 
 use super::{
-    Design, HostInterrupts, HostTick, Injection, IrteRule, PolicyKind, Preemption, TimerPath,
+    Design, DesignKind, HostInterrupts, HostTick, Injection, IrteRule, Preemption, TimerPath,
     VirtualSignal, VmcsControls,
 };
 
 pub const VANILLA: Design = Design {
-    kind: PolicyKind::Vanilla,
+    kind: DesignKind::Vanilla,
     vmcs: VmcsControls::TRAP_EVERYTHING,
     vf_irte: IrteRule::ToHost,
     injection: Injection::Classic { mode: None },

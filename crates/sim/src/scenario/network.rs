@@ -70,7 +70,7 @@ impl RunGroup {
 mod tests {
     use super::super::builtin;
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
 
     #[test]
     fn a_scenario_selects_its_profile_by_name_and_defaults_to_did_2015() {
@@ -82,7 +82,7 @@ mod tests {
 
     #[test]
     fn a_server_needs_clients_and_sip_one_vm() {
-        let mut group = RunGroup::new(WorkloadKind::Memcached, vec![PolicyKind::Did]);
+        let mut group = RunGroup::new(WorkloadKind::Memcached, vec![DesignKind::Did]);
         assert_eq!(
             group.validate_network(),
             Err(InvalidScenario::Clients(WorkloadKind::Memcached))
@@ -91,7 +91,7 @@ mod tests {
         assert_eq!(group.validate_network(), Ok(()));
         group.napi_weight = Some(0);
         assert_eq!(group.validate_network(), Err(InvalidScenario::NapiWeight));
-        let mut sip = RunGroup::new(WorkloadKind::Sip, vec![PolicyKind::Did]);
+        let mut sip = RunGroup::new(WorkloadKind::Sip, vec![DesignKind::Did]);
         sip.host.vms = 2;
         assert_eq!(sip.validate_network(), Err(InvalidScenario::SipNeedsOneVm));
     }

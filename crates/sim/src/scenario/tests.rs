@@ -18,7 +18,7 @@ fn every_builtin_parses_and_is_named_after_its_file() {
 
 #[test]
 fn a_scenario_built_as_a_value_is_validated() {
-    let mut group = RunGroup::new(WorkloadKind::Cyclictest, vec![PolicyKind::Did]);
+    let mut group = RunGroup::new(WorkloadKind::Cyclictest, vec![DesignKind::Did]);
     group.host = HostShape {
         cores: 256,
         vms: 1024,
@@ -83,7 +83,7 @@ fn udp_rx_expands_rates_times_policies() {
 
 #[test]
 fn every_vcpu_owning_queues_needs_a_host_vector_and_an_irte_handle_each() {
-    let mut group = RunGroup::new(WorkloadKind::UdpRx, vec![PolicyKind::Did]);
+    let mut group = RunGroup::new(WorkloadKind::UdpRx, vec![DesignKind::Did]);
     group.rates_pps = vec![1000];
     group.queue_owners = QueueOwners::EveryVcpu;
     group.host = HostShape {

@@ -50,11 +50,11 @@ impl RunGroup {
 mod tests {
     use super::super::{HostShape, InvalidScenario, WorkloadKind};
     use super::*;
-    use crate::policy::PolicyKind;
+    use crate::policy::DesignKind;
 
     #[test]
     fn call_targets_follow_the_numa_nodes() {
-        let mut group = RunGroup::new(WorkloadKind::IpiCall, vec![PolicyKind::Apicv]);
+        let mut group = RunGroup::new(WorkloadKind::IpiCall, vec![DesignKind::Apicv]);
         group.host = HostShape {
             cores: 8,
             vms: 1,

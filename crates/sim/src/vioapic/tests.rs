@@ -1,11 +1,11 @@
 //! The Loongson VIOAPIC run's mechanisms, asserted on its counts.
 use super::flow::{trapped_accesses, Access};
 use super::*;
-use crate::policy::PolicyKind;
+use crate::policy::DesignKind;
 use crate::scenario::{builtin, RunGroup, Scenario};
 
 fn spec(level: VioapicLevel) -> RunSpec {
-    let mut group = RunGroup::new(WorkloadKind::Vioapic, vec![PolicyKind::Vanilla]);
+    let mut group = RunGroup::new(WorkloadKind::Vioapic, vec![DesignKind::Vanilla]);
     group.level = Some(level);
     Scenario {
         name: "vioapic".into(),

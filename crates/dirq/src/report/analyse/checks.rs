@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use dirq_sim::policy::PolicyKind;
+use dirq_sim::policy::DesignKind;
 use dirq_stats::f64_of;
 use dirq_vmm::config::{BenchConfig, BenchParams, GuestExec, GuestIdle, Irqchip};
 use dirq_vmm::exits::VmxExit;
@@ -219,7 +219,7 @@ pub struct Extrapolated {
     pub workload: String,
     /// The real bench the workload's twin stands for.
     pub bench: String,
-    pub policy: PolicyKind,
+    pub policy: DesignKind,
     /// Every exit counted, as on a VT-x host with this host's costs.
     pub exits_per_interrupt: Option<f64>,
     /// As this host's KVM counts them (kvm_pvm's own traps included): the
@@ -238,12 +238,12 @@ pub struct Extrapolated {
 impl Extrapolated {
     fn new(
         workload: String,
-        policy: PolicyKind,
+        policy: DesignKind,
         run: &SimRun,
         case: &RealCase,
         statistic: ExitStatistic,
     ) -> Self {
-        let vanilla = policy == PolicyKind::Vanilla;
+        let vanilla = policy == DesignKind::Vanilla;
         Self {
             workload,
             bench: case.config.bench().name().to_string(),
@@ -314,7 +314,7 @@ pub fn check(cases: &[RealCase], twins: &[CaseTwin], statistic: ExitStatistic) -
                     continue;
                 }
             };
-            if policy == PolicyKind::Vanilla {
+            if policy == DesignKind::Vanilla {
                 let comparisons = compare(case, run, statistic);
                 let predicted = TwinRates {
                     seconds_per_interrupt: seconds_per_interrupt(run),
@@ -397,17 +397,17 @@ mod tests {
             .comparisons
             .iter()
             .any(|c| c.metric == Metric::LatencyP50Ns && c.measured == 40_000.0));
-        let policies: Vec<PolicyKind> = checks.extrapolation.iter().map(|e| e.policy).collect();
+        let policies: Vec<DesignKind> = checks.extrapolation.iter().map(|e| e.policy).collect();
         assert_eq!(
             policies,
             [
-                PolicyKind::Vanilla,
-                PolicyKind::Apicv,
-                PolicyKind::Eli,
-                PolicyKind::Did
+                DesignKind::Vanilla,
+                DesignKind::Apicv,
+                DesignKind::Eli,
+                DesignKind::Did
             ]
         );
-        let exits_of = |policy: PolicyKind| {
+        let exits_of = |policy: DesignKind| {
             checks
                 .extrapolation
                 .iter()
@@ -415,7 +415,7 @@ mod tests {
                 .and_then(|e| e.exits_per_interrupt)
                 .expect("predicted")
         };
-        assert!(exits_of(PolicyKind::Did) < exits_of(PolicyKind::Vanilla));
+        assert!(exits_of(DesignKind::Did) < exits_of(DesignKind::Vanilla));
     }
 
     #[test]
@@ -512,11 +512,11 @@ mod tests {
         let twins = [CaseTwin::Simulated {
             runs: vec![
                 TwinRun {
-                    policy: PolicyKind::Vanilla,
+                    policy: DesignKind::Vanilla,
                     outcome: Ok(vanilla_twin(1.5)),
                 },
                 TwinRun {
-                    policy: PolicyKind::Did,
+                    policy: DesignKind::Did,
                     outcome: Err(anyhow::anyhow!("the simulator refused")),
                 },
             ],
@@ -536,14 +536,14 @@ mod tests {
         };
         assert!(failure.configuration.ends_with("under did"), "{failure:?}");
         assert!(failure.reason.contains("refused"), "{failure:?}");
-        let policies: Vec<PolicyKind> = checks.extrapolation.iter().map(|e| e.policy).collect();
-        assert_eq!(policies, [PolicyKind::Vanilla]);
+        let policies: Vec<DesignKind> = checks.extrapolation.iter().map(|e| e.policy).collect();
+        assert_eq!(policies, [DesignKind::Vanilla]);
         assert!(checks.extrapolation[0].measured.is_some());
 
         // Within 20%, nothing to explain; not extrapolated, nothing kept.
         let twins = [CaseTwin::Simulated {
             runs: vec![TwinRun {
-                policy: PolicyKind::Vanilla,
+                policy: DesignKind::Vanilla,
                 outcome: Ok(vanilla_twin(2.8)),
             }],
             extrapolated: false,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use dirq_sim::policy::PolicyKind;
+use dirq_sim::policy::DesignKind;
 use dirq_sim::scenario::{self, NicCoalescing, RunGroup, Scenario, Transport, WorkloadKind};
 use dirq_sim::{run_scenario_with_progress, CostProfile, RunOptions};
 use indicatif::ProgressBar;
@@ -71,7 +71,7 @@ pub const TRACE_FILE: &str = "designs.json";
 /// traffic plus the guest timer, so device, virtual and timer interrupts
 /// all appear; 10 ms holds ten timer ticks, past the start-up.
 fn trace_scenario() -> Result<Scenario> {
-    let mut traffic = RunGroup::new(WorkloadKind::UdpRx, PolicyKind::ALL.to_vec());
+    let mut traffic = RunGroup::new(WorkloadKind::UdpRx, DesignKind::ALL.to_vec());
     traffic.rates_pps = vec![100_000];
     traffic.transport = Transport::Both;
     traffic.with_timer = true;
@@ -173,8 +173,8 @@ mod tests {
     #[test]
     fn the_trace_runs_every_policy() {
         let scenario = trace_scenario().expect("trace scenario parses");
-        let policies: Vec<PolicyKind> = scenario.expand().iter().map(|run| run.policy).collect();
-        assert_eq!(policies, PolicyKind::ALL);
+        let policies: Vec<DesignKind> = scenario.expand().iter().map(|run| run.policy).collect();
+        assert_eq!(policies, DesignKind::ALL);
     }
 
     #[test]

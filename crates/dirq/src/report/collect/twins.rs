@@ -6,7 +6,7 @@
 //! `analyse::checks` compares and extrapolates.
 
 use anyhow::{Context, Result};
-use dirq_sim::policy::PolicyKind;
+use dirq_sim::policy::DesignKind;
 use dirq_sim::scenario::{
     HostShape, IdleMode, IpiMode, RunGroup, Scenario, Transport, WorkloadKind, MAX_IPI_RATE_PER_S,
 };
@@ -21,7 +21,7 @@ use super::views::SimRun;
 use crate::calibrate::costs::HostCosts;
 
 /// The designs a twin of KVM's in-kernel LAPIC also runs under.
-const EXTRAPOLATED: [PolicyKind; 3] = [PolicyKind::Apicv, PolicyKind::Eli, PolicyKind::Did];
+const EXTRAPOLATED: [DesignKind; 3] = [DesignKind::Apicv, DesignKind::Eli, DesignKind::Did];
 
 /// Simulated time per twin run: long enough for thousands of interrupts at
 /// the rates the real benches use.
@@ -154,7 +154,7 @@ pub fn twin_vcpus(config: &BenchConfig) -> u32 {
 }
 
 /// The one-run scenario of a twin under one policy.
-fn twin_scenario(twin: &Twin, policy: PolicyKind) -> Result<Scenario> {
+fn twin_scenario(twin: &Twin, policy: DesignKind) -> Result<Scenario> {
     let mut group = twin.group.clone();
     group.policies = vec![policy];
     let scenario = Scenario {
@@ -170,7 +170,7 @@ fn twin_scenario(twin: &Twin, policy: PolicyKind) -> Result<Scenario> {
 }
 
 /// One simulated twin run under one policy.
-fn simulate(twin: &Twin, policy: PolicyKind, seed: u64) -> Result<SimRun> {
+fn simulate(twin: &Twin, policy: DesignKind, seed: u64) -> Result<SimRun> {
     let scenario = twin_scenario(twin, policy)?;
     let options = dirq_sim::RunOptions {
         seed,
@@ -188,7 +188,7 @@ fn simulate(twin: &Twin, policy: PolicyKind, seed: u64) -> Result<SimRun> {
 
 /// One twin run under one policy, or why the simulator could not run it.
 pub struct TwinRun {
-    pub policy: PolicyKind,
+    pub policy: DesignKind,
     pub outcome: Result<SimRun>,
 }
 
@@ -232,8 +232,8 @@ pub fn run_twins(
                     if extrapolate {
                         extrapolated.push(key);
                     }
-                    let others: &[PolicyKind] = if extrapolate { &EXTRAPOLATED } else { &[] };
-                    let runs = std::iter::once(&PolicyKind::Vanilla)
+                    let others: &[DesignKind] = if extrapolate { &EXTRAPOLATED } else { &[] };
+                    let runs = std::iter::once(&DesignKind::Vanilla)
                         .chain(others)
                         .map(|&policy| TwinRun {
                             policy,
@@ -330,7 +330,7 @@ mod tests {
                  duration_ms = {TWIN_DURATION_MS}\n[[runs]]\npolicies = [\"did\"]\n{group}"
             );
             assert_eq!(
-                twin_scenario(&twin, PolicyKind::Did).expect("valid"),
+                twin_scenario(&twin, DesignKind::Did).expect("valid"),
                 Scenario::from_toml(&text).expect("parses"),
                 "{group}"
             );

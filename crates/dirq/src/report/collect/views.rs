@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use dirq_sim::metrics::{StudyResults, Throughput};
-use dirq_sim::policy::PolicyKind;
+use dirq_sim::policy::DesignKind;
 use dirq_sim::vioapic::VioapicLevel;
 use dirq_sim::{Invariant, RunResult, ScenarioResult};
 use dirq_stats::{f64_of, ratio, LatencySummary};
@@ -51,7 +51,7 @@ impl From<&LatencySummary> for Latency {
 /// One run of `dirq sim --json`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct SimRun {
-    pub policy: PolicyKind,
+    pub policy: DesignKind,
     #[serde(default)]
     pub params: serde_json::Map<String, serde_json::Value>,
     pub exits_per_s: f64,

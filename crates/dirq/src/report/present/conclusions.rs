@@ -2,11 +2,10 @@
 //! numbers, and the design x workload pivots they come from (measured and
 //! predicted side by side).
 
-use dirq_sim::policy::PolicyKind;
+use dirq_sim::policy::DesignKind;
 use dirq_vmm::config::{GuestIdle, Irqchip};
 use dirq_vmm::probe::ProbeReport;
 
-use crate::designs::DesignTables;
 use crate::report::analyse::checks::{Extrapolated, ModelChecks};
 use crate::report::analyse::model::{scores, Metric, Score};
 use crate::report::collect::real::RealCase;
@@ -18,6 +17,7 @@ use crate::report::present::data::{
     Axis, Cell, Chart, Figure, GroupedSeries, Scale, Section, SeriesKey, Spread, Table, TableRow,
     Unit,
 };
+use crate::studies::StudyTables;
 use dirq_vmm::host_load::HostLoad;
 
 /// Everything the conclusions draw on; each part is absent when its step
@@ -29,16 +29,16 @@ pub struct Findings<'a> {
     pub cases: &'a [RealCase],
     pub checks: Option<&'a ModelChecks>,
     /// The software-only studies on this host's KVM.
-    pub studies: Option<&'a DesignTables>,
+    pub studies: Option<&'a StudyTables>,
     pub simulated: &'a [SimScenario],
 }
 
 /// The designs the pivots compare, in column order.
-const DESIGNS: [PolicyKind; 4] = [
-    PolicyKind::Vanilla,
-    PolicyKind::Apicv,
-    PolicyKind::Eli,
-    PolicyKind::Did,
+const DESIGNS: [DesignKind; 4] = [
+    DesignKind::Vanilla,
+    DesignKind::Apicv,
+    DesignKind::Eli,
+    DesignKind::Did,
 ];
 /// The column of the real runs.
 pub const MEASURED: &str = "measured (KVM LAPIC)";
@@ -115,7 +115,7 @@ fn workloads(extrapolation: &[Extrapolated]) -> Vec<String> {
 fn find<'a>(
     extrapolation: &'a [Extrapolated],
     workload: &str,
-    design: PolicyKind,
+    design: DesignKind,
 ) -> Option<&'a Extrapolated> {
     extrapolation
         .iter()
@@ -129,7 +129,7 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
     let vanilla = |pick: fn(&Extrapolated) -> Option<f64>| -> Vec<Option<f64>> {
         workloads
             .iter()
-            .map(|w| find(extrapolation, w, PolicyKind::Vanilla).and_then(pick))
+            .map(|w| find(extrapolation, w, DesignKind::Vanilla).and_then(pick))
             .collect()
     };
     let mut series = vec![GroupedSeries {
@@ -137,7 +137,7 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
         key: SeriesKey::Measured,
         values: workloads
             .iter()
-            .map(|w| find(extrapolation, w, PolicyKind::Vanilla).and_then(metric.measured))
+            .map(|w| find(extrapolation, w, DesignKind::Vanilla).and_then(metric.measured))
             .collect(),
     }];
     // Only where this host counts other than every exit (kvm_pvm).
@@ -454,7 +454,7 @@ fn design_sentences(extrapolation: &[Extrapolated]) -> Vec<String> {
                 workloads
                     .iter()
                     .filter_map(|w| {
-                        let vanilla = find(extrapolation, w, PolicyKind::Vanilla)?;
+                        let vanilla = find(extrapolation, w, DesignKind::Vanilla)?;
                         let this = pick(find(extrapolation, w, *design)?)?;
                         let before = pick(vanilla).filter(|&v| v > 0.0)?;
                         Some((vanilla.bench.as_str(), w.as_str(), (this - before) / before))
@@ -542,7 +542,7 @@ fn model_sentence(checks: &ModelChecks) -> Option<String> {
 }
 
 /// The software-only studies' headline numbers.
-fn study_sentences(studies: &DesignTables) -> Vec<String> {
+fn study_sentences(studies: &StudyTables) -> Vec<String> {
     let mut sentences = Vec::new();
     if let Some(best) = studies.vioapic.as_ref().and_then(|t| {
         t.rows
@@ -606,7 +606,7 @@ fn simulated_sentences(simulated: &[SimScenario]) -> Vec<String> {
             // The first run of each policy at that rate: runs that differ
             // in another parameter would repeat the policy.
             let mut at_top: Vec<String> = Vec::new();
-            let mut seen: Vec<PolicyKind> = Vec::new();
+            let mut seen: Vec<DesignKind> = Vec::new();
             for run in &scenario.runs {
                 if run.rate().is_some_and(|(_, rate)| rate == top) && !seen.contains(&run.policy) {
                     seen.push(run.policy);
@@ -772,8 +772,8 @@ mod tests {
     use crate::report::analyse::checks::Measured;
     use std::collections::BTreeMap;
 
-    fn extrapolated(workload: &str, policy: PolicyKind, exits: f64, p50: f64) -> Extrapolated {
-        let vanilla = policy == PolicyKind::Vanilla;
+    fn extrapolated(workload: &str, policy: DesignKind, exits: f64, p50: f64) -> Extrapolated {
+        let vanilla = policy == DesignKind::Vanilla;
         Extrapolated {
             workload: workload.into(),
             bench: workload.split(' ').next().unwrap_or(workload).into(),
@@ -799,10 +799,10 @@ mod tests {
         rows.iter()
             .flat_map(|&(workload, exits, p50, did_p50)| {
                 [
-                    extrapolated(workload, PolicyKind::Vanilla, exits, p50),
-                    extrapolated(workload, PolicyKind::Apicv, exits / 2.0, p50 * 0.8),
-                    extrapolated(workload, PolicyKind::Eli, exits / 2.0, p50 * 0.8),
-                    extrapolated(workload, PolicyKind::Did, 0.0, did_p50),
+                    extrapolated(workload, DesignKind::Vanilla, exits, p50),
+                    extrapolated(workload, DesignKind::Apicv, exits / 2.0, p50 * 0.8),
+                    extrapolated(workload, DesignKind::Eli, exits / 2.0, p50 * 0.8),
+                    extrapolated(workload, DesignKind::Did, 0.0, did_p50),
                 ]
             })
             .collect()

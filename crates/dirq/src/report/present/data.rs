@@ -5,7 +5,7 @@
 use dirq_stats::f64_of;
 use serde::Serialize;
 
-use dirq_sim::policy::PolicyKind;
+use dirq_sim::policy::DesignKind;
 use dirq_vmm::exits::VmxExit;
 
 pub use crate::report::collect::spread::Spread;
@@ -23,7 +23,7 @@ use dirq_vmm::host_load::{HostLoad, HostNoise};
 #[serde(tag = "kind", content = "of", rename_all = "snake_case")]
 pub enum SeriesKey {
     Measured,
-    Design(PolicyKind),
+    Design(DesignKind),
     Exit(VmxExit),
     Variant,
 }

@@ -6,7 +6,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use dirq_sim::policy::PolicyKind;
+use dirq_sim::policy::DesignKind;
 use dirq_stats::round_u64;
 use dirq_vmm::exits::VmxExit;
 
@@ -31,15 +31,15 @@ const MEASURED_COLOUR: RGBColor = RGBColor(50, 50, 50);
 
 /// Each design's colour, the same in every figure (Tableau 10's saturated
 /// hues, one per design).
-fn design_colour(design: PolicyKind) -> RGBColor {
+fn design_colour(design: DesignKind) -> RGBColor {
     match design {
-        PolicyKind::Bare => RGBColor(89, 161, 79),
-        PolicyKind::Vanilla => RGBColor(78, 121, 167),
-        PolicyKind::Apicv => RGBColor(118, 183, 178),
-        PolicyKind::EliDelivery => RGBColor(237, 201, 72),
-        PolicyKind::Eli => RGBColor(242, 142, 43),
-        PolicyKind::Did => RGBColor(225, 87, 89),
-        PolicyKind::NaiveDirectEoi => RGBColor(176, 122, 161),
+        DesignKind::Bare => RGBColor(89, 161, 79),
+        DesignKind::Vanilla => RGBColor(78, 121, 167),
+        DesignKind::Apicv => RGBColor(118, 183, 178),
+        DesignKind::EliDelivery => RGBColor(237, 201, 72),
+        DesignKind::Eli => RGBColor(242, 142, 43),
+        DesignKind::Did => RGBColor(225, 87, 89),
+        DesignKind::NaiveDirectEoi => RGBColor(176, 122, 161),
     }
 }
 
@@ -891,12 +891,12 @@ mod tests {
                 },
                 GroupedSeries {
                     name: "apicv".into(),
-                    key: SeriesKey::Design(PolicyKind::Apicv),
+                    key: SeriesKey::Design(DesignKind::Apicv),
                     values: vec![Spread::of([0.05]), Spread::of([0.2])],
                 },
                 GroupedSeries {
                     name: "did".into(),
-                    key: SeriesKey::Design(PolicyKind::Did),
+                    key: SeriesKey::Design(DesignKind::Did),
                     values: vec![Spread::of([0.0]), Spread::of([0.2])],
                 },
             ],
@@ -907,11 +907,11 @@ mod tests {
         // The design keeps its colour: one swatch; DID's zero is no
         // rectangle of its colour but a mark, and is labelled.
         assert_eq!(
-            svg.matches(&fill(design_colour(PolicyKind::Apicv))).count(),
+            svg.matches(&fill(design_colour(DesignKind::Apicv))).count(),
             3
         );
         assert_eq!(
-            svg.matches(&fill(design_colour(PolicyKind::Did))).count(),
+            svg.matches(&fill(design_colour(DesignKind::Did))).count(),
             3
         );
         let labels = texts(&svg);
@@ -1002,7 +1002,7 @@ mod tests {
 
     #[test]
     fn designs_exit_reasons_and_variants_never_share_a_colour() {
-        let designs: Vec<RGBColor> = PolicyKind::ALL.into_iter().map(design_colour).collect();
+        let designs: Vec<RGBColor> = DesignKind::ALL.into_iter().map(design_colour).collect();
         let exits: Vec<RGBColor> = VmxExit::ALL.into_iter().map(exit_colour).collect();
         let variants = colours(&[SeriesKey::Variant; 12]);
         let all: Vec<RGBColor> =
@@ -1015,12 +1015,12 @@ mod tests {
         // A design's colour does not depend on the figure it is in.
         let keys = [
             SeriesKey::Variant,
-            SeriesKey::Design(PolicyKind::Did),
+            SeriesKey::Design(DesignKind::Did),
             SeriesKey::Exit(VmxExit::Hlt),
             SeriesKey::Measured,
         ];
         let assigned = colours(&keys);
-        assert_eq!(assigned[1], design_colour(PolicyKind::Did));
+        assert_eq!(assigned[1], design_colour(DesignKind::Did));
         assert_eq!(assigned[2], exit_colour(VmxExit::Hlt));
         assert_eq!(assigned[0], VARIANT_RAMP[0]);
         assert_eq!(colours(&[SeriesKey::Variant; 2])[1], VARIANT_RAMP[5]);

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use dirq_sim::policy::PolicyKind;
+use dirq_sim::policy::DesignKind;
 use dirq_sim::vioapic::VioapicLevel;
 
 use crate::report::collect::views::{SimRun, SimScenario};
@@ -146,7 +146,7 @@ trait BarGroup: PartialEq {
     fn key(&self) -> SeriesKey;
 }
 
-impl BarGroup for PolicyKind {
+impl BarGroup for DesignKind {
     fn legend(&self) -> String {
         self.name().to_string()
     }
@@ -351,11 +351,11 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
 /// The memcached table's row names: the design on its transport.
 fn memcached_configuration(run: &SimRun) -> String {
     match (run.policy, param(run, "transport")) {
-        (PolicyKind::Bare, _) => "bare".into(),
-        (PolicyKind::Vanilla, Some("pv")) => "PV".into(),
-        (PolicyKind::Did, Some("pv")) => "PV-DID".into(),
-        (PolicyKind::Vanilla, Some("sriov")) => "SR-IOV".into(),
-        (PolicyKind::Did, Some("sriov")) => "SR-IOV-DID".into(),
+        (DesignKind::Bare, _) => "bare".into(),
+        (DesignKind::Vanilla, Some("pv")) => "PV".into(),
+        (DesignKind::Did, Some("pv")) => "PV-DID".into(),
+        (DesignKind::Vanilla, Some("sriov")) => "SR-IOV".into(),
+        (DesignKind::Did, Some("sriov")) => "SR-IOV-DID".into(),
         (policy, Some(transport)) => format!("{policy} · {transport}"),
         (policy, None) => policy.name().into(),
     }
@@ -376,9 +376,9 @@ fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let bare = result
         .runs
         .iter()
-        .find(|run| run.policy == PolicyKind::Bare)
+        .find(|run| run.policy == DesignKind::Bare)
         .and_then(SimRun::throughput_value);
-    let rows: Vec<(String, PolicyKind, f64, &SimRun)> = result
+    let rows: Vec<(String, DesignKind, f64, &SimRun)> = result
         .runs
         .iter()
         .filter_map(|run| Some((label(run), run.policy, run.throughput_value()?, run)))
@@ -386,7 +386,7 @@ fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     if rows.is_empty() {
         return Vec::new();
     }
-    let bars: Vec<(String, PolicyKind, f64)> = rows
+    let bars: Vec<(String, DesignKind, f64)> = rows
         .iter()
         .map(|(l, d, v, _)| (l.clone(), *d, *v))
         .collect();
@@ -503,12 +503,12 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
 }
 
 /// The ELI table's column names for the designs it compares.
-fn eli_design(policy: PolicyKind) -> String {
+fn eli_design(policy: DesignKind) -> String {
     match policy {
-        PolicyKind::Vanilla => "baseline".into(),
-        PolicyKind::EliDelivery => "ELI delivery only".into(),
-        PolicyKind::Eli => "ELI".into(),
-        PolicyKind::Bare => "bare metal".into(),
+        DesignKind::Vanilla => "baseline".into(),
+        DesignKind::EliDelivery => "ELI delivery only".into(),
+        DesignKind::Eli => "ELI".into(),
+        DesignKind::Bare => "bare metal".into(),
         other => other.name().into(),
     }
 }
@@ -540,7 +540,7 @@ fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
             .collect();
         let bare = runs
             .iter()
-            .find(|run| run.policy == PolicyKind::Bare)
+            .find(|run| run.policy == DesignKind::Bare)
             .and_then(|run| run.throughput_value());
         for run in runs {
             let Some(value) = run.throughput_value() else {

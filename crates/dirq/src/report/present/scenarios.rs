@@ -3,7 +3,7 @@
 
 use crate::report::collect::simulate::TracedExits;
 use crate::report::collect::views::{Latency, SimRun, SimScenario};
-use dirq_sim::policy::PolicyKind;
+use dirq_sim::policy::DesignKind;
 
 use crate::report::format::{format_value, ns_to_us};
 use crate::report::present::charts::{
@@ -128,7 +128,7 @@ fn latency_figures(
     if measured.is_empty() {
         return Vec::new();
     }
-    let mut policies: Vec<PolicyKind> = measured.iter().map(|(r, _, _)| r.policy).collect();
+    let mut policies: Vec<DesignKind> = measured.iter().map(|(r, _, _)| r.policy).collect();
     policies.sort_unstable();
     policies.dedup();
     let one_run_per_design = policies.len() == measured.len();
@@ -476,8 +476,8 @@ mod tests {
         assert_eq!(
             keys,
             [
-                SeriesKey::Design(PolicyKind::Vanilla),
-                SeriesKey::Design(PolicyKind::Did)
+                SeriesKey::Design(DesignKind::Vanilla),
+                SeriesKey::Design(DesignKind::Did)
             ]
         );
         assert_eq!(

@@ -4,10 +4,9 @@
 use std::collections::BTreeMap;
 
 use dirq_stats::f64_of;
-use dirq_vmm::designs::vioapic::VioapicTable;
-use dirq_vmm::designs::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable};
+use dirq_vmm::studies::vioapic::VioapicTable;
+use dirq_vmm::studies::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable};
 
-use crate::designs::{Design, DesignTables};
 use crate::report::format::{format_percent, format_value, ns_to_us};
 use crate::report::present::charts::{exit_bars, latency_cpu_scatter};
 use crate::report::present::conclusions::and_list;
@@ -15,6 +14,7 @@ use crate::report::present::data::{
     Chart, Figure, NamedValues, Section, SeriesKey, Spread, Table, TableRow,
 };
 use crate::report::progress::StepFailure;
+use crate::studies::{Study, StudyTables};
 
 fn columns(names: &[&str]) -> Vec<String> {
     names.iter().map(|name| name.to_string()).collect()
@@ -227,7 +227,7 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
         .iter()
         .filter(|row| row.unavailable.is_none())
         .collect();
-    let label = |row: &dirq_vmm::designs::halt::HaltRow| format!("{} · {}", row.ipi, row.label);
+    let label = |row: &dirq_vmm::studies::halt::HaltRow| format!("{} · {}", row.ipi, row.label);
     let chart = latency_cpu_scatter(
         "host CPU burned by the vCPU threads (cores)",
         "IPI round trip p50 (us)",
@@ -304,26 +304,26 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
 }
 
 /// What each study's table measures, for the section's first words.
-fn measures(study: Design) -> &'static str {
+fn measures(study: Study) -> &'static str {
     match study {
-        Design::Vioapic => "the four VIOAPIC levels",
-        Design::IoBatch => "batched port I/O",
-        Design::Tick => "transparent tick scaling",
-        Design::Halt => "the IPI/HLT trade-off",
+        Study::Vioapic => "the four VIOAPIC levels",
+        Study::IoBatch => "batched port I/O",
+        Study::Tick => "transparent tick scaling",
+        Study::Halt => "the IPI/HLT trade-off",
     }
 }
 
-fn measured(tables: &DesignTables, study: Design) -> bool {
+fn measured(tables: &StudyTables, study: Study) -> bool {
     match study {
-        Design::Vioapic => tables.vioapic.is_some(),
-        Design::IoBatch => tables.io_batch.is_some(),
-        Design::Tick => tables.tick.is_some(),
-        Design::Halt => tables.halt.is_some(),
+        Study::Vioapic => tables.vioapic.is_some(),
+        Study::IoBatch => tables.io_batch.is_some(),
+        Study::Tick => tables.tick.is_some(),
+        Study::Halt => tables.halt.is_some(),
     }
 }
 
 /// The `--only` name of a study.
-fn only_name(study: Design) -> String {
+fn only_name(study: Study) -> String {
     clap::ValueEnum::to_possible_value(&study).map_or_else(
         || format!("{study:?}"),
         |value| value.get_name().to_string(),
@@ -332,8 +332,8 @@ fn only_name(study: Design) -> String {
 
 /// Each study whose table is missing, with its error and the command
 /// that measures it alone. `measure` names the study before its error.
-pub fn failures(tables: &DesignTables, command: &str) -> Vec<StepFailure> {
-    Design::ALL
+pub fn failures(tables: &StudyTables, command: &str) -> Vec<StepFailure> {
+    Study::ALL
         .into_iter()
         .filter(|&study| !measured(tables, study))
         .filter_map(|study| {
@@ -352,7 +352,7 @@ pub fn failures(tables: &DesignTables, command: &str) -> Vec<StepFailure> {
 }
 
 /// The section, or `None` when no study could be measured.
-pub fn studies_section(tables: &DesignTables, command: &str) -> Option<Section> {
+pub fn studies_section(tables: &StudyTables, command: &str) -> Option<Section> {
     let mut figures = Vec::new();
     if let Some(table) = &tables.vioapic {
         figures.push(vioapic_figure(table, command));
@@ -370,7 +370,7 @@ pub fn studies_section(tables: &DesignTables, command: &str) -> Option<Section> 
         return None;
     }
     // What failed is said by the report (an "Incomplete" line above this).
-    let names: Vec<&str> = Design::ALL
+    let names: Vec<&str> = Study::ALL
         .into_iter()
         .filter(|&study| measured(tables, study))
         .map(measures)
@@ -402,12 +402,12 @@ mod tests {
 
     #[test]
     fn each_missing_table_is_a_failure_with_its_own_error_and_command() {
-        let tables = DesignTables {
+        let tables = StudyTables {
             failures: vec![
-                format!("{}: the guest hung", Design::Vioapic.title()),
-                format!("{}: no /dev/kvm", Design::Halt.title()),
+                format!("{}: the guest hung", Study::Vioapic.title()),
+                format!("{}: no /dev/kvm", Study::Halt.title()),
             ],
-            ..DesignTables::default()
+            ..StudyTables::default()
         };
         // Batched I/O and tick scaling were not asked for: no error, no failure.
         let failures = failures(&tables, "dirq studies");

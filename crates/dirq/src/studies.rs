@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use anyhow::Context;
 use dirq_vmm::config::GuestExec;
-use dirq_vmm::designs::{halt, io_batch, tick, vioapic, Scale, Settings};
+use dirq_vmm::studies::{halt, io_batch, tick, vioapic, Scale, Settings};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
@@ -31,7 +31,7 @@ pub struct Args {
     quick: bool,
     /// The tables to measure, comma-separated (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
-    only: Vec<Design>,
+    only: Vec<Study>,
     /// Print one JSON object with a key per table instead of the tables.
     #[arg(long)]
     json: bool,
@@ -41,7 +41,7 @@ pub struct Args {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Design {
+pub enum Study {
     /// Section 6: userspace, in-kernel, read-only page and paravirtual controller.
     Vioapic,
     /// Section 8: N port writes per disk command, or one doorbell.
@@ -52,15 +52,15 @@ pub enum Design {
     Halt,
 }
 
-impl Design {
-    pub const ALL: [Design; 4] = [Design::Vioapic, Design::IoBatch, Design::Tick, Design::Halt];
+impl Study {
+    pub const ALL: [Study; 4] = [Study::Vioapic, Study::IoBatch, Study::Tick, Study::Halt];
 
     pub fn title(self) -> &'static str {
         match self {
-            Design::Vioapic => "VIOAPIC levels (mechanisms.md section 6)",
-            Design::IoBatch => "Batched port I/O (section 8)",
-            Design::Tick => "Transparent tick scaling (section 8)",
-            Design::Halt => "IPIs and HLT (section 7)",
+            Study::Vioapic => "VIOAPIC levels (mechanisms.md section 6)",
+            Study::IoBatch => "Batched port I/O (section 8)",
+            Study::Tick => "Transparent tick scaling (section 8)",
+            Study::Halt => "IPIs and HLT (section 7)",
         }
     }
 }
@@ -68,7 +68,7 @@ impl Design {
 /// Every table measured; a table that failed is `None` and its error is in
 /// `failures`.
 #[derive(Debug, Default, Serialize)]
-pub struct DesignTables {
+pub struct StudyTables {
     pub vioapic: Option<vioapic::VioapicTable>,
     pub io_batch: Option<io_batch::IoBatchTable>,
     pub tick: Option<tick::TickTable>,
@@ -80,15 +80,15 @@ pub struct DesignTables {
 /// Measures the chosen designs, one after the other (they share the host's
 /// two cores, so running them at once would skew each other). `bar`
 /// advances once per design.
-pub fn measure(designs: &[Design], settings: Settings, bar: &ProgressBar) -> DesignTables {
-    let mut tables = DesignTables::default();
+pub fn measure(designs: &[Study], settings: Settings, bar: &ProgressBar) -> StudyTables {
+    let mut tables = StudyTables::default();
     for &design in designs {
         crate::report::progress::working_on(bar, design.title());
         let measured = match design {
-            Design::Vioapic => vioapic::compare(settings).map(|t| tables.vioapic = Some(t)),
-            Design::IoBatch => io_batch::compare(settings).map(|t| tables.io_batch = Some(t)),
-            Design::Tick => tick::compare(settings).map(|t| tables.tick = Some(t)),
-            Design::Halt => halt::compare(settings).map(|t| tables.halt = Some(t)),
+            Study::Vioapic => vioapic::compare(settings).map(|t| tables.vioapic = Some(t)),
+            Study::IoBatch => io_batch::compare(settings).map(|t| tables.io_batch = Some(t)),
+            Study::Tick => tick::compare(settings).map(|t| tables.tick = Some(t)),
+            Study::Halt => halt::compare(settings).map(|t| tables.halt = Some(t)),
         };
         if let Err(err) = measured {
             let err = anyhow::Error::from(err);
@@ -99,13 +99,13 @@ pub fn measure(designs: &[Design], settings: Settings, bar: &ProgressBar) -> Des
     tables
 }
 
-impl fmt::Display for DesignTables {
+impl fmt::Display for StudyTables {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sections: [(Design, Option<&dyn fmt::Display>); 4] = [
-            (Design::Vioapic, self.vioapic.as_ref().map(|t| t as _)),
-            (Design::IoBatch, self.io_batch.as_ref().map(|t| t as _)),
-            (Design::Tick, self.tick.as_ref().map(|t| t as _)),
-            (Design::Halt, self.halt.as_ref().map(|t| t as _)),
+        let sections: [(Study, Option<&dyn fmt::Display>); 4] = [
+            (Study::Vioapic, self.vioapic.as_ref().map(|t| t as _)),
+            (Study::IoBatch, self.io_batch.as_ref().map(|t| t as _)),
+            (Study::Tick, self.tick.as_ref().map(|t| t as _)),
+            (Study::Halt, self.halt.as_ref().map(|t| t as _)),
         ];
         for (design, table) in sections {
             if let Some(table) = table {
@@ -119,7 +119,7 @@ impl fmt::Display for DesignTables {
 pub fn execute(args: Args) -> anyhow::Result<()> {
     let started = time::OffsetDateTime::now_utc();
     let designs = if args.only.is_empty() {
-        Design::ALL.to_vec()
+        Study::ALL.to_vec()
     } else {
         args.only.clone()
     };
