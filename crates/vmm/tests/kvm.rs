@@ -551,7 +551,9 @@ fn a_busy_ipi_target_loses_one_gap_of_its_loop_per_ping() {
         return;
     }
     // Every ping stops the loop once; host ticks and preemption add a few.
-    assert!((950..=1_500).contains(&gaps), "{ipi:?}");
+    // A gap past the guest's cap (the vCPU preempted on a loaded host) is
+    // not timed, so the floor leaves room for a busy host.
+    assert!((500..=1_500).contains(&gaps), "{ipi:?}");
     assert!(ipi.target_gap_p50_ns > ipi.send_p50_ns, "{ipi:?}");
 }
 
