@@ -526,7 +526,7 @@ impl<T> Stopped<'_, T> {
         if self.timed_out {
             return Err(MachineError::Timeout {
                 watchdog: self.watchdog,
-                progress: progress(&shared, self.control.window().is_some()),
+                progress: progress(&shared, self.config, self.control.window().is_some()),
                 rips: rips.join(", "),
             });
         }
@@ -586,12 +586,13 @@ fn watchdog_origin(watchdog: &Watchdog) -> String {
 }
 
 /// What a stopped guest had done: its window, interrupts and device
-/// events, as it last wrote them.
-fn progress(shared: &SharedPage, window_opened: bool) -> String {
+/// events, as it last wrote them, against what the run asked for (from
+/// `config`, not from the page the guest could have rewritten).
+fn progress(shared: &SharedPage, config: &BenchConfig, window_opened: bool) -> String {
     if !window_opened {
         return "the guest never opened its measured window".into();
     }
-    let cpus = usize::try_from(shared.num_cpus)
+    let cpus = usize::try_from(config.common.vcpus)
         .unwrap_or(abi::MAX_CPUS)
         .min(abi::MAX_CPUS);
     let handled: Vec<String> = shared.handled[..cpus].iter().map(u64::to_string).collect();
@@ -602,8 +603,10 @@ fn progress(shared: &SharedPage, window_opened: bool) -> String {
     if shared.ack_seq > 0 {
         text += &format!(" and acknowledged {} device events", shared.ack_seq);
     }
-    if shared.count > 0 {
-        text += &format!(", of the {} events the run asked for", shared.count);
+    let mut asked = SharedPage::default();
+    config.params.boot(&mut asked);
+    if asked.count > 0 {
+        text += &format!(", of the {} events the run asked for", asked.count);
     }
     text
 }
