@@ -73,7 +73,9 @@ impl HostileCase {
             DoorbellReservedByte => &["entry 0: reserved byte is 0xff"],
             DoorbellUnownedPort => &["entry 0: port 0x1234 is owned by no device"],
             DoorbellNested => &["entry 0: port 0xfc rings the doorbell itself"],
-            PvLockHeldForever | PvLockHeldThenUnmask => &["held the VIOAPIC PV lock"],
+            PvLockHeldForever | PvLockHeldThenUnmask => {
+                &["held the VIOAPIC PV lock at every attempt"]
+            }
             PvLockGarbage => &["0xdeadbeef to the VIOAPIC PV lock word"],
             // kvm_pvm raises #UD at the vmcall; VT-x/SVM KVM returns an error.
             UnknownHypercall => &["#UD", "hypercall 0xdead0000"],
