@@ -25,6 +25,12 @@
 #define EOI_STORM 10000
 #define SERIAL_FLOOD (20 * 1024) /* more than the VMM keeps */
 #define PERIODIC_TIMER_NS 20000000ul
+/* Emulated, ~0.2 s of work: far more emulated instructions than exits. */
+#define EMULATED_WORK 50000
+/* CPU 1 waits this long into CPU 0's window before its DONE. */
+#define EARLY_DONE_NS 10000000ul
+/* exit-cost's userspace exit, forged: years of TSC cycles. */
+#define FORGED_EXIT_CYCLES (1ul << 60)
 
 /* Buffers live on the stack: static ones would grow the kernel's .bss and
  * move other benches' data onto pages first touched inside their measured
@@ -145,6 +151,30 @@ static void periodic_timer_count_1(void)
     apic_write(APIC_REG_TIMER_INITIAL, 0);
 }
 
+/* Work the instruction emulator counts, while the shared page says native. */
+static void emulated_work(void)
+{
+    for (volatile u64 i = 0; i < EMULATED_WORK; i++)
+        ;
+}
+
+/* count samples, each as given: the VMM holds them to --count and the window. */
+static void record_samples(u64 count, u64 cycles)
+{
+    for (u64 i = 0; i < count; i++)
+        record_sample(cycles);
+}
+
+/* exit-cost's result slots, its userspace exit longer than any window. */
+static void forge_exit_cost(void)
+{
+    shared->result[DIRQ_RESULT_EXIT_COST_ITERATIONS] = 1;
+    shared->result[DIRQ_RESULT_EXIT_COST_USERSPACE_CYCLES] = FORGED_EXIT_CYCLES;
+    shared->result[DIRQ_RESULT_EXIT_COST_KERNEL_CYCLES] = ns_to_tsc(2000);
+    shared->result[DIRQ_RESULT_EXIT_COST_USERSPACE_P50_CYCLES] = ns_to_tsc(30000);
+    shared->result[DIRQ_RESULT_EXIT_COST_KERNEL_P50_CYCLES] = ns_to_tsc(2000);
+}
+
 static void run(void)
 {
     /* Set before the window opens: the VMM's device starts with it. */
@@ -246,6 +276,26 @@ static void run(void)
     case DIRQ_HOSTILE_FORGED_SAMPLE_COUNT:
         shared->samples_written = ~0ul;
         break;
+    case DIRQ_HOSTILE_FORGED_NATIVE_CLAIM:
+        emulated_work();
+        break;
+    case DIRQ_HOSTILE_SAMPLES_MAX:
+        record_samples(shared->count, ~0ul);
+        break;
+    case DIRQ_HOSTILE_FEWER_SAMPLES:
+        record_samples(1, 1);
+        break;
+    case DIRQ_HOSTILE_EMPTY_WINDOW: /* START, END and DONE back to back */
+        break;
+    case DIRQ_HOSTILE_DONE_FROM_CPU1: /* CPU 1 attacks, in ap() */
+        for (;;)
+            cpu_relax();
+    case DIRQ_HOSTILE_START_TWICE:
+        control(DIRQ_CONTROL_BENCH_START);
+        break;
+    case DIRQ_HOSTILE_FORGED_EXIT_COST:
+        forge_exit_cost();
+        break;
     }
     control(DIRQ_CONTROL_BENCH_END);
 }
@@ -258,6 +308,13 @@ static void ap(void)
     case DIRQ_HOSTILE_TRIPLE_FAULT_CPU1:
         triple_fault();
         break;
+    case DIRQ_HOSTILE_DONE_FROM_CPU1: {
+        u64 until = rdtsc() + ns_to_tsc(EARLY_DONE_NS);
+        while (rdtsc() < until)
+            cpu_relax();
+        control(DIRQ_CONTROL_DONE);
+        break;
+    }
     }
 }
 

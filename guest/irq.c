@@ -35,6 +35,11 @@ void exec_mode_enter(u32 cpu)
 {
     if (shared->guest_exec != DIRQ_EXEC_PVM_NATIVE)
         return;
+    if (shared->bench == DIRQ_BENCH_HOSTILE && shared->args[0] == DIRQ_HOSTILE_FORGED_NATIVE_CLAIM) {
+        /* The attack: stay emulated and claim native mode. */
+        __atomic_or_fetch(&shared->native_cpus, 1ul << cpu, __ATOMIC_SEQ_CST);
+        return;
+    }
     volatile u8 *vif = this_vif();
     for (u64 i = 0; i < DIRQ_VIF_PAGE_SIZE; i++)
         vif[i] = 0; /* interrupts stay disabled, as at boot */

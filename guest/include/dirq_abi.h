@@ -228,6 +228,13 @@ enum dirq_hostile {
     DIRQ_HOSTILE_TPR_BLOCKS_ALL = 25,
     DIRQ_HOSTILE_PERIODIC_TIMER_COUNT_1 = 26,
     DIRQ_HOSTILE_FORGED_SAMPLE_COUNT = 27,
+    DIRQ_HOSTILE_FORGED_NATIVE_CLAIM = 28, /* stays emulated, claims native */
+    DIRQ_HOSTILE_SAMPLES_MAX = 29,         /* count samples of ~0 */
+    DIRQ_HOSTILE_FEWER_SAMPLES = 30,       /* 1 sample of count */
+    DIRQ_HOSTILE_EMPTY_WINDOW = 31,        /* START, END and DONE at once */
+    DIRQ_HOSTILE_DONE_FROM_CPU1 = 32,      /* CPU 1 says DONE while CPU 0 measures */
+    DIRQ_HOSTILE_START_TWICE = 33,
+    DIRQ_HOSTILE_FORGED_EXIT_COST = 34,    /* exit-cost's result slots, forged */
 };
 
 enum dirq_failure {

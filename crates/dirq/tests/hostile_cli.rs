@@ -62,3 +62,26 @@ fn an_output_that_cannot_be_written_is_refused_before_any_work() {
     );
     assert!(!stderr.contains("simulating"), "{stderr}");
 }
+
+#[test]
+fn a_run_that_measured_nothing_or_claims_too_much_exits_non_zero() {
+    if !dirq_vmm::testing::require_kvm(
+        "a_run_that_measured_nothing_or_claims_too_much_exits_non_zero",
+    ) {
+        return;
+    }
+    for case in [
+        HostileCase::EmptyWindow,
+        HostileCase::ForgedNativeClaim,
+        HostileCase::SamplesMax,
+    ] {
+        let output = dirq(&["run", "hostile", "--case", case.name(), "--json"]);
+        assert_eq!(output.status.code(), Some(1), "{case}");
+        assert!(output.stdout.is_empty(), "{case}: printed a report");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            case.causes().iter().any(|cause| stderr.contains(cause)),
+            "{case}: {stderr}"
+        );
+    }
+}

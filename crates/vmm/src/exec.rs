@@ -6,7 +6,9 @@
 //! ring 3. Native mode is undocumented: a vCPU of a kvm_pvm that offers it
 //! answers KVM_GET_MSRS of `MSR_PVM_SIGNATURE` with "PVM"; on any other KVM
 //! the MSR does not exist and the read fails. The guest is told the outcome
-//! (`shared->guest_exec`) and never probes for itself.
+//! (`shared->guest_exec`) and never probes for itself. What it claims back
+//! (`shared->native_cpus`) is checked against KVM's own statistics
+//! ([`VcpuExecStats::evidence`]).
 
 use kvm_bindings::{kvm_msr_entry, Msrs};
 use kvm_ioctls::{Kvm, VcpuFd};
@@ -44,6 +46,56 @@ pub enum ExecError {
         requested: GuestExec,
         why: &'static str,
     },
+    #[error(
+        "vCPU {cpu}: the guest claims native execution (bit {cpu} of the shared page's native_cpus), but KVM emulated {} instructions in {} exits over the measured window (natively at most {NATIVE_MAX_EMULATIONS_PER_EXIT} per exit): it ran under the instruction emulator",
+        .stats.insn_emulation,
+        .stats.exits
+    )]
+    ForgedNativeClaim { cpu: usize, stats: VcpuExecStats },
+    #[error("vCPU {cpu}: the guest claims native execution (bit {cpu} of the shared page's native_cpus), but the run asked for {asked} and the VMM never told it to switch")]
+    UnaskedNativeClaim { cpu: usize, asked: GuestExec },
+}
+
+/// Natively KVM emulates only the instructions that trap, each with its
+/// own exit (measured: at most 1.0 per exit in every bench); its emulator
+/// runs batches of up to `pvm_emul_batch` instructions per exit (measured:
+/// 4.8 per exit for the most exit-bound bench, thousands for compute).
+pub const NATIVE_MAX_EMULATIONS_PER_EXIT: u64 = 2;
+/// Fewer emulated instructions than this say nothing: a vCPU that slept
+/// through the window emulates a handful in either mode.
+const EMULATED_MIN_EMULATIONS: u64 = 1_000;
+/// Fewer exits than this say nothing either way.
+const NATIVE_MIN_EXITS: u64 = 50;
+
+/// One vCPU's KVM statistics over the measured window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VcpuExecStats {
+    /// KVM's `exits`.
+    pub exits: u64,
+    /// KVM's `insn_emulation`.
+    pub insn_emulation: u64,
+}
+
+/// How a vCPU executed, as KVM's statistics tell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecEvidence {
+    Native,
+    Emulated,
+    /// The vCPU did too little in the window to tell.
+    TooLittle,
+}
+
+impl VcpuExecStats {
+    pub fn evidence(&self) -> ExecEvidence {
+        let per_exit_bound = self.exits.saturating_mul(NATIVE_MAX_EMULATIONS_PER_EXIT);
+        if self.insn_emulation > per_exit_bound && self.insn_emulation >= EMULATED_MIN_EMULATIONS {
+            ExecEvidence::Emulated
+        } else if self.insn_emulation <= per_exit_bound && self.exits >= NATIVE_MIN_EXITS {
+            ExecEvidence::Native
+        } else {
+            ExecEvidence::TooLittle
+        }
+    }
 }
 
 /// What this host offers.
@@ -176,6 +228,25 @@ mod tests {
         assert!(err.to_string().contains("only kvm_pvm"), "{err}");
         let old_pvm = host("kvm_pvm", false);
         assert!(old_pvm.resolve(Some(GuestExec::Native)).is_err());
+    }
+
+    #[test]
+    fn evidence_follows_emulations_per_exit_as_measured() {
+        let stats = |exits, insn_emulation| VcpuExecStats {
+            exits,
+            insn_emulation,
+        };
+        // Measured natively: timer-latency, exit-cost, whileloop.
+        assert_eq!(stats(1502, 901).evidence(), ExecEvidence::Native);
+        assert_eq!(stats(12027, 8001).evidence(), ExecEvidence::Native);
+        assert_eq!(stats(384, 97).evidence(), ExecEvidence::Native);
+        // Measured emulated: timer-latency, io-batch, whileloop.
+        assert_eq!(stats(310, 43217).evidence(), ExecEvidence::Emulated);
+        assert_eq!(stats(3305, 15924).evidence(), ExecEvidence::Emulated);
+        assert_eq!(stats(17, 16568).evidence(), ExecEvidence::Emulated);
+        // An idle vCPU.
+        assert_eq!(stats(0, 0).evidence(), ExecEvidence::TooLittle);
+        assert_eq!(stats(3, 40).evidence(), ExecEvidence::TooLittle);
     }
 
     #[test]

@@ -200,7 +200,8 @@ const KERNEL_EXIT_STATS: &[&str] = &[
 /// KVM's count of instructions it emulated: every guest instruction under
 /// kvm_pvm's emulator, only the trapped ones in its native mode.
 pub const INSN_EMULATION_STAT: &str = "insn_emulation";
-const KERNEL_TOTAL_STAT: &str = "exits";
+/// KVM's count of every exit from guest mode.
+pub const KVM_EXITS_STAT: &str = "exits";
 const KERNEL_SIGNAL_EXITS_STAT: &str = "signal_exits";
 
 #[derive(Debug, thiserror::Error)]
@@ -365,7 +366,7 @@ impl ExitSummary {
                     }
                 };
                 markers(userspace_by_reason.get_mut(&UserspaceExit::Io));
-                for name in ["io_exits", KERNEL_TOTAL_STAT] {
+                for name in ["io_exits", KVM_EXITS_STAT] {
                     markers(kvm_stats.get_mut(name));
                 }
             }
@@ -384,7 +385,7 @@ impl ExitSummary {
             let userspace: u64 = userspace_by_reason.values().sum::<u64>() - interrupted
                 + interrupted.min(signal_exits);
             let total = kvm_stats
-                .get(KERNEL_TOTAL_STAT)
+                .get(KVM_EXITS_STAT)
                 .copied()
                 .unwrap_or(0)
                 .max(userspace);

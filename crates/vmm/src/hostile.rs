@@ -73,7 +73,9 @@ impl HostileCase {
             DoorbellReservedByte => &["entry 0: reserved byte is 0xff"],
             DoorbellUnownedPort => &["entry 0: port 0x1234 is owned by no device"],
             DoorbellNested => &["entry 0: port 0xfc rings the doorbell itself"],
-            PvLockHeldForever | PvLockHeldThenUnmask => &["held the VIOAPIC PV lock"],
+            PvLockHeldForever | PvLockHeldThenUnmask => {
+                &["held the VIOAPIC PV lock at every attempt"]
+            }
             PvLockGarbage => &["0xdeadbeef to the VIOAPIC PV lock word"],
             // kvm_pvm raises #UD at the vmcall; VT-x/SVM KVM returns an error.
             UnknownHypercall => &["#UD", "hypercall 0xdead0000"],
@@ -81,6 +83,19 @@ impl HostileCase {
             ForgedAck => &["acknowledged interrupt 18446744073709551615"],
             TprBlocksAll => &["device interrupt 1 was not acknowledged"],
             ForgedSampleCount => &["claims 18446744073709551615 samples"],
+            ForgedNativeClaim => &[
+                "vCPU 0: the guest claims native execution",
+                "ran under the instruction emulator",
+            ],
+            SamplesMax => &[
+                "sample 0 is 18446744073709551615 TSC cycles",
+                "longer than the whole measured window",
+            ],
+            FewerSamples => &["claims 1 samples written; the run asked for 100"],
+            EmptyWindow => &["claims 0 samples written; the run asked for 100"],
+            DoneFromVcpu1 => &["vCPU 1 sent DONE, but only vCPU 0 runs the bench"],
+            StartTwice => &["vCPU 0 sent START out of order", "START came twice"],
+            ForgedExitCost => &["exit-cost: the guest reported userspace_exit_ns = "],
             EoiStormX2apic | EoiStormMmio | PvPageCorrupt | SerialFloodLines
             | SerialFloodNoNewline | SerialEscapes | PeriodicTimerCount1 => &[],
         }
@@ -117,7 +132,21 @@ impl HostileCase {
             TprBlocksAll => 25,
             PeriodicTimerCount1 => 26,
             ForgedSampleCount => 27,
+            ForgedNativeClaim => 28,
+            SamplesMax => 29,
+            FewerSamples => 30,
+            EmptyWindow => 31,
+            DoneFromVcpu1 => 32,
+            StartTwice => 33,
+            ForgedExitCost => 34,
         }
+    }
+
+    /// Whether the case records samples as a latency bench does: one per
+    /// round (`count`), which the VMM then holds it to.
+    pub fn records_samples(self) -> bool {
+        use HostileCase::*;
+        matches!(self, SamplesMax | FewerSamples | EmptyWindow)
     }
 
     pub(crate) fn target(self) -> Target {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dirq_stats::f64_of;
 use serde::{Deserialize, Serialize};
 
 use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
@@ -12,6 +13,7 @@ use kvm_ioctls::Kvm;
 use vm_memory::{Bytes, GuestAddress};
 
 use crate::abi::{self, SharedPage};
+use crate::bench::cycles_to_ns;
 use crate::boot::{self, BootError, CpuidOptions};
 use crate::bus::{Bus, DeviceError};
 use crate::config::params::IpiParams;
@@ -21,14 +23,17 @@ use crate::config::{
 use crate::devices::control::{ControlPort, NoopPort};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::serial::{Serial, SERIAL_PORTS};
-use crate::exec::{ExecError, HostExec};
-use crate::exits::ExitAccounting;
+use crate::exec::{ExecError, ExecEvidence, HostExec, VcpuExecStats};
+use crate::exits::{
+    ExitAccounting, ExitSnapshot, ExitSummary, INSN_EMULATION_STAT, KVM_EXITS_STAT,
+};
 use crate::interrupt::{
     self, fixed_msi, DeviceLine, InterruptController, InterruptError, InterruptSink, Kicker, Path,
     Setup, APIC_TIMER_HZ,
 };
 use crate::memory::{self, GuestMemory, MemoryError};
 use crate::placement::{Placement, PlacementError};
+use crate::results::beyond_window;
 use crate::run_control::{GuestEnd, RunControl, Window};
 use crate::stats::{StatsError, StatsFd};
 use crate::trace::{RunTrace, TraceRecorder, TracedSink, Tracing};
@@ -68,8 +73,19 @@ pub enum MachineError {
     Guest(String),
     #[error("the benchmark device failed")]
     Device(#[from] MsiDeviceError),
-    #[error("the guest claims {written} samples written; its buffer holds {capacity}")]
-    SampleCount { written: u64, capacity: u64 },
+    #[error("the guest claims {written} samples written; the run asked for {expected} (--count) and its buffer holds {capacity}")]
+    SampleCount {
+        written: u64,
+        expected: u64,
+        capacity: u64,
+    },
+    #[error("sample {index} is {cycles} TSC cycles ({ns} ns), {rule}")]
+    SampleBeyondWindow {
+        index: usize,
+        cycles: u64,
+        ns: u64,
+        rule: String,
+    },
     #[error("the guest finished without {0}")]
     Protocol(&'static str),
     #[error(transparent)]
@@ -510,7 +526,7 @@ impl<T> Stopped<'_, T> {
         if self.timed_out {
             return Err(MachineError::Timeout {
                 watchdog: self.watchdog,
-                progress: progress(&shared, self.control.window().is_some()),
+                progress: progress(&shared, self.config, self.control.window().is_some()),
                 rips: rips.join(", "),
             });
         }
@@ -522,17 +538,23 @@ impl<T> Stopped<'_, T> {
             .control
             .window()
             .ok_or(MachineError::Protocol("opening its measured window"))?;
-        if window.end.is_none() {
+        let Some((_, end)) = &window.end else {
             return Err(MachineError::Protocol("closing its measured window"));
-        }
-        let samples = read_samples(&self.memory, shared.samples_written)?;
+        };
+        let exec = exec_outcome(
+            self.guest_exec,
+            shared.native_cpus,
+            &window_exec_stats(&window.start.1, end),
+        )?;
+        let samples = read_samples(
+            &self.memory,
+            shared.samples_written,
+            expected_samples(&self.config.params),
+        )?;
+        check_samples_fit(&samples, self.tsc_khz, window_ns(&window))?;
         Ok(MachineOutput {
             facts: MachineFacts {
-                exec: exec_outcome(
-                    self.guest_exec,
-                    self.config.common.vcpus,
-                    shared.native_cpus,
-                ),
+                exec,
                 placement: Arc::unwrap_or_clone(self.placement),
                 console,
             },
@@ -564,12 +586,13 @@ fn watchdog_origin(watchdog: &Watchdog) -> String {
 }
 
 /// What a stopped guest had done: its window, interrupts and device
-/// events, as it last wrote them.
-fn progress(shared: &SharedPage, window_opened: bool) -> String {
+/// events, as it last wrote them, against what the run asked for (from
+/// `config`, not from the page the guest could have rewritten).
+fn progress(shared: &SharedPage, config: &BenchConfig, window_opened: bool) -> String {
     if !window_opened {
         return "the guest never opened its measured window".into();
     }
-    let cpus = usize::try_from(shared.num_cpus)
+    let cpus = usize::try_from(config.common.vcpus)
         .unwrap_or(abi::MAX_CPUS)
         .min(abi::MAX_CPUS);
     let handled: Vec<String> = shared.handled[..cpus].iter().map(u64::to_string).collect();
@@ -580,8 +603,10 @@ fn progress(shared: &SharedPage, window_opened: bool) -> String {
     if shared.ack_seq > 0 {
         text += &format!(" and acknowledged {} device events", shared.ack_seq);
     }
-    if shared.count > 0 {
-        text += &format!(", of the {} events the run asked for", shared.count);
+    let mut asked = SharedPage::default();
+    config.params.boot(&mut asked);
+    if asked.count > 0 {
+        text += &format!(", of the {} events the run asked for", asked.count);
     }
     text
 }
@@ -651,26 +676,66 @@ fn create_vcpus(
         .collect()
 }
 
-/// Native mode asked for is native mode had only if every vCPU switched.
-fn exec_outcome(asked: GuestExec, vcpus: u32, native_cpus: u64) -> ExecOutcome {
-    let all = (1u64 << vcpus) - 1;
-    if asked != GuestExec::Native || native_cpus & all == all {
-        return ExecOutcome {
+/// How the guest executed, as KVM's statistics over the window tell it.
+/// The guest's claim (`native_cpus`) is never believed alone: a vCPU that
+/// admits emulation is taken at its word (that claim can only cost it), one
+/// that claims native mode must have been told to switch and must not look
+/// emulated to KVM. A window too short to tell keeps the mode asked for.
+fn exec_outcome(
+    asked: GuestExec,
+    native_cpus: u64,
+    stats: &[VcpuExecStats],
+) -> Result<ExecOutcome, ExecError> {
+    let claims_native = |cpu: usize| native_cpus & (1u64 << cpu) != 0;
+    if asked == GuestExec::Hardware {
+        return Ok(ExecOutcome {
             guest_exec: asked,
             warning: None,
-        };
+        });
     }
-    let refused: Vec<String> = (0..vcpus)
-        .filter(|cpu| native_cpus & (1 << cpu) == 0)
+    for (cpu, stats) in stats.iter().enumerate() {
+        if !claims_native(cpu) {
+            continue;
+        }
+        if asked != GuestExec::Native {
+            return Err(ExecError::UnaskedNativeClaim { cpu, asked });
+        }
+        if stats.evidence() == ExecEvidence::Emulated {
+            return Err(ExecError::ForgedNativeClaim { cpu, stats: *stats });
+        }
+    }
+    let refused: Vec<String> = (0..stats.len())
+        .filter(|&cpu| !claims_native(cpu))
         .map(|cpu| cpu.to_string())
         .collect();
-    ExecOutcome {
+    if asked == GuestExec::Emulated || refused.is_empty() {
+        return Ok(ExecOutcome {
+            guest_exec: asked,
+            warning: None,
+        });
+    }
+    Ok(ExecOutcome {
         guest_exec: GuestExec::Emulated,
         warning: Some(format!(
             "kvm_pvm refused native mode on vCPU {}: the run fell back to emulation",
             refused.join(", ")
         )),
-    }
+    })
+}
+
+/// Each vCPU's exits and emulated instructions between `start` and `end`.
+fn window_exec_stats(start: &ExitSnapshot, end: &ExitSnapshot) -> Vec<VcpuExecStats> {
+    ExitSummary::between(start, end, 0)
+        .per_vcpu
+        .iter()
+        .map(|vcpu| {
+            let stat = |name: &str| vcpu.kvm_stats.get(name).copied().unwrap_or(0);
+            VcpuExecStats {
+                exits: stat(KVM_EXITS_STAT),
+                insn_emulation: stat(INSN_EMULATION_STAT),
+            }
+        })
+        .collect()
 }
 
 fn boot_parameters(
@@ -729,25 +794,64 @@ fn device_line(params: &BenchParams) -> DeviceLine {
     }
 }
 
-/// The guest's samples; it wrote the count, so a count beyond the buffer
-/// is refused, not clamped into samples it never wrote.
-fn read_samples(memory: &GuestMemory, written: u64) -> Result<Vec<u64>, MachineError> {
-    if written > memory::SAMPLES_CAPACITY {
-        return Err(MachineError::SampleCount {
-            written,
-            capacity: memory::SAMPLES_CAPACITY,
-        });
+/// The samples a bench's guest records: one per event the run asked
+/// for, or none.
+fn expected_samples(params: &BenchParams) -> u64 {
+    match params {
+        BenchParams::TimerLatency(params) => params.count,
+        BenchParams::Ipi(params) => params.count,
+        BenchParams::ExitCost(params) => params.count,
+        BenchParams::Hostile(params) if params.hostile.records_samples() => params.count,
+        _ => 0,
     }
-    let count = usize::try_from(written).map_err(|_| MachineError::SampleCount {
+}
+
+/// The guest's samples. It wrote the count, so a count other than the run
+/// asked for is refused: more is forged, fewer (or none) measured less
+/// than was asked.
+fn read_samples(
+    memory: &GuestMemory,
+    written: u64,
+    expected: u64,
+) -> Result<Vec<u64>, MachineError> {
+    let miscounted = MachineError::SampleCount {
         written,
+        expected,
         capacity: memory::SAMPLES_CAPACITY,
-    })?;
+    };
+    if written != expected || written > memory::SAMPLES_CAPACITY {
+        return Err(miscounted);
+    }
+    let count = usize::try_from(written).map_err(|_| miscounted)?;
     let mut bytes = vec![0u8; count * 8];
     memory.read_slice(&mut bytes, GuestAddress(memory::SAMPLES_GPA))?;
     Ok(bytes
         .chunks_exact(8)
         .map(|chunk| u64::from_le_bytes(chunk.try_into().unwrap_or_default()))
         .collect())
+}
+
+/// The host time from the guest's START to its END, as the VMM saw them.
+pub(crate) fn window_ns(window: &Window) -> u64 {
+    window.end.as_ref().map_or(0, |(end, _)| {
+        u64::try_from((*end - window.start.0).as_nanos()).unwrap_or(u64::MAX)
+    })
+}
+
+/// Every sample was timed inside the window, so none can be longer.
+fn check_samples_fit(samples: &[u64], tsc_khz: u64, window_ns: u64) -> Result<(), MachineError> {
+    for (index, &cycles) in samples.iter().enumerate() {
+        let ns = cycles_to_ns(cycles, tsc_khz);
+        if let Some(rule) = beyond_window(f64_of(ns), f64_of(window_ns)) {
+            return Err(MachineError::SampleBeyondWindow {
+                index,
+                cycles,
+                ns,
+                rule,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn exception_name(vector: u64) -> &'static str {
@@ -804,5 +908,54 @@ fn describe_failure(shared: &SharedPage) -> String {
             d1.cast_signed()
         ),
         other => format!("unknown failure code {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NATIVE: VcpuExecStats = VcpuExecStats {
+        exits: 1502,
+        insn_emulation: 901,
+    };
+    const EMULATED: VcpuExecStats = VcpuExecStats {
+        exits: 310,
+        insn_emulation: 43217,
+    };
+    const IDLE: VcpuExecStats = VcpuExecStats {
+        exits: 0,
+        insn_emulation: 0,
+    };
+
+    #[test]
+    fn a_native_claim_that_kvm_saw_emulated_is_refused_naming_both() {
+        let err =
+            exec_outcome(GuestExec::Native, 0b11, &[EMULATED, IDLE]).expect_err("forged claim");
+        let message = err.to_string();
+        assert!(
+            message.starts_with("vCPU 0: the guest claims native execution"),
+            "{message}"
+        );
+        assert!(
+            message.contains("KVM emulated 43217 instructions in 310 exits"),
+            "{message}"
+        );
+        let err = exec_outcome(GuestExec::Emulated, 0b10, &[EMULATED, IDLE])
+            .expect_err("never told to switch");
+        assert!(err.to_string().starts_with("vCPU 1: "), "{err}");
+    }
+
+    #[test]
+    fn native_is_reported_only_for_claims_kvm_does_not_contradict() {
+        let native = exec_outcome(GuestExec::Native, 0b11, &[NATIVE, IDLE]).expect("honest");
+        assert_eq!(native.guest_exec, GuestExec::Native);
+        assert_eq!(native.warning, None);
+        let fell_back =
+            exec_outcome(GuestExec::Native, 0b01, &[NATIVE, EMULATED]).expect("admitted");
+        assert_eq!(fell_back.guest_exec, GuestExec::Emulated);
+        assert!(fell_back.warning.expect("says why").contains("vCPU 1"));
+        let emulated = exec_outcome(GuestExec::Emulated, 0, &[EMULATED, IDLE]).expect("asked");
+        assert_eq!(emulated.guest_exec, GuestExec::Emulated);
     }
 }

@@ -10,6 +10,8 @@ use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use dirq_stats::f64_of;
+
 use crate::config::Bench;
 
 /// Defines `BenchResult`, one variant per bench that reports, named as
@@ -89,6 +91,118 @@ impl BenchResult {
         ResultMismatch {
             expected,
             got: self.bench(),
+        }
+    }
+}
+
+/// What the VMM itself observed of a run: the guest's figures must fit it.
+#[derive(Clone, Copy, Debug)]
+pub struct Observed {
+    /// Host time from the guest's START to its END.
+    pub window_ns: f64,
+}
+
+/// How far a duration the guest timed with its TSC may exceed the window
+/// the VMM timed with the host's clock: under kvm_pvm's emulator the
+/// guest's TSC was measured 3% fast against host time. A forged figure is
+/// off by orders of magnitude, not by this.
+pub const GUEST_CLOCK_SLACK: f64 = 2.0;
+
+/// Why a guest-timed duration of `ns` cannot have fit a `window_ns` window, if it cannot.
+pub fn beyond_window(ns: f64, window_ns: f64) -> Option<String> {
+    (ns > window_ns * GUEST_CLOCK_SLACK).then(|| {
+        format!(
+            "longer than the whole measured window ({window_ns:.0} ns from START to END, timed by the VMM; the guest's clock may run up to {GUEST_CLOCK_SLACK}x)"
+        )
+    })
+}
+
+/// A figure the guest reported that cannot be true, and the rule it breaks.
+#[derive(Debug, thiserror::Error)]
+#[error("{bench}: the guest reported {figure} = {value}, which is impossible: {rule}")]
+pub struct Implausible {
+    pub bench: Bench,
+    pub figure: &'static str,
+    pub value: String,
+    pub rule: String,
+}
+
+/// Checks one bench's figures against what the VMM observed.
+struct Rules<'a> {
+    bench: Bench,
+    observed: &'a Observed,
+}
+
+impl Rules<'_> {
+    fn refuse(&self, figure: &'static str, value: impl fmt::Display, rule: String) -> Implausible {
+        Implausible {
+            bench: self.bench,
+            figure,
+            value: value.to_string(),
+            rule,
+        }
+    }
+
+    /// A count of what the bench exists to measure: zero measured nothing.
+    fn measured(&self, figure: &'static str, value: u64) -> Result<(), Implausible> {
+        if value == 0 {
+            return Err(self.refuse(figure, value, "the run measured nothing".into()));
+        }
+        Ok(())
+    }
+
+    /// A rate or ratio: a number, not infinite or NaN after arithmetic.
+    fn finite(&self, figure: &'static str, value: f64) -> Result<(), Implausible> {
+        if !value.is_finite() {
+            return Err(self.refuse(figure, value, "not a finite number".into()));
+        }
+        Ok(())
+    }
+
+    /// A rate or share of something that happened: finite and above zero.
+    fn positive(&self, figure: &'static str, value: f64) -> Result<(), Implausible> {
+        self.finite(figure, value)?;
+        if value <= 0.0 {
+            return Err(self.refuse(figure, value, "the run measured nothing".into()));
+        }
+        Ok(())
+    }
+
+    /// A duration timed inside the window: no longer than the window.
+    fn within_window(&self, figure: &'static str, ns: f64) -> Result<(), Implausible> {
+        self.finite(figure, ns)?;
+        match beyond_window(ns, self.observed.window_ns) {
+            Some(rule) => Err(self.refuse(figure, ns, rule)),
+            None => Ok(()),
+        }
+    }
+
+    /// A duration timed inside the window, of something that took time.
+    fn timed(&self, figure: &'static str, ns: f64) -> Result<(), Implausible> {
+        self.positive(figure, ns)?;
+        self.within_window(figure, ns)
+    }
+}
+
+impl BenchResult {
+    /// Refuses a figure that the VMM's own observations make impossible, or
+    /// that says the run measured nothing.
+    pub fn check(&self, observed: &Observed) -> Result<(), Implausible> {
+        let rules = Rules {
+            bench: self.bench(),
+            observed,
+        };
+        match self {
+            BenchResult::Ipi(ipi) => ipi.check(&rules),
+            BenchResult::Whileloop(whileloop) => whileloop.check(&rules),
+            BenchResult::ExitCost(cost) => cost.check(&rules),
+            BenchResult::Vioapic(vioapic) => vioapic.check(&rules),
+            BenchResult::IoBatch(io_batch) => io_batch.check(&rules),
+            BenchResult::Tick(tick) => tick.check(&rules),
+            BenchResult::IrqLatency(_)
+            | BenchResult::TimerLatency(_)
+            | BenchResult::HaltWakeup(_)
+            | BenchResult::Hostile(_) => Ok(()),
         }
     }
 }
@@ -265,6 +379,72 @@ pub struct VioapicResult {
     pub mask_toggles: u64,
 }
 
+impl IpiResult {
+    fn check(&self, rules: &Rules) -> Result<(), Implausible> {
+        let timed = [
+            ("send_p50_ns", self.send_p50_ns),
+            ("target_gap_p50_ns", self.target_gap_p50_ns),
+        ];
+        for (figure, ns) in timed {
+            if let Some(ns) = ns {
+                rules.within_window(figure, f64_of(ns))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl WhileloopResult {
+    fn check(&self, rules: &Rules) -> Result<(), Implausible> {
+        rules.measured("iterations", self.iterations)?;
+        rules.measured("loaded_iterations", self.loaded_iterations)?;
+        rules.timed("baseline_ns", f64_of(self.baseline_ns))?;
+        rules.timed("loaded_ns", f64_of(self.loaded_ns))?;
+        rules.positive("guest_share", self.guest_share)?;
+        if let Some(ns) = self.lost_per_interrupt_ns {
+            rules.within_window(LOST_PER_INTERRUPT_NS, ns)?;
+        }
+        Ok(())
+    }
+}
+
+impl ExitCostResult {
+    fn check(&self, rules: &Rules) -> Result<(), Implausible> {
+        rules.timed("userspace_exit_ns", self.userspace_exit_ns)?;
+        rules.timed("kernel_exit_ns", self.kernel_exit_ns)?;
+        rules.timed("userspace_exit_p50_ns", f64_of(self.userspace_exit_p50_ns))?;
+        rules.timed("kernel_exit_p50_ns", f64_of(self.kernel_exit_p50_ns))
+    }
+}
+
+impl VioapicResult {
+    fn check(&self, rules: &Rules) -> Result<(), Implausible> {
+        rules.measured("events", self.events)?;
+        rules.positive("interrupts_per_s", self.interrupts_per_s)?;
+        rules.finite("host_cycles_per_interrupt", self.host_cycles_per_interrupt)
+    }
+}
+
+impl IoBatchResult {
+    fn check(&self, rules: &Rules) -> Result<(), Implausible> {
+        rules.positive("commands_per_s", self.commands_per_s)?;
+        rules.finite("exits_per_command", self.exits_per_command)?;
+        rules.finite(
+            "userspace_exits_per_command",
+            self.userspace_exits_per_command,
+        )
+    }
+}
+
+impl TickResult {
+    fn check(&self, rules: &Rules) -> Result<(), Implausible> {
+        rules.measured("timer_interrupts", self.timer_interrupts)?;
+        rules.positive("timer_interrupts_per_s", self.timer_interrupts_per_s)?;
+        rules.finite("exits_per_s", self.exits_per_s)?;
+        rules.positive("guest_share", self.guest_share)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,6 +525,73 @@ mod tests {
         assert_eq!(whileloop[RAISED], 5.0);
         assert_eq!(whileloop["guest_share"], 0.5);
         assert_eq!(BenchResult::Hostile(NoFigures {}).figures().len(), 0);
+    }
+
+    const SECOND: Observed = Observed { window_ns: 1e9 };
+
+    #[test]
+    fn forged_figures_are_refused_naming_figure_and_rule() {
+        let huge = BenchResult::ExitCost(ExitCostResult {
+            userspace_exit_ns: 7_094_901_566_811_366.0,
+            kernel_exit_ns: 2_000.0,
+            userspace_exit_p50_ns: 30_000,
+            kernel_exit_p50_ns: 2_000,
+            pv_eoi_skips: 0,
+        });
+        let err = huge.check(&SECOND).expect_err("longer than the window");
+        assert_eq!(
+            err.to_string(),
+            "exit-cost: the guest reported userspace_exit_ns = 7094901566811366, which is impossible: \
+             longer than the whole measured window (1000000000 ns from START to END, timed by the VMM; \
+             the guest's clock may run up to 2x)"
+        );
+        let inf = BenchResult::Vioapic(VioapicResult {
+            events: 10,
+            interrupts_per_s: f64::INFINITY,
+            ..VioapicResult::default()
+        });
+        let err = inf.check(&SECOND).expect_err("infinite");
+        assert!(err.to_string().contains("interrupts_per_s = inf"), "{err}");
+        assert!(err.to_string().contains("not a finite number"), "{err}");
+        let zero_share = BenchResult::Whileloop(WhileloopResult {
+            raised: 5,
+            iterations: 100,
+            loaded_iterations: 50,
+            baseline_ns: 1_000,
+            loaded_ns: 2_000,
+            guest_share: 0.0,
+            lost_per_interrupt_ns: None,
+        });
+        let err = zero_share.check(&SECOND).expect_err("nothing kept");
+        assert!(err.to_string().contains("guest_share = 0"), "{err}");
+        let no_ticks = BenchResult::Tick(TickResult::default());
+        let err = no_ticks.check(&SECOND).expect_err("measured nothing");
+        assert!(err.to_string().contains("timer_interrupts = 0"), "{err}");
+    }
+
+    #[test]
+    fn figures_a_run_could_have_measured_pass() {
+        let cost = BenchResult::ExitCost(ExitCostResult {
+            userspace_exit_ns: 30_000.0,
+            kernel_exit_ns: 2_100.0,
+            userspace_exit_p50_ns: 29_000,
+            kernel_exit_p50_ns: 2_000,
+            pv_eoi_skips: 0,
+        });
+        cost.check(&SECOND).expect("plausible");
+        let whileloop = BenchResult::Whileloop(WhileloopResult {
+            raised: 5,
+            iterations: 100,
+            loaded_iterations: 90,
+            baseline_ns: 1_000,
+            loaded_ns: 1_100,
+            guest_share: 0.9,
+            lost_per_interrupt_ns: Some(20.0),
+        });
+        whileloop.check(&SECOND).expect("plausible");
+        BenchResult::TimerLatency(PvEoiCount::default())
+            .check(&SECOND)
+            .expect("nothing of its own to check");
     }
 
     #[test]

@@ -16,6 +16,20 @@ pub enum GuestEnd {
     Failed,
 }
 
+/// A control command out of the only order the VMM accepts: START, END,
+/// DONE, each once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PhaseError {
+    #[error("START came twice: the measured window was already open")]
+    StartTwice,
+    #[error("END came before START: no measured window was open")]
+    EndWithoutStart,
+    #[error("END came twice: the measured window was already closed")]
+    EndTwice,
+    #[error("DONE came before END: the measured window was never closed")]
+    DoneBeforeEnd,
+}
+
 /// The measured window: counters and time at the guest's start and end markers.
 #[derive(Clone, Debug)]
 pub struct Window {
@@ -102,27 +116,75 @@ impl RunControl {
         self.lock().guest_end
     }
 
-    /// The guest's start marker: the window opens at `start`.
-    pub(crate) fn open_window(&self, start: (Instant, ExitSnapshot)) {
-        self.lock().window = Some(Window { start, end: None });
+    /// The guest's start marker: the window opens at `start`, once.
+    pub(crate) fn open_window(&self, start: (Instant, ExitSnapshot)) -> Result<(), PhaseError> {
+        let mut state = self.lock();
+        if state.window.is_some() {
+            return Err(PhaseError::StartTwice);
+        }
+        state.window = Some(Window { start, end: None });
         self.changed.notify_all();
+        Ok(())
     }
 
-    /// The guest's end marker; false if no window was open.
-    pub(crate) fn close_window(&self, end: (Instant, ExitSnapshot)) -> bool {
-        let closed = self
-            .lock()
+    /// The guest's end marker: closes the open window, once.
+    pub(crate) fn close_window(&self, end: (Instant, ExitSnapshot)) -> Result<(), PhaseError> {
+        let mut state = self.lock();
+        let window = state.window.as_mut().ok_or(PhaseError::EndWithoutStart)?;
+        if window.end.is_some() {
+            return Err(PhaseError::EndTwice);
+        }
+        window.end = Some(end);
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    /// The guest said it finished: DONE only after END; FAILED at any time.
+    pub(crate) fn end(&self, end: GuestEnd) -> Result<(), PhaseError> {
+        let mut state = self.lock();
+        let closed = state
             .window
-            .as_mut()
-            .map(|window| window.end = Some(end))
-            .is_some();
+            .as_ref()
+            .is_some_and(|window| window.end.is_some());
+        if end == GuestEnd::Done && !closed {
+            return Err(PhaseError::DoneBeforeEnd);
+        }
+        state.guest_end = Some(end);
         self.changed.notify_all();
-        closed
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> (Instant, ExitSnapshot) {
+        (Instant::now(), ExitSnapshot::default())
     }
 
-    /// The guest said it finished.
-    pub(crate) fn end(&self, end: GuestEnd) {
-        self.lock().guest_end = Some(end);
-        self.changed.notify_all();
+    #[test]
+    fn only_start_end_done_each_once_is_accepted() {
+        let control = RunControl::default();
+        assert_eq!(
+            control.close_window(now()),
+            Err(PhaseError::EndWithoutStart)
+        );
+        assert_eq!(control.end(GuestEnd::Done), Err(PhaseError::DoneBeforeEnd));
+        control.open_window(now()).expect("first START");
+        assert_eq!(control.open_window(now()), Err(PhaseError::StartTwice));
+        assert_eq!(control.end(GuestEnd::Done), Err(PhaseError::DoneBeforeEnd));
+        assert_eq!(control.guest_end(), None);
+        control.close_window(now()).expect("first END");
+        assert_eq!(control.close_window(now()), Err(PhaseError::EndTwice));
+        control.end(GuestEnd::Done).expect("DONE after END");
+        assert_eq!(control.guest_end(), Some(GuestEnd::Done));
+    }
+
+    #[test]
+    fn a_failure_may_end_the_run_at_any_time() {
+        let control = RunControl::default();
+        control.end(GuestEnd::Failed).expect("FAILED before START");
+        assert_eq!(control.guest_end(), Some(GuestEnd::Failed));
     }
 }

@@ -19,7 +19,9 @@ use crate::config::{BenchConfig, BenchParams, ConfigError, FaultKind};
 use crate::exits::ExitSummary;
 use crate::machine::{self, Extensions, MachineError, MachineOutput};
 use crate::report::{LatencySummary, RunReport};
-use crate::results::{BenchResult, ExitCostResult, IpiResult, IpisByVcpu, PvEoiCount};
+use crate::results::{
+    BenchResult, ExitCostResult, Implausible, IpiResult, IpisByVcpu, Observed, PvEoiCount,
+};
 
 /// The guest's END marker exits once inside the window; it is not the bench's.
 const WINDOW_MARKER_EXITS: u64 = 1;
@@ -43,6 +45,10 @@ pub enum BenchError {
     #[error(transparent)]
     ResultMismatch(#[from] crate::results::ResultMismatch),
     #[error(transparent)]
+    Implausible(#[from] Implausible),
+    #[error("{bench}: the run measured nothing: {what}")]
+    MeasuredNothing { bench: Bench, what: &'static str },
+    #[error(transparent)]
     LapicCheck(#[from] lapic_check::LapicCheckError),
     /// The host cannot run what the bench measures; `why` says what it
     /// measured instead.
@@ -56,8 +62,31 @@ pub fn run(config: &BenchConfig) -> Result<RunReport, BenchError> {
 }
 
 /// As `run`, also echoing the guest's console lines to stderr when asked.
+/// What the guest reports is checked against what the VMM observed.
 pub fn run_with_console(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
     config.validate()?;
+    let report = run_bench(config, echo_console)?;
+    check_report(&report)?;
+    Ok(report)
+}
+
+/// Refuses a report that measured nothing, or whose figures cannot be true
+/// of the window the VMM timed.
+fn check_report(report: &RunReport) -> Result<(), BenchError> {
+    let bench = report.bench();
+    if bench.handles_interrupts() && report.interrupts == 0 {
+        return Err(BenchError::MeasuredNothing {
+            bench,
+            what: "no interrupt was handled in the measured window",
+        });
+    }
+    report.results.check(&Observed {
+        window_ns: report.duration_s * 1e9,
+    })?;
+    Ok(())
+}
+
+fn run_bench(config: &BenchConfig, echo_console: bool) -> Result<RunReport, BenchError> {
     match &config.params {
         BenchParams::IrqLatency(params) => irq_latency::run(config, params, echo_console),
         BenchParams::Whileloop(params) => whileloop::run(config, params, echo_console),
@@ -186,7 +215,7 @@ fn handled_and_skips(
 }
 
 /// exit-cost's two exits, timed; it counts no interrupts.
-fn exit_cost_figures(output: &MachineOutput<()>) -> (u64, BenchResult) {
+pub(crate) fn exit_cost_figures(output: &MachineOutput<()>) -> (u64, BenchResult) {
     let result = &output.shared.result;
     let ns = |slot: usize| cycles_to_ns(result[slot], output.tsc_khz);
     let iterations = result[abi::RESULT_EXIT_COST_ITERATIONS].max(1);

@@ -69,6 +69,23 @@ pub(super) fn run(
         result(abi::RESULT_TICK_RELOAD),
         result(abi::RESULT_TICK_MAX_COUNT_READ),
     );
+    // The guest reports the reload it programmed; the PIT holds what was
+    // written last, from whichever vCPU.
+    let programmed = u64::from(pit.reload_count());
+    if reload != programmed {
+        let writers: Vec<String> = pit
+            .writers()
+            .iter()
+            .map(|cpu| format!("vCPU {cpu}"))
+            .collect();
+        return Err(BenchError::Invariant {
+            bench: Bench::Tick,
+            what: format!(
+                "the guest reports reload {reload}, but the PIT was last programmed with {programmed} (written by {}): the guest's report does not match the device",
+                writers.join(", ")
+            ),
+        });
+    }
     if max_read > reload {
         return Err(BenchError::Invariant {
             bench: Bench::Tick,

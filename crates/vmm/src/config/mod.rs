@@ -163,6 +163,13 @@ named_enum!(
         TprBlocksAll = "tpr-blocks-all",
         PeriodicTimerCount1 = "periodic-timer-count-1",
         ForgedSampleCount = "forged-sample-count",
+        ForgedNativeClaim = "forged-native-claim",
+        SamplesMax = "samples-max",
+        FewerSamples = "fewer-samples",
+        EmptyWindow = "empty-window",
+        DoneFromVcpu1 = "done-from-vcpu1",
+        StartTwice = "start-twice",
+        ForgedExitCost = "forged-exit-cost",
     }
 );
 
@@ -549,6 +556,19 @@ impl Bench {
             Bench::HaltWakeup => crate::abi::BENCH_HALT_WAKEUP,
             Bench::Hostile => crate::abi::BENCH_HOSTILE,
         }
+    }
+
+    /// Whether the bench exists to handle interrupts: a run of it that
+    /// handled none measured nothing.
+    pub fn handles_interrupts(self) -> bool {
+        matches!(
+            self,
+            Bench::IrqLatency
+                | Bench::TimerLatency
+                | Bench::Ipi
+                | Bench::Whileloop
+                | Bench::HaltWakeup
+        )
     }
 }
 

@@ -4,6 +4,7 @@
 //! pulses on an IOAPIC input. The reload scale makes the guest's tick K
 //! times slower without the guest seeing counts it did not program.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,9 @@ pub struct PitDevice {
     clock: MonotonicClock,
     /// Signalled on every guest write, so the timer thread re-plans.
     reprogrammed: Condvar,
+    /// The vCPUs that wrote the PIT's ports, bit n for vCPU n: a guest
+    /// that reprograms it from another vCPU is named.
+    writers: AtomicU64,
 }
 
 impl PitDevice {
@@ -42,7 +46,14 @@ impl PitDevice {
             pit: Mutex::new(pit),
             clock: MonotonicClock(Instant::now()),
             reprogrammed: Condvar::new(),
+            writers: AtomicU64::new(0),
         })
+    }
+
+    /// The vCPUs that wrote the PIT's ports, in order.
+    pub fn writers(&self) -> Vec<usize> {
+        let writers = self.writers.load(Ordering::Relaxed);
+        (0..64).filter(|cpu| writers & (1 << cpu) != 0).collect()
     }
 
     fn lock(&self) -> MutexGuard<'_, Pit> {
@@ -100,11 +111,27 @@ impl PioDevice for PitDevice {
         Ok(())
     }
 
-    fn write(&self, _cpu: usize, offset: u16, data: &[u8]) -> Result<(), DeviceError> {
+    fn write(&self, cpu: usize, offset: u16, data: &[u8]) -> Result<(), DeviceError> {
         check_access_size("a PIT port", Direction::Write, data.len(), 1)?;
+        // At most abi::MAX_CPUS vCPUs: every one has its bit.
+        self.writers.fetch_or(1 << cpu.min(63), Ordering::Relaxed);
         self.lock()
             .write_port(PORT_CHANNEL0 + offset, le_u8(data), &self.clock)?;
         self.reprogrammed.notify_all();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pit_names_every_vcpu_that_programmed_it() {
+        let pit = PitDevice::new(1).expect("scale 1");
+        assert!(pit.writers().is_empty());
+        pit.write(1, 3, &[0x34]).expect("mode write");
+        pit.write(0, 0, &[0x9c]).expect("reload low byte");
+        assert_eq!(pit.writers(), [0, 1]);
     }
 }

@@ -62,7 +62,7 @@ const PV_LOCK_TAKEN: u32 = 1;
 /// Why the VMM gave up on the guest's PV lock.
 #[derive(Debug, thiserror::Error)]
 pub enum PvLockError {
-    #[error("the guest held the VIOAPIC PV lock for {held_ms} ms (the VMM waits at most {} ms)", PV_LOCK_HOLD_LIMIT.as_millis())]
+    #[error("the guest held the VIOAPIC PV lock at every attempt the VMM made to take it for {held_ms} ms (the VMM tries for at most {} ms)", PV_LOCK_HOLD_LIMIT.as_millis())]
     HeldTooLong { held_ms: u128 },
     #[error("the guest held the VIOAPIC PV lock for {held_ms} ms, until the run was stopped")]
     Stopped { held_ms: u128 },
