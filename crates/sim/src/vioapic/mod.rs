@@ -400,6 +400,7 @@ impl<'a> Loongson<'a> {
             policy: spec.policy,
             params: spec.params(),
             exits_per_s,
+            interrupts_per_s: f64_of(counts.raised) / seconds,
             exits_by_reason_per_s: BTreeMap::from([(ACCESS_EXIT, exits_per_s)]),
             time_in_guest: f64_of(counts.committed.guest_cycles) / cycles,
             cpu_busy: 1.0,
