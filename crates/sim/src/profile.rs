@@ -84,8 +84,9 @@ pub struct HostNs {
     pub halt_poll: u64,
     /// Backend (vhost) work per virtio request or packet.
     pub virtio_backend_per_request: u64,
-    /// Storage latency of one 4 KB random read.
-    pub block_device_service: u64,
+    /// One 4 KB read from the fio disk, a ramdisk read with the page cache
+    /// bypassed (O_DIRECT): the copy out of the ramdisk's pages.
+    pub ramdisk_read: u64,
 }
 
 /// Guest-side work, ns of guest CPU time.
