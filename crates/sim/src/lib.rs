@@ -218,6 +218,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         policy: spec.policy,
         params,
         exits_per_s: f64_of(total_exits) / seconds,
+        interrupts_per_s: f64_of(machine.checker.raised) / seconds,
         exits_by_reason_per_s,
         time_in_guest,
         cpu_busy,

@@ -441,7 +441,8 @@ impl Machine {
                 // The remote answers each response at once: the time since
                 // its previous request is one full round trip.
                 if let Some(sent) = self.vms[vm].request_sent_at.replace(self.now) {
-                    self.counters.latencies.push((self.now - sent) / 2);
+                    let latency = self.spec.workload.reported_latency_ns(self.now - sent);
+                    self.counters.latencies.push(latency);
                     self.counters.requests_done += 1;
                 }
                 // ... and the request reaches the VM one way later.

@@ -110,6 +110,11 @@ pub struct RunResult {
     pub policy: DesignKind,
     pub params: BTreeMap<String, serde_json::Value>,
     pub exits_per_s: f64,
+    /// Interrupts raised per second (the checker's `raised` over the run):
+    /// the studies' "interrupts/s". Absent from results written before it
+    /// existed, read as 0.
+    #[serde(default)]
+    pub interrupts_per_s: f64,
     pub exits_by_reason_per_s: BTreeMap<VmxExit, f64>,
     pub time_in_guest: f64,
     /// Fraction of the VM cores' time not asleep: guest, host, and host

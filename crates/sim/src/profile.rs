@@ -84,8 +84,9 @@ pub struct HostNs {
     pub halt_poll: u64,
     /// Backend (vhost) work per virtio request or packet.
     pub virtio_backend_per_request: u64,
-    /// Storage latency of one 4 KB random read.
-    pub block_device_service: u64,
+    /// One 4 KB read from the fio disk, a ramdisk read with the page cache
+    /// bypassed (O_DIRECT): the copy out of the ramdisk's pages.
+    pub ramdisk_read: u64,
 }
 
 /// Guest-side work, ns of guest CPU time.
@@ -156,6 +157,17 @@ pub struct DesignWorkNs {
     pub timer_migration: u64,
     /// Switching ELI's injection mode on or off (VMCS and MSR-bitmap writes).
     pub injection_mode_switch: u64,
+    /// KVM's emulated LAPIC timer expiring: the host's hrtimer interrupt
+    /// runs KVM's timer callback beyond a generic interrupt's handling
+    /// (hrtimer queue walk, clockevent re-arm, `apic_timer_fn`).
+    pub hrtimer_callback: u64,
+    /// The callback kicks its vCPU: a request bit, and an IPI only if the
+    /// vCPU runs in guest mode elsewhere (never here: its core just exited).
+    pub vcpu_kick: u64,
+    /// At the next entry KVM turns the pending timer into a virtual
+    /// interrupt (`kvm_inject_pending_timer_irqs`: accept into the vLAPIC,
+    /// then the VMCS event injection).
+    pub timer_injection: u64,
 }
 
 /// The host's NUMA interconnect: how long one message between two cores

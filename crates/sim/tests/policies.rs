@@ -478,3 +478,25 @@ fn every_vcpu_owning_queues_and_timers_multiplies_the_interrupts_and_stays_clean
         assert_eq!(all.params["queue_owners"], "every-vcpu");
     }
 }
+
+/// Every run reports the interrupts it raised per second beside its exits,
+/// in its JSON too.
+#[test]
+fn a_run_reports_interrupts_raised_per_second() {
+    let result = run_quiet(
+        r#"
+        duration_ms = 100
+        [[runs]]
+        workload = "udp-rx"
+        policies = ["vanilla", "did"]
+        rates_pps = [300000]
+    "#,
+    );
+    for run in &result.runs {
+        let raised = f64_of(run.interrupts.raised);
+        assert!(raised > 1_000.0, "{:?}", run.interrupts);
+        assert!((run.interrupts_per_s - raised / 0.1).abs() < 1e-6);
+        let json = serde_json::to_value(run).expect("a run serializes");
+        assert_eq!(json["interrupts_per_s"], run.interrupts_per_s);
+    }
+}

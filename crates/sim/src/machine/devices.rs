@@ -283,7 +283,7 @@ impl Machine {
     pub(super) fn backend_start(&mut self, queues: usize, job: BackendJob, fx: &mut Effects) {
         let mut service = self.profile.host_ns.virtio_backend_per_request;
         if job == BackendJob::BlockRead {
-            service += self.profile.host_ns.block_device_service;
+            service += self.profile.host_ns.ramdisk_read;
         }
         service += self.backend_copy_ns(job);
         let vm = self.vm_of_queues(queues);

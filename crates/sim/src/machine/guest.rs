@@ -87,13 +87,15 @@ const USER_TASK: &[Step] = &[
     Step::Iret,
 ];
 /// fio completion: 3 MSR writes per request (EOI, TMICT cancel, TMICT arm).
+/// fio's completion latency (clat) ends when fio sees the completion,
+/// before its own work for the next request.
 const BLOCK_HANDLER: &[Step] = &[
     Step::Work(Work::IrqEntry),
     Step::WriteTimer(TimerWrite::Cancel),
     Step::Eoi,
     Step::Sti,
-    Step::Work(Work::Request),
     Step::RecordRequestLatency,
+    Step::Work(Work::Request),
     Step::WriteTimer(TimerWrite::ArmGuard),
     Step::SubmitBlock,
     Step::Iret,

@@ -104,6 +104,7 @@ impl Machine {
     /// After the host's handlers: halt, reschedule if due, then either more
     /// host work or inject and re-enter.
     pub(super) fn finish_host_work(&mut self, core: usize, mut extra_ns: u64, fx: &mut Effects) {
+        extra_ns += std::mem::take(&mut self.cores[core].timer_work_ns);
         if let Some(vcpu) = self.cores[core].current {
             if std::mem::take(&mut self.vcpus[vcpu].halt_requested) {
                 self.halt(vcpu);

@@ -56,6 +56,7 @@ impl Machine {
                 nmi_mailbox: Vec::new(),
                 free_host_irqs: 0,
                 slice_due: false,
+                timer_work_ns: 0,
                 halt_poll_until: 0,
                 guest_ns: 0,
                 asleep_ns: 0,

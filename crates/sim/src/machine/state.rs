@@ -34,6 +34,9 @@ pub(super) struct Core {
     /// this many (the exit that brought the core here already paid).
     pub(super) free_host_irqs: u32,
     pub(super) slice_due: bool,
+    /// Host work the timer path owes before the next entry: KVM's hrtimer
+    /// callback, kick and injection for the timers that expired here.
+    pub(super) timer_work_ns: u64,
     /// Host halt polling: a wake-up before this time needs no sleep/wake.
     pub(super) halt_poll_until: u64,
     pub(super) guest_ns: u64,

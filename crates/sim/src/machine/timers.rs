@@ -206,6 +206,10 @@ impl Machine {
                 .irr()
                 .contains(GUEST_TIMER_VECTOR);
             if self.vcpus[vcpu].hw.vlapic.expire_timer(&clock) {
+                self.cores[core].timer_work_ns += self
+                    .design
+                    .timer_path
+                    .expiry_host_ns(&self.profile.design_work_ns);
                 self.raise(vm, GUEST_TIMER_VECTOR);
                 if already {
                     self.merged(vm, GUEST_TIMER_VECTOR);

@@ -15,7 +15,8 @@ pub enum WorkloadKind {
     Cyclictest,
     /// Fixed compute in the background of a `udp-rx` at `rates_pps`.
     Whileloop,
-    /// Request/response, one outstanding; one-way latency.
+    /// NetPIPE's ping-pong, one message outstanding; latency is half the
+    /// round trip, as NetPIPE reports it.
     NetperfRr,
     /// Bulk receive of MTU-sized packets at line rate.
     Iperf,
@@ -34,7 +35,9 @@ pub enum WorkloadKind {
     Vioapic,
     /// netperf TCP stream: the guest sends `message_bytes` writes over TCP.
     Netperf,
-    /// netperf UDP request/response (netperf-rr by the ELI study's name).
+    /// netperf UDP request/response (netperf-rr by the ELI study's name);
+    /// latency is the full round trip, 1 / transactions per second, as
+    /// netperf's UDP_RR defines it.
     UdpRr,
     /// memcached: a closed-loop server for `clients` connections.
     Memcached,
@@ -83,6 +86,15 @@ impl WorkloadKind {
                 | WorkloadKind::L2fwd
                 | WorkloadKind::Sip
         )
+    }
+
+    /// The latency a request/response workload reports for one
+    /// `round_trip_ns`: its tool's definition.
+    pub fn reported_latency_ns(self, round_trip_ns: u64) -> u64 {
+        match self {
+            WorkloadKind::NetperfRr => round_trip_ns / 2,
+            _ => round_trip_ns,
+        }
     }
 
     /// A server answering requests from clients over the network.

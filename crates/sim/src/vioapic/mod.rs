@@ -252,11 +252,11 @@ impl<'a> Loongson<'a> {
     /// A step's cost, counted into the current response.
     fn step_cycles(&mut self, step: Step) -> u64 {
         let Some(landing) = self.landing(step) else {
-            self.current.guest_cycles += self.profile.cycles.handler;
-            return self.profile.cycles.handler;
+            let handler = self.profile.handler_cycles();
+            self.current.guest_cycles += handler;
+            return handler;
         };
-        let write = matches!(step, Step::Controller(access) if access.kind == AccessKind::Write);
-        let cycles = self.profile.access_cycles(landing, write);
+        let cycles = self.profile.access_cycles(landing);
         match landing {
             Landing::Memory | Landing::SharedPageLocked => self.current.guest_cycles += cycles,
             Landing::Kernel => self.current.exits += 1,
@@ -400,6 +400,7 @@ impl<'a> Loongson<'a> {
             policy: spec.policy,
             params: spec.params(),
             exits_per_s,
+            interrupts_per_s: f64_of(counts.raised) / seconds,
             exits_by_reason_per_s: BTreeMap::from([(ACCESS_EXIT, exits_per_s)]),
             time_in_guest: f64_of(counts.committed.guest_cycles) / cycles,
             cpu_busy: 1.0,

@@ -71,8 +71,8 @@ fn an_interrupt_costs_injection_plus_its_steps_where_they_land() {
 }
 
 #[test]
-fn the_userspace_level_is_the_fitted_point() {
-    // The calibration input the userspace write cost was fitted to.
+fn the_userspace_level_reproduces_its_measured_response() {
+    // The calibration input the handler's work is derived from.
     let cycles = run(VioapicLevel::Userspace)
         .study
         .cycles_per_interrupt

@@ -258,6 +258,9 @@ mod tests {
             self_ipi: 10,
             timer_migration: 100,
             injection_mode_switch: 1000,
+            hrtimer_callback: 0,
+            vcpu_kick: 0,
+            timer_injection: 0,
         }
     }
 

@@ -140,6 +140,20 @@ impl TimerPath {
         }
     }
 
+    /// Host time the vCPU's core spends turning one expiry into a virtual
+    /// interrupt beyond the exit that took it: KVM's hrtimer callback, the
+    /// kick and the pending-timer injection at the next entry (the DID
+    /// paper's "hypervisor's own delay"). A passed-through timer's expiry
+    /// reaches the guest with none of them.
+    pub(crate) fn expiry_host_ns(self, costs: &DesignWorkNs) -> u64 {
+        match self {
+            TimerPath::HostHrtimer => {
+                costs.hrtimer_callback + costs.vcpu_kick + costs.timer_injection
+            }
+            TimerPath::PassThrough => 0,
+        }
+    }
+
     /// Whether a core's physical timer belongs to one vCPU, which the
     /// checker then holds to its current one.
     pub(crate) fn physical_timer_has_owner(self) -> bool {
@@ -156,7 +170,16 @@ mod tests {
         self_ipi: 10,
         timer_migration: 100,
         injection_mode_switch: 1000,
+        hrtimer_callback: 2000,
+        vcpu_kick: 20_000,
+        timer_injection: 200_000,
     };
+
+    #[test]
+    fn kvm_pays_callback_kick_and_injection_per_expiry_and_did_none() {
+        assert_eq!(TimerPath::HostHrtimer.expiry_host_ns(&COSTS), 222_000);
+        assert_eq!(TimerPath::PassThrough.expiry_host_ns(&COSTS), 0);
+    }
 
     #[test]
     fn kvm_programs_and_stops_the_software_timer() {
