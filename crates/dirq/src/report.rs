@@ -631,12 +631,16 @@ fn write_report(report: &ReportData, meta: &Meta, out: &Path) -> Result<()> {
 fn host_noise(load: &HostLoad, probe: Option<&HostNoise>) -> HostNoise {
     let mut reasons = load.noise_reasons();
     if let Some(HostNoise::Noisy(probe_reasons)) = probe {
-        // The load average is one /proc reading, the report's own at its start.
+        // The load average is one /proc reading, the report's own at its
+        // start; the rest are the probe's few seconds, said so beside the
+        // report's own readings over the whole run.
         reasons.extend(
             probe_reasons
                 .iter()
                 .filter(|reason| !matches!(reason, NoiseReason::LoadAverage { .. }))
-                .cloned(),
+                .map(|reason| NoiseReason::DuringProbe {
+                    reason: Box::new(reason.clone()),
+                }),
         );
     }
     HostNoise::from_reasons(reasons)
@@ -672,9 +676,19 @@ mod tests {
         let HostNoise::Noisy(reasons) = host_noise(&load(0.3, 0.0), Some(&probe)) else {
             panic!("the probe's steal and shared core make the report noisy");
         };
+        let during_probe = |reason| NoiseReason::DuringProbe {
+            reason: Box::new(reason),
+        };
         assert_eq!(
             reasons,
-            [NoiseReason::Steal { share: 0.09 }, NoiseReason::SharedCore]
+            [
+                during_probe(NoiseReason::Steal { share: 0.09 }),
+                during_probe(NoiseReason::SharedCore)
+            ]
+        );
+        assert_eq!(
+            reasons[0].to_string(),
+            "while the probe measured the floors, 9.0% of CPU time stolen by the outer host"
         );
         // The report's own load average stands for both.
         let HostNoise::Noisy(reasons) = host_noise(&load(3.5, 0.0), Some(&probe)) else {

@@ -62,6 +62,9 @@ pub enum NoiseReason {
     FloorSpread { floor: Floor, relative: f64 },
     /// The IPI floors' two vCPUs time-shared one host CPU.
     SharedCore,
+    /// A reason the probe saw while it measured the floors, where a longer
+    /// run (the report) has readings of its own beside it.
+    DuringProbe { reason: Box<NoiseReason> },
 }
 
 /// The verdict on the host while the probe measured.
@@ -120,6 +123,9 @@ impl std::fmt::Display for NoiseReason {
                 relative * 100.0
             ),
             NoiseReason::SharedCore => write!(f, "the IPI floors' vCPUs shared a host CPU"),
+            NoiseReason::DuringProbe { reason } => {
+                write!(f, "while the probe measured the floors, {reason}")
+            }
         }
     }
 }
