@@ -80,9 +80,19 @@ impl VectorSet {
         std::mem::take(self)
     }
 
-    /// The vectors in ascending order.
+    /// The vectors in ascending order, visiting only the set bits: the
+    /// simulator walks a PIR or a self-IPI queue on every VM entry.
     pub fn iter(&self) -> impl Iterator<Item = u8> + '_ {
-        (0..=u8::MAX).filter(move |&vector| self.contains(vector))
+        (0..4u8).flat_map(move |word| {
+            let mut bits = self.words[usize::from(word)];
+            std::iter::from_fn(move || {
+                let bit = u8::try_from(bits.trailing_zeros())
+                    .ok()
+                    .filter(|&bit| bit < 64)?;
+                bits &= bits - 1;
+                Some(word * 64 + bit)
+            })
+        })
     }
 
     /// One of the eight 32-bit register banks through which the LAPIC exposes
