@@ -21,6 +21,7 @@ use crate::config::{
 use crate::exec::{kvm_backend, ExecError, HostExec};
 use crate::host_load::{HostLoad, HostNoise, LoadMonitor, NoiseReason, NOISY_FLOOR_SPREAD};
 use crate::report::{BenchResult, RunReport};
+use crate::results::IpiResult;
 
 /// KVM's paravirtual feature leaf and its bits (Documentation/virt/kvm/x86/cpuid.rst).
 const CPUID_KVM_FEATURES: u32 = 0x4000_0001;
@@ -577,6 +578,18 @@ fn figures(kind: FloorRun, report: &RunReport, events: u64) -> Result<Vec<Figure
     let median_or_mean = |p50: u64, mean: f64| if p50 > 0 { f64_of(p50) } else { mean };
     // A figure the guest did not time counts as 0: `summarize` leaves it out.
     let timed = |ns: Option<u64>| ns.map_or(0.0, f64_of);
+    // A busy-target IPI run times the sender's ICR write and the target's
+    // loss, whichever LAPIC carries it.
+    let send_and_target = |send: Floor, target: Floor, ipi: &IpiResult| {
+        [
+            figure(send, timed(ipi.send_p50_ns), events),
+            figure(
+                target,
+                timed(ipi.target_gap_p50_ns),
+                ipi.target_gaps.unwrap_or(0),
+            ),
+        ]
+    };
     Ok(match (kind, &report.results) {
         (FloorRun::Exits, BenchResult::ExitCost(cost)) => vec![
             figure(
@@ -591,23 +604,21 @@ fn figures(kind: FloorRun, report: &RunReport, events: u64) -> Result<Vec<Figure
             ),
             figure(Floor::SelfIpi, p50, events),
         ],
-        (FloorRun::IpiBusy, BenchResult::Ipi(ipi)) => vec![
-            figure(Floor::IpiBusy, p50, events),
-            figure(Floor::IpiBusySend, timed(ipi.send_p50_ns), events),
-            figure(
+        (FloorRun::IpiBusy, BenchResult::Ipi(ipi)) => {
+            let mut figures = vec![figure(Floor::IpiBusy, p50, events)];
+            figures.extend(send_and_target(
+                Floor::IpiBusySend,
                 Floor::IpiBusyTarget,
-                timed(ipi.target_gap_p50_ns),
-                ipi.target_gaps.unwrap_or(0),
-            ),
-        ],
-        (FloorRun::IpiBusyUserspace, BenchResult::Ipi(ipi)) => vec![
-            figure(Floor::UserspaceIpiBusySend, timed(ipi.send_p50_ns), events),
-            figure(
-                Floor::UserspaceIpiBusyTarget,
-                timed(ipi.target_gap_p50_ns),
-                ipi.target_gaps.unwrap_or(0),
-            ),
-        ],
+                ipi,
+            ));
+            figures
+        }
+        (FloorRun::IpiBusyUserspace, BenchResult::Ipi(ipi)) => send_and_target(
+            Floor::UserspaceIpiBusySend,
+            Floor::UserspaceIpiBusyTarget,
+            ipi,
+        )
+        .into(),
         (FloorRun::IpiHalted, _) => vec![figure(Floor::IpiHalted, p50, events)],
         (FloorRun::Exits, other) => return Err(other.mismatch(Bench::ExitCost).into()),
         (FloorRun::IpiBusy | FloorRun::IpiBusyUserspace, other) => {
