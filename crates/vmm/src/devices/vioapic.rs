@@ -64,7 +64,7 @@ const PV_LOCK_TAKEN: u32 = 1;
 pub enum PvLockError {
     #[error("the guest held the VIOAPIC PV lock at every attempt the VMM made to take it for {held_ms} ms (the VMM tries for at most {} ms)", PV_LOCK_HOLD_LIMIT.as_millis())]
     HeldTooLong { held_ms: u128 },
-    #[error("the guest held the VIOAPIC PV lock for {held_ms} ms, until the run was stopped")]
+    #[error("the guest held the VIOAPIC PV lock at every attempt the VMM made to take it for {held_ms} ms, until the run was stopped")]
     Stopped { held_ms: u128 },
     #[error("the guest wrote {0:#x} to the VIOAPIC PV lock word, which holds only 0 (free) or 1 (taken)")]
     Garbage(u32),
@@ -166,12 +166,15 @@ impl VioapicDevice {
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(PV_LOCK_SPINS_PER_CHECK) {
-                let held_ms = since.elapsed().as_millis();
+                let held = since.elapsed();
+                let held_ms = held.as_millis();
+                // Past the limit the guest is to blame, whatever else also
+                // stopped the run meanwhile (its watchdog, its other vCPU).
+                if held > PV_LOCK_HOLD_LIMIT {
+                    return Err(PvLockError::HeldTooLong { held_ms }.into());
+                }
                 if self.control.should_stop() {
                     return Err(PvLockError::Stopped { held_ms }.into());
-                }
-                if since.elapsed() > PV_LOCK_HOLD_LIMIT {
-                    return Err(PvLockError::HeldTooLong { held_ms }.into());
                 }
             }
             std::hint::spin_loop();
