@@ -385,6 +385,7 @@ impl Machine {
             Effect::SignalVirtual { vcpu, vector } => self.signal_virtual(vcpu, vector, fx),
             Effect::Wake(vcpu) => self.wake(vcpu, fx),
             Effect::Timer { vcpu, effect } => self.apply_timer_effect(vcpu, effect, fx),
+            Effect::PrepareEntry(vcpu) => self.prepare_entry(vcpu),
             Effect::EnterGuest(core) => self.enter_guest(core, fx),
             Effect::FinishHostWork { core, extra_ns } => self.finish_host_work(core, extra_ns, fx),
         }

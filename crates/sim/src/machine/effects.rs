@@ -87,6 +87,9 @@ pub(super) enum Effect {
         vcpu: usize,
         effect: TimerEffect,
     },
+    /// The design's injection readies `vcpu`'s virtual interrupts for the
+    /// coming entry.
+    PrepareEntry(usize),
     EnterGuest(usize),
     /// The rest of the host's work once its interrupt handlers ran.
     FinishHostWork {

@@ -123,8 +123,8 @@ impl Machine {
                     self.host_busy(core, ns, fx);
                     return;
                 }
-                self.prepare_entry(vcpu);
-                self.enter_guest(core, fx);
+                fx.push(Effect::PrepareEntry(vcpu));
+                fx.push(Effect::EnterGuest(core));
             }
             _ => self.set_mode(core, Mode::Idle),
         }
@@ -401,6 +401,9 @@ mod tests {
             .vlapic
             .accept(GUEST_VF_VECTOR, TriggerMode::Edge);
         let fx = listed(&mut m, |m, fx| m.finish_host_work(1, 0, fx));
+        assert_eq!(fx, [Effect::PrepareEntry(0), Effect::EnterGuest(1)]);
+        m.prepare_entry(0);
+        let fx = listed(&mut m, |m, fx| m.enter_guest(1, fx));
         let step_end = Effect::Cancel(Event::GuestStep { vcpu: 0 });
         assert_eq!(fx, [step_end, Effect::TryDeliver(0)]);
         let handler = m.vcpus[0].frames.last().and_then(|frame| frame.vector);
@@ -470,7 +473,10 @@ mod tests {
             [scheduled(100 + 2 * self_ipi, Event::HostDone { core: 1 })]
         );
         // Paid: the next pass sends them and enters.
-        listed(&mut m, |m, fx| m.finish_host_work(1, 0, fx));
+        let fx = listed(&mut m, |m, fx| m.finish_host_work(1, 0, fx));
+        assert_eq!(fx, [Effect::PrepareEntry(0), Effect::EnterGuest(1)]);
+        m.prepare_entry(0);
+        listed(&mut m, |m, fx| m.enter_guest(1, fx));
         assert_eq!(m.cores[1].mode, Mode::Guest);
         assert!(!m.vcpus[0].injection.has_queued());
         assert!(m.cores[1].lapic.irr().contains(GUEST_TIMER_VECTOR));
