@@ -55,6 +55,7 @@ mod sip;
 mod state;
 mod tcp;
 mod timers;
+mod workload;
 
 use dirq_arch::bus;
 use dirq_arch::clock::Clock;
@@ -83,17 +84,22 @@ use crate::service::Sampler;
 use crate::trace::Trace;
 use crate::SimError;
 
+use apps::{ClientEvent, PmdEvent};
 pub(crate) use checker::Checker;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
 use guest::{
     Frame, TimerWrite, HALT_LOOP, IPI_SENDER, POLL_MODE_DRIVER, SERVER, SPIN, STREAM_WRITER,
 };
+use ipi_call::CallEvent;
 pub(crate) use ipi_call::CALLS_PER_BENCHMARK;
 use ipi_call::{Call, CALL_HANDLER, IPI_CALLER};
+use netstack::{RemoteEvent, TcpEvent};
 use periodic::Accesses;
+use sip::SipEvent;
 pub(crate) use state::Counters;
 use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm, WorkloadState};
+use workload::WorkloadEvent;
 
 // Guest vectors (what the guest OS programmed), in Linux's layout.
 pub(crate) const GUEST_VF_VECTOR: u8 = 0x41;
@@ -140,6 +146,9 @@ impl Clock for At {
     }
 }
 
+/// What happens at a time: an event of the hardware or of the
+/// hypervisor's mechanisms, or a workload's own event, which the workload
+/// that owns it handles ([`workload::WorkloadEvent`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Event {
     PacketArrival {
@@ -176,76 +185,11 @@ enum Event {
     Housekeeping {
         vcpu: u32,
     },
-    /// A VM's caller sees its call's last callee finish.
-    CallDone {
-        vm: u32,
-    },
-    RemoteRequest {
-        vm: u32,
-    },
     /// The hypervisor, done emulating an ICR write, sends the IPI.
     GuestIpi {
         vcpu: u32,
     },
-    /// iperf's sender may put its next segment on the wire.
-    TcpSend {
-        queues: u32,
-    },
-    /// A TCP segment reaches the VF.
-    SegmentArrival {
-        queues: u32,
-    },
-    /// A TCP ACK reaches iperf's sender.
-    TcpAck {
-        queues: u32,
-    },
-    /// A remote's TCP ACK reaches the VF (netperf).
-    AckArrival {
-        queues: u32,
-    },
-    /// A client offers a request (the offered load's Poisson arrivals).
-    ClientSend {
-        vm: u32,
-    },
-    RequestArrival {
-        vm: u32,
-    },
-    ResponseArrival {
-        vm: u32,
-    },
-    /// A burst of frames for a poll-mode driver.
-    PmdBurst {
-        queues: u32,
-    },
-    /// SIPp's UAC places a call.
-    SipCall {
-        call: u32,
-    },
-    /// The UAC's timer A for a call's INVITE.
-    SipTimerA {
-        call: u32,
-        interval: u64,
-    },
-    /// A SIP message reaches the B2BUA's VF.
-    SipArrival {
-        call: u32,
-        kind: sip::SipKind,
-    },
-    /// A message the B2BUA relayed reaches the UAS, which answers with
-    /// `kind`.
-    SipUas {
-        call: u32,
-        kind: sip::SipKind,
-    },
-    /// A message the B2BUA relayed reaches the UAC.
-    SipUac {
-        call: u32,
-        kind: sip::SipKind,
-    },
-    /// The UAC ends a call.
-    SipHangUp {
-        call: u32,
-    },
+    Workload(WorkloadEvent),
 }
 
 /// How many kinds of event are cancellable (see [`Keyed for Event`]).
@@ -262,7 +206,7 @@ impl Keyed for Event {
             Event::PhysicalTimer { core } => (3, core),
             Event::HostTimer { vcpu } => (4, vcpu),
             Event::SliceEnd { core } => (5, core),
-            Event::TcpSend { queues } => (6, queues),
+            Event::Workload(WorkloadEvent::Tcp(TcpEvent::Send { queues })) => (6, queues),
             _ => return None,
         };
         Some(id as usize * CANCELLABLE_KINDS + kind)
@@ -308,7 +252,7 @@ impl Machine {
 
     /// Schedules `event` after an exponential gap of mean 1/`rate_per_s`
     /// (the next arrival of a Poisson process), unless the rate is zero.
-    fn schedule_poisson(&mut self, rate_per_s: f64, event: Event, fx: &mut Effects) {
+    fn schedule_poisson(&mut self, rate_per_s: f64, event: impl Into<Event>, fx: &mut Effects) {
         if rate_per_s <= 0.0 {
             return;
         }
@@ -410,7 +354,6 @@ impl Machine {
             }
             Event::HostTick { core } => self.host_tick(core as usize, fx),
             Event::Housekeeping { vcpu } => self.housekeeping_due(vcpu as usize, fx),
-            Event::CallDone { vm } => self.call_done(vm as usize, fx),
             Event::GuestIpi { vcpu } => {
                 let vcpu = vcpu as usize;
                 let vm = self.vcpus[vcpu].vm;
@@ -420,36 +363,7 @@ impl Machine {
                     vector: GUEST_IPI_VECTOR,
                 });
             }
-            Event::TcpSend { queues } => self.tcp_send(queues as usize, fx),
-            Event::SegmentArrival { queues } | Event::AckArrival { queues } => {
-                self.rx_packet(queues as usize, RxQueueKind::Vf, fx)
-            }
-            Event::TcpAck { queues } => self.tcp_ack_arrives(queues as usize, fx),
-            Event::ClientSend { vm } => self.client_offers(vm as usize, fx),
-            Event::RequestArrival { vm } => self.request_arrives(vm as usize, fx),
-            Event::ResponseArrival { vm } => self.response_arrives(vm as usize, fx),
-            Event::PmdBurst { queues } => self.pmd_burst(queues as usize, fx),
-            Event::SipCall { call } => self.place_call(call, fx),
-            Event::SipTimerA { call, interval } => self.sip_timer_a(call, interval, fx),
-            Event::SipArrival { call, kind } => {
-                self.sip_arrival(sip::SipMessage { call, kind }, fx)
-            }
-            Event::SipUas { call, kind } => self.sip_peer_sends(call, kind, fx),
-            Event::SipUac { call, kind } => self.sip_uac(call, kind, fx),
-            Event::SipHangUp { call } => self.sip_peer_sends(call, sip::SipKind::Bye, fx),
-            Event::RemoteRequest { vm } => {
-                let vm = vm as usize;
-                // The remote answers each response at once: the time since
-                // its previous request is one full round trip.
-                if let Some(sent) = self.vms[vm].request_sent_at.replace(self.now) {
-                    let latency = self.spec.workload.reported_latency_ns(self.now - sent);
-                    self.counters.latencies.push(latency);
-                    self.counters.requests_done += 1;
-                }
-                // ... and the request reaches the VM one way later.
-                let at = self.now + self.one_way_ns(self.message_bytes());
-                fx.schedule(at, Event::RequestArrival { vm: index_u32(vm) });
-            }
+            Event::Workload(event) => self.workload_event(event, fx),
         }
     }
 

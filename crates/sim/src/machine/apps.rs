@@ -39,6 +39,24 @@ fn payloads(workload: WorkloadKind) -> (u64, u64) {
     }
 }
 
+/// The clients' events (memcached, apache).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ClientEvent {
+    /// A client offers a request (the offered load's Poisson arrivals).
+    Offer { vm: u32 },
+    /// A request reaches the server's NIC, or vhost.
+    RequestArrival { vm: u32 },
+    /// The server's response reaches its client.
+    ResponseArrival { vm: u32 },
+}
+
+/// l2fwd's traffic generator's event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PmdEvent {
+    /// A burst of frames for the poll-mode driver.
+    Burst { queues: u32 },
+}
+
 /// A VM's clients.
 #[derive(Clone, Debug, Default)]
 pub(super) struct ClientPool {
@@ -164,7 +182,7 @@ impl Machine {
                     let response = payloads(self.spec.workload).1;
                     let at = self.now + self.one_way_ns(response);
                     let vm = index_u32(self.vcpus[vcpu].vm);
-                    fx.schedule(at, Event::ResponseArrival { vm });
+                    fx.schedule(at, ClientEvent::ResponseArrival { vm });
                 }
             },
             App::StreamWrite => {
@@ -179,10 +197,23 @@ impl Machine {
         }
     }
 
+    pub(super) fn client_event(&mut self, event: ClientEvent, fx: &mut Effects) {
+        match event {
+            ClientEvent::Offer { vm } => self.client_offers(vm as usize, fx),
+            ClientEvent::RequestArrival { vm } => self.request_arrives(vm as usize, fx),
+            ClientEvent::ResponseArrival { vm } => self.response_arrives(vm as usize, fx),
+        }
+    }
+
+    pub(super) fn pmd_event(&mut self, event: PmdEvent, fx: &mut Effects) {
+        let PmdEvent::Burst { queues } = event;
+        self.pmd_burst(queues as usize, fx);
+    }
+
     /// A client's request leaves for the server.
     pub(super) fn send_request(&mut self, vm: usize, fx: &mut Effects) {
         let at = self.now + self.one_way_ns(self.request_bytes());
-        fx.schedule(at, Event::RequestArrival { vm: index_u32(vm) });
+        fx.schedule(at, ClientEvent::RequestArrival { vm: index_u32(vm) });
     }
 
     /// The request reaches the server's NIC, or vhost.
@@ -217,7 +248,7 @@ impl Machine {
 
     pub(super) fn schedule_offered(&mut self, vm: usize, fx: &mut Effects) {
         let rate = f64_of(self.spec.offered_per_s.unwrap_or(0));
-        self.schedule_poisson(rate, Event::ClientSend { vm: index_u32(vm) }, fx);
+        self.schedule_poisson(rate, ClientEvent::Offer { vm: index_u32(vm) }, fx);
     }
 
     /// The clients start: at the offered load, or every connection at once.
@@ -242,7 +273,7 @@ impl Machine {
         let burst_ns = (u64::from(PMD_BURST) * L2FWD_FRAME_WIRE_BYTES * 8 * 1_000) / link_mbps;
         fx.schedule(
             self.now + burst_ns,
-            Event::PmdBurst {
+            PmdEvent::Burst {
                 queues: index_u32(queues),
             },
         );

@@ -304,13 +304,13 @@ impl Machine {
             BackendJob::RxPacket => self.rx_packet(queues, RxQueueKind::Virtio, fx),
             BackendJob::TxPacket => fx.schedule(
                 self.now + self.one_way_ns(self.frame_bytes()),
-                Event::RemoteRequest {
+                RemoteEvent::Request {
                     vm: index_u32(self.vm_of_queues(queues)),
                 },
             ),
             BackendJob::TxResponse => fx.schedule(
                 self.now + self.one_way_ns(self.frame_bytes()),
-                Event::ResponseArrival {
+                ClientEvent::ResponseArrival {
                     vm: index_u32(self.vm_of_queues(queues)),
                 },
             ),
@@ -356,7 +356,7 @@ impl Machine {
                 // The VF's doorbell is a passed-through MMIO write.
                 fx.schedule(
                     self.now + self.one_way_ns(self.message_bytes()),
-                    Event::RemoteRequest { vm: index_u32(vm) },
+                    RemoteEvent::Request { vm: index_u32(vm) },
                 );
             }
         }

@@ -125,7 +125,8 @@ impl Effects {
         self.stack.len() == self.listed_from
     }
 
-    pub(super) fn schedule(&mut self, at: u64, event: Event) {
+    pub(super) fn schedule(&mut self, at: u64, event: impl Into<Event>) {
+        let event = event.into();
         if self.nothing_listed() {
             self.queue.schedule(at, event);
         } else {

@@ -45,6 +45,13 @@ pub(super) struct Call {
     pub(super) done: bool,
 }
 
+/// ipi-call's event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CallEvent {
+    /// A VM's caller sees its call's last callee finish.
+    Done { vm: u32 },
+}
+
 impl Machine {
     /// The caller starts a call to the scenario's target(s).
     pub(super) fn start_call(&mut self, vcpu: usize) {
@@ -118,6 +125,12 @@ impl Machine {
         }
     }
 
+    pub(super) fn call_event(&mut self, event: CallEvent, fx: &mut Effects) {
+        match event {
+            CallEvent::Done { vm } => self.call_done(vm as usize, fx),
+        }
+    }
+
     /// A callee ran the function: the last one releases the caller, whose
     /// spin sees it one interconnect crossing later.
     pub(super) fn complete_call(&mut self, vcpu: usize, fx: &mut Effects) {
@@ -130,7 +143,7 @@ impl Machine {
         let caller = self.vms[vm].vcpus[0];
         let seen = self.now
             + self.interconnect_ns(self.vcpus[vcpu].home_core, self.vcpus[caller].home_core);
-        fx.schedule(seen, Event::CallDone { vm: index_u32(vm) });
+        fx.schedule(seen, CallEvent::Done { vm: index_u32(vm) });
     }
 
     /// The caller sees its call complete: one call's latency; its spin
@@ -223,7 +236,7 @@ mod tests {
         assert!(matches!(
             fx.as_slice(),
             [Effect::Schedule {
-                event: Event::CallDone { vm: 0 },
+                event: Event::Workload(WorkloadEvent::Call(CallEvent::Done { vm: 0 })),
                 ..
             }]
         ));

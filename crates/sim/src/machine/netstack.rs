@@ -19,6 +19,28 @@ const UDP_PACKET_BYTES: u64 = 128;
 /// names no `message_bytes`.
 const DEFAULT_MESSAGE_BYTES: u64 = 1;
 
+/// The TCP streams' events (iperf, netperf).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TcpEvent {
+    /// iperf's sender may put its next segment on the wire.
+    Send { queues: u32 },
+    /// A TCP segment reaches the VF.
+    SegmentArrival { queues: u32 },
+    /// A TCP ACK reaches iperf's sender.
+    Ack { queues: u32 },
+    /// A remote's TCP ACK reaches the VF (netperf).
+    AckArrival { queues: u32 },
+}
+
+/// The request/response remote's event (netperf-rr, udp-rr).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RemoteEvent {
+    /// The remote has the VM's response and sends its next request.
+    Request { vm: u32 },
+    /// The request reaches the VM's NIC, or vhost.
+    RequestArrival { vm: u32 },
+}
+
 impl Machine {
     /// The UDP receive workloads: they keep the coalescing fitted on them,
     /// and a packet NAPI takes is simply consumed.
@@ -150,7 +172,7 @@ impl Machine {
         match kind {
             RxQueueKind::Vf => fx.schedule(
                 self.now + self.profile.guest_ns.wire_one_way + self.frame_wire_ns(ACK_BYTES),
-                Event::TcpAck {
+                TcpEvent::Ack {
                     queues: index_u32(queues),
                 },
             ),
@@ -170,6 +192,33 @@ impl Machine {
         if self.vms[vm].backend_busy_until <= self.now {
             self.io_notify(vcpu, fx);
         }
+    }
+
+    pub(super) fn tcp_event(&mut self, event: TcpEvent, fx: &mut Effects) {
+        match event {
+            TcpEvent::Send { queues } => self.tcp_send(queues as usize, fx),
+            TcpEvent::SegmentArrival { queues } | TcpEvent::AckArrival { queues } => {
+                self.rx_packet(queues as usize, RxQueueKind::Vf, fx)
+            }
+            TcpEvent::Ack { queues } => self.tcp_ack_arrives(queues as usize, fx),
+        }
+    }
+
+    pub(super) fn remote_event(&mut self, event: RemoteEvent, fx: &mut Effects) {
+        let vm = match event {
+            RemoteEvent::Request { vm } => vm as usize,
+            RemoteEvent::RequestArrival { vm } => return self.request_arrives(vm as usize, fx),
+        };
+        // The remote answers each response at once: the time since
+        // its previous request is one full round trip.
+        if let Some(sent) = self.vms[vm].request_sent_at.replace(self.now) {
+            let latency = self.spec.workload.reported_latency_ns(self.now - sent);
+            self.counters.latencies.push(latency);
+            self.counters.requests_done += 1;
+        }
+        // ... and the request reaches the VM one way later.
+        let at = self.now + self.one_way_ns(self.message_bytes());
+        fx.schedule(at, RemoteEvent::RequestArrival { vm: index_u32(vm) });
     }
 
     /// An ACK reaches iperf's sender: the window opens and it sends on.
@@ -193,7 +242,7 @@ impl Machine {
         let flow = &mut self.queues[queues].tcp;
         if flow.link_free_at > now {
             // The link is still sending the previous frame.
-            fx.schedule(flow.link_free_at, Event::TcpSend { queues: pair });
+            fx.schedule(flow.link_free_at, TcpEvent::Send { queues: pair });
             return;
         }
         if !flow.can_send_segment() {
@@ -204,14 +253,14 @@ impl Machine {
         match self.spec.group.transport {
             Transport::Pv => {
                 self.backend_start(queues, BackendJob::RxPacket, fx);
-                fx.schedule(now, Event::TcpSend { queues: pair });
+                fx.schedule(now, TcpEvent::Send { queues: pair });
             }
             _ => {
                 let on_wire = self.frame_wire_ns(segment);
                 self.queues[queues].tcp.link_free_at = now + on_wire;
                 let arrival = now + on_wire + self.profile.guest_ns.wire_one_way;
-                fx.schedule(arrival, Event::SegmentArrival { queues: pair });
-                fx.schedule(now + on_wire, Event::TcpSend { queues: pair });
+                fx.schedule(arrival, TcpEvent::SegmentArrival { queues: pair });
+                fx.schedule(now + on_wire, TcpEvent::Send { queues: pair });
             }
         }
     }
@@ -242,7 +291,7 @@ impl Machine {
                 flow.acks.push_back(covered);
                 fx.schedule(
                     sent + 2 * wire_one_way,
-                    Event::AckArrival {
+                    TcpEvent::AckArrival {
                         queues: index_u32(queues),
                     },
                 );
@@ -345,8 +394,8 @@ mod tests {
         let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));
         let on_wire = m.frame_wire_ns(m.mss());
         let arrival = on_wire + m.profile.guest_ns.wire_one_way;
-        let send = Event::TcpSend { queues: 0 };
-        let frame = Event::SegmentArrival { queues: 0 };
+        let send = TcpEvent::Send { queues: 0 }.into();
+        let frame = TcpEvent::SegmentArrival { queues: 0 }.into();
         assert_eq!(fx, [scheduled(arrival, frame), scheduled(on_wire, send)]);
         // An ACK's send while the frame is on the wire only re-arms.
         let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));

@@ -251,7 +251,7 @@ impl Machine {
         }
         match self.spec.workload {
             WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
-                fx.schedule(0, Event::RemoteRequest { vm: index_u32(vm) })
+                fx.schedule(0, RemoteEvent::Request { vm: index_u32(vm) })
             }
             WorkloadKind::Fio => self.submit_block(vm, fx),
             WorkloadKind::Memcached | WorkloadKind::Apache => self.start_clients(vm, fx),
@@ -259,7 +259,7 @@ impl Machine {
             WorkloadKind::Iperf => {
                 for &owner in &owners {
                     let queues = index_u32(self.vcpus[owner].queues);
-                    fx.schedule(0, Event::TcpSend { queues });
+                    fx.schedule(0, TcpEvent::Send { queues });
                 }
             }
             WorkloadKind::L2fwd => {
@@ -269,7 +269,7 @@ impl Machine {
                     self.queues[queues].vf.masked = true;
                     fx.schedule(
                         0,
-                        Event::PmdBurst {
+                        PmdEvent::Burst {
                             queues: index_u32(queues),
                         },
                     );

@@ -31,6 +31,24 @@ const BUCKETS: [(u64, &str); 4] = [
     (u64::MAX, ">200"),
 ];
 
+/// VoIP's events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SipEvent {
+    /// SIPp's UAC places a call.
+    Call { call: u32 },
+    /// The UAC's timer A for a call's INVITE.
+    TimerA { call: u32, interval: u64 },
+    /// A SIP message reaches the B2BUA's VF.
+    Arrival { call: u32, kind: SipKind },
+    /// A message the B2BUA relayed reaches the UAS, which answers with
+    /// `kind`.
+    Uas { call: u32, kind: SipKind },
+    /// A message the B2BUA relayed reaches the UAC.
+    Uac { call: u32, kind: SipKind },
+    /// The UAC ends a call.
+    HangUp { call: u32 },
+}
+
 /// A message the B2BUA receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum SipKind {
@@ -134,7 +152,18 @@ impl Machine {
         self.sip.calls = vec![Call::default(); calls as usize];
         let gap = 1_000_000_000 / CALLS_PER_S;
         for call in 0..calls {
-            fx.schedule(u64::from(call) * gap, Event::SipCall { call });
+            fx.schedule(u64::from(call) * gap, SipEvent::Call { call });
+        }
+    }
+
+    pub(super) fn sip_event(&mut self, event: SipEvent, fx: &mut Effects) {
+        match event {
+            SipEvent::Call { call } => self.place_call(call, fx),
+            SipEvent::TimerA { call, interval } => self.sip_timer_a(call, interval, fx),
+            SipEvent::Arrival { call, kind } => self.sip_arrival(SipMessage { call, kind }, fx),
+            SipEvent::Uas { call, kind } => self.sip_peer_sends(call, kind, fx),
+            SipEvent::Uac { call, kind } => self.sip_uac(call, kind, fx),
+            SipEvent::HangUp { call } => self.sip_peer_sends(call, SipKind::Bye, fx),
         }
     }
 
@@ -144,7 +173,7 @@ impl Machine {
         self.sip_send(call, SipKind::Invite, fx);
         fx.schedule(
             self.now + T1_NS,
-            Event::SipTimerA {
+            SipEvent::TimerA {
                 call,
                 interval: T1_NS,
             },
@@ -156,7 +185,7 @@ impl Machine {
             self.sip_send(call, SipKind::Invite, fx);
             fx.schedule(
                 self.now + next,
-                Event::SipTimerA {
+                SipEvent::TimerA {
                     call,
                     interval: next,
                 },
@@ -167,7 +196,7 @@ impl Machine {
     /// A message for the B2BUA leaves its sender (UAC or UAS).
     fn sip_send(&mut self, call: u32, kind: SipKind, fx: &mut Effects) {
         let at = self.now + self.one_way_ns(SIP_MESSAGE_BYTES);
-        fx.schedule(at, Event::SipArrival { call, kind });
+        fx.schedule(at, SipEvent::Arrival { call, kind });
     }
 
     /// A message reaches the VM's VF: into the ring, or lost if it is full.
@@ -204,24 +233,24 @@ impl Machine {
         match kind {
             // 100 Trying to the UAC; the INVITE to the UAS, which answers.
             SipKind::Invite => {
-                fx.schedule(to_peer, Event::SipUac { call, kind });
+                fx.schedule(to_peer, SipEvent::Uac { call, kind });
                 let answered = SipKind::InviteOk;
                 fx.schedule(
                     to_peer,
-                    Event::SipUas {
+                    SipEvent::Uas {
                         call,
                         kind: answered,
                     },
                 );
             }
             SipKind::InviteOk | SipKind::ByeOk => {
-                fx.schedule(to_peer, Event::SipUac { call, kind })
+                fx.schedule(to_peer, SipEvent::Uac { call, kind })
             }
             // Relayed to the UAS, which answers a BYE.
             SipKind::Ack => {}
             SipKind::Bye => fx.schedule(
                 to_peer,
-                Event::SipUas {
+                SipEvent::Uas {
                     call,
                     kind: SipKind::ByeOk,
                 },
@@ -249,7 +278,7 @@ impl Machine {
                 self.sip.setup_ns.push(setup);
                 self.counters.latencies.push(setup);
                 self.sip_send(call, SipKind::Ack, fx);
-                fx.schedule(now + HOLD_NS, Event::SipHangUp { call });
+                fx.schedule(now + HOLD_NS, SipEvent::HangUp { call });
             }
             SipKind::ByeOk => {
                 self.sip.completed += 1;
