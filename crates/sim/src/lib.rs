@@ -10,6 +10,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod engine;
 mod machine;
 pub mod metrics;
 pub mod policy;

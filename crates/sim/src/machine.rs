@@ -70,6 +70,7 @@ use dirq_arch::msi::{MsiMessage, RemappableMsi};
 use dirq_arch::posted::PostedInterruptDescriptor;
 use dirq_arch::vmcs::{MsrWriteAction, CPU_INTERRUPT_WINDOW_EXITING};
 
+use crate::engine;
 use crate::metrics::ExitReason;
 use crate::policy::mechanism::injection::InjectionState;
 use crate::policy::mechanism::signal::{Signal, Whereabouts};
@@ -213,6 +214,29 @@ impl Keyed for Event {
     }
 }
 
+/// The machine on the engine: its effects taken out while it runs, so
+/// that a mechanism can change the machine and list effects at once.
+struct Running<'m> {
+    machine: &'m mut Machine,
+    fx: Effects,
+}
+
+impl engine::Model for Running<'_> {
+    type Event = Event;
+
+    fn queue(&mut self) -> &mut EventQueue<Event> {
+        &mut self.fx.queue
+    }
+
+    fn handle(&mut self, now: u64, event: Event) {
+        let machine = &mut *self.machine;
+        machine.now = now;
+        machine.dispatch(event, &mut self.fx);
+        machine.apply(&mut self.fx);
+        machine.checker.event_done();
+    }
+}
+
 pub(crate) struct Machine {
     now: u64,
     end: u64,
@@ -261,18 +285,12 @@ impl Machine {
     }
 
     pub(crate) fn run(&mut self) {
-        let mut fx = std::mem::take(&mut self.fx);
-        while let Some((time, event)) = fx.queue.pop() {
-            if time > self.end {
-                break;
-            }
-            self.now = time;
-            self.counters.events += 1;
-            self.dispatch(event, &mut fx);
-            self.apply(&mut fx);
-            self.checker.event_done();
-        }
-        self.fx = fx;
+        let fx = std::mem::take(&mut self.fx);
+        let end = self.end;
+        let mut running = Running { machine: self, fx };
+        let events = engine::run(&mut running, end);
+        self.fx = running.fx;
+        self.counters.events += events;
         self.now = self.end;
         self.finish();
     }

@@ -2,8 +2,9 @@
 //! host and guest on it, a virtual device raising level-triggered
 //! interrupts back to back through a `dirq_arch::vioapic` controller, and
 //! the guest answering each with the 7A flow ([`flow::FLOW`]) whose
-//! register accesses exit or not by the level ([`VioapicLevel`]). The run
-//! is its own small event loop over the core's cycles: the x86 machine's
+//! register accesses exit or not by the level ([`VioapicLevel`]). The
+//! core is a model on the simulator's engine (`crate::engine`), as the x86
+//! machine is, its time counted in the core's cycles: the x86 machine's
 //! LAPICs and VMCS have no part in it.
 
 mod flow;
@@ -19,6 +20,7 @@ pub use flow::VioapicLevel;
 use flow::{AccessKind, Landing, LevelLandings, Register, Step, FLOW};
 pub use profile::{LoongsonProfile, VioapicCycles};
 
+use crate::engine;
 use crate::metrics::{InterruptCounts, Invariant, RunResult, StudyResults, Throughput};
 use crate::queue::{EventQueue, Keyed};
 use crate::scenario::{RunSpec, Scenario, WorkloadKind};
@@ -125,17 +127,23 @@ pub(crate) fn simulate(
     let mut run = Loongson::new(level, profile);
     run.trace = trace.then(Trace::default);
     run.start();
-    while let Some((time, event)) = run.queue.pop() {
-        if time > end {
-            break;
-        }
-        run.now = time;
-        run.counts.events += 1;
-        run.dispatch(event);
-    }
+    run.counts.events = engine::run(&mut run, end);
     let mut result = run.summarize(spec);
     result.wall_s = started.elapsed().as_secs_f64();
     (result, run.trace)
+}
+
+impl engine::Model for Loongson<'_> {
+    type Event = Event;
+
+    fn queue(&mut self) -> &mut EventQueue<Event> {
+        &mut self.queue
+    }
+
+    fn handle(&mut self, now: u64, event: Event) {
+        self.now = now;
+        self.dispatch(event);
+    }
 }
 
 impl<'a> Loongson<'a> {
