@@ -1,36 +1,48 @@
-//! The discrete-event engine: the event loop, dispatch, and the one place
-//! that applies effects. The mechanisms live in the submodules (the guest
-//! model, physical delivery, injection, the timer paths, host exits and
-//! scheduling, devices, the checker); each changes its own state and lists
-//! [`Effect`]s for the engine instead of calling another mechanism, as a
-//! `dirq_arch::lapic::Lapic` returns bus messages. A design's mechanisms
-//! are the types of `crate::policy::mechanism` its table names; the engine
-//! calls them and never branches on a table field. The mechanisms carry
-//! the decisions out on the hardware models of `dirq_arch` (every physical
-//! LAPIC and every vCPU's virtual LAPIC is a `dirq_arch::lapic::Lapic`;
-//! VMCS, IOMMU and posted-interrupt descriptors are the `dirq_arch` models
-//! too).
+//! The x86 machine, a model on the simulator's engine (`crate::engine`,
+//! which also runs the VIOAPIC study's core): dispatch and the one place
+//! that applies effects. Its parts live in the submodules: the hardware
+//! (`devices`: NIC rings, coalescing, vhost, the guest's IPIs through the
+//! ICR and `dirq_arch::bus`; `delivery`: physical LAPICs and the IOMMU),
+//! the guest model (`guest`, `periodic`), the hypervisor (`host`: exits,
+//! entry, scheduling; `injection`, `timers`), the workloads (each with its
+//! events in its module: `apps` the clients, `l2fwd`, `sip`, `netstack`
+//! the TCP streams and netperf-rr's remote, `ipi_call`; `workload` hands
+//! their events over) and the `checker`. Each changes its own state and
+//! lists [`Effect`]s for the engine instead of calling another, as a
+//! `dirq_arch::lapic::Lapic` returns bus messages. A design's behaviour is
+//! its table (`crate::policy::<design>`) plus the types of
+//! `crate::policy::mechanism` the table names; the machine calls them and
+//! never branches on a table field. The mechanisms carry the decisions
+//! out on the hardware models of `dirq_arch` (every physical LAPIC and
+//! every vCPU's virtual LAPIC is a `dirq_arch::lapic::Lapic`; VMCS, IOMMU
+//! and posted-interrupt descriptors are the `dirq_arch` models too).
 //!
 //! ```text
-//!  EventQueue --pop--> dispatch(Event) --> a machine/ module ---------+
-//!      ^                                   (devices, guest, host,     |
-//!      |                                    timers, workloads ...)    |
-//!      |                                        |  calls the design's |
-//!      |                                        v  mechanism          |
-//!      |                          policy::mechanism::{injection,      |
-//!      |                            signal, timer, host_tick,         |
-//!      |                            host_interrupt, preemption,       |
-//!      |                            irte, vmcs}                       |
-//!      |                            state: InjectionState, TimerState |
-//!      |                            returns Signal / TimerEffect /    |
-//!      |                            merged vectors / costs            |
-//!      |                                        |                     |
-//!      |                                        v                     v
+//!  engine::run --pop--> Running::handle(Event)
+//!      ^                   |
+//!      |                   +-- Event (hardware, hypervisor) --> machine/
+//!      |                   |     devices, delivery, guest, host,  |
+//!      |                   |     timers, periodic                 |
+//!      |                   +-- Event::Workload(WorkloadEvent) --> |
+//!      |                         the workload's module: apps,     |
+//!      |                         l2fwd, sip, netstack, ipi_call   |
+//!      |                                  |  calls the design's   |
+//!      |                                  v  mechanisms           |
+//!      |                   policy::mechanism::{injection, signal, |
+//!      |                     timer, host_tick, host_interrupt,    |
+//!      |                     preemption, irte, vmcs}              |
+//!      |                     state: InjectionState, TimerState    |
+//!      |                     returns Signal / TimerEffect /       |
+//!      |                     merged vectors / costs               |
+//!      |                                  |                       |
+//!      |                                  v                       v
 //!      +--Schedule/Cancel-- apply(Effects) <-- listed Effects (depth first)
 //!                              |
 //!                              +--> hardware: cores' Lapic, VcpuHardware
 //!                              |    {vlapic, vmcs, pid}, IOMMU, APIC bus
 //!                              |    (guest IPIs: ICR write -> bus::route)
+//!                              +--> the next mechanism (PrepareEntry,
+//!                              |    EnterGuest, QueueVirtual, Timer ...)
 //!                              +--> Checker (every interrupt's fate)
 //! ```
 
@@ -46,6 +58,7 @@ mod host;
 mod injection;
 mod ipi_call;
 mod itr;
+mod l2fwd;
 mod napi;
 mod netstack;
 mod numa;
@@ -85,7 +98,7 @@ use crate::service::Sampler;
 use crate::trace::Trace;
 use crate::SimError;
 
-use apps::{ClientEvent, PmdEvent};
+use apps::ClientEvent;
 pub(crate) use checker::Checker;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
@@ -95,6 +108,7 @@ use guest::{
 use ipi_call::CallEvent;
 pub(crate) use ipi_call::CALLS_PER_BENCHMARK;
 use ipi_call::{Call, CALL_HANDLER, IPI_CALLER};
+use l2fwd::{L2fwd, PmdEvent};
 use netstack::{RemoteEvent, TcpEvent};
 use periodic::Accesses;
 use sip::SipEvent;
@@ -258,6 +272,8 @@ pub(crate) struct Machine {
     pub(crate) counters: Counters,
     /// The VoIP run's calls (empty for other workloads).
     sip: sip::Sip,
+    /// The l2fwd run's drivers (empty for other workloads).
+    l2fwd: L2fwd,
     pub(crate) checker: Checker,
     pub(crate) trace: Option<Trace>,
 }

@@ -1,7 +1,7 @@
 //! The guest's applications, run as its background task while no handler
 //! runs: a server answering requests its clients sent (memcached, apache,
 //! the SIP B2BUA of `sip`), netperf writing a TCP stream, and DPDK's poll-mode
-//! driver forwarding packets (l2fwd). With nothing to do each spins, as
+//! driver forwarding packets (`l2fwd`). With nothing to do each spins, as
 //! the testbeds' guests do (idle=poll, or a poll-mode driver).
 //!
 //! The clients are closed-loop: each connection has at most one request
@@ -23,11 +23,6 @@ pub(super) enum App {
     PollMode,
 }
 
-/// DPDK's receive burst (l2fwd's MAX_PKT_BURST).
-const PMD_BURST: u32 = 32;
-/// 128-byte frames with their preamble and gap on the wire.
-const L2FWD_FRAME_WIRE_BYTES: u64 = 128 + 20;
-
 /// Request and response payloads, bytes. ASSUMED: a get with a 64-byte
 /// key and a 1 KiB value (the ELI study's memslap sizes); a GET and a
 /// 4 KB static page with its headers.
@@ -48,13 +43,6 @@ pub(super) enum ClientEvent {
     RequestArrival { vm: u32 },
     /// The server's response reaches its client.
     ResponseArrival { vm: u32 },
-}
-
-/// l2fwd's traffic generator's event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum PmdEvent {
-    /// A burst of frames for the poll-mode driver.
-    Burst { queues: u32 },
 }
 
 /// A VM's clients.
@@ -156,14 +144,8 @@ impl Machine {
                 Some(workloads.stream_message + compute + self.copy_ns(bytes) + send)
             }
             App::PollMode => {
-                let pair = &mut self.queues[queues];
-                let burst = pair.vf.ring.min(PMD_BURST);
-                if burst == 0 {
-                    return None;
-                }
-                pair.vf.ring -= burst;
-                pair.forwarding = burst;
-                Some(u64::from(burst) * workloads.l2fwd_packet)
+                let ring = &mut self.queues[queues].vf;
+                self.l2fwd.take(queues, ring, workloads.l2fwd_packet)
             }
         }
     }
@@ -189,11 +171,7 @@ impl Machine {
                 self.queues[queues].tcp.buffered += self.message_bytes();
                 self.tso_send(queues, fx);
             }
-            // The forwarded burst leaves through the VF's doorbell.
-            App::PollMode => {
-                let burst = std::mem::take(&mut self.queues[queues].forwarding);
-                self.counters.packets_processed += u64::from(burst);
-            }
+            App::PollMode => self.counters.packets_processed += self.l2fwd.forwarded(queues),
         }
     }
 
@@ -203,11 +181,6 @@ impl Machine {
             ClientEvent::RequestArrival { vm } => self.request_arrives(vm as usize, fx),
             ClientEvent::ResponseArrival { vm } => self.response_arrives(vm as usize, fx),
         }
-    }
-
-    pub(super) fn pmd_event(&mut self, event: PmdEvent, fx: &mut Effects) {
-        let PmdEvent::Burst { queues } = event;
-        self.pmd_burst(queues as usize, fx);
     }
 
     /// A client's request leaves for the server.
@@ -265,52 +238,11 @@ impl Machine {
             }
         }
     }
-
-    /// A burst of 128-byte frames reaches the poll-mode driver's ring at
-    /// line rate; a driver spinning on an empty ring takes them at once.
-    pub(super) fn pmd_burst(&mut self, queues: usize, fx: &mut Effects) {
-        let link_mbps = self.profile.network.link_mbps;
-        let burst_ns = (u64::from(PMD_BURST) * L2FWD_FRAME_WIRE_BYTES * 8 * 1_000) / link_mbps;
-        fx.schedule(
-            self.now + burst_ns,
-            PmdEvent::Burst {
-                queues: index_u32(queues),
-            },
-        );
-        let now = self.now;
-        for _ in 0..PMD_BURST {
-            self.queues[queues].vf.receive(now);
-        }
-        let owner = self.queues[queues].owner;
-        if self.vcpus[owner].spin_since.is_some() {
-            fx.push(Effect::Poke(owner));
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{listed, machine, running};
     use super::*;
-    use crate::policy::DesignKind;
-    use crate::scenario::HostShape;
-
-    #[test]
-    fn the_poll_mode_driver_forwards_bursts_and_is_poked_when_idle() {
-        let mut m = machine(DesignKind::Did, WorkloadKind::L2fwd, HostShape::default());
-        running(&mut m, 0);
-        assert_eq!(m.app_work(0, App::PollMode), None, "an empty ring: spin");
-        m.vcpus[0].spin_since = Some(0);
-        let fx = listed(&mut m, |m, fx| m.pmd_burst(0, fx));
-        assert!(fx.contains(&Effect::Poke(0)), "{fx:?}");
-        let per_packet = m.profile.workloads.l2fwd_packet;
-        let work = m.app_work(0, App::PollMode);
-        assert_eq!(work, Some(u64::from(PMD_BURST) * per_packet));
-        assert_eq!(m.queues[0].vf.ring, 0);
-        assert_eq!(m.counters.packets_processed, 0, "counted once forwarded");
-        listed(&mut m, |m, fx| m.app_done(0, App::PollMode, fx));
-        assert_eq!(m.counters.packets_processed, u64::from(PMD_BURST));
-    }
 
     #[test]
     fn a_closed_loop_keeps_at_most_one_request_per_connection() {

@@ -56,8 +56,6 @@ pub(super) struct QueuePair {
     pub(super) tcp: TcpFlow,
     /// Requests received and not yet taken by the server application.
     pub(super) socket: u32,
-    /// Packets the poll-mode driver took and is forwarding.
-    pub(super) forwarding: u32,
 }
 
 impl QueuePair {

@@ -151,7 +151,6 @@ impl Machine {
                     throttle: Throttle::new(itr),
                     tcp: tcp_flow(&profile.network, spec.group.transport),
                     socket: 0,
-                    forwarding: 0,
                 });
             }
             vms.push(Vm {
@@ -179,6 +178,7 @@ impl Machine {
             queues,
             counters: Counters::default(),
             sip: Default::default(),
+            l2fwd: L2fwd::default(),
             checker: Checker::new(host.vms as usize),
             trace: trace.then(Trace::default),
         };
@@ -262,19 +262,7 @@ impl Machine {
                     fx.schedule(0, TcpEvent::Send { queues });
                 }
             }
-            WorkloadKind::L2fwd => {
-                for &owner in &owners {
-                    let queues = self.vcpus[owner].queues;
-                    // The poll-mode driver never enables the interrupt.
-                    self.queues[queues].vf.masked = true;
-                    fx.schedule(
-                        0,
-                        PmdEvent::Burst {
-                            queues: index_u32(queues),
-                        },
-                    );
-                }
-            }
+            WorkloadKind::L2fwd => self.start_l2fwd(&owners, fx),
             _ => {}
         }
         if group.with_timer || self.spec.workload == WorkloadKind::Cyclictest {
