@@ -5,9 +5,9 @@
 //! ICR and `dirq_arch::bus`; `delivery`: physical LAPICs and the IOMMU),
 //! the guest model (`guest`, `periodic`), the hypervisor (`host`: exits,
 //! entry, scheduling; `injection`, `timers`), the workloads (each with its
-//! events in its module: `apps` the clients, `l2fwd`, `sip`, `netstack`
-//! the TCP streams and netperf-rr's remote, `ipi_call`; `workload` hands
-//! their events over) and the `checker`. Each changes its own state and
+//! events in its module: `apps` the clients, `l2fwd`, `fio`, `sip`,
+//! `netstack` the TCP streams and netperf-rr's remote, `ipi_call`;
+//! `workload` hands their events over) and the `checker`. Each changes its own state and
 //! lists [`Effect`]s for the engine instead of calling another, as a
 //! `dirq_arch::lapic::Lapic` returns bus messages. A design's behaviour is
 //! its table (`crate::policy::<design>`) plus the types of
@@ -51,6 +51,7 @@ mod checker;
 mod delivery;
 mod devices;
 mod effects;
+mod fio;
 #[cfg(test)]
 mod fixture;
 mod guest;
@@ -102,6 +103,7 @@ use apps::ClientEvent;
 pub(crate) use checker::Checker;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
+use fio::Fio;
 use guest::{
     Frame, TimerWrite, HALT_LOOP, IPI_SENDER, POLL_MODE_DRIVER, SERVER, SPIN, STREAM_WRITER,
 };
@@ -274,6 +276,8 @@ pub(crate) struct Machine {
     sip: sip::Sip,
     /// The l2fwd run's drivers (empty for other workloads).
     l2fwd: L2fwd,
+    /// The fio run's outstanding requests.
+    fio: Fio,
     pub(crate) checker: Checker,
     pub(crate) trace: Option<Trace>,
 }

@@ -323,17 +323,6 @@ impl Machine {
         }
     }
 
-    pub(super) fn submit_block(&mut self, vm: usize, fx: &mut Effects) {
-        self.vms[vm].request_sent_at = Some(self.now);
-        self.backend_start(self.first_queues(vm), BackendJob::BlockRead, fx);
-    }
-
-    /// fio's submission: the request, then the virtio notify.
-    pub(super) fn guest_submit_block(&mut self, vcpu: usize, fx: &mut Effects) {
-        self.submit_block(self.vcpus[vcpu].vm, fx);
-        self.io_notify(vcpu, fx);
-    }
-
     /// A virtio notify: a port write that exits under every hypervisor.
     pub(super) fn io_notify(&self, vcpu: usize, fx: &mut Effects) {
         if self.vcpus[vcpu].hw.vmcs.io_exits() {

@@ -1,6 +1,7 @@
 //! The guest model: handler programs and the interpreter that runs them.
 
 use super::apps::App;
+use super::fio::BLOCK_HANDLER;
 use super::*;
 
 /// Guest work whose length comes from the profile.
@@ -84,20 +85,6 @@ const TIMER_HANDLER: &[Step] = &[
 const USER_TASK: &[Step] = &[
     Step::Work(Work::TimerToUserRest),
     Step::RecordTimerLatency,
-    Step::Iret,
-];
-/// fio completion: 3 MSR writes per request (EOI, TMICT cancel, TMICT arm).
-/// fio's completion latency (clat) ends when fio sees the completion,
-/// before its own work for the next request.
-const BLOCK_HANDLER: &[Step] = &[
-    Step::Work(Work::IrqEntry),
-    Step::WriteTimer(TimerWrite::Cancel),
-    Step::Eoi,
-    Step::Sti,
-    Step::RecordRequestLatency,
-    Step::Work(Work::Request),
-    Step::WriteTimer(TimerWrite::ArmGuard),
-    Step::SubmitBlock,
     Step::Iret,
 ];
 /// An IPI's latency is timed at its handler's entry, before the EOI, as
@@ -389,11 +376,7 @@ impl Machine {
                 }
                 Step::RecordRequestLatency => {
                     self.advance(vcpu);
-                    let vm = self.vcpus[vcpu].vm;
-                    if let Some(sent) = self.vms[vm].request_sent_at.take() {
-                        self.counters.latencies.push(self.now - sent);
-                        self.counters.requests_done += 1;
-                    }
+                    self.record_block_latency(vcpu);
                     continue;
                 }
                 Step::RecordIpiLatency => {

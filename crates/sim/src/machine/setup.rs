@@ -179,6 +179,7 @@ impl Machine {
             counters: Counters::default(),
             sip: Default::default(),
             l2fwd: L2fwd::default(),
+            fio: Fio::default(),
             checker: Checker::new(host.vms as usize),
             trace: trace.then(Trace::default),
         };
