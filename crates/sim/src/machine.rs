@@ -5,8 +5,8 @@
 //! ICR and `dirq_arch::bus`; `delivery`: physical LAPICs and the IOMMU),
 //! the guest model (`guest`, `periodic`), the hypervisor (`host`: exits,
 //! entry, scheduling; `injection`, `timers`), the workloads (each with its
-//! events in its module: `apps` the clients, `l2fwd`, `fio`, `sip`,
-//! `netstack` the TCP streams and netperf-rr's remote, `ipi_call`;
+//! events in its module: `apps` the clients, `l2fwd`, `fio`, `ipi`,
+//! `sip`, `netstack` the TCP streams and netperf-rr's remote, `ipi_call`;
 //! `workload` hands their events over) and the `checker`. Each changes its own state and
 //! lists [`Effect`]s for the engine instead of calling another, as a
 //! `dirq_arch::lapic::Lapic` returns bus messages. A design's behaviour is
@@ -57,6 +57,7 @@ mod fixture;
 mod guest;
 mod host;
 mod injection;
+mod ipi;
 mod ipi_call;
 mod itr;
 mod l2fwd;
@@ -104,9 +105,8 @@ pub(crate) use checker::Checker;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
 use fio::Fio;
-use guest::{
-    Frame, TimerWrite, HALT_LOOP, IPI_SENDER, POLL_MODE_DRIVER, SERVER, SPIN, STREAM_WRITER,
-};
+use guest::{Frame, TimerWrite, HALT_LOOP, POLL_MODE_DRIVER, SERVER, SPIN, STREAM_WRITER};
+use ipi::{Ipi, IPI_SENDER};
 use ipi_call::CallEvent;
 pub(crate) use ipi_call::CALLS_PER_BENCHMARK;
 use ipi_call::{Call, CALL_HANDLER, IPI_CALLER};
@@ -278,6 +278,8 @@ pub(crate) struct Machine {
     l2fwd: L2fwd,
     /// The fio run's outstanding requests.
     fio: Fio,
+    /// The ipi run's IPIs in flight.
+    ipi: Ipi,
     pub(crate) checker: Checker,
     pub(crate) trace: Option<Trace>,
 }
@@ -350,6 +352,7 @@ impl Machine {
             Effect::DeviceAccess(vcpu) => self.device_access(vcpu, fx),
             Effect::CompleteCall(vcpu) => self.complete_call(vcpu, fx),
             Effect::SendIpi(vcpu) => self.guest_send_ipi(vcpu, fx),
+            Effect::SendCallIpis(vcpu) => self.send_call_ipis(vcpu, fx),
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
             Effect::PacketTaken { vcpu, queue } => self.packet_taken(vcpu, queue, fx),

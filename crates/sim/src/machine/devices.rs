@@ -370,37 +370,6 @@ impl Machine {
             Err(_) => Vec::new(),
         }
     }
-
-    /// The guest writes the ICR: every hypervisor traps it; bare metal
-    /// sends the IPI itself.
-    pub(super) fn guest_send_ipi(&mut self, vcpu: usize, fx: &mut Effects) {
-        if self.spec.workload == WorkloadKind::IpiCall {
-            self.send_call_ipis(vcpu, fx);
-            return;
-        }
-        let icr = self.spec.group.ipi_mode.icr(GUEST_IPI_VECTOR);
-        let targets = self.route_guest_ipi(vcpu, icr);
-        let trapped = self.vcpus[vcpu].hw.vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
-        let mut send_at = self.now;
-        if trapped {
-            let cost = self.profile.exit_service_ns.icr_write
-                + self.profile.host_ns.exit_entry_transition
-                + self.profile.host_ns.send_ipi * targets.len() as u64;
-            fx.exit(vcpu, ExitReason::MsrWrite, cost);
-            send_at += self.profile.exit_service_ns.icr_write;
-        }
-        let from = self.vcpus[vcpu].home_core;
-        for target in targets {
-            self.vcpus[target].workload.ipi_sent_at = Some(self.now);
-            let to = self.vcpus[target].home_core;
-            fx.schedule(
-                send_at + self.interconnect_ns(from, to),
-                Event::GuestIpi {
-                    vcpu: index_u32(target),
-                },
-            );
-        }
-    }
 }
 
 #[cfg(test)]
@@ -530,7 +499,7 @@ mod tests {
         };
         let sent = scheduled(icr_write, Event::GuestIpi { vcpu: 1 });
         assert_eq!(fx, [exit, sent]);
-        assert_eq!(m.vcpus[1].workload.ipi_sent_at, Some(0));
+        assert_eq!(m.ipi.take_sent(1), Some(0));
     }
 
     #[test]

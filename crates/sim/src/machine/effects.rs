@@ -35,6 +35,7 @@ pub(super) enum Effect {
     /// A callee finished the IPI study's function (`ipi_call`).
     CompleteCall(usize),
     SendIpi(usize),
+    SendCallIpis(usize),
     GuestHalt(usize),
     NetperfRespond {
         vcpu: usize,

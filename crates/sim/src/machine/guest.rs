@@ -2,6 +2,7 @@
 
 use super::apps::App;
 use super::fio::BLOCK_HANDLER;
+use super::ipi::IPI_HANDLER;
 use super::*;
 
 /// Guest work whose length comes from the profile.
@@ -57,7 +58,10 @@ pub(super) enum Step {
     RecordRequestLatency,
     RecordIpiLatency,
     SubmitBlock,
+    /// ipi: the ICR write of the group's IPI.
     SendIpi,
+    /// ipi-call: the ICR write to the call's next callees.
+    SendCallIpis,
     Halt,
     Iret,
 }
@@ -87,19 +91,10 @@ const USER_TASK: &[Step] = &[
     Step::RecordTimerLatency,
     Step::Iret,
 ];
-/// An IPI's latency is timed at its handler's entry, before the EOI, as
-/// IPI benchmarks (dirq's `ipi` among them) time it.
-const IPI_HANDLER: &[Step] = &[
-    Step::Work(Work::IrqEntry),
-    Step::RecordIpiLatency,
-    Step::Eoi,
-    Step::Iret,
-];
 /// A guard-timer expiry (fio) or a stray tick: acknowledge and return.
 const PLAIN_HANDLER: &[Step] = &[Step::Work(Work::IrqEntry), Step::Eoi, Step::Iret];
 pub(super) const SPIN: &[Step] = &[Step::Spin];
 pub(super) const HALT_LOOP: &[Step] = &[Step::Halt];
-pub(super) const IPI_SENDER: &[Step] = &[Step::Work(Work::IpiGap), Step::SendIpi];
 pub(super) const SERVER: &[Step] = &[Step::App(App::Serve)];
 pub(super) const STREAM_WRITER: &[Step] = &[Step::App(App::StreamWrite)];
 pub(super) const POLL_MODE_DRIVER: &[Step] = &[Step::App(App::PollMode)];
@@ -381,14 +376,12 @@ impl Machine {
                 }
                 Step::RecordIpiLatency => {
                     self.advance(vcpu);
-                    if let Some(sent) = self.vcpus[vcpu].workload.ipi_sent_at.take() {
-                        self.counters.latencies.push(self.now - sent);
-                        self.counters.requests_done += 1;
-                    }
+                    self.record_ipi_latency(vcpu);
                     continue;
                 }
                 Step::SubmitBlock => Effect::SubmitBlock(vcpu),
                 Step::SendIpi => Effect::SendIpi(vcpu),
+                Step::SendCallIpis => Effect::SendCallIpis(vcpu),
                 Step::Halt => {
                     fx.push(Effect::GuestHalt(vcpu));
                     return;

@@ -15,7 +15,7 @@ use dirq_arch::lapic::x2apic_icr;
 /// vCPU 0's loop: one call, its ICR writes, the wait.
 pub(super) const IPI_CALLER: &[Step] = &[
     Step::StartCall,
-    Step::SendIpi,
+    Step::SendCallIpis,
     Step::NextIcrWrite,
     Step::AwaitCall,
 ];

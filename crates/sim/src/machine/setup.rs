@@ -180,6 +180,7 @@ impl Machine {
             sip: Default::default(),
             l2fwd: L2fwd::default(),
             fio: Fio::default(),
+            ipi: Ipi::default(),
             checker: Checker::new(host.vms as usize),
             trace: trace.then(Trace::default),
         };

@@ -95,8 +95,6 @@ pub(super) struct Vcpu {
 pub(super) struct WorkloadState {
     /// cyclictest: the expiry the guest asked for.
     pub(super) timer_target: Option<u64>,
-    /// ipi: when the IPI this vCPU waits for was sent.
-    pub(super) ipi_sent_at: Option<u64>,
     /// cyclictest: the thread is woken and waits for the handlers to return.
     pub(super) user_task_woken: bool,
 }
