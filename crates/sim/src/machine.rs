@@ -6,7 +6,7 @@
 //! the guest model (`guest`, `periodic`), the hypervisor (`host`: exits,
 //! entry, scheduling; `injection`, `timers`), the workloads (each with its
 //! events in its module: `apps` the clients, `l2fwd`, `fio`, `ipi`,
-//! `sip`, `netstack` the TCP streams and netperf-rr's remote, `ipi_call`;
+//! `sip`, `netstack` the TCP streams, `rr` netperf-rr's remote, `ipi_call`;
 //! `workload` hands their events over) and the `checker`. Each changes its own state and
 //! lists [`Effect`]s for the engine instead of calling another, as a
 //! `dirq_arch::lapic::Lapic` returns bus messages. A design's behaviour is
@@ -65,6 +65,7 @@ mod napi;
 mod netstack;
 mod numa;
 mod periodic;
+mod rr;
 mod setup;
 mod sip;
 mod state;
@@ -111,8 +112,9 @@ use ipi_call::CallEvent;
 pub(crate) use ipi_call::CALLS_PER_BENCHMARK;
 use ipi_call::{Call, CALL_HANDLER, IPI_CALLER};
 use l2fwd::{L2fwd, PmdEvent};
-use netstack::{RemoteEvent, TcpEvent};
+use netstack::TcpEvent;
 use periodic::Accesses;
+use rr::{Remote, RemoteEvent};
 use sip::SipEvent;
 pub(crate) use state::Counters;
 use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm, WorkloadState};
@@ -280,6 +282,8 @@ pub(crate) struct Machine {
     fio: Fio,
     /// The ipi run's IPIs in flight.
     ipi: Ipi,
+    /// netperf-rr's and udp-rr's remote.
+    remote: Remote,
     pub(crate) checker: Checker,
     pub(crate) trace: Option<Trace>,
 }

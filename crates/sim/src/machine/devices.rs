@@ -330,25 +330,6 @@ impl Machine {
         }
     }
 
-    /// netperf-rr: the guest answered; the response goes out and the remote
-    /// sends the next request.
-    pub(super) fn netperf_respond(&mut self, vcpu: usize, kind: RxQueueKind, fx: &mut Effects) {
-        let vm = self.vcpus[vcpu].vm;
-        match kind {
-            RxQueueKind::Virtio => {
-                self.backend_start(self.vcpus[vcpu].queues, BackendJob::TxPacket, fx);
-                self.io_notify(vcpu, fx);
-            }
-            RxQueueKind::Vf => {
-                // The VF's doorbell is a passed-through MMIO write.
-                fx.schedule(
-                    self.now + self.one_way_ns(self.message_bytes()),
-                    RemoteEvent::Request { vm: index_u32(vm) },
-                );
-            }
-        }
-    }
-
     /// The guest writes `icr` on `vcpu`'s vLAPIC, which puts the IPI on
     /// its VM's APIC bus; `bus::route` picks the vCPUs it reaches (every
     /// destination mode, shorthand and lowest-priority arbitration), as

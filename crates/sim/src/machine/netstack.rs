@@ -32,15 +32,6 @@ pub(super) enum TcpEvent {
     AckArrival { queues: u32 },
 }
 
-/// The request/response remote's event (netperf-rr, udp-rr).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum RemoteEvent {
-    /// The remote has the VM's response and sends its next request.
-    Request { vm: u32 },
-    /// The request reaches the VM's NIC, or vhost.
-    RequestArrival { vm: u32 },
-}
-
 impl Machine {
     /// The UDP receive workloads: they keep the coalescing fitted on them,
     /// and a packet NAPI takes is simply consumed.
@@ -202,23 +193,6 @@ impl Machine {
             }
             TcpEvent::Ack { queues } => self.tcp_ack_arrives(queues as usize, fx),
         }
-    }
-
-    pub(super) fn remote_event(&mut self, event: RemoteEvent, fx: &mut Effects) {
-        let vm = match event {
-            RemoteEvent::Request { vm } => vm as usize,
-            RemoteEvent::RequestArrival { vm } => return self.request_arrives(vm as usize, fx),
-        };
-        // The remote answers each response at once: the time since
-        // its previous request is one full round trip.
-        if let Some(sent) = self.vms[vm].request_sent_at.replace(self.now) {
-            let latency = self.spec.workload.reported_latency_ns(self.now - sent);
-            self.counters.latencies.push(latency);
-            self.counters.requests_done += 1;
-        }
-        // ... and the request reaches the VM one way later.
-        let at = self.now + self.one_way_ns(self.message_bytes());
-        fx.schedule(at, RemoteEvent::RequestArrival { vm: index_u32(vm) });
     }
 
     /// An ACK reaches iperf's sender: the window opens and it sends on.

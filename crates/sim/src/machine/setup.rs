@@ -157,7 +157,6 @@ impl Machine {
                 vcpus: ids,
                 call: Call::default(),
                 clients: ClientPool::default(),
-                request_sent_at: None,
                 backend_busy_until: 0,
             });
         }
@@ -181,6 +180,7 @@ impl Machine {
             l2fwd: L2fwd::default(),
             fio: Fio::default(),
             ipi: Ipi::default(),
+            remote: Remote::default(),
             checker: Checker::new(host.vms as usize),
             trace: trace.then(Trace::default),
         };
@@ -252,9 +252,7 @@ impl Machine {
             }
         }
         match self.spec.workload {
-            WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
-                fx.schedule(0, RemoteEvent::Request { vm: index_u32(vm) })
-            }
+            WorkloadKind::NetperfRr | WorkloadKind::UdpRr => self.start_remote(vm, fx),
             WorkloadKind::Fio => self.submit_block(vm, fx),
             WorkloadKind::Memcached | WorkloadKind::Apache => self.start_clients(vm, fx),
             WorkloadKind::Sip => self.start_calls(fx),

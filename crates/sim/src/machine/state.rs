@@ -111,8 +111,6 @@ pub(super) struct Vm {
     /// The ipi-call workload's call in flight.
     pub(super) call: Call,
     pub(super) clients: super::apps::ClientPool,
-    /// netperf-rr's and udp-rr's remote: when it sent its last request.
-    pub(super) request_sent_at: Option<u64>,
     pub(super) backend_busy_until: u64,
 }
 
