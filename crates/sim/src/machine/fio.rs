@@ -4,6 +4,7 @@
 //! the completion), then submits the next request.
 
 use super::guest::{Step, TimerWrite, Work};
+use super::workload::SentTimes;
 use super::*;
 
 /// fio completion: 3 MSR writes per request (EOI, TMICT cancel, TMICT arm).
@@ -24,22 +25,18 @@ pub(super) const BLOCK_HANDLER: &[Step] = &[
 /// fio's own state: per VM, when its outstanding request was submitted.
 #[derive(Debug, Default)]
 pub(super) struct Fio {
-    submitted_at: Vec<Option<u64>>,
+    submitted_at: SentTimes,
 }
 
 impl Fio {
     fn submitted(&mut self, vm: usize, now: u64) {
-        if vm >= self.submitted_at.len() {
-            self.submitted_at.resize(vm + 1, None);
-        }
-        self.submitted_at[vm] = Some(now);
+        self.submitted_at.replace(vm, now);
     }
 
     /// fio sees `vm`'s request complete at `now`: its completion latency,
     /// None when no request was outstanding.
     fn completed(&mut self, vm: usize, now: u64) -> Option<u64> {
-        let submitted = self.submitted_at.get_mut(vm)?.take()?;
-        Some(now - submitted)
+        self.submitted_at.take(vm).map(|submitted| now - submitted)
     }
 }
 

@@ -5,6 +5,7 @@
 //! it.
 
 use super::guest::{Step, Work};
+use super::workload::SentTimes;
 use super::*;
 
 /// vCPU 0's loop: a gap, then the ICR write.
@@ -21,20 +22,17 @@ pub(super) const IPI_HANDLER: &[Step] = &[
 /// sent.
 #[derive(Debug, Default)]
 pub(super) struct Ipi {
-    sent_at: Vec<Option<u64>>,
+    sent_at: SentTimes,
 }
 
 impl Ipi {
     fn sent(&mut self, vcpu: usize, now: u64) {
-        if vcpu >= self.sent_at.len() {
-            self.sent_at.resize(vcpu + 1, None);
-        }
-        self.sent_at[vcpu] = Some(now);
+        self.sent_at.replace(vcpu, now);
     }
 
     /// When the IPI `vcpu` waits for was sent, taken once.
     pub(super) fn take_sent(&mut self, vcpu: usize) -> Option<u64> {
-        self.sent_at.get_mut(vcpu)?.take()
+        self.sent_at.take(vcpu)
     }
 }
 

@@ -3,6 +3,7 @@
 //! the response, one request outstanding. The remote measures the round
 //! trip; the workload reports it as its tool defines latency.
 
+use super::workload::SentTimes;
 use super::*;
 
 /// The request/response remote's event (netperf-rr, udp-rr).
@@ -17,17 +18,14 @@ pub(super) enum RemoteEvent {
 /// The remote's own state: per VM, when it sent its last request.
 #[derive(Debug, Default)]
 pub(super) struct Remote {
-    requested_at: Vec<Option<u64>>,
+    requested_at: SentTimes,
 }
 
 impl Remote {
     /// The remote sends `vm` a request at `now`: the round trip since its
     /// previous one, if any.
     fn requested(&mut self, vm: usize, now: u64) -> Option<u64> {
-        if vm >= self.requested_at.len() {
-            self.requested_at.resize(vm + 1, None);
-        }
-        let previous = self.requested_at[vm].replace(now)?;
+        let previous = self.requested_at.replace(vm, now)?;
         Some(now - previous)
     }
 }

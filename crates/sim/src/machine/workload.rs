@@ -38,6 +38,26 @@ workload_events!(
     Sip(SipEvent)
 );
 
+/// A time per index (a VM or a vCPU): when a workload's request or IPI
+/// in flight left.
+#[derive(Debug, Default)]
+pub(super) struct SentTimes(Vec<Option<u64>>);
+
+impl SentTimes {
+    /// Records `now` for `index`; the time it replaces, if any.
+    pub(super) fn replace(&mut self, index: usize, now: u64) -> Option<u64> {
+        if index >= self.0.len() {
+            self.0.resize(index + 1, None);
+        }
+        self.0[index].replace(now)
+    }
+
+    /// The time recorded for `index`, taken once.
+    pub(super) fn take(&mut self, index: usize) -> Option<u64> {
+        self.0.get_mut(index)?.take()
+    }
+}
+
 impl Machine {
     pub(super) fn workload_event(&mut self, event: WorkloadEvent, fx: &mut Effects) {
         match event {
