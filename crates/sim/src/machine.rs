@@ -231,11 +231,19 @@ enum Event {
         call: u32,
         kind: sip::SipKind,
     },
-    /// A message the B2BUA relayed reaches the UAS, which answers with
-    /// `kind`.
+    /// A message the B2BUA relayed reaches the UAS.
     SipUas {
         call: u32,
         kind: sip::SipKind,
+    },
+    /// The UAS stops ringing and answers.
+    SipAnswer {
+        call: u32,
+    },
+    /// The UAS's timer for sending its 200 OK again.
+    SipOkAgain {
+        call: u32,
+        interval: u64,
     },
     /// A message the B2BUA relayed reaches the UAC.
     SipUac {
@@ -433,9 +441,11 @@ impl Machine {
             Event::SipArrival { call, kind } => {
                 self.sip_arrival(sip::SipMessage { call, kind }, fx)
             }
-            Event::SipUas { call, kind } => self.sip_peer_sends(call, kind, fx),
+            Event::SipUas { call, kind } => self.sip_uas(call, kind, fx),
+            Event::SipAnswer { call } => self.sip_answer(call, fx),
+            Event::SipOkAgain { call, interval } => self.sip_ok_again(call, interval, fx),
             Event::SipUac { call, kind } => self.sip_uac(call, kind, fx),
-            Event::SipHangUp { call } => self.sip_peer_sends(call, sip::SipKind::Bye, fx),
+            Event::SipHangUp { call } => self.sip_hang_up(call, fx),
             Event::RemoteRequest { vm } => {
                 let vm = vm as usize;
                 // The remote answers each response at once: the time since

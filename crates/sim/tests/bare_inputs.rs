@@ -131,7 +131,6 @@ fn did_voip_bare_places_90_9_calls_per_s() {
 }
 
 #[test]
-#[ignore = "cause 5 (VoIP call flow): the bare run puts all 10,000 calls under 10 ms"]
 fn did_voip_bare_setup_buckets_are_9485_112_147_256() {
     let run = bare("did-voip", WorkloadKind::Sip);
     let buckets = run.study.setup_ms_buckets.expect("setup buckets");
@@ -142,7 +141,6 @@ fn did_voip_bare_setup_buckets_are_9485_112_147_256() {
 }
 
 #[test]
-#[ignore = "cause 5 (VoIP call flow): the bare run retransmits no INVITE"]
 fn did_voip_bare_retransmits_79_invites() {
     let run = bare("did-voip", WorkloadKind::Sip);
     let retransmissions = run.study.invite_retransmissions.expect("a count");

@@ -154,7 +154,7 @@ impl Machine {
     pub(super) fn app_done(&mut self, vcpu: usize, app: App, fx: &mut Effects) {
         let queues = self.vcpus[vcpu].queues;
         match app {
-            App::Serve if self.spec.workload == WorkloadKind::Sip => self.sip_handled(fx),
+            App::Serve if self.spec.workload == WorkloadKind::Sip => self.sip_handled(vcpu, fx),
             App::Serve => match self.spec.group.transport {
                 Transport::Pv => {
                     self.virtio_kick(vcpu, fx);
