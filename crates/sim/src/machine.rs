@@ -43,6 +43,7 @@ mod effects;
 mod fixture;
 mod guest;
 mod host;
+mod http;
 mod injection;
 mod ipi_call;
 mod itr;
@@ -209,6 +210,11 @@ enum Event {
     },
     RequestArrival {
         vm: u32,
+    },
+    /// A segment of apachebench's connection reaches the server.
+    ConnectionSegment {
+        vm: u32,
+        segment: http::Segment,
     },
     ResponseArrival {
         vm: u32,
@@ -434,6 +440,9 @@ impl Machine {
             Event::TcpAck { queues } => self.tcp_ack_arrives(queues as usize, fx),
             Event::ClientSend { vm } => self.client_offers(vm as usize, fx),
             Event::RequestArrival { vm } => self.request_arrives(vm as usize, fx),
+            Event::ConnectionSegment { vm, segment } => {
+                self.segment_arrives(vm as usize, segment, fx)
+            }
             Event::ResponseArrival { vm } => self.response_arrives(vm as usize, fx),
             Event::PmdBurst { queues } => self.pmd_burst(queues as usize, fx),
             Event::SipCall { call } => self.place_call(call, fx),

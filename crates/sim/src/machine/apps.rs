@@ -123,7 +123,13 @@ impl Machine {
                     _ => workloads.memcached_request,
                 };
                 let response = payloads(self.spec.workload).1;
-                Some(work + network.tx_packet + self.copy_ns(response))
+                // Without keep-alive apache closes the connection: a FIN.
+                let close = if self.connection_per_request() {
+                    network.tx_packet
+                } else {
+                    0
+                };
+                Some(work + network.tx_packet + self.copy_ns(response) + close)
             }
             App::StreamWrite => {
                 let bytes = self.message_bytes();
@@ -163,8 +169,11 @@ impl Machine {
                 _ => {
                     let response = payloads(self.spec.workload).1;
                     let at = self.now + self.one_way_ns(response);
-                    let vm = index_u32(self.vcpus[vcpu].vm);
-                    fx.schedule(at, Event::ResponseArrival { vm });
+                    let vm = self.vcpus[vcpu].vm;
+                    fx.schedule(at, Event::ResponseArrival { vm: index_u32(vm) });
+                    if self.connection_per_request() {
+                        self.response_sent(vm, response, fx);
+                    }
                 }
             },
             App::StreamWrite => {
@@ -179,10 +188,18 @@ impl Machine {
         }
     }
 
-    /// A client's request leaves for the server.
+    /// A client's request leaves for the server: on a new connection, its
+    /// SYN first.
     pub(super) fn send_request(&mut self, vm: usize, fx: &mut Effects) {
+        let vm32 = index_u32(vm);
+        if self.connection_per_request() {
+            let segment = super::http::Segment::Syn;
+            let at = self.now + self.one_way_ns(0);
+            fx.schedule(at, Event::ConnectionSegment { vm: vm32, segment });
+            return;
+        }
         let at = self.now + self.one_way_ns(self.request_bytes());
-        fx.schedule(at, Event::RequestArrival { vm: index_u32(vm) });
+        fx.schedule(at, Event::RequestArrival { vm: vm32 });
     }
 
     /// The request reaches the server's NIC, or vhost.

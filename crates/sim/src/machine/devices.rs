@@ -56,6 +56,8 @@ pub(super) struct QueuePair {
     pub(super) tcp: TcpFlow,
     /// Requests received and not yet taken by the server application.
     pub(super) socket: u32,
+    /// apachebench's segments in the VF ring.
+    pub(super) segments: super::http::SegmentRing,
     /// Packets the poll-mode driver took and is forwarding.
     pub(super) forwarding: u32,
 }
@@ -176,7 +178,7 @@ impl Machine {
         match kind {
             RxQueueKind::Vf => {
                 let bytes = self.frame_bytes();
-                self.queues[queues].throttle.received(bytes);
+                self.queues[queues].throttle.received(self.now, bytes);
                 self.maybe_fire_vf(queues, false, fx);
             }
             RxQueueKind::Virtio => self.signal_virtio(queues, fx),

@@ -105,6 +105,7 @@ impl Machine {
             WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
                 self.profile.guest_ns.request_work + 2 * self.copy_ns(self.message_bytes())
             }
+            WorkloadKind::Apache if self.connection_per_request() => self.segment_work_ns(queues),
             WorkloadKind::Memcached | WorkloadKind::Apache | WorkloadKind::Sip => {
                 network.rx_frame + network.rx_stack + self.copy_ns(self.frame_bytes())
             }
@@ -133,6 +134,9 @@ impl Machine {
                     flow.acknowledged(bytes);
                 }
                 self.tso_send(queues, fx);
+            }
+            WorkloadKind::Apache if self.connection_per_request() => {
+                self.segment_taken(queues, fx);
             }
             WorkloadKind::Memcached | WorkloadKind::Apache => {
                 self.queues[queues].socket += 1;
@@ -251,7 +255,7 @@ impl Machine {
         }
     }
 
-    fn mss(&self) -> u64 {
+    pub(super) fn mss(&self) -> u64 {
         mss(&self.profile.network)
     }
 }

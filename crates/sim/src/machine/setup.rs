@@ -84,7 +84,7 @@ impl Machine {
             Some(us) => ItrMode::Fixed {
                 interval_ns: us * 1_000,
             },
-            None => ItrMode::Adaptive,
+            None => ItrMode::Adaptive(profile.network.adaptive_coalescing),
         };
         for vm in 0..host.vms as usize {
             let mut ids = Vec::new();
@@ -151,6 +151,7 @@ impl Machine {
                     throttle: Throttle::new(itr),
                     tcp: tcp_flow(&profile.network, spec.group.transport),
                     socket: 0,
+                    segments: Default::default(),
                     forwarding: 0,
                 });
             }
