@@ -44,8 +44,9 @@ fn payloads(workload: WorkloadKind) -> (u64, u64) {
 pub(super) struct ClientPool {
     connections: u32,
     outstanding: u32,
-    /// Offered requests waiting for a free connection.
-    waiting: u64,
+    /// When each offered request waiting for a free connection was
+    /// offered, oldest first: its response time counts from then.
+    waiting: VecDeque<u64>,
     /// Send times of the outstanding requests, oldest first (the server
     /// answers in order).
     sent: VecDeque<u64>,
@@ -63,7 +64,7 @@ impl ClientPool {
     /// and it leaves now.
     pub(super) fn offer(&mut self, now: u64) -> bool {
         if self.outstanding >= self.connections {
-            self.waiting += 1;
+            self.waiting.push_back(now);
             return false;
         }
         self.outstanding += 1;
@@ -77,17 +78,15 @@ impl ClientPool {
     pub(super) fn answered(&mut self, now: u64, back_to_back: bool) -> (Option<u64>, bool) {
         let latency = self.sent.pop_front().map(|sent| now - sent);
         self.outstanding = self.outstanding.saturating_sub(1);
-        let next = if back_to_back {
-            true
-        } else if self.waiting > 0 {
-            self.waiting -= 1;
-            true
+        let offered = if back_to_back {
+            Some(now)
         } else {
-            false
+            self.waiting.pop_front()
         };
-        if next {
+        let next = offered.is_some();
+        if let Some(offered) = offered {
             self.outstanding += 1;
-            self.sent.push_back(now);
+            self.sent.push_back(offered);
         }
         (latency, next)
     }
@@ -306,11 +305,12 @@ mod tests {
         assert!(!pool.offer(20));
         assert_eq!(pool.outstanding, 2);
         // The oldest is answered first; the waiting request takes its
-        // connection.
+        // connection, timed from its offer.
         assert_eq!(pool.answered(100, false), (Some(100), true));
         assert_eq!(pool.outstanding, 2);
         assert_eq!(pool.answered(150, false), (Some(140), false));
-        assert_eq!(pool.answered(300, false), (Some(200), false));
+        assert_eq!(pool.sent.front(), Some(&20), "offered at 20, sent at 100");
+        assert_eq!(pool.answered(300, false), (Some(280), false));
         assert_eq!(pool.outstanding, 0);
     }
 
