@@ -204,6 +204,10 @@ enum Event {
     AckArrival {
         queues: u32,
     },
+    /// netperf's remote receiver polls its NIC and acknowledges.
+    RemotePoll {
+        queues: u32,
+    },
     /// A client offers a request (the offered load's Poisson arrivals).
     ClientSend {
         vm: u32,
@@ -438,6 +442,7 @@ impl Machine {
                 self.rx_packet(queues as usize, RxQueueKind::Vf, fx)
             }
             Event::TcpAck { queues } => self.tcp_ack_arrives(queues as usize, fx),
+            Event::RemotePoll { queues } => self.remote_poll(queues as usize, fx),
             Event::ClientSend { vm } => self.client_offers(vm as usize, fx),
             Event::RequestArrival { vm } => self.request_arrives(vm as usize, fx),
             Event::ConnectionSegment { vm, segment } => {

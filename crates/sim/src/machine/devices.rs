@@ -54,6 +54,8 @@ pub(super) struct QueuePair {
     pub(super) throttle: Throttle,
     /// The TCP flow over this queue pair (iperf, netperf).
     pub(super) tcp: TcpFlow,
+    /// netperf's remote receiver.
+    pub(super) remote: super::tcp::RemoteReceiver,
     /// Requests received and not yet taken by the server application.
     pub(super) socket: u32,
     /// apachebench's segments in the VF ring.

@@ -5,7 +5,7 @@
 //! writes; the remote's ACKs clock it). Costs come from the profile's
 //! `network` section.
 
-use super::tcp::{wire_ns, TcpFlow};
+use super::tcp::{wire_ns, RemoteReceiver, TcpFlow};
 use super::*;
 use crate::profile::NetworkCosts;
 
@@ -222,7 +222,8 @@ impl Machine {
 
     /// netperf's TCP sends what its application wrote, as far as the
     /// window allows: one TSO send per GSO buffer, cut into MSS frames by
-    /// the NIC; the remote ACKs every second frame.
+    /// the NIC; the remote acknowledges each GRO merge of its polls
+    /// ([`RemoteReceiver`]).
     pub(super) fn tso_send(&mut self, queues: usize, fx: &mut Effects) {
         let mss = self.mss();
         let network = &self.profile.network;
@@ -230,8 +231,9 @@ impl Machine {
         let gso = network.gso_bytes;
         let wire_one_way = self.profile.guest_ns.wire_one_way;
         let now = self.now;
-        let flow = &mut self.queues[queues].tcp;
+        let pair = &mut self.queues[queues];
         loop {
+            let flow = &mut pair.tcp;
             let bytes = flow.buffered.min(flow.room()).min(gso);
             if bytes == 0 || (bytes < mss && flow.in_flight() > 0) {
                 // Nagle (RFC 896): a partial segment waits while data is
@@ -241,17 +243,36 @@ impl Machine {
             flow.buffered -= bytes;
             flow.sent(bytes);
             let start = now.max(flow.link_free_at);
-            for (frames, covered) in TcpFlow::acks_for_send(bytes, mss) {
-                let sent = start + wire_ns(bytes.min(frames * mss), frames, overhead, link);
-                flow.acks.push_back(covered);
-                fx.schedule(
-                    sent + 2 * wire_one_way,
-                    Event::AckArrival {
-                        queues: index_u32(queues),
-                    },
-                );
+            let frames = bytes.div_ceil(mss);
+            flow.link_free_at = start + wire_ns(bytes, frames, overhead, link);
+            for frame in 1..=frames {
+                let through = bytes.min(frame * mss);
+                let payload = through - (frame - 1) * mss;
+                let arrival = start + wire_ns(through, frame, overhead, link) + wire_one_way;
+                if let Some(poll_at) = pair.remote.frame(arrival, payload) {
+                    fx.schedule(
+                        poll_at,
+                        Event::RemotePoll {
+                            queues: index_u32(queues),
+                        },
+                    );
+                }
             }
-            flow.link_free_at = start + wire_ns(bytes, bytes.div_ceil(mss), overhead, link);
+        }
+    }
+
+    /// netperf's remote polls: its ACKs leave for the guest's VF.
+    pub(super) fn remote_poll(&mut self, queues: usize, fx: &mut Effects) {
+        let arrival = self.now + self.profile.guest_ns.wire_one_way;
+        let pair = &mut self.queues[queues];
+        for covered in pair.remote.poll(self.now) {
+            pair.tcp.acks.push_back(covered);
+            fx.schedule(
+                arrival,
+                Event::AckArrival {
+                    queues: index_u32(queues),
+                },
+            );
         }
     }
 
@@ -267,6 +288,13 @@ fn mss(network: &NetworkCosts) -> u64 {
         - network
             .frame_overhead_bytes
             .saturating_sub(ETHERNET_FRAMING_BYTES)
+}
+
+/// netperf's remote receiver: the testbed's adaptive coalescing, merges
+/// up to a GSO buffer of MSS frames.
+pub(super) fn remote_receiver(network: &NetworkCosts) -> RemoteReceiver {
+    let mode = super::itr::ItrMode::Adaptive(network.adaptive_coalescing);
+    RemoteReceiver::new(mode, network.gso_bytes, mss(network))
 }
 
 /// A queue pair's TCP flow: MSS frames over a NIC, GSO buffers over

@@ -4,7 +4,7 @@
 use super::apps::ClientPool;
 use super::itr::{ItrMode, Throttle};
 use super::napi::Napi;
-use super::netstack::tcp_flow;
+use super::netstack::{remote_receiver, tcp_flow};
 use super::*;
 
 fn enabled_lapic(apic_id: u32) -> Result<Lapic, SimError> {
@@ -150,6 +150,7 @@ impl Machine {
                     vf_host_vector,
                     throttle: Throttle::new(itr),
                     tcp: tcp_flow(&profile.network, spec.group.transport),
+                    remote: remote_receiver(&profile.network),
                     socket: 0,
                     segments: Default::default(),
                     forwarding: 0,
