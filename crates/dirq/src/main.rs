@@ -58,6 +58,7 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     restore_default_sigpipe();
+    ignore_file_size_limit_signal();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::execute(args),
@@ -73,6 +74,17 @@ fn main() -> std::process::ExitCode {
             eprintln!("dirq: error: {err:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// A write past the file-size limit (`ulimit -f`) raises SIGXFSZ, whose
+/// default kills dirq with no message. Ignored, the write fails with EFBIG
+/// instead, which dirq reports as any other failed write: exit 1.
+fn ignore_file_size_limit_signal() {
+    // SAFETY: called first thing in main, before any thread exists;
+    // SIG_IGN is a valid disposition for SIGXFSZ.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 
