@@ -515,7 +515,8 @@ impl CommonSettings {
 /// `--timeout`'s seconds as the watchdog's ms.
 pub fn timeout_ms_from_seconds(seconds: f64) -> Result<u64, ConfigError> {
     let max_s = MAX_TIMEOUT_MS / 1000;
-    if seconds.is_finite() && seconds > 0.0 && seconds <= f64_of(max_s) {
+    // The documented minimum is one millisecond: less is refused, not rounded up to it.
+    if seconds.is_finite() && seconds >= 0.001 && seconds <= f64_of(max_s) {
         Ok(round_u64((seconds * 1000.0).ceil()))
     } else {
         Err(ConfigError::Timeout { seconds, max_s })
@@ -674,7 +675,8 @@ mod tests {
     fn timeouts_are_taken_in_seconds_and_kept_in_ms() {
         assert_eq!(timeout_ms_from_seconds(0.0015).expect("valid"), 2);
         assert_eq!(timeout_ms_from_seconds(4.0).expect("valid"), 4_000);
-        for bad in [0.0, -1.0, f64::NAN, 3_601.0] {
+        assert_eq!(timeout_ms_from_seconds(0.001).expect("the minimum"), 1);
+        for bad in [0.0, -1.0, f64::NAN, 3_601.0, 0.0009, 1e-300] {
             assert!(matches!(
                 timeout_ms_from_seconds(bad),
                 Err(ConfigError::Timeout { max_s: 3_600, .. })
