@@ -95,6 +95,22 @@ pub enum BusError {
         "guest accessed MSR {msr:#x} ({}), which neither KVM nor a VMM device handles", .direction.msr_instruction()
     )]
     UnownedMsr { msr: u32, direction: Direction },
+    #[error("guest made a {len}-byte access at I/O port {port:#x}, which runs past the end of the {device}'s ports ({first:#x}-{last:#x})")]
+    PortsStraddled {
+        port: u16,
+        len: usize,
+        device: &'static str,
+        first: u16,
+        last: u16,
+    },
+    #[error("guest made a {len}-byte access at guest-physical address {address:#x}, which runs past the end of the {device}'s range ({first:#x}-{last:#x})")]
+    MmioStraddled {
+        address: u64,
+        len: usize,
+        device: &'static str,
+        first: u64,
+        last: u64,
+    },
     #[error("guest's I/O batch at {gpa:#x}")]
     IoBatch {
         gpa: u64,
@@ -126,6 +142,13 @@ pub enum IoBatchError {
     ValueTooWide { index: usize, value: u32, size: u8 },
     #[error("entry {index}: port {port:#x} rings the doorbell itself")]
     Nested { index: usize, port: u16 },
+    #[error("entry {index}: its {size}-byte write at port {port:#x} runs past the end of the {device}'s ports")]
+    PortsStraddled {
+        index: usize,
+        port: u16,
+        size: u8,
+        device: &'static str,
+    },
     #[error("entry {index}: port {port:#x} is owned by no device")]
     UnownedPort { index: usize, port: u16 },
 }
@@ -185,6 +208,7 @@ impl Bus {
             port,
             direction: Direction::Read,
         })?;
+        check_ports_fit(range, port, data.len(), device.name())?;
         device
             .read(cpu, port - range.start, data)
             .map_err(wrap(device.name()))
@@ -264,8 +288,16 @@ impl Bus {
         {
             return Err(IoBatchError::Nested { index, port });
         }
-        if find(&self.pio, port).is_none() {
+        let Some((range, device)) = find(&self.pio, port) else {
             return Err(IoBatchError::UnownedPort { index, port });
+        };
+        if check_ports_fit(range, port, usize::from(size), device.name()).is_err() {
+            return Err(IoBatchError::PortsStraddled {
+                index,
+                port,
+                size,
+                device: device.name(),
+            });
         }
         Ok(BatchWrite {
             port,
@@ -284,6 +316,7 @@ impl Bus {
             port,
             direction: Direction::Write,
         })?;
+        check_ports_fit(range, port, data.len(), device.name())?;
         device
             .write(cpu, port - range.start, data)
             .map_err(wrap(device.name()))
@@ -294,6 +327,7 @@ impl Bus {
             address,
             direction: Direction::Read,
         })?;
+        check_mmio_fits(range, address, data.len(), device.name())?;
         device
             .read(cpu, address - range.start, data)
             .map_err(wrap(device.name()))
@@ -304,6 +338,7 @@ impl Bus {
             address,
             direction: Direction::Write,
         })?;
+        check_mmio_fits(range, address, data.len(), device.name())?;
         device
             .write(cpu, address - range.start, data)
             .map_err(wrap(device.name()))
@@ -334,6 +369,45 @@ fn find<K: PartialOrd, D: ?Sized>(
         .iter()
         .find(|(range, _)| range.contains(&key))
         .map(|(range, device)| (range, device))
+}
+
+/// Refuses an access that starts in a device's ports and runs past their
+/// end: the ports beyond are not the device's to serve.
+fn check_ports_fit(
+    range: &Range<u16>,
+    port: u16,
+    len: usize,
+    device: &'static str,
+) -> Result<(), BusError> {
+    if u64::from(port) + len as u64 <= u64::from(range.end) {
+        return Ok(());
+    }
+    Err(BusError::PortsStraddled {
+        port,
+        len,
+        device,
+        first: range.start,
+        last: range.end - 1,
+    })
+}
+
+/// As `check_ports_fit`, for a device's guest-physical range.
+fn check_mmio_fits(
+    range: &Range<u64>,
+    address: u64,
+    len: usize,
+    device: &'static str,
+) -> Result<(), BusError> {
+    if u128::from(address) + len as u128 <= u128::from(range.end) {
+        return Ok(());
+    }
+    Err(BusError::MmioStraddled {
+        address,
+        len,
+        device,
+        first: range.start,
+        last: range.end - 1,
+    })
 }
 
 fn wrap(device: &'static str) -> impl FnOnce(DeviceError) -> BusError {
@@ -410,6 +484,25 @@ mod tests {
                 .push((offset, le_value(data)));
             Ok(())
         }
+    }
+
+    #[test]
+    fn an_access_running_past_a_devices_range_is_refused_naming_both() {
+        let device = Arc::new(Recorder::default());
+        let mut bus = Bus::default();
+        bus.add_pio(0x3f8..0x400, device.clone());
+        bus.pio_write(0, 0x3fc, &[0; 4])
+            .expect("ends at the last port");
+        let err = bus
+            .pio_write(0, 0x3fe, &[0; 4])
+            .expect_err("runs past 0x3ff");
+        assert_eq!(
+            err.to_string(),
+            "guest made a 4-byte access at I/O port 0x3fe, which runs past the end of the recorder's ports (0x3f8-0x3ff)"
+        );
+        let mut data = [0u8; 2];
+        assert!(bus.pio_read(0, 0x3ff, &mut data).is_err());
+        assert_eq!(device.0.lock().expect("not poisoned").len(), 1);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::config::params::IpiParams;
 use crate::config::{
     ApicMode, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip, Watchdog,
 };
-use crate::devices::control::{ControlPort, NoopPort};
+use crate::devices::control::{ControlPort, NoopPort, REGISTER32_PORTS};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::serial::{Serial, SERIAL_PORTS};
 use crate::exec::{ExecError, ExecEvidence, HostExec, VcpuExecStats};
@@ -292,10 +292,13 @@ impl<'c> Assembled<'c> {
             serial.clone(),
         );
         bus.add_pio(
-            abi::PORT_CONTROL..abi::PORT_CONTROL + 1,
+            abi::PORT_CONTROL..abi::PORT_CONTROL + REGISTER32_PORTS,
             Arc::new(ControlPort::new(control.clone(), accounting.clone())),
         );
-        bus.add_pio(abi::PORT_NOOP..abi::PORT_NOOP + 1, Arc::new(NoopPort));
+        bus.add_pio(
+            abi::PORT_NOOP..abi::PORT_NOOP + REGISTER32_PORTS,
+            Arc::new(NoopPort),
+        );
         let interrupts = interrupt::create(
             common.irqchip,
             Setup {
