@@ -544,17 +544,18 @@ impl<T> Stopped<'_, T> {
         let Some((_, end)) = &window.end else {
             return Err(MachineError::Protocol("closing its measured window"));
         };
-        let exec = exec_outcome(
-            self.guest_exec,
-            shared.native_cpus,
-            &window_exec_stats(&window.start.1, end),
-        )?;
-        let samples = read_samples(
+        let stats = window_exec_stats(&window.start.1, end);
+        let (exec, samples) = check_claims(
+            self.config,
+            &shared,
             &self.memory,
-            shared.samples_written,
-            expected_samples(&self.config.params),
+            &Observation {
+                asked: self.guest_exec,
+                stats: &stats,
+                tsc_khz: self.tsc_khz,
+                window_ns: window_ns(&window),
+            },
         )?;
-        check_samples_fit(&samples, self.tsc_khz, window_ns(&window))?;
         Ok(MachineOutput {
             facts: MachineFacts {
                 exec,
@@ -569,6 +570,39 @@ impl<T> Stopped<'_, T> {
             trace: self.recorder.map(|recorder| recorder.finish()),
         })
     }
+}
+
+/// What the VMM itself observed of a run that ended: what the guest's
+/// claims are held to.
+pub struct Observation<'a> {
+    /// The execution mode the VMM told the guest to use.
+    pub asked: GuestExec,
+    /// KVM's per-vCPU statistics over the measured window.
+    pub stats: &'a [VcpuExecStats],
+    pub tsc_khz: u64,
+    /// Host time from the guest's START to its END.
+    pub window_ns: u64,
+}
+
+/// The claims of the guest's page that every bench shares, checked against
+/// the run's configuration and what the VMM observed: how it executed
+/// (`native_cpus`) and its samples (`samples_written` and the samples
+/// themselves, in `memory`). Anything else the page holds is each bench's
+/// to check.
+pub fn check_claims(
+    config: &BenchConfig,
+    shared: &SharedPage,
+    memory: &GuestMemory,
+    observed: &Observation,
+) -> Result<(ExecOutcome, Vec<u64>), MachineError> {
+    let exec = exec_outcome(observed.asked, shared.native_cpus, observed.stats)?;
+    let samples = read_samples(
+        memory,
+        shared.samples_written,
+        config.params.expected_samples(),
+    )?;
+    check_samples_fit(&samples, observed.tsc_khz, observed.window_ns)?;
+    Ok((exec, samples))
 }
 
 /// Where a watchdog's length came from, for its message.
@@ -769,6 +803,9 @@ fn boot_parameters(
         ..SharedPage::default()
     };
     config.params.boot(&mut page);
+    if let Some(attack) = common.attack {
+        attack.plan().write(&mut page);
+    }
     page
 }
 
@@ -794,18 +831,6 @@ fn device_line(params: &BenchParams) -> DeviceLine {
     match source {
         IrqSource::Msi => DeviceLine::Msi(fixed_msi(0, abi::VECTOR_DEVICE)),
         IrqSource::Ioapic => DeviceLine::IoapicPin(abi::DEVICE_IOAPIC_PIN),
-    }
-}
-
-/// The samples a bench's guest records: one per event the run asked
-/// for, or none.
-fn expected_samples(params: &BenchParams) -> u64 {
-    match params {
-        BenchParams::TimerLatency(params) => params.count,
-        BenchParams::Ipi(params) => params.count,
-        BenchParams::ExitCost(params) => params.count,
-        BenchParams::Hostile(params) if params.hostile.records_samples() => params.count,
-        _ => 0,
     }
 }
 
@@ -888,7 +913,9 @@ fn exception_name(vector: u64) -> &'static str {
         .unwrap_or("interrupt")
 }
 
-fn describe_failure(shared: &SharedPage) -> String {
+/// The guest's own account of its failure (`failure`, `failure_detail`),
+/// whatever those fields hold.
+pub fn describe_failure(shared: &SharedPage) -> String {
     let [d0, d1, d2, d3] = shared.failure_detail;
     match shared.failure {
         abi::FAILURE_EXCEPTION => format!(

@@ -174,6 +174,44 @@ named_enum!(
 );
 
 named_enum!(
+    /// An attack mounted through a real bench's guest (guest/attack.c):
+    /// what each does and what the VMM must do with it is in
+    /// `crate::attack`.
+    AttackCase, "attack case", {
+        NativeClaimUnasked = "native-claim-unasked",
+        SamplesOverCount = "samples-over-count",
+        SamplesUnderCount = "samples-under-count",
+        SamplesCountMax = "samples-count-max",
+        SamplesCountZero = "samples-count-zero",
+        SamplesValuesMax = "samples-values-max",
+        SamplesCountFromVcpu1 = "samples-count-from-vcpu1",
+        SamplesInWhileloop = "samples-in-whileloop",
+        WindowAtOnceTimerLatency = "window-at-once-timer-latency",
+        WindowAtOnceIpi = "window-at-once-ipi",
+        WindowAtOnceExitCost = "window-at-once-exit-cost",
+        WindowAtOnceTick = "window-at-once-tick",
+        WindowAtOnceWhileloop = "window-at-once-whileloop",
+        DoneFromVcpu1MidRun = "done-from-vcpu1-mid-run",
+        StartTwiceMidRun = "start-twice-mid-run",
+        EndTwice = "end-twice",
+        DoneBeforeEnd = "done-before-end",
+        EndFromVcpu1After = "end-from-vcpu1-after",
+        ForgedInfRate = "forged-inf-rate",
+        ForgedUserspaceExitNs = "forged-userspace-exit-ns",
+        ForgedGuestShareZero = "forged-guest-share-zero",
+        ForgedHandled = "forged-handled",
+        PitReprogrammedFromVcpu1 = "pit-reprogrammed-from-vcpu1",
+        PitProgrammedBeforeByVcpu1 = "pit-programmed-before-by-vcpu1",
+        PvLockChurnFromVcpu1 = "pv-lock-churn-from-vcpu1",
+        SerialStraddlesRangeEnd = "serial-straddles-range-end",
+        ControlPortByteWrite = "control-port-byte-write",
+        SerialByteFromVcpu1 = "serial-byte-from-vcpu1",
+        TripleFaultVcpu1MidIpi = "triple-fault-vcpu1-mid-ipi",
+        TripleFaultAfterWindow = "triple-fault-after-window",
+    }
+);
+
+named_enum!(
     /// Whom the ipi bench's CPU 0 pings.
     IpiKind, "ipi kind", {
         /// CPU 1 only.
@@ -385,6 +423,10 @@ pub struct CommonSettings {
     /// Where the vCPU threads run.
     #[serde(default = "Pin::spread", skip_serializing_if = "Pin::is_spread")]
     pub pin: Pin,
+    /// An attack the guest mounts on the VMM during this run
+    /// (`dirq run hostile --case`), none by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attack: Option<AttackCase>,
 }
 
 /// The hostile bench's default watchdog: longer than the device's wait
@@ -482,6 +524,7 @@ impl CommonSettings {
             timeout_ms: (bench == Bench::Hostile).then_some(HOSTILE_TIMEOUT_MS),
             guest_exec: None,
             pin: Pin::Spread,
+            attack: None,
         }
     }
 
@@ -505,6 +548,15 @@ impl CommonSettings {
             }
         }
         in_range("--vcpus", self.vcpus.into(), 1, MAX_VCPUS.into())?;
+        if let Some(attack) = self.attack {
+            // The attacking vCPU must be booted.
+            in_range(
+                "--vcpus",
+                self.vcpus.into(),
+                u64::from(attack.plan().vcpu) + 1,
+                MAX_VCPUS.into(),
+            )?;
+        }
         match self.timeout_ms {
             Some(ms) => in_range("--timeout (in ms)", ms, 1, MAX_TIMEOUT_MS),
             None => Ok(()),
