@@ -724,6 +724,15 @@ fn exec_outcome(
     stats: &[VcpuExecStats],
 ) -> Result<ExecOutcome, ExecError> {
     let claims_native = |cpu: usize| native_cpus & (1u64 << cpu) != 0;
+    let booted = u32::try_from(stats.len())
+        .ok()
+        .and_then(|vcpus| native_cpus.checked_shr(vcpus));
+    if booted.is_some_and(|beyond| beyond != 0) {
+        return Err(ExecError::ClaimBeyondVcpus {
+            native_cpus,
+            vcpus: stats.len(),
+        });
+    }
     if asked == GuestExec::Hardware {
         return Ok(ExecOutcome {
             guest_exec: asked,
@@ -974,6 +983,13 @@ mod tests {
         let err = exec_outcome(GuestExec::Emulated, 0b10, &[EMULATED, IDLE])
             .expect_err("never told to switch");
         assert!(err.to_string().starts_with("vCPU 1: "), "{err}");
+        let err =
+            exec_outcome(GuestExec::Native, 0b111, &[NATIVE, NATIVE]).expect_err("a third vCPU");
+        assert!(
+            err.to_string()
+                .contains("never booted (native_cpus 0x7, 2 vCPUs)"),
+            "{err}"
+        );
     }
 
     #[test]
