@@ -19,6 +19,7 @@ use crate::bus::{Bus, DeviceError};
 use crate::config::params::IpiParams;
 use crate::config::{
     ApicMode, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip, Watchdog,
+    MAX_TIMEOUT_MS,
 };
 use crate::devices::control::{ControlPort, NoopPort, REGISTER32_PORTS};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
@@ -614,6 +615,12 @@ fn watchdog_origin(watchdog: &Watchdog) -> String {
             ", set for this run; the work was expected to take at most {:.1} s",
             watchdog.expected.as_secs_f64()
         )
+    } else if watchdog.expected >= watchdog.timeout {
+        format!(
+            " scaled to the work, expected to take at most {:.1} s on a slow host, capped at the {} s maximum; --timeout sets it",
+            watchdog.expected.as_secs_f64(),
+            MAX_TIMEOUT_MS / 1000
+        )
     } else {
         format!(
             " scaled to the work, expected to take at most {:.1} s on a slow host; --timeout sets it",
@@ -966,6 +973,26 @@ mod tests {
         exits: 0,
         insn_emulation: 0,
     };
+
+    #[test]
+    fn a_timeout_says_how_long_the_run_was_expected_to_take() {
+        let watchdog = |timeout_s, expected_s, explicit| Watchdog {
+            timeout: Duration::from_secs(timeout_s),
+            expected: Duration::from_secs(expected_s),
+            explicit,
+        };
+        assert_eq!(
+            watchdog_origin(&watchdog(40, 30, false)),
+            " scaled to the work, expected to take at most 30.0 s on a slow host; --timeout sets it"
+        );
+        // irq-latency --count 1572864: a slow host's bound is past the hour.
+        assert!(watchdog_origin(&watchdog(3_600, 39_321, false))
+            .contains("at most 39321.0 s on a slow host, capped at the 3600 s maximum"));
+        assert_eq!(
+            watchdog_origin(&watchdog(2, 315, true)),
+            ", set for this run; the work was expected to take at most 315.0 s"
+        );
+    }
 
     #[test]
     fn a_native_claim_that_kvm_saw_emulated_is_refused_naming_both() {
