@@ -4,8 +4,19 @@
 //! module and owns its flags.
 
 // Standard output goes through `output::print`, which turns a full disk or
-// a file-size limit into an error; `print!` would panic.
-#![deny(clippy::print_stdout)]
+// a file-size limit into an error; `print!` would panic. Diagnostics go
+// through `diag!`, for the same reason.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+/// `eprintln!` that never panics: a diagnostic standard error cannot take
+/// (a full disk, a file-size limit) is dropped; the exit status still
+/// says whether dirq failed.
+macro_rules! diag {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
 
 mod calibrate;
 mod output;
@@ -71,7 +82,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("dirq: error: {err:#}");
+            diag!("dirq: error: {err:#}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -60,8 +60,8 @@ pub enum MachineError {
     #[error("KVM_GET_TSC_KHZ failed")]
     TscKhz(#[source] kvm_ioctls::Error),
     #[error(
-        "the guest did not finish within {:.1} s (watchdog{}): it hung, or runs far slower than expected; {progress}; vCPUs stopped at {rips}",
-        .watchdog.timeout.as_secs_f64(),
+        "the guest did not finish within {} (watchdog{}): it hung, or runs far slower than expected; {progress}; vCPUs stopped at {rips}",
+        watchdog_length(.watchdog.timeout),
         watchdog_origin(.watchdog)
     )]
     Timeout {
@@ -606,6 +606,15 @@ pub fn check_claims(
     Ok((exec, samples))
 }
 
+/// A watchdog's length as it was set: milliseconds under a second.
+fn watchdog_length(timeout: Duration) -> String {
+    if timeout < Duration::from_secs(1) {
+        format!("{} ms", timeout.as_millis())
+    } else {
+        format!("{:.1} s", timeout.as_secs_f64())
+    }
+}
+
 /// Where a watchdog's length came from, for its message.
 fn watchdog_origin(watchdog: &Watchdog) -> String {
     if watchdog.explicit && watchdog.expected.is_zero() {
@@ -988,6 +997,8 @@ mod tests {
         // irq-latency --count 1572864: a slow host's bound is past the hour.
         assert!(watchdog_origin(&watchdog(3_600, 39_321, false))
             .contains("at most 39321.0 s on a slow host, capped at the 3600 s maximum"));
+        assert_eq!(watchdog_length(Duration::from_millis(1)), "1 ms");
+        assert_eq!(watchdog_length(Duration::from_secs(4)), "4.0 s");
         assert_eq!(
             watchdog_origin(&watchdog(2, 315, true)),
             ", set for this run; the work was expected to take at most 315.0 s"

@@ -34,7 +34,7 @@ pub enum ConfigError {
         min: u64,
         max: u64,
     },
-    #[error("--timeout must be between 0.001 and {max_s} seconds, got {seconds}")]
+    #[error("--timeout must be between 0.001 and {max_s} seconds, got {seconds:?}")]
     Timeout { seconds: f64, max_s: u64 },
     #[error("{flag} does not apply to {bench}: only {} take(s) it", names(.takers))]
     NotApplicable {
