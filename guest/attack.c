@@ -38,16 +38,6 @@ static void pause_for(u64 pauses)
         cpu_relax();
 }
 
-static void triple_fault(void)
-{
-    /* With an empty IDT, the #UD cannot be delivered, nor the #DF. */
-    struct {
-        u16 limit;
-        u64 base;
-    } __attribute__((packed)) empty = {0, 0};
-    __asm__ volatile("lidt %0; ud2" ::"m"(empty));
-}
-
 static void port_write(u16 port, u64 size)
 {
     if (size == 1)

@@ -86,6 +86,16 @@ void fail(enum dirq_failure failure, u64 d0, u64 d1, u64 d2, u64 d3)
     }
 }
 
+void triple_fault(void)
+{
+    /* With an empty IDT, the #UD cannot be delivered, nor the #DF. */
+    struct {
+        u16 limit;
+        u64 base;
+    } __attribute__((packed)) empty = {0, 0};
+    __asm__ volatile("lidt %0; ud2" ::"m"(empty));
+}
+
 u32 this_cpu(void)
 {
     u64 sp = (u64)__builtin_frame_address(0);

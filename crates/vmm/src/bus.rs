@@ -95,17 +95,10 @@ pub enum BusError {
         "guest accessed MSR {msr:#x} ({}), which neither KVM nor a VMM device handles", .direction.msr_instruction()
     )]
     UnownedMsr { msr: u32, direction: Direction },
-    #[error("guest made a {len}-byte access at I/O port {port:#x}, which runs past the end of the {device}'s ports ({first:#x}-{last:#x})")]
-    PortsStraddled {
-        port: u16,
-        len: usize,
-        device: &'static str,
-        first: u16,
-        last: u16,
-    },
-    #[error("guest made a {len}-byte access at guest-physical address {address:#x}, which runs past the end of the {device}'s range ({first:#x}-{last:#x})")]
-    MmioStraddled {
-        address: u64,
+    #[error("guest made a {len}-byte access at {} {at:#x}, which runs past the end of the {device}'s {} ({first:#x}-{last:#x})", .space.address(), .space.range())]
+    Straddled {
+        space: Space,
+        at: u64,
         len: usize,
         device: &'static str,
         first: u64,
@@ -208,7 +201,7 @@ impl Bus {
             port,
             direction: Direction::Read,
         })?;
-        check_ports_fit(range, port, data.len(), device.name())?;
+        check_fits(Space::Pio, range, port, data.len(), device.name())?;
         device
             .read(cpu, port - range.start, data)
             .map_err(wrap(device.name()))
@@ -291,7 +284,7 @@ impl Bus {
         let Some((range, device)) = find(&self.pio, port) else {
             return Err(IoBatchError::UnownedPort { index, port });
         };
-        if check_ports_fit(range, port, usize::from(size), device.name()).is_err() {
+        if check_fits(Space::Pio, range, port, usize::from(size), device.name()).is_err() {
             return Err(IoBatchError::PortsStraddled {
                 index,
                 port,
@@ -316,7 +309,7 @@ impl Bus {
             port,
             direction: Direction::Write,
         })?;
-        check_ports_fit(range, port, data.len(), device.name())?;
+        check_fits(Space::Pio, range, port, data.len(), device.name())?;
         device
             .write(cpu, port - range.start, data)
             .map_err(wrap(device.name()))
@@ -327,7 +320,7 @@ impl Bus {
             address,
             direction: Direction::Read,
         })?;
-        check_mmio_fits(range, address, data.len(), device.name())?;
+        check_fits(Space::Mmio, range, address, data.len(), device.name())?;
         device
             .read(cpu, address - range.start, data)
             .map_err(wrap(device.name()))
@@ -338,7 +331,7 @@ impl Bus {
             address,
             direction: Direction::Write,
         })?;
-        check_mmio_fits(range, address, data.len(), device.name())?;
+        check_fits(Space::Mmio, range, address, data.len(), device.name())?;
         device
             .write(cpu, address - range.start, data)
             .map_err(wrap(device.name()))
@@ -371,42 +364,49 @@ fn find<K: PartialOrd, D: ?Sized>(
         .map(|(range, device)| (range, device))
 }
 
-/// Refuses an access that starts in a device's ports and runs past their
-/// end: the ports beyond are not the device's to serve.
-fn check_ports_fit(
-    range: &Range<u16>,
-    port: u16,
-    len: usize,
-    device: &'static str,
-) -> Result<(), BusError> {
-    if u64::from(port) + len as u64 <= u64::from(range.end) {
-        return Ok(());
-    }
-    Err(BusError::PortsStraddled {
-        port,
-        len,
-        device,
-        first: range.start,
-        last: range.end - 1,
-    })
+/// Where a device lives: its ports or its guest-physical addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Space {
+    Pio,
+    Mmio,
 }
 
-/// As `check_ports_fit`, for a device's guest-physical range.
-fn check_mmio_fits(
-    range: &Range<u64>,
-    address: u64,
+impl Space {
+    fn address(self) -> &'static str {
+        match self {
+            Space::Pio => "I/O port",
+            Space::Mmio => "guest-physical address",
+        }
+    }
+
+    fn range(self) -> &'static str {
+        match self {
+            Space::Pio => "ports",
+            Space::Mmio => "range",
+        }
+    }
+}
+
+/// Refuses an access that starts in a device's range and runs past its
+/// end: what lies beyond is not the device's to serve.
+fn check_fits<K: Copy + Into<u64>>(
+    space: Space,
+    range: &Range<K>,
+    at: K,
     len: usize,
     device: &'static str,
 ) -> Result<(), BusError> {
-    if u128::from(address) + len as u128 <= u128::from(range.end) {
+    let (at, end) = (at.into(), range.end.into());
+    if u128::from(at) + len as u128 <= u128::from(end) {
         return Ok(());
     }
-    Err(BusError::MmioStraddled {
-        address,
+    Err(BusError::Straddled {
+        space,
+        at,
         len,
         device,
-        first: range.start,
-        last: range.end - 1,
+        first: range.start.into(),
+        last: end - 1,
     })
 }
 
