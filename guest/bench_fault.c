@@ -13,15 +13,9 @@
 static void run(void)
 {
     switch (shared->fault) {
-    case DIRQ_FAULT_TRIPLE: {
-        /* With an empty IDT, the #UD cannot be delivered, nor the #DF. */
-        struct {
-            u16 limit;
-            u64 base;
-        } __attribute__((packed)) empty = {0, 0};
-        __asm__ volatile("lidt %0; ud2" ::"m"(empty));
+    case DIRQ_FAULT_TRIPLE:
+        triple_fault();
         break;
-    }
     case DIRQ_FAULT_HANG:
         irq_disable();
         for (;;)

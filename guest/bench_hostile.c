@@ -37,16 +37,6 @@
  * windows (natively, a page fault there is one more exit). */
 static volatile struct dirq_vioapic_pv *const pv = (volatile struct dirq_vioapic_pv *)DIRQ_VIOAPIC_PV_GPA;
 
-static void triple_fault(void)
-{
-    /* With an empty IDT, the #UD cannot be delivered, nor the #DF. */
-    struct {
-        u16 limit;
-        u64 base;
-    } __attribute__((packed)) empty = {0, 0};
-    __asm__ volatile("lidt %0; ud2" ::"m"(empty));
-}
-
 static void interrupts_off_forever(void)
 {
     irq_disable(); /* natively: VIF byte 0 cleared */

@@ -3,6 +3,7 @@
  * dispatch, CPU bring-up and the hand-off to the benchmark the VMM chose.
  */
 #include "apic.h"
+#include "attack.h"
 #include "bench.h"
 #include "irq.h"
 #include "kernel.h"
@@ -63,7 +64,13 @@ void kput_dec(u64 value)
     kputs(&buf[i]);
 }
 
-void control(enum dirq_control command) { outl(DIRQ_PORT_CONTROL, command); }
+void control(enum dirq_control command)
+{
+    outl(DIRQ_PORT_CONTROL, command);
+    attack_note_control(command);
+    if (command == DIRQ_CONTROL_BENCH_START)
+        attack_at(this_cpu(), DIRQ_ATTACK_DURING);
+}
 
 void fail(enum dirq_failure failure, u64 d0, u64 d1, u64 d2, u64 d3)
 {
@@ -77,6 +84,16 @@ void fail(enum dirq_failure failure, u64 d0, u64 d1, u64 d2, u64 d3)
         irq_disable();
         __asm__ volatile("hlt");
     }
+}
+
+void triple_fault(void)
+{
+    /* With an empty IDT, the #UD cannot be delivered, nor the #DF. */
+    struct {
+        u16 limit;
+        u64 base;
+    } __attribute__((packed)) empty = {0, 0};
+    __asm__ volatile("lidt %0; ud2" ::"m"(empty));
 }
 
 u32 this_cpu(void)
@@ -179,6 +196,7 @@ void kmain(u64 cpu)
         fail(DIRQ_FAILURE_UNKNOWN_BENCH, shared->bench, 0, 0, 0);
 
     if (cpu != 0) {
+        attack_from_ap((u32)cpu, bench->ap != 0);
         if (bench->ap)
             bench->ap();
         return; /* _start parks this CPU */
@@ -192,6 +210,10 @@ void kmain(u64 cpu)
     kput_dec(shared->num_cpus);
     kputs(shared->x2apic ? " CPUs, x2APIC" : " CPUs, xAPIC");
     kputs(shared->pv_eoi ? ", PV EOI\n" : "\n");
+    attack_at(0, DIRQ_ATTACK_BEFORE);
+    attack_await(DIRQ_ATTACK_BEFORE);
     bench->bsp();
+    attack_at(0, DIRQ_ATTACK_AFTER);
+    attack_await(DIRQ_ATTACK_AFTER);
     control(DIRQ_CONTROL_DONE);
 }

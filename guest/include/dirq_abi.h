@@ -237,6 +237,26 @@ enum dirq_hostile {
     DIRQ_HOSTILE_FORGED_EXIT_COST = 34,    /* exit-cost's result slots, forged */
 };
 
+/* An attack the VMM mounts through any bench (crates/vmm/src/attack.rs
+ * declares what the VMM must do with each): attack_cpu runs it once, at
+ * attack_when. */
+enum dirq_attack {
+    DIRQ_ATTACK_NONE = 0,
+    DIRQ_ATTACK_POKE = 1,         /* the u64 at shared-page offset args[0] = args[1] */
+    DIRQ_ATTACK_FILL_SAMPLES = 2, /* every sample written so far = args[0] */
+    DIRQ_ATTACK_CONTROL = 3,      /* control commands: each non-zero byte of args[0], lowest first */
+    DIRQ_ATTACK_PIT_RELOAD = 4,   /* PIT channel 0 as a rate generator, reload args[0] */
+    DIRQ_ATTACK_PV_LOCK_CHURN = 5, /* until the window closes: hold the PV lock args[0] pauses, free args[1] */
+    DIRQ_ATTACK_PORT_WRITE = 6,   /* an args[1]-byte write (1, 2 or 4) of 0 to port args[0] */
+    DIRQ_ATTACK_TRIPLE_FAULT = 7,
+};
+
+enum dirq_attack_when {
+    DIRQ_ATTACK_BEFORE = 1, /* before the bench starts; CPU 0 waits for it */
+    DIRQ_ATTACK_DURING = 2, /* attack_delay_us after the window opens */
+    DIRQ_ATTACK_AFTER = 3,  /* after the window closes; CPU 0 waits for it before DONE */
+};
+
 enum dirq_failure {
     DIRQ_FAILURE_EXCEPTION = 1,      /* detail[0..3] = vector, error, rip, cpu */
     DIRQ_FAILURE_UNKNOWN_BENCH = 2,  /* detail[0] = bench */
@@ -273,7 +293,13 @@ struct dirq_shared {
     u64 args[4];       /* bench-specific parameters (BenchConfig::guest_args) */
     u32 guest_exec;    /* enum dirq_guest_exec */
     u32 give_up_ms;    /* a bounded guest loop stops trying after this (half the watchdog) */
-    u8 pad0[0x100 - 0x88];
+    /* 0x88: an attack on the VMM, mounted on any bench (guest/attack.c). */
+    u32 attack;          /* enum dirq_attack, 0: none */
+    u32 attack_when;     /* enum dirq_attack_when */
+    u32 attack_cpu;      /* the CPU that attacks */
+    u32 attack_delay_us; /* DURING: this long after the window opens */
+    u64 attack_args[2];
+    u8 pad0[0x100 - 0xa8];
 
     /* 0x100: written by the VMM's device thread while the bench runs. */
     volatile u64 raise_seq;
@@ -299,6 +325,8 @@ DIRQ_ASSERT_OFFSET(handled, DIRQ_SHARED_OFFSET_HANDLED);
 DIRQ_ASSERT_OFFSET(pv_eoi_skips, DIRQ_SHARED_OFFSET_PV_EOI_SKIPS);
 DIRQ_ASSERT_OFFSET(guest_exec, 0x80);
 DIRQ_ASSERT_OFFSET(native_cpus, 0x198);
+DIRQ_ASSERT_OFFSET(attack, 0x88);
+DIRQ_ASSERT_OFFSET(attack_args, 0x98);
 _Static_assert(__builtin_offsetof(struct dirq_shared, result) == 0x1c8, "result offset");
 _Static_assert(sizeof(struct dirq_shared) == 0x248, "dirq_shared size");
 _Static_assert(1 << DIRQ_STACK_SHIFT == DIRQ_STACK_SIZE, "stack shift");

@@ -23,6 +23,9 @@ void kput_dec(u64 value);
 void control(enum dirq_control command);
 __attribute__((noreturn)) void fail(enum dirq_failure failure, u64 d0, u64 d1, u64 d2, u64 d3);
 
+/* Loads an empty IDT and faults: the CPU shuts down (KVM_EXIT_SHUTDOWN). */
+void triple_fault(void);
+
 /* Which CPU runs this code, derived from the stack pointer (no exit). */
 u32 this_cpu(void);
 

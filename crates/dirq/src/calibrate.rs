@@ -190,7 +190,7 @@ pub fn execute(args: Args) -> Result<()> {
     if let Some(path) = &args.out {
         crate::output::check_writable(path)?;
     }
-    eprintln!("dirq calibrate: measuring this host's interrupt costs on /dev/kvm ...");
+    diag!("dirq calibrate: measuring this host's interrupt costs on /dev/kvm ...");
     let bar = ProgressBar::new(CALIBRATION_RUNS);
     crate::report::progress::working_on(&bar, "probe");
     // Every step is needed for the profile: the first that fails ends it.
@@ -199,7 +199,7 @@ pub fn execute(args: Args) -> Result<()> {
         .and_then(|probe| calibrate(probe, args.quick, &bar));
     bar.finish_and_clear();
     let calibration = calibration.inspect_err(|err| {
-        eprintln!("dirq calibrate: FAILED {err:#}; no profile written");
+        diag!("dirq calibrate: FAILED {err:#}; no profile written");
     })?;
     let toml = calibration
         .host
@@ -209,9 +209,9 @@ pub fn execute(args: Args) -> Result<()> {
         let guest_exec = Some(calibration.probe.guest_exec.to_string());
         crate::report::meta::print_json(&calibration, started, guest_exec)?;
     } else {
-        eprintln!("{:<48} {:>12}  source", "cost", "ns");
+        diag!("{:<48} {:>12}  source", "cost", "ns");
         for (name, measured) in calibration.costs.rows() {
-            eprintln!(
+            diag!(
                 "{name:<48} {:>12.0}  {}",
                 measured.ns,
                 measured.provenance()
@@ -221,7 +221,7 @@ pub fn execute(args: Args) -> Result<()> {
     match &args.out {
         Some(path) => {
             crate::output::write_atomic(path, toml.as_bytes())?;
-            eprintln!(
+            diag!(
                 "dirq calibrate: wrote {} (use it with `dirq sim <scenario> --profile {}`)",
                 path.display(),
                 path.display()

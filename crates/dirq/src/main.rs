@@ -4,8 +4,19 @@
 //! module and owns its flags.
 
 // Standard output goes through `output::print`, which turns a full disk or
-// a file-size limit into an error; `print!` would panic.
-#![deny(clippy::print_stdout)]
+// a file-size limit into an error; `print!` would panic. Diagnostics go
+// through `diag!`, for the same reason.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+/// `eprintln!` that never panics: a diagnostic standard error cannot take
+/// (a full disk, a file-size limit) is dropped; the exit status still
+/// says whether dirq failed.
+macro_rules! diag {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
 
 mod calibrate;
 mod output;
@@ -58,6 +69,7 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     restore_default_sigpipe();
+    ignore_file_size_limit_signal();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::execute(args),
@@ -70,9 +82,20 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("dirq: error: {err:#}");
+            diag!("dirq: error: {err:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// A write past the file-size limit (`ulimit -f`) raises SIGXFSZ, whose
+/// default kills dirq with no message. Ignored, the write fails with EFBIG
+/// instead, which dirq reports as any other failed write: exit 1.
+fn ignore_file_size_limit_signal() {
+    // SAFETY: called first thing in main, before any thread exists;
+    // SIG_IGN is a valid disposition for SIGXFSZ.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 

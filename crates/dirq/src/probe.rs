@@ -34,7 +34,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     if args.json {
         // The warning the text output ends with, where a reader of JSON sees it.
         if let Some(warning) = report.host_noise.warning() {
-            eprintln!("dirq probe: {warning}");
+            diag!("dirq probe: {warning}");
         }
         let guest_exec = Some(report.guest_exec.to_string());
         let json = serde_json::json!({ "probe": report, "emulation": emulation });

@@ -147,7 +147,7 @@ pub fn execute(args: Args) -> Result<()> {
             steps.skip(step, why.clone());
         }
         if !args.sim_only {
-            eprintln!(
+            diag!(
                 "dirq report: WARNING: no access to /dev/kvm ({}): the report has the \
                  simulation half only",
                 report.kvm.detail
@@ -172,7 +172,7 @@ pub fn execute(args: Args) -> Result<()> {
     );
     report.host_noise = host_noise(&host_load, real.probe.as_ref().map(|p| &p.host_noise));
     if let Some(warning) = html::noise_warning(&report.host_noise) {
-        eprintln!("dirq report: {warning}");
+        diag!("dirq report: {warning}");
     }
     report.host_load = Some(host_load);
     mark_incomplete_sections(&mut report, &steps);
@@ -187,7 +187,7 @@ pub fn execute(args: Args) -> Result<()> {
         .collect();
     report.steps = steps.finish();
     write_report(&report, &Meta::since(started, guest_exec), &args.out)?;
-    eprintln!(
+    diag!(
         "dirq report: wrote {} and {}",
         args.out.join("index.html").display(),
         args.out.join("data.json").display()

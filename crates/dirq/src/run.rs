@@ -8,9 +8,9 @@ use dirq_stats::f64_of;
 use dirq_vmm::bench;
 use dirq_vmm::config::{
     self, ApicMode, Bench, BenchConfig, ConfigError, FaultKind, GuestExec, GuestIdle, HaltMode,
-    HostileCase, Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, Param, Pin, TimerMode,
-    VioapicLevel,
+    Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, Param, Pin, TimerMode, VioapicLevel,
 };
+use dirq_vmm::hostile::Case;
 use dirq_vmm::report::{text_table, LatencySummary, RunReport};
 
 use crate::report::meta;
@@ -138,8 +138,8 @@ pub struct Args {
     #[arg(long)]
     console: bool,
     /// hostile: the attack on the VMM to run (`--list` names them all).
-    #[arg(long = "case", value_parser = HostileCase::from_str)]
-    case: Option<HostileCase>,
+    #[arg(long = "case", value_parser = Case::from_str)]
+    case: Option<Case>,
     /// hostile: list every attack with what the VMM must do with it (refuses or survives).
     #[arg(long, conflicts_with = "case")]
     list: bool,
@@ -154,6 +154,14 @@ impl Args {
     fn config(&self) -> anyhow::Result<BenchConfig> {
         let mut config = match (self.bench, self.case) {
             (Bench::Hostile, Some(case)) => case.config(),
+            (bench, Some(_)) => {
+                return Err(ConfigError::NotApplicable {
+                    flag: "--case",
+                    bench,
+                    takers: vec![Bench::Hostile],
+                }
+                .into())
+            }
             (Bench::Hostile, None) => {
                 anyhow::bail!("hostile needs --case <name>: `dirq run hostile --list` names them")
             }
@@ -164,11 +172,12 @@ impl Args {
         let common = &mut config.common;
         common.irqchip = self.irqchip.unwrap_or(common.irqchip);
         common.inject = self.inject.unwrap_or(common.inject);
-        common.pv_eoi = self.pv_eoi;
+        // A flag not given keeps what the bench (or hostile case) chose.
+        common.pv_eoi |= self.pv_eoi;
         common.halt = self.halt.unwrap_or(common.halt);
         common.apic = self.apic.unwrap_or(common.apic);
         common.guest_idle = self.guest_idle.unwrap_or(common.guest_idle);
-        common.guest_exec = self.guest_exec;
+        common.guest_exec = self.guest_exec.or(common.guest_exec);
         common.vcpus = self.vcpus.unwrap_or(common.vcpus);
         common.pin = self.pin.unwrap_or(common.pin);
         if let Some(seconds) = self.timeout {
@@ -196,7 +205,11 @@ impl Args {
             self.ipi.map(Param::Ipi),
             self.pv_send_ipi.then_some(Param::PvSendIpi),
             self.ipi_measure.map(Param::IpiMeasure),
-            self.case.map(Param::Case),
+            // An attack on another bench is that bench's run: it takes no case.
+            self.case.and_then(|case| match case {
+                Case::Hostile(case) => Some(Param::Case(case)),
+                Case::Attack(_) => None,
+            }),
         ];
         given
             .into_iter()

@@ -113,13 +113,13 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     let output = dirq_sim::run_scenario_on(&scenario, &options, threads, |done, _| {
         bar.set_position(done as u64);
         if log_progress {
-            eprintln!("dirq sim: {}: {done}/{total} runs", scenario.name);
+            diag!("dirq sim: {}: {done}/{total} runs", scenario.name);
         }
     })?;
     bar.finish_and_clear();
     if let (Some(path), Some(trace)) = (&args.trace, &output.trace) {
         crate::output::write_atomic(path, &serde_json::to_vec(trace)?)?;
-        eprintln!("trace written to {}", path.display());
+        diag!("trace written to {}", path.display());
     }
     if args.json {
         crate::report::meta::print_json(&output.result, started, None)?;

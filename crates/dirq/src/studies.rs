@@ -140,7 +140,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     let tables = measure(&designs, settings, &bar);
     bar.finish_and_clear();
     for failure in &tables.failures {
-        eprintln!("dirq designs: FAILED {failure}");
+        diag!("dirq designs: FAILED {failure}");
     }
     if args.json {
         let guest_exec = dirq_vmm::exec::HostExec::detect_host()

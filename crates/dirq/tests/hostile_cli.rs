@@ -3,8 +3,8 @@
 
 use std::process::{Command, Output};
 
-use dirq_vmm::config::HostileCase;
-use dirq_vmm::hostile::Expect;
+use dirq_vmm::config::{AttackCase, HostileCase};
+use dirq_vmm::hostile::{Case, Expect};
 
 fn dirq(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dirq"))
@@ -18,13 +18,26 @@ fn list_names_every_case_with_what_the_vmm_must_do() {
     let output = dirq(&["run", "hostile", "--list"]);
     assert!(output.status.success());
     let listed = String::from_utf8(output.stdout).expect("UTF-8");
-    for case in HostileCase::ALL {
+    for case in Case::all() {
         let line = listed
             .lines()
             .find(|line| line.split_whitespace().next() == Some(case.name()))
             .unwrap_or_else(|| panic!("{case} not listed:\n{listed}"));
-        assert!(line.ends_with(&case.expect().to_string()), "{line}");
+        let expect = case.expect().to_string();
+        assert_eq!(
+            line.split_whitespace().nth(1),
+            Some(expect.as_str()),
+            "{line}"
+        );
+        // A refusal is listed with the causes it must name.
+        assert!(
+            case.causes().iter().all(|cause| line.contains(cause)),
+            "{line}"
+        );
     }
+    let not_hostile = dirq(&["run", "tick", "--case", "forged-guest-share-zero"]);
+    assert!(!not_hostile.status.success());
+    assert!(String::from_utf8_lossy(&not_hostile.stderr).contains("--case does not apply to tick"));
     let needs_a_case = dirq(&["run", "hostile"]);
     assert!(!needs_a_case.status.success());
     assert!(String::from_utf8_lossy(&needs_a_case.stderr).contains("--list"));
@@ -71,9 +84,12 @@ fn a_run_that_measured_nothing_or_claims_too_much_exits_non_zero() {
         return;
     }
     for case in [
-        HostileCase::EmptyWindow,
-        HostileCase::ForgedNativeClaim,
-        HostileCase::SamplesMax,
+        Case::Hostile(HostileCase::EmptyWindow),
+        Case::Hostile(HostileCase::ForgedNativeClaim),
+        Case::Hostile(HostileCase::SamplesMax),
+        // Attacks on real benches, as `dirq run hostile --case` mounts them.
+        Case::Attack(AttackCase::DoneFromVcpu1MidRun),
+        Case::Attack(AttackCase::ForgedInfRate),
     ] {
         let output = dirq(&["run", "hostile", "--case", case.name(), "--json"]);
         assert_eq!(output.status.code(), Some(1), "{case}");

@@ -56,6 +56,7 @@ mod fio;
 mod fixture;
 mod guest;
 mod host;
+mod http;
 mod injection;
 mod ipi;
 mod ipi_call;

@@ -210,6 +210,23 @@ pub struct NetworkCosts {
     /// One-way delay over the host's bridge between a host process and
     /// the backend (PV), besides the backend's own work.
     pub bridge_one_way: u64,
+    /// The testbed's NIC driver's adaptive interrupt coalescing, used
+    /// when a scenario fixes no interval (absent: ixgbe's).
+    #[serde(default)]
+    pub adaptive_coalescing: AdaptiveCoalescing,
+}
+
+/// Whose adaptive interrupt coalescing the testbed's NIC runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdaptiveCoalescing {
+    /// Intel 82599 with ixgbe/ixgbevf: latency classes from the bytes
+    /// each interrupt brought (`ixgbe_update_itr`).
+    #[default]
+    IxgbeItr,
+    /// Emulex OneConnect with be2net: an event-queue delay from the
+    /// receive frame rate (`be_rx_eqd_update`), at most 96 us.
+    Be2netAic,
 }
 
 /// Every cost the simulator uses. See `profiles/did-2015.toml` for the

@@ -72,14 +72,13 @@ fn mean_latency_ns(run: &RunResult) -> f64 {
 }
 
 #[test]
-#[ignore = "cause 1 (NIC interrupt generation): the bare run gives 3,745 Mbit/s"]
 fn eli_netperf_bare_streams_5245_mbps() {
     let run = bare("eli-2012", WorkloadKind::Netperf);
     assert_within(throughput(&run), 5_245.0, 0.10, "Mbit/s");
 }
 
 #[test]
-#[ignore = "cause 1 (NIC interrupt generation): the bare run raises 13,340 interrupts/s"]
+#[ignore = "cause 1 (no transmit-completion interrupts: be2net's TX event queue): the bare run raises 34,000 interrupts/s"]
 fn eli_netperf_bare_raises_48430_interrupts_per_s() {
     let run = bare("eli-2012", WorkloadKind::Netperf);
     assert_within(run.interrupts_per_s, 48_430.0, 0.10, "interrupts/s");
@@ -93,7 +92,7 @@ fn eli_apache_bare_serves_11875_requests_per_s_in_0_337_ms() {
 }
 
 #[test]
-#[ignore = "cause 1 (no handshake, ACK or FIN per apachebench request): the bare run raises 11,890 interrupts/s"]
+#[ignore = "cause 1 (no transmit-completion interrupts: be2net's TX event queue): the bare run raises 35,930 interrupts/s"]
 fn eli_apache_bare_raises_68851_interrupts_per_s() {
     let run = bare("eli-2012", WorkloadKind::Apache);
     assert_within(run.interrupts_per_s, 68_851.0, 0.10, "interrupts/s");
@@ -131,7 +130,6 @@ fn did_voip_bare_places_90_9_calls_per_s() {
 }
 
 #[test]
-#[ignore = "cause 5 (VoIP call flow): the bare run puts all 10,000 calls under 10 ms"]
 fn did_voip_bare_setup_buckets_are_9485_112_147_256() {
     let run = bare("did-voip", WorkloadKind::Sip);
     let buckets = run.study.setup_ms_buckets.expect("setup buckets");
@@ -142,7 +140,6 @@ fn did_voip_bare_setup_buckets_are_9485_112_147_256() {
 }
 
 #[test]
-#[ignore = "cause 5 (VoIP call flow): the bare run retransmits no INVITE"]
 fn did_voip_bare_retransmits_79_invites() {
     let run = bare("did-voip", WorkloadKind::Sip);
     let retransmissions = run.study.invite_retransmissions.expect("a count");

@@ -80,6 +80,17 @@ pub const FAULT_UNOWNED_PORT: u32 = 3;
 pub const FAULT_UNOWNED_MMIO: u32 = 4;
 pub const FAULT_EXCEPTION: u32 = 5;
 
+pub const ATTACK_POKE: u32 = 1;
+pub const ATTACK_FILL_SAMPLES: u32 = 2;
+pub const ATTACK_CONTROL: u32 = 3;
+pub const ATTACK_PIT_RELOAD: u32 = 4;
+pub const ATTACK_PV_LOCK_CHURN: u32 = 5;
+pub const ATTACK_PORT_WRITE: u32 = 6;
+pub const ATTACK_TRIPLE_FAULT: u32 = 7;
+pub const ATTACK_BEFORE: u32 = 1;
+pub const ATTACK_DURING: u32 = 2;
+pub const ATTACK_AFTER: u32 = 3;
+
 pub const FAILURE_EXCEPTION: u32 = 1;
 pub const FAILURE_UNKNOWN_BENCH: u32 = 2;
 pub const FAILURE_MISSING_FEATURE: u32 = 3;
@@ -154,7 +165,14 @@ pub struct SharedPage {
     pub guest_exec: u32,
     /// A bounded guest loop stops trying after this many ms (half the watchdog).
     pub give_up_ms: u32,
-    pub pad0: [u8; 0x100 - 0x88],
+    /// `enum dirq_attack`, 0: none (`crate::attack`).
+    pub attack: u32,
+    /// `enum dirq_attack_when`.
+    pub attack_when: u32,
+    pub attack_cpu: u32,
+    pub attack_delay_us: u32,
+    pub attack_args: [u64; 2],
+    pub pad0: [u8; 0x100 - 0xa8],
     pub raise_seq: u64,
     pub pad1: [u8; 0x40 - 8],
     pub ack_seq: u64,
@@ -176,6 +194,8 @@ const _: () = {
     assert!(offset_of!(SharedPage, pv_eoi_skips) == 0x190);
     assert!(offset_of!(SharedPage, guest_exec) == 0x80);
     assert!(offset_of!(SharedPage, native_cpus) == 0x198);
+    assert!(offset_of!(SharedPage, attack) == 0x88);
+    assert!(offset_of!(SharedPage, attack_args) == 0x98);
     assert!(offset_of!(SharedPage, result) == 0x1c8);
     assert!(std::mem::size_of::<SharedPage>() == 0x248);
 };

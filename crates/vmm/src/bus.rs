@@ -95,6 +95,15 @@ pub enum BusError {
         "guest accessed MSR {msr:#x} ({}), which neither KVM nor a VMM device handles", .direction.msr_instruction()
     )]
     UnownedMsr { msr: u32, direction: Direction },
+    #[error("guest made a {len}-byte access at {} {at:#x}, which runs past the end of the {device}'s {} ({first:#x}-{last:#x})", .space.address(), .space.range())]
+    Straddled {
+        space: Space,
+        at: u64,
+        len: usize,
+        device: &'static str,
+        first: u64,
+        last: u64,
+    },
     #[error("guest's I/O batch at {gpa:#x}")]
     IoBatch {
         gpa: u64,
@@ -126,6 +135,13 @@ pub enum IoBatchError {
     ValueTooWide { index: usize, value: u32, size: u8 },
     #[error("entry {index}: port {port:#x} rings the doorbell itself")]
     Nested { index: usize, port: u16 },
+    #[error("entry {index}: its {size}-byte write at port {port:#x} runs past the end of the {device}'s ports")]
+    PortsStraddled {
+        index: usize,
+        port: u16,
+        size: u8,
+        device: &'static str,
+    },
     #[error("entry {index}: port {port:#x} is owned by no device")]
     UnownedPort { index: usize, port: u16 },
 }
@@ -185,6 +201,7 @@ impl Bus {
             port,
             direction: Direction::Read,
         })?;
+        check_fits(Space::Pio, range, port, data.len(), device.name())?;
         device
             .read(cpu, port - range.start, data)
             .map_err(wrap(device.name()))
@@ -264,8 +281,16 @@ impl Bus {
         {
             return Err(IoBatchError::Nested { index, port });
         }
-        if find(&self.pio, port).is_none() {
+        let Some((range, device)) = find(&self.pio, port) else {
             return Err(IoBatchError::UnownedPort { index, port });
+        };
+        if check_fits(Space::Pio, range, port, usize::from(size), device.name()).is_err() {
+            return Err(IoBatchError::PortsStraddled {
+                index,
+                port,
+                size,
+                device: device.name(),
+            });
         }
         Ok(BatchWrite {
             port,
@@ -284,6 +309,7 @@ impl Bus {
             port,
             direction: Direction::Write,
         })?;
+        check_fits(Space::Pio, range, port, data.len(), device.name())?;
         device
             .write(cpu, port - range.start, data)
             .map_err(wrap(device.name()))
@@ -294,6 +320,7 @@ impl Bus {
             address,
             direction: Direction::Read,
         })?;
+        check_fits(Space::Mmio, range, address, data.len(), device.name())?;
         device
             .read(cpu, address - range.start, data)
             .map_err(wrap(device.name()))
@@ -304,6 +331,7 @@ impl Bus {
             address,
             direction: Direction::Write,
         })?;
+        check_fits(Space::Mmio, range, address, data.len(), device.name())?;
         device
             .write(cpu, address - range.start, data)
             .map_err(wrap(device.name()))
@@ -334,6 +362,52 @@ fn find<K: PartialOrd, D: ?Sized>(
         .iter()
         .find(|(range, _)| range.contains(&key))
         .map(|(range, device)| (range, device))
+}
+
+/// Where a device lives: its ports or its guest-physical addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Space {
+    Pio,
+    Mmio,
+}
+
+impl Space {
+    fn address(self) -> &'static str {
+        match self {
+            Space::Pio => "I/O port",
+            Space::Mmio => "guest-physical address",
+        }
+    }
+
+    fn range(self) -> &'static str {
+        match self {
+            Space::Pio => "ports",
+            Space::Mmio => "range",
+        }
+    }
+}
+
+/// Refuses an access that starts in a device's range and runs past its
+/// end: what lies beyond is not the device's to serve.
+fn check_fits<K: Copy + Into<u64>>(
+    space: Space,
+    range: &Range<K>,
+    at: K,
+    len: usize,
+    device: &'static str,
+) -> Result<(), BusError> {
+    let (at, end) = (at.into(), range.end.into());
+    if u128::from(at) + len as u128 <= u128::from(end) {
+        return Ok(());
+    }
+    Err(BusError::Straddled {
+        space,
+        at,
+        len,
+        device,
+        first: range.start.into(),
+        last: end - 1,
+    })
 }
 
 fn wrap(device: &'static str) -> impl FnOnce(DeviceError) -> BusError {
@@ -410,6 +484,25 @@ mod tests {
                 .push((offset, le_value(data)));
             Ok(())
         }
+    }
+
+    #[test]
+    fn an_access_running_past_a_devices_range_is_refused_naming_both() {
+        let device = Arc::new(Recorder::default());
+        let mut bus = Bus::default();
+        bus.add_pio(0x3f8..0x400, device.clone());
+        bus.pio_write(0, 0x3fc, &[0; 4])
+            .expect("ends at the last port");
+        let err = bus
+            .pio_write(0, 0x3fe, &[0; 4])
+            .expect_err("runs past 0x3ff");
+        assert_eq!(
+            err.to_string(),
+            "guest made a 4-byte access at I/O port 0x3fe, which runs past the end of the recorder's ports (0x3f8-0x3ff)"
+        );
+        let mut data = [0u8; 2];
+        assert!(bus.pio_read(0, 0x3ff, &mut data).is_err());
+        assert_eq!(device.0.lock().expect("not poisoned").len(), 1);
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub enum ExecError {
     ForgedNativeClaim { cpu: usize, stats: VcpuExecStats },
     #[error("vCPU {cpu}: the guest claims native execution (bit {cpu} of the shared page's native_cpus), but the run asked for {asked} and the VMM never told it to switch")]
     UnaskedNativeClaim { cpu: usize, asked: GuestExec },
+    #[error("the guest claims native execution for vCPUs the run never booted (native_cpus {native_cpus:#x}, {vcpus} vCPUs)")]
+    ClaimBeyondVcpus { native_cpus: u64, vcpus: usize },
 }
 
 /// Natively KVM emulates only the instructions that trap, each with its

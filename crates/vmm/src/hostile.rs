@@ -5,9 +5,12 @@
 //! completes and what it reports is right).
 
 use std::fmt;
+use std::str::FromStr;
 
 use crate::config::params::HostileParams;
-use crate::config::{ApicMode, Bench, BenchConfig, BenchParams, CommonSettings, HostileCase};
+use crate::config::{
+    ApicMode, AttackCase, Bench, BenchConfig, BenchParams, CommonSettings, ConfigError, HostileCase,
+};
 
 /// The watchdog of a case that must survive.
 const SURVIVOR_TIMEOUT_MS: u64 = 20_000;
@@ -193,10 +196,95 @@ impl HostileCase {
     }
 }
 
-/// `--list`: every case with what the VMM must do with it.
+/// A case of `dirq run hostile --case`: an attack of the hostile bench,
+/// or one mounted through another bench (`crate::attack`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Case {
+    Hostile(HostileCase),
+    Attack(AttackCase),
+}
+
+impl Case {
+    /// Every case: the hostile bench's, then the attacks on other benches.
+    pub fn all() -> impl Iterator<Item = Case> {
+        let hostile = HostileCase::ALL.iter().map(|&case| Case::Hostile(case));
+        hostile.chain(AttackCase::ALL.iter().map(|&case| Case::Attack(case)))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Case::Hostile(case) => case.name(),
+            Case::Attack(case) => case.name(),
+        }
+    }
+
+    pub fn expect(self) -> Expect {
+        match self {
+            Case::Hostile(case) => case.expect(),
+            Case::Attack(case) => case.expect(),
+        }
+    }
+
+    /// What a refusal's message must contain, one of these.
+    pub fn causes(self) -> &'static [&'static str] {
+        match self {
+            Case::Hostile(case) => case.causes(),
+            Case::Attack(case) => case.causes(),
+        }
+    }
+
+    /// The run that mounts the attack.
+    pub fn config(self) -> BenchConfig {
+        match self {
+            Case::Hostile(case) => case.config(),
+            Case::Attack(case) => case.config(),
+        }
+    }
+
+    /// Where the attack comes from, in words.
+    fn describe(self) -> String {
+        match self {
+            Case::Hostile(_) => "hostile bench".into(),
+            Case::Attack(case) => case.describe(),
+        }
+    }
+}
+
+impl fmt::Display for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Case {
+    type Err = ConfigError;
+
+    fn from_str(name: &str) -> Result<Self, ConfigError> {
+        Case::all()
+            .find(|case| case.name() == name)
+            .ok_or_else(|| ConfigError::UnknownValue {
+                what: "hostile case",
+                value: name.to_string(),
+                expected: "`dirq run hostile --list` names them".into(),
+            })
+    }
+}
+
+/// `--list`: every case, where it attacks from, and what the VMM must do
+/// with it: refuse it with one of the causes named, or survive it.
 pub fn list() -> String {
-    HostileCase::ALL
-        .iter()
-        .map(|case| format!("{:<28} {}\n", case.name(), case.expect()))
+    Case::all()
+        .map(|case| {
+            let outcome = match case.expect() {
+                Expect::Refuses => format!("refused naming: {}", case.causes().join(" | ")),
+                Expect::Survives => "completes, its figures checked".into(),
+            };
+            format!(
+                "{:<32} {:<8}  {}; {outcome}\n",
+                case.name(),
+                case.expect(),
+                case.describe()
+            )
+        })
         .collect()
 }

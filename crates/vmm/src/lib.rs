@@ -24,6 +24,7 @@
 //! `interrupt::InterruptSink`.
 
 pub mod abi;
+pub mod attack;
 pub mod bench;
 mod boot;
 pub mod bus;

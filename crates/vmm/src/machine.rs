@@ -19,8 +19,9 @@ use crate::bus::{Bus, DeviceError};
 use crate::config::params::IpiParams;
 use crate::config::{
     ApicMode, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip, Watchdog,
+    MAX_TIMEOUT_MS,
 };
-use crate::devices::control::{ControlPort, NoopPort};
+use crate::devices::control::{ControlPort, NoopPort, REGISTER32_PORTS};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::serial::{Serial, SERIAL_PORTS};
 use crate::exec::{ExecError, ExecEvidence, HostExec, VcpuExecStats};
@@ -59,8 +60,8 @@ pub enum MachineError {
     #[error("KVM_GET_TSC_KHZ failed")]
     TscKhz(#[source] kvm_ioctls::Error),
     #[error(
-        "the guest did not finish within {:.1} s (watchdog{}): it hung, or runs far slower than expected; {progress}; vCPUs stopped at {rips}",
-        .watchdog.timeout.as_secs_f64(),
+        "the guest did not finish within {} (watchdog{}): it hung, or runs far slower than expected; {progress}; vCPUs stopped at {rips}",
+        watchdog_length(.watchdog.timeout),
         watchdog_origin(.watchdog)
     )]
     Timeout {
@@ -292,10 +293,13 @@ impl<'c> Assembled<'c> {
             serial.clone(),
         );
         bus.add_pio(
-            abi::PORT_CONTROL..abi::PORT_CONTROL + 1,
+            abi::PORT_CONTROL..abi::PORT_CONTROL + REGISTER32_PORTS,
             Arc::new(ControlPort::new(control.clone(), accounting.clone())),
         );
-        bus.add_pio(abi::PORT_NOOP..abi::PORT_NOOP + 1, Arc::new(NoopPort));
+        bus.add_pio(
+            abi::PORT_NOOP..abi::PORT_NOOP + REGISTER32_PORTS,
+            Arc::new(NoopPort),
+        );
         let interrupts = interrupt::create(
             common.irqchip,
             Setup {
@@ -541,17 +545,18 @@ impl<T> Stopped<'_, T> {
         let Some((_, end)) = &window.end else {
             return Err(MachineError::Protocol("closing its measured window"));
         };
-        let exec = exec_outcome(
-            self.guest_exec,
-            shared.native_cpus,
-            &window_exec_stats(&window.start.1, end),
-        )?;
-        let samples = read_samples(
+        let stats = window_exec_stats(&window.start.1, end);
+        let (exec, samples) = check_claims(
+            self.config,
+            &shared,
             &self.memory,
-            shared.samples_written,
-            expected_samples(&self.config.params),
+            &Observation {
+                asked: self.guest_exec,
+                stats: &stats,
+                tsc_khz: self.tsc_khz,
+                window_ns: window_ns(&window),
+            },
         )?;
-        check_samples_fit(&samples, self.tsc_khz, window_ns(&window))?;
         Ok(MachineOutput {
             facts: MachineFacts {
                 exec,
@@ -568,6 +573,48 @@ impl<T> Stopped<'_, T> {
     }
 }
 
+/// What the VMM itself observed of a run that ended: what the guest's
+/// claims are held to.
+pub struct Observation<'a> {
+    /// The execution mode the VMM told the guest to use.
+    pub asked: GuestExec,
+    /// KVM's per-vCPU statistics over the measured window.
+    pub stats: &'a [VcpuExecStats],
+    pub tsc_khz: u64,
+    /// Host time from the guest's START to its END.
+    pub window_ns: u64,
+}
+
+/// The claims of the guest's page that every bench shares, checked against
+/// the run's configuration and what the VMM observed: how it executed
+/// (`native_cpus`) and its samples (`samples_written` and the samples
+/// themselves, in `memory`). Anything else the page holds is each bench's
+/// to check.
+pub fn check_claims(
+    config: &BenchConfig,
+    shared: &SharedPage,
+    memory: &GuestMemory,
+    observed: &Observation,
+) -> Result<(ExecOutcome, Vec<u64>), MachineError> {
+    let exec = exec_outcome(observed.asked, shared.native_cpus, observed.stats)?;
+    let samples = read_samples(
+        memory,
+        shared.samples_written,
+        config.params.expected_samples(),
+    )?;
+    check_samples_fit(&samples, observed.tsc_khz, observed.window_ns)?;
+    Ok((exec, samples))
+}
+
+/// A watchdog's length as it was set: milliseconds under a second.
+fn watchdog_length(timeout: Duration) -> String {
+    if timeout < Duration::from_secs(1) {
+        format!("{} ms", timeout.as_millis())
+    } else {
+        format!("{:.1} s", timeout.as_secs_f64())
+    }
+}
+
 /// Where a watchdog's length came from, for its message.
 fn watchdog_origin(watchdog: &Watchdog) -> String {
     if watchdog.explicit && watchdog.expected.is_zero() {
@@ -576,6 +623,12 @@ fn watchdog_origin(watchdog: &Watchdog) -> String {
         format!(
             ", set for this run; the work was expected to take at most {:.1} s",
             watchdog.expected.as_secs_f64()
+        )
+    } else if watchdog.expected >= watchdog.timeout {
+        format!(
+            " scaled to the work, expected to take at most {:.1} s on a slow host, capped at the {} s maximum; --timeout sets it",
+            watchdog.expected.as_secs_f64(),
+            MAX_TIMEOUT_MS / 1000
         )
     } else {
         format!(
@@ -687,6 +740,15 @@ fn exec_outcome(
     stats: &[VcpuExecStats],
 ) -> Result<ExecOutcome, ExecError> {
     let claims_native = |cpu: usize| native_cpus & (1u64 << cpu) != 0;
+    let booted = u32::try_from(stats.len())
+        .ok()
+        .and_then(|vcpus| native_cpus.checked_shr(vcpus));
+    if booted.is_some_and(|beyond| beyond != 0) {
+        return Err(ExecError::ClaimBeyondVcpus {
+            native_cpus,
+            vcpus: stats.len(),
+        });
+    }
     if asked == GuestExec::Hardware {
         return Ok(ExecOutcome {
             guest_exec: asked,
@@ -766,6 +828,9 @@ fn boot_parameters(
         ..SharedPage::default()
     };
     config.params.boot(&mut page);
+    if let Some(attack) = common.attack {
+        attack.plan().write(&mut page);
+    }
     page
 }
 
@@ -791,18 +856,6 @@ fn device_line(params: &BenchParams) -> DeviceLine {
     match source {
         IrqSource::Msi => DeviceLine::Msi(fixed_msi(0, abi::VECTOR_DEVICE)),
         IrqSource::Ioapic => DeviceLine::IoapicPin(abi::DEVICE_IOAPIC_PIN),
-    }
-}
-
-/// The samples a bench's guest records: one per event the run asked
-/// for, or none.
-fn expected_samples(params: &BenchParams) -> u64 {
-    match params {
-        BenchParams::TimerLatency(params) => params.count,
-        BenchParams::Ipi(params) => params.count,
-        BenchParams::ExitCost(params) => params.count,
-        BenchParams::Hostile(params) if params.hostile.records_samples() => params.count,
-        _ => 0,
     }
 }
 
@@ -885,7 +938,9 @@ fn exception_name(vector: u64) -> &'static str {
         .unwrap_or("interrupt")
 }
 
-fn describe_failure(shared: &SharedPage) -> String {
+/// The guest's own account of its failure (`failure`, `failure_detail`),
+/// whatever those fields hold.
+pub fn describe_failure(shared: &SharedPage) -> String {
     let [d0, d1, d2, d3] = shared.failure_detail;
     match shared.failure {
         abi::FAILURE_EXCEPTION => format!(
@@ -929,6 +984,28 @@ mod tests {
     };
 
     #[test]
+    fn a_timeout_says_how_long_the_run_was_expected_to_take() {
+        let watchdog = |timeout_s, expected_s, explicit| Watchdog {
+            timeout: Duration::from_secs(timeout_s),
+            expected: Duration::from_secs(expected_s),
+            explicit,
+        };
+        assert_eq!(
+            watchdog_origin(&watchdog(40, 30, false)),
+            " scaled to the work, expected to take at most 30.0 s on a slow host; --timeout sets it"
+        );
+        // irq-latency --count 1572864: a slow host's bound is past the hour.
+        assert!(watchdog_origin(&watchdog(3_600, 39_321, false))
+            .contains("at most 39321.0 s on a slow host, capped at the 3600 s maximum"));
+        assert_eq!(watchdog_length(Duration::from_millis(1)), "1 ms");
+        assert_eq!(watchdog_length(Duration::from_secs(4)), "4.0 s");
+        assert_eq!(
+            watchdog_origin(&watchdog(2, 315, true)),
+            ", set for this run; the work was expected to take at most 315.0 s"
+        );
+    }
+
+    #[test]
     fn a_native_claim_that_kvm_saw_emulated_is_refused_naming_both() {
         let err =
             exec_outcome(GuestExec::Native, 0b11, &[EMULATED, IDLE]).expect_err("forged claim");
@@ -944,6 +1021,13 @@ mod tests {
         let err = exec_outcome(GuestExec::Emulated, 0b10, &[EMULATED, IDLE])
             .expect_err("never told to switch");
         assert!(err.to_string().starts_with("vCPU 1: "), "{err}");
+        let err =
+            exec_outcome(GuestExec::Native, 0b111, &[NATIVE, NATIVE]).expect_err("a third vCPU");
+        assert!(
+            err.to_string()
+                .contains("never booted (native_cpus 0x7, 2 vCPUs)"),
+            "{err}"
+        );
     }
 
     #[test]

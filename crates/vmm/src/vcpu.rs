@@ -394,7 +394,7 @@ mod tests {
         let machine = Machine::new();
         machine.continues(VcpuExit::IoOut(0x102, &[0x34, 0x12]), UserspaceExit::Io);
         let mut data = [0u8; 2];
-        machine.continues(VcpuExit::IoIn(0x107, &mut data), UserspaceExit::Io);
+        machine.continues(VcpuExit::IoIn(0x106, &mut data), UserspaceExit::Io);
         assert_eq!(data, [0x88, 0x77]);
         assert_eq!(machine.device.writes(), [(CPU, 2, 0x1234)]);
         assert_eq!(machine.counted(UserspaceExit::Io), 2);

@@ -1,6 +1,7 @@
 //! The hostile-guest suite on /dev/kvm: every attack of
-//! guest/bench_hostile.c ends as its case declares, within its watchdog
-//! plus 5 s, with what the guest controls kept bounded.
+//! guest/bench_hostile.c, and every attack mounted through another bench
+//! (guest/attack.c), ends as its case declares, within its watchdog plus
+//! 5 s, with what the guest controls kept bounded.
 
 mod common;
 
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::run;
 use dirq_vmm::config::HostileCase;
 use dirq_vmm::devices::serial::CONSOLE_LIMIT;
-use dirq_vmm::hostile::Expect;
+use dirq_vmm::hostile::{Case, Expect};
 use dirq_vmm::report::with_causes;
 use dirq_vmm::testing::require_kvm;
 
@@ -25,7 +26,7 @@ fn every_hostile_case_ends_as_declared() {
     }
     let mut wrong = Vec::new();
     let resident_before = resident_bytes();
-    for &case in HostileCase::ALL {
+    for case in Case::all() {
         let config = case.config();
         let started = Instant::now();
         let outcome = run(&config);
@@ -50,6 +51,20 @@ fn every_hostile_case_ends_as_declared() {
                 with_causes(&err)
             )),
             (Expect::Survives, Ok(report)) => {
+                // What it reports is the bench it attacked, every sample asked for.
+                if report.bench() != config.bench() {
+                    wrong.push(format!("{case}: reported {}", report.bench()));
+                }
+                let samples = report
+                    .latency_ns
+                    .as_ref()
+                    .map_or(0, |latency| latency.samples);
+                let asked = config.params.expected_samples();
+                if samples != asked {
+                    wrong.push(format!(
+                        "{case}: {samples} samples reported, {asked} asked for"
+                    ));
+                }
                 if report.console.len() > CONSOLE_LIMIT + CONSOLE_NOTE {
                     wrong.push(format!(
                         "{case}: console grew to {} bytes",
@@ -58,7 +73,9 @@ fn every_hostile_case_ends_as_declared() {
                 }
                 let flooded = matches!(
                     case,
-                    HostileCase::SerialFloodLines | HostileCase::SerialFloodNoNewline
+                    Case::Hostile(
+                        HostileCase::SerialFloodLines | HostileCase::SerialFloodNoNewline
+                    )
                 );
                 if flooded && !report.console.contains("bytes more than the") {
                     wrong.push(format!("{case}: the console does not say what it dropped"));

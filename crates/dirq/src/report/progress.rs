@@ -14,7 +14,7 @@ use serde::Serialize;
 pub fn working_on(bar: &ProgressBar, what: impl Into<String>) {
     let what = what.into();
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        eprintln!("  {what} ...");
+        diag!("  {what} ...");
     }
     bar.set_message(what);
 }
@@ -135,7 +135,7 @@ impl Steps {
 
     /// Records that (part of) `step` failed, and says so on the terminal at once.
     pub fn fail(&mut self, step: Step, failure: StepFailure) {
-        eprintln!("dirq report: FAILED {}: {}", step.title(), failure.line());
+        diag!("dirq report: FAILED {}: {}", step.title(), failure.line());
         let record = match self.records.iter().rposition(|r| r.step == step) {
             Some(index) => &mut self.records[index],
             None => {
@@ -151,7 +151,7 @@ impl Steps {
     /// Records that `step` did not run, and why.
     pub fn skip(&mut self, step: Step, because: impl Into<String>) {
         let because = because.into();
-        eprintln!("dirq report: skipped {}: {because}", step.title());
+        diag!("dirq report: skipped {}: {because}", step.title());
         let mut record = StepRecord::new(step, StepStatus::Skipped, 0.0);
         record.skipped_because = Some(because);
         self.records.push(record);
@@ -167,7 +167,7 @@ impl Steps {
     /// Runs one step with a bar of `items` units of work; `work` advances it.
     pub fn run<T>(&mut self, step: Step, items: u64, work: impl FnOnce(&ProgressBar) -> T) -> T {
         let name = step.title();
-        eprintln!("dirq report: {name} ...");
+        diag!("dirq report: {name} ...");
         let bar = ProgressBar::new(items);
         bar.set_style(
             ProgressStyle::with_template("  [{bar:32}] {pos}/{len} {msg} ({elapsed})")
@@ -179,7 +179,7 @@ impl Steps {
         bar.finish_and_clear();
         let wall_s = started.elapsed().as_secs_f64();
         // Whether it succeeded is the caller's to say (`fail`).
-        eprintln!("dirq report: {name}: finished in {wall_s:.1} s");
+        diag!("dirq report: {name}: finished in {wall_s:.1} s");
         self.records
             .push(StepRecord::new(step, StepStatus::Ok, wall_s));
         result

@@ -43,6 +43,11 @@ pub(super) enum ClientEvent {
     RequestArrival { vm: u32 },
     /// The server's response reaches its client.
     ResponseArrival { vm: u32 },
+    /// A segment of apachebench's connection reaches the server.
+    ConnectionSegment {
+        vm: u32,
+        segment: super::http::Segment,
+    },
 }
 
 /// A VM's clients.
@@ -50,8 +55,9 @@ pub(super) enum ClientEvent {
 pub(super) struct ClientPool {
     connections: u32,
     outstanding: u32,
-    /// Offered requests waiting for a free connection.
-    waiting: u64,
+    /// When each offered request waiting for a free connection was
+    /// offered, oldest first: its response time counts from then.
+    waiting: VecDeque<u64>,
     /// Send times of the outstanding requests, oldest first (the server
     /// answers in order).
     sent: VecDeque<u64>,
@@ -69,7 +75,7 @@ impl ClientPool {
     /// and it leaves now.
     pub(super) fn offer(&mut self, now: u64) -> bool {
         if self.outstanding >= self.connections {
-            self.waiting += 1;
+            self.waiting.push_back(now);
             return false;
         }
         self.outstanding += 1;
@@ -83,17 +89,15 @@ impl ClientPool {
     pub(super) fn answered(&mut self, now: u64, back_to_back: bool) -> (Option<u64>, bool) {
         let latency = self.sent.pop_front().map(|sent| now - sent);
         self.outstanding = self.outstanding.saturating_sub(1);
-        let next = if back_to_back {
-            true
-        } else if self.waiting > 0 {
-            self.waiting -= 1;
-            true
+        let offered = if back_to_back {
+            Some(now)
         } else {
-            false
+            self.waiting.pop_front()
         };
-        if next {
+        let next = offered.is_some();
+        if let Some(offered) = offered {
             self.outstanding += 1;
-            self.sent.push_back(now);
+            self.sent.push_back(offered);
         }
         (latency, next)
     }
@@ -129,7 +133,13 @@ impl Machine {
                     _ => workloads.memcached_request,
                 };
                 let response = payloads(self.spec.workload).1;
-                Some(work + network.tx_packet + self.copy_ns(response))
+                // Without keep-alive apache closes the connection: a FIN.
+                let close = if self.connection_per_request() {
+                    network.tx_packet
+                } else {
+                    0
+                };
+                Some(work + network.tx_packet + self.copy_ns(response) + close)
             }
             App::StreamWrite => {
                 let bytes = self.message_bytes();
@@ -154,7 +164,7 @@ impl Machine {
     pub(super) fn app_done(&mut self, vcpu: usize, app: App, fx: &mut Effects) {
         let queues = self.vcpus[vcpu].queues;
         match app {
-            App::Serve if self.spec.workload == WorkloadKind::Sip => self.sip_handled(fx),
+            App::Serve if self.spec.workload == WorkloadKind::Sip => self.sip_handled(vcpu, fx),
             App::Serve => match self.spec.group.transport {
                 Transport::Pv => {
                     self.virtio_kick(vcpu, fx);
@@ -163,8 +173,11 @@ impl Machine {
                 _ => {
                     let response = payloads(self.spec.workload).1;
                     let at = self.now + self.one_way_ns(response);
-                    let vm = index_u32(self.vcpus[vcpu].vm);
-                    fx.schedule(at, ClientEvent::ResponseArrival { vm });
+                    let vm = self.vcpus[vcpu].vm;
+                    fx.schedule(at, ClientEvent::ResponseArrival { vm: index_u32(vm) });
+                    if self.connection_per_request() {
+                        self.response_sent(vm, response, fx);
+                    }
                 }
             },
             App::StreamWrite => {
@@ -180,13 +193,24 @@ impl Machine {
             ClientEvent::Offer { vm } => self.client_offers(vm as usize, fx),
             ClientEvent::RequestArrival { vm } => self.request_arrives(vm as usize, fx),
             ClientEvent::ResponseArrival { vm } => self.response_arrives(vm as usize, fx),
+            ClientEvent::ConnectionSegment { vm, segment } => {
+                self.segment_arrives(vm as usize, segment, fx)
+            }
         }
     }
 
-    /// A client's request leaves for the server.
+    /// A client's request leaves for the server: on a new connection, its
+    /// SYN first.
     pub(super) fn send_request(&mut self, vm: usize, fx: &mut Effects) {
+        let vm32 = index_u32(vm);
+        if self.connection_per_request() {
+            let segment = super::http::Segment::Syn;
+            let at = self.now + self.one_way_ns(0);
+            fx.schedule(at, ClientEvent::ConnectionSegment { vm: vm32, segment });
+            return;
+        }
         let at = self.now + self.one_way_ns(self.request_bytes());
-        fx.schedule(at, ClientEvent::RequestArrival { vm: index_u32(vm) });
+        fx.schedule(at, ClientEvent::RequestArrival { vm: vm32 });
     }
 
     /// The request reaches the server's NIC, or vhost.
@@ -252,11 +276,12 @@ mod tests {
         assert!(!pool.offer(20));
         assert_eq!(pool.outstanding, 2);
         // The oldest is answered first; the waiting request takes its
-        // connection.
+        // connection, timed from its offer.
         assert_eq!(pool.answered(100, false), (Some(100), true));
         assert_eq!(pool.outstanding, 2);
         assert_eq!(pool.answered(150, false), (Some(140), false));
-        assert_eq!(pool.answered(300, false), (Some(200), false));
+        assert_eq!(pool.sent.front(), Some(&20), "offered at 20, sent at 100");
+        assert_eq!(pool.answered(300, false), (Some(280), false));
         assert_eq!(pool.outstanding, 0);
     }
 

@@ -54,8 +54,12 @@ pub(super) struct QueuePair {
     pub(super) throttle: Throttle,
     /// The TCP flow over this queue pair (iperf, netperf).
     pub(super) tcp: TcpFlow,
+    /// netperf's remote receiver.
+    pub(super) remote: super::tcp::RemoteReceiver,
     /// Requests received and not yet taken by the server application.
     pub(super) socket: u32,
+    /// apachebench's segments in the VF ring.
+    pub(super) segments: super::http::SegmentRing,
 }
 
 impl QueuePair {
@@ -174,7 +178,7 @@ impl Machine {
         match kind {
             RxQueueKind::Vf => {
                 let bytes = self.frame_bytes();
-                self.queues[queues].throttle.received(bytes);
+                self.queues[queues].throttle.received(self.now, bytes);
                 self.maybe_fire_vf(queues, false, fx);
             }
             RxQueueKind::Virtio => self.signal_virtio(queues, fx),
@@ -351,6 +355,60 @@ impl Machine {
             Err(_) => Vec::new(),
         }
     }
+
+    /// The IPIs of one ICR write of `vcpu` leave for `targets`. A trapped
+    /// write exits, and the host kicks the targets one after another
+    /// within that exit (`kvm_apic_send_ipi` -> `kvm_vcpu_kick` per
+    /// target): each IPI leaves once the kicks before it are done.
+    pub(super) fn send_guest_ipis(&mut self, vcpu: usize, targets: &[usize], fx: &mut Effects) {
+        let from = self.vcpus[vcpu].home_core;
+        let trapped = self.vcpus[vcpu].hw.vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
+        let mut sent_at = Vec::with_capacity(targets.len());
+        let mut send_at = self.now;
+        if trapped {
+            send_at += self.profile.exit_service_ns.icr_write;
+        }
+        for &target in targets {
+            if trapped {
+                send_at += self.kick_ns(from, target);
+            }
+            sent_at.push(send_at);
+        }
+        if trapped {
+            let kicks = send_at - self.now - self.profile.exit_service_ns.icr_write;
+            let cost = self.profile.exit_service_ns.icr_write
+                + self.profile.host_ns.exit_entry_transition
+                + kicks;
+            fx.exit(vcpu, ExitReason::MsrWrite, cost);
+        }
+        for (&target, at) in targets.iter().zip(sent_at) {
+            let to = self.vcpus[target].home_core;
+            fx.schedule(
+                at + self.interconnect_ns(from, to),
+                Event::GuestIpi {
+                    vcpu: index_u32(target),
+                },
+            );
+        }
+    }
+
+    /// The sender's time in `kvm_vcpu_kick` for `target`: the IPI's send,
+    /// and for a target whose thread sleeps in `schedule()` (halted, not
+    /// halt-polling) its wake-up from the sender (`try_to_wake_up`), which
+    /// takes the target core's runqueue lock: one cache line from that
+    /// core, over the interconnect (same-node or cross-node).
+    fn kick_ns(&self, from: usize, target: usize) -> u64 {
+        let core = self.vcpus[target].home_core;
+        let asleep = self.vcpus[target].state == VcpuState::Halted
+            && self.cores[core].mode == Mode::Idle
+            && self.now >= self.cores[core].halt_poll_until;
+        let wake = if asleep {
+            self.interconnect_ns(from, core)
+        } else {
+            0
+        };
+        self.profile.host_ns.send_ipi + wake
+    }
 }
 
 #[cfg(test)]
@@ -467,7 +525,7 @@ mod tests {
     }
 
     #[test]
-    fn a_trapped_icr_write_exits_and_the_ipi_leaves_after_its_emulation() {
+    fn a_trapped_icr_write_exits_and_the_ipi_leaves_after_its_emulation_and_kick() {
         let mut m = one_vm(DesignKind::Vanilla, WorkloadKind::Ipi, 2);
         let fx = listed(&mut m, |m, fx| m.guest_send_ipi(0, fx));
         let icr_write = m.profile.exit_service_ns.icr_write;
@@ -478,7 +536,8 @@ mod tests {
                 + m.profile.host_ns.exit_entry_transition
                 + m.profile.host_ns.send_ipi,
         };
-        let sent = scheduled(icr_write, Event::GuestIpi { vcpu: 1 });
+        let kick = m.profile.host_ns.send_ipi;
+        let sent = scheduled(icr_write + kick, Event::GuestIpi { vcpu: 1 });
         assert_eq!(fx, [exit, sent]);
         assert_eq!(m.ipi.take_sent(1), Some(0));
     }

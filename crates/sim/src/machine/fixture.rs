@@ -87,8 +87,11 @@ pub(super) fn exit_of(machine: &Machine, vcpu: usize, reason: ExitReason) -> Eff
     }
 }
 
-pub(super) fn scheduled(at: u64, event: Event) -> Effect {
-    Effect::Schedule { at, event }
+pub(super) fn scheduled(at: u64, event: impl Into<Event>) -> Effect {
+    Effect::Schedule {
+        at,
+        event: event.into(),
+    }
 }
 
 /// The running `vcpu` is at step `pc` of `program`, the handler of

@@ -42,26 +42,10 @@ impl Machine {
     pub(super) fn guest_send_ipi(&mut self, vcpu: usize, fx: &mut Effects) {
         let icr = self.spec.group.ipi_mode.icr(GUEST_IPI_VECTOR);
         let targets = self.route_guest_ipi(vcpu, icr);
-        let trapped = self.vcpus[vcpu].hw.vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
-        let mut send_at = self.now;
-        if trapped {
-            let cost = self.profile.exit_service_ns.icr_write
-                + self.profile.host_ns.exit_entry_transition
-                + self.profile.host_ns.send_ipi * targets.len() as u64;
-            fx.exit(vcpu, ExitReason::MsrWrite, cost);
-            send_at += self.profile.exit_service_ns.icr_write;
-        }
-        let from = self.vcpus[vcpu].home_core;
-        for target in targets {
+        for &target in &targets {
             self.ipi.sent(target, self.now);
-            let to = self.vcpus[target].home_core;
-            fx.schedule(
-                send_at + self.interconnect_ns(from, to),
-                Event::GuestIpi {
-                    vcpu: index_u32(target),
-                },
-            );
         }
+        self.send_guest_ipis(vcpu, &targets, fx);
     }
 
     /// A target's handler runs: one IPI's latency.

@@ -78,8 +78,8 @@ impl Machine {
     }
 
     /// One ICR write of the call: the unsent callees of the next cluster.
-    /// A trapped write exits; the host sends one IPI per callee once it
-    /// has emulated the write, and each crosses the interconnect.
+    /// A trapped write exits; the host kicks the callees one after another
+    /// (`send_guest_ipis`), and each IPI crosses the interconnect.
     pub(super) fn send_call_ipis(&mut self, vcpu: usize, fx: &mut Effects) {
         let vm = self.vcpus[vcpu].vm;
         let Some(&first) = self.vms[vm].call.unsent.first() else {
@@ -103,26 +103,7 @@ impl Machine {
             Destination::Logical(address),
         );
         let batch = self.route_guest_ipi(vcpu, icr);
-        let trapped = self.vcpus[vcpu].hw.vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
-        let mut send_at = self.now;
-        if trapped {
-            let service = &self.profile.exit_service_ns;
-            let cost = service.icr_write
-                + self.profile.host_ns.exit_entry_transition
-                + self.profile.host_ns.send_ipi * batch.len() as u64;
-            fx.exit(vcpu, ExitReason::MsrWrite, cost);
-            send_at += service.icr_write;
-        }
-        let from = self.vcpus[vcpu].home_core;
-        for callee in batch {
-            let arrival = send_at + self.interconnect_ns(from, self.vcpus[callee].home_core);
-            fx.schedule(
-                arrival,
-                Event::GuestIpi {
-                    vcpu: index_u32(callee),
-                },
-            );
-        }
+        self.send_guest_ipis(vcpu, &batch, fx);
     }
 
     pub(super) fn call_event(&mut self, event: CallEvent, fx: &mut Effects) {
@@ -163,7 +144,7 @@ impl Machine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{listed, running, shaped};
+    use super::super::fixture::{listed, running, scheduled, shaped};
     use super::*;
     use crate::policy::DesignKind;
     use crate::scenario::{HostShape, IpiTarget, NicCoalescing, RunGroup};
@@ -223,6 +204,50 @@ mod tests {
             (16 * calls..=16 * (calls + 1)).contains(&writes),
             "{writes} for {calls}"
         );
+    }
+
+    #[test]
+    fn the_sender_kicks_sleeping_callees_one_after_another_waking_across_nodes_dearer() {
+        let mut m = calls(DesignKind::Apicv, 6, IpiTarget::All, IdleMode::Hlt);
+        m.spec.group.numa_nodes = 2;
+        m.profile.numa_ns = crate::profile::BuiltinProfile::Ipi2019.profile().numa_ns;
+        running(&mut m, 0);
+        // Cores 0-3 are node 0, 4-6 node 1: vCPUs 1-2 share the caller's
+        // node, vCPUs 3-5 do not. vCPUs 1 and 3 sleep in the host.
+        for sleeper in [1, 3] {
+            let core = m.vcpus[sleeper].home_core;
+            m.vcpus[sleeper].state = VcpuState::Halted;
+            m.cores[core].current = Some(sleeper);
+            m.cores[core].mode = Mode::Idle;
+        }
+        let from = m.vcpus[0].home_core;
+        let node_of = |m: &Machine, vcpu: usize| m.interconnect_ns(from, m.vcpus[vcpu].home_core);
+        let (same, cross) = (node_of(&m, 1), node_of(&m, 3));
+        assert!(cross > same);
+        m.start_call(0);
+        let fx = listed(&mut m, |m, fx| m.send_call_ipis(0, fx));
+        let send_ipi = m.profile.host_ns.send_ipi;
+        let icr = m.profile.exit_service_ns.icr_write;
+        // Each IPI leaves after every kick before it and its own.
+        let mut left = icr;
+        let mut expected = Vec::new();
+        for (callee, wake) in [(1, same), (2, 0), (3, cross), (4, 0), (5, 0)] {
+            left += send_ipi + wake;
+            let crossing = node_of(&m, callee);
+            expected.push(scheduled(
+                left + crossing,
+                Event::GuestIpi {
+                    vcpu: index_u32(callee),
+                },
+            ));
+        }
+        let exit = Effect::Exit {
+            vcpu: 0,
+            reason: ExitReason::MsrWrite,
+            service_ns: left + m.profile.host_ns.exit_entry_transition,
+        };
+        assert_eq!(fx[0], exit);
+        assert_eq!(fx[1..], expected[..]);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! writes; the remote's ACKs clock it). Costs come from the profile's
 //! `network` section.
 
-use super::tcp::{wire_ns, TcpFlow};
+use super::tcp::{wire_ns, RemoteReceiver, TcpFlow};
 use super::*;
 use crate::profile::NetworkCosts;
 
@@ -30,6 +30,8 @@ pub(super) enum TcpEvent {
     Ack { queues: u32 },
     /// A remote's TCP ACK reaches the VF (netperf).
     AckArrival { queues: u32 },
+    /// netperf's remote receiver polls its NIC and acknowledges.
+    RemotePoll { queues: u32 },
 }
 
 impl Machine {
@@ -118,6 +120,7 @@ impl Machine {
             WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
                 self.profile.guest_ns.request_work + 2 * self.copy_ns(self.message_bytes())
             }
+            WorkloadKind::Apache if self.connection_per_request() => self.segment_work_ns(queues),
             WorkloadKind::Memcached | WorkloadKind::Apache | WorkloadKind::Sip => {
                 network.rx_frame + network.rx_stack + self.copy_ns(self.frame_bytes())
             }
@@ -146,6 +149,9 @@ impl Machine {
                     flow.acknowledged(bytes);
                 }
                 self.tso_send(queues, fx);
+            }
+            WorkloadKind::Apache if self.connection_per_request() => {
+                self.segment_taken(queues, fx);
             }
             WorkloadKind::Memcached | WorkloadKind::Apache => {
                 self.queues[queues].socket += 1;
@@ -192,6 +198,7 @@ impl Machine {
                 self.rx_packet(queues as usize, RxQueueKind::Vf, fx)
             }
             TcpEvent::Ack { queues } => self.tcp_ack_arrives(queues as usize, fx),
+            TcpEvent::RemotePoll { queues } => self.remote_poll(queues as usize, fx),
         }
     }
 
@@ -241,7 +248,8 @@ impl Machine {
 
     /// netperf's TCP sends what its application wrote, as far as the
     /// window allows: one TSO send per GSO buffer, cut into MSS frames by
-    /// the NIC; the remote ACKs every second frame.
+    /// the NIC; the remote acknowledges each GRO merge of its polls
+    /// ([`RemoteReceiver`]).
     pub(super) fn tso_send(&mut self, queues: usize, fx: &mut Effects) {
         let mss = self.mss();
         let network = &self.profile.network;
@@ -249,8 +257,9 @@ impl Machine {
         let gso = network.gso_bytes;
         let wire_one_way = self.profile.guest_ns.wire_one_way;
         let now = self.now;
-        let flow = &mut self.queues[queues].tcp;
+        let pair = &mut self.queues[queues];
         loop {
+            let flow = &mut pair.tcp;
             let bytes = flow.buffered.min(flow.room()).min(gso);
             if bytes == 0 || (bytes < mss && flow.in_flight() > 0) {
                 // Nagle (RFC 896): a partial segment waits while data is
@@ -260,21 +269,40 @@ impl Machine {
             flow.buffered -= bytes;
             flow.sent(bytes);
             let start = now.max(flow.link_free_at);
-            for (frames, covered) in TcpFlow::acks_for_send(bytes, mss) {
-                let sent = start + wire_ns(bytes.min(frames * mss), frames, overhead, link);
-                flow.acks.push_back(covered);
-                fx.schedule(
-                    sent + 2 * wire_one_way,
-                    TcpEvent::AckArrival {
-                        queues: index_u32(queues),
-                    },
-                );
+            let frames = bytes.div_ceil(mss);
+            flow.link_free_at = start + wire_ns(bytes, frames, overhead, link);
+            for frame in 1..=frames {
+                let through = bytes.min(frame * mss);
+                let payload = through - (frame - 1) * mss;
+                let arrival = start + wire_ns(through, frame, overhead, link) + wire_one_way;
+                if let Some(poll_at) = pair.remote.frame(arrival, payload) {
+                    fx.schedule(
+                        poll_at,
+                        TcpEvent::RemotePoll {
+                            queues: index_u32(queues),
+                        },
+                    );
+                }
             }
-            flow.link_free_at = start + wire_ns(bytes, bytes.div_ceil(mss), overhead, link);
         }
     }
 
-    fn mss(&self) -> u64 {
+    /// netperf's remote polls: its ACKs leave for the guest's VF.
+    pub(super) fn remote_poll(&mut self, queues: usize, fx: &mut Effects) {
+        let arrival = self.now + self.profile.guest_ns.wire_one_way;
+        let pair = &mut self.queues[queues];
+        for covered in pair.remote.poll(self.now) {
+            pair.tcp.acks.push_back(covered);
+            fx.schedule(
+                arrival,
+                TcpEvent::AckArrival {
+                    queues: index_u32(queues),
+                },
+            );
+        }
+    }
+
+    pub(super) fn mss(&self) -> u64 {
         mss(&self.profile.network)
     }
 }
@@ -286,6 +314,13 @@ fn mss(network: &NetworkCosts) -> u64 {
         - network
             .frame_overhead_bytes
             .saturating_sub(ETHERNET_FRAMING_BYTES)
+}
+
+/// netperf's remote receiver: the testbed's adaptive coalescing, merges
+/// up to a GSO buffer of MSS frames.
+pub(super) fn remote_receiver(network: &NetworkCosts) -> RemoteReceiver {
+    let mode = super::itr::ItrMode::Adaptive(network.adaptive_coalescing);
+    RemoteReceiver::new(mode, network.gso_bytes, mss(network))
 }
 
 /// A queue pair's TCP flow: MSS frames over a NIC, GSO buffers over
@@ -368,8 +403,8 @@ mod tests {
         let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));
         let on_wire = m.frame_wire_ns(m.mss());
         let arrival = on_wire + m.profile.guest_ns.wire_one_way;
-        let send = TcpEvent::Send { queues: 0 }.into();
-        let frame = TcpEvent::SegmentArrival { queues: 0 }.into();
+        let send = TcpEvent::Send { queues: 0 };
+        let frame = TcpEvent::SegmentArrival { queues: 0 };
         assert_eq!(fx, [scheduled(arrival, frame), scheduled(on_wire, send)]);
         // An ACK's send while the frame is on the wire only re-arms.
         let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));

@@ -53,9 +53,9 @@ mod tests {
         // vCPU 0's IPI to vCPU 1 (core 2) crosses nothing.
         running(&mut m, 0);
         let fx = listed(&mut m, |m, fx| m.guest_send_ipi(0, fx));
-        let icr = m.profile.exit_service_ns.icr_write;
+        let sent = m.profile.exit_service_ns.icr_write + m.profile.host_ns.send_ipi;
         assert!(fx.contains(&Effect::Schedule {
-            at: icr + same,
+            at: sent + same,
             event: Event::GuestIpi { vcpu: 1 }
         }));
     }

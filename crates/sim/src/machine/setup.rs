@@ -4,7 +4,7 @@
 use super::apps::ClientPool;
 use super::itr::{ItrMode, Throttle};
 use super::napi::Napi;
-use super::netstack::tcp_flow;
+use super::netstack::{remote_receiver, tcp_flow};
 use super::*;
 
 fn enabled_lapic(apic_id: u32) -> Result<Lapic, SimError> {
@@ -84,7 +84,7 @@ impl Machine {
             Some(us) => ItrMode::Fixed {
                 interval_ns: us * 1_000,
             },
-            None => ItrMode::Adaptive,
+            None => ItrMode::Adaptive(profile.network.adaptive_coalescing),
         };
         for vm in 0..host.vms as usize {
             let mut ids = Vec::new();
@@ -150,7 +150,9 @@ impl Machine {
                     vf_host_vector,
                     throttle: Throttle::new(itr),
                     tcp: tcp_flow(&profile.network, spec.group.transport),
+                    remote: remote_receiver(&profile.network),
                     socket: 0,
+                    segments: Default::default(),
                 });
             }
             vms.push(Vm {

@@ -10,6 +10,9 @@
 
 use std::collections::VecDeque;
 
+use super::devices::Coalescing;
+use super::itr::{ItrMode, Throttle};
+
 /// One direction of a TCP connection.
 #[derive(Clone, Debug)]
 pub(super) struct TcpFlow {
@@ -99,19 +102,83 @@ impl TcpFlow {
     pub(super) fn starts_batch(&self) -> bool {
         self.gro_frames == 0
     }
+}
 
-    /// The ACKs the receiver sends for a TSO send of `bytes` that it gets
-    /// as frames of `segment_bytes`: one per two full frames, and one for
-    /// the rest (RFC 5681 4.2's delayed ACK, the PSH of the last frame).
-    pub(super) fn acks_for_send(bytes: u64, segment_bytes: u64) -> Vec<(u64, u64)> {
-        let frames = bytes.div_ceil(segment_bytes);
+/// The remote receiver of netperf's stream (bare metal; ASSUMED to run
+/// the testbed's NIC and driver too): its NIC interrupts as that driver's
+/// throttle lets it, each interrupt's NAPI poll merges the frames that
+/// arrived into GRO batches of up to a GSO buffer, and TCP acknowledges
+/// each merged batch at once (more than one full segment received, RFC
+/// 1122 4.2.3.2's every-second-segment rule applied to the merged skb, as
+/// Linux's `__tcp_ack_snd_check` does).
+#[derive(Clone, Debug)]
+pub(super) struct RemoteReceiver {
+    throttle: Throttle,
+    max_frames: u64,
+    /// The batches the coming polls will acknowledge, oldest first.
+    batches: VecDeque<GroBatch>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct GroBatch {
+    poll_at: u64,
+    frames: u64,
+    bytes: u64,
+}
+
+impl RemoteReceiver {
+    pub(super) fn new(mode: ItrMode, gso_bytes: u64, mss: u64) -> RemoteReceiver {
+        RemoteReceiver {
+            throttle: Throttle::new(mode),
+            max_frames: (gso_bytes / mss).max(1),
+            batches: VecDeque::new(),
+        }
+    }
+
+    /// A frame of `bytes` reaches the remote's NIC at `at`: the time of
+    /// the poll that takes it, if that poll is a new one (the caller
+    /// schedules it).
+    pub(super) fn frame(&mut self, at: u64, bytes: u64) -> Option<u64> {
+        self.throttle.received(at, bytes);
+        if let Some(last) = self.batches.back_mut() {
+            if at <= last.poll_at {
+                if last.frames < self.max_frames {
+                    last.frames += 1;
+                    last.bytes += bytes;
+                    return None;
+                }
+                // The GSO limit: the same poll starts another merge.
+                let poll_at = last.poll_at;
+                self.batches.push_back(GroBatch {
+                    poll_at,
+                    frames: 1,
+                    bytes,
+                });
+                return None;
+            }
+        }
+        let poll_at = match self.throttle.decide(at, false) {
+            Coalescing::ArmTimeout(later) => later,
+            Coalescing::Fire | Coalescing::Wait => at,
+        };
+        self.throttle.fired(poll_at);
+        self.batches.push_back(GroBatch {
+            poll_at,
+            frames: 1,
+            bytes,
+        });
+        Some(poll_at)
+    }
+
+    /// The remote polls at `now`: the bytes each ACK it sends covers.
+    pub(super) fn poll(&mut self, now: u64) -> Vec<u64> {
         let mut acks = Vec::new();
-        let mut acked_frames = 0;
-        while acked_frames < frames {
-            let next = (acked_frames + 2).min(frames);
-            let covered = (next * segment_bytes).min(bytes) - (acked_frames * segment_bytes);
-            acks.push((next, covered));
-            acked_frames = next;
+        while let Some(batch) = self.batches.front() {
+            if batch.poll_at > now {
+                break;
+            }
+            acks.push(batch.bytes);
+            self.batches.pop_front();
         }
         acks
     }
@@ -161,12 +228,23 @@ mod tests {
     }
 
     #[test]
-    fn a_tso_send_is_acked_every_two_frames_and_for_its_tail() {
-        let acks = TcpFlow::acks_for_send(5 * MSS + 10, MSS);
-        let frames: Vec<u64> = acks.iter().map(|&(frame, _)| frame).collect();
-        assert_eq!(frames, [2, 4, 6]);
-        let covered: u64 = acks.iter().map(|&(_, bytes)| bytes).sum();
-        assert_eq!(covered, 5 * MSS + 10);
+    fn the_remote_acks_once_per_poll_and_per_gso_buffer() {
+        // A fixed 32 us throttle: frames every 1.2 us.
+        let mode = ItrMode::Fixed {
+            interval_ns: 32_000,
+        };
+        let mut remote = RemoteReceiver::new(mode, 4 * MSS, MSS);
+        assert_eq!(remote.frame(1_000, MSS), Some(1_000), "the first fires");
+        let mut polls = Vec::new();
+        for frame in 1..=10 {
+            polls.extend(remote.frame(1_000 + frame * 1_200, MSS));
+        }
+        // The next poll waits out the throttle and takes the ten frames,
+        // in merges of at most four.
+        assert_eq!(polls, [33_000]);
+        assert_eq!(remote.poll(1_000), [MSS]);
+        assert_eq!(remote.poll(32_999), Vec::<u64>::new());
+        assert_eq!(remote.poll(33_000), [4 * MSS, 4 * MSS, 2 * MSS]);
     }
 
     #[test]

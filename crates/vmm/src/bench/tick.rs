@@ -78,11 +78,18 @@ pub(super) fn run(
             .iter()
             .map(|cpu| format!("vCPU {cpu}"))
             .collect();
+        let held = if writers.is_empty() {
+            format!("the PIT holds {programmed}, never programmed by any vCPU")
+        } else {
+            format!(
+                "the PIT was last programmed with {programmed} (written by {})",
+                writers.join(", ")
+            )
+        };
         return Err(BenchError::Invariant {
             bench: Bench::Tick,
             what: format!(
-                "the guest reports reload {reload}, but the PIT was last programmed with {programmed} (written by {}): the guest's report does not match the device",
-                writers.join(", ")
+                "the guest reports reload {reload}, but {held}: the guest's report does not match the device"
             ),
         });
     }

@@ -34,7 +34,7 @@ pub enum ConfigError {
         min: u64,
         max: u64,
     },
-    #[error("--timeout must be between 0.001 and {max_s} seconds, got {seconds}")]
+    #[error("--timeout must be between 0.001 and {max_s} seconds, got {seconds:?}")]
     Timeout { seconds: f64, max_s: u64 },
     #[error("{flag} does not apply to {bench}: only {} take(s) it", names(.takers))]
     NotApplicable {
@@ -170,6 +170,44 @@ named_enum!(
         DoneFromVcpu1 = "done-from-vcpu1",
         StartTwice = "start-twice",
         ForgedExitCost = "forged-exit-cost",
+    }
+);
+
+named_enum!(
+    /// An attack mounted through a real bench's guest (guest/attack.c):
+    /// what each does and what the VMM must do with it is in
+    /// `crate::attack`.
+    AttackCase, "attack case", {
+        NativeClaimUnasked = "native-claim-unasked",
+        SamplesOverCount = "samples-over-count",
+        SamplesUnderCount = "samples-under-count",
+        SamplesCountMax = "samples-count-max",
+        SamplesCountZero = "samples-count-zero",
+        SamplesValuesMax = "samples-values-max",
+        SamplesCountFromVcpu1 = "samples-count-from-vcpu1",
+        SamplesInWhileloop = "samples-in-whileloop",
+        WindowAtOnceTimerLatency = "window-at-once-timer-latency",
+        WindowAtOnceIpi = "window-at-once-ipi",
+        WindowAtOnceExitCost = "window-at-once-exit-cost",
+        WindowAtOnceTick = "window-at-once-tick",
+        WindowAtOnceWhileloop = "window-at-once-whileloop",
+        DoneFromVcpu1MidRun = "done-from-vcpu1-mid-run",
+        StartTwiceMidRun = "start-twice-mid-run",
+        EndTwice = "end-twice",
+        DoneBeforeEnd = "done-before-end",
+        EndFromVcpu1After = "end-from-vcpu1-after",
+        ForgedInfRate = "forged-inf-rate",
+        ForgedUserspaceExitNs = "forged-userspace-exit-ns",
+        ForgedGuestShareZero = "forged-guest-share-zero",
+        ForgedHandled = "forged-handled",
+        PitReprogrammedFromVcpu1 = "pit-reprogrammed-from-vcpu1",
+        PitProgrammedBeforeByVcpu1 = "pit-programmed-before-by-vcpu1",
+        PvLockChurnFromVcpu1 = "pv-lock-churn-from-vcpu1",
+        SerialStraddlesRangeEnd = "serial-straddles-range-end",
+        ControlPortByteWrite = "control-port-byte-write",
+        SerialByteFromVcpu1 = "serial-byte-from-vcpu1",
+        TripleFaultVcpu1MidIpi = "triple-fault-vcpu1-mid-ipi",
+        TripleFaultAfterWindow = "triple-fault-after-window",
     }
 );
 
@@ -385,6 +423,10 @@ pub struct CommonSettings {
     /// Where the vCPU threads run.
     #[serde(default = "Pin::spread", skip_serializing_if = "Pin::is_spread")]
     pub pin: Pin,
+    /// An attack the guest mounts on the VMM during this run
+    /// (`dirq run hostile --case`), none by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attack: Option<AttackCase>,
 }
 
 /// The hostile bench's default watchdog: longer than the device's wait
@@ -482,6 +524,7 @@ impl CommonSettings {
             timeout_ms: (bench == Bench::Hostile).then_some(HOSTILE_TIMEOUT_MS),
             guest_exec: None,
             pin: Pin::Spread,
+            attack: None,
         }
     }
 
@@ -505,6 +548,15 @@ impl CommonSettings {
             }
         }
         in_range("--vcpus", self.vcpus.into(), 1, MAX_VCPUS.into())?;
+        if let Some(attack) = self.attack {
+            // The attacking vCPU must be booted.
+            in_range(
+                "--vcpus",
+                self.vcpus.into(),
+                u64::from(attack.plan().vcpu) + 1,
+                MAX_VCPUS.into(),
+            )?;
+        }
         match self.timeout_ms {
             Some(ms) => in_range("--timeout (in ms)", ms, 1, MAX_TIMEOUT_MS),
             None => Ok(()),
@@ -515,7 +567,8 @@ impl CommonSettings {
 /// `--timeout`'s seconds as the watchdog's ms.
 pub fn timeout_ms_from_seconds(seconds: f64) -> Result<u64, ConfigError> {
     let max_s = MAX_TIMEOUT_MS / 1000;
-    if seconds.is_finite() && seconds > 0.0 && seconds <= f64_of(max_s) {
+    // The documented minimum is one millisecond: less is refused, not rounded up to it.
+    if seconds.is_finite() && seconds >= 0.001 && seconds <= f64_of(max_s) {
         Ok(round_u64((seconds * 1000.0).ceil()))
     } else {
         Err(ConfigError::Timeout { seconds, max_s })
@@ -674,7 +727,8 @@ mod tests {
     fn timeouts_are_taken_in_seconds_and_kept_in_ms() {
         assert_eq!(timeout_ms_from_seconds(0.0015).expect("valid"), 2);
         assert_eq!(timeout_ms_from_seconds(4.0).expect("valid"), 4_000);
-        for bad in [0.0, -1.0, f64::NAN, 3_601.0] {
+        assert_eq!(timeout_ms_from_seconds(0.001).expect("the minimum"), 1);
+        for bad in [0.0, -1.0, f64::NAN, 3_601.0, 0.0009, 1e-300] {
             assert!(matches!(
                 timeout_ms_from_seconds(bad),
                 Err(ConfigError::Timeout { max_s: 3_600, .. })

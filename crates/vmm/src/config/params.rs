@@ -276,6 +276,18 @@ impl BenchParams {
         }
     }
 
+    /// The samples a bench's guest records: one per event the run asked
+    /// for, or none.
+    pub fn expected_samples(&self) -> u64 {
+        match self {
+            BenchParams::TimerLatency(params) => params.count,
+            BenchParams::Ipi(params) => params.count,
+            BenchParams::ExitCost(params) => params.count,
+            BenchParams::Hostile(params) if params.hostile.records_samples() => params.count,
+            _ => 0,
+        }
+    }
+
     /// Writes the bench and what the guest reads of its parameters into
     /// the boot page.
     pub(crate) fn boot(&self, page: &mut SharedPage) {

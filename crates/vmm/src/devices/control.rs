@@ -10,6 +10,10 @@ use crate::bus::{check_access_size, le_u32, DeviceError, Direction, PioDevice};
 use crate::exits::{ExitAccounting, ExitSnapshot};
 use crate::run_control::{GuestEnd, PhaseError, RunControl};
 
+/// The ports a 32-bit port register spans (the control and no-op ports):
+/// a 4-byte access starting at it must end inside them.
+pub const REGISTER32_PORTS: u16 = 4;
+
 /// The vCPU that runs the bench: the only one that may open, close or end
 /// its window (any vCPU may report a failure).
 pub const BENCH_VCPU: usize = 0;

@@ -5,6 +5,7 @@
 //! escaped (the guest's bytes reach a terminal).
 
 use std::collections::VecDeque;
+use std::io::Write as _;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::bus::{fill_le, DeviceError, PioDevice};
@@ -85,7 +86,8 @@ impl Serial {
                     console.line_overflow
                 ));
             }
-            eprintln!("guest: {line}");
+            // Standard error that cannot take it (a full disk) loses the echo, not the run.
+            let _ = writeln!(std::io::stderr(), "guest: {line}");
             console.line.clear();
             console.line_overflow = 0;
         } else if console.line.len() < ECHO_LINE_LIMIT {
