@@ -19,6 +19,7 @@ macro_rules! diag {
 }
 
 mod calibrate;
+mod kernel;
 mod output;
 mod probe;
 mod report;

@@ -36,8 +36,24 @@ use crate::report::meta;
 `dirq designs` runs vioapic, io-batch, tick and ipi in every mode and prints them side by side.")]
 pub struct Args {
     /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, vioapic, io-batch, tick, halt-wakeup, fault, hostile.
-    #[arg(value_parser = Bench::from_str)]
-    bench: Bench,
+    #[arg(value_parser = Bench::from_str, required_unless_present = "kernel")]
+    bench: Option<Bench>,
+    /// Boot this Multiboot v1 kernel (ELF32 or ELF64, e.g. kvm-unit-tests' x86/apic.flat) on a
+    /// minimal PC instead of dirq's guest: it runs until it writes the isa-debug-exit port
+    /// (0xf4) and `dirq` exits non-zero unless its status is 1 (its code 0). Takes --irqchip,
+    /// --halt, --vcpus, --pin, --timeout (default 60 s), --console and --json.
+    #[arg(long, value_name = "FILE", conflicts_with = "bench")]
+    kernel: Option<std::path::PathBuf>,
+    /// With --kernel: its command line.
+    #[arg(long, value_name = "CMDLINE", requires = "kernel", default_value = "")]
+    append: String,
+    /// With --kernel: a file handed to it as its one Multiboot module (kvm-unit-tests reads
+    /// its environment, e.g. `TEST_DEVICE=0`, from it).
+    #[arg(long, value_name = "FILE", requires = "kernel")]
+    initrd: Option<std::path::PathBuf>,
+    /// With --kernel: guest RAM in MiB, 64-3072; default 128.
+    #[arg(long, value_name = "MIB", requires = "kernel")]
+    ram_mib: Option<u32>,
     /// Interrupt controller: userspace (dirq's models, every access exits), kernel (KVM's), split (KVM LAPIC, dirq IOAPIC).
     #[arg(long, value_parser = Irqchip::from_str)]
     irqchip: Option<Irqchip>,
@@ -151,8 +167,58 @@ pub struct Args {
 }
 
 impl Args {
+    /// `--kernel`: what to boot and how; the bench flags are refused.
+    fn kernel_run(&self, kernel: &std::path::Path) -> anyhow::Result<crate::kernel::KernelRun> {
+        let bench_only = [
+            ("--inject", self.inject.is_some()),
+            ("--source", self.source.is_some()),
+            ("--pv-eoi", self.pv_eoi),
+            ("--apic", self.apic.is_some()),
+            ("--guest-idle", self.guest_idle.is_some()),
+            ("--timer", self.timer.is_some()),
+            ("--count", self.count.is_some()),
+            ("--rate", self.rate.is_some()),
+            ("--period-ns", self.period_ns.is_some()),
+            ("--duration-ms", self.duration_ms.is_some()),
+            ("--fault", self.fault.is_some()),
+            ("--vioapic", self.vioapic.is_some()),
+            ("--race", self.race),
+            ("--io-batch", self.io_batch),
+            ("--tick-scale", self.tick_scale.is_some()),
+            ("--ipi", self.ipi.is_some()),
+            ("--pv-send-ipi", self.pv_send_ipi),
+            ("--ipi-measure", self.ipi_measure.is_some()),
+            ("--guest-exec", self.guest_exec.is_some()),
+            ("--histogram", self.histogram.is_some()),
+            ("--case", self.case.is_some()),
+            ("--list", self.list),
+            ("--compare", self.compare),
+        ];
+        if let Some((flag, _)) = bench_only.iter().find(|(_, given)| *given) {
+            anyhow::bail!(
+                "{flag} is a benchmark flag: a --kernel run takes --irqchip, --halt, --vcpus, \
+                 --pin, --timeout, --console and --json (--inject: such a kernel has no MSI device; \
+                 pc-testdev's lines go through the irqchip's IOAPIC)"
+            );
+        }
+        Ok(crate::kernel::KernelRun {
+            kernel: kernel.to_path_buf(),
+            cmdline: self.append.clone(),
+            initrd: self.initrd.clone(),
+            irqchip: self.irqchip.unwrap_or(Irqchip::Kernel),
+            halt: self.halt.unwrap_or(HaltMode::Exit),
+            vcpus: self.vcpus.unwrap_or(1),
+            ram_mib: self.ram_mib,
+            timeout_s: self.timeout,
+            pin: self.pin.unwrap_or(Pin::Spread),
+        })
+    }
+
     fn config(&self) -> anyhow::Result<BenchConfig> {
-        let mut config = match (self.bench, self.case) {
+        let bench = self
+            .bench
+            .context("name a benchmark, or boot a kernel with --kernel")?;
+        let mut config = match (bench, self.case) {
             (Bench::Hostile, Some(case)) => case.config(),
             (bench, Some(_)) => {
                 return Err(ConfigError::NotApplicable {
@@ -224,10 +290,13 @@ impl Args {
             ("--list", self.list, Bench::Hostile),
             ("--compare", self.compare, Bench::IrqLatency),
         ] {
-            if given && self.bench != bench {
+            let Some(given_bench) = self.bench else {
+                continue;
+            };
+            if given && given_bench != bench {
                 return Err(ConfigError::NotApplicable {
                     flag,
-                    bench: self.bench,
+                    bench: given_bench,
                     takers: vec![bench],
                 }
                 .into());
@@ -250,6 +319,9 @@ impl Args {
 }
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
+    if let Some(kernel) = &args.kernel {
+        return crate::kernel::execute(&args.kernel_run(kernel)?, args.console, args.json);
+    }
     if args.list {
         args.refuse_actions_of_other_benches()?;
         args.set_params(&mut BenchConfig::new(Bench::Hostile))?;

@@ -13,7 +13,7 @@ use crate::abi::{IO_BATCH_ENTRY_SIZE, IO_BATCH_HEADER_SIZE, IO_BATCH_MAX};
 use crate::memory::GuestMemory;
 
 /// Which way an access goes, for messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Direction {
     Read,
     Write,
@@ -104,6 +104,14 @@ pub enum BusError {
         first: u64,
         last: u64,
     },
+    #[error("{device} refused the guest's {} of MSR {msr:#x}", .direction.msr_instruction())]
+    MsrRefused {
+        device: &'static str,
+        msr: u32,
+        direction: Direction,
+        #[source]
+        source: DeviceError,
+    },
     #[error("guest's I/O batch at {gpa:#x}")]
     IoBatch {
         gpa: u64,
@@ -181,9 +189,110 @@ pub struct Bus {
     mmio: Vec<(Range<u64>, Arc<dyn MmioDevice>)>,
     msr: Vec<(Range<u32>, Arc<dyn MsrDevice>)>,
     io_batch: Option<(u16, GuestMemory)>,
+    /// Set for guests that probe for hardware (`OpenBus`); dirq's own
+    /// guest owns every address it touches, so there an unowned access
+    /// ends the run.
+    open_bus: Option<Arc<OpenBus>>,
+}
+
+/// What a PC does with an access nobody claims, for guests written for a
+/// PC (kvm-unit-tests probes ports and MSRs it may not find): a port or
+/// MMIO read returns all-ones (a floating bus), a write is dropped, and an
+/// MSR access nobody handles, or one the owning device refuses, raises
+/// #GP as the SDM's RDMSR/WRMSR pages say. Every such access is counted,
+/// by address, for the run's report.
+#[derive(Debug, Default)]
+pub struct OpenBus {
+    counts: std::sync::Mutex<std::collections::BTreeMap<UnclaimedAccess, u64>>,
+}
+
+/// An access `OpenBus` answered in the device's place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum UnclaimedAccess {
+    Port {
+        port: u16,
+        direction: Direction,
+    },
+    Mmio {
+        address: u64,
+        direction: Direction,
+    },
+    /// An MSR access answered with #GP.
+    Msr {
+        msr: u32,
+        direction: Direction,
+    },
+}
+
+impl std::fmt::Display for UnclaimedAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnclaimedAccess::Port { port, direction } => {
+                write!(f, "port {port:#x} {direction}")
+            }
+            UnclaimedAccess::Mmio { address, direction } => {
+                write!(f, "MMIO {address:#x} {direction}")
+            }
+            UnclaimedAccess::Msr { msr, direction } => write!(f, "MSR {msr:#x} {direction} (#GP)"),
+        }
+    }
+}
+
+impl OpenBus {
+    fn count(&self, access: UnclaimedAccess) {
+        *self
+            .counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .entry(access)
+            .or_default() += 1;
+    }
+
+    /// Every unclaimed access so far, with how often it came.
+    pub fn counts(&self) -> Vec<(UnclaimedAccess, u64)> {
+        self.counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .map(|(access, count)| (*access, *count))
+            .collect()
+    }
 }
 
 impl Bus {
+    /// Answers unclaimed accesses as `open_bus` says instead of failing.
+    pub fn set_open_bus(&mut self, open_bus: Arc<OpenBus>) {
+        self.open_bus = Some(open_bus);
+    }
+
+    /// Whether `err`, from an MSR access, is the guest's fault to be
+    /// answered with #GP (with an open bus) rather than the run's end.
+    pub fn msr_faults_guest(&self, err: &BusError) -> bool {
+        let Some(open_bus) = &self.open_bus else {
+            return false;
+        };
+        let access = match err {
+            BusError::UnownedMsr { msr, direction } => UnclaimedAccess::Msr {
+                msr: *msr,
+                direction: *direction,
+            },
+            BusError::MsrRefused { msr, direction, .. } => UnclaimedAccess::Msr {
+                msr: *msr,
+                direction: *direction,
+            },
+            _ => return false,
+        };
+        open_bus.count(access);
+        true
+    }
+
+    /// The open bus's answer to an unclaimed access, if the bus has one.
+    fn unclaimed(&self, access: UnclaimedAccess) -> Option<()> {
+        self.open_bus
+            .as_ref()
+            .map(|open_bus| open_bus.count(access))
+    }
+
     pub fn add_pio(&mut self, ports: Range<u16>, device: Arc<dyn PioDevice>) {
         self.pio.push((ports, device));
     }
@@ -197,10 +306,13 @@ impl Bus {
     }
 
     pub fn pio_read(&self, cpu: usize, port: u16, data: &mut [u8]) -> Result<(), BusError> {
-        let (range, device) = find(&self.pio, port).ok_or(BusError::UnownedPort {
-            port,
-            direction: Direction::Read,
-        })?;
+        let direction = Direction::Read;
+        let Some((range, device)) = find(&self.pio, port) else {
+            self.unclaimed(UnclaimedAccess::Port { port, direction })
+                .ok_or(BusError::UnownedPort { port, direction })?;
+            data.fill(0xff);
+            return Ok(());
+        };
         check_fits(Space::Pio, range, port, data.len(), device.name())?;
         device
             .read(cpu, port - range.start, data)
@@ -305,10 +417,12 @@ impl Bus {
                 return self.replay_io_batch(cpu, le_value(data), memory);
             }
         }
-        let (range, device) = find(&self.pio, port).ok_or(BusError::UnownedPort {
-            port,
-            direction: Direction::Write,
-        })?;
+        let direction = Direction::Write;
+        let Some((range, device)) = find(&self.pio, port) else {
+            return self
+                .unclaimed(UnclaimedAccess::Port { port, direction })
+                .ok_or(BusError::UnownedPort { port, direction });
+        };
         check_fits(Space::Pio, range, port, data.len(), device.name())?;
         device
             .write(cpu, port - range.start, data)
@@ -316,10 +430,13 @@ impl Bus {
     }
 
     pub fn mmio_read(&self, cpu: usize, address: u64, data: &mut [u8]) -> Result<(), BusError> {
-        let (range, device) = find(&self.mmio, address).ok_or(BusError::UnownedMmio {
-            address,
-            direction: Direction::Read,
-        })?;
+        let direction = Direction::Read;
+        let Some((range, device)) = find(&self.mmio, address) else {
+            self.unclaimed(UnclaimedAccess::Mmio { address, direction })
+                .ok_or(BusError::UnownedMmio { address, direction })?;
+            data.fill(0xff);
+            return Ok(());
+        };
         check_fits(Space::Mmio, range, address, data.len(), device.name())?;
         device
             .read(cpu, address - range.start, data)
@@ -327,10 +444,12 @@ impl Bus {
     }
 
     pub fn mmio_write(&self, cpu: usize, address: u64, data: &[u8]) -> Result<(), BusError> {
-        let (range, device) = find(&self.mmio, address).ok_or(BusError::UnownedMmio {
-            address,
-            direction: Direction::Write,
-        })?;
+        let direction = Direction::Write;
+        let Some((range, device)) = find(&self.mmio, address) else {
+            return self
+                .unclaimed(UnclaimedAccess::Mmio { address, direction })
+                .ok_or(BusError::UnownedMmio { address, direction });
+        };
         check_fits(Space::Mmio, range, address, data.len(), device.name())?;
         device
             .write(cpu, address - range.start, data)
@@ -342,7 +461,9 @@ impl Bus {
             msr,
             direction: Direction::Read,
         })?;
-        device.read(cpu, msr).map_err(wrap(device.name()))
+        device
+            .read(cpu, msr)
+            .map_err(msr_refused(device.name(), msr, Direction::Read))
     }
 
     pub fn msr_write(&self, cpu: usize, msr: u32, value: u64) -> Result<(), BusError> {
@@ -350,7 +471,9 @@ impl Bus {
             msr,
             direction: Direction::Write,
         })?;
-        device.write(cpu, msr, value).map_err(wrap(device.name()))
+        device
+            .write(cpu, msr, value)
+            .map_err(msr_refused(device.name(), msr, Direction::Write))
     }
 }
 
@@ -408,6 +531,19 @@ fn check_fits<K: Copy + Into<u64>>(
         first: range.start.into(),
         last: end - 1,
     })
+}
+
+fn msr_refused(
+    device: &'static str,
+    msr: u32,
+    direction: Direction,
+) -> impl FnOnce(DeviceError) -> BusError {
+    move |source| BusError::MsrRefused {
+        device,
+        msr,
+        direction,
+        source,
+    }
 }
 
 fn wrap(device: &'static str) -> impl FnOnce(DeviceError) -> BusError {

@@ -37,6 +37,7 @@ pub mod hostile;
 pub mod interrupt;
 pub mod machine;
 pub mod memory;
+pub mod multiboot;
 pub mod placement;
 pub mod probe;
 pub mod report;

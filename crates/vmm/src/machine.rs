@@ -671,7 +671,7 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 const STOP_KICK_INTERVAL: Duration = Duration::from_millis(10);
 
 /// A thread the run waits for.
-trait IsFinished {
+pub(crate) trait IsFinished {
     fn is_finished(&self) -> bool;
 }
 
@@ -690,7 +690,7 @@ impl<T> IsFinished for std::thread::JoinHandle<T> {
 /// Kicks the vCPUs until every thread has stopped, for at most
 /// `STOP_GRACE`; the caller leaves running, and reports, those that have
 /// not (stuck in a call the VMM cannot interrupt).
-fn wait_for_threads(threads: &[(String, &dyn IsFinished)], kicker: &Kicker) {
+pub(crate) fn wait_for_threads(threads: &[(String, &dyn IsFinished)], kicker: &Kicker) {
     let asked = Instant::now();
     while threads.iter().any(|(_, thread)| !thread.is_finished()) && asked.elapsed() < STOP_GRACE {
         kicker.kick_all();

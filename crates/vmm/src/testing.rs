@@ -94,3 +94,50 @@ extern "C" fn print_summary() {
         .write_all(line.as_bytes())
         .and_then(|()| stdout.flush());
 }
+
+/// Where `multiboot_elf32` loads its image and the code's offset in it.
+pub const TINY_KERNEL_GPA: u32 = 0x10_0000;
+const TINY_KERNEL_CODE_OFFSET: u32 = 52 + 32 + 12;
+
+/// A minimal Multiboot v1 kernel, built from bytes: an ELF32 header, one
+/// load segment (the whole file, at `TINY_KERNEL_GPA`), the Multiboot
+/// header (flags 0), then `code` (32-bit protected-mode instructions),
+/// which is the entry point. For tests that must not depend on a
+/// toolchain or on kvm-unit-tests.
+pub fn multiboot_elf32(code: &[u8]) -> Vec<u8> {
+    const MAGIC: u32 = 0x1bad_b002;
+    let file_len =
+        TINY_KERNEL_CODE_OFFSET + u32::try_from(code.len()).expect("a test kernel is a few bytes");
+    let mut image = Vec::new();
+    // ELF header: ELFCLASS32, little-endian, version 1; ET_EXEC, EM_386.
+    image.extend_from_slice(&[0x7f, b'E', b'L', b'F', 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    image.extend_from_slice(&2u16.to_le_bytes());
+    image.extend_from_slice(&3u16.to_le_bytes());
+    image.extend_from_slice(&1u32.to_le_bytes());
+    image.extend_from_slice(&(TINY_KERNEL_GPA + TINY_KERNEL_CODE_OFFSET).to_le_bytes());
+    image.extend_from_slice(&52u32.to_le_bytes()); // e_phoff
+    image.extend_from_slice(&0u32.to_le_bytes()); // e_shoff
+    image.extend_from_slice(&0u32.to_le_bytes()); // e_flags
+    for half in [52u16, 32, 1, 40, 0, 0] {
+        // e_ehsize, e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx
+        image.extend_from_slice(&half.to_le_bytes());
+    }
+    // PT_LOAD: offset 0, vaddr = paddr, the whole file, R+X.
+    for word in [
+        1,
+        0,
+        TINY_KERNEL_GPA,
+        TINY_KERNEL_GPA,
+        file_len,
+        file_len,
+        5,
+        0x1000,
+    ] {
+        image.extend_from_slice(&word.to_le_bytes());
+    }
+    for word in [MAGIC, 0, 0u32.wrapping_sub(MAGIC)] {
+        image.extend_from_slice(&word.to_le_bytes());
+    }
+    image.extend_from_slice(code);
+    image
+}

@@ -213,14 +213,22 @@ fn handle_exit(
             ctx.bus.mmio_read(cpu, address, data).map_err(bus_error)?;
             Next::Continue
         }
+        // With an open bus a refused MSR access is the guest's #GP: a
+        // non-zero `error` makes KVM inject it.
         VcpuExit::X86Rdmsr(access) => {
-            *access.data = ctx.bus.msr_read(cpu, access.index).map_err(bus_error)?;
+            match ctx.bus.msr_read(cpu, access.index) {
+                Ok(value) => *access.data = value,
+                Err(err) if ctx.bus.msr_faults_guest(&err) => *access.error = 1,
+                Err(err) => return Err(bus_error(err)),
+            }
             Next::Continue
         }
         VcpuExit::X86Wrmsr(access) => {
-            ctx.bus
-                .msr_write(cpu, access.index, access.data)
-                .map_err(bus_error)?;
+            match ctx.bus.msr_write(cpu, access.index, access.data) {
+                Ok(()) => {}
+                Err(err) if ctx.bus.msr_faults_guest(&err) => *access.error = 1,
+                Err(err) => return Err(bus_error(err)),
+            }
             Next::Continue
         }
         VcpuExit::IrqWindowOpen => Next::Continue,

@@ -4,11 +4,16 @@
 //! join the list below.
 
 pub mod control;
+pub mod debug_exit;
 pub mod event_source;
+pub mod fw_cfg;
 pub mod msi_device;
+pub mod pic_masks;
 pub mod pit;
+pub mod pm_timer;
 pub mod serial;
 pub mod task_file;
+pub mod testdev;
 pub mod vioapic;
 
 use crate::bus::device_model_errors;

@@ -52,6 +52,14 @@ impl IoapicDevice {
         Ok(())
     }
 
+    /// Drives `pin` to `level` and leaves it there (a level-triggered
+    /// device's line, pc-testdev's IRQ ports): a rising edge, or an
+    /// asserted level input with remote-IRR clear, raises an interrupt.
+    pub fn set_line(&self, pin: u32, level: bool) -> Result<(), InterruptError> {
+        let raised = self.lock().set_irq(pin, level)?;
+        self.deliver(raised)
+    }
+
     /// A LAPIC completed level-triggered `vector`: clear remote-IRR, and
     /// redeliver lines still asserted (82093AA 3.2.4).
     pub fn end_of_interrupt(&self, vector: u8) -> Result<(), InterruptError> {

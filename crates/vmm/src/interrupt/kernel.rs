@@ -63,6 +63,13 @@ impl InterruptController for KernelIrqchip {
     fn halted(&self, _cpu: usize, _control: &RunControl) -> Result<(), InterruptError> {
         Err(InterruptError::HaltExit(Irqchip::Kernel))
     }
+
+    fn set_irq_line(&self, pin: u32, level: bool) -> Result<(), InterruptError> {
+        self.vm
+            .fd
+            .set_irq_line(pin, level)
+            .map_err(InterruptError::IrqLine)
+    }
 }
 
 /// An MSI into KVM's LAPIC, in `mode` (kernel or split).

@@ -73,6 +73,8 @@ pub enum InterruptError {
     Gone,
     #[error("HLT exited to the VMM, though KVM's LAPIC ({0} irqchip) handles it")]
     HaltExit(Irqchip),
+    #[error("no IOAPIC takes input {0} in this mode")]
+    NoIoapicLine(u32),
     #[error("the {mode} irqchip has no interrupt path {path:?}")]
     NoPath { path: Path, mode: Irqchip },
 }
@@ -99,6 +101,20 @@ pub trait InterruptController: Send + Sync {
     fn ioapic_eoi(&self, _vector: u8) -> Result<(), InterruptError> {
         Ok(())
     }
+
+    /// Drives IOAPIC input `pin` to `level` and leaves it there, on
+    /// whichever IOAPIC the mode has (KVM's through KVM_IRQ_LINE, dirq's
+    /// on the bus).
+    fn set_irq_line(&self, pin: u32, level: bool) -> Result<(), InterruptError> {
+        match self.ioapic() {
+            Some(ioapic) => ioapic.set_line(pin, level),
+            None => Err(InterruptError::NoIoapicLine(pin)),
+        }
+    }
+
+    /// Makes every vCPU but the boot CPU wait for INIT and SIPI, as on a
+    /// PC at power-up (SDM 8.4.1). KVM's LAPIC does this itself.
+    fn hold_application_processors(&self) {}
 
     /// dirq's IOAPIC, in the modes that emulate it.
     fn ioapic(&self) -> Option<&Arc<IoapicDevice>> {
