@@ -348,6 +348,22 @@ pub struct Lapic {
     icr: u64,
     lvt: [u32; 6],
     timer: TimerState,
+    startup: StartupState,
+    /// NMIs received and not yet handed to the CPU.
+    nmis_pending: u32,
+}
+
+/// Where this APIC's processor stands in the INIT/SIPI start-up protocol
+/// (SDM 8.4.1, 10.6.1 "INIT" and "Start-Up").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartupState {
+    /// Executing instructions.
+    Running,
+    /// Halted after INIT (or at power-up, an AP) until a Start-Up IPI.
+    WaitForSipi,
+    /// A Start-Up IPI arrived: the processor starts in real mode at
+    /// `vector` << 12, CS = `vector` << 8, IP = 0 (SDM 8.4.4.1).
+    StartAt { vector: u8 },
 }
 
 impl Lapic {
@@ -370,6 +386,8 @@ impl Lapic {
             icr: 0,
             lvt: [0; 6],
             timer: TimerState::default(),
+            startup: StartupState::Running,
+            nmis_pending: 0,
         };
         lapic.reset();
         lapic
@@ -399,6 +417,56 @@ impl Lapic {
 
     pub fn apic_id(&self) -> u32 {
         self.apic_id
+    }
+
+    // --- INIT, Start-Up, NMI (SDM 8.4, 10.6.1) ------------------------------
+
+    /// Power-up of an application processor (SDM 8.4.1): it waits for
+    /// INIT and SIPI before it runs.
+    pub fn hold_for_sipi(&mut self) {
+        self.startup = StartupState::WaitForSipi;
+    }
+
+    /// An INIT message (SDM 10.6.1, 10.4.7.3): the APIC resets (`reset`),
+    /// pending NMIs are dropped, and the processor waits for a SIPI.
+    /// (INIT level de-assert never gets here: `send_ipi` drops it.)
+    pub fn receive_init(&mut self) {
+        self.reset();
+        self.nmis_pending = 0;
+        self.startup = StartupState::WaitForSipi;
+    }
+
+    /// A Start-Up message (SDM 10.6.1): starts a processor waiting for
+    /// SIPI at `vector`; ignored by one that is not (SDM 8.4.4.1, the
+    /// second SIPI of the universal start-up algorithm).
+    pub fn receive_sipi(&mut self, vector: u8) {
+        if self.startup == StartupState::WaitForSipi {
+            self.startup = StartupState::StartAt { vector };
+        }
+    }
+
+    pub fn startup_state(&self) -> StartupState {
+        self.startup
+    }
+
+    /// The processor has been started where `StartAt` said: it runs.
+    pub fn started(&mut self) {
+        self.startup = StartupState::Running;
+    }
+
+    /// An NMI message (SDM 10.6.1): bypasses IRR, TPR and the software
+    /// enable; the processor's own NMI blocking decides when it is taken.
+    pub fn receive_nmi(&mut self) {
+        self.nmis_pending = self.nmis_pending.saturating_add(1);
+    }
+
+    pub fn nmi_pending(&self) -> bool {
+        self.nmis_pending > 0
+    }
+
+    /// The NMIs received since the last call, for the CPU to take.
+    pub fn take_nmis(&mut self) -> u32 {
+        std::mem::take(&mut self.nmis_pending)
     }
 
     pub fn config(&self) -> &LapicConfig {
@@ -581,7 +649,9 @@ impl Lapic {
             == (APIC_BASE_X2APIC_ENABLE | APIC_BASE_GLOBAL_ENABLE)
     }
 
-    fn xapic_mmio_enabled(&self) -> bool {
+    /// Whether the xAPIC page answers (SDM 10.4.3: not while the APIC is
+    /// disabled; 10.12.1.2: not in x2APIC mode).
+    pub fn xapic_mmio_enabled(&self) -> bool {
         self.hardware_enabled() && !self.is_x2apic()
     }
 

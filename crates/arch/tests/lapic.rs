@@ -906,3 +906,64 @@ fn an_encoded_x2apic_icr_sends_what_it_encodes() {
         assert_eq!(interrupt.destination, destination);
     }
 }
+
+// --- INIT, Start-Up, NMI (SDM 8.4, 10.6.1) -----------------------------------
+
+#[test]
+fn an_application_processor_waits_for_sipi_and_starts_at_its_vector() {
+    let mut lapic = enabled_lapic(1);
+    assert_eq!(lapic.startup_state(), StartupState::Running);
+    lapic.hold_for_sipi();
+    assert_eq!(lapic.startup_state(), StartupState::WaitForSipi);
+    lapic.receive_sipi(0x9a);
+    assert_eq!(
+        lapic.startup_state(),
+        StartupState::StartAt { vector: 0x9a }
+    );
+    lapic.started();
+    // SDM 8.4.4.1: the second SIPI of the start-up sequence is ignored.
+    lapic.receive_sipi(0x10);
+    assert_eq!(lapic.startup_state(), StartupState::Running);
+}
+
+#[test]
+fn init_resets_the_apic_keeps_its_mode_and_drops_pending_nmis() {
+    let mut lapic = x2apic_lapic(2);
+    dispatch(&mut lapic, 0x40);
+    lapic.set_tpr(0x30);
+    lapic.receive_nmi();
+    lapic.receive_init();
+    assert_eq!(lapic.startup_state(), StartupState::WaitForSipi);
+    assert_eq!(lapic.isr().highest(), None);
+    assert_eq!(lapic.tpr(), 0);
+    assert!(!lapic.software_enabled(), "SVR back to its reset value");
+    assert!(lapic.is_x2apic(), "IA32_APIC_BASE survives INIT");
+    assert!(!lapic.nmi_pending());
+}
+
+#[test]
+fn nmis_bypass_irr_and_the_software_enable_and_are_handed_over_once() {
+    let mut lapic = Lapic::new(0, LapicConfig::new(BUS_HZ, TSC_HZ).expect("non-zero rates"));
+    assert!(!lapic.software_enabled());
+    lapic.receive_nmi();
+    lapic.receive_nmi();
+    assert_eq!(lapic.pending_vector(), None, "NMIs never enter IRR");
+    assert!(lapic.nmi_pending());
+    assert_eq!(lapic.take_nmis(), 2);
+    assert_eq!(lapic.take_nmis(), 0);
+}
+
+#[test]
+fn the_xapic_page_is_off_while_disabled_or_in_x2apic_mode() {
+    let mut lapic = enabled_lapic(0);
+    assert!(lapic.xapic_mmio_enabled());
+    let base = lapic.apic_base();
+    lapic
+        .set_apic_base(base | APIC_BASE_X2APIC_ENABLE)
+        .expect("xAPIC -> x2APIC");
+    assert!(!lapic.xapic_mmio_enabled(), "SDM 10.12.1.2");
+    lapic
+        .set_apic_base(base & !(APIC_BASE_X2APIC_ENABLE | APIC_BASE_GLOBAL_ENABLE))
+        .expect("x2APIC -> disabled");
+    assert!(!lapic.xapic_mmio_enabled(), "SDM 10.4.3");
+}

@@ -198,6 +198,16 @@ pub fn read_msr(vcpu: &VcpuFd, index: u32) -> Option<u64> {
     }
 }
 
+/// KVM_SET_MSRS of one MSR, as the host; false if KVM refused it.
+pub fn write_msr(vcpu: &VcpuFd, index: u32, data: u64) -> bool {
+    Msrs::from_entries(&[kvm_msr_entry {
+        index,
+        data,
+        ..Default::default()
+    }])
+    .is_ok_and(|msrs| matches!(vcpu.set_msrs(&msrs), Ok(1)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,7 +97,7 @@ impl Vcpu {
         let interrupt_error = |source| VcpuError::Interrupt { cpu, source };
         while !ctx.control.should_stop() {
             ctx.interrupts
-                .before_entry(cpu, &mut self.fd)
+                .before_entry(cpu, &mut self.fd, ctx.control)
                 .map_err(interrupt_error)?;
             let entered = ctx.trace.map(|_| Instant::now());
             let result = self.fd.run();
@@ -232,6 +232,10 @@ fn handle_exit(
             Next::Continue
         }
         VcpuExit::IrqWindowOpen => Next::Continue,
+        // Without KVM's LAPIC, a MOV to CR8 that lowers the TPR exits so
+        // the VMM can deliver what it unmasks: the next entry's CR8 sync
+        // and injection do.
+        VcpuExit::SetTpr => Next::Continue,
         VcpuExit::Hlt => Next::Halted,
         VcpuExit::IoapicEoi(vector) => {
             ctx.interrupts

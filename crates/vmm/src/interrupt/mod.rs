@@ -60,8 +60,6 @@ pub enum InterruptError {
     ApicBus(#[from] dirq_arch::bus::BusError),
     #[error("a remappable-format MSI needs an IOMMU, which this VM has none of")]
     Remappable,
-    #[error("delivery mode {0:?} is not modelled by the userspace irqchip")]
-    DeliveryMode(DeliveryMode),
     #[error("no LAPIC for vCPU {0}")]
     NoLapic(usize),
     #[error("injected vector {injected} but the LAPIC acknowledged {acknowledged:?}")]
@@ -73,6 +71,16 @@ pub enum InterruptError {
     Gone,
     #[error("HLT exited to the VMM, though KVM's LAPIC ({0} irqchip) handles it")]
     HaltExit(Irqchip),
+    #[error("KVM refused IA32_APIC_BASE = {0:#x} from the VMM")]
+    ApicBaseMirror(u64),
+    #[error("KVM_NMI failed")]
+    Nmi(#[source] kvm_ioctls::Error),
+    #[error("cannot start the vCPU at its SIPI vector: {what} failed")]
+    Startup {
+        what: &'static str,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
     #[error("no IOAPIC takes input {0} in this mode")]
     NoIoapicLine(u32),
     #[error("the {mode} irqchip has no interrupt path {path:?}")]
@@ -88,7 +96,12 @@ pub trait InterruptController: Send + Sync {
 
     /// Called by `cpu`'s run loop before each KVM_RUN: injects what the
     /// guest can take now. KVM's LAPIC needs nothing.
-    fn before_entry(&self, _cpu: usize, _vcpu: &mut VcpuFd) -> Result<(), InterruptError> {
+    fn before_entry(
+        &self,
+        _cpu: usize,
+        _vcpu: &mut VcpuFd,
+        _control: &RunControl,
+    ) -> Result<(), InterruptError> {
         Ok(())
     }
 

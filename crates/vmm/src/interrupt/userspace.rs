@@ -5,11 +5,13 @@
 //! when the vCPU can take them, halted vCPUs sleep here, and a timer thread
 //! fires the LAPIC timers.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use kvm_bindings::{kvm_interrupt, KVM_MSR_EXIT_REASON_FILTER, KVM_MSR_EXIT_REASON_INVAL};
+use kvm_bindings::{
+    kvm_interrupt, kvm_segment, KVM_MSR_EXIT_REASON_FILTER, KVM_MSR_EXIT_REASON_INVAL,
+};
 use kvm_bindings::{KVM_CAP_X86_USER_SPACE_MSR, KVM_MSR_EXIT_REASON_UNKNOWN};
 use kvm_ioctls::{MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VcpuFd};
 use vmm_sys_util::ioctl::ioctl_with_ref;
@@ -19,8 +21,8 @@ use dirq_arch::bus;
 use dirq_arch::clock::Clock;
 use dirq_arch::interrupt::{ApicBusMessage, Interrupt};
 use dirq_arch::lapic::{
-    Lapic, LapicConfig, MMIO_SIZE, MSR_IA32_APIC_BASE, MSR_IA32_TSC_DEADLINE, MSR_X2APIC_FIRST,
-    MSR_X2APIC_LAST,
+    DeliveryMode, Lapic, LapicConfig, StartupState, MMIO_SIZE, MSR_IA32_APIC_BASE,
+    MSR_IA32_TSC_DEADLINE, MSR_X2APIC_FIRST, MSR_X2APIC_LAST,
 };
 use dirq_arch::msi::{MsiFormat, MsiMessage};
 
@@ -34,7 +36,7 @@ use crate::bus::{
     check_access_size, fill_le, le_u32, Bus, DeviceError, Direction, MmioDevice, MsrDevice,
 };
 use crate::config::Irqchip;
-use crate::exec::read_msr;
+use crate::exec::{read_msr, write_msr};
 use crate::run_control::RunControl;
 use crate::vm::{Vm, VmError};
 
@@ -114,6 +116,11 @@ struct CpuApic {
     /// The vCPU sleeps in `halted` (changed only under `lapic`'s
     /// lock): waking it needs the condvar, not a kick out of KVM_RUN.
     halted: AtomicBool,
+    /// The CR8 the VMM last gave KVM for this vCPU (TPR[7:4]): a
+    /// different value on the next entry is the guest's own MOV to CR8.
+    cr8: AtomicU8,
+    /// The IA32_APIC_BASE KVM was last given, `u64::MAX` before the first.
+    apic_base_in_kvm: AtomicU64,
 }
 
 pub struct UserspaceIrqchip {
@@ -128,6 +135,9 @@ pub struct UserspaceIrqchip {
     ioapic: Arc<IoapicDevice>,
     /// This irqchip, for the sinks it hands out.
     this: Weak<UserspaceIrqchip>,
+    /// SMI and ExtINT messages dropped (`deliver`).
+    refused_smi: AtomicU64,
+    refused_extint: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -155,6 +165,8 @@ impl UserspaceIrqchip {
                 )),
                 wake: Condvar::new(),
                 halted: AtomicBool::new(false),
+                cr8: AtomicU8::new(0),
+                apic_base_in_kvm: AtomicU64::new(u64::MAX),
             })
             .collect();
         Ok(Arc::new_cyclic(|this| UserspaceIrqchip {
@@ -165,6 +177,8 @@ impl UserspaceIrqchip {
             timer_changed: Condvar::new(),
             ioapic: Arc::new(IoapicDevice::new(Box::new(UserspaceLapics(this.clone())))),
             this: this.clone(),
+            refused_smi: AtomicU64::new(0),
+            refused_extint: AtomicU64::new(0),
         }))
     }
 
@@ -224,8 +238,19 @@ impl UserspaceIrqchip {
         interrupt: Interrupt,
         sender: Option<usize>,
     ) -> Result<(), InterruptError> {
-        if !interrupt.delivery_mode.uses_irr() {
-            return Err(InterruptError::DeliveryMode(interrupt.delivery_mode));
+        // No SMM and no 8259 here: an SMI has nowhere to go, and an
+        // ExtINT has no PIC to supply its vector (SDM 10.6.1). Both are
+        // dropped and counted, as a platform without them would.
+        match interrupt.delivery_mode {
+            DeliveryMode::Smi => {
+                self.refused_smi.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            DeliveryMode::ExtInt => {
+                self.refused_extint.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            _ => {}
         }
         // Every LAPIC is locked, in vCPU order, so that lowest-priority
         // arbitration sees one consistent set of priorities.
@@ -234,7 +259,15 @@ impl UserspaceIrqchip {
         let views: Vec<&Lapic> = lapics.iter().map(|lapic| &**lapic).collect();
         let targets = bus::route(&interrupt, &views)?;
         for cpu in targets.iter() {
-            lapics[cpu].accept(interrupt.vector, interrupt.trigger_mode);
+            let lapic = &mut lapics[cpu];
+            match interrupt.delivery_mode {
+                DeliveryMode::Nmi => lapic.receive_nmi(),
+                DeliveryMode::Init => lapic.receive_init(),
+                DeliveryMode::StartUp => lapic.receive_sipi(interrupt.vector),
+                _ => {
+                    lapic.accept(interrupt.vector, interrupt.trigger_mode);
+                }
+            }
             self.wake(cpu, &self.cpus[cpu], sender);
         }
         Ok(())
@@ -274,6 +307,81 @@ impl UserspaceIrqchip {
             Some(ApicBusMessage::Eoi(vector)) => self.ioapic.end_of_interrupt(vector),
             None => Ok(()),
         }
+    }
+
+    /// Holds `cpu` while it waits for SIPI (SDM 8.4.1) and starts it in
+    /// real mode when one arrives. False if the run stopped first.
+    fn start_if_waiting(
+        &self,
+        cpu: usize,
+        vcpu: &VcpuFd,
+        control: &RunControl,
+    ) -> Result<bool, InterruptError> {
+        let apic = self.cpu(cpu)?;
+        let mut lapic = lock(&apic.lapic);
+        if lapic.startup_state() == StartupState::Running {
+            return Ok(true);
+        }
+        apic.halted.store(true, Ordering::Relaxed);
+        while lapic.startup_state() == StartupState::WaitForSipi {
+            if control.should_stop() {
+                apic.halted.store(false, Ordering::Relaxed);
+                return Ok(false);
+            }
+            lapic = apic
+                .wake
+                .wait_timeout(lapic, STOP_POLL)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+        apic.halted.store(false, Ordering::Relaxed);
+        if let StartupState::StartAt { vector } = lapic.startup_state() {
+            start_in_real_mode(vcpu, vector)?;
+            lapic.started();
+            apic.cr8.store(0, Ordering::Relaxed);
+        }
+        Ok(true)
+    }
+
+    /// Keeps CR8 and the TPR one register (SDM 10.8.6.1: CR8[3:0] =
+    /// TPR[7:4]; a MOV to CR8 clears TPR[3:0]). Without KVM's LAPIC, KVM
+    /// keeps the guest's CR8 and reports it in `kvm_run.cr8` at each exit,
+    /// and loads it from there at each entry.
+    fn sync_cr8(&self, cpu: usize, vcpu: &mut VcpuFd) -> Result<(), InterruptError> {
+        let apic = self.cpu(cpu)?;
+        let run = vcpu.get_kvm_run();
+        let mut lapic = lock(&apic.lapic);
+        let guest_cr8 = u8::try_from(run.cr8 & 0xf).unwrap_or(0);
+        if guest_cr8 != apic.cr8.load(Ordering::Relaxed) {
+            lapic.set_tpr(guest_cr8 << 4);
+        }
+        let cr8 = lapic.tpr() >> 4;
+        run.cr8 = u64::from(cr8);
+        apic.cr8.store(cr8, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Hands the model's IA32_APIC_BASE to KVM when it changed: KVM
+    /// derives CPUID.1:EDX.APIC[bit 9] from its own copy (SDM 10.4.3: the
+    /// flag reads 0 while the APIC is globally disabled), and the model
+    /// owns the guest's reads and writes of the MSR.
+    fn sync_apic_base(&self, cpu: usize, vcpu: &VcpuFd) -> Result<(), InterruptError> {
+        let apic = self.cpu(cpu)?;
+        let base = lock(&apic.lapic).apic_base();
+        if apic.apic_base_in_kvm.swap(base, Ordering::Relaxed) != base
+            && !write_msr(vcpu, MSR_IA32_APIC_BASE, base)
+        {
+            return Err(InterruptError::ApicBaseMirror(base));
+        }
+        Ok(())
+    }
+
+    /// SMI and ExtINT messages dropped so far.
+    pub fn refused(&self) -> (u64, u64) {
+        (
+            self.refused_smi.load(Ordering::Relaxed),
+            self.refused_extint.load(Ordering::Relaxed),
+        )
     }
 
     fn timer_changed(&self) {
@@ -320,6 +428,62 @@ impl UserspaceIrqchip {
     }
 }
 
+/// Whether a halted vCPU has something to do: an interrupt to take, an
+/// NMI, or an INIT or SIPI to act on.
+fn has_work(lapic: &Lapic) -> bool {
+    lapic.pending_vector().is_some()
+        || lapic.nmi_pending()
+        || lapic.startup_state() != StartupState::Running
+}
+
+/// Real-address mode at `vector` << 12 (SDM 8.4.4.1: CS = vector << 8,
+/// IP = 0), every other register as INIT leaves it (SDM 9.1.1 table 9-1).
+fn start_in_real_mode(vcpu: &VcpuFd, vector: u8) -> Result<(), InterruptError> {
+    const CR0_AFTER_INIT: u64 = 0x6000_0010; // CD, NW, ET
+    let fail = |what| move |source| InterruptError::Startup { what, source };
+    let mut sregs = vcpu.get_sregs().map_err(fail("KVM_GET_SREGS"))?;
+    let data = kvm_segment {
+        base: 0,
+        limit: 0xffff,
+        selector: 0,
+        type_: 0x3,
+        present: 1,
+        s: 1,
+        ..Default::default()
+    };
+    let selector = u16::from(vector) << 8;
+    sregs.cs = kvm_segment {
+        base: u64::from(selector) << 4,
+        selector,
+        type_: 0xb,
+        ..data
+    };
+    for segment in [
+        &mut sregs.ds,
+        &mut sregs.es,
+        &mut sregs.fs,
+        &mut sregs.gs,
+        &mut sregs.ss,
+    ] {
+        *segment = data;
+    }
+    sregs.cr0 = CR0_AFTER_INIT;
+    sregs.cr2 = 0;
+    sregs.cr3 = 0;
+    sregs.cr4 = 0;
+    sregs.efer = 0;
+    sregs.gdt.base = 0;
+    sregs.gdt.limit = 0xffff;
+    sregs.idt.base = 0;
+    sregs.idt.limit = 0xffff;
+    vcpu.set_sregs(&sregs).map_err(fail("KVM_SET_SREGS"))?;
+    let regs = kvm_bindings::kvm_regs {
+        rflags: 0x2,
+        ..Default::default()
+    };
+    vcpu.set_regs(&regs).map_err(fail("KVM_SET_REGS"))
+}
+
 /// The IOAPIC's view of these LAPICs; weak, as the irqchip owns the IOAPIC.
 struct UserspaceLapics(Weak<UserspaceIrqchip>);
 
@@ -352,7 +516,23 @@ impl InterruptController for UserspaceIrqchip {
 
     /// KVM_INTERRUPT the highest pending vector if the guest can take it
     /// now; otherwise ask KVM for an interrupt-window exit.
-    fn before_entry(&self, cpu: usize, vcpu: &mut VcpuFd) -> Result<(), InterruptError> {
+    fn before_entry(
+        &self,
+        cpu: usize,
+        vcpu: &mut VcpuFd,
+        control: &RunControl,
+    ) -> Result<(), InterruptError> {
+        if !self.start_if_waiting(cpu, vcpu, control)? {
+            // Stopped while waiting for SIPI: KVM_RUN returns at once.
+            vcpu.set_kvm_immediate_exit(1);
+            return Ok(());
+        }
+        let nmis = lock(&self.cpu(cpu)?.lapic).take_nmis();
+        for _ in 0..nmis {
+            vcpu.nmi().map_err(InterruptError::Nmi)?;
+        }
+        self.sync_cr8(cpu, vcpu)?;
+        self.sync_apic_base(cpu, vcpu)?;
         let pending = self.pending_vector(cpu)?;
         let run = vcpu.get_kvm_run();
         let Some(vector) = pending else {
@@ -385,7 +565,7 @@ impl InterruptController for UserspaceIrqchip {
         let apic = self.cpu(cpu)?;
         let mut lapic = lock(&apic.lapic);
         apic.halted.store(true, Ordering::Relaxed);
-        while lapic.pending_vector().is_none() && !control.should_stop() {
+        while !has_work(&lapic) && !control.should_stop() {
             lapic = apic
                 .wake
                 .wait_timeout(lapic, STOP_POLL)
@@ -398,6 +578,12 @@ impl InterruptController for UserspaceIrqchip {
 
     fn ioapic(&self) -> Option<&Arc<IoapicDevice>> {
         Some(&self.ioapic)
+    }
+
+    fn hold_application_processors(&self) {
+        for apic in self.cpus.iter().skip(1) {
+            lock(&apic.lapic).hold_for_sipi();
+        }
     }
 
     fn timer_loop(self: Arc<Self>) -> Option<TimerLoop> {
@@ -418,27 +604,38 @@ impl MmioDevice for LapicMmio {
         "LAPIC (xAPIC MMIO)"
     }
 
+    /// With the xAPIC page off (APIC disabled or in x2APIC mode) nothing
+    /// answers at its addresses: reads float to all-ones, writes of any
+    /// width are lost, as on a PC bus.
     fn read(&self, cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
+        let chip = &self.0;
+        let lapic = lock(&chip.cpu(cpu)?.lapic);
+        if !lapic.xapic_mmio_enabled() {
+            data.fill(0xff);
+            return Ok(());
+        }
         check_access_size(
             "an xAPIC register",
             Direction::Read,
             data.len(),
             XAPIC_REGISTER_BYTES,
         )?;
-        let chip = &self.0;
-        let value = lock(&chip.cpu(cpu)?.lapic).read_mmio(offset, &chip.clock);
+        let value = lapic.read_mmio(offset, &chip.clock);
         fill_le(data, u64::from(value));
         Ok(())
     }
 
     fn write(&self, cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let chip = &self.0;
+        if !lock(&chip.cpu(cpu)?.lapic).xapic_mmio_enabled() {
+            return Ok(());
+        }
         check_access_size(
             "an xAPIC register",
             Direction::Write,
             data.len(),
             XAPIC_REGISTER_BYTES,
         )?;
-        let chip = &self.0;
         Ok(chip.write_register(cpu, |lapic| {
             Ok(lapic.write_mmio(offset, le_u32(data), &chip.clock))
         })?)
