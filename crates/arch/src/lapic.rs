@@ -174,6 +174,24 @@ pub enum LapicError {
 pub struct LapicConfig {
     bus_hz: NonZeroU64,
     tsc_hz: NonZeroU64,
+    /// MAXPHYADDR (CPUID.80000008H:EAX[7:0]): IA32_APIC_BASE bits above
+    /// it are reserved (SDM 10.4.4 figure 10-5).
+    #[serde(
+        default = "max_physical_address_bits",
+        skip_serializing_if = "is_max_physical_address_bits"
+    )]
+    physical_address_bits: u8,
+}
+
+/// The architectural limit of MAXPHYADDR (SDM 4.1.4).
+const MAX_PHYSICAL_ADDRESS_BITS: u8 = 52;
+
+fn max_physical_address_bits() -> u8 {
+    MAX_PHYSICAL_ADDRESS_BITS
+}
+
+fn is_max_physical_address_bits(bits: &u8) -> bool {
+    *bits == MAX_PHYSICAL_ADDRESS_BITS
 }
 
 impl LapicConfig {
@@ -184,7 +202,22 @@ impl LapicConfig {
         Ok(LapicConfig {
             bus_hz: nonzero(bus_hz, "bus")?,
             tsc_hz: nonzero(tsc_hz, "TSC")?,
+            physical_address_bits: MAX_PHYSICAL_ADDRESS_BITS,
         })
+    }
+
+    /// The CPU's MAXPHYADDR, 32-52 (clamped): a base above it is reserved.
+    pub fn with_physical_address_bits(self, bits: u8) -> Self {
+        LapicConfig {
+            physical_address_bits: bits.clamp(32, MAX_PHYSICAL_ADDRESS_BITS),
+            ..self
+        }
+    }
+
+    /// IA32_APIC_BASE bits reserved beyond those of every CPU: the page
+    /// base above MAXPHYADDR.
+    fn apic_base_reserved(&self) -> u64 {
+        APIC_BASE_WRITABLE & !((1u64 << self.physical_address_bits) - 1) & !0xfff
     }
 
     pub fn bus_hz(&self) -> u64 {
@@ -668,7 +701,8 @@ impl Lapic {
             from: self.apic_base,
             to: value,
         };
-        if value & !(APIC_BASE_WRITABLE | APIC_BASE_BSP) != 0 {
+        let reserved = !(APIC_BASE_WRITABLE | APIC_BASE_BSP) | self.config.apic_base_reserved();
+        if value & reserved != 0 {
             return Err(LapicError::ReservedBits {
                 msr: MSR_IA32_APIC_BASE,
                 value,

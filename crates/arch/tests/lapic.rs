@@ -967,3 +967,19 @@ fn the_xapic_page_is_off_while_disabled_or_in_x2apic_mode() {
         .expect("x2APIC -> disabled");
     assert!(!lapic.xapic_mmio_enabled(), "SDM 10.4.3");
 }
+
+#[test]
+fn an_apic_base_above_maxphyaddr_is_reserved() {
+    let config = LapicConfig::new(BUS_HZ, TSC_HZ)
+        .expect("non-zero rates")
+        .with_physical_address_bits(40);
+    let mut lapic = Lapic::new(0, config);
+    let base = lapic.apic_base();
+    assert!(matches!(
+        lapic.set_apic_base(base | (1 << 40)),
+        Err(LapicError::ReservedBits { .. })
+    ));
+    lapic
+        .set_apic_base((base & 0xfff) | (1 << 39))
+        .expect("below MAXPHYADDR");
+}

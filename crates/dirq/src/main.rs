@@ -19,6 +19,7 @@ macro_rules! diag {
 }
 
 mod calibrate;
+mod conformance;
 mod kernel;
 mod output;
 mod probe;
@@ -40,7 +41,8 @@ use clap::{Parser, Subcommand};
   dirq sim      simulates the interrupt-delivery designs (vanilla KVM, APICv, ELI, DID) on a modelled server\n\
   dirq studies  the software-only studies on /dev/kvm: VIOAPIC levels, batched I/O, tick scaling, IPI/HLT\n\
   dirq calibrate  measures this host's costs into a profile for `dirq sim --profile`\n\
-  dirq report   runs all of the above and writes one HTML report (the main job)\n\n\
+  dirq report   runs all of the above and writes one HTML report (the main job)\n\
+  dirq conformance  kvm-unit-tests' APIC/IOAPIC tests through every interrupt path (dirq run --kernel boots one)\n\n\
 Two words: a design is a way of delivering interrupts that the simulator models (vanilla, \
 APICv, ELI, DID...), most of which need hardware this host may lack; a study is a software-only \
 change a userspace VMM can make today, measured for real on /dev/kvm."
@@ -66,6 +68,9 @@ enum Command {
     Calibrate(calibrate::Args),
     /// Run probe, calibration, real benchmarks and simulations; write an HTML report.
     Report(report::Args),
+    /// Boot kvm-unit-tests' APIC, IOAPIC, event-injection and vmexit tests through every
+    /// interrupt path, side by side with KVM's own devices.
+    Conformance(conformance::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -79,6 +84,7 @@ fn main() -> std::process::ExitCode {
         Command::Studies(args) => studies::execute(args),
         Command::Calibrate(args) => calibrate::execute(args),
         Command::Report(args) => report::execute(args),
+        Command::Conformance(args) => conformance::execute(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

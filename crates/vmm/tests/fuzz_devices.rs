@@ -109,7 +109,7 @@ fn machine() -> (Bus, Arc<Serial>, GuestMemory) {
     let memory = memory::create_guest_memory().expect("guest RAM");
     let serial = Arc::new(Serial::new(false));
     let clock = GuestTscClock::new(0, GuestTscClock::host_tsc(), 1_000_000);
-    let chip = UserspaceIrqchip::new(VCPUS, APIC_TIMER_HZ, clock, Arc::new(Kicker::default()))
+    let chip = UserspaceIrqchip::new(VCPUS, APIC_TIMER_HZ, clock, Arc::new(Kicker::default()), 46)
         .expect("LAPICs");
     let mut bus = Bus::default();
     bus.add_pio(

@@ -155,8 +155,10 @@ impl UserspaceIrqchip {
         bus_hz: u64,
         clock: GuestTscClock,
         kicker: Arc<Kicker>,
+        physical_address_bits: u8,
     ) -> Result<Arc<Self>, InterruptError> {
-        let config = LapicConfig::new(bus_hz, clock.tsc_khz * 1000)?;
+        let config = LapicConfig::new(bus_hz, clock.tsc_khz * 1000)?
+            .with_physical_address_bits(physical_address_bits);
         let cpus = (0..vcpus)
             .map(|cpu| CpuApic {
                 lapic: Mutex::new(Lapic::new(
@@ -188,7 +190,13 @@ impl UserspaceIrqchip {
         let host_tsc = GuestTscClock::host_tsc();
         let guest_tsc = read_msr(setup.boot_vcpu, MSR_IA32_TSC).ok_or(InterruptError::GuestTsc)?;
         let clock = GuestTscClock::new(guest_tsc, host_tsc, setup.tsc_khz);
-        let chip = Self::new(setup.vcpus, APIC_TIMER_HZ, clock, setup.kicker.clone())?;
+        let chip = Self::new(
+            setup.vcpus,
+            APIC_TIMER_HZ,
+            clock,
+            setup.kicker.clone(),
+            physical_address_bits(setup.boot_vcpu),
+        )?;
         chip.attach(setup.bus);
         Ok(chip)
     }
@@ -426,6 +434,22 @@ impl UserspaceIrqchip {
             }
         }
     }
+}
+
+/// The vCPU's MAXPHYADDR (CPUID.80000008H:EAX[7:0]), or 36 (SDM 4.1.4:
+/// what a CPU without that leaf has).
+fn physical_address_bits(vcpu: &VcpuFd) -> u8 {
+    const LEAF_ADDRESS_SIZES: u32 = 0x8000_0008;
+    vcpu.get_cpuid2(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
+        .ok()
+        .and_then(|cpuid| {
+            cpuid
+                .as_slice()
+                .iter()
+                .find(|entry| entry.function == LEAF_ADDRESS_SIZES)
+                .map(|entry| entry.eax.to_le_bytes()[0])
+        })
+        .unwrap_or(36)
 }
 
 /// Whether a halted vCPU has something to do: an interrupt to take, an
@@ -701,7 +725,7 @@ mod tests {
     /// Two LAPICs, software-enabled through the xAPIC page (no vCPU threads).
     fn chip() -> Arc<UserspaceIrqchip> {
         let clock = GuestTscClock::new(0, 0, 1_000_000);
-        let chip = UserspaceIrqchip::new(2, APIC_TIMER_HZ, clock, Arc::new(Kicker::default()))
+        let chip = UserspaceIrqchip::new(2, APIC_TIMER_HZ, clock, Arc::new(Kicker::default()), 46)
             .expect("valid LAPIC config");
         let mmio = LapicMmio(chip.clone());
         for cpu in 0..2 {

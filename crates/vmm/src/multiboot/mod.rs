@@ -120,6 +120,8 @@ pub struct KernelOutcome {
     /// Accesses the open bus answered, by address.
     pub unclaimed: Vec<(String, u64)>,
     pub elapsed_s: f64,
+    /// The guest TSC's rate, for figures a kernel prints in cycles.
+    pub tsc_khz: u64,
 }
 
 /// Boots `config`'s kernel and runs it until it writes the exit port, a
@@ -317,6 +319,7 @@ pub fn run(config: &KernelConfig, echo_console: bool) -> Result<KernelOutcome, K
             .map(|(access, count): (UnclaimedAccess, u64)| (access.to_string(), count))
             .collect(),
         elapsed_s: elapsed.as_secs_f64(),
+        tsc_khz,
     })
 }
 
