@@ -221,7 +221,74 @@ struct Assembled<'c> {
 }
 
 /// How a vCPU thread ended, and where its vCPU stopped.
-type VcpuVerdict = (Result<(), VcpuError>, Option<u64>);
+pub(crate) type VcpuVerdict = (Result<(), VcpuError>, Option<u64>);
+
+/// What the vCPU and timer threads of a run share. They own it: one stuck
+/// where the VMM cannot interrupt it (in KVM_RUN) is left running, not
+/// joined forever.
+pub(crate) struct Threads {
+    pub bus: Arc<Bus>,
+    pub control: Arc<RunControl>,
+    pub kicker: Arc<Kicker>,
+    pub accounting: Arc<ExitAccounting>,
+    pub placement: Arc<Placement>,
+    pub interrupts: Arc<dyn InterruptController>,
+    pub recorder: Option<Arc<TraceRecorder>>,
+}
+
+impl Threads {
+    /// One thread per vCPU, pinned as planned, running until the run
+    /// stops; a vCPU that fails stops the run.
+    pub(crate) fn spawn_vcpus(
+        &self,
+        vcpus: Vec<Vcpu>,
+    ) -> Vec<std::thread::JoinHandle<VcpuVerdict>> {
+        vcpus
+            .into_iter()
+            .map(|mut vcpu| {
+                let (bus, control, kicker, accounting) = (
+                    self.bus.clone(),
+                    self.control.clone(),
+                    self.kicker.clone(),
+                    self.accounting.clone(),
+                );
+                let (placement, interrupts) = (self.placement.clone(), self.interrupts.clone());
+                let recorder = self.recorder.clone();
+                std::thread::spawn(move || {
+                    let ctx = VcpuContext {
+                        bus: &bus,
+                        control: &control,
+                        counters: &accounting.counters[vcpu.index],
+                        kicker: &kicker,
+                        interrupts: &*interrupts,
+                        trace: recorder.as_deref(),
+                    };
+                    let result = placement
+                        .pin_this_thread(vcpu.index)
+                        .map_err(VcpuError::from)
+                        .and_then(|()| vcpu.run(&ctx));
+                    if result.is_err() {
+                        control.request_stop();
+                        kicker.kick_all();
+                    }
+                    (result, vcpu.current_rip())
+                })
+            })
+            .collect()
+    }
+
+    /// The LAPIC timers' thread, in the modes that have one.
+    pub(crate) fn spawn_timers(&self) -> Option<std::thread::JoinHandle<()>> {
+        self.interrupts.clone().timer_loop().map(|timers| {
+            let control = self.control.clone();
+            std::thread::spawn(move || {
+                // Refused, the timers keep the default slack: late, never wrong.
+                let _ = crate::placement::wake_on_time();
+                timers(&control)
+            })
+        })
+    }
+}
 
 /// A machine whose threads have stopped: each thread's verdict, `None`
 /// for one that did not stop and was left running.
@@ -381,46 +448,17 @@ impl<'c> Assembled<'c> {
         // The vCPU and timer threads own what they use: one stuck where the
         // VMM cannot interrupt it (in KVM_RUN) is left running, not joined
         // forever.
-        let vcpu_threads: Vec<_> = vcpus
-            .into_iter()
-            .map(|mut vcpu| {
-                let (bus, control, kicker, accounting) = (
-                    bus.clone(),
-                    control.clone(),
-                    kicker.clone(),
-                    accounting.clone(),
-                );
-                let (placement, interrupts) = (placement.clone(), interrupts.clone());
-                let recorder = recorder.clone();
-                std::thread::spawn(move || {
-                    let ctx = VcpuContext {
-                        bus: &bus,
-                        control: &control,
-                        counters: &accounting.counters[vcpu.index],
-                        kicker: &kicker,
-                        interrupts: &*interrupts,
-                        trace: recorder.as_deref(),
-                    };
-                    let result = placement
-                        .pin_this_thread(vcpu.index)
-                        .map_err(VcpuError::from)
-                        .and_then(|()| vcpu.run(&ctx));
-                    if result.is_err() {
-                        control.request_stop();
-                        kicker.kick_all();
-                    }
-                    (result, vcpu.current_rip())
-                })
-            })
-            .collect();
-        let timer_thread = interrupts.clone().timer_loop().map(|timers| {
-            let control = control.clone();
-            std::thread::spawn(move || {
-                // Refused, the timers keep the default slack: late, never wrong.
-                let _ = crate::placement::wake_on_time();
-                timers(&control)
-            })
-        });
+        let threads = Threads {
+            bus: bus.clone(),
+            control: control.clone(),
+            kicker: kicker.clone(),
+            accounting: accounting.clone(),
+            placement: placement.clone(),
+            interrupts: interrupts.clone(),
+            recorder: recorder.clone(),
+        };
+        let vcpu_threads = threads.spawn_vcpus(vcpus);
+        let timer_thread = threads.spawn_timers();
         // The device thread borrows the bench's state, so it is scoped;
         // every device loop watches the stop flag.
         let (vcpu_results, device_result, timers, timed_out) = std::thread::scope(|scope| {

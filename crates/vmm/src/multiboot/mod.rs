@@ -38,12 +38,12 @@ use crate::devices::testdev::{self, TestDevIrqLines};
 use crate::exec::HostExec;
 use crate::exits::{ExitAccounting, ExitSummary, ExitsError};
 use crate::interrupt::{self, InterruptError, Kicker, Setup};
-use crate::machine::{wait_for_threads, IsFinished};
+use crate::machine::{wait_for_threads, IsFinished, Threads};
 use crate::memory::{GuestMemory, MemoryError};
 use crate::placement::{Placement, PlacementError};
 use crate::run_control::RunControl;
 use crate::stats::{StatsError, StatsFd};
-use crate::vcpu::{Vcpu, VcpuContext, VcpuError};
+use crate::vcpu::Vcpu;
 use crate::vm::{Vm, VmError};
 
 /// The least RAM a Multiboot run gets: kvm-unit-tests' kernels alone
@@ -240,41 +240,17 @@ pub fn run(config: &KernelConfig, echo_console: bool) -> Result<KernelOutcome, K
 
     let start = accounting.snapshot()?;
     let started = Instant::now();
-    let vcpu_threads: Vec<_> = vcpus
-        .into_iter()
-        .map(|mut vcpu| {
-            let (bus, control, kicker, accounting) = (
-                bus.clone(),
-                control.clone(),
-                kicker.clone(),
-                accounting.clone(),
-            );
-            let (placement, interrupts) = (placement.clone(), interrupts.clone());
-            std::thread::spawn(move || {
-                let ctx = VcpuContext {
-                    bus: &bus,
-                    control: &control,
-                    counters: &accounting.counters[vcpu.index],
-                    kicker: &kicker,
-                    interrupts: &*interrupts,
-                    trace: None,
-                };
-                let result = placement
-                    .pin_this_thread(vcpu.index)
-                    .map_err(VcpuError::from)
-                    .and_then(|()| vcpu.run(&ctx));
-                if result.is_err() {
-                    control.request_stop();
-                    kicker.kick_all();
-                }
-                result
-            })
-        })
-        .collect();
-    let timer_thread = interrupts.clone().timer_loop().map(|timers| {
-        let control = control.clone();
-        std::thread::spawn(move || timers(&control))
-    });
+    let threads = Threads {
+        bus,
+        control: control.clone(),
+        kicker: kicker.clone(),
+        accounting: accounting.clone(),
+        placement,
+        interrupts,
+        recorder: None,
+    };
+    let vcpu_threads = threads.spawn_vcpus(vcpus);
+    let timer_thread = threads.spawn_timers();
     let finished = control.wait_for_end(started + config.timeout);
     control.request_stop();
     let mut threads: Vec<(String, &dyn IsFinished)> = vcpu_threads
@@ -298,8 +274,11 @@ pub fn run(config: &KernelConfig, echo_console: bool) -> Result<KernelOutcome, K
             continue;
         }
         match thread.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => failures.push(error_chain(&err)),
+            Ok((Ok(()), _)) => {}
+            Ok((Err(err), rip)) => failures.push(match rip {
+                Some(rip) => format!("{} (rip {rip:#x})", error_chain(&err)),
+                None => error_chain(&err),
+            }),
             Err(_) => failures.push(format!("vCPU {cpu} panicked")),
         }
     }
