@@ -468,6 +468,71 @@ fn cyclictest_histogram(latency: &LatencySummary, max_us: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+    use dirq_vmm::config::{BenchParams, HostileCase};
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    /// `dirq run`'s reading of a bench's parameters printed as flags.
+    fn parsed(params: &BenchParams) -> BenchParams {
+        let words: Vec<String> = params
+            .params()
+            .iter()
+            .flat_map(|param| {
+                let text = param.to_string();
+                text.split(' ').map(String::from).collect::<Vec<_>>()
+            })
+            .collect();
+        let line = ["dirq", params.bench().name()]
+            .into_iter()
+            .map(String::from)
+            .chain(words);
+        let cli = Cli::try_parse_from(line).expect("dirq run takes every flag a set prints");
+        cli.args.config().expect("valid").params
+    }
+
+    #[test]
+    fn every_parameter_printed_as_a_flag_reads_back_through_dirq_run() {
+        let mut sets: Vec<BenchParams> = Bench::ALL
+            .iter()
+            .filter(|&&bench| bench != Bench::Hostile)
+            .map(|&bench| BenchParams::new(bench))
+            .collect();
+        sets.push(HostileCase::ALL[1].config().params);
+        // Non-defaults, the boolean flags among them.
+        for (bench, flags) in [
+            (
+                Bench::Ipi,
+                ["--ipi", "broadcast", "--pv-send-ipi", "--count", "9"].as_slice(),
+            ),
+            (Bench::Vioapic, &["--vioapic", "ro-page", "--race"]),
+            (Bench::IoBatch, &["--io-batch", "--count", "7"]),
+            (
+                Bench::TimerLatency,
+                &["--timer", "oneshot", "--period-ns", "5000"],
+            ),
+            (Bench::Tick, &["--tick-scale", "10", "--duration-ms", "20"]),
+            (Bench::IrqLatency, &["--source", "ioapic", "--rate", "0"]),
+            (Bench::Whileloop, &["--rate", "3"]),
+        ] {
+            let head = ["dirq", bench.name()];
+            let cli = Cli::try_parse_from(head.iter().chain(flags)).expect("valid flags");
+            let params = cli.args.config().expect("valid").params;
+            assert_ne!(
+                params,
+                BenchParams::new(bench),
+                "{flags:?} changes the defaults"
+            );
+            sets.push(params);
+        }
+        for params in sets {
+            assert_eq!(parsed(&params), params, "{}", params.bench());
+        }
+    }
 
     #[test]
     fn histogram_lists_buckets_up_to_the_limit_and_counts_the_rest_as_overflows() {

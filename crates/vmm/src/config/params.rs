@@ -28,8 +28,11 @@ pub const MAX_COUNT: u64 = crate::memory::SAMPLES_CAPACITY;
 /// The largest `--tick-scale`: it turns a 1000 Hz tick into a 1 Hz one.
 pub const MAX_TICK_SCALE: u32 = 1000;
 
-/// One bench parameter, as one `dirq run` flag sets it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One bench parameter, as one `dirq run` flag sets it; the flag is the
+/// variant's name (`PeriodNs` is `--period-ns`), as clap derives the
+/// `dirq run` flags from the field names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case", prefix = "--")]
 pub enum Param {
     Count(u64),
     Rate(u64),
@@ -50,23 +53,7 @@ pub enum Param {
 
 impl Param {
     pub fn flag(self) -> &'static str {
-        match self {
-            Param::Count(_) => "--count",
-            Param::Rate(_) => "--rate",
-            Param::Source(_) => "--source",
-            Param::PeriodNs(_) => "--period-ns",
-            Param::Timer(_) => "--timer",
-            Param::DurationMs(_) => "--duration-ms",
-            Param::Fault(_) => "--fault",
-            Param::Vioapic(_) => "--vioapic",
-            Param::Race => "--race",
-            Param::IoBatch => "--io-batch",
-            Param::TickScale(_) => "--tick-scale",
-            Param::Ipi(_) => "--ipi",
-            Param::PvSendIpi => "--pv-send-ipi",
-            Param::IpiMeasure(_) => "--ipi-measure",
-            Param::Case(_) => "--case",
-        }
+        self.into()
     }
 }
 
@@ -92,12 +79,43 @@ impl fmt::Display for Param {
     }
 }
 
+/// A set's `set` and `params` from one list of its flags, in `dirq run`
+/// order: `value field = Variant` for a flag with a value,
+/// `switch field = Variant` for a boolean one (listed only when on).
+macro_rules! flag_fields {
+    ($($kind:ident $field:ident = $variant:ident),+ $(,)?) => {
+        fn set(&mut self, param: Param) -> bool {
+            match param {
+                $(flag_fields!(@pattern $kind $variant taken) => {
+                    flag_fields!(@take $kind self.$field, taken)
+                })+
+                _ => return false,
+            }
+            true
+        }
+
+        fn params(&self) -> Vec<Param> {
+            [$(flag_fields!(@given $kind self.$field, $variant)),+]
+                .into_iter()
+                .flatten()
+                .collect()
+        }
+    };
+    (@pattern value $variant:ident $taken:ident) => { Param::$variant($taken) };
+    (@pattern switch $variant:ident $taken:ident) => { Param::$variant };
+    (@take value $place:expr, $taken:ident) => { $place = $taken };
+    (@take switch $place:expr, $taken:ident) => { $place = true };
+    (@given value $value:expr, $variant:ident) => { Some(Param::$variant($value)) };
+    (@given switch $on:expr, $variant:ident) => { $on.then_some(Param::$variant) };
+}
+
 /// What each bench's parameter set does.
 trait ParamSet {
     /// Refuses values out of range, and combinations with the shared
     /// settings that KVM or the bench cannot run.
     fn validate(&self, common: &CommonSettings) -> Result<(), ConfigError>;
-    /// Takes `param`'s value; false if this bench has no such parameter.
+    /// Takes `param`'s value; false if this bench has no such parameter
+    /// (`flag_fields!` writes `set` and `params` from one list).
     fn set(&mut self, param: Param) -> bool;
     /// Every parameter as the flag that sets it (a boolean one only when on).
     fn params(&self) -> Vec<Param>;
@@ -344,23 +362,7 @@ impl ParamSet for IrqLatencyParams {
         Ok(())
     }
 
-    fn set(&mut self, param: Param) -> bool {
-        match param {
-            Param::Count(count) => self.count = count,
-            Param::Rate(rate) => self.rate_hz = rate,
-            Param::Source(source) => self.source = source,
-            _ => return false,
-        }
-        true
-    }
-
-    fn params(&self) -> Vec<Param> {
-        vec![
-            Param::Count(self.count),
-            Param::Rate(self.rate_hz),
-            Param::Source(self.source),
-        ]
-    }
+    flag_fields!(value count = Count, value rate_hz = Rate, value source = Source);
 
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
@@ -397,23 +399,7 @@ impl ParamSet for TimerLatencyParams {
         in_range("--period-ns", self.period_ns, MIN_PERIOD_NS, MAX_PERIOD_NS)
     }
 
-    fn set(&mut self, param: Param) -> bool {
-        match param {
-            Param::Count(count) => self.count = count,
-            Param::PeriodNs(period) => self.period_ns = period,
-            Param::Timer(timer) => self.timer = timer,
-            _ => return false,
-        }
-        true
-    }
-
-    fn params(&self) -> Vec<Param> {
-        vec![
-            Param::Timer(self.timer),
-            Param::PeriodNs(self.period_ns),
-            Param::Count(self.count),
-        ]
-    }
+    flag_fields!(value timer = Timer, value period_ns = PeriodNs, value count = Count);
 
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
@@ -464,25 +450,7 @@ impl ParamSet for IpiParams {
         Ok(())
     }
 
-    fn set(&mut self, param: Param) -> bool {
-        match param {
-            Param::Count(count) => self.count = count,
-            Param::Ipi(ipi) => self.ipi = ipi,
-            Param::PvSendIpi => self.pv_send_ipi = true,
-            Param::IpiMeasure(measure) => self.ipi_measure = measure,
-            _ => return false,
-        }
-        true
-    }
-
-    fn params(&self) -> Vec<Param> {
-        let mut params = vec![Param::Ipi(self.ipi), Param::IpiMeasure(self.ipi_measure)];
-        if self.pv_send_ipi {
-            params.push(Param::PvSendIpi);
-        }
-        params.push(Param::Count(self.count));
-        params
-    }
+    flag_fields!(value ipi = Ipi, value ipi_measure = IpiMeasure, switch pv_send_ipi = PvSendIpi, value count = Count);
 
     fn boot(&self, page: &mut SharedPage) {
         let kind = match (self.ipi, self.pv_send_ipi) {
@@ -531,21 +499,7 @@ impl ParamSet for WhileloopParams {
         check_duration_ms(self.duration_ms)
     }
 
-    fn set(&mut self, param: Param) -> bool {
-        match param {
-            Param::Rate(rate) => self.rate_hz = rate,
-            Param::DurationMs(duration) => self.duration_ms = duration,
-            _ => return false,
-        }
-        true
-    }
-
-    fn params(&self) -> Vec<Param> {
-        vec![
-            Param::Rate(self.rate_hz),
-            Param::DurationMs(self.duration_ms),
-        ]
-    }
+    flag_fields!(value rate_hz = Rate, value duration_ms = DurationMs);
 
     fn boot(&self, page: &mut SharedPage) {
         boot_duration(page, self.duration_ms);
@@ -573,17 +527,7 @@ impl ParamSet for ExitCostParams {
         check_count(self.count)
     }
 
-    fn set(&mut self, param: Param) -> bool {
-        match param {
-            Param::Count(count) => self.count = count,
-            _ => return false,
-        }
-        true
-    }
-
-    fn params(&self) -> Vec<Param> {
-        vec![Param::Count(self.count)]
-    }
+    flag_fields!(value count = Count);
 
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
@@ -614,17 +558,7 @@ impl ParamSet for FaultParams {
         Ok(())
     }
 
-    fn set(&mut self, param: Param) -> bool {
-        match param {
-            Param::Fault(fault) => self.fault = fault,
-            _ => return false,
-        }
-        true
-    }
-
-    fn params(&self) -> Vec<Param> {
-        vec![Param::Fault(self.fault)]
-    }
+    flag_fields!(value fault = Fault);
 
     fn boot(&self, page: &mut SharedPage) {
         page.fault = self.fault.abi_id();
@@ -679,24 +613,7 @@ impl ParamSet for VioapicParams {
         Ok(())
     }
 
-    fn set(&mut self, param: Param) -> bool {
-        match param {
-            Param::Count(count) => self.count = count,
-            Param::Vioapic(mode) => self.vioapic = mode,
-            Param::Race => self.vioapic_race = true,
-            _ => return false,
-        }
-        true
-    }
-
-    fn params(&self) -> Vec<Param> {
-        let mut params = vec![Param::Vioapic(self.vioapic)];
-        if self.vioapic_race {
-            params.push(Param::Race);
-        }
-        params.push(Param::Count(self.count));
-        params
-    }
+    flag_fields!(value vioapic = Vioapic, switch vioapic_race = Race, value count = Count);
 
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
@@ -740,23 +657,7 @@ impl ParamSet for IoBatchParams {
         check_count(self.count)
     }
 
-    fn set(&mut self, param: Param) -> bool {
-        match param {
-            Param::Count(count) => self.count = count,
-            Param::IoBatch => self.io_batch = true,
-            _ => return false,
-        }
-        true
-    }
-
-    fn params(&self) -> Vec<Param> {
-        let mut params = Vec::new();
-        if self.io_batch {
-            params.push(Param::IoBatch);
-        }
-        params.push(Param::Count(self.count));
-        params
-    }
+    flag_fields!(switch io_batch = IoBatch, value count = Count);
 
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
@@ -805,21 +706,7 @@ impl ParamSet for TickParams {
         Ok(())
     }
 
-    fn set(&mut self, param: Param) -> bool {
-        match param {
-            Param::TickScale(scale) => self.tick_scale = scale,
-            Param::DurationMs(duration) => self.duration_ms = duration,
-            _ => return false,
-        }
-        true
-    }
-
-    fn params(&self) -> Vec<Param> {
-        vec![
-            Param::TickScale(self.tick_scale),
-            Param::DurationMs(self.duration_ms),
-        ]
-    }
+    flag_fields!(value tick_scale = TickScale, value duration_ms = DurationMs);
 
     fn boot(&self, page: &mut SharedPage) {
         boot_duration(page, self.duration_ms);
@@ -853,17 +740,7 @@ impl ParamSet for HaltWakeupParams {
         Ok(())
     }
 
-    fn set(&mut self, param: Param) -> bool {
-        match param {
-            Param::Count(count) => self.count = count,
-            _ => return false,
-        }
-        true
-    }
-
-    fn params(&self) -> Vec<Param> {
-        vec![Param::Count(self.count)]
-    }
+    flag_fields!(value count = Count);
 
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
@@ -898,17 +775,7 @@ impl ParamSet for HostileParams {
         check_count(self.count)
     }
 
-    fn set(&mut self, param: Param) -> bool {
-        match param {
-            Param::Case(case) => self.hostile = case,
-            _ => return false,
-        }
-        true
-    }
-
-    fn params(&self) -> Vec<Param> {
-        vec![Param::Case(self.hostile)]
-    }
+    flag_fields!(value hostile = Case);
 
     fn boot(&self, page: &mut SharedPage) {
         page.count = self.count;
