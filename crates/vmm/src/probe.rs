@@ -20,7 +20,7 @@ use crate::config::{
 };
 use crate::exec::{kvm_backend, ExecError, HostExec};
 use crate::host_load::{HostLoad, HostNoise, LoadMonitor, NoiseReason, NOISY_FLOOR_SPREAD};
-use crate::report::{BenchResult, RunReport};
+use crate::report::RunReport;
 use crate::results::IpiResult;
 
 /// KVM's paravirtual feature leaf and its bits (Documentation/virt/kvm/x86/cpuid.rst).
@@ -590,40 +590,40 @@ fn figures(kind: FloorRun, report: &RunReport, events: u64) -> Result<Vec<Figure
             ),
         ]
     };
-    Ok(match (kind, &report.results) {
-        (FloorRun::Exits, BenchResult::ExitCost(cost)) => vec![
-            figure(
-                Floor::UserspaceExit,
-                median_or_mean(cost.userspace_exit_p50_ns, cost.userspace_exit_ns),
-                events,
-            ),
-            figure(
-                Floor::KernelExit,
-                median_or_mean(cost.kernel_exit_p50_ns, cost.kernel_exit_ns),
-                events,
-            ),
-            figure(Floor::SelfIpi, p50, events),
-        ],
-        (FloorRun::IpiBusy, BenchResult::Ipi(ipi)) => {
+    let results = &report.results;
+    Ok(match kind {
+        FloorRun::Exits => {
+            let cost = results.exit_cost()?;
+            vec![
+                figure(
+                    Floor::UserspaceExit,
+                    median_or_mean(cost.userspace_exit_p50_ns, cost.userspace_exit_ns),
+                    events,
+                ),
+                figure(
+                    Floor::KernelExit,
+                    median_or_mean(cost.kernel_exit_p50_ns, cost.kernel_exit_ns),
+                    events,
+                ),
+                figure(Floor::SelfIpi, p50, events),
+            ]
+        }
+        FloorRun::IpiBusy => {
             let mut figures = vec![figure(Floor::IpiBusy, p50, events)];
             figures.extend(send_and_target(
                 Floor::IpiBusySend,
                 Floor::IpiBusyTarget,
-                ipi,
+                results.ipi()?,
             ));
             figures
         }
-        (FloorRun::IpiBusyUserspace, BenchResult::Ipi(ipi)) => send_and_target(
+        FloorRun::IpiBusyUserspace => send_and_target(
             Floor::UserspaceIpiBusySend,
             Floor::UserspaceIpiBusyTarget,
-            ipi,
+            results.ipi()?,
         )
         .into(),
-        (FloorRun::IpiHalted, _) => vec![figure(Floor::IpiHalted, p50, events)],
-        (FloorRun::Exits, other) => return Err(other.mismatch(Bench::ExitCost).into()),
-        (FloorRun::IpiBusy | FloorRun::IpiBusyUserspace, other) => {
-            return Err(other.mismatch(Bench::Ipi).into())
-        }
+        FloorRun::IpiHalted => vec![figure(Floor::IpiHalted, p50, events)],
     })
 }
 

@@ -15,9 +15,10 @@ use dirq_stats::f64_of;
 use crate::config::Bench;
 
 /// Defines `BenchResult`, one variant per bench that reports, named as
-/// `Bench`'s variant, and the bench of each.
+/// `Bench`'s variant, the bench of each, and a reader per bench
+/// (`results.tick()`) that gives its figures or says whose they are.
 macro_rules! bench_results {
-    ($($bench:ident($result:ty)),+ $(,)?) => {
+    ($($reader:ident: $bench:ident($result:ty)),+ $(,)?) => {
         /// A bench's own figures, tagged by the bench: serialized as
         /// `"bench": <name>, "results": {<figure>: <number>, ...}`.
         #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -32,21 +33,32 @@ macro_rules! bench_results {
                     $(BenchResult::$bench(_) => Bench::$bench),+
                 }
             }
+
+            $(
+                #[doc = concat!("The ", stringify!($bench), " bench's figures, or whose these are.")]
+                pub fn $reader(&self) -> Result<&$result, ResultMismatch> {
+                    match self {
+                        BenchResult::$bench(figures) => Ok(figures),
+                        #[allow(unreachable_patterns)]
+                        other => Err(other.mismatch(Bench::$bench)),
+                    }
+                }
+            )+
         }
     };
 }
 
 bench_results!(
-    IrqLatency(PvEoiCount),
-    TimerLatency(PvEoiCount),
-    Ipi(IpiResult),
-    Whileloop(WhileloopResult),
-    ExitCost(ExitCostResult),
-    Vioapic(VioapicResult),
-    IoBatch(IoBatchResult),
-    Tick(TickResult),
-    HaltWakeup(PvEoiCount),
-    Hostile(NoFigures),
+    irq_latency: IrqLatency(PvEoiCount),
+    timer_latency: TimerLatency(PvEoiCount),
+    ipi: Ipi(IpiResult),
+    whileloop: Whileloop(WhileloopResult),
+    exit_cost: ExitCost(ExitCostResult),
+    vioapic: Vioapic(VioapicResult),
+    io_batch: IoBatch(IoBatchResult),
+    tick: Tick(TickResult),
+    halt_wakeup: HaltWakeup(PvEoiCount),
+    hostile: Hostile(NoFigures),
 );
 
 /// A run's results were not those of the bench its reader expected.
@@ -87,7 +99,7 @@ impl BenchResult {
     }
 
     /// The error a reader gives when these are not `expected`'s results.
-    pub fn mismatch(&self, expected: Bench) -> ResultMismatch {
+    fn mismatch(&self, expected: Bench) -> ResultMismatch {
         ResultMismatch {
             expected,
             got: self.bench(),
@@ -473,6 +485,21 @@ mod tests {
             BenchResult::HaltWakeup(PvEoiCount::default()),
             BenchResult::Hostile(NoFigures {}),
         ]
+    }
+
+    #[test]
+    fn a_reader_gives_its_benchs_figures_and_names_any_other_bench() {
+        let results = every_variant();
+        let io_batch = &results[6];
+        let figures = io_batch.io_batch().expect("io-batch figures");
+        assert_eq!(figures.device_digest, 0xdead_beef);
+        let err = io_batch.tick().expect_err("not tick's");
+        assert_eq!((err.expected, err.got), (Bench::Tick, Bench::IoBatch));
+        assert_eq!(err.to_string(), "expected tick results, got io-batch's");
+        // Three benches share one result type; each reader keeps its own.
+        let timer = &results[1];
+        assert!(timer.timer_latency().is_ok());
+        assert!(timer.irq_latency().is_err() && timer.halt_wakeup().is_err());
     }
 
     #[test]

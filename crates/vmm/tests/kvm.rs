@@ -1,7 +1,6 @@
 //! Runs the guest on /dev/kvm and asserts exit counts (never times).
 //! The tests run one VM at a time (`common::run`).
 
-#[macro_use]
 mod common;
 
 use common::{one_vm_at_a_time, run, userspace_exits};
@@ -19,7 +18,6 @@ use dirq_vmm::config::{
 use dirq_vmm::exec::HostExec;
 use dirq_vmm::exits::UserspaceExit;
 use dirq_vmm::machine::MachineError;
-use dirq_vmm::results::BenchResult;
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::trace::Tracing;
 use dirq_vmm::vcpu::VcpuError;
@@ -106,7 +104,7 @@ fn kernel_irqfd_delivers_without_userspace_exits() {
         // touch of a page in the window (natively a page fault traps:
         // pf_taken), and a couple of RDMSRs that deliver an interrupt held
         // while the VIF was clear.
-        let eois = INTERRUPTS - results_of!(report, IrqLatency).pv_eoi_skips;
+        let eois = INTERRUPTS - report.results.irq_latency().expect("figures").pv_eoi_skips;
         let page_faults: u64 = report
             .exits
             .per_vcpu
@@ -148,7 +146,11 @@ fn native_mode_runs_a_million_iteration_loop_without_emulation() {
         let report = run(&config).expect("whileloop runs");
         assert_eq!(report.guest_exec, exec);
         assert_eq!(report.exec_warning, None);
-        let iterations = results_of!(report, Whileloop).loaded_iterations;
+        let iterations = report
+            .results
+            .whileloop()
+            .expect("figures")
+            .loaded_iterations;
         (iterations, kernel_exits(&report, "insn_emulation"))
     };
     let (iterations, emulated) = loop_run(GuestExec::Native, 20);
@@ -175,9 +177,7 @@ fn whileloop_times_what_each_interrupt_takes_from_the_loop() {
         duration_ms: 50,
     }));
     let report = run(&config).expect("whileloop runs");
-    let BenchResult::Whileloop(figures) = &report.results else {
-        panic!("whileloop reported {:?}", report.results);
-    };
+    let figures = report.results.whileloop().expect("figures");
     assert!(report.interrupts > 0, "no interrupt handled");
     // Every interrupt exits at least once, so each takes time from the
     // loop; together no more than the loaded run lasted.
@@ -353,7 +353,11 @@ fn vcpu1_receives_ipis() {
         }));
         config.common.irqchip = irqchip;
         let report = run(&config).expect("ipi runs");
-        assert_eq!(results_of!(report, Ipi).handled.0, [200, 200], "{irqchip}");
+        assert_eq!(
+            report.results.ipi().expect("figures").handled.0,
+            [200, 200],
+            "{irqchip}"
+        );
         assert_eq!(report.interrupts, 400, "{irqchip}");
         if irqchip == Irqchip::Userspace {
             // Per round trip: two ICR writes and two EOIs, all x2APIC MSR
@@ -542,7 +546,7 @@ fn a_busy_ipi_target_loses_one_gap_of_its_loop_per_ping() {
     }));
     config.common.guest_idle = GuestIdle::Busy;
     let report = run(&config).expect("ipi runs");
-    let ipi = results_of!(report, Ipi);
+    let ipi = report.results.ipi().expect("figures");
     let gaps = ipi.target_gaps.unwrap_or(0);
     if report.placement.shares_cpus() {
         // Most gaps hold the sender's time slice, past the guest's cap, and

@@ -4,7 +4,6 @@
 //! and deliveries it has on a spread placement; counts are small so that
 //! the whole file stays within seconds. Never times.
 
-#[macro_use]
 mod common;
 
 use common::{run, userspace_exits};
@@ -82,7 +81,10 @@ fn ipi_on_one_core_answers_every_ping_into_a_busy_vcpu() {
     one_core(&mut config);
     let report = run(&config).unwrap_or_else(|err| panic!("ipi on one core: {err}"));
     assert!(report.placement.shares_cpus());
-    assert_eq!(results_of!(report, Ipi).handled.0, [ROUNDS, ROUNDS]);
+    assert_eq!(
+        report.results.ipi().expect("figures").handled.0,
+        [ROUNDS, ROUNDS]
+    );
 }
 
 #[test]
@@ -94,7 +96,7 @@ fn whileloop_on_one_core_finishes_its_loop_under_load() {
         rate_hz: 1_000,
         duration_ms: 50,
     }));
-    let whileloop = results_of!(report, Whileloop);
+    let whileloop = report.results.whileloop().expect("figures");
     assert!(whileloop.raised > 0, "{whileloop:?}");
     assert!(report.interrupts > 0);
     let share = whileloop.guest_share;
@@ -130,7 +132,11 @@ fn vioapic_on_one_core_consumes_every_event_at_every_level() {
             count: EVENTS,
             ..VioapicParams::default()
         }));
-        assert_eq!(results_of!(report, Vioapic).events, EVENTS, "{mode}");
+        assert_eq!(
+            report.results.vioapic().expect("figures").events,
+            EVENTS,
+            "{mode}"
+        );
         assert!(
             report.exits.userspace >= EVENTS,
             "{mode}: {:?}",
@@ -138,7 +144,7 @@ fn vioapic_on_one_core_consumes_every_event_at_every_level() {
         );
     }
     if let Some(report) = common::vioapic_kernel_level(EVENTS, one_core) {
-        assert_eq!(results_of!(report, Vioapic).events, EVENTS);
+        assert_eq!(report.results.vioapic().expect("figures").events, EVENTS);
         assert_eq!(report.exits.userspace, 0, "{:?}", report.exits);
     }
 }

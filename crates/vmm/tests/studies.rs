@@ -2,7 +2,6 @@
 //! exit counts per interrupt, per register access and per disk command,
 //! never times. Skipped loudly without /dev/kvm.
 
-#[macro_use]
 mod common;
 
 use common::{run, userspace_exits};
@@ -23,7 +22,11 @@ fn vioapic(mode: VioapicLevel) -> RunReport {
     }));
     let report = run(&config).unwrap_or_else(|err| panic!("vioapic {mode}: {err}"));
     // bench::run fails unless every event was consumed, in order.
-    assert_eq!(results_of!(report, Vioapic).events, EVENTS, "{mode}");
+    assert_eq!(
+        report.results.vioapic().expect("figures").events,
+        EVENTS,
+        "{mode}"
+    );
     report
 }
 
@@ -41,8 +44,16 @@ fn racing(mode: VioapicLevel) -> BenchConfig {
 /// Register accesses of one interrupt's sequence at this level.
 fn accesses_per_interrupt(report: &RunReport) -> (u64, u64) {
     (
-        results_of!(report, Vioapic).register_reads_per_interrupt,
-        results_of!(report, Vioapic).register_writes_per_interrupt,
+        report
+            .results
+            .vioapic()
+            .expect("figures")
+            .register_reads_per_interrupt,
+        report
+            .results
+            .vioapic()
+            .expect("figures")
+            .register_writes_per_interrupt,
     )
 }
 
@@ -56,7 +67,7 @@ fn vioapic_userspace_exits_once_per_register_access() {
     assert_eq!((reads, writes), (4, 2));
     // Back to back through dirq's controller: one interrupt per event.
     assert_eq!(report.interrupts, EVENTS);
-    assert_eq!(results_of!(report, Vioapic).spurious, 0);
+    assert_eq!(report.results.vioapic().expect("figures").spurious, 0);
     assert_eq!(
         userspace_exits(&report, UserspaceExit::Mmio),
         (reads + writes) * EVENTS,
@@ -75,7 +86,7 @@ fn vioapic_ro_page_reads_cost_no_exit() {
     let (reads, writes) = accesses_per_interrupt(&report);
     assert!(reads > 0);
     assert_eq!(
-        results_of!(report, Vioapic).trapped_reads,
+        report.results.vioapic().expect("figures").trapped_reads,
         0,
         "reads hit the mirror"
     );
@@ -101,9 +112,9 @@ fn vioapic_ro_page_posted_mask_loses_and_reorders_nothing_under_racing_raises() 
     // event consumed twice or out of order; interrupts already on their way
     // when the mask was posted may arrive and are spurious to the guest.
     let report = run(&config).unwrap_or_else(|err| panic!("ro-page race: {err}"));
-    assert_eq!(results_of!(report, Vioapic).events, 3_000);
+    assert_eq!(report.results.vioapic().expect("figures").events, 3_000);
     assert!(
-        results_of!(report, Vioapic).mask_toggles > 0,
+        report.results.vioapic().expect("figures").mask_toggles > 0,
         "{:?}",
         report.results
     );
@@ -115,7 +126,7 @@ fn vioapic_pv_traps_only_the_unmask() {
         return;
     }
     let report = vioapic(VioapicLevel::Pv);
-    assert_eq!(results_of!(report, Vioapic).trapped_reads, 0);
+    assert_eq!(report.results.vioapic().expect("figures").trapped_reads, 0);
     assert_eq!(report.interrupts, EVENTS);
     assert_eq!(
         userspace_exits(&report, UserspaceExit::Mmio),
@@ -134,13 +145,13 @@ fn vioapic_kernel_level_needs_no_userspace_exit() {
     let Some(report) = common::vioapic_kernel_level(EVENTS, |_| {}) else {
         return;
     };
-    assert_eq!(results_of!(report, Vioapic).trapped_reads, 0);
-    assert_eq!(results_of!(report, Vioapic).trapped_writes, 0);
+    assert_eq!(report.results.vioapic().expect("figures").trapped_reads, 0);
+    assert_eq!(report.results.vioapic().expect("figures").trapped_writes, 0);
     assert_eq!(report.exits.userspace, 0, "{:?}", report.exits);
     // Spurious interrupts (duplicate deliveries) are serviced as nothing
     // to do; every event still took an interrupt of its own.
     assert!(report.interrupts >= EVENTS);
-    assert_eq!(results_of!(report, Vioapic).events, EVENTS);
+    assert_eq!(report.results.vioapic().expect("figures").events, EVENTS);
 }
 
 /// A LAPIC that holds nothing in service (a second kvm_pvm host's), as the
@@ -195,9 +206,13 @@ fn vioapic_pv_survives_raises_racing_mask_and_unmask() {
         // with none in flight, or if the guest never got an event (a lost
         // interrupt leaves it halted until the watchdog).
         let report = run(&config).unwrap_or_else(|err| panic!("{mode} race: {err}"));
-        assert_eq!(results_of!(report, Vioapic).events, 3_000, "{mode}");
+        assert_eq!(
+            report.results.vioapic().expect("figures").events,
+            3_000,
+            "{mode}"
+        );
         assert!(
-            results_of!(report, Vioapic).mask_toggles > 0,
+            report.results.vioapic().expect("figures").mask_toggles > 0,
             "{mode}: the guest never masked outside its handler: {:?}",
             report.results
         );
@@ -245,8 +260,8 @@ fn io_batch_turns_eleven_exits_per_command_into_one() {
         batched.exits
     );
     assert_eq!(
-        results_of!(writes, IoBatch).device_digest,
-        results_of!(batched, IoBatch).device_digest,
+        writes.results.io_batch().expect("figures").device_digest,
+        batched.results.io_batch().expect("figures").device_digest,
         "the disk must end in the same state both ways"
     );
 }
@@ -264,7 +279,7 @@ fn tick_scaling_cuts_timer_interrupts_by_k_unseen_by_the_guest() {
         }));
         let report = run(&config).unwrap_or_else(|err| panic!("tick K={scale}: {err}"));
         // bench::run fails if the guest read back a count it never wrote.
-        let tick = results_of!(report, Tick);
+        let tick = report.results.tick().expect("figures");
         assert!(tick.max_count_read <= tick.guest_reload);
         assert_eq!(tick.effective_reload, tick.guest_reload * u64::from(scale));
         assert!(report.interrupts > 0, "no tick at K={scale}");
@@ -293,7 +308,10 @@ fn broadcast_ipis_reach_every_other_vcpu() {
     config.common.vcpus = 4;
     let report = run(&config).expect("broadcast ipi runs");
     // Each answers with its own pong vector: none coalesce on vCPU 0.
-    assert_eq!(results_of!(report, Ipi).handled.0, [3 * 200, 200, 200, 200]);
+    assert_eq!(
+        report.results.ipi().expect("figures").handled.0,
+        [3 * 200, 200, 200, 200]
+    );
     assert_eq!(report.latency_ns.as_ref().map(|l| l.samples), Some(200));
     assert!(report.exits.vcpu_cpu_s > 0.0, "the vCPU threads' CPU time");
 }

@@ -147,9 +147,7 @@ pub fn compare(base: &BenchConfig) -> Result<Comparison, BenchError> {
         },
     };
     let floor = super::run(&floor)?;
-    let BenchResult::ExitCost(cost) = &exit_cost.results else {
-        return Err(exit_cost.results.mismatch(Bench::ExitCost).into());
-    };
+    let cost = exit_cost.results.exit_cost()?;
     let p50 = |report: &RunReport| {
         report
             .latency_ns

@@ -6,11 +6,11 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::Settings;
+use super::{run_each, Settings};
 use crate::bench::BenchError;
 use crate::config::params::IoBatchParams;
-use crate::config::{Bench, BenchConfig, BenchParams};
-use crate::report::{BenchResult, RunReport};
+use crate::config::{BenchConfig, BenchParams};
+use crate::report::RunReport;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IoBatchRow {
@@ -43,16 +43,10 @@ pub fn comparison_config(batched: bool, settings: Settings) -> BenchConfig {
 }
 
 pub fn compare(settings: Settings) -> Result<IoBatchTable, BenchError> {
-    let runs = BATCHED
-        .into_iter()
-        .map(|batched| crate::bench::run(&comparison_config(batched, settings)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let runs = run_each(&BATCHED, |batched| comparison_config(batched, settings))?;
     let results = runs
         .iter()
-        .map(|run| match &run.results {
-            BenchResult::IoBatch(result) => Ok(result),
-            other => Err(other.mismatch(Bench::IoBatch)),
-        })
+        .map(|run| run.results.io_batch())
         .collect::<Result<Vec<_>, _>>()?;
     let rows: Vec<IoBatchRow> = BATCHED
         .into_iter()

@@ -58,6 +58,18 @@ impl Settings {
     }
 }
 
+/// One run per compared value, in order; the first that fails ends the
+/// comparison.
+fn run_each<T: Copy>(
+    compared: &[T],
+    config: impl Fn(T) -> BenchConfig,
+) -> Result<Vec<RunReport>, crate::bench::BenchError> {
+    compared
+        .iter()
+        .map(|&value| crate::bench::run(&config(value)))
+        .collect()
+}
+
 /// The exits of `run` by KVM category, per interrupt it delivered.
 pub fn per_interrupt_by_category(run: &RunReport) -> BTreeMap<String, f64> {
     let interrupts = f64_of(run.interrupts.max(1));

@@ -6,11 +6,11 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::Settings;
+use super::{run_each, Settings};
 use crate::bench::BenchError;
 use crate::config::params::TickParams;
-use crate::config::{Bench, BenchConfig, BenchParams};
-use crate::report::{BenchResult, RunReport};
+use crate::config::{BenchConfig, BenchParams};
+use crate::report::RunReport;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TickRow {
@@ -43,17 +43,12 @@ pub fn comparison_config(scale: u32, settings: Settings) -> BenchConfig {
 }
 
 pub fn compare(settings: Settings) -> Result<TickTable, BenchError> {
-    let runs = COMPARED_SCALES
-        .iter()
-        .map(|&scale| crate::bench::run(&comparison_config(scale, settings)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let runs = run_each(&COMPARED_SCALES, |scale| comparison_config(scale, settings))?;
     let rows = COMPARED_SCALES
         .into_iter()
         .zip(&runs)
         .map(|(scale, run)| {
-            let BenchResult::Tick(tick) = &run.results else {
-                return Err(run.results.mismatch(Bench::Tick).into());
-            };
+            let tick = run.results.tick()?;
             Ok(TickRow {
                 scale,
                 timer_interrupts: run.interrupts,

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::{per_interrupt_by_category, Settings};
 use crate::bench::{BenchError, BEST_PATH_HALT_POLL_NS};
 use crate::config::params::VioapicParams;
-use crate::config::{Bench, BenchConfig, BenchParams, HaltMode, VioapicLevel};
+use crate::config::{BenchConfig, BenchParams, HaltMode, VioapicLevel};
 use crate::report::RunReport;
-use crate::results::{BenchResult, ResultMismatch};
+use crate::results::ResultMismatch;
 
 /// One level's row of the comparison.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,9 +99,7 @@ pub fn compare(settings: Settings) -> Result<VioapicTable, BenchError> {
 
 /// A level's row from its run; the speedup is filled in beside the others.
 fn measured_row(mode: VioapicLevel, run: &RunReport) -> Result<VioapicRow, ResultMismatch> {
-    let BenchResult::Vioapic(vioapic) = &run.results else {
-        return Err(run.results.mismatch(Bench::Vioapic));
-    };
+    let vioapic = run.results.vioapic()?;
     Ok(VioapicRow {
         mode,
         interrupts: run.interrupts,

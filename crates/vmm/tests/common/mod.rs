@@ -32,17 +32,6 @@ pub fn userspace_exits(report: &RunReport, reason: UserspaceExit) -> u64 {
         .unwrap_or(0)
 }
 
-/// The figures of `$report`, a run of `$bench` (a `BenchResult` variant).
-#[macro_export]
-macro_rules! results_of {
-    ($report:expr, $bench:ident) => {
-        match &$report.results {
-            dirq_vmm::results::BenchResult::$bench(figures) => figures,
-            other => panic!("expected {} results, got {other:?}", stringify!($bench)),
-        }
-    };
-}
-
 /// vioapic's kernel level with `count` events, changed by `adjust`: its
 /// report where this host's LAPIC holds interrupts in service; where it
 /// does not (`lapic_check`), asserts that the run said so instead of
