@@ -37,7 +37,7 @@ pub use profile::CostProfile;
 pub use scenario::Scenario;
 
 use machine::{index_u32, Machine};
-use metrics::{InterruptCounts, StudyResults, Throughput};
+use metrics::{InterruptCounts, StudyResults, Throughput, ThroughputUnit};
 use scenario::{RunSpec, WorkloadKind};
 use trace::{Trace, TraceFile};
 
@@ -254,26 +254,43 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
 
 fn throughput(spec: &RunSpec, counters: &machine::Counters, seconds: f64) -> Option<Throughput> {
     let (value, unit) = match spec.workload {
-        WorkloadKind::UdpRx => (f64_of(counters.packets_processed) / seconds, "packets/s"),
-        WorkloadKind::Iperf => (f64_of(counters.acked_bytes) * 8.0 / seconds / 1e9, "Gbit/s"),
-        WorkloadKind::Fio => (f64_of(counters.requests_done) / seconds, "IOPS"),
-        WorkloadKind::IpiCall => (f64_of(counters.requests_done) / seconds, "calls/s"),
-        WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
-            (f64_of(counters.requests_done) / seconds, "transactions/s")
-        }
-        WorkloadKind::Memcached | WorkloadKind::Apache => {
-            (f64_of(counters.requests_done) / seconds, "requests/s")
-        }
-        WorkloadKind::L2fwd => (f64_of(counters.packets_processed) / seconds, "packets/s"),
-        WorkloadKind::Netperf => (f64_of(counters.acked_bytes) * 8.0 / seconds / 1e6, "Mbit/s"),
+        WorkloadKind::UdpRx => (
+            f64_of(counters.packets_processed) / seconds,
+            ThroughputUnit::PacketsPerS,
+        ),
+        WorkloadKind::Iperf => (
+            f64_of(counters.acked_bytes) * 8.0 / seconds / 1e9,
+            ThroughputUnit::GbitPerS,
+        ),
+        WorkloadKind::Fio => (
+            f64_of(counters.requests_done) / seconds,
+            ThroughputUnit::Iops,
+        ),
+        WorkloadKind::IpiCall => (
+            f64_of(counters.requests_done) / seconds,
+            ThroughputUnit::CallsPerS,
+        ),
+        WorkloadKind::NetperfRr | WorkloadKind::UdpRr => (
+            f64_of(counters.requests_done) / seconds,
+            ThroughputUnit::TransactionsPerS,
+        ),
+        WorkloadKind::Memcached | WorkloadKind::Apache => (
+            f64_of(counters.requests_done) / seconds,
+            ThroughputUnit::RequestsPerS,
+        ),
+        WorkloadKind::L2fwd => (
+            f64_of(counters.packets_processed) / seconds,
+            ThroughputUnit::PacketsPerS,
+        ),
+        WorkloadKind::Netperf => (
+            f64_of(counters.acked_bytes) * 8.0 / seconds / 1e6,
+            ThroughputUnit::MbitPerS,
+        ),
         WorkloadKind::Whileloop => (
             ratio(counters.spin_ns, counters.guest_core_ns.max(1)),
-            "fraction of the core running the loop",
+            ThroughputUnit::LoopShare,
         ),
         _ => return None,
     };
-    Some(Throughput {
-        value,
-        unit: unit.to_string(),
-    })
+    Some(Throughput { value, unit })
 }

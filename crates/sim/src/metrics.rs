@@ -101,7 +101,52 @@ impl Invariant {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Throughput {
     pub value: f64,
-    pub unit: String,
+    pub unit: ThroughputUnit,
+}
+
+/// What a workload's throughput counts; serialized, and printed, as the
+/// unit people read ("packets/s").
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[serde(into = "&'static str", try_from = "String")]
+pub enum ThroughputUnit {
+    #[strum(serialize = "packets/s")]
+    PacketsPerS,
+    #[strum(serialize = "Gbit/s")]
+    GbitPerS,
+    #[strum(serialize = "Mbit/s")]
+    MbitPerS,
+    #[strum(serialize = "IOPS")]
+    Iops,
+    #[strum(serialize = "calls/s")]
+    CallsPerS,
+    #[strum(serialize = "transactions/s")]
+    TransactionsPerS,
+    #[strum(serialize = "requests/s")]
+    RequestsPerS,
+    #[strum(serialize = "interrupts/s")]
+    InterruptsPerS,
+    /// Whileloop's: the share of the guest core the loop kept.
+    #[strum(serialize = "fraction of the core running the loop")]
+    LoopShare,
+}
+
+impl TryFrom<String> for ThroughputUnit {
+    type Error = strum::ParseError;
+    fn try_from(unit: String) -> Result<Self, Self::Error> {
+        unit.parse()
+    }
 }
 
 /// One policy run of one scenario point.
@@ -189,5 +234,24 @@ impl ScenarioResult {
 
     pub fn total_wall_s(&self) -> f64 {
         self.runs.iter().map(|run| run.wall_s).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strum::VariantArray;
+
+    #[test]
+    fn throughput_units_round_trip_under_the_names_people_read() {
+        for &unit in ThroughputUnit::VARIANTS {
+            let json = serde_json::to_value(unit).expect("serializes");
+            assert_eq!(json, unit.to_string());
+            let back: ThroughputUnit = serde_json::from_value(json).expect("deserializes");
+            assert_eq!(back, unit);
+        }
+        let packets = serde_json::to_string(&ThroughputUnit::PacketsPerS).expect("serializes");
+        assert_eq!(packets, "\"packets/s\"");
+        assert!(serde_json::from_str::<ThroughputUnit>("\"furlongs/s\"").is_err());
     }
 }

@@ -21,7 +21,9 @@ use flow::{AccessKind, Landing, LevelLandings, Register, Step, FLOW};
 pub use profile::{LoongsonProfile, VioapicCycles};
 
 use crate::engine;
-use crate::metrics::{InterruptCounts, Invariant, RunResult, StudyResults, Throughput};
+use crate::metrics::{
+    InterruptCounts, Invariant, RunResult, StudyResults, Throughput, ThroughputUnit,
+};
 use crate::queue::{EventQueue, Keyed};
 use crate::scenario::{RunSpec, Scenario, WorkloadKind};
 use crate::trace::Trace;
@@ -415,7 +417,7 @@ impl<'a> Loongson<'a> {
             latency_ns: None,
             throughput: Some(Throughput {
                 value: completed / seconds,
-                unit: "interrupts/s".into(),
+                unit: ThroughputUnit::InterruptsPerS,
             }),
             invariant_violations,
             study: StudyResults {
