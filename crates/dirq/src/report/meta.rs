@@ -12,8 +12,10 @@ use time::OffsetDateTime;
 /// per concept in data.json: the software-only studies are `raw.studies`,
 /// step `studies` and sections `studies*`, the published experiments'
 /// sections `paper-*`; table cells are objects with their number and
-/// unit beside their text).
-pub const SCHEMA_VERSION: u32 = 5;
+/// unit beside their text; 6: every cell that shows a number has its
+/// value and unit, throughputs in their own unit, and no cell holds two
+/// numbers).
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Kernel modules that provide KVM's x86 backend.
 const KVM_BACKENDS: [&str; 3] = ["kvm_intel", "kvm_amd", "kvm_pvm"];

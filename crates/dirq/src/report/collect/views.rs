@@ -134,13 +134,6 @@ impl SimRun {
         self.throughput.as_ref().map(|throughput| throughput.value)
     }
 
-    /// The throughput's unit; empty without a throughput.
-    pub fn throughput_unit(&self) -> &str {
-        self.throughput
-            .as_ref()
-            .map_or("", |throughput| throughput.unit.as_str())
-    }
-
     /// "vanilla · 100K pps": the policy and the parameters named in `keys`
     /// (those that tell the runs of one scenario apart).
     pub fn label(&self, keys: &[String]) -> String {

@@ -3,8 +3,7 @@
 
 use crate::calibrate::Calibration;
 
-use crate::report::format::format_value;
-use crate::report::present::data::{Section, Table, TableRow};
+use crate::report::present::data::{Cell, Section, Table, TableRow, Unit};
 
 pub fn calibration_section(calibration: &Calibration, profile_file: &str) -> Section {
     let costs = Table {
@@ -15,14 +14,14 @@ pub fn calibration_section(calibration: &Calibration, profile_file: &str) -> Sec
             .rows()
             .iter()
             .map(|(name, measured)| {
-                let ns = format_value(measured.ns);
+                let ns = Cell::number(measured.ns, Unit::Ns);
                 TableRow::new(vec![
-                    name.to_string(),
+                    Cell::text(*name),
                     match measured.not_derivable {
-                        Some(_) => format!("{ns} (fallback)"),
+                        Some(_) => ns.clone().shown_as(format!("{} (fallback)", ns.text)),
                         None => ns,
                     },
-                    measured.provenance(),
+                    Cell::text(measured.provenance()),
                 ])
             })
             .collect(),

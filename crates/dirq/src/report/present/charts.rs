@@ -12,7 +12,7 @@ use dirq_vmm::exits::ExitTime;
 use dirq_vmm::report::{Bucket, PERF_KVM_STAT_COLUMNS};
 
 use crate::report::collect::views::Latency;
-use crate::report::format::{format_percent, ns_to_us};
+use crate::report::format::ns_to_us;
 
 /// Stacked bars of exit reasons, one bar per labelled entry. Reasons are
 /// ordered by their largest value so the big ones sit at the left.
@@ -333,18 +333,26 @@ pub fn perf_kvm_stat_table(
         .filter_map(|r| pooled(r))
         .map(|t| t.total_ns)
         .sum();
-    let us_text = |ns: f64| format!("{:.2}us", ns_to_us(ns));
-    let spread_text = |values: Vec<f64>| -> String {
+    // Numbers printed as perf prints them.
+    let us = |ns: f64| {
+        let us = ns_to_us(ns);
+        Cell::number(us, Unit::Us).shown_as(format!("{us:.2}us"))
+    };
+    let share = |fraction: f64| Cell::number(fraction, Unit::Fraction);
+    // The runs' relative standard deviation.
+    let spread = |values: Vec<f64>| -> Cell {
         if values.len() < 2 {
-            return "one run".into();
+            return Cell::text("one run");
         }
         let count = f64_of(u64::try_from(values.len()).unwrap_or(u64::MAX));
         let mean = values.iter().sum::<f64>() / count;
         let variance = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (count - 1.0);
-        if mean == 0.0 {
-            return "( +- 0.00% )".into();
-        }
-        format!("( +- {:.2}% )", variance.sqrt() / mean * 100.0)
+        let relative = if mean == 0.0 {
+            0.0
+        } else {
+            variance.sqrt() / mean
+        };
+        Cell::number(relative, Unit::Fraction).shown_as(format!("( +- {:.2}% )", relative * 100.0))
     };
     // "( +- x% )" follows the quantity it qualifies.
     let spread_after = if timed { "Avg time" } else { "Samples" };
@@ -359,12 +367,15 @@ pub fn perf_kvm_stat_table(
         .iter()
         .map(|reason| {
             let samples = mean_samples(reason);
-            let mut cells = vec![(*reason).clone(), format!("{}", round_u64(samples))];
+            let mut cells = vec![
+                Cell::text((*reason).clone()),
+                Cell::number(samples, Unit::Count).shown_as(round_u64(samples).to_string()),
+            ];
             let per_run_samples = stats(reason).iter().map(|s| f64_of(s.samples)).collect();
             if !timed {
-                cells.push(spread_text(per_run_samples));
+                cells.push(spread(per_run_samples));
             }
-            cells.push(format_percent(samples / all_samples.max(1.0)));
+            cells.push(share(samples / all_samples.max(1.0)));
             match pooled(reason) {
                 Some(time) => {
                     let per_run_avg = stats(reason)
@@ -373,16 +384,16 @@ pub fn perf_kvm_stat_table(
                         .map(|t| ratio(t.total_ns, t.samples.max(1)))
                         .collect();
                     cells.extend([
-                        format_percent(ratio(time.total_ns, all_time.max(1))),
-                        us_text(f64_of(time.min_ns)),
-                        us_text(f64_of(time.max_ns)),
-                        us_text(ratio(time.total_ns, time.samples.max(1))),
-                        spread_text(per_run_avg),
+                        share(ratio(time.total_ns, all_time.max(1))),
+                        us(f64_of(time.min_ns)),
+                        us(f64_of(time.max_ns)),
+                        us(ratio(time.total_ns, time.samples.max(1))),
+                        spread(per_run_avg),
                     ]);
                 }
                 None => {
                     let columns_left = if timed { 5 } else { 4 };
-                    cells.extend(std::iter::repeat_n(unmeasured.to_string(), columns_left));
+                    cells.extend(std::iter::repeat_n(Cell::text(unmeasured), columns_left));
                 }
             }
             TableRow::new(cells)

@@ -5,6 +5,7 @@
 use dirq_stats::f64_of;
 use serde::Serialize;
 
+use dirq_sim::metrics::ThroughputUnit;
 use dirq_sim::policy::DesignKind;
 use dirq_vmm::exits::VmxExit;
 
@@ -252,6 +253,10 @@ pub enum Unit {
     Count,
     /// Microseconds, three significant digits.
     Us,
+    /// Nanoseconds, three significant digits.
+    Ns,
+    /// How many times another value of the same kind ("1.50x").
+    Times,
     /// A share of a whole (0 to 1), printed as a percentage.
     Fraction,
     /// A relative change (0.05 is 5% more), printed signed.
@@ -260,15 +265,21 @@ pub enum Unit {
     Cores,
     /// Wall-clock seconds, to the hundredth.
     Seconds,
+    /// A workload's throughput in its own unit, named as people read it
+    /// ("packets/s").
+    #[serde(untagged)]
+    Throughput(ThroughputUnit),
 }
 
 impl Unit {
     pub fn format(self, value: f64) -> String {
         match self {
-            Unit::Count | Unit::Us => format_value(value),
+            Unit::Count | Unit::Us | Unit::Ns => format_value(value),
+            Unit::Times => format!("{value:.2}x"),
             Unit::Fraction => format_percent(value),
             Unit::Change => format!("{:+.1}%", value * 100.0),
             Unit::Cores | Unit::Seconds => format!("{value:.2}"),
+            Unit::Throughput(unit) => format!("{} {unit}", format_value(value)),
         }
     }
 }
@@ -308,14 +319,29 @@ impl Cell {
         }
     }
 
-    /// A count, printed whole.
-    pub fn count(count: u64) -> Cell {
+    /// A count, printed whole (past u64, the largest u64).
+    pub fn count(count: impl TryInto<u64>) -> Cell {
+        let count: u64 = count.try_into().unwrap_or(u64::MAX);
         Cell {
             text: count.to_string(),
             value: Some(f64_of(count)),
             unit: Some(Unit::Count),
             spread: None,
         }
+    }
+
+    /// The same number, printed as the tool whose output the table
+    /// copies prints it (perf's "0.53us").
+    pub fn shown_as(self, text: impl Into<String>) -> Cell {
+        Cell {
+            text: text.into(),
+            ..self
+        }
+    }
+
+    /// A number if there is one, "-" if not.
+    pub fn maybe(value: Option<f64>, unit: Unit) -> Cell {
+        value.map_or_else(|| Cell::text("-"), |value| Cell::number(value, unit))
     }
 
     /// The median and range of repeated runs, "41.2K (39.8K-44.0K)";
@@ -374,6 +400,16 @@ mod tests {
         assert_eq!(Cell::number(0.125, Unit::Fraction), "12.50%");
         assert_eq!(Cell::number(-0.5, Unit::Change), "-50.0%");
         assert_eq!(Cell::count(1234), "1234");
+        assert_eq!(Cell::number(1.5, Unit::Times), "1.50x");
+        // A throughput keeps its own unit's name, as a string like the others.
+        let packets = Cell::number(99_800.0, Unit::Throughput(ThroughputUnit::PacketsPerS));
+        assert_eq!(packets, "99.8K packets/s");
+        let json = serde_json::to_value(&packets).expect("serializes");
+        assert_eq!(json["unit"], "packets/s");
+        assert_eq!(json["value"], 99_800.0);
+        let shown = Cell::number(530.0, Unit::Ns).shown_as("0.53us");
+        assert_eq!((shown.text.as_str(), shown.value), ("0.53us", Some(530.0)));
+        assert_eq!(Cell::maybe(None, Unit::Us), "-");
         // Words, and a measurement that is missing, have text only.
         for cell in [Cell::text("vanilla"), Cell::spread(None, Unit::Count)] {
             let json = serde_json::to_value(&cell).expect("serializes");

@@ -3,11 +3,12 @@
 use dirq_stats::f64_of;
 use dirq_vmm::probe::{EmulationTable, ProbeReport};
 
-use crate::report::format::format_value;
-use crate::report::present::data::{Section, Table, TableRow};
+use crate::report::format::{format_value, ns_to_us};
+use crate::report::present::data::{Cell, Section, Table, TableRow, Unit};
 
 pub fn host_section(probe: &ProbeReport) -> Section {
-    let row = |name: &str, value: String| TableRow::new(vec![name.to_string(), value]);
+    let row = |name: &str, value: Cell| TableRow::new(vec![Cell::text(name), value]);
+    let words = |name: &str, text: String| row(name, Cell::text(text));
     let available: Vec<&str> = probe
         .capabilities
         .iter()
@@ -24,35 +25,33 @@ pub fn host_section(probe: &ProbeReport) -> Section {
         title: "`dirq probe`".into(),
         columns: vec!["what".into(), "this host".into()],
         rows: [
-            row(
+            words(
                 "KVM backend",
                 probe.backend.clone().unwrap_or_else(|| "unknown".into()),
             ),
-            row("KVM API version", probe.api_version.to_string()),
-            row(
-                "vCPUs (recommended / max)",
-                format!("{} / {}", probe.recommended_vcpus, probe.max_vcpus),
-            ),
-            row("guest execution", probe.guest_exec.to_string()),
+            words("KVM API version", probe.api_version.to_string()),
+            row("vCPUs recommended", Cell::count(probe.recommended_vcpus)),
+            row("vCPUs at most", Cell::count(probe.max_vcpus)),
+            words("guest execution", probe.guest_exec.to_string()),
         ]
         .into_iter()
         .chain(
             probe
                 .floors
                 .named()
-                .map(|(name, ns)| row(&format!("{name} (ns)"), format_value(ns))),
+                .map(|(name, ns)| row(&format!("{name} (ns)"), Cell::number(ns, Unit::Ns))),
         )
         .chain([
-            row("events timed per floor", probe.samples.to_string()),
+            row("events timed per floor", Cell::count(probe.samples)),
             row(
                 "default halt_poll_ns",
                 probe
                     .default_halt_poll_ns
-                    .map_or_else(|| "unknown".into(), |ns| ns.to_string()),
+                    .map_or_else(|| Cell::text("unknown"), Cell::count),
             ),
-            row("capabilities", available.join(" ")),
-            row("capabilities missing", missing.join(" ")),
-            row("KVM PV features", probe.pv_features.join(" ")),
+            words("capabilities", available.join(" ")),
+            words("capabilities missing", missing.join(" ")),
+            words("KVM PV features", probe.pv_features.join(" ")),
         ])
         .collect(),
     };
@@ -80,13 +79,14 @@ pub fn emulation_section(table: &EmulationTable) -> Section {
         .flat_map(|row| {
             [&row.emulated, &row.native].map(|run| {
                 TableRow::new(vec![
-                    row.path.clone(),
-                    run.guest_exec.to_string(),
-                    format!("{:.2}", run.exits_per_interrupt),
-                    run.latency_ns
-                        .as_ref()
-                        .map_or_else(|| "-".into(), |l| format!("{:.1}", f64_of(l.p50) / 1e3)),
-                    format!("{:.0}", run.insn_emulation_per_interrupt),
+                    Cell::text(row.path.clone()),
+                    Cell::text(run.guest_exec.to_string()),
+                    Cell::number(run.exits_per_interrupt, Unit::Count),
+                    Cell::maybe(
+                        run.latency_ns.as_ref().map(|l| ns_to_us(f64_of(l.p50))),
+                        Unit::Us,
+                    ),
+                    Cell::number(run.insn_emulation_per_interrupt, Unit::Count),
                 ])
             })
         })

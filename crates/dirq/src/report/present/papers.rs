@@ -13,12 +13,13 @@ use dirq_sim::vioapic::VioapicLevel;
 
 use crate::report::collect::views::{SimRun, SimScenario};
 use crate::report::format::compact_number;
-use crate::report::format::{format_percent, format_value, ns_to_us};
+use crate::report::format::ns_to_us;
 use crate::report::present::charts::{auto_scale, exit_bars, exit_table};
 use crate::report::present::data::{
     Axis, Cell, Chart, Figure, NamedValues, Scale, Section, Series, SeriesKey, SeriesStyle, Unit,
 };
 use crate::report::present::data::{Table, TableRow};
+use crate::report::present::scenarios::throughput_cell;
 use dirq_stats::{f64_of, ratio};
 
 /// One paper: its scenario, its title, and the builder of its figures.
@@ -205,7 +206,7 @@ fn group_bars<G: BarGroup>(value_label: &str, rows: &[(String, G, f64)]) -> Char
     }
 }
 
-fn table(columns: &[&str], rows: Vec<Vec<String>>) -> Table {
+fn table(columns: &[&str], rows: Vec<Vec<Cell>>) -> Table {
     Table {
         title: String::new(),
         columns: columns.iter().map(|c| c.to_string()).collect(),
@@ -312,13 +313,11 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
         .iter()
         .map(|(run, samples)| {
             let latency = |pick: fn(&crate::report::collect::views::Latency) -> f64| {
-                run.latency_ns
-                    .as_ref()
-                    .map_or_else(|| "-".into(), |l| format_value(ns_to_us(pick(l))))
+                Cell::maybe(run.latency_ns.as_ref().map(|l| ns_to_us(pick(l))), Unit::Us)
             };
             vec![
-                run.policy.name().to_string(),
-                samples.to_string(),
+                Cell::text(run.policy.name()),
+                Cell::count(*samples),
                 latency(|l| l.mean),
                 latency(|l| l.p50),
                 latency(|l| l.p99),
@@ -394,12 +393,10 @@ fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         .iter()
         .map(|(label, _, value, run)| {
             vec![
-                label.clone(),
-                format_value(*value),
-                bare.map_or_else(|| "-".into(), |bare| format_percent(value / bare)),
-                run.latency_ns
-                    .as_ref()
-                    .map_or_else(|| "-".into(), |l| format_value(ns_to_us(l.p99))),
+                Cell::text(label.clone()),
+                Cell::number(*value, Unit::Count),
+                Cell::maybe(bare.map(|bare| value / bare), Unit::Fraction),
+                Cell::maybe(run.latency_ns.as_ref().map(|l| ns_to_us(l.p99)), Unit::Us),
             ]
         })
         .collect();
@@ -473,17 +470,17 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let rows = runs
         .iter()
         .map(|(run, label, b)| {
-            let mut cells = vec![label.clone()];
+            let mut cells = vec![Cell::text(label.clone())];
             cells.extend(
                 buckets
                     .iter()
-                    .map(|bucket| b.get(*bucket).copied().unwrap_or(0).to_string()),
+                    .map(|bucket| Cell::count(b.get(*bucket).copied().unwrap_or(0))),
             );
-            cells.push(run.study.call_rate.map_or_else(|| "-".into(), format_value));
+            cells.push(Cell::maybe(run.study.call_rate, Unit::Count));
             cells.push(
                 run.study
                     .invite_retransmissions
-                    .map_or_else(|| "-".into(), |n| n.to_string()),
+                    .map_or_else(|| Cell::text("-"), Cell::count),
             );
             TableRow::new(cells)
         })
@@ -546,18 +543,15 @@ fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
             let Some(value) = run.throughput_value() else {
                 continue;
             };
-            let unit = run.throughput_unit();
             let share = bare.filter(|bare| *bare > 0.0).map(|bare| value / bare);
             let label = format!("{workload} · {}", eli_design(run.policy));
             if let Some(share) = share {
                 bars.push((label.clone(), run.policy, share * 100.0));
             }
             rows.push(vec![
-                label,
-                format!("{} {unit}", format_value(value))
-                    .trim_end()
-                    .to_string(),
-                share.map_or_else(|| "-".into(), format_percent),
+                Cell::text(label),
+                throughput_cell(run),
+                Cell::maybe(share, Unit::Fraction),
             ]);
         }
     }
@@ -596,20 +590,19 @@ fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         .map(|(run, level, cycles)| {
             let per_interrupt = run.throughput_value().filter(|rate| *rate > 0.0);
             vec![
-                level.name().to_string(),
-                per_interrupt
-                    .map_or_else(|| "-".into(), |rate| format_value(run.exits_per_s / rate)),
-                format_value(*cycles),
-                run.study
-                    .seconds_per_million
-                    .map_or_else(|| "-".into(), |s| format!("{s:.2}")),
-                userspace.map_or_else(|| "-".into(), |u| format!("{:.2}x", u / cycles)),
-                if *level == VioapicLevel::Userspace {
+                Cell::text(level.name()),
+                Cell::maybe(
+                    per_interrupt.map(|rate| run.exits_per_s / rate),
+                    Unit::Count,
+                ),
+                Cell::number(*cycles, Unit::Count),
+                Cell::maybe(run.study.seconds_per_million, Unit::Seconds),
+                Cell::maybe(userspace.map(|u| u / cycles), Unit::Times),
+                Cell::text(if *level == VioapicLevel::Userspace {
                     "fitted point"
                 } else {
                     "prediction"
-                }
-                .into(),
+                }),
             ]
         })
         .collect();
@@ -666,13 +659,21 @@ fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
             Some((row_label(run, idle), idle.clone(), run.cpu_busy? * 100.0))
         })
         .collect();
-    let rows = |value: &dyn Fn(&SimRun, f64) -> String| -> Vec<Vec<String>> {
+    let rows = |value: &dyn Fn(&SimRun, f64) -> Cell| -> Vec<Vec<Cell>> {
         runs.iter()
-            .map(|(run, idle, total)| vec![label(run), idle.clone(), value(run, *total)])
+            .map(|(run, idle, total)| {
+                vec![
+                    Cell::text(label(run)),
+                    Cell::text(idle.clone()),
+                    value(run, *total),
+                ]
+            })
             .collect()
     };
-    let time_rows = rows(&|_, total| format!("{total:.3}"));
-    let cpu_rows = rows(&|run, _| run.cpu_busy.map_or_else(|| "-".into(), format_percent));
+    // The calls' total differ in the third decimal between idle modes.
+    let time_rows =
+        rows(&|_, total| Cell::number(total, Unit::Seconds).shown_as(format!("{total:.3}")));
+    let cpu_rows = rows(&|run, _| Cell::maybe(run.cpu_busy, Unit::Fraction));
     let mut figures = vec![figure(
         "paper-ipi-blog-time",
         "Total time of the benchmark's calls, per target and idle mode",

@@ -398,7 +398,7 @@ fn runs_table(cases: &[RealCase]) -> Table {
                     vec![
                         Cell::text(case.bench()),
                         Cell::text(case.label.clone()),
-                        Cell::count(u64::try_from(case.repeats.len()).unwrap_or(u64::MAX)),
+                        Cell::count(case.repeats.len()),
                         Cell::spread(case.spread(|r| Some(f64_of(r.run.interrupts))), Unit::Count),
                         Cell::spread(case.exits_per_interrupt(), Unit::Count),
                         Cell::spread(

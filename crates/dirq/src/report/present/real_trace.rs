@@ -1,7 +1,7 @@
 //! The section linking the real runs' Perfetto traces.
 
 use crate::report::collect::real_trace::WrittenTrace;
-use crate::report::present::data::{Section, Table, TableRow};
+use crate::report::present::data::{Cell, Section, Table, TableRow};
 
 /// The section that links the written traces; none when none was written.
 pub fn real_traces_section(traces: &[WrittenTrace]) -> Option<Section> {
@@ -12,13 +12,13 @@ pub fn real_traces_section(traces: &[WrittenTrace]) -> Option<Section> {
         .iter()
         .map(|trace| {
             TableRow::new(vec![
-                trace.case.label.clone(),
-                format!("`traces/{}`", trace.file),
-                trace.counts.raises.to_string(),
-                trace.counts.exits.to_string(),
-                trace.counts.flows.to_string(),
-                trace.counts.dropped.to_string(),
-                format!("`{}`", trace.case.command),
+                Cell::text(trace.case.label.clone()),
+                Cell::text(format!("`traces/{}`", trace.file)),
+                Cell::count(trace.counts.raises),
+                Cell::count(trace.counts.exits),
+                Cell::count(trace.counts.flows),
+                Cell::count(trace.counts.dropped),
+                Cell::text(format!("`{}`", trace.case.command)),
             ])
         })
         .collect();

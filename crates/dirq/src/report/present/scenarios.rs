@@ -5,7 +5,7 @@ use crate::report::collect::simulate::TracedExits;
 use crate::report::collect::views::{Latency, SimRun, SimScenario};
 use dirq_sim::policy::DesignKind;
 
-use crate::report::format::{format_value, ns_to_us};
+use crate::report::format::ns_to_us;
 use crate::report::present::charts::{
     auto_scale, exit_bars, exit_table, grouped_lines, latency_table, percentile_chart,
     perf_kvm_stat_table, ExitStat, LinePoint,
@@ -82,7 +82,7 @@ pub fn scenario_section(
             figures.push(Figure {
                 id: format!("{id}-guest-time"),
                 title: format!("{}: time in guest against interrupt rate", result.scenario),
-                caption: "One line per policy.".into(),
+                caption: "One line per design.".into(),
                 commands: commands.clone(),
                 chart,
                 table,
@@ -303,7 +303,7 @@ fn summary_table(runs: &[SimRun], labels: &[String]) -> Table {
                             || Cell::text("-"),
                             |l| Cell::number(ns_to_us(l.mean), Unit::Us),
                         ),
-                        Cell::text(throughput_text(run)),
+                        throughput_cell(run),
                         Cell::count(run.violations()),
                         Cell::count(run.events),
                         Cell::number(run.wall_s, Unit::Seconds),
@@ -356,15 +356,12 @@ pub fn traced_exits_section(exits: &[TracedExits], file: &str) -> Section {
     }
 }
 
-/// "99.8K packets/s": the throughput's number with its unit, if it has one.
-fn throughput_text(run: &SimRun) -> String {
-    let Some(value) = run.throughput_value() else {
-        return "-".into();
-    };
-    let unit = run.throughput_unit();
-    format!("{} {unit}", format_value(value))
-        .trim_end()
-        .to_string()
+/// "99.8K packets/s": the throughput in its own unit; "-" without one.
+pub fn throughput_cell(run: &SimRun) -> Cell {
+    run.throughput.as_ref().map_or_else(
+        || Cell::text("-"),
+        |throughput| Cell::number(throughput.value, Unit::Throughput(throughput.unit)),
+    )
 }
 
 #[cfg(test)]

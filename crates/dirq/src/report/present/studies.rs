@@ -7,11 +7,13 @@ use dirq_stats::f64_of;
 use dirq_vmm::studies::vioapic::VioapicTable;
 use dirq_vmm::studies::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable};
 
-use crate::report::format::{format_percent, format_value, ns_to_us};
+use dirq_vmm::report::LatencySummary;
+
+use crate::report::format::ns_to_us;
 use crate::report::present::charts::{exit_bars, latency_cpu_scatter};
 use crate::report::present::conclusions::and_list;
 use crate::report::present::data::{
-    Chart, Figure, NamedValues, Section, SeriesKey, Spread, Table, TableRow,
+    Cell, Chart, Figure, NamedValues, Section, SeriesKey, Spread, Table, TableRow, Unit,
 };
 use crate::report::progress::StepFailure;
 use crate::studies::{Study, StudyTables};
@@ -48,12 +50,12 @@ fn vioapic_figure(table: &VioapicTable, command: &str) -> Figure {
                 ]);
             }
             TableRow::new(vec![
-                row.mode.to_string(),
-                format_value(row.interrupts_per_s),
-                format_value(row.host_cycles_per_interrupt),
-                format_value(row.exits_per_interrupt),
-                format_value(row.userspace_exits_per_interrupt),
-                format!("{:.2}x", row.speedup_vs_userspace),
+                Cell::text(row.mode.to_string()),
+                Cell::number(row.interrupts_per_s, Unit::Count),
+                Cell::number(row.host_cycles_per_interrupt, Unit::Count),
+                Cell::number(row.exits_per_interrupt, Unit::Count),
+                Cell::number(row.userspace_exits_per_interrupt, Unit::Count),
+                Cell::number(row.speedup_vs_userspace, Unit::Times),
             ])
         })
         .collect();
@@ -124,11 +126,11 @@ fn io_batch_figure(table: &IoBatchTable, command: &str) -> Figure {
         .iter()
         .map(|row| {
             TableRow::new(vec![
-                label(row.batched).into(),
-                row.commands.to_string(),
-                format_value(row.commands_per_s),
-                format_value(row.exits_per_command),
-                format_value(row.userspace_exits_per_command),
+                Cell::text(label(row.batched)),
+                Cell::count(row.commands),
+                Cell::number(row.commands_per_s, Unit::Count),
+                Cell::number(row.exits_per_command, Unit::Count),
+                Cell::number(row.userspace_exits_per_command, Unit::Count),
             ])
         })
         .collect();
@@ -188,11 +190,12 @@ fn tick_figure(table: &TickTable, command: &str) -> Figure {
         .iter()
         .map(|row| {
             TableRow::new(vec![
-                row.scale.to_string(),
-                format_value(row.timer_interrupts_per_s),
-                format_value(row.exits_per_s),
-                format_percent(row.guest_share),
-                format!("{} / {}", row.max_count_read, row.guest_reload),
+                Cell::count(row.scale),
+                Cell::number(row.timer_interrupts_per_s, Unit::Count),
+                Cell::number(row.exits_per_s, Unit::Count),
+                Cell::number(row.guest_share, Unit::Fraction),
+                Cell::count(row.max_count_read),
+                Cell::count(row.guest_reload),
             ])
         })
         .collect();
@@ -214,7 +217,8 @@ fn tick_figure(table: &TickTable, command: &str) -> Figure {
                 "timer interrupts/s",
                 "exits/s",
                 "time in guest",
-                "highest count read / written",
+                "highest count read",
+                "count written",
             ]),
             rows,
         },
@@ -248,28 +252,33 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
         .map(|row| match &row.unavailable {
             Some(reason) => TableRow::flagged(
                 vec![
-                    label(row),
-                    row.vcpus.to_string(),
-                    format!("unavailable: {reason}"),
+                    Cell::text(label(row)),
+                    Cell::count(row.vcpus),
+                    Cell::text(format!("unavailable: {reason}")),
                 ],
                 true,
             ),
-            None => TableRow::new(vec![
-                label(row),
-                format!(
-                    "{}{}",
-                    row.vcpus,
-                    if row.cpus_shared.is_some() { " *" } else { "" }
-                ),
-                row.latency_ns
-                    .as_ref()
-                    .map_or_else(|| "-".into(), |l| format_value(ns_to_us(f64_of(l.p50)))),
-                row.latency_ns
-                    .as_ref()
-                    .map_or_else(|| "-".into(), |l| format_value(ns_to_us(f64_of(l.p99)))),
-                format!("{:.2}", row.host_cpu_per_s),
-                format_value(row.exits_per_round_trip),
-            ]),
+            None => {
+                let vcpus = Cell::count(row.vcpus);
+                let latency_us = |pick: fn(&LatencySummary) -> u64| {
+                    Cell::maybe(
+                        row.latency_ns.as_ref().map(|l| ns_to_us(f64_of(pick(l)))),
+                        Unit::Us,
+                    )
+                };
+                TableRow::new(vec![
+                    Cell::text(label(row)),
+                    // "*": the vCPUs shared host CPUs (the caption's note).
+                    match row.cpus_shared {
+                        Some(_) => vcpus.clone().shown_as(format!("{} *", vcpus.text)),
+                        None => vcpus,
+                    },
+                    latency_us(|l| l.p50),
+                    latency_us(|l| l.p99),
+                    Cell::number(row.host_cpu_per_s, Unit::Cores),
+                    Cell::number(row.exits_per_round_trip, Unit::Count),
+                ])
+            }
         })
         .collect();
     Figure {
