@@ -33,7 +33,7 @@ use crate::report::meta;
   dirq run fault --fault triple-fault                    # fault handling self-test (exits non-zero)\n  \
   dirq run hostile --list                                # the attacks on the VMM, each with refuses or survives\n  \
   dirq run hostile --case pv-lock-held-forever           # one attack: the VMM must refuse it, naming the cause\n\n\
-`dirq designs` runs vioapic, io-batch, tick and ipi in every mode and prints them side by side.")]
+`dirq studies` runs vioapic, io-batch, tick and ipi in every mode and prints them side by side.")]
 pub struct Args {
     /// Benchmark: irq-latency, timer-latency, ipi, whileloop, exit-cost, vioapic, io-batch, tick, halt-wakeup, fault, hostile.
     #[arg(value_parser = Bench::from_str, required_unless_present = "kernel")]

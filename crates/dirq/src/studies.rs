@@ -1,4 +1,4 @@
-//! `dirq designs`: the software-only designs of mechanisms.md sections 6-8,
+//! `dirq studies`: the software-only studies of mechanisms.md sections 6-8,
 //! measured on KVM in one run: the four VIOAPIC levels, batched port I/O,
 //! transparent tick scaling and the IPI/HLT trade-offs, side by side.
 
@@ -15,13 +15,13 @@ use serde::Serialize;
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Each design runs for real on /dev/kvm with dirq's guest test kernel; every \
+    after_help = "Each study runs for real on /dev/kvm with dirq's guest test kernel; every \
 table is measured in this run.\n\n\
 Examples:\n  \
-  dirq designs                      # all four tables (about a minute)\n  \
-  dirq designs --quick              # small counts, a few seconds per table\n  \
-  dirq designs --only vioapic,halt  # some of the tables\n  \
-  dirq designs --json > designs.json\n\n\
+  dirq studies                      # all four tables (about a minute)\n  \
+  dirq studies --quick              # small counts, a few seconds per table\n  \
+  dirq studies --only vioapic,halt  # some of the tables\n  \
+  dirq studies --json > studies.json\n\n\
 Single modes: dirq run vioapic --vioapic pv, dirq run io-batch --io-batch, \
 dirq run tick --tick-scale 10, dirq run ipi --halt poll:200000"
 )]
@@ -140,7 +140,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     let tables = measure(&designs, settings, &bar);
     bar.finish_and_clear();
     for failure in &tables.failures {
-        diag!("dirq designs: FAILED {failure}");
+        diag!("dirq studies: FAILED {failure}");
     }
     if args.json {
         let guest_exec = dirq_vmm::exec::HostExec::detect_host()

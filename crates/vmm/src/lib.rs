@@ -3,10 +3,10 @@
 //!
 //! Entry points: [`bench::run`] (one benchmark, a [`report::RunReport`]),
 //! [`probe::probe`] (capabilities and exit costs), the `compare` of each
-//! module in [`designs`] (a software-only design in every mode, as a table),
+//! module in [`studies`] (a software-only study in every mode, as a table),
 //! and [`testing::require_kvm`] for tests.
 //!
-//! Layers, each using only those below it: `designs` and `probe` compare
+//! Layers, each using only those below it: `studies` and `probe` compare
 //! runs of `bench`; `bench` runs one benchmark on a `machine`; the machine
 //! boots a `vm` with its `vcpu`s, `devices` on the `bus`, and the `interrupt`
 //! path its config's irqchip mode chooses (whose controllers sit on the bus

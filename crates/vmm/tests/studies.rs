@@ -1,4 +1,4 @@
-//! The software-only designs (mechanisms.md sections 6-8) on /dev/kvm:
+//! The software-only studies (mechanisms.md sections 6-8) on /dev/kvm:
 //! exit counts per interrupt, per register access and per disk command,
 //! never times. Skipped loudly without /dev/kvm.
 

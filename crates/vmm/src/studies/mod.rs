@@ -1,4 +1,4 @@
-//! The software-only designs of mechanisms.md sections 6-8, measured for
+//! The software-only studies of mechanisms.md sections 6-8, measured for
 //! real: each module runs its benchmark in every mode and returns one
 //! side-by-side table (`Display` for people, serde for the report).
 
