@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::misses::{explain, MissExplained, TwinRates};
 use super::model::{Comparison, Metric};
+use crate::report::collect::exit_names::ExitReason;
 use crate::report::collect::plan::path_label;
 use crate::report::collect::real::RealCase;
 use crate::report::collect::spread::Spread;
@@ -38,12 +39,12 @@ fn per_handled_interrupt(run: &SimRun, rate_per_s: f64) -> Option<f64> {
 }
 
 /// A twin run's exits per handled interrupt by reason; empty without any.
-fn exits_per_interrupt_by_reason(run: &SimRun) -> BTreeMap<String, f64> {
+fn exits_per_interrupt_by_reason(run: &SimRun) -> BTreeMap<ExitReason, f64> {
     seconds_per_interrupt(run)
         .map(|per| {
             run.exits_by_reason_per_s
                 .iter()
-                .map(|(reason, rate)| (reason.clone(), rate * per))
+                .map(|(reason, rate)| (ExitReason::Vmx(*reason), rate * per))
                 .collect()
         })
         .unwrap_or_default()
@@ -107,7 +108,7 @@ impl ExitStatistic {
         let uncounted: f64 = if emulated {
             LAPIC_WRITE_REASONS
                 .iter()
-                .filter_map(|reason| run.exits_by_reason_per_s.get(reason.name()))
+                .filter_map(|reason| run.exits_by_reason_per_s.get(reason))
                 .sum()
         } else {
             0.0
@@ -226,7 +227,7 @@ pub struct Extrapolated {
     /// prediction the model check compares; on the vanilla twin only.
     pub exits_per_interrupt_counted_here: Option<f64>,
     /// Empty when the run handled no interrupt.
-    pub exits_per_interrupt_by_reason: BTreeMap<String, f64>,
+    pub exits_per_interrupt_by_reason: BTreeMap<ExitReason, f64>,
     pub latency_p50_ns: Option<f64>,
     pub time_in_guest: f64,
     /// Host cores the VM's vCPUs keep busy: the busy fraction of their cores.

@@ -9,7 +9,7 @@ use dirq_stats::f64_of;
 use serde::Serialize;
 
 use crate::report::analyse::model::{Comparison, Metric};
-use crate::report::collect::exit_names::vmx_name;
+use crate::report::collect::exit_names::ExitReason;
 use crate::report::collect::real::RealCase;
 
 /// Below this share of the core, a time-in-guest figure is within a few
@@ -36,7 +36,7 @@ pub struct MissExplained {
 pub struct TwinRates {
     /// Simulated seconds per handled interrupt; none without any.
     pub seconds_per_interrupt: Option<f64>,
-    pub exits_per_interrupt_by_reason: BTreeMap<String, f64>,
+    pub exits_per_interrupt_by_reason: BTreeMap<ExitReason, f64>,
 }
 
 /// Interrupts a second a real case's device raised and its guest handled
@@ -85,8 +85,8 @@ impl Load {
 
 /// "INTERRUPT_WINDOW 1.00, OTHER 2.00": exits per handled interrupt by
 /// reason, largest first.
-fn by_reason(per_interrupt: &BTreeMap<String, f64>) -> String {
-    let mut reasons: Vec<(&String, &f64)> = per_interrupt
+fn by_reason(per_interrupt: &BTreeMap<ExitReason, f64>) -> String {
+    let mut reasons: Vec<(&ExitReason, &f64)> = per_interrupt
         .iter()
         .filter(|(_, &count)| count >= 0.01)
         .collect();
@@ -102,15 +102,15 @@ fn by_reason(per_interrupt: &BTreeMap<String, f64>) -> String {
 }
 
 /// The real case's exits per handled interrupt by reason, over all repeats.
-fn measured_by_reason(case: &RealCase) -> BTreeMap<String, f64> {
+fn measured_by_reason(case: &RealCase) -> BTreeMap<ExitReason, f64> {
     let interrupts: u64 = case.repeats.iter().map(|r| r.run.interrupts).sum();
     if interrupts == 0 {
         return BTreeMap::new();
     }
-    let mut exits: BTreeMap<String, u64> = BTreeMap::new();
+    let mut exits: BTreeMap<ExitReason, u64> = BTreeMap::new();
     for repeat in &case.repeats {
         for (reason, count) in &repeat.run.exits.by_category {
-            *exits.entry(vmx_name(reason)).or_insert(0) += count;
+            *exits.entry(ExitReason::of(reason)).or_insert(0) += count;
         }
     }
     exits
@@ -213,7 +213,7 @@ mod tests {
             seconds_per_interrupt: Some(1.0 / f64_of(per_s)),
             exits_per_interrupt_by_reason: [("EXTERNAL_INTERRUPT", 1.0), ("MSR_WRITE", 1.0)]
                 .into_iter()
-                .map(|(reason, per)| (reason.to_string(), per))
+                .map(|(reason, per)| (ExitReason::of(reason), per))
                 .collect(),
         }
     }

@@ -14,9 +14,10 @@ use dirq_sim::vioapic::VioapicLevel;
 use dirq_sim::{Invariant, RunResult, ScenarioResult};
 use dirq_stats::{f64_of, ratio, LatencySummary};
 use dirq_vmm::exits::ExitTime;
+use dirq_vmm::exits::VmxExit;
 use dirq_vmm::report::{Bucket, RunReport};
 
-use crate::report::collect::exit_names::vmx_name;
+use crate::report::collect::exit_names::ExitReason;
 use crate::report::format::compact_number;
 
 /// `latency_ns` in both contracts (`dirq_stats::LatencySummary`).
@@ -55,9 +56,8 @@ pub struct SimRun {
     #[serde(default)]
     pub params: serde_json::Map<String, serde_json::Value>,
     pub exits_per_s: f64,
-    /// By VMX exit reason.
     #[serde(default)]
-    pub exits_by_reason_per_s: BTreeMap<String, f64>,
+    pub exits_by_reason_per_s: BTreeMap<VmxExit, f64>,
     pub time_in_guest: f64,
     /// Fraction of the VM's cores' time not asleep.
     #[serde(default)]
@@ -93,11 +93,7 @@ impl From<&RunResult> for SimRun {
                 .map(|(key, value)| (key.clone(), value.clone()))
                 .collect(),
             exits_per_s: run.exits_per_s,
-            exits_by_reason_per_s: run
-                .exits_by_reason_per_s
-                .iter()
-                .map(|(reason, rate)| (reason.name().to_string(), *rate))
-                .collect(),
+            exits_by_reason_per_s: run.exits_by_reason_per_s.clone(),
             time_in_guest: run.time_in_guest,
             cpu_busy: Some(run.cpu_busy),
             latency_ns: run.latency_ns.as_ref().map(Latency::from),
@@ -315,14 +311,14 @@ impl RealRun {
     }
 
     /// Exits per delivered interrupt by VMX reason; empty without interrupts.
-    pub fn exits_per_interrupt_by_reason(&self) -> BTreeMap<String, f64> {
+    pub fn exits_per_interrupt_by_reason(&self) -> BTreeMap<ExitReason, f64> {
         if self.interrupts == 0 {
             return BTreeMap::new();
         }
         self.exits
             .by_category
             .iter()
-            .map(|(reason, count)| (vmx_name(reason), ratio(*count, self.interrupts)))
+            .map(|(reason, count)| (ExitReason::of(reason), ratio(*count, self.interrupts)))
             .collect()
     }
 }
@@ -350,9 +346,13 @@ mod tests {
         assert!(run.latency_ns.is_none());
         assert_eq!(
             run.exits_by_reason_per_s.keys().collect::<Vec<_>>(),
-            ["EXCEPTION_NMI", "EXTERNAL_INTERRUPT", "MSR_WRITE"]
+            [
+                &VmxExit::ExceptionNmi,
+                &VmxExit::ExternalInterrupt,
+                &VmxExit::MsrWrite
+            ]
         );
-        assert_eq!(run.exits_by_reason_per_s["EXCEPTION_NMI"], 3.0);
+        assert_eq!(run.exits_by_reason_per_s[&VmxExit::ExceptionNmi], 3.0);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::report::collect::exit_names::ExitReason;
 use crate::report::present::data::{
     Axis, Cell, Chart, NamedValues, Scale, Series, SeriesKey, SeriesStyle, Spread, Table, TableRow,
     Unit,
@@ -16,27 +17,43 @@ use crate::report::format::ns_to_us;
 
 /// Stacked bars of exit reasons, one bar per labelled entry. Reasons are
 /// ordered by their largest value so the big ones sit at the left.
-pub fn exit_bars(value_label: &str, entries: &[(String, BTreeMap<String, f64>)]) -> Chart {
-    let mut peak_by_reason: BTreeMap<&str, f64> = BTreeMap::new();
-    for (_, by_reason) in entries {
+pub fn exit_bars<Reason: Clone + Into<ExitReason>>(
+    value_label: &str,
+    entries: &[(String, BTreeMap<Reason, f64>)],
+) -> Chart {
+    let entries: Vec<(&String, BTreeMap<ExitReason, f64>)> = entries
+        .iter()
+        .map(|(label, by_reason)| {
+            let by_reason = by_reason
+                .iter()
+                .map(|(reason, value)| (reason.clone().into(), *value))
+                .collect();
+            (label, by_reason)
+        })
+        .collect();
+    let mut peak_by_reason: BTreeMap<&ExitReason, f64> = BTreeMap::new();
+    for (_, by_reason) in &entries {
         for (reason, value) in by_reason {
-            let peak = peak_by_reason.entry(reason.as_str()).or_insert(0.0);
+            let peak = peak_by_reason.entry(reason).or_insert(0.0);
             *peak = peak.max(*value);
         }
     }
-    let mut reasons: Vec<(&str, f64)> = peak_by_reason
+    let mut reasons: Vec<(&ExitReason, f64)> = peak_by_reason
         .into_iter()
         .filter(|(_, peak)| *peak > 0.0)
         .collect();
     reasons.sort_by(|a, b| b.1.total_cmp(&a.1));
     Chart::Bars {
         value_label: value_label.to_string(),
-        categories: entries.iter().map(|(label, _)| label.clone()).collect(),
+        categories: entries.iter().map(|(label, _)| (*label).clone()).collect(),
         stacks: reasons
             .iter()
             .map(|(reason, _)| NamedValues {
                 name: reason.to_string(),
-                key: SeriesKey::exit(reason),
+                key: match reason {
+                    ExitReason::Vmx(exit) => SeriesKey::Exit(*exit),
+                    ExitReason::Unmapped(_) => SeriesKey::Variant,
+                },
                 values: entries
                     .iter()
                     .map(|(_, by_reason)| by_reason.get(*reason).copied().unwrap_or(0.0))
@@ -432,14 +449,14 @@ mod tests {
             (
                 "vanilla".to_string(),
                 BTreeMap::from([
-                    ("EXTERNAL_INTERRUPT".to_string(), 14_000.0),
-                    ("MSR_WRITE".to_string(), 15_000.0),
-                    ("HLT".to_string(), 0.0),
+                    (ExitReason::of("EXTERNAL_INTERRUPT"), 14_000.0),
+                    (ExitReason::of("MSR_WRITE"), 15_000.0),
+                    (ExitReason::of("HLT"), 0.0),
                 ]),
             ),
             (
                 "did".to_string(),
-                BTreeMap::from([("IO_INSTRUCTION".to_string(), 400.0)]),
+                BTreeMap::from([(ExitReason::of("IO_INSTRUCTION"), 400.0)]),
             ),
         ];
         let chart = exit_bars("exits/s", &entries);

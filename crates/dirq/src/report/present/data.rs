@@ -29,13 +29,6 @@ pub enum SeriesKey {
     Variant,
 }
 
-impl SeriesKey {
-    /// The key of an exit reason named by its VMX name.
-    pub fn exit(name: &str) -> SeriesKey {
-        VmxExit::from_name(name).map_or(SeriesKey::Variant, SeriesKey::Exit)
-    }
-}
-
 /// Everything `dirq report` learned, figures included. data.json is this
 /// tree after the metadata (`report::meta::Meta`).
 #[derive(Debug, Clone, Serialize)]

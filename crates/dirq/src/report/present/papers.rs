@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use dirq_sim::policy::DesignKind;
 use dirq_sim::vioapic::VioapicLevel;
+use dirq_vmm::exits::VmxExit;
 
 use crate::report::collect::views::{SimRun, SimScenario};
 use crate::report::format::compact_number;
@@ -244,7 +245,7 @@ fn udp_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         let rate = |run: &SimRun| run.rate().map_or(0.0, |(_, rate)| rate);
         rate(a).total_cmp(&rate(b))
     });
-    let entries: Vec<(String, BTreeMap<String, f64>)> = runs
+    let entries: Vec<(String, BTreeMap<VmxExit, f64>)> = runs
         .iter()
         .map(|run| {
             let label = format!("{} · {}", rate_text(run), run.policy.name());

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use dirq_stats::{f64_of, ratio};
 
-use crate::report::collect::exit_names::vmx_name;
+use crate::report::collect::exit_names::ExitReason;
 use crate::report::collect::real::{RealCase, INSN_EMULATION};
 use crate::report::collect::views::Latency;
 use crate::report::present::charts::{
@@ -116,10 +116,12 @@ fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
         .map(|r| {
             let mut by_reason: BTreeMap<String, ExitStat> = BTreeMap::new();
             for (reason, time) in &r.run.exits.userspace_time {
-                let stat = by_reason.entry(vmx_name(reason)).or_insert(ExitStat {
-                    samples: 0,
-                    time: None,
-                });
+                let stat = by_reason
+                    .entry(ExitReason::of(reason).to_string())
+                    .or_insert(ExitStat {
+                        samples: 0,
+                        time: None,
+                    });
                 stat.samples += time.samples;
                 stat.time = Some(stat.time.map_or(*time, |t| t.merge(*time)));
             }
@@ -149,10 +151,10 @@ fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
 }
 
 fn exits_per_interrupt_figure(cases: &[&RealCase]) -> Option<Figure> {
-    let entries: Vec<(String, BTreeMap<String, f64>)> = cases
+    let entries: Vec<(String, BTreeMap<ExitReason, f64>)> = cases
         .iter()
         .map(|case| {
-            let mut reasons: Vec<String> = case
+            let mut reasons: Vec<ExitReason> = case
                 .repeats
                 .iter()
                 .flat_map(|r| r.run.exits_per_interrupt_by_reason().into_keys())

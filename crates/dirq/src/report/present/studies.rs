@@ -9,6 +9,7 @@ use dirq_vmm::studies::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable
 
 use dirq_vmm::report::LatencySummary;
 
+use crate::report::collect::exit_names::ExitReason;
 use crate::report::format::ns_to_us;
 use crate::report::present::charts::{exit_bars, latency_cpu_scatter};
 use crate::report::present::conclusions::and_list;
@@ -23,14 +24,16 @@ fn columns(names: &[&str]) -> Vec<String> {
 }
 
 fn vioapic_figure(table: &VioapicTable, command: &str) -> Figure {
-    let entries: Vec<(String, BTreeMap<String, f64>)> = table
+    let entries: Vec<(String, BTreeMap<ExitReason, f64>)> = table
         .rows
         .iter()
         .map(|row| {
-            (
-                row.mode.to_string(),
-                row.exits_by_reason_per_interrupt.clone(),
-            )
+            let by_reason: BTreeMap<ExitReason, f64> = row
+                .exits_by_reason_per_interrupt
+                .iter()
+                .map(|(reason, value)| (ExitReason::of(reason), *value))
+                .collect();
+            (row.mode.to_string(), by_reason)
         })
         .collect();
     let chart = exit_bars("exits per interrupt", &entries);
