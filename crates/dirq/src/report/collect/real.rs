@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use dirq_stats::f64_of;
-use dirq_vmm::config::BenchConfig;
+use dirq_vmm::config::{Bench, BenchConfig};
 use dirq_vmm::report::Bucket;
 
 use dirq_vmm::exits::VmxExit;
@@ -43,10 +43,8 @@ pub struct RealCase {
 }
 
 impl RealCase {
-    pub fn bench(&self) -> &str {
-        self.repeats
-            .first()
-            .map_or_else(|| self.config.bench().name(), |r| r.run.bench.as_str())
+    pub fn bench(&self) -> Bench {
+        self.config.bench()
     }
 
     /// "whileloop · kernel · 10K/s": the bench, the path and, where the

@@ -13,8 +13,9 @@ use dirq_sim::policy::DesignKind;
 use dirq_sim::vioapic::VioapicLevel;
 use dirq_sim::{Invariant, RunResult, ScenarioResult};
 use dirq_stats::{f64_of, ratio, LatencySummary};
+use dirq_vmm::config::Bench;
 use dirq_vmm::exits::ExitTime;
-use dirq_vmm::exits::VmxExit;
+use dirq_vmm::exits::{UserspaceExit, VmxExit};
 use dirq_vmm::report::{Bucket, RunReport};
 
 use crate::report::collect::exit_names::ExitReason;
@@ -251,13 +252,13 @@ pub struct RealExits {
     pub by_category: BTreeMap<String, u64>,
     /// The VMM's own time on its exits, by the run loop's reason.
     #[serde(default)]
-    pub userspace_time: BTreeMap<String, ExitTime>,
+    pub userspace_time: BTreeMap<UserspaceExit, ExitTime>,
 }
 
 /// `dirq run --json`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RealRun {
-    pub bench: String,
+    pub bench: Bench,
     pub interrupts: u64,
     pub exits: RealExits,
     pub exits_per_interrupt: f64,
@@ -277,18 +278,13 @@ pub struct RealRun {
 impl From<&RunReport> for RealRun {
     fn from(report: &RunReport) -> Self {
         RealRun {
-            bench: report.bench().name().to_string(),
+            bench: report.bench(),
             interrupts: report.interrupts,
             exits: RealExits {
                 userspace: report.exits.userspace,
                 by_reason: report.exits.by_reason.clone(),
                 by_category: report.exits.by_category.clone(),
-                userspace_time: report
-                    .exits
-                    .userspace_time
-                    .iter()
-                    .map(|(reason, time)| (reason.name().to_string(), *time))
-                    .collect(),
+                userspace_time: report.exits.userspace_time.clone(),
             },
             exits_per_interrupt: report.exits_per_interrupt,
             duration_s: report.duration_s,

@@ -3,7 +3,7 @@
 //! predicted side by side).
 
 use dirq_sim::policy::DesignKind;
-use dirq_vmm::config::{GuestIdle, Irqchip};
+use dirq_vmm::config::{Bench, GuestIdle, Irqchip};
 use dirq_vmm::probe::ProbeReport;
 
 use crate::report::analyse::checks::{Extrapolated, ModelChecks};
@@ -322,7 +322,7 @@ fn fastest_path_sentences(cases: &[RealCase]) -> Vec<String> {
         .filter_map(|(idle, state)| {
             let paths: Vec<(String, bool, Spread)> = cases
                 .iter()
-                .filter(|c| c.bench() == "irq-latency" && c.config.common.guest_idle == idle)
+                .filter(|c| c.bench() == Bench::IrqLatency && c.config.common.guest_idle == idle)
                 .filter_map(|c| {
                     let name = c.label.split(" · ").next().unwrap_or(&c.label);
                     let userspace = c.config.common.irqchip == Irqchip::Userspace;

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 
 use dirq_stats::{f64_of, ratio};
 
+use dirq_vmm::config::Bench;
+use dirq_vmm::exits::VmxExit;
+
 use crate::report::collect::exit_names::ExitReason;
 use crate::report::collect::real::{RealCase, INSN_EMULATION};
 use crate::report::collect::views::Latency;
@@ -39,19 +42,19 @@ fn repeats_text(cases: &[&RealCase]) -> String {
 pub fn real_section(cases: &[RealCase]) -> Section {
     let mut figures = Vec::new();
     let by_bench =
-        |bench: &str| -> Vec<&RealCase> { cases.iter().filter(|c| c.bench() == bench).collect() };
+        |bench: Bench| -> Vec<&RealCase> { cases.iter().filter(|c| c.bench() == bench).collect() };
 
-    let irq = by_bench("irq-latency");
+    let irq = by_bench(Bench::IrqLatency);
     if let Some(figure) = exits_per_interrupt_figure(&irq) {
         figures.push(figure);
     }
     for (bench, what) in [
         (
-            "irq-latency",
+            Bench::IrqLatency,
             "MSI round trip, device thread to guest acknowledgement",
         ),
         (
-            "timer-latency",
+            Bench::TimerLatency,
             "how late the guest's LAPIC timer handler runs",
         ),
     ] {
@@ -59,10 +62,10 @@ pub fn real_section(cases: &[RealCase]) -> Section {
             figures.push(figure);
         }
     }
-    if let Some(figure) = ipi_figure(&by_bench("ipi")) {
+    if let Some(figure) = ipi_figure(&by_bench(Bench::Ipi)) {
         figures.push(figure);
     }
-    if let Some(figure) = whileloop_figure(&by_bench("whileloop")) {
+    if let Some(figure) = whileloop_figure(&by_bench(Bench::Whileloop)) {
         figures.push(figure);
     }
     let all: Vec<&RealCase> = cases.iter().collect();
@@ -117,7 +120,7 @@ fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
             let mut by_reason: BTreeMap<String, ExitStat> = BTreeMap::new();
             for (reason, time) in &r.run.exits.userspace_time {
                 let stat = by_reason
-                    .entry(ExitReason::of(reason).to_string())
+                    .entry(VmxExit::from(*reason).name().to_string())
                     .or_insert(ExitStat {
                         samples: 0,
                         time: None,
@@ -196,7 +199,7 @@ fn exits_per_interrupt_figure(cases: &[&RealCase]) -> Option<Figure> {
     })
 }
 
-fn latency_figure(bench: &str, what: &str, cases: &[&RealCase]) -> Option<Figure> {
+fn latency_figure(bench: Bench, what: &str, cases: &[&RealCase]) -> Option<Figure> {
     let measured: Vec<&RealCase> = cases
         .iter()
         .copied()
@@ -398,7 +401,7 @@ fn runs_table(cases: &[RealCase]) -> Table {
                 let share = case.guest_share();
                 TableRow::flagged(
                     vec![
-                        Cell::text(case.bench()),
+                        Cell::text(case.bench().name()),
                         Cell::text(case.label.clone()),
                         Cell::count(case.repeats.len()),
                         Cell::spread(case.spread(|r| Some(f64_of(r.run.interrupts))), Unit::Count),
