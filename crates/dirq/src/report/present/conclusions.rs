@@ -3,10 +3,14 @@
 //! predicted side by side).
 
 use dirq_sim::policy::DesignKind;
-use dirq_vmm::config::{Bench, GuestIdle, Irqchip};
+use dirq_vmm::config::GuestIdle;
 use dirq_vmm::probe::ProbeReport;
 
 use crate::report::analyse::checks::{Extrapolated, ModelChecks};
+use crate::report::analyse::compare::{
+    changes_against_vanilla, clusters, find, irq_latency_paths, rank_paths, workloads, Cluster,
+    PathRanking, SINGLE_RUN_TIE_BAND,
+};
 use crate::report::analyse::model::{scores, Metric, Score};
 use crate::report::collect::real::RealCase;
 use crate::report::collect::views::SimScenario;
@@ -100,27 +104,6 @@ const PIVOTS: [PivotMetric; 4] = [
         shown_as: Unit::Cores,
     },
 ];
-
-/// Workloads in the order they were first extrapolated.
-fn workloads(extrapolation: &[Extrapolated]) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    for e in extrapolation {
-        if !names.contains(&e.workload) {
-            names.push(e.workload.clone());
-        }
-    }
-    names
-}
-
-fn find<'a>(
-    extrapolation: &'a [Extrapolated],
-    workload: &str,
-    design: DesignKind,
-) -> Option<&'a Extrapolated> {
-    extrapolation
-        .iter()
-        .find(|e| e.workload == workload && e.policy == design)
-}
 
 /// One design x workload pivot: a grouped chart (measured first, then each
 /// design's prediction) with its table below. None when nothing has the metric.
@@ -238,19 +221,6 @@ fn pivot_figure(metric: &PivotMetric, extrapolation: &[Extrapolated]) -> Option<
     })
 }
 
-/// Beyond its range, a single run's p50 within this share of the fastest
-/// cannot be told from it: one run measures no spread.
-const SINGLE_RUN_TIE_BAND: f64 = 0.10;
-
-/// Whether a path's p50 is indistinguishable from the fastest's: their
-/// ranges over the runs overlap, or, measured once, the two lie within
-/// [`SINGLE_RUN_TIE_BAND`].
-fn ties(fastest: &Spread, other: &Spread) -> bool {
-    let overlap = other.min <= fastest.max && fastest.min <= other.max;
-    let single_run = fastest.runs.min(other.runs) <= 1;
-    overlap || (single_run && other.median <= fastest.median * (1.0 + SINGLE_RUN_TIE_BAND))
-}
-
 /// How many runs stand behind a comparison of paths, and what counted
 /// as a tie: (for ties, for a clear winner).
 fn runs_each(runs: usize) -> (String, String) {
@@ -269,50 +239,42 @@ fn runs_each(runs: usize) -> (String, String) {
     }
 }
 
-/// The real paths into a vCPU in one state, by their p50: the fastest, or
+/// The real paths into a vCPU in one state, in words: the fastest, or
 /// every path that ties with it, and how much slower the userspace
 /// irqchip is.
-fn fastest_path_sentence(state: &str, paths: &[(String, bool, Spread)]) -> Option<String> {
-    let mut sorted: Vec<&(String, bool, Spread)> = paths.iter().collect();
-    sorted.sort_by(|a, b| a.2.median.total_cmp(&b.2.median));
-    let (_, _, best) = sorted.first()?;
-    if sorted.len() < 2 {
-        return None;
-    }
-    let (tied, rest): (Vec<_>, Vec<_>) =
-        sorted.into_iter().partition(|(_, _, p50)| ties(best, p50));
-    let (runs_tied, runs_apart) =
-        runs_each(tied.iter().map(|(_, _, p50)| p50.runs).min().unwrap_or(1));
-    let mut sentence = if tied.len() > 1 {
-        let names: Vec<&str> = tied.iter().map(|(name, _, _)| name.as_str()).collect();
-        let slowest_tied = tied.last().map_or(best.median, |(_, _, p50)| p50.median);
-        format!(
-            "Into a {state} vCPU, {} paths are indistinguishable ({}), p50 {} ({runs_tied})",
-            tied.len(),
-            names.join(", "),
-            us_range(best.median, slowest_tied)
-        )
-    } else {
-        let (name, _, _) = tied[0];
-        let (next, _, next_p50) = rest[0];
-        format!(
-            "Into a {state} vCPU, {name} is the fastest path, p50 {} ({runs_apart}), {:.2}x \
-             faster than the next, {next} ({})",
-            us(best.median),
-            next_p50.median / best.median,
-            us(next_p50.median)
-        )
+fn fastest_path_sentence(state: &str, ranking: &PathRanking) -> String {
+    let best = ranking.fastest().p50.median;
+    let (runs_tied, runs_apart) = runs_each(ranking.runs);
+    let mut sentence = match (ranking.tied.as_slice(), ranking.next) {
+        ([only], Some(next)) => format!(
+            "Into a {state} vCPU, {} is the fastest path, p50 {} ({runs_apart}), {:.2}x \
+             faster than the next, {} ({})",
+            only.name,
+            us(best),
+            next.p50.median / best,
+            next.name,
+            us(next.p50.median)
+        ),
+        (tied, _) => {
+            let names: Vec<&str> = tied.iter().map(|path| path.name.as_str()).collect();
+            let slowest_tied = tied.last().map_or(best, |path| path.p50.median);
+            format!(
+                "Into a {state} vCPU, {} paths are indistinguishable ({}), p50 {} ({runs_tied})",
+                tied.len(),
+                names.join(", "),
+                us_range(best, slowest_tied)
+            )
+        }
     };
-    let userspace = rest.iter().find(|(_, userspace, _)| *userspace);
-    if let Some((_, _, slow)) = userspace {
+    if let Some(slow) = ranking.userspace {
         sentence.push_str(&format!(
             "; the userspace irqchip is {:.1}x slower ({})",
-            slow.median / best.median,
-            us(slow.median)
+            slow.p50.median / best,
+            us(slow.p50.median)
         ));
     }
     sentence.push('.');
-    Some(sentence)
+    sentence
 }
 
 /// The real irq-latency paths compared by p50, per state of the vCPU.
@@ -320,16 +282,8 @@ fn fastest_path_sentences(cases: &[RealCase]) -> Vec<String> {
     [(GuestIdle::Busy, "running"), (GuestIdle::Halt, "halted")]
         .into_iter()
         .filter_map(|(idle, state)| {
-            let paths: Vec<(String, bool, Spread)> = cases
-                .iter()
-                .filter(|c| c.bench() == Bench::IrqLatency && c.config.common.guest_idle == idle)
-                .filter_map(|c| {
-                    let name = c.label.split(" · ").next().unwrap_or(&c.label);
-                    let userspace = c.config.common.irqchip == Irqchip::Userspace;
-                    Some((name.to_string(), userspace, c.p50()?))
-                })
-                .collect();
-            fastest_path_sentence(state, &paths)
+            let paths = irq_latency_paths(cases, idle);
+            Some(fastest_path_sentence(state, &rank_paths(&paths)?))
         })
         .collect()
 }
@@ -371,54 +325,6 @@ fn whole_percent(fraction: f64) -> String {
     format!("{}%", if percent == 0.0 { 0.0 } else { percent })
 }
 
-/// Workloads of one bench whose changes lie close together: stated as one
-/// range, never merged with another bench's or a far-off neighbour's.
-struct Cluster<'a> {
-    bench: &'a str,
-    workloads: Vec<&'a str>,
-    min: f64,
-    max: f64,
-}
-
-/// Two changes of one bench this far apart (in fractions) are stated apart.
-const CLUSTER_GAP: f64 = 0.10;
-
-/// `changes` (bench, workload, change) grouped per bench in first-seen
-/// order, each bench split where consecutive changes differ by more than
-/// [`CLUSTER_GAP`].
-fn clusters<'a>(changes: &[(&'a str, &'a str, f64)]) -> Vec<Cluster<'a>> {
-    let mut benches: Vec<&str> = Vec::new();
-    for (bench, _, _) in changes {
-        if !benches.contains(bench) {
-            benches.push(bench);
-        }
-    }
-    let mut clusters: Vec<Cluster> = Vec::new();
-    for bench in benches {
-        let mut of_bench: Vec<(&str, f64)> = changes
-            .iter()
-            .filter(|(b, _, _)| *b == bench)
-            .map(|(_, workload, change)| (*workload, *change))
-            .collect();
-        of_bench.sort_by(|a, b| a.1.total_cmp(&b.1));
-        for (workload, change) in of_bench {
-            match clusters.last_mut() {
-                Some(last) if last.bench == bench && change - last.max <= CLUSTER_GAP => {
-                    last.workloads.push(workload);
-                    last.max = change;
-                }
-                _ => clusters.push(Cluster {
-                    bench,
-                    workloads: vec![workload],
-                    min: change,
-                    max: change,
-                }),
-            }
-        }
-    }
-    clusters
-}
-
 /// "-100% on timer-latency · 1 kHz, -1% to -3% on 4 ipi workloads".
 fn clusters_text(clusters: &[Cluster]) -> String {
     clusters
@@ -446,20 +352,11 @@ fn clusters_text(clusters: &[Cluster]) -> String {
 /// workloads of one bench share a range, with their count): the simulator
 /// on a VT-x host with this host's costs, every exit counted.
 fn design_sentences(extrapolation: &[Extrapolated]) -> Vec<String> {
-    let workloads = workloads(extrapolation);
     DESIGNS[1..]
         .iter()
         .filter_map(|design| {
-            let changes = |pick: fn(&Extrapolated) -> Option<f64>| -> Vec<(&str, &str, f64)> {
-                workloads
-                    .iter()
-                    .filter_map(|w| {
-                        let vanilla = find(extrapolation, w, DesignKind::Vanilla)?;
-                        let this = pick(find(extrapolation, w, *design)?)?;
-                        let before = pick(vanilla).filter(|&v| v > 0.0)?;
-                        Some((vanilla.bench.as_str(), w.as_str(), (this - before) / before))
-                    })
-                    .collect()
+            let changes = |pick: fn(&Extrapolated) -> Option<f64>| {
+                changes_against_vanilla(extrapolation, *design, pick)
             };
             let exits = changes(|e| e.exits_per_interrupt);
             if exits.is_empty() {
@@ -910,31 +807,41 @@ mod tests {
         Spread::of(values.iter().copied()).expect("values")
     }
 
+    use crate::report::analyse::compare::Path;
+
+    fn path(name: &str, userspace: bool, p50: Spread) -> Path {
+        Path {
+            name: name.into(),
+            userspace,
+            p50,
+        }
+    }
+
     #[test]
     fn overlapping_ranges_are_a_tie_and_the_userspace_irqchip_is_measured_against_them() {
         let paths = [
-            (
-                "kernel + irqfd".to_string(),
+            path(
+                "kernel + irqfd",
                 false,
                 spread(&[51_600.0, 50_400.0, 54_600.0]),
             ),
-            (
-                "kernel + vcpu".to_string(),
+            path(
+                "kernel + vcpu",
                 false,
                 spread(&[52_500.0, 51_000.0, 53_900.0]),
             ),
-            (
-                "split + irqfd".to_string(),
+            path(
+                "split + irqfd",
                 false,
                 spread(&[52_000.0, 50_900.0, 54_000.0]),
             ),
-            (
-                "userspace".to_string(),
+            path(
+                "userspace",
                 true,
                 spread(&[110_000.0, 108_000.0, 113_000.0]),
             ),
         ];
-        let sentence = fastest_path_sentence("halted", &paths).expect("sentence");
+        let sentence = fastest_path_sentence("halted", &rank_paths(&paths).expect("paths"));
         assert_eq!(
             sentence,
             "Into a halted vCPU, 3 paths are indistinguishable (kernel + irqfd, split + irqfd, \
@@ -946,18 +853,18 @@ mod tests {
     #[test]
     fn a_path_whose_range_stands_apart_is_named_fastest() {
         let paths = [
-            (
-                "kernel + irqfd".to_string(),
+            path(
+                "kernel + irqfd",
                 false,
                 spread(&[40_000.0, 39_000.0, 41_000.0]),
             ),
-            (
-                "kernel + vcpu".to_string(),
+            path(
+                "kernel + vcpu",
                 false,
                 spread(&[52_500.0, 51_000.0, 53_900.0]),
             ),
         ];
-        let sentence = fastest_path_sentence("running", &paths).expect("sentence");
+        let sentence = fastest_path_sentence("running", &rank_paths(&paths).expect("paths"));
         assert!(
             sentence.starts_with(
                 "Into a running vCPU, kernel + irqfd is the fastest path, p50 40.0 us (3 runs \
@@ -969,20 +876,13 @@ mod tests {
     }
 
     #[test]
-    fn single_runs_within_the_band_tie_and_beyond_it_do_not() {
+    fn single_runs_that_tie_say_what_counted_as_a_tie() {
         let once = |ns: f64| spread(&[ns]);
-        assert!(ties(&once(50_000.0), &once(54_000.0)));
-        assert!(!ties(&once(50_000.0), &once(56_000.0)));
-        // Three runs each: only overlapping ranges tie.
-        assert!(!ties(
-            &spread(&[50_000.0, 49_000.0, 51_000.0]),
-            &spread(&[52_000.0, 51_500.0, 53_000.0])
-        ));
         let paths = [
-            ("kernel + irqfd".to_string(), false, once(50_000.0)),
-            ("kernel + vcpu".to_string(), false, once(54_000.0)),
+            path("kernel + irqfd", false, once(50_000.0)),
+            path("kernel + vcpu", false, once(54_000.0)),
         ];
-        let sentence = fastest_path_sentence("halted", &paths).expect("sentence");
+        let sentence = fastest_path_sentence("halted", &rank_paths(&paths).expect("paths"));
         assert!(
             sentence.contains("2 paths are indistinguishable")
                 && sentence.contains("one run each, so within 10% counts as a tie"),

@@ -1,0 +1,280 @@
+//! What the conclusions compare, as typed findings the page then words:
+//! which real interrupt path into a vCPU is fastest and which tie with it,
+//! and how a design's predicted change against vanilla groups over the
+//! workloads of one bench.
+
+use dirq_sim::policy::DesignKind;
+use dirq_vmm::config::{Bench, GuestIdle, Irqchip};
+
+use crate::report::analyse::checks::Extrapolated;
+use crate::report::collect::real::RealCase;
+use crate::report::collect::spread::Spread;
+
+/// Beyond its range, a single run's p50 within this share of the fastest
+/// cannot be told from it: one run measures no spread.
+pub const SINGLE_RUN_TIE_BAND: f64 = 0.10;
+
+/// Whether a path's p50 is indistinguishable from the fastest's: their
+/// ranges over the runs overlap, or, measured once, the two lie within
+/// [`SINGLE_RUN_TIE_BAND`].
+pub fn ties(fastest: &Spread, other: &Spread) -> bool {
+    let overlap = other.min <= fastest.max && fastest.min <= other.max;
+    let single_run = fastest.runs.min(other.runs) <= 1;
+    overlap || (single_run && other.median <= fastest.median * (1.0 + SINGLE_RUN_TIE_BAND))
+}
+
+/// One real irq-latency path into a vCPU and its p50 over the runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Path {
+    /// The path's irqchip and injection ("kernel + irqfd").
+    pub name: String,
+    /// Whether it is the userspace irqchip, the path the others beat.
+    pub userspace: bool,
+    pub p50: Spread,
+}
+
+/// The paths into a vCPU in one state, by their p50.
+#[derive(Debug, PartialEq)]
+pub struct PathRanking<'a> {
+    /// The fastest path, then every path that ties with it, fastest first.
+    pub tied: Vec<&'a Path>,
+    /// The fastest path that does not tie.
+    pub next: Option<&'a Path>,
+    /// The userspace irqchip, when it does not tie.
+    pub userspace: Option<&'a Path>,
+    /// The fewest runs behind a tied path's p50.
+    pub runs: usize,
+}
+
+impl PathRanking<'_> {
+    pub fn fastest(&self) -> &Path {
+        self.tied[0]
+    }
+}
+
+/// The ranking of `paths`; none with fewer than two to compare.
+pub fn rank_paths(paths: &[Path]) -> Option<PathRanking<'_>> {
+    if paths.len() < 2 {
+        return None;
+    }
+    let mut sorted: Vec<&Path> = paths.iter().collect();
+    sorted.sort_by(|a, b| a.p50.median.total_cmp(&b.p50.median));
+    let best = sorted[0].p50;
+    let (tied, rest): (Vec<&Path>, Vec<&Path>) =
+        sorted.into_iter().partition(|path| ties(&best, &path.p50));
+    Some(PathRanking {
+        runs: tied.iter().map(|path| path.p50.runs).min().unwrap_or(1),
+        next: rest.first().copied(),
+        userspace: rest.iter().copied().find(|path| path.userspace),
+        tied,
+    })
+}
+
+/// The measured irq-latency paths into a vCPU that is `idle` between
+/// interrupts, each named by its label's first part.
+pub fn irq_latency_paths(cases: &[RealCase], idle: GuestIdle) -> Vec<Path> {
+    cases
+        .iter()
+        .filter(|c| c.bench() == Bench::IrqLatency && c.config.common.guest_idle == idle)
+        .filter_map(|c| {
+            Some(Path {
+                name: c.label.split(" · ").next().unwrap_or(&c.label).to_string(),
+                userspace: c.config.common.irqchip == Irqchip::Userspace,
+                p50: c.p50()?,
+            })
+        })
+        .collect()
+}
+
+/// Workloads of one bench whose changes lie close together: stated as one
+/// range, never merged with another bench's or a far-off neighbour's.
+#[derive(Debug, PartialEq)]
+pub struct Cluster<'a> {
+    pub bench: &'a str,
+    pub workloads: Vec<&'a str>,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Two changes of one bench this far apart (in fractions) are stated apart.
+pub const CLUSTER_GAP: f64 = 0.10;
+
+/// One workload's predicted change against vanilla.
+pub type Change<'a> = (&'a str, &'a str, f64);
+
+/// `changes` (bench, workload, change) grouped per bench in first-seen
+/// order, each bench split where consecutive changes differ by more than
+/// [`CLUSTER_GAP`].
+pub fn clusters<'a>(changes: &[Change<'a>]) -> Vec<Cluster<'a>> {
+    let mut benches: Vec<&str> = Vec::new();
+    for (bench, _, _) in changes {
+        if !benches.contains(bench) {
+            benches.push(bench);
+        }
+    }
+    let mut clusters: Vec<Cluster> = Vec::new();
+    for bench in benches {
+        let mut of_bench: Vec<(&str, f64)> = changes
+            .iter()
+            .filter(|(b, _, _)| *b == bench)
+            .map(|(_, workload, change)| (*workload, *change))
+            .collect();
+        of_bench.sort_by(|a, b| a.1.total_cmp(&b.1));
+        for (workload, change) in of_bench {
+            match clusters.last_mut() {
+                Some(last) if last.bench == bench && change - last.max <= CLUSTER_GAP => {
+                    last.workloads.push(workload);
+                    last.max = change;
+                }
+                _ => clusters.push(Cluster {
+                    bench,
+                    workloads: vec![workload],
+                    min: change,
+                    max: change,
+                }),
+            }
+        }
+    }
+    clusters
+}
+
+/// Workloads in the order they were first extrapolated.
+pub fn workloads(extrapolation: &[Extrapolated]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for e in extrapolation {
+        if !names.contains(&e.workload) {
+            names.push(e.workload.clone());
+        }
+    }
+    names
+}
+
+/// The twin of `workload` under `design`.
+pub fn find<'a>(
+    extrapolation: &'a [Extrapolated],
+    workload: &str,
+    design: DesignKind,
+) -> Option<&'a Extrapolated> {
+    extrapolation
+        .iter()
+        .find(|e| e.workload == workload && e.policy == design)
+}
+
+/// `design`'s relative change against vanilla in what `pick` reads, per
+/// workload where both have it and vanilla's is positive.
+pub fn changes_against_vanilla(
+    extrapolation: &[Extrapolated],
+    design: DesignKind,
+    pick: fn(&Extrapolated) -> Option<f64>,
+) -> Vec<Change<'_>> {
+    let mut changes = Vec::new();
+    for workload in workloads(extrapolation) {
+        let Some(vanilla) = find(extrapolation, &workload, DesignKind::Vanilla) else {
+            continue;
+        };
+        let Some(this) = find(extrapolation, &workload, design).and_then(pick) else {
+            continue;
+        };
+        let Some(before) = pick(vanilla).filter(|&v| v > 0.0) else {
+            continue;
+        };
+        changes.push((
+            vanilla.bench.as_str(),
+            vanilla.workload.as_str(),
+            (this - before) / before,
+        ));
+    }
+    changes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spread(values: &[f64]) -> Spread {
+        Spread::of(values.iter().copied()).expect("values")
+    }
+
+    fn path(name: &str, userspace: bool, p50: &[f64]) -> Path {
+        Path {
+            name: name.into(),
+            userspace,
+            p50: spread(p50),
+        }
+    }
+
+    #[test]
+    fn overlapping_ranges_tie_and_the_userspace_irqchip_is_kept_apart() {
+        let paths = [
+            path("kernel + irqfd", false, &[51_600.0, 50_400.0, 54_600.0]),
+            path("kernel + vcpu", false, &[52_500.0, 51_000.0, 53_900.0]),
+            path("split + irqfd", false, &[52_000.0, 50_900.0, 54_000.0]),
+            path("userspace", true, &[110_000.0, 108_000.0, 113_000.0]),
+        ];
+        let ranking = rank_paths(&paths).expect("four paths");
+        let tied: Vec<&str> = ranking.tied.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(tied, ["kernel + irqfd", "split + irqfd", "kernel + vcpu"]);
+        assert_eq!(ranking.fastest().name, "kernel + irqfd");
+        assert_eq!(ranking.next.map(|p| p.name.as_str()), Some("userspace"));
+        assert_eq!(
+            ranking.userspace.map(|p| p.name.as_str()),
+            Some("userspace")
+        );
+        assert_eq!(ranking.runs, 3);
+    }
+
+    #[test]
+    fn a_path_apart_wins_alone_and_one_path_is_no_comparison() {
+        let paths = [
+            path("kernel + vcpu", false, &[52_500.0, 51_000.0, 53_900.0]),
+            path("kernel + irqfd", false, &[40_000.0, 39_000.0, 41_000.0]),
+        ];
+        let ranking = rank_paths(&paths).expect("two paths");
+        assert_eq!(ranking.tied, [&paths[1]]);
+        assert_eq!(ranking.next, Some(&paths[0]));
+        assert_eq!(ranking.userspace, None);
+        assert_eq!(rank_paths(&paths[..1]), None);
+    }
+
+    #[test]
+    fn single_runs_within_the_band_tie_and_beyond_it_do_not() {
+        let once = |ns: f64| spread(&[ns]);
+        assert!(ties(&once(50_000.0), &once(54_000.0)));
+        assert!(!ties(&once(50_000.0), &once(56_000.0)));
+        // Three runs each: only overlapping ranges tie.
+        assert!(!ties(
+            &spread(&[50_000.0, 49_000.0, 51_000.0]),
+            &spread(&[52_000.0, 51_500.0, 53_000.0])
+        ));
+        let paths = [
+            path("kernel + irqfd", false, &[50_000.0]),
+            path("kernel + vcpu", false, &[54_000.0]),
+        ];
+        let ranking = rank_paths(&paths).expect("two paths");
+        assert_eq!((ranking.tied.len(), ranking.runs), (2, 1));
+    }
+
+    #[test]
+    fn changes_cluster_per_bench_and_split_at_the_gap() {
+        let changes = [
+            ("ipi", "a", -0.02),
+            ("timer", "1 kHz", -1.0),
+            ("ipi", "b", -0.01),
+            ("ipi", "c", -0.30),
+            ("ipi", "d", -0.03),
+        ];
+        let clusters = clusters(&changes);
+        let shape: Vec<(&str, Vec<&str>, f64, f64)> = clusters
+            .iter()
+            .map(|c| (c.bench, c.workloads.clone(), c.min, c.max))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("ipi", vec!["c"], -0.30, -0.30),
+                ("ipi", vec!["d", "a", "b"], -0.03, -0.01),
+                ("timer", vec!["1 kHz"], -1.0, -1.0),
+            ]
+        );
+    }
+}
