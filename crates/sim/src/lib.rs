@@ -253,42 +253,31 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
 }
 
 fn throughput(spec: &RunSpec, counters: &machine::Counters, seconds: f64) -> Option<Throughput> {
+    use ThroughputUnit as Per;
+    let per_s = |count: u64| f64_of(count) / seconds;
     let (value, unit) = match spec.workload {
-        WorkloadKind::UdpRx => (
-            f64_of(counters.packets_processed) / seconds,
-            ThroughputUnit::PacketsPerS,
-        ),
+        WorkloadKind::UdpRx | WorkloadKind::L2fwd => {
+            (per_s(counters.packets_processed), Per::PacketsPerS)
+        }
         WorkloadKind::Iperf => (
             f64_of(counters.acked_bytes) * 8.0 / seconds / 1e9,
-            ThroughputUnit::GbitPerS,
+            Per::GbitPerS,
         ),
-        WorkloadKind::Fio => (
-            f64_of(counters.requests_done) / seconds,
-            ThroughputUnit::Iops,
-        ),
-        WorkloadKind::IpiCall => (
-            f64_of(counters.requests_done) / seconds,
-            ThroughputUnit::CallsPerS,
-        ),
-        WorkloadKind::NetperfRr | WorkloadKind::UdpRr => (
-            f64_of(counters.requests_done) / seconds,
-            ThroughputUnit::TransactionsPerS,
-        ),
-        WorkloadKind::Memcached | WorkloadKind::Apache => (
-            f64_of(counters.requests_done) / seconds,
-            ThroughputUnit::RequestsPerS,
-        ),
-        WorkloadKind::L2fwd => (
-            f64_of(counters.packets_processed) / seconds,
-            ThroughputUnit::PacketsPerS,
-        ),
+        WorkloadKind::Fio => (per_s(counters.requests_done), Per::Iops),
+        WorkloadKind::IpiCall => (per_s(counters.requests_done), Per::CallsPerS),
+        WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
+            (per_s(counters.requests_done), Per::TransactionsPerS)
+        }
+        WorkloadKind::Memcached | WorkloadKind::Apache => {
+            (per_s(counters.requests_done), Per::RequestsPerS)
+        }
         WorkloadKind::Netperf => (
             f64_of(counters.acked_bytes) * 8.0 / seconds / 1e6,
-            ThroughputUnit::MbitPerS,
+            Per::MbitPerS,
         ),
         WorkloadKind::Whileloop => (
             ratio(counters.spin_ns, counters.guest_core_ns.max(1)),
-            ThroughputUnit::LoopShare,
+            Per::LoopShare,
         ),
         _ => return None,
     };
