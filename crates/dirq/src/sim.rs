@@ -15,7 +15,7 @@ use dirq_stats::f64_of;
 #[derive(clap::Args)]
 #[command(
     after_help = "Runs a scenario in the deterministic discrete-event simulator: the same \
-workload under several interrupt-delivery designs (bare, vanilla, apicv, eli-delivery, \
+workload under several interrupt-delivery designs (bare, vanilla, apicv, apicv-pi, apicv-pi-ipiv, avic, eli-delivery, \
 eli, did, naive-direct-eoi), with every interrupt checked for mis-delivery, loss, \
 priority inversion and wrong EOIs.\n\n\
 Examples:\n  dirq sim --list\n  dirq sim --all                                      (every built-in scenario: the speed benchmark)\n  dirq sim did-udp-rx\n  dirq sim did-udp-rx --json --seed 7\n  \
@@ -83,7 +83,17 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         for name in scenario::builtin_names() {
             let scenario = scenario::builtin(name)?;
             let summary = scenario.description.lines().next().unwrap_or_default();
-            listing += &format!("{name:<16} {summary}\n");
+            let mut designs: Vec<&str> = Vec::new();
+            for policy in scenario.runs.iter().flat_map(|group| &group.policies) {
+                if !designs.contains(&policy.name()) {
+                    designs.push(policy.name());
+                }
+            }
+            listing += &format!(
+                "{name:<16} {summary}\n{:<16} designs: {}\n",
+                "",
+                designs.join(", ")
+            );
         }
         return Ok(crate::output::print(&listing)?);
     }
