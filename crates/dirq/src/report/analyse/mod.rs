@@ -4,5 +4,6 @@
 //! I/O and no rendering, so each is tested on data built by hand.
 
 pub mod checks;
+pub mod leaves;
 pub mod misses;
 pub mod model;
