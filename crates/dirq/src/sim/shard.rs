@@ -59,9 +59,7 @@ pub fn run(
         options,
         &build(),
         threads,
-        |scenario, done, total| {
-            eprintln!("dirq sim: shard {shard}: {scenario}: {done}/{total} runs")
-        },
+        |scenario, done, total| diag!("dirq sim: shard {shard}: {scenario}: {done}/{total} runs"),
     )?;
     meta::print_json(&part, started, None)
 }
