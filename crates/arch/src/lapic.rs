@@ -127,11 +127,11 @@ pub const ESR_RECEIVE_ILLEGAL_VECTOR: u32 = 1 << 6;
 
 /// ICR fields (SDM 10.6.1).
 const ICR_VECTOR: u64 = 0xFF;
-const ICR_DELIVERY_MODE_SHIFT: u64 = 8;
-const ICR_LOGICAL_DESTINATION: u64 = 1 << 11;
+pub(crate) const ICR_DELIVERY_MODE_SHIFT: u64 = 8;
+pub(crate) const ICR_LOGICAL_DESTINATION: u64 = 1 << 11;
 const ICR_LEVEL_ASSERT: u64 = 1 << 14;
-const ICR_TRIGGER_LEVEL: u64 = 1 << 15;
-const ICR_SHORTHAND_SHIFT: u64 = 18;
+pub(crate) const ICR_TRIGGER_LEVEL: u64 = 1 << 15;
+pub(crate) const ICR_SHORTHAND_SHIFT: u64 = 18;
 /// Writable bits of the low ICR dword: everything but delivery status (12)
 /// and the reserved bits.
 const ICR_LOW_WRITABLE: u64 = 0x000C_CFFF;

@@ -10,6 +10,7 @@ pub mod exit;
 pub mod interrupt;
 pub mod ioapic;
 pub mod iommu;
+pub mod ipi_virtualization;
 pub mod lapic;
 pub mod msi;
 pub mod pit;

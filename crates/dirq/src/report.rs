@@ -24,6 +24,7 @@ use crate::calibrate::Calibration;
 use crate::studies::StudyTables;
 
 use analyse::checks::{self, ExitStatistic, ModelChecks};
+use analyse::leaves;
 use collect::real::RealCase;
 use collect::views::SimScenario;
 use collect::{real_trace, simulate, twins, Depth};
@@ -545,7 +546,12 @@ fn run_simulations(
             ),
         }
     }
-    let papers = papers::paper_sections(&views, seed);
+    let mut papers = papers::paper_sections(&views, seed);
+    if let Some(result) = views.iter().find(|view| view.scenario == leaves::SCENARIO) {
+        let command = format!("dirq sim {} --seed {seed}", leaves::SCENARIO);
+        let table = leaves::what_each_design_leaves(result);
+        papers.push(present::leaves::leaves_section(&table, &command));
+    }
     report
         .sections
         .splice(first_simulation..first_simulation, papers);

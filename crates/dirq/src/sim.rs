@@ -1,9 +1,13 @@
-//! `dirq sim`: run a simulation scenario and print its results.
+//! `dirq sim`: run a simulation scenario and print its results, or a
+//! shard of it for a batch engine (`shard`).
+
+mod shard;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use dirq_sim::scenario::{self, Scenario};
+use dirq_sim::shard::{Shard, SweepShape};
 use dirq_sim::{CostProfile, RunOptions, RunResult, ScenarioResult};
 use dirq_stats::f64_of;
 
@@ -11,14 +15,22 @@ use dirq_stats::f64_of;
 #[derive(clap::Args)]
 #[command(
     after_help = "Runs a scenario in the deterministic discrete-event simulator: the same \
-workload under several interrupt-delivery designs (bare, vanilla, apicv, eli-delivery, \
+workload under several interrupt-delivery designs (bare, vanilla, apicv, apicv-pi, apicv-pi-ipiv, avic, eli-delivery, \
 eli, did, naive-direct-eoi), with every interrupt checked for mis-delivery, loss, \
 priority inversion and wrong EOIs.\n\n\
 Examples:\n  dirq sim --list\n  dirq sim --all                                      (every built-in scenario: the speed benchmark)\n  dirq sim did-udp-rx\n  dirq sim did-udp-rx --json --seed 7\n  \
 dirq sim scenarios/eli-2012.toml --trace eli-trace.json   (open in ui.perfetto.dev)\n  \
-dirq sim did-fio --profile my-host.toml              (a profile from `dirq calibrate`)"
+dirq sim did-fio --profile my-host.toml              (a profile from `dirq calibrate`)\n\n\
+A sweep too big for one machine splits into shards for a batch engine's array job \
+(docs/scale.md): shard i of n runs every n-th run, starting at the i-th, and prints a part; \
+`dirq sim merge` joins the parts into the JSON one process prints:\n  \
+dirq sim --all --shard 2/7 > part-2.json            (one of seven parts; i counts from 1)\n  \
+dirq sim merge part-*.json > all.json"
 )]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct Args {
+    #[command(subcommand)]
+    command: Option<SimCommand>,
     /// A built-in scenario name (see --list) or a path to a scenario TOML file.
     #[arg(required_unless_present_any = ["list", "all"], conflicts_with_all = ["list", "all"])]
     scenario: Option<String>,
@@ -49,16 +61,39 @@ pub struct Args {
     /// (2e9 events, about ten minutes of one thread).
     #[arg(long)]
     allow_long: bool,
+    /// Run only shard I of N (1 <= I <= N): every N-th run of the sweep,
+    /// starting at the I-th; print them as a JSON part for `dirq sim merge`.
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["list", "trace"])]
+    shard: Option<Shard>,
+}
+
+#[derive(clap::Subcommand)]
+enum SimCommand {
+    /// Merge the parts of a sharded sweep into the JSON one process prints.
+    Merge(shard::MergeArgs),
 }
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
+    if let Some(SimCommand::Merge(merge)) = args.command {
+        return shard::execute_merge(merge);
+    }
     let started = time::OffsetDateTime::now_utc();
     if args.list {
         let mut listing = String::new();
         for name in scenario::builtin_names() {
             let scenario = scenario::builtin(name)?;
             let summary = scenario.description.lines().next().unwrap_or_default();
-            listing += &format!("{name:<16} {summary}\n");
+            let mut designs: Vec<&str> = Vec::new();
+            for policy in scenario.runs.iter().flat_map(|group| &group.policies) {
+                if !designs.contains(&policy.name()) {
+                    designs.push(policy.name());
+                }
+            }
+            listing += &format!(
+                "{name:<16} {summary}\n{:<16} designs: {}\n",
+                "",
+                designs.join(", ")
+            );
         }
         return Ok(crate::output::print(&listing)?);
     }
@@ -83,6 +118,13 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         usize::from,
     );
     if args.all {
+        if let Some(part) = args.shard {
+            let scenarios = scenario::builtin_names()
+                .into_iter()
+                .map(scenario::builtin)
+                .collect::<Result<Vec<_>, _>>()?;
+            return shard::run(&scenarios, SweepShape::All, part, &options, threads);
+        }
         return run_all(&options, threads, args.json);
     }
     let name = args
@@ -100,6 +142,10 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
                 scenario.name
             )
         })?;
+    }
+    if let Some(part) = args.shard {
+        let scenarios = std::slice::from_ref(&scenario);
+        return shard::run(scenarios, SweepShape::Scenario, part, &options, threads);
     }
     let total = scenario.expand().len();
     let bar = indicatif::ProgressBar::new(total as u64);
@@ -144,8 +190,7 @@ fn run_all(options: &RunOptions, threads: usize, json: bool) -> anyhow::Result<(
     }
     bar.finish_and_clear();
     if json {
-        let results = serde_json::json!({ "results": results });
-        crate::report::meta::print_json(&results, started_at, None)?;
+        crate::report::meta::print_json(&all_document(&results), started_at, None)?;
         return Ok(());
     }
     let mut text = format!(
@@ -174,6 +219,11 @@ fn run_all(options: &RunOptions, threads: usize, json: bool) -> anyhow::Result<(
         started.elapsed().as_secs_f64()
     );
     Ok(crate::output::print(&text)?)
+}
+
+/// What `--all --json` prints beside the metadata.
+fn all_document(results: &[ScenarioResult]) -> serde_json::Value {
+    serde_json::json!({ "results": results })
 }
 
 /// A built-in name, or else a file path.

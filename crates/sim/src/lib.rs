@@ -20,6 +20,7 @@ mod queue;
 pub mod rng;
 pub mod scenario;
 pub mod service;
+pub mod shard;
 pub mod trace;
 pub mod vioapic;
 
@@ -88,47 +89,86 @@ pub fn run_scenario_on(
     scenario: &Scenario,
     options: &RunOptions,
     threads: usize,
-    mut progress: impl FnMut(usize, usize),
+    progress: impl FnMut(usize, usize),
 ) -> Result<ScenarioOutput, SimError> {
+    let every: Vec<usize> = (0..scenario.expand().len()).collect();
+    let selected = run_selected(scenario, &every, options, threads, progress)?;
+    let result = ScenarioResult {
+        scenario: scenario.name.clone(),
+        seed: options.seed,
+        profile: selected.profile,
+        runs: selected.runs.into_iter().map(|(_, run)| run).collect(),
+    };
+    Ok(ScenarioOutput {
+        result,
+        trace: selected.trace,
+    })
+}
+
+/// Some of a scenario's runs, each with its index in `scenario.expand()`.
+pub struct SelectedRuns {
+    /// The name of the cost profile the runs used.
+    pub profile: String,
+    /// In the order of their indices.
+    pub runs: Vec<(usize, RunResult)>,
+    pub trace: Option<serde_json::Value>,
+}
+
+/// The runs of `scenario` at the indices `selected` (ascending, into
+/// `scenario.expand()`; others are ignored) on `threads` threads, calling
+/// `progress(done, total)` after each run.
+pub fn run_selected(
+    scenario: &Scenario,
+    selected: &[usize],
+    options: &RunOptions,
+    threads: usize,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<SelectedRuns, SimError> {
     // The Loongson testbed has its own profile: an x86 one does not apply.
     let loongson = vioapic::on_loongson(scenario).then(vioapic::LoongsonProfile::loongson_2019);
     let profile = options
         .profile
         .clone()
         .unwrap_or_else(|| scenario.profile.profile());
-    let specs = scenario.expand();
+    let all_specs = scenario.expand();
+    let chosen: Vec<(usize, &RunSpec)> = selected
+        .iter()
+        .filter_map(|&index| all_specs.get(index).map(|spec| (index, spec)))
+        .collect();
     let next = AtomicUsize::new(0);
     let mut finished: Vec<Option<(RunResult, Option<Trace>)>> =
-        specs.iter().map(|_| None).collect();
+        chosen.iter().map(|_| None).collect();
     std::thread::scope(|scope| -> Result<(), SimError> {
         let (sender, receiver) = mpsc::channel();
-        for _ in 0..threads.clamp(1, specs.len().max(1)) {
+        for _ in 0..threads.clamp(1, chosen.len().max(1)) {
             let sender = sender.clone();
-            let (specs, profile, next, loongson) = (&specs, &profile, &next, &loongson);
+            let (chosen, profile, next, loongson) = (&chosen, &profile, &next, &loongson);
             scope.spawn(move || loop {
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                let Some(spec) = specs.get(index) else { break };
+                let slot = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(_, spec)) = chosen.get(slot) else {
+                    break;
+                };
                 let outcome = match (loongson, spec.group.level) {
                     (Some(loongson), Some(level)) => {
                         Ok(vioapic::simulate(spec, level, loongson, options.trace))
                     }
                     _ => simulate(spec, profile, options),
                 };
-                if sender.send((index, outcome)).is_err() {
+                if sender.send((slot, outcome)).is_err() {
                     break;
                 }
             });
         }
         drop(sender);
-        for (done, (index, outcome)) in receiver.iter().enumerate() {
-            finished[index] = Some(outcome?);
-            progress(done + 1, specs.len());
+        for (done, (slot, outcome)) in receiver.iter().enumerate() {
+            finished[slot] = Some(outcome?);
+            progress(done + 1, chosen.len());
         }
         Ok(())
     })?;
-    let mut runs = Vec::with_capacity(specs.len());
+    let mut runs = Vec::with_capacity(chosen.len());
     let mut trace_file = options.trace.then(TraceFile::default);
-    for (index, (spec, outcome)) in specs.iter().zip(finished).enumerate() {
+    for (&(index, spec), outcome) in chosen.iter().zip(finished) {
         let Some((run, trace)) = outcome else {
             continue;
         };
@@ -141,15 +181,11 @@ pub fn run_scenario_on(
                 trace,
             );
         }
-        runs.push(run);
+        runs.push((index, run));
     }
-    Ok(ScenarioOutput {
-        result: ScenarioResult {
-            scenario: scenario.name.clone(),
-            seed: options.seed,
-            profile: loongson.map_or(profile.name, |loongson| loongson.name),
-            runs,
-        },
+    Ok(SelectedRuns {
+        profile: loongson.map_or(profile.name, |loongson| loongson.name),
+        runs,
         trace: trace_file.map(|file| file.to_json()),
     })
 }

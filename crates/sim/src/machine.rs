@@ -66,6 +66,7 @@ mod napi;
 mod netstack;
 mod numa;
 mod periodic;
+mod posting;
 mod rr;
 mod setup;
 mod sip;
@@ -90,6 +91,7 @@ use dirq_arch::vmcs::{MsrWriteAction, CPU_INTERRUPT_WINDOW_EXITING};
 use crate::engine;
 use crate::metrics::ExitReason;
 use crate::policy::mechanism::injection::InjectionState;
+use crate::policy::mechanism::posting::PostSource;
 use crate::policy::mechanism::signal::{Signal, Whereabouts};
 use crate::policy::mechanism::timer::{TimerEffect, TimerEffects, TimerState};
 use crate::policy::mechanism::VcpuHardware;
@@ -133,6 +135,11 @@ const HOST_VF_VECTOR_BASE: u8 = 0x60;
 const HOST_TIMER_VECTOR: u8 = 0xEF;
 const HOST_KICK_VECTOR: u8 = 0xFD;
 const POSTED_NOTIFICATION_VECTOR: u8 = 0xF2;
+/// VT-d posting's NV while a vCPU is blocked (Linux's
+/// POSTED_INTR_WAKEUP_VECTOR).
+const POSTED_WAKEUP_VECTOR: u8 = 0xF1;
+/// The AMD IOMMU's GA log interrupt, on the housekeeping core.
+const GA_LOG_VECTOR: u8 = 0xE1;
 
 /// The housekeeping core: backends, DID's designated timer core.
 const HOUSEKEEPING_CORE: usize = 0;
@@ -207,6 +214,10 @@ enum Event {
     },
     /// The hypervisor, done emulating an ICR write, sends the IPI.
     GuestIpi {
+        vcpu: u32,
+    },
+    /// A guest IPI the sending CPU posts itself (IPIv, AVIC) arrives.
+    PostedIpi {
         vcpu: u32,
     },
     Workload(WorkloadEvent),
@@ -409,6 +420,11 @@ impl Machine {
                     vector: GUEST_IPI_VECTOR,
                 });
             }
+            Event::PostedIpi { vcpu } => {
+                let vcpu = vcpu as usize;
+                self.raise(self.vcpus[vcpu].vm, GUEST_IPI_VECTOR);
+                self.hardware_post(vcpu, GUEST_IPI_VECTOR, PostSource::Cpu, fx);
+            }
             Event::Workload(event) => self.workload_event(event, fx),
         }
     }
@@ -513,6 +529,7 @@ impl Machine {
         self.counters.spin_ns = self.vcpus.iter().map(|v| v.spin_ns).sum();
         self.counters.acked_bytes = self.queues.iter().map(|q| q.tcp.acked_bytes).sum();
         self.count_lost();
+        self.count_unwoken_sleepers();
     }
 
     pub(crate) fn iommu_blocked(&self) -> u64 {

@@ -3,6 +3,15 @@
 //! instance per vector absorbs a second, and reconciled at the end of the
 //! run. It only observes: the engine tells it what happened and it counts
 //! the violations (the `Invariant` kinds).
+//!
+//! Hardware posting adds two checks, counted under the existing kinds so
+//! that every other design's results keep their shape: a request posted
+//! while SN was set must be merged at the vCPU's next entry, or it is
+//! `Lost`; a blocked vCPU is woken exactly once per block (a second wake
+//! or a second block without one is `Doubled`), and one left asleep with
+//! a posted request and no wake-up under way at the end is `Lost`.
+
+use dirq_arch::vectors::VectorSet;
 
 use crate::metrics::Invariant;
 
@@ -22,12 +31,18 @@ pub(crate) struct Checker {
     pub pending_at_end: u64,
     /// Cores whose LAPIC timer is armed for a vCPU not scheduled there.
     misowned_timers: u64,
+    /// Per vCPU: blocked in HLT and not yet woken.
+    blocked: Vec<bool>,
+    /// Per vCPU: vectors posted while SN was set, due at its next entry.
+    suppressed_posts: Vec<VectorSet>,
 }
 
 impl Checker {
-    pub fn new(vms: usize) -> Checker {
+    pub fn new(vms: usize, vcpus: usize) -> Checker {
         Checker {
             outstanding: vec![[0; 256]; vms],
+            blocked: vec![false; vcpus],
+            suppressed_posts: vec![VectorSet::EMPTY; vcpus],
             ..Checker::default()
         }
     }
@@ -110,6 +125,45 @@ impl Checker {
         }
     }
 
+    /// `vcpu` blocked; blocking again before a wake is a doubled block.
+    pub fn vcpu_blocked(&mut self, vcpu: usize) {
+        if std::mem::replace(&mut self.blocked[vcpu], true) {
+            self.violation(Invariant::Doubled);
+        }
+    }
+
+    /// `vcpu` woke; waking one that is not blocked is a doubled wake.
+    pub fn vcpu_woken(&mut self, vcpu: usize) {
+        if !std::mem::replace(&mut self.blocked[vcpu], false) {
+            self.violation(Invariant::Doubled);
+        }
+    }
+
+    /// Hardware posted `vector` for `vcpu` while its SN was set.
+    pub fn posted_suppressed(&mut self, vcpu: usize, vector: u8) {
+        self.suppressed_posts[vcpu].set(vector);
+    }
+
+    /// `vcpu` enters with `pir` left in its descriptor: a suppressed post
+    /// still there missed its entry.
+    pub fn entered(&mut self, vcpu: usize, pir: &VectorSet) {
+        let suppressed = &mut self.suppressed_posts[vcpu];
+        if suppressed.is_empty() {
+            return;
+        }
+        let missed = suppressed
+            .take()
+            .iter()
+            .filter(|&v| pir.contains(v))
+            .count();
+        self.violations[Invariant::Lost as usize] += missed as u64;
+    }
+
+    /// A blocked vCPU holds a posted request and no wake-up is under way.
+    pub fn wakeup_lost(&mut self) {
+        self.violation(Invariant::Lost);
+    }
+
     /// After each event: every core then in violation counts once.
     pub fn event_done(&mut self) {
         self.violations[Invariant::TimerOwnership as usize] += self.misowned_timers;
@@ -141,7 +195,7 @@ mod tests {
 
     #[test]
     fn a_raised_interrupt_is_handled_once() {
-        let mut checker = Checker::new(1);
+        let mut checker = Checker::new(1, 1);
         checker.raise(0, VECTOR);
         checker.delivered(0, VECTOR, true, None);
         assert_eq!((checker.raised, checker.handled), (1, 1));
@@ -151,7 +205,7 @@ mod tests {
 
     #[test]
     fn another_vms_interrupt_is_a_mis_delivery() {
-        let mut checker = Checker::new(2);
+        let mut checker = Checker::new(2, 1);
         checker.raise(1, VECTOR);
         checker.delivered(0, VECTOR, true, None);
         assert_eq!(checker.violations_of(Invariant::MisDelivery), 1);
@@ -161,7 +215,7 @@ mod tests {
 
     #[test]
     fn same_or_lower_class_inside_a_handler_is_an_inversion() {
-        let mut checker = Checker::new(1);
+        let mut checker = Checker::new(1, 1);
         checker.raise(0, VECTOR);
         checker.raise(0, 0x51);
         checker.delivered(0, VECTOR, true, Some(0x4F));
@@ -172,7 +226,7 @@ mod tests {
 
     #[test]
     fn merged_requests_are_coalesced_not_lost() {
-        let mut checker = Checker::new(1);
+        let mut checker = Checker::new(1, 1);
         checker.raise(0, VECTOR);
         checker.raise(0, VECTOR);
         checker.merged(0, VECTOR);
@@ -185,7 +239,7 @@ mod tests {
 
     #[test]
     fn eoi_mismatches_are_told_apart() {
-        let mut checker = Checker::new(1);
+        let mut checker = Checker::new(1, 1);
         checker.eoi(Some(VECTOR), None);
         checker.eoi(Some(VECTOR), Some(0x51));
         checker.eoi(Some(VECTOR), Some(VECTOR));
@@ -195,7 +249,7 @@ mod tests {
 
     #[test]
     fn a_misowned_timer_counts_at_every_event_until_fixed() {
-        let mut checker = Checker::new(1);
+        let mut checker = Checker::new(1, 1);
         checker.event_done();
         checker.timer_misowned(true);
         checker.event_done();
@@ -206,8 +260,35 @@ mod tests {
     }
 
     #[test]
+    fn a_blocked_vcpu_is_woken_exactly_once() {
+        let mut checker = Checker::new(1, 2);
+        checker.vcpu_blocked(0);
+        checker.vcpu_woken(0);
+        assert_eq!(checker.violations_of(Invariant::Doubled), 0);
+        checker.vcpu_woken(0);
+        assert_eq!(checker.violations_of(Invariant::Doubled), 1, "woken twice");
+        checker.vcpu_blocked(1);
+        checker.vcpu_blocked(1);
+        assert_eq!(checker.violations_of(Invariant::Doubled), 2, "never woken");
+    }
+
+    #[test]
+    fn a_post_under_sn_must_be_merged_by_the_next_entry() {
+        let mut checker = Checker::new(1, 1);
+        checker.posted_suppressed(0, VECTOR);
+        checker.entered(0, &VectorSet::EMPTY);
+        assert_eq!(checker.violations_of(Invariant::Lost), 0, "merged");
+        checker.posted_suppressed(0, VECTOR);
+        let left: VectorSet = [VECTOR].into_iter().collect();
+        checker.entered(0, &left);
+        assert_eq!(checker.violations_of(Invariant::Lost), 1, "left in PIR");
+        checker.entered(0, &left);
+        assert_eq!(checker.violations_of(Invariant::Lost), 1, "counted once");
+    }
+
+    #[test]
     fn outstanding_at_the_end_is_pending_or_lost() {
-        let mut checker = Checker::new(1);
+        let mut checker = Checker::new(1, 1);
         checker.settle(2, true);
         checker.settle(3, false);
         assert_eq!(checker.pending_at_end, 2);

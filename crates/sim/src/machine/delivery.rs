@@ -81,6 +81,7 @@ impl Machine {
             .current
             .filter(|&vcpu| !self.vcpus[vcpu].hw.vmcs.hlt_exits());
         if let Some(vcpu) = halted_in_guest {
+            self.vcpu_woken(vcpu);
             self.vcpus[vcpu].state = VcpuState::Running;
             fx.push(Effect::EnterGuest(core));
             return;

@@ -274,10 +274,9 @@ impl Machine {
                     });
                 }
             }
-            Remapped::Post { vector, .. } => fx.push(Effect::SignalVirtual {
-                vcpu: self.queues[queues].owner,
-                vector,
-            }),
+            Remapped::Post { descriptor, vector } => {
+                self.hardware_post(descriptor as usize, vector, PostSource::Iommu, fx);
+            }
         }
     }
 
@@ -356,13 +355,27 @@ impl Machine {
         }
     }
 
-    /// The IPIs of one ICR write of `vcpu` leave for `targets`. A trapped
-    /// write exits, and the host kicks the targets one after another
-    /// within that exit (`kvm_apic_send_ipi` -> `kvm_vcpu_kick` per
-    /// target): each IPI leaves once the kicks before it are done.
-    pub(super) fn send_guest_ipis(&mut self, vcpu: usize, targets: &[usize], fx: &mut Effects) {
+    /// The IPIs of `vcpu`'s ICR write `icr` leave for `targets`. The
+    /// design's IPI sender decides whether the write exits and whether the
+    /// CPU posted the vector itself (IPIv, AVIC). A write that exits has
+    /// the host kick the targets one after another within that exit
+    /// (`kvm_apic_send_ipi` -> `kvm_vcpu_kick` per target; AVIC's
+    /// AVIC_INCOMPLETE_IPI likewise): each IPI leaves once the kicks
+    /// before it are done.
+    pub(super) fn send_guest_ipis(
+        &mut self,
+        vcpu: usize,
+        icr: u64,
+        targets: &[usize],
+        fx: &mut Effects,
+    ) {
         let from = self.vcpus[vcpu].home_core;
-        let trapped = self.vcpus[vcpu].hw.vmcs.msr_write(msrs::ICR) == MsrWriteAction::Exit;
+        let every_target_running = targets.iter().all(|&target| self.is_running(target));
+        let send =
+            self.design
+                .ipi_sender
+                .send(&self.vcpus[vcpu].hw.vmcs, icr, every_target_running);
+        let trapped = send.exits;
         let mut sent_at = Vec::with_capacity(targets.len());
         let mut send_at = self.now;
         if trapped {
@@ -383,12 +396,13 @@ impl Machine {
         }
         for (&target, at) in targets.iter().zip(sent_at) {
             let to = self.vcpus[target].home_core;
-            fx.schedule(
-                at + self.interconnect_ns(from, to),
-                Event::GuestIpi {
-                    vcpu: index_u32(target),
-                },
-            );
+            let target = index_u32(target);
+            let event = if send.posted_by_cpu {
+                Event::PostedIpi { vcpu: target }
+            } else {
+                Event::GuestIpi { vcpu: target }
+            };
+            fx.schedule(at + self.interconnect_ns(from, to), event);
         }
     }
 

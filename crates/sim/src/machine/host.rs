@@ -155,6 +155,8 @@ impl Machine {
         }
         match vector {
             HOST_TIMER_VECTOR => self.expire_software_timers(core, fx),
+            POSTED_WAKEUP_VECTOR => self.wake_posted_sleepers(Some(core), fx),
+            GA_LOG_VECTOR => self.wake_posted_sleepers(None, fx),
             vector if is_guest_vector(vector) => {
                 // DID's race: an interrupt for the VM scheduled here arrived
                 // while the core was in host mode; make it virtual.
@@ -170,6 +172,7 @@ impl Machine {
         if self.vcpus[vcpu].state != VcpuState::Halted {
             return;
         }
+        self.vcpu_woken(vcpu);
         let core = self.vcpus[vcpu].home_core;
         self.vcpus[vcpu].state = VcpuState::Running;
         if self.cores[core].current != Some(vcpu) {
@@ -205,6 +208,7 @@ impl Machine {
             return;
         }
         self.vcpus[vcpu].state = VcpuState::Halted;
+        self.vcpu_blocked(vcpu);
         self.suspend(vcpu, fx);
         self.set_mode(core, Mode::Idle);
     }
@@ -221,6 +225,7 @@ impl Machine {
             return;
         }
         self.vcpus[vcpu].state = VcpuState::Halted;
+        self.vcpu_blocked(vcpu);
         self.cores[core].halt_poll_until = match self.spec.group.idle {
             IdleMode::HaltPoll => self.now + self.profile.host_ns.halt_poll,
             _ => 0,
@@ -268,6 +273,7 @@ impl Machine {
             running_on: running.then_some(index_u32(v.home_core)),
             home_core: index_u32(v.home_core),
             guest_vector: GUEST_VF_VECTOR,
+            descriptor: index_u32(vcpu),
             host_vector: self.queues[v.queues].vf_host_vector,
             requester_id: vf_requester(v.vm),
         }
@@ -309,7 +315,8 @@ impl Machine {
         self.cores[core].current = None;
         let ns = self.retarget_vf(vcpu);
         self.cores[core].current = Some(vcpu);
-        self.vcpus[vcpu].hw.pid.suppress = true;
+        let blocked = self.vcpus[vcpu].state == VcpuState::Halted;
+        self.vcpus[vcpu].hw.pid.suppress = self.design.posting.suppress_when_descheduled(blocked);
         let owned_deadline = (self.cores[core].timer_owner == Some(vcpu))
             .then(|| self.cores[core].lapic.timer_deadline_ns());
         let (timer, timer_ns) = self

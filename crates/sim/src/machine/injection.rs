@@ -13,6 +13,7 @@ impl Machine {
             &mut self.cores[v.home_core].lapic,
             v.interruptible,
         );
+        self.checker.entered(vcpu, &v.hw.pid.pir);
         let vm = v.vm;
         for vector in merged.iter() {
             self.merged(vm, vector);

@@ -37,15 +37,15 @@ impl Ipi {
 }
 
 impl Machine {
-    /// The guest writes the ICR: every hypervisor traps it; bare metal
-    /// sends the IPI itself.
+    /// The guest writes the ICR: a hypervisor traps it or the CPU posts
+    /// it (`Self::send_guest_ipis`); bare metal sends the IPI itself.
     pub(super) fn guest_send_ipi(&mut self, vcpu: usize, fx: &mut Effects) {
         let icr = self.spec.group.ipi_mode.icr(GUEST_IPI_VECTOR);
         let targets = self.route_guest_ipi(vcpu, icr);
         for &target in &targets {
             self.ipi.sent(target, self.now);
         }
-        self.send_guest_ipis(vcpu, &targets, fx);
+        self.send_guest_ipis(vcpu, icr, &targets, fx);
     }
 
     /// A target's handler runs: one IPI's latency.

@@ -103,7 +103,7 @@ impl Machine {
             Destination::Logical(address),
         );
         let batch = self.route_guest_ipi(vcpu, icr);
-        self.send_guest_ipis(vcpu, &batch, fx);
+        self.send_guest_ipis(vcpu, icr, &batch, fx);
     }
 
     pub(super) fn call_event(&mut self, event: CallEvent, fx: &mut Effects) {

@@ -183,7 +183,7 @@ impl Machine {
             fio: Fio::default(),
             ipi: Ipi::default(),
             remote: Remote::default(),
-            checker: Checker::new(host.vms as usize),
+            checker: Checker::new(host.vms as usize, (host.vms * host.vcpus_per_vm) as usize),
             trace: trace.then(Trace::default),
         };
         machine.start();

@@ -3,8 +3,8 @@
 //! host interrupt (EXTERNAL_INTERRUPT) that the host then posts; timer writes exit.
 
 use super::{
-    Design, DesignKind, HostInterrupts, HostTick, Injection, IrteRule, Preemption, TimerPath,
-    VirtualSignal, VmcsControls,
+    Design, DesignKind, HostInterrupts, HostTick, Injection, IpiSender, IrteRule, Posting,
+    Preemption, TimerPath, VirtualSignal, VmcsControls,
 };
 
 pub const APICV: Design = Design {
@@ -20,4 +20,6 @@ pub const APICV: Design = Design {
     host_tick: HostTick::GuestCores,
     host_interrupts: HostInterrupts::Vector,
     preemption: Preemption::Anytime,
+    posting: Posting::Software,
+    ipi_sender: IpiSender::Bitmap,
 };

@@ -4,8 +4,8 @@
 //! LAPIC to the OS, and HLT halts the core itself.
 
 use super::{
-    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, IrteRule, Preemption, TimerPath,
-    VirtualSignal, VmcsControls,
+    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, IpiSender, IrteRule, Posting,
+    Preemption, TimerPath, VirtualSignal, VmcsControls,
 };
 
 pub const BARE: Design = Design {
@@ -27,4 +27,6 @@ pub const BARE: Design = Design {
     host_tick: HostTick::HousekeepingCore,
     host_interrupts: HostInterrupts::Vector,
     preemption: Preemption::Anytime,
+    posting: Posting::Software,
+    ipi_sender: IpiSender::Bitmap,
 };

@@ -13,8 +13,8 @@
 //! whatever the physical ISR holds, or nothing.
 
 use super::{
-    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, IrteRule, Preemption, TimerPath,
-    VirtualSignal, VmcsControls,
+    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, IpiSender, IrteRule, Posting,
+    Preemption, TimerPath, VirtualSignal, VmcsControls,
 };
 
 pub const DID: Design = Design {
@@ -31,6 +31,8 @@ pub const DID: Design = Design {
     host_tick: HostTick::HousekeepingCore,
     host_interrupts: HostInterrupts::Nmi,
     preemption: Preemption::AfterGuestHandlers,
+    posting: Posting::Software,
+    ipi_sender: IpiSender::Bitmap,
 };
 
 pub const NAIVE_DIRECT_EOI: Design = Design {

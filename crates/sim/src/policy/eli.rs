@@ -8,8 +8,8 @@
 //! ELI traps every EOI.
 
 use super::{
-    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, InjectionMode, IrteRule,
-    Preemption, TimerPath, VirtualSignal, VmcsControls,
+    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, InjectionMode, IpiSender,
+    IrteRule, Posting, Preemption, TimerPath, VirtualSignal, VmcsControls,
 };
 
 /// ELI's VMCS: physical interrupts through the guest IDT, the shadow IDT,
@@ -35,6 +35,8 @@ pub const ELI: Design = Design {
     host_tick: HostTick::GuestCores,
     host_interrupts: HostInterrupts::Vector,
     preemption: Preemption::AfterGuestHandlers,
+    posting: Posting::Software,
+    ipi_sender: IpiSender::Bitmap,
 };
 
 pub const ELI_DELIVERY: Design = Design {

@@ -12,6 +12,8 @@
 //! design.
 
 mod apicv;
+mod apicv_pi;
+mod avic;
 mod bare;
 mod did;
 mod eli;
@@ -23,7 +25,9 @@ use serde::{Deserialize, Serialize};
 pub use mechanism::host_interrupt::HostInterrupts;
 pub use mechanism::host_tick::HostTick;
 pub use mechanism::injection::{Injection, InjectionMode};
+pub use mechanism::ipi_sender::IpiSender;
 pub use mechanism::irte::{IrteRule, VfRoute};
+pub use mechanism::posting::Posting;
 pub use mechanism::preemption::Preemption;
 pub use mechanism::signal::VirtualSignal;
 pub use mechanism::timer::TimerPath;
@@ -35,6 +39,9 @@ pub enum DesignKind {
     Bare,
     Vanilla,
     Apicv,
+    ApicvPi,
+    ApicvPiIpiv,
+    Avic,
     EliDelivery,
     Eli,
     Did,
@@ -42,10 +49,13 @@ pub enum DesignKind {
 }
 
 impl DesignKind {
-    pub const ALL: [DesignKind; 7] = [
+    pub const ALL: [DesignKind; 10] = [
         DesignKind::Bare,
         DesignKind::Vanilla,
         DesignKind::Apicv,
+        DesignKind::ApicvPi,
+        DesignKind::ApicvPiIpiv,
+        DesignKind::Avic,
         DesignKind::EliDelivery,
         DesignKind::Eli,
         DesignKind::Did,
@@ -57,6 +67,9 @@ impl DesignKind {
             DesignKind::Bare => "bare",
             DesignKind::Vanilla => "vanilla",
             DesignKind::Apicv => "apicv",
+            DesignKind::ApicvPi => "apicv-pi",
+            DesignKind::ApicvPiIpiv => "apicv-pi-ipiv",
+            DesignKind::Avic => "avic",
             DesignKind::EliDelivery => "eli-delivery",
             DesignKind::Eli => "eli",
             DesignKind::Did => "did",
@@ -70,6 +83,9 @@ impl DesignKind {
             DesignKind::Bare => &bare::BARE,
             DesignKind::Vanilla => &vanilla::VANILLA,
             DesignKind::Apicv => &apicv::APICV,
+            DesignKind::ApicvPi => &apicv_pi::APICV_PI,
+            DesignKind::ApicvPiIpiv => &apicv_pi::APICV_PI_IPIV,
+            DesignKind::Avic => &avic::AVIC,
             DesignKind::EliDelivery => &eli::ELI_DELIVERY,
             DesignKind::Eli => &eli::ELI,
             DesignKind::Did => &did::DID,
@@ -102,6 +118,10 @@ pub struct Design {
     pub host_interrupts: HostInterrupts,
     /// When a time slice may end.
     pub preemption: Preemption,
+    /// What a post by the IOMMU or a sending CPU does.
+    pub posting: Posting,
+    /// Whether a guest's ICR write exits.
+    pub ipi_sender: IpiSender,
 }
 
 /// The x2APIC EOI, TMICT and ICR MSRs.
@@ -139,11 +159,34 @@ mod tests {
     }
 
     #[test]
-    fn only_apicv_virtualizes_the_eoi() {
+    fn only_the_apic_virtualizing_designs_virtualize_the_eoi() {
+        let apic_virtualizing = [
+            DesignKind::Apicv,
+            DesignKind::ApicvPi,
+            DesignKind::ApicvPiIpiv,
+            DesignKind::Avic,
+        ];
         for kind in DesignKind::ALL {
             let virtualized = kind.design().vmcs.build().msr_write(msrs::EOI)
                 == MsrWriteAction::VirtualizedApicWrite;
-            assert_eq!(virtualized, kind == DesignKind::Apicv, "{kind:?}");
+            assert_eq!(virtualized, apic_virtualizing.contains(&kind), "{kind:?}");
+        }
+    }
+
+    /// Hardware posting comes with a posted IRTE, and only today's designs
+    /// have either; only they let a CPU send an IPI without an exit.
+    #[test]
+    fn todays_designs_post_in_hardware_and_the_studies_designs_do_not() {
+        for kind in DesignKind::ALL {
+            let design = kind.design();
+            let today = matches!(
+                kind,
+                DesignKind::ApicvPi | DesignKind::ApicvPiIpiv | DesignKind::Avic
+            );
+            assert_eq!(design.posting.hardware_wakes(), today, "{kind}");
+            assert_eq!(design.vf_irte == IrteRule::Posted, today, "{kind}");
+            let cpu_sends = design.ipi_sender != IpiSender::Bitmap;
+            assert_eq!(cpu_sends, today && kind != DesignKind::ApicvPi, "{kind}");
         }
     }
 

@@ -3,8 +3,8 @@
 //! through the VMCS.
 
 use super::{
-    Design, DesignKind, HostInterrupts, HostTick, Injection, IrteRule, Preemption, TimerPath,
-    VirtualSignal, VmcsControls,
+    Design, DesignKind, HostInterrupts, HostTick, Injection, IpiSender, IrteRule, Posting,
+    Preemption, TimerPath, VirtualSignal, VmcsControls,
 };
 
 pub const VANILLA: Design = Design {
@@ -17,4 +17,6 @@ pub const VANILLA: Design = Design {
     host_tick: HostTick::GuestCores,
     host_interrupts: HostInterrupts::Vector,
     preemption: Preemption::Anytime,
+    posting: Posting::Software,
+    ipi_sender: IpiSender::Bitmap,
 };

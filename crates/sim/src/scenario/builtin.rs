@@ -2,7 +2,7 @@
 
 use super::{Scenario, ScenarioError};
 
-const BUILTINS: [(&str, &str); 16] = [
+const BUILTINS: [(&str, &str); 17] = [
     (
         "did-udp-rx",
         include_str!("../../../../scenarios/did-udp-rx.toml"),
@@ -63,6 +63,10 @@ const BUILTINS: [(&str, &str); 16] = [
     (
         "loongson-vioapic",
         include_str!("../../../../scenarios/loongson-vioapic.toml"),
+    ),
+    (
+        "design-gap",
+        include_str!("../../../../scenarios/design-gap.toml"),
     ),
 ];
 

@@ -78,7 +78,12 @@ fn vioapic_takes_a_level_and_no_other_workload_beside_it() {
 #[test]
 fn udp_rx_expands_rates_times_policies() {
     let scenario = builtin("did-udp-rx").unwrap();
-    assert_eq!(scenario.expand().len(), 8);
+    let group = &scenario.runs[0];
+    assert_eq!(group.rates_pps.len(), 4);
+    assert_eq!(
+        scenario.expand().len(),
+        group.rates_pps.len() * group.policies.len()
+    );
 }
 
 #[test]

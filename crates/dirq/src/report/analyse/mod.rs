@@ -5,5 +5,6 @@
 
 pub mod checks;
 pub mod compare;
+pub mod leaves;
 pub mod misses;
 pub mod model;

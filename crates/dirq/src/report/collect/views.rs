@@ -57,6 +57,10 @@ pub struct SimRun {
     #[serde(default)]
     pub params: serde_json::Map<String, serde_json::Value>,
     pub exits_per_s: f64,
+    /// Interrupts raised per second.
+    #[serde(default)]
+    pub interrupts_per_s: f64,
+    /// By VMX exit reason.
     #[serde(default)]
     pub exits_by_reason_per_s: BTreeMap<VmxExit, f64>,
     pub time_in_guest: f64,
@@ -94,6 +98,7 @@ impl From<&RunResult> for SimRun {
                 .map(|(key, value)| (key.clone(), value.clone()))
                 .collect(),
             exits_per_s: run.exits_per_s,
+            interrupts_per_s: run.interrupts_per_s,
             exits_by_reason_per_s: run.exits_by_reason_per_s.clone(),
             time_in_guest: run.time_in_guest,
             cpu_busy: Some(run.cpu_busy),

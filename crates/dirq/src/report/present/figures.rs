@@ -30,12 +30,15 @@ const LEGEND_ROW_PX: u32 = 18;
 const MEASURED_COLOUR: RGBColor = RGBColor(50, 50, 50);
 
 /// Each design's colour, the same in every figure (Tableau 10's saturated
-/// hues, one per design).
+/// hues for the studies' designs, darker ones for today's hardware).
 fn design_colour(design: DesignKind) -> RGBColor {
     match design {
         DesignKind::Bare => RGBColor(89, 161, 79),
         DesignKind::Vanilla => RGBColor(78, 121, 167),
         DesignKind::Apicv => RGBColor(118, 183, 178),
+        DesignKind::ApicvPi => RGBColor(44, 62, 80),
+        DesignKind::ApicvPiIpiv => RGBColor(0, 128, 128),
+        DesignKind::Avic => RGBColor(148, 103, 189),
         DesignKind::EliDelivery => RGBColor(237, 201, 72),
         DesignKind::Eli => RGBColor(242, 142, 43),
         DesignKind::Did => RGBColor(225, 87, 89),

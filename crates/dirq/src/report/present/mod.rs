@@ -9,6 +9,7 @@ pub mod data;
 pub mod figures;
 pub mod host;
 pub mod html;
+pub mod leaves;
 pub mod model;
 pub mod papers;
 pub mod real;

@@ -1,6 +1,8 @@
 //! How a VM's VF interrupt-remapping entry is written at every schedule-in
 //! and -out (VT-d 5.1): KVM's stays on the host; DID's and ELI's follow the
-//! VM. Each rewrite is host work the engine charges
+//! VM; with VT-d posted interrupts it is in posted format for good (VT-d
+//! 9.11), naming the owning vCPU's descriptor, whose NDST/SN/NV follow the
+//! vCPU instead. Each rewrite is host work the engine charges
 //! (`DesignWorkNs::irte_rewrite`).
 
 use dirq_arch::interrupt::{DeliveryMode, TriggerMode};
@@ -15,6 +17,10 @@ pub enum IrteRule {
     /// to the home core when the VM is not running (docs/mechanisms.md
     /// section 5), so the hypervisor sees it.
     DirectOrNmi,
+    /// Posted format (VT-d 9.11; AMD's IOMMU in guest virtual APIC mode
+    /// likewise): the IOMMU posts the guest vector to the owning vCPU's
+    /// descriptor (`dirq_arch::posted`, VT-d 5.2.3).
+    Posted,
 }
 
 /// Facts a design needs to write a VF's IRTE.
@@ -25,6 +31,9 @@ pub struct VfRoute {
     /// The core the vCPU is pinned to (KVM's host IRQ affinity).
     pub home_core: u32,
     pub guest_vector: u8,
+    /// The owning vCPU, whose posted-interrupt descriptor a posted IRTE
+    /// names.
+    pub descriptor: u32,
     /// The host vector KVM assigned to this VF's MSI on the home core.
     pub host_vector: u8,
     pub requester_id: u16,
@@ -42,6 +51,11 @@ impl IrteRule {
             (IrteRule::DirectOrNmi, None) => {
                 route.remapped(route.home_core, route.guest_vector, DeliveryMode::Nmi)
             }
+            (IrteRule::Posted, _) => Irte::Posted {
+                descriptor: route.descriptor,
+                vector: route.guest_vector,
+                source: route.source(),
+            },
         }
     }
 }
@@ -53,10 +67,15 @@ impl VfRoute {
             vector,
             delivery_mode,
             trigger_mode: TriggerMode::Edge,
-            source: SourceValidation::RequesterId {
-                source_id: self.requester_id,
-                ignore_function_bits: 0,
-            },
+            source: self.source(),
+        }
+    }
+
+    /// Only the VF's own requester ID passes.
+    fn source(&self) -> SourceValidation {
+        SourceValidation::RequesterId {
+            source_id: self.requester_id,
+            ignore_function_bits: 0,
         }
     }
 }
@@ -70,6 +89,7 @@ mod tests {
             running_on: Some(3),
             home_core: 3,
             guest_vector: 0x41,
+            descriptor: 0,
             host_vector: 0x60,
             requester_id: 0x100,
         };
@@ -102,5 +122,19 @@ mod tests {
                 ..
             }
         ));
+        for running_on in [Some(3), None] {
+            let posted = IrteRule::Posted.irte(&VfRoute {
+                running_on,
+                ..route
+            });
+            assert!(matches!(
+                posted,
+                Irte::Posted {
+                    descriptor: 0,
+                    vector: 0x41,
+                    ..
+                }
+            ));
+        }
     }
 }

@@ -14,11 +14,15 @@
 //! | `host_tick.rs`      | `host_tick`             | where the host's scheduler tick runs            |
 //! | `host_interrupt.rs` | `host_interrupts`       | how host IPIs reach a core running a guest      |
 //! | `preemption.rs`     | `preemption`            | when a time slice may end                       |
+//! | `posting.rs`        | `posting`               | what a post by the IOMMU or a CPU does          |
+//! | `ipi_sender.rs`     | `ipi_sender`            | whether a guest's ICR write exits               |
 
 pub mod host_interrupt;
 pub mod host_tick;
 pub mod injection;
+pub mod ipi_sender;
 pub mod irte;
+pub mod posting;
 pub mod preemption;
 pub mod signal;
 pub mod timer;
