@@ -33,8 +33,8 @@ const SELECTOR_DATA: u16 = 0x10;
 /// Null, 64-bit code, data: the same table the guest installs for itself.
 const GDT: [u64; 3] = [0, 0x00af_9a00_0000_ffff, 0x00cf_9200_0000_ffff];
 
-const CR0_PE: u64 = 1 << 0;
-const CR0_ET: u64 = 1 << 4;
+pub(crate) const CR0_PE: u64 = 1 << 0;
+pub(crate) const CR0_ET: u64 = 1 << 4;
 const CR0_NE: u64 = 1 << 5;
 const CR0_PG: u64 = 1 << 31;
 const CR4_PAE: u64 = 1 << 5;
@@ -124,19 +124,19 @@ pub fn vcpu_cpuid(supported: &CpuId, cpu: usize, options: &CpuidOptions) -> CpuI
     cpuid
 }
 
-/// Long mode, flat segments, the guest's entry point, `%rdi` = CPU index and
-/// `%rsp` = that CPU's stack; non-boot CPUs are made runnable directly
-/// rather than through INIT/SIPI.
-pub fn configure_vcpu(
-    vcpu: &VcpuFd,
-    cpu: usize,
-    entry: GuestAddress,
-    cpuid: &CpuId,
-) -> Result<(), BootError> {
-    let fail = |what| move |source| BootError::Vcpu { cpu, what, source };
-    vcpu.set_cpuid2(cpuid).map_err(fail("KVM_SET_CPUID2"))?;
+/// The mode a vCPU's flat code segment runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CpuMode {
+    /// 32-bit protected mode (CS.D = 1), as a Multiboot loader leaves it.
+    Protected32,
+    /// 64-bit mode (CS.L = 1, CS.D = 0: SDM Vol. 3A 5.2.1).
+    Long,
+}
 
-    let mut sregs = vcpu.get_sregs().map_err(fail("KVM_GET_SREGS"))?;
+/// Flat 4 GiB code and data segments for `mode` in every segment register:
+/// the one layout both of dirq's boot paths use.
+pub(crate) fn load_flat_segments(sregs: &mut kvm_bindings::kvm_sregs, mode: CpuMode) {
+    let long = mode == CpuMode::Long;
     let code = kvm_segment {
         base: 0,
         limit: 0xffff_ffff,
@@ -144,9 +144,9 @@ pub fn configure_vcpu(
         type_: 0xb, // execute/read, accessed
         present: 1,
         dpl: 0,
-        db: 0,
+        db: u8::from(!long),
         s: 1,
-        l: 1,
+        l: u8::from(long),
         g: 1,
         ..Default::default()
     };
@@ -163,6 +163,22 @@ pub fn configure_vcpu(
     sregs.fs = data;
     sregs.gs = data;
     sregs.ss = data;
+}
+
+/// Long mode, flat segments, the guest's entry point, `%rdi` = CPU index and
+/// `%rsp` = that CPU's stack; non-boot CPUs are made runnable directly
+/// rather than through INIT/SIPI.
+pub fn configure_vcpu(
+    vcpu: &VcpuFd,
+    cpu: usize,
+    entry: GuestAddress,
+    cpuid: &CpuId,
+) -> Result<(), BootError> {
+    let fail = |what| move |source| BootError::Vcpu { cpu, what, source };
+    vcpu.set_cpuid2(cpuid).map_err(fail("KVM_SET_CPUID2"))?;
+
+    let mut sregs = vcpu.get_sregs().map_err(fail("KVM_GET_SREGS"))?;
+    load_flat_segments(&mut sregs, CpuMode::Long);
     sregs.gdt.base = GDT_GPA;
     sregs.gdt.limit = u16::try_from(GDT.len() * 8 - 1).expect("a GDT of a few entries");
     sregs.cr3 = PML4_GPA;

@@ -4,17 +4,13 @@
 //! the boot information; the kernel loads its own GDT and IDT. Other vCPUs
 //! keep their reset state: they wait for INIT/SIPI.
 
-use kvm_bindings::{kvm_segment, CpuId};
+use kvm_bindings::CpuId;
 use kvm_ioctls::VcpuFd;
 
 use super::loader::{Loaded, BOOTLOADER_MAGIC};
+use crate::boot::{load_flat_segments, CpuMode, CR0_ET, CR0_PE};
 
-const CR0_PE: u64 = 1 << 0;
-const CR0_ET: u64 = 1 << 4;
 const RFLAGS_RESERVED_ONE: u64 = 1 << 1;
-/// Any selector values do; these match a flat GDT's usual layout.
-const SELECTOR_CODE: u16 = 0x08;
-const SELECTOR_DATA: u16 = 0x10;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot set up vCPU {cpu} for Multiboot: {what} failed")]
@@ -39,30 +35,7 @@ pub fn configure(
         return Ok(());
     };
     let mut sregs = vcpu.get_sregs().map_err(fail("KVM_GET_SREGS"))?;
-    let code = kvm_segment {
-        base: 0,
-        limit: 0xffff_ffff,
-        selector: SELECTOR_CODE,
-        type_: 0xb, // execute/read, accessed
-        present: 1,
-        dpl: 0,
-        db: 1,
-        s: 1,
-        l: 0,
-        g: 1,
-        ..Default::default()
-    };
-    let data = kvm_segment {
-        selector: SELECTOR_DATA,
-        type_: 0x3, // read/write, accessed
-        ..code
-    };
-    sregs.cs = code;
-    sregs.ds = data;
-    sregs.es = data;
-    sregs.fs = data;
-    sregs.gs = data;
-    sregs.ss = data;
+    load_flat_segments(&mut sregs, CpuMode::Protected32);
     sregs.cr0 = CR0_PE | CR0_ET;
     sregs.cr4 = 0;
     sregs.efer = 0;
