@@ -2,7 +2,8 @@
 //! which also runs the VIOAPIC study's core): dispatch and the one place
 //! that applies effects. Its parts live in the submodules: the hardware
 //! (`devices`: NIC rings, coalescing, vhost, the guest's IPIs through the
-//! ICR and `dirq_arch::bus`; `delivery`: physical LAPICs and the IOMMU),
+//! ICR and `dirq_arch::bus`; `tx_completion`: the VF's transmit event
+//! queue; `delivery`: physical LAPICs and the IOMMU),
 //! the guest model (`guest`, `periodic`), the hypervisor (`host`: exits,
 //! entry, scheduling; `injection`, `timers`), the workloads (each with its
 //! events in its module: `apps` the clients, `l2fwd`, `fio`, `ipi`,
@@ -73,6 +74,7 @@ mod sip;
 mod state;
 mod tcp;
 mod timers;
+mod tx_completion;
 mod workload;
 
 use dirq_arch::bus;
@@ -121,10 +123,15 @@ use rr::{Remote, RemoteEvent};
 use sip::SipEvent;
 pub(crate) use state::Counters;
 use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm, WorkloadState};
+use tx_completion::{TxEventQueue, VfEventQueue};
 use workload::WorkloadEvent;
 
 // Guest vectors (what the guest OS programmed), in Linux's layout.
 pub(crate) const GUEST_VF_VECTOR: u8 = 0x41;
+/// The VF's transmit event queue's vector (`tx_completion`): the next one
+/// after the receive queue's that Linux's allocator of the time hands
+/// out (`__assign_irq_vector` steps by 8).
+pub(crate) const GUEST_VF_TX_VECTOR: u8 = 0x49;
 pub(crate) const GUEST_VIRTIO_VECTOR: u8 = 0x51;
 pub(crate) const GUEST_TIMER_VECTOR: u8 = 0xEC;
 pub(crate) const GUEST_IPI_VECTOR: u8 = 0xFB;
@@ -155,7 +162,11 @@ const TDCR_DIVIDE_BY_1: u64 = 0b1011;
 fn is_guest_vector(vector: u8) -> bool {
     matches!(
         vector,
-        GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR | GUEST_TIMER_VECTOR | GUEST_IPI_VECTOR
+        GUEST_VF_VECTOR
+            | GUEST_VF_TX_VECTOR
+            | GUEST_VIRTIO_VECTOR
+            | GUEST_TIMER_VECTOR
+            | GUEST_IPI_VECTOR
     )
 }
 
@@ -183,6 +194,14 @@ enum Event {
         kind: RxQueueKind,
     },
     CoalesceTimeout {
+        queues: u32,
+    },
+    /// The VF posts a transmit completion (`tx_completion`).
+    TxCompletion {
+        queues: u32,
+    },
+    /// The transmit event queue's delay has passed.
+    TxCoalesceTimeout {
         queues: u32,
     },
     BackendDone {
@@ -224,7 +243,7 @@ enum Event {
 }
 
 /// How many kinds of event are cancellable (see [`Keyed for Event`]).
-const CANCELLABLE_KINDS: usize = 7;
+const CANCELLABLE_KINDS: usize = 8;
 
 /// The cancellable events: one pending at most per (kind, core, vCPU or
 /// queue pair); rescheduling one replaces it.
@@ -238,6 +257,7 @@ impl Keyed for Event {
             Event::HostTimer { vcpu } => (4, vcpu),
             Event::SliceEnd { core } => (5, core),
             Event::Workload(WorkloadEvent::Tcp(TcpEvent::Send { queues })) => (6, queues),
+            Event::TxCoalesceTimeout { queues } => (7, queues),
             _ => return None,
         };
         Some(id as usize * CANCELLABLE_KINDS + kind)
@@ -301,8 +321,9 @@ pub(crate) struct Machine {
 }
 
 impl Machine {
-    /// The queue pair whose VF MSI-X vector a host vector on `core` is.
-    fn host_vf_queues(&self, core: usize, vector: u8) -> Option<usize> {
+    /// The queue pair and event queue whose VF MSI-X vector a host
+    /// vector on `core` is.
+    fn host_vf_queues(&self, core: usize, vector: u8) -> Option<(usize, VfEventQueue)> {
         let index = vector.checked_sub(HOST_VF_VECTOR_BASE)?;
         self.cores[core].vf_vectors.get(usize::from(index)).copied()
     }
@@ -373,6 +394,7 @@ impl Machine {
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
             Effect::PacketTaken { vcpu, queue } => self.packet_taken(vcpu, queue, fx),
             Effect::NapiComplete { queues, queue } => self.napi_complete(queues, queue, fx),
+            Effect::TxReaped { queues } => self.tx_reaped(queues, fx),
             Effect::Poke(vcpu) => {
                 self.suspend(vcpu, fx);
                 self.run_guest(vcpu, fx);
@@ -396,6 +418,8 @@ impl Machine {
         match event {
             Event::PacketArrival { queues, kind } => self.packet_arrival(queues as usize, kind, fx),
             Event::CoalesceTimeout { queues } => self.maybe_fire_vf(queues as usize, true, fx),
+            Event::TxCompletion { queues } => self.tx_completed(queues as usize, fx),
+            Event::TxCoalesceTimeout { queues } => self.maybe_fire_tx(queues as usize, fx),
             Event::BackendDone { queues, job } => self.backend_done(queues as usize, job, fx),
             Event::HostDone { core } => {
                 let core = core as usize;
@@ -471,12 +495,17 @@ impl Machine {
                 let held = self.vms[vm].vcpus.iter().any(|&vcpu| {
                     let v = &self.vcpus[vcpu];
                     let lapic = &self.cores[v.home_core].lapic;
-                    let host_form = self.queues[v.queues].vf_host_vector;
+                    let pair = &self.queues[v.queues];
+                    let host_form = match vector {
+                        GUEST_VF_VECTOR => Some(pair.vf_host_vector),
+                        GUEST_VF_TX_VECTOR => pair.tx_eq.map(|eq| eq.host_vector),
+                        _ => None,
+                    };
                     v.hw.vlapic.irr().contains(vector)
                         || v.hw.pid.pir.contains(vector)
                         || v.injection.holds(vector)
                         || lapic.irr().contains(vector)
-                        || (vector == GUEST_VF_VECTOR && lapic.irr().contains(host_form))
+                        || host_form.is_some_and(|host| lapic.irr().contains(host))
                         || !self.cores[v.home_core].nmi_mailbox.is_empty()
                 });
                 self.checker.settle(count, held);

@@ -82,7 +82,7 @@ pub enum InvalidScenario {
     #[error("host.vcpus_per_vm must be 1..={MAX_VCPUS_PER_VM}")]
     VcpusPerVm,
     #[error(
-        "each guest core can give at most {HOST_VECTORS_PER_CORE} receive queues a host vector"
+        "each guest core can give at most {HOST_VECTORS_PER_CORE} VF MSI-X vectors ({VF_MSIX_VECTORS} per receive queue) a host vector"
     )]
     HostVectorsPerCore,
     #[error("at most {MAX_QUEUES} receive queues in all (the IRTE handle is 16 bits)")]
@@ -344,8 +344,13 @@ pub const MAX_VMS: u32 = 1024;
 pub const MAX_VCPUS_PER_VM: u32 = 256;
 pub const MAX_RATE_PPS: u64 = 100_000_000;
 pub const MAX_IPI_RATE_PER_S: u64 = 10_000_000;
-/// Receive queues in a run: an IRTE handle is 16 bits (VT-d 5.1.5).
-pub const MAX_QUEUES: u32 = 1 << 16;
+/// A VF queue pair's MSI-X vectors, each with its IRTE and host vector:
+/// its receive event queue's and, with a driver that has one, its
+/// transmit event queue's (be2net's).
+pub const VF_MSIX_VECTORS: u32 = 2;
+/// Receive queues in a run: an IRTE handle is 16 bits (VT-d 5.1.5), and
+/// each queue pair's MSI-X vectors take one.
+pub const MAX_QUEUES: u32 = (1 << 16) / VF_MSIX_VECTORS;
 /// Host vectors a core can hand out to VFs (0x60..=0xDF, below the
 /// system vectors), as Linux's per-CPU vector matrix does.
 pub const HOST_VECTORS_PER_CORE: u32 = 0x80;
@@ -408,7 +413,7 @@ impl RunGroup {
         }
         if vfs_per_core
             .iter()
-            .any(|&count| count > HOST_VECTORS_PER_CORE)
+            .any(|&count| count * VF_MSIX_VECTORS > HOST_VECTORS_PER_CORE)
         {
             return Err(InvalidScenario::HostVectorsPerCore);
         }

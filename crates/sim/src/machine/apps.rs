@@ -175,6 +175,7 @@ impl Machine {
                     let at = self.now + self.one_way_ns(response);
                     let vm = self.vcpus[vcpu].vm;
                     fx.schedule(at, ClientEvent::ResponseArrival { vm: index_u32(vm) });
+                    self.vf_sent(queues, self.now, response, fx);
                     if self.connection_per_request() {
                         self.response_sent(vm, response, fx);
                     }

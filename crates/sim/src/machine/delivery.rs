@@ -17,8 +17,8 @@ impl Machine {
 
     /// The VM and guest vector a physical vector on `core` stands for.
     pub(super) fn physical_owner(&self, core: usize, vector: u8) -> Option<(usize, u8)> {
-        if let Some(queues) = self.host_vf_queues(core, vector) {
-            return Some((self.vm_of_queues(queues), GUEST_VF_VECTOR));
+        if let Some((queues, queue)) = self.host_vf_queues(core, vector) {
+            return Some((self.vm_of_queues(queues), queue.guest_vector()));
         }
         if is_guest_vector(vector) {
             return self.cores[core]

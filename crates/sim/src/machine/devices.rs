@@ -52,6 +52,8 @@ pub(super) struct QueuePair {
     pub(super) vf_host_vector: u8,
     /// The VF's interrupt throttling (all but the UDP receive workloads).
     pub(super) throttle: Throttle,
+    /// The VF's transmit event queue, if its driver gives it one.
+    pub(super) tx_eq: Option<TxEventQueue>,
     /// The TCP flow over this queue pair (iperf, netperf).
     pub(super) tcp: TcpFlow,
     /// netperf's remote receiver.
@@ -237,13 +239,14 @@ impl Machine {
         fx.cancel(Event::CoalesceTimeout {
             queues: index_u32(queues),
         });
-        self.fire_vf_msi(queues, fx);
+        self.fire_vf_msi(queues, VfEventQueue::Rx, fx);
     }
 
-    /// The VF writes its MSI-X message; the IOMMU remaps it.
-    pub(super) fn fire_vf_msi(&mut self, queues: usize, fx: &mut Effects) {
+    /// The VF writes `queue`'s MSI-X message; the IOMMU remaps it.
+    pub(super) fn fire_vf_msi(&mut self, queues: usize, queue: VfEventQueue, fx: &mut Effects) {
+        let handle = queue.irte_handle(queues, self.queues.len());
         let message = MsiMessage::compose_remappable(&RemappableMsi {
-            handle: u16::try_from(queues).expect("below MAX_QUEUES"),
+            handle: u16::try_from(handle).expect("MAX_QUEUES keeps handles in 16 bits"),
             subhandle: None,
         });
         let vm = self.vm_of_queues(queues);
@@ -251,7 +254,7 @@ impl Machine {
             // Blocked requests are counted by the IOMMU model.
             return;
         };
-        self.raise(vm, GUEST_VF_VECTOR);
+        self.raise(vm, queue.guest_vector());
         match remapped {
             Remapped::Interrupt(interrupt) => {
                 // An IRTE names no shorthand, so routing cannot fail; a
@@ -264,6 +267,7 @@ impl Machine {
                             core,
                             message: NmiMessage::AssignedInterrupt {
                                 queues: index_u32(queues),
+                                vector: queue.guest_vector(),
                             },
                         }
                     } else {
@@ -476,8 +480,11 @@ mod tests {
         let mut m = single(DesignKind::Did);
         m.cores[1].current = None;
         m.retarget_vf(0);
-        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, fx));
-        let message = NmiMessage::AssignedInterrupt { queues: 0 };
+        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, VfEventQueue::Rx, fx));
+        let message = NmiMessage::AssignedInterrupt {
+            queues: 0,
+            vector: GUEST_VF_VECTOR,
+        };
         assert_eq!(fx, [Effect::Nmi { core: 1, message }]);
     }
 
@@ -583,7 +590,7 @@ mod tests {
             assert!(m.vcpus[vcpu].workload.timer_target.is_some());
             running(&mut m, vcpu);
         }
-        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(1, fx));
+        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(1, VfEventQueue::Rx, fx));
         let vector = GUEST_VF_VECTOR;
         let core = m.vcpus[1].home_core;
         assert_eq!(core, 2);

@@ -51,6 +51,11 @@ pub(super) enum Effect {
         queues: usize,
         queue: RxQueueKind,
     },
+    /// The guest's transmit poll reaped the completions and re-armed the
+    /// transmit event queue (`tx_completion`).
+    TxReaped {
+        queues: usize,
+    },
     /// Stop the vCPU's background spin and run its guest again (a
     /// poll-mode driver sees new packets).
     Poke(usize),

@@ -23,9 +23,15 @@ pub(super) fn machine(policy: DesignKind, workload: WorkloadKind, host: HostShap
 
 /// A machine built from `spec`.
 pub(super) fn shaped(spec: RunSpec) -> Machine {
+    shaped_with(spec, |_| {})
+}
+
+/// A machine built from `spec`, its did-2015 profile changed by `adapt`.
+pub(super) fn shaped_with(spec: RunSpec, adapt: impl FnOnce(&mut CostProfile)) -> Machine {
     let mut profile = CostProfile::did_2015();
     // Every cost at its mean, so that a test can name the time it expects.
     profile.service_time = crate::service::ServiceTimes::default();
+    adapt(&mut profile);
     match Machine::new(&spec, &profile, 1, false) {
         Ok(machine) => machine,
         Err(err) => panic!("fixture machine: {err}"),

@@ -50,6 +50,9 @@ pub(super) enum Step {
     CompleteCall,
     /// NAPI poll: one packet at a time until the ring is empty.
     PollRx,
+    /// be2net's transmit poll: every completion reaped, the event queue
+    /// re-armed (its work per packet is the sender's `tx_packet`).
+    ReapTx,
     WriteTimer(TimerWrite),
     /// The timer handler wakes cyclictest's thread; the scheduler runs it
     /// when the last handler returns.
@@ -73,6 +76,14 @@ const RX_HANDLER: &[Step] = &[
     Step::Sti,
     Step::PollRx,
     Step::UnmaskRx,
+    Step::Iret,
+];
+/// be2net's transmit event queue's interrupt (`be_msix_tx_mcc`, then
+/// `be_poll_tx_mcc`; `tx_completion`).
+const TX_HANDLER: &[Step] = &[
+    Step::Work(Work::IrqEntry),
+    Step::Eoi,
+    Step::ReapTx,
     Step::Iret,
 ];
 /// cyclictest's timer interrupt: re-arm, EOI, wake the measuring thread.
@@ -145,6 +156,7 @@ impl Machine {
                 BLOCK_HANDLER
             }
             GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR => RX_HANDLER,
+            GUEST_VF_TX_VECTOR => TX_HANDLER,
             GUEST_TIMER_VECTOR if self.vcpus[vcpu].workload.timer_target.is_some() => TIMER_HANDLER,
             GUEST_IPI_VECTOR if self.spec.workload == WorkloadKind::IpiCall => CALL_HANDLER,
             GUEST_IPI_VECTOR => IPI_HANDLER,
@@ -302,6 +314,9 @@ impl Machine {
                     }
                     continue;
                 }
+                Step::ReapTx => Effect::TxReaped {
+                    queues: self.vcpus[vcpu].queues,
+                },
                 Step::DeviceAccess => Effect::DeviceAccess(vcpu),
                 Step::StartCall => {
                     self.start_call(vcpu);

@@ -90,9 +90,9 @@ impl Machine {
         for message in mailbox {
             extra_ns += self.host_irq_cost(core);
             match message {
-                NmiMessage::AssignedInterrupt { queues } => fx.push(Effect::QueueVirtual {
+                NmiMessage::AssignedInterrupt { queues, vector } => fx.push(Effect::QueueVirtual {
                     vcpu: self.queues[queues as usize].owner,
-                    vector: GUEST_VF_VECTOR,
+                    vector,
                 }),
                 NmiMessage::SliceEnd => self.cores[core].slice_due = true,
                 NmiMessage::Kick => {}
@@ -144,12 +144,12 @@ impl Machine {
         if let Some(trace) = &mut self.trace {
             trace.instant(core, self.now, "host-irq", vector);
         }
-        if let Some(queues) = self.host_vf_queues(core, vector) {
+        if let Some((queues, queue)) = self.host_vf_queues(core, vector) {
             // KVM's handler for the assigned device: inject the guest
             // vector into the queue's owner.
             fx.push(Effect::QueueVirtual {
                 vcpu: self.queues[queues].owner,
-                vector: GUEST_VF_VECTOR,
+                vector: queue.guest_vector(),
             });
             return;
         }
@@ -266,33 +266,48 @@ impl Machine {
         self.profile.host_ns.context_switch + out_ns + in_ns
     }
 
-    pub(super) fn vf_route(&self, vcpu: usize) -> VfRoute {
+    /// The route of `vcpu`'s VF event queue whose host vector is
+    /// `host_vector`.
+    pub(super) fn vf_route(&self, vcpu: usize, queue: VfEventQueue, host_vector: u8) -> VfRoute {
         let v = &self.vcpus[vcpu];
         let running = self.cores[v.home_core].current == Some(vcpu);
         VfRoute {
             running_on: running.then_some(index_u32(v.home_core)),
             home_core: index_u32(v.home_core),
-            guest_vector: GUEST_VF_VECTOR,
+            guest_vector: queue.guest_vector(),
             descriptor: index_u32(vcpu),
-            host_vector: self.queues[v.queues].vf_host_vector,
+            host_vector,
             requester_id: vf_requester(v.vm),
         }
     }
 
-    /// Points the IRTE of the vCPU's own VF queue, if it owns one, at
-    /// where the vCPU is now. Returns the host time a changed entry costs.
+    /// Points the IRTEs of the vCPU's own VF queue's event queues, if it
+    /// owns one, at where the vCPU is now. Returns the host time the
+    /// changed entries cost.
     pub(super) fn retarget_vf(&mut self, vcpu: usize) -> u64 {
         let queues = self.vcpus[vcpu].queues;
-        if self.queues[queues].owner != vcpu {
+        let pair = &self.queues[queues];
+        if pair.owner != vcpu {
             return 0;
         }
-        let irte = self.design.vf_irte.irte(&self.vf_route(vcpu));
-        if self.iommu.entry(index_u32(queues)) == Some(&irte) {
-            return 0;
+        let tx = pair.tx_eq.map(|eq| (VfEventQueue::Tx, eq.host_vector));
+        let mut ns = 0;
+        for (queue, host_vector) in [(VfEventQueue::Rx, pair.vf_host_vector)]
+            .into_iter()
+            .chain(tx)
+        {
+            let irte = self
+                .design
+                .vf_irte
+                .irte(&self.vf_route(vcpu, queue, host_vector));
+            let handle = queue.irte_handle(queues, self.queues.len());
+            if self.iommu.entry(handle) != Some(&irte) {
+                // The table has an entry per event queue.
+                let _ = self.iommu.set_entry(handle, irte);
+                ns += self.profile.design_work_ns.irte_rewrite;
+            }
         }
-        // The table has one entry per queue pair.
-        let _ = self.iommu.set_entry(index_u32(queues), irte);
-        self.profile.design_work_ns.irte_rewrite
+        ns
     }
 
     /// Returns the host time the design's work for it costs.
@@ -383,9 +398,10 @@ mod tests {
         let mut m = single(DesignKind::Did);
         running(&mut m, 0);
         m.cores[1].mode = Mode::Host;
-        m.cores[1]
-            .nmi_mailbox
-            .push(NmiMessage::AssignedInterrupt { queues: 0 });
+        m.cores[1].nmi_mailbox.push(NmiMessage::AssignedInterrupt {
+            queues: 0,
+            vector: GUEST_VF_VECTOR,
+        });
         let fx = listed(&mut m, |m, fx| m.host_done(1, fx));
         let vector = GUEST_VF_VECTOR;
         let extra_ns = m.profile.host_ns.irq_in_host_mode;

@@ -88,14 +88,20 @@ impl Machine {
                 let request_at = ack_at + self.frame_wire_ns(self.request_bytes());
                 self.schedule_segment(vm, Segment::HandshakeAck, ack_at, fx);
                 self.schedule_segment(vm, Segment::Request, request_at, fx);
+                // The SYN-ACK.
+                self.vf_sent(queues, self.now, 0, fx);
             }
-            _ => {}
+            // The stack's ACK of the client's FIN.
+            Some(Segment::Fin) => self.vf_sent(queues, self.now, 0, fx),
+            Some(Segment::HandshakeAck | Segment::DataAck) | None => {}
         }
     }
 
     /// The server sent its response and its FIN: the client's ACKs and
     /// FIN come back.
     pub(super) fn response_sent(&mut self, vm: usize, response_bytes: u64, fx: &mut Effects) {
+        let fin_sent = self.now + self.frame_wire_ns(response_bytes);
+        self.vf_sent(self.first_queues(vm), fin_sent, 0, fx);
         let mss = self.mss();
         let back = self.one_way_ns(0);
         let two_frames = self.frame_wire_ns(mss) * 2 + self.profile.guest_ns.wire_one_way;

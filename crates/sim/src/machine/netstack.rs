@@ -167,12 +167,15 @@ impl Machine {
         let queues = self.vcpus[vcpu].queues;
         self.queues[queues].tcp.acks.push_back(bytes);
         match kind {
-            RxQueueKind::Vf => fx.schedule(
-                self.now + self.profile.guest_ns.wire_one_way + self.frame_wire_ns(ACK_BYTES),
-                TcpEvent::Ack {
-                    queues: index_u32(queues),
-                },
-            ),
+            RxQueueKind::Vf => {
+                fx.schedule(
+                    self.now + self.profile.guest_ns.wire_one_way + self.frame_wire_ns(ACK_BYTES),
+                    TcpEvent::Ack {
+                        queues: index_u32(queues),
+                    },
+                );
+                self.vf_sent(queues, self.now, ACK_BYTES, fx);
+            }
             RxQueueKind::Virtio => {
                 self.virtio_kick(vcpu, fx);
                 self.backend_start(queues, BackendJob::TxAck, fx);
@@ -258,17 +261,19 @@ impl Machine {
         let wire_one_way = self.profile.guest_ns.wire_one_way;
         let now = self.now;
         let pair = &mut self.queues[queues];
+        let mut sends = Vec::new();
         loop {
             let flow = &mut pair.tcp;
             let bytes = flow.buffered.min(flow.room()).min(gso);
             if bytes == 0 || (bytes < mss && flow.in_flight() > 0) {
                 // Nagle (RFC 896): a partial segment waits while data is
                 // unacknowledged.
-                return;
+                break;
             }
             flow.buffered -= bytes;
             flow.sent(bytes);
             let start = now.max(flow.link_free_at);
+            sends.push((start, bytes));
             let frames = bytes.div_ceil(mss);
             flow.link_free_at = start + wire_ns(bytes, frames, overhead, link);
             for frame in 1..=frames {
@@ -284,6 +289,9 @@ impl Machine {
                     );
                 }
             }
+        }
+        for (start, bytes) in sends {
+            self.vf_sent(queues, start, bytes, fx);
         }
     }
 

@@ -68,6 +68,7 @@ impl Machine {
                     self.now + self.one_way_ns(self.message_bytes()),
                     RemoteEvent::Request { vm: index_u32(vm) },
                 );
+                self.vf_sent(self.vcpus[vcpu].queues, self.now, self.message_bytes(), fx);
             }
         }
     }

@@ -134,10 +134,17 @@ impl Machine {
                 }
                 // Validation keeps every core within its vector range.
                 let vf_core = &mut cores[vcpus[owner].home_core];
-                let vf_host_vector = HOST_VF_VECTOR_BASE
-                    + u8::try_from(vf_core.vf_vectors.len())
-                        .expect("at most HOST_VECTORS_PER_CORE");
-                vf_core.vf_vectors.push(queues.len());
+                let mut allocate = |queue: VfEventQueue| {
+                    let vector = HOST_VF_VECTOR_BASE
+                        + u8::try_from(vf_core.vf_vectors.len())
+                            .expect("at most HOST_VECTORS_PER_CORE");
+                    vf_core.vf_vectors.push((queues.len(), queue));
+                    vector
+                };
+                let vf_host_vector = allocate(VfEventQueue::Rx);
+                let tx_eq = TxEventQueue::of(profile.network.adaptive_coalescing, || {
+                    allocate(VfEventQueue::Tx)
+                });
                 vcpus[owner].queues = queues.len();
                 let rx = RxQueue {
                     napi: Napi::with_weight(napi_weight),
@@ -149,6 +156,7 @@ impl Machine {
                     virtio: rx,
                     vf_host_vector,
                     throttle: Throttle::new(itr),
+                    tx_eq,
                     tcp: tcp_flow(&profile.network, spec.group.transport),
                     remote: remote_receiver(&profile.network),
                     socket: 0,
@@ -175,7 +183,10 @@ impl Machine {
             cores,
             vcpus,
             vms,
-            iommu: InterruptRemappingTable::new(index_u32(queues.len())),
+            // An entry per VF event queue (`VfEventQueue::irte_handle`).
+            iommu: InterruptRemappingTable::new(index_u32(
+                queues.len() * crate::scenario::VF_MSIX_VECTORS as usize,
+            )),
             queues,
             counters: Counters::default(),
             sip: Default::default(),

@@ -13,7 +13,12 @@ pub(super) enum Mode {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum NmiMessage {
-    AssignedInterrupt { queues: u32 },
+    /// A VF's event queue interrupted while its VM was not running; the
+    /// guest vector it carries.
+    AssignedInterrupt {
+        queues: u32,
+        vector: u8,
+    },
     SliceEnd,
     Kick,
 }
@@ -43,9 +48,9 @@ pub(super) struct Core {
     /// Time asleep: idle and past any halt-polling window.
     pub(super) asleep_ns: u64,
     pub(super) hosts_vcpus: bool,
-    /// The queue pairs whose VF host vectors this core allocated, in
-    /// vector order from `HOST_VF_VECTOR_BASE`.
-    pub(super) vf_vectors: Vec<usize>,
+    /// The VF event queues (queue pair, queue) whose host vectors this
+    /// core allocated, in vector order from `HOST_VF_VECTOR_BASE`.
+    pub(super) vf_vectors: Vec<(usize, VfEventQueue)>,
 }
 
 impl AsRef<Lapic> for Core {

@@ -94,7 +94,7 @@ fn every_vcpu_owning_queues_needs_a_host_vector_and_an_irte_handle_each() {
     group.host = HostShape {
         cores: 2,
         vms: 1,
-        vcpus_per_vm: HOST_VECTORS_PER_CORE,
+        vcpus_per_vm: HOST_VECTORS_PER_CORE / VF_MSIX_VECTORS,
     };
     assert_eq!(group.validate(), Ok(()));
     group.host.vcpus_per_vm += 1;
