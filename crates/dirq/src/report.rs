@@ -340,8 +340,8 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
             repeat
                 .run
                 .results
-                .get("pv_eoi_skips")
-                .is_some_and(|&skips| skips > 0.0)
+                .pv_eoi_skips()
+                .is_some_and(|skips| skips > 0)
         })
     });
     let statistic = ExitStatistic::of_host(half.probe.as_ref(), pv_eoi_waives);

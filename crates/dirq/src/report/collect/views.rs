@@ -13,10 +13,9 @@ use dirq_sim::policy::DesignKind;
 use dirq_sim::vioapic::VioapicLevel;
 use dirq_sim::{Invariant, RunResult, ScenarioResult};
 use dirq_stats::{f64_of, ratio, LatencySummary};
-use dirq_vmm::config::Bench;
 use dirq_vmm::exits::ExitTime;
 use dirq_vmm::exits::{UserspaceExit, VmxExit};
-use dirq_vmm::report::{Bucket, RunReport};
+use dirq_vmm::report::{BenchResult, Bucket, RunReport};
 
 use crate::report::collect::exit_names::ExitReason;
 use crate::report::format::compact_number;
@@ -263,7 +262,9 @@ pub struct RealExits {
 /// `dirq run --json`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RealRun {
-    pub bench: Bench,
+    /// The bench (`bench`) and its own figures (`results`), typed.
+    #[serde(flatten)]
+    pub results: BenchResult,
     pub interrupts: u64,
     pub exits: RealExits,
     pub exits_per_interrupt: f64,
@@ -272,9 +273,6 @@ pub struct RealRun {
     pub duration_s: f64,
     #[serde(default)]
     pub latency_ns: Option<Latency>,
-    /// Bench-specific figures, e.g. whileloop's `guest_share`.
-    #[serde(default)]
-    pub results: BTreeMap<String, f64>,
     /// `latency_ns.histogram`, taken from the typed report by whoever ran it.
     #[serde(skip)]
     pub latency_histogram: Vec<Bucket>,
@@ -283,7 +281,7 @@ pub struct RealRun {
 impl From<&RunReport> for RealRun {
     fn from(report: &RunReport) -> Self {
         RealRun {
-            bench: report.bench(),
+            results: report.results.clone(),
             interrupts: report.interrupts,
             exits: RealExits {
                 userspace: report.exits.userspace,
@@ -294,7 +292,6 @@ impl From<&RunReport> for RealRun {
             exits_per_interrupt: report.exits_per_interrupt,
             duration_s: report.duration_s,
             latency_ns: report.latency_ns.as_ref().map(Latency::from),
-            results: report.results.figures(),
             latency_histogram: report
                 .latency_ns
                 .as_ref()
