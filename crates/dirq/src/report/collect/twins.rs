@@ -1,6 +1,6 @@
 //! The simulated twins of the real runs. Each real run the simulator can
 //! express gets a twin: the same workload shape, the vanilla
-//! (emulated-LAPIC) policy, and this host's calibrated costs for the path
+//! (emulated-LAPIC) design, and this host's calibrated costs for the path
 //! the real run took. Twins of KVM's in-kernel LAPIC also run under
 //! APICv, ELI and DID with the same costs. This module only runs them;
 //! `analyse::checks` compares and extrapolates.

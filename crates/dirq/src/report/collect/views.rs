@@ -78,9 +78,10 @@ pub struct SimRun {
     pub events: u64,
     #[serde(default)]
     pub wall_s: f64,
-    /// The figures particular to one study, absent from the others' runs.
+    /// The figures particular to one paper's experiment (`dirq_sim`'s
+    /// `StudyResults`), absent from the other scenarios' runs.
     #[serde(flatten)]
-    pub study: StudyResults,
+    pub paper: StudyResults,
     /// `latency_ns.histogram`, taken from the typed run or, for a
     /// fabricated one, the JSON by [`SimScenario::from_raw`].
     #[serde(skip)]
@@ -109,7 +110,7 @@ impl From<&RunResult> for SimRun {
             }),
             events: run.events,
             wall_s: run.wall_s,
-            study: run.study.clone(),
+            paper: run.study.clone(),
             latency_histogram: run
                 .latency_ns
                 .as_ref()
