@@ -60,9 +60,10 @@ enum Command {
     Probe(probe::Args),
     /// Simulate interrupt-delivery designs on a modelled server.
     Sim(sim::Args),
-    /// Measure the software-only studies on KVM, every mode side by side
-    /// (`designs` is the old name, still accepted).
-    #[command(visible_alias = "designs")]
+    /// Measure the software-only studies on KVM, every mode side by side.
+    // `designs` is the old name, still accepted but not shown: a design is
+    // a way of delivering interrupts, which `dirq sim` models.
+    #[command(alias = "designs")]
     Studies(studies::Args),
     /// Measure this host's costs and write a cost profile for `dirq sim --profile`.
     Calibrate(calibrate::Args),

@@ -340,8 +340,8 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
             repeat
                 .run
                 .results
-                .get("pv_eoi_skips")
-                .is_some_and(|&skips| skips > 0.0)
+                .pv_eoi_skips()
+                .is_some_and(|skips| skips > 0)
         })
     });
     let statistic = ExitStatistic::of_host(half.probe.as_ref(), pv_eoi_waives);
@@ -479,7 +479,7 @@ fn run_studies(
 }
 
 /// The built-in scenarios with the published did-2015 profile, and the
-/// trace of every policy; returns the scenarios' results.
+/// trace of every design; returns the scenarios' results.
 fn run_simulations(
     report: &mut ReportData,
     steps: &mut Steps,
@@ -559,8 +559,8 @@ fn run_simulations(
         .raw
         .insert("sim_scenarios".into(), serde_json::Value::Array(raws));
 
-    let policies = dirq_sim::policy::DesignKind::ALL.len() as u64;
-    let trace = steps.run(Step::Trace, policies, |bar| {
+    let designs = dirq_sim::policy::DesignKind::ALL.len() as u64;
+    let trace = steps.run(Step::Trace, designs, |bar| {
         simulate::write_design_trace(traces_dir, seed, bar)
     });
     match trace {

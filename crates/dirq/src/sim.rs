@@ -294,14 +294,14 @@ fn run_text(run: &RunResult) -> String {
             throughput.value, throughput.unit
         );
     }
-    // The study's own figures, whichever the run reports.
-    if let Ok(serde_json::Value::Object(study)) = serde_json::to_value(&run.study) {
-        if !study.is_empty() {
-            let figures: Vec<String> = study
+    // The figures of the paper the scenario reproduces, whichever it reports.
+    if let Ok(serde_json::Value::Object(paper)) = serde_json::to_value(&run.study) {
+        if !paper.is_empty() {
+            let figures: Vec<String> = paper
                 .iter()
                 .map(|(name, value)| format!("{name} {value}"))
                 .collect();
-            text += &format!("  study: {}\n", figures.join(", "));
+            text += &format!("  paper's figures: {}\n", figures.join(", "));
         }
     }
     let violations: Vec<String> = run

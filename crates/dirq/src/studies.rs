@@ -73,18 +73,18 @@ pub struct StudyTables {
     pub io_batch: Option<io_batch::IoBatchTable>,
     pub tick: Option<tick::TickTable>,
     pub halt: Option<halt::HaltTable>,
-    /// "<design>: <error>", one per table that could not be measured.
+    /// "<study>: <error>", one per table that could not be measured.
     pub failures: Vec<String>,
 }
 
-/// Measures the chosen designs, one after the other (they share the host's
+/// Measures the chosen studies, one after the other (they share the host's
 /// two cores, so running them at once would skew each other). `bar`
-/// advances once per design.
-pub fn measure(designs: &[Study], settings: Settings, bar: &ProgressBar) -> StudyTables {
+/// advances once per study.
+pub fn measure(studies: &[Study], settings: Settings, bar: &ProgressBar) -> StudyTables {
     let mut tables = StudyTables::default();
-    for &design in designs {
-        crate::report::progress::working_on(bar, design.title());
-        let measured = match design {
+    for &study in studies {
+        crate::report::progress::working_on(bar, study.title());
+        let measured = match study {
             Study::Vioapic => vioapic::compare(settings).map(|t| tables.vioapic = Some(t)),
             Study::IoBatch => io_batch::compare(settings).map(|t| tables.io_batch = Some(t)),
             Study::Tick => tick::compare(settings).map(|t| tables.tick = Some(t)),
@@ -92,7 +92,7 @@ pub fn measure(designs: &[Study], settings: Settings, bar: &ProgressBar) -> Stud
         };
         if let Err(err) = measured {
             let err = anyhow::Error::from(err);
-            tables.failures.push(format!("{}: {err:#}", design.title()));
+            tables.failures.push(format!("{}: {err:#}", study.title()));
         }
         bar.inc(1);
     }
@@ -107,9 +107,9 @@ impl fmt::Display for StudyTables {
             (Study::Tick, self.tick.as_ref().map(|t| t as _)),
             (Study::Halt, self.halt.as_ref().map(|t| t as _)),
         ];
-        for (design, table) in sections {
+        for (study, table) in sections {
             if let Some(table) = table {
-                writeln!(f, "== {}\n{table}", design.title())?;
+                writeln!(f, "== {}\n{table}", study.title())?;
             }
         }
         Ok(())
@@ -118,7 +118,7 @@ impl fmt::Display for StudyTables {
 
 pub fn execute(args: Args) -> anyhow::Result<()> {
     let started = time::OffsetDateTime::now_utc();
-    let designs = if args.only.is_empty() {
+    let studies = if args.only.is_empty() {
         Study::ALL.to_vec()
     } else {
         args.only.clone()
@@ -128,7 +128,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     } else {
         Scale::Full
     };
-    let bar = ProgressBar::new(designs.len() as u64).with_style(
+    let bar = ProgressBar::new(studies.len() as u64).with_style(
         indicatif::ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg} ({elapsed})")
             .context("progress bar template")?,
     );
@@ -137,7 +137,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         scale,
         guest_exec: args.guest_exec,
     };
-    let tables = measure(&designs, settings, &bar);
+    let tables = measure(&studies, settings, &bar);
     bar.finish_and_clear();
     for failure in &tables.failures {
         diag!("dirq studies: FAILED {failure}");
@@ -153,9 +153,9 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     }
     anyhow::ensure!(
         tables.failures.is_empty(),
-        "{} of {} designs could not be measured:\n  {}",
+        "{} of {} studies could not be measured:\n  {}",
         tables.failures.len(),
-        designs.len(),
+        studies.len(),
         tables.failures.join("\n  ")
     );
     Ok(())

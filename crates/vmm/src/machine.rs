@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use dirq_stats::f64_of;
 use serde::{Deserialize, Serialize};
 
-use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
-use kvm_ioctls::Kvm;
+use kvm_bindings::{CpuId, KVM_MAX_CPUID_ENTRIES};
+use kvm_ioctls::{Kvm, VcpuFd};
 use vm_memory::{Bytes, GuestAddress};
 
 use crate::abi::{self, SharedPage};
@@ -18,7 +18,7 @@ use crate::boot::{self, BootError, CpuidOptions};
 use crate::bus::{Bus, DeviceError};
 use crate::config::params::IpiParams;
 use crate::config::{
-    ApicMode, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip, Watchdog,
+    ApicMode, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip, Pin, Watchdog,
     MAX_TIMEOUT_MS,
 };
 use crate::devices::control::{ControlPort, NoopPort, REGISTER32_PORTS};
@@ -179,6 +179,17 @@ impl<T> Default for Extensions<'_, T> {
     }
 }
 
+impl<'a, T> Extensions<'a, T> {
+    /// Devices a bench attaches to the bus, driven by its device thread.
+    pub fn attached(attach: AttachDevices<'a>, device: DeviceThread<'a, T>) -> Self {
+        Extensions {
+            attach: Some(attach),
+            device: Some(device),
+            trace: None,
+        }
+    }
+}
+
 /// Boots the guest for `config` and runs it to completion. A machine goes
 /// through three states, each a type: assembled (the VM, its vCPUs and
 /// devices, nothing running), stopped (every thread joined, or left
@@ -208,11 +219,7 @@ struct Assembled<'c> {
     guest_exec: GuestExec,
     tsc_khz: u64,
     watchdog: Watchdog,
-    placement: Arc<Placement>,
-    accounting: Arc<ExitAccounting>,
-    control: Arc<RunControl>,
-    kicker: Arc<Kicker>,
-    serial: Arc<Serial>,
+    plumbing: RunPlumbing,
     bus: Arc<Bus>,
     interrupts: Arc<dyn InterruptController>,
     /// Where the bench's device raises its interrupts.
@@ -223,36 +230,115 @@ struct Assembled<'c> {
 /// How a vCPU thread ended, and where its vCPU stopped.
 pub(crate) type VcpuVerdict = (Result<(), VcpuError>, Option<u64>);
 
-/// What the vCPU and timer threads of a run share. They own it: one stuck
-/// where the VMM cannot interrupt it (in KVM_RUN) is left running, not
-/// joined forever.
-pub(crate) struct Threads {
-    pub bus: Arc<Bus>,
+/// What every run of a VM has, whichever kernel it boots (dirq's guest or
+/// a Multiboot one): where its threads run, the exit counters, the run's
+/// control, the kicker that gets a vCPU thread out of KVM_RUN, and the
+/// serial console.
+#[derive(Clone)]
+pub(crate) struct RunPlumbing {
+    pub placement: Arc<Placement>,
+    pub accounting: Arc<ExitAccounting>,
     pub control: Arc<RunControl>,
     pub kicker: Arc<Kicker>,
-    pub accounting: Arc<ExitAccounting>,
-    pub placement: Arc<Placement>,
-    pub interrupts: Arc<dyn InterruptController>,
-    pub recorder: Option<Arc<TraceRecorder>>,
+    pub serial: Arc<Serial>,
+}
+
+impl RunPlumbing {
+    /// The plumbing of a run of `vcpus` placed as `pin` asks, and its bus
+    /// with the serial console on it.
+    pub(crate) fn new<E>(vcpus: &[Vcpu], pin: Pin, echo_console: bool) -> Result<(Self, Bus), E>
+    where
+        E: From<PlacementError> + From<StatsError> + From<InterruptError>,
+    {
+        let placement = Placement::plan(vcpus.len(), pin)?;
+        let stats = vcpus
+            .iter()
+            .map(|vcpu| StatsFd::open(&vcpu.fd))
+            .collect::<Result<_, _>>()?;
+        let plumbing = RunPlumbing {
+            placement: Arc::new(placement),
+            accounting: Arc::new(ExitAccounting::new(stats)),
+            control: Arc::new(RunControl::default()),
+            kicker: Arc::new(Kicker::new(vcpus.len())?),
+            serial: Arc::new(Serial::new(echo_console)),
+        };
+        let mut bus = Bus::default();
+        bus.add_pio(
+            abi::PORT_SERIAL..abi::PORT_SERIAL + SERIAL_PORTS,
+            plumbing.serial.clone(),
+        );
+        Ok((plumbing, bus))
+    }
+
+    /// The interrupt controllers `irqchip` asks for, their devices on `bus`.
+    pub(crate) fn interrupts(
+        &self,
+        irqchip: Irqchip,
+        vm: &Arc<Vm>,
+        bus: &mut Bus,
+        vcpus: &[Vcpu],
+        tsc_khz: u64,
+    ) -> Result<Arc<dyn InterruptController>, InterruptError> {
+        interrupt::create(
+            irqchip,
+            Setup {
+                vm,
+                bus,
+                boot_vcpu: &vcpus[0].fd,
+                vcpus: vcpus.len(),
+                tsc_khz,
+                kicker: &self.kicker,
+            },
+        )
+    }
+
+    /// Starts a thread per vCPU, pinned as planned, and the LAPIC timers'
+    /// thread in the modes that have one. The threads own what they use:
+    /// one stuck where the VMM cannot interrupt it (in KVM_RUN) is left
+    /// running, not joined forever.
+    pub(crate) fn start(
+        &self,
+        vcpus: Vec<Vcpu>,
+        bus: Arc<Bus>,
+        interrupts: Arc<dyn InterruptController>,
+        recorder: Option<Arc<TraceRecorder>>,
+    ) -> Running {
+        let threads = Threads {
+            plumbing: self.clone(),
+            bus,
+            interrupts,
+            recorder,
+        };
+        Running {
+            vcpus: threads.spawn_vcpus(vcpus),
+            timers: threads.spawn_timers(),
+        }
+    }
+}
+
+/// What the vCPU and timer threads of a run share.
+struct Threads {
+    plumbing: RunPlumbing,
+    bus: Arc<Bus>,
+    interrupts: Arc<dyn InterruptController>,
+    recorder: Option<Arc<TraceRecorder>>,
 }
 
 impl Threads {
-    /// One thread per vCPU, pinned as planned, running until the run
-    /// stops; a vCPU that fails stops the run.
-    pub(crate) fn spawn_vcpus(
-        &self,
-        vcpus: Vec<Vcpu>,
-    ) -> Vec<std::thread::JoinHandle<VcpuVerdict>> {
+    /// One thread per vCPU, running until the run stops; a vCPU that fails
+    /// stops the run.
+    fn spawn_vcpus(&self, vcpus: Vec<Vcpu>) -> Vec<std::thread::JoinHandle<VcpuVerdict>> {
         vcpus
             .into_iter()
             .map(|mut vcpu| {
-                let (bus, control, kicker, accounting) = (
-                    self.bus.clone(),
-                    self.control.clone(),
-                    self.kicker.clone(),
-                    self.accounting.clone(),
-                );
-                let (placement, interrupts) = (self.placement.clone(), self.interrupts.clone());
+                let RunPlumbing {
+                    placement,
+                    accounting,
+                    control,
+                    kicker,
+                    ..
+                } = self.plumbing.clone();
+                let (bus, interrupts) = (self.bus.clone(), self.interrupts.clone());
                 let recorder = self.recorder.clone();
                 std::thread::spawn(move || {
                     let ctx = VcpuContext {
@@ -278,15 +364,50 @@ impl Threads {
     }
 
     /// The LAPIC timers' thread, in the modes that have one.
-    pub(crate) fn spawn_timers(&self) -> Option<std::thread::JoinHandle<()>> {
+    fn spawn_timers(&self) -> Option<std::thread::JoinHandle<()>> {
         self.interrupts.clone().timer_loop().map(|timers| {
-            let control = self.control.clone();
+            let control = self.plumbing.control.clone();
             std::thread::spawn(move || {
                 // Refused, the timers keep the default slack: late, never wrong.
                 let _ = crate::placement::wake_on_time();
                 timers(&control)
             })
         })
+    }
+}
+
+/// The vCPU threads and the timers' thread of a started run.
+pub(crate) struct Running {
+    pub vcpus: Vec<std::thread::JoinHandle<VcpuVerdict>>,
+    pub timers: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Waits until the guest ends the run or `deadline` passes, then stops
+    /// the run and waits for these threads and `others` as
+    /// [`wait_for_threads`] does. True when the guest ended the run.
+    pub(crate) fn stop_at<'a>(
+        &'a self,
+        plumbing: &RunPlumbing,
+        deadline: Instant,
+        others: impl IntoIterator<Item = (String, &'a dyn IsFinished)>,
+    ) -> bool {
+        let finished = plumbing.control.wait_for_end(deadline);
+        plumbing.control.request_stop();
+        let mut threads: Vec<(String, &dyn IsFinished)> = self
+            .vcpus
+            .iter()
+            .enumerate()
+            .map(|(cpu, thread)| (format!("vCPU {cpu}"), thread as &dyn IsFinished))
+            .collect();
+        threads.extend(
+            self.timers
+                .iter()
+                .map(|thread| ("LAPIC timer".into(), thread as &dyn IsFinished)),
+        );
+        threads.extend(others);
+        wait_for_threads(&threads, &plumbing.kicker);
+        finished
     }
 }
 
@@ -300,9 +421,7 @@ struct Stopped<'c, T> {
     guest_exec: GuestExec,
     tsc_khz: u64,
     watchdog: Watchdog,
-    placement: Arc<Placement>,
-    control: Arc<RunControl>,
-    serial: Arc<Serial>,
+    plumbing: RunPlumbing,
     recorder: Option<Arc<TraceRecorder>>,
     vcpus: Vec<Option<std::thread::Result<VcpuVerdict>>>,
     device: Option<std::thread::Result<Result<T, MsiDeviceError>>>,
@@ -345,45 +464,26 @@ impl<'c> Assembled<'c> {
             GuestAddress(abi::SHARED_GPA),
         )?;
 
-        let placement = Placement::plan(vcpus.len(), common.pin)?;
-        let stats = vcpus
-            .iter()
-            .map(|vcpu| StatsFd::open(&vcpu.fd))
-            .collect::<Result<_, _>>()?;
-        let accounting = Arc::new(ExitAccounting::new(stats));
-        let control = Arc::new(RunControl::default());
-        let kicker = Arc::new(Kicker::new(vcpus.len())?);
-        let serial = Arc::new(Serial::new(echo_console));
-        let mut bus = Bus::default();
-        bus.add_pio(
-            abi::PORT_SERIAL..abi::PORT_SERIAL + SERIAL_PORTS,
-            serial.clone(),
-        );
+        let (plumbing, mut bus) =
+            RunPlumbing::new::<MachineError>(&vcpus, common.pin, echo_console)?;
         bus.add_pio(
             abi::PORT_CONTROL..abi::PORT_CONTROL + REGISTER32_PORTS,
-            Arc::new(ControlPort::new(control.clone(), accounting.clone())),
+            Arc::new(ControlPort::new(
+                plumbing.control.clone(),
+                plumbing.accounting.clone(),
+            )),
         );
         bus.add_pio(
             abi::PORT_NOOP..abi::PORT_NOOP + REGISTER32_PORTS,
             Arc::new(NoopPort),
         );
-        let interrupts = interrupt::create(
-            common.irqchip,
-            Setup {
-                vm: &vm,
-                bus: &mut bus,
-                boot_vcpu: &vcpus[0].fd,
-                vcpus: vcpus.len(),
-                tsc_khz,
-                kicker: &kicker,
-            },
-        )?;
+        let interrupts = plumbing.interrupts(common.irqchip, &vm, &mut bus, &vcpus, tsc_khz)?;
         if let Some(attach) = attach {
             attach(&mut Attach {
                 bus: &mut bus,
                 vm: &vm,
                 memory: &memory,
-                control: &control,
+                control: &plumbing.control,
                 interrupts: &*interrupts,
             })?;
         }
@@ -408,11 +508,7 @@ impl<'c> Assembled<'c> {
             guest_exec,
             tsc_khz,
             watchdog,
-            placement: Arc::new(placement),
-            accounting,
-            control,
-            kicker,
-            serial,
+            plumbing,
             bus: Arc::new(bus),
             interrupts,
             sink,
@@ -434,80 +530,52 @@ impl<'c> Assembled<'c> {
             guest_exec,
             tsc_khz,
             watchdog,
-            placement,
-            accounting,
-            control,
-            kicker,
-            serial,
+            plumbing,
             bus,
             interrupts,
             sink,
             recorder,
         } = self;
         let deadline = Instant::now() + watchdog.timeout;
-        // The vCPU and timer threads own what they use: one stuck where the
-        // VMM cannot interrupt it (in KVM_RUN) is left running, not joined
-        // forever.
-        let threads = Threads {
-            bus: bus.clone(),
-            control: control.clone(),
-            kicker: kicker.clone(),
-            accounting: accounting.clone(),
-            placement: placement.clone(),
-            interrupts: interrupts.clone(),
-            recorder: recorder.clone(),
-        };
-        let vcpu_threads = threads.spawn_vcpus(vcpus);
-        let timer_thread = threads.spawn_timers();
+        let running = plumbing.start(vcpus, bus, interrupts, recorder.clone());
         // The device thread borrows the bench's state, so it is scoped;
         // every device loop watches the stop flag.
         let (vcpu_results, device_result, timers, timed_out) = std::thread::scope(|scope| {
             let device_thread = device.map(|device| {
                 let env = DeviceEnv {
                     memory: &memory,
-                    control: &control,
+                    control: &plumbing.control,
                     sink: &*sink,
                 };
-                let (control, kicker, placement) = (&control, &kicker, &placement);
+                let plumbing = &plumbing;
                 scope.spawn(move || {
-                    let result = placement
+                    let result = plumbing
+                        .placement
                         .pin_device_thread()
                         .map_err(MsiDeviceError::from)
                         .and_then(|()| device(&env));
                     // The device's verdict ends the run now, not at the watchdog.
                     if result.is_err() {
-                        control.request_stop();
-                        kicker.kick_all();
+                        plumbing.control.request_stop();
+                        plumbing.kicker.kick_all();
                     }
                     result
                 })
             });
-
-            let finished = control.wait_for_end(deadline);
-            control.request_stop();
-            let mut threads: Vec<(String, &dyn IsFinished)> = vcpu_threads
-                .iter()
-                .enumerate()
-                .map(|(cpu, thread)| (format!("vCPU {cpu}"), thread as &dyn IsFinished))
-                .collect();
-            threads.extend(
-                timer_thread
-                    .iter()
-                    .map(|t| ("LAPIC timer".into(), t as &dyn IsFinished)),
-            );
-            threads.extend(
+            let finished = running.stop_at(
+                &plumbing,
+                deadline,
                 device_thread
                     .iter()
-                    .map(|t| ("device".into(), t as &dyn IsFinished)),
+                    .map(|t| ("device".to_string(), t as &dyn IsFinished)),
             );
-            wait_for_threads(&threads, &kicker);
-            let vcpu_results: Vec<_> = vcpu_threads
+            let Running { vcpus, timers } = running;
+            let vcpu_results: Vec<_> = vcpus
                 .into_iter()
                 .map(|thread| thread.is_finished().then(|| thread.join()))
                 .collect();
             let device_result = device_thread.map(|thread| thread.join());
-            let timers =
-                timer_thread.map(|thread| thread.is_finished().then(|| thread.join().is_ok()));
+            let timers = timers.map(|thread| thread.is_finished().then(|| thread.join().is_ok()));
             (vcpu_results, device_result, timers, !finished)
         });
         Ok(Stopped {
@@ -517,9 +585,7 @@ impl<'c> Assembled<'c> {
             guest_exec,
             tsc_khz,
             watchdog,
-            placement,
-            control,
-            serial,
+            plumbing,
             recorder,
             vcpus: vcpu_results,
             device: device_result,
@@ -568,15 +634,20 @@ impl<T> Stopped<'_, T> {
         if self.timed_out {
             return Err(MachineError::Timeout {
                 watchdog: self.watchdog,
-                progress: progress(&shared, self.config, self.control.window().is_some()),
+                progress: progress(
+                    &shared,
+                    self.config,
+                    self.plumbing.control.window().is_some(),
+                ),
                 rips: rips.join(", "),
             });
         }
-        let console = self.serial.output();
-        if self.control.guest_end() == Some(GuestEnd::Failed) {
+        let console = self.plumbing.serial.output();
+        if self.plumbing.control.guest_end() == Some(GuestEnd::Failed) {
             return Err(MachineError::Guest(describe_failure(&shared)));
         }
         let window = self
+            .plumbing
             .control
             .window()
             .ok_or(MachineError::Protocol("opening its measured window"))?;
@@ -598,7 +669,7 @@ impl<T> Stopped<'_, T> {
         Ok(MachineOutput {
             facts: MachineFacts {
                 exec,
-                placement: Arc::unwrap_or_clone(self.placement),
+                placement: Arc::unwrap_or_clone(self.plumbing.placement),
                 console,
             },
             shared,
@@ -751,7 +822,25 @@ fn create_vcpus(
         pv_eoi: config.common.pv_eoi,
         pv_send_ipi: pv_send_ipi(config),
     };
-    (0..config.common.vcpus as usize)
+    vcpus_with(
+        vm,
+        config.common.vcpus as usize,
+        &supported,
+        &cpuid_options,
+        |fd, cpu, cpuid| Ok(boot::configure_vcpu(fd, cpu, entry, cpuid)?),
+    )
+}
+
+/// `count` vCPUs, each with its CPUID (`supported` as `options` allow)
+/// and set up by `configure` for the kernel's entry.
+pub(crate) fn vcpus_with<E: From<VmError>>(
+    vm: &Vm,
+    count: usize,
+    supported: &CpuId,
+    options: &CpuidOptions,
+    mut configure: impl FnMut(&VcpuFd, usize, &CpuId) -> Result<(), E>,
+) -> Result<Vec<Vcpu>, E> {
+    (0..count)
         .map(|cpu| {
             let fd = vm
                 .fd
@@ -760,8 +849,7 @@ fn create_vcpus(
                     what: "KVM_CREATE_VCPU",
                     source,
                 })?;
-            let cpuid = boot::vcpu_cpuid(&supported, cpu, &cpuid_options);
-            boot::configure_vcpu(&fd, cpu, entry, &cpuid)?;
+            configure(&fd, cpu, &boot::vcpu_cpuid(supported, cpu, options))?;
             Ok(Vcpu { index: cpu, fd })
         })
         .collect()

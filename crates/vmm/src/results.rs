@@ -34,6 +34,16 @@ macro_rules! bench_results {
                 }
             }
 
+            /// The figures of a run of `bench` that measured nothing (every
+            /// figure zero or absent); none for a bench without figures.
+            pub fn measured_nothing(bench: Bench) -> Option<BenchResult> {
+                match bench {
+                    $(Bench::$bench => Some(BenchResult::$bench(<$result>::default())),)+
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }
+            }
+
             $(
                 #[doc = concat!("The ", stringify!($bench), " bench's figures, or whose these are.")]
                 pub fn $reader(&self) -> Result<&$result, ResultMismatch> {
@@ -79,6 +89,16 @@ impl BenchResult {
             | BenchResult::HaltWakeup(counts) => Some(counts.pv_eoi_skips),
             BenchResult::Ipi(ipi) => Some(ipi.pv_eoi_skips),
             BenchResult::ExitCost(cost) => Some(cost.pv_eoi_skips),
+            _ => None,
+        }
+    }
+
+    /// The share of the CPU the guest's compute loop kept, for the benches
+    /// that run one (whileloop under the device, tick under the PIT).
+    pub fn guest_share(&self) -> Option<f64> {
+        match self {
+            BenchResult::Whileloop(whileloop) => Some(whileloop.guest_share),
+            BenchResult::Tick(tick) => Some(tick.guest_share),
             _ => None,
         }
     }
@@ -256,8 +276,15 @@ pub struct IpiResult {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct IpisByVcpu(pub Vec<u64>);
 
+impl IpisByVcpu {
+    /// The IPIs vCPU `cpu` handled; none for a vCPU the run did not have.
+    pub fn to_vcpu(&self, cpu: usize) -> Option<u64> {
+        self.0.get(cpu).copied()
+    }
+}
+
 /// The figure naming the IPIs vCPU `cpu` handled.
-pub fn ipis_to_vcpu(cpu: usize) -> String {
+fn ipis_to_vcpu(cpu: usize) -> String {
     format!("{IPIS_TO_VCPU}{cpu}")
 }
 
@@ -308,10 +335,6 @@ impl<'de> Deserialize<'de> for IpisByVcpu {
     }
 }
 
-/// whileloop's figure naming the interrupts the device raised, as the
-/// report reads it from the figures.
-pub const RAISED: &str = "raised";
-
 /// exit-cost: one exit to the VMM (port I/O) and one handled inside KVM
 /// (RDMSR), mean and median.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -344,9 +367,6 @@ pub struct WhileloopResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_per_interrupt_ns: Option<f64>,
 }
-
-/// whileloop: the figure named by `WhileloopResult::lost_per_interrupt_ns`.
-pub const LOST_PER_INTERRUPT_NS: &str = "lost_per_interrupt_ns";
 
 /// tick: the compute loop under the PIT tick, and what the guest read back.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -414,7 +434,7 @@ impl WhileloopResult {
         rules.timed("loaded_ns", f64_of(self.loaded_ns))?;
         rules.positive("guest_share", self.guest_share)?;
         if let Some(ns) = self.lost_per_interrupt_ns {
-            rules.within_window(LOST_PER_INTERRUPT_NS, ns)?;
+            rules.within_window("lost_per_interrupt_ns", ns)?;
         }
         Ok(())
     }
@@ -526,6 +546,24 @@ mod tests {
             .filter(|&bench| bench != Bench::Fault)
             .collect();
         assert_eq!(tagged, reporting);
+        let empty: Vec<Bench> = Bench::ALL
+            .iter()
+            .filter_map(|&bench| BenchResult::measured_nothing(bench))
+            .map(|result| result.bench())
+            .collect();
+        assert_eq!(empty, reporting);
+        let whileloop = BenchResult::measured_nothing(Bench::Whileloop).expect("has figures");
+        assert_eq!(whileloop.guest_share(), Some(0.0));
+    }
+
+    #[test]
+    fn typed_readers_find_the_figures_the_report_reads() {
+        let results = every_variant();
+        assert_eq!(results[3].guest_share(), Some(0.5));
+        assert_eq!(results[0].guest_share(), None);
+        let ipi = results[2].ipi().expect("ipi figures");
+        assert_eq!(ipi.handled.to_vcpu(1), Some(100));
+        assert_eq!(ipi.handled.to_vcpu(3), None);
     }
 
     #[test]
@@ -549,7 +587,7 @@ mod tests {
         );
         assert_eq!(figures[&ipis_to_vcpu(1)], 100.0);
         let whileloop = every_variant().remove(3).figures();
-        assert_eq!(whileloop[RAISED], 5.0);
+        assert_eq!(whileloop["raised"], 5.0);
         assert_eq!(whileloop["guest_share"], 0.5);
         assert_eq!(BenchResult::Hostile(NoFigures {}).figures().len(), 0);
     }

@@ -46,15 +46,7 @@ pub(super) fn run(
         },
         Target::Machine | Target::Doorbell => Ok(()),
     });
-    let output = machine::run(
-        config,
-        echo_console,
-        Extensions {
-            attach: Some(&attach),
-            device: Some(device),
-            ..Extensions::default()
-        },
-    )?;
+    let output = machine::run(config, echo_console, Extensions::attached(&attach, device))?;
     let invariant = |what: String| {
         Err(BenchError::Invariant {
             bench: Bench::Hostile,

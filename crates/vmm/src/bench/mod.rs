@@ -247,7 +247,5 @@ fn ipi_figures(config: &BenchConfig, output: &MachineOutput<()>) -> (u64, BenchR
     (saturating_sum(&shared.handled), BenchResult::Ipi(ipi))
 }
 
-pub use crate::results::{ipis_to_vcpu, LOST_PER_INTERRUPT_NS, RAISED};
-
 /// KVM's default halt_poll_ns: the best path polls as long as stock KVM would.
 pub const BEST_PATH_HALT_POLL_NS: u32 = 200_000;

@@ -53,15 +53,7 @@ pub(super) fn run(
         pit.run_timer(env.control, || ioapic.pulse(abi::PIT_IOAPIC_PIN))
             .map_err(MsiDeviceError::Raise)
     });
-    let output = machine::run(
-        config,
-        echo_console,
-        Extensions {
-            attach: Some(&attach),
-            device: Some(device),
-            ..Extensions::default()
-        },
-    )?;
+    let output = machine::run(config, echo_console, Extensions::attached(&attach, device))?;
 
     let result = |index: usize| output.shared.result[index];
     let (ticks, reload, max_read) = (

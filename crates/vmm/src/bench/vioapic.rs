@@ -67,15 +67,7 @@ pub(super) fn measure(
                 (None, None) => Ok(()),
             },
         );
-    let output = machine::run(
-        config,
-        echo_console,
-        Extensions {
-            attach: Some(&attach),
-            device: Some(device),
-            ..Extensions::default()
-        },
-    )?;
+    let output = machine::run(config, echo_console, Extensions::attached(&attach, device))?;
     let in_service = lapic_check::from_guest(&output.shared)?;
     Ok(Measured {
         output,

@@ -26,24 +26,22 @@ use serde::{Deserialize, Serialize};
 use vm_memory::{GuestAddress, GuestMemoryMmap};
 
 use crate::abi;
-use crate::boot::{self, CpuidOptions};
-use crate::bus::{Bus, OpenBus, UnclaimedAccess};
+use crate::boot::CpuidOptions;
+use crate::bus::{OpenBus, UnclaimedAccess};
 use crate::config::{HaltMode, Irqchip, Pin};
 use crate::devices::debug_exit::{self, DebugExit};
 use crate::devices::fw_cfg::{self, FwCfg};
 use crate::devices::pic_masks::{self, Elcr, PicMasks};
 use crate::devices::pm_timer::{self, PmTimer};
-use crate::devices::serial::{Serial, SERIAL_PORTS};
 use crate::devices::testdev::{self, TestDevIrqLines};
 use crate::exec::HostExec;
-use crate::exits::{ExitAccounting, ExitSummary, ExitsError};
-use crate::interrupt::{self, InterruptError, Kicker, Setup};
-use crate::machine::{wait_for_threads, IsFinished, Threads};
+use crate::exits::{ExitSummary, ExitsError};
+use crate::interrupt::{self, InterruptError};
+use crate::machine::{vcpus_with, RunPlumbing};
 use crate::memory::{GuestMemory, MemoryError};
-use crate::placement::{Placement, PlacementError};
-use crate::run_control::RunControl;
-use crate::stats::{StatsError, StatsFd};
-use crate::vcpu::Vcpu;
+use crate::placement::PlacementError;
+use crate::report::with_causes;
+use crate::stats::StatsError;
 use crate::vm::{Vm, VmError};
 
 /// The least RAM a Multiboot run gets: kvm-unit-tests' kernels alone
@@ -157,42 +155,30 @@ pub fn run(config: &KernelConfig, echo_console: bool) -> Result<KernelOutcome, K
         pv_eoi: false,
         pv_send_ipi: false,
     };
-    let mut vcpus = Vec::new();
-    for cpu in 0..config.vcpus as usize {
-        let fd = vm
-            .fd
-            .create_vcpu(cpu as u64)
-            .map_err(|source| VmError::Kvm {
-                what: "KVM_CREATE_VCPU",
-                source,
-            })?;
-        let cpuid = boot::vcpu_cpuid(&supported, cpu, &options);
-        boot32::configure(&fd, cpu, &cpuid, (cpu == 0).then_some(loaded))?;
-        vcpus.push(Vcpu { index: cpu, fd });
-    }
+    let vcpus = vcpus_with(
+        &vm,
+        config.vcpus as usize,
+        &supported,
+        &options,
+        |fd, cpu, cpuid| -> Result<(), KernelError> {
+            Ok(boot32::configure(
+                fd,
+                cpu,
+                cpuid,
+                (cpu == 0).then_some(loaded),
+            )?)
+        },
+    )?;
     if HostExec::detect_on(&vcpus[0].fd).is_pvm() {
         // A VMCALL then raises #UD at once instead of livelocking.
         vm.disable_hypercall_patching()?;
     }
     let tsc_khz = u64::from(vcpus[0].fd.get_tsc_khz().map_err(KernelError::TscKhz)?);
 
-    let placement = Arc::new(Placement::plan(vcpus.len(), config.pin)?);
-    let stats = vcpus
-        .iter()
-        .map(|vcpu| StatsFd::open(&vcpu.fd))
-        .collect::<Result<_, _>>()?;
-    let accounting = Arc::new(ExitAccounting::new(stats));
-    let control = Arc::new(RunControl::default());
-    let kicker = Arc::new(Kicker::new(vcpus.len())?);
-    let serial = Arc::new(Serial::new(echo_console));
-    let exit_port = Arc::new(DebugExit::new(control.clone()));
+    let (plumbing, mut bus) = RunPlumbing::new::<KernelError>(&vcpus, config.pin, echo_console)?;
+    let exit_port = Arc::new(DebugExit::new(plumbing.control.clone()));
     let open_bus = Arc::new(OpenBus::default());
-    let mut bus = Bus::default();
     bus.set_open_bus(open_bus.clone());
-    bus.add_pio(
-        abi::PORT_SERIAL..abi::PORT_SERIAL + SERIAL_PORTS,
-        serial.clone(),
-    );
     bus.add_pio(
         debug_exit::PORT..debug_exit::PORT + debug_exit::PORTS,
         exit_port.clone(),
@@ -218,17 +204,7 @@ pub fn run(config: &KernelConfig, echo_console: bool) -> Result<KernelOutcome, K
         pm_timer::PORT..pm_timer::PORT + pm_timer::PORTS,
         Arc::new(PmTimer::new()),
     );
-    let interrupts = interrupt::create(
-        config.irqchip,
-        Setup {
-            vm: &vm,
-            bus: &mut bus,
-            boot_vcpu: &vcpus[0].fd,
-            vcpus: vcpus.len(),
-            tsc_khz,
-            kicker: &kicker,
-        },
-    )?;
+    let interrupts = plumbing.interrupts(config.irqchip, &vm, &mut bus, &vcpus, tsc_khz)?;
     interrupts.hold_application_processors();
     bus.add_pio(
         testdev::IRQ_PORT..testdev::IRQ_PORT + testdev::IRQ_LINES,
@@ -236,39 +212,16 @@ pub fn run(config: &KernelConfig, echo_console: bool) -> Result<KernelOutcome, K
             interrupts: interrupts.clone(),
         }),
     );
-    let bus = Arc::new(bus);
 
-    let start = accounting.snapshot()?;
+    let start = plumbing.accounting.snapshot()?;
     let started = Instant::now();
-    let threads = Threads {
-        bus,
-        control: control.clone(),
-        kicker: kicker.clone(),
-        accounting: accounting.clone(),
-        placement,
-        interrupts,
-        recorder: None,
-    };
-    let vcpu_threads = threads.spawn_vcpus(vcpus);
-    let timer_thread = threads.spawn_timers();
-    let finished = control.wait_for_end(started + config.timeout);
-    control.request_stop();
-    let mut threads: Vec<(String, &dyn IsFinished)> = vcpu_threads
-        .iter()
-        .enumerate()
-        .map(|(cpu, thread)| (format!("vCPU {cpu}"), thread as &dyn IsFinished))
-        .collect();
-    threads.extend(
-        timer_thread
-            .iter()
-            .map(|thread| ("LAPIC timer".into(), thread as &dyn IsFinished)),
-    );
-    wait_for_threads(&threads, &kicker);
+    let running = plumbing.start(vcpus, Arc::new(bus), interrupts, None);
+    let finished = running.stop_at(&plumbing, started + config.timeout, []);
     let elapsed = started.elapsed();
-    let end = accounting.snapshot()?;
+    let end = plumbing.accounting.snapshot()?;
 
     let mut failures = Vec::new();
-    for (cpu, thread) in vcpu_threads.into_iter().enumerate() {
+    for (cpu, thread) in running.vcpus.into_iter().enumerate() {
         if !thread.is_finished() {
             failures.push(format!("vCPU {cpu} did not stop (left running)"));
             continue;
@@ -276,8 +229,8 @@ pub fn run(config: &KernelConfig, echo_console: bool) -> Result<KernelOutcome, K
         match thread.join() {
             Ok((Ok(()), _)) => {}
             Ok((Err(err), rip)) => failures.push(match rip {
-                Some(rip) => format!("{} (rip {rip:#x})", error_chain(&err)),
-                None => error_chain(&err),
+                Some(rip) => format!("{} (rip {rip:#x})", with_causes(&err)),
+                None => with_causes(&err),
             }),
             Err(_) => failures.push(format!("vCPU {cpu} panicked")),
         }
@@ -290,7 +243,7 @@ pub fn run(config: &KernelConfig, echo_console: bool) -> Result<KernelOutcome, K
     };
     Ok(KernelOutcome {
         end: end_state,
-        console: serial.output(),
+        console: plumbing.serial.output(),
         exits: ExitSummary::between(&start, &end, 0),
         unclaimed: open_bus
             .counts()
@@ -300,15 +253,4 @@ pub fn run(config: &KernelConfig, echo_console: bool) -> Result<KernelOutcome, K
         elapsed_s: elapsed.as_secs_f64(),
         tsc_khz,
     })
-}
-
-/// An error and its sources, one line.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text += &format!(": {cause}");
-        source = cause.source();
-    }
-    text
 }

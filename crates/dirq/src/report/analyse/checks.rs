@@ -177,12 +177,7 @@ fn compare(case: &RealCase, predicted: &SimRun, statistic: ExitStatistic) -> Vec
 /// The time the loop lost per interrupt its guest handled (ns), as the
 /// guest timed it chunk by chunk.
 fn lost_per_interrupt_ns(case: &RealCase) -> Option<Spread> {
-    case.spread(|r| {
-        r.run
-            .results
-            .get(dirq_vmm::bench::LOST_PER_INTERRUPT_NS)
-            .copied()
-    })
+    case.spread(|r| r.run.results.whileloop().ok()?.lost_per_interrupt_ns)
 }
 
 /// A real run with no twin, and why.

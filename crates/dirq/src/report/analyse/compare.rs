@@ -9,6 +9,7 @@ use dirq_vmm::config::{Bench, GuestIdle, Irqchip};
 use crate::report::analyse::checks::Extrapolated;
 use crate::report::collect::real::RealCase;
 use crate::report::collect::spread::Spread;
+use crate::report::collect::views::SimScenario;
 
 /// Beyond its range, a single run's p50 within this share of the fastest
 /// cannot be told from it: one run measures no spread.
@@ -187,6 +188,48 @@ pub fn changes_against_vanilla(
     changes
 }
 
+/// A simulated scenario's designs side by side at its highest rate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AtTopRate<'a> {
+    pub scenario: &'a str,
+    pub rate: f64,
+    /// Each design's time in guest there, in run order.
+    pub time_in_guest: Vec<(DesignKind, f64)>,
+}
+
+/// `scenario`'s designs at the highest rate it ran, each design's first run
+/// there (runs that differ in another parameter would repeat a design);
+/// none unless two or more designs ran at it.
+pub fn at_top_rate(scenario: &SimScenario) -> Option<AtTopRate<'_>> {
+    let top = scenario
+        .runs
+        .iter()
+        .filter_map(|run| run.rate())
+        .map(|(_, rate)| rate)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let mut time_in_guest: Vec<(DesignKind, f64)> = Vec::new();
+    for run in &scenario.runs {
+        let at_top = run.rate().is_some_and(|(_, rate)| rate == top);
+        if at_top
+            && !time_in_guest
+                .iter()
+                .any(|(design, _)| *design == run.policy)
+        {
+            time_in_guest.push((run.policy, run.time_in_guest));
+        }
+    }
+    (time_in_guest.len() > 1).then_some(AtTopRate {
+        scenario: &scenario.scenario,
+        rate: top,
+        time_in_guest,
+    })
+}
+
+/// The most repeats behind any real case; none without real cases.
+pub fn most_repeats(cases: &[RealCase]) -> Option<usize> {
+    cases.iter().map(|case| case.repeats.len()).max()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,5 +319,32 @@ mod tests {
                 ("timer", vec!["1 kHz"], -1.0, -1.0),
             ]
         );
+    }
+
+    #[test]
+    fn the_top_rate_keeps_each_designs_first_run_there() {
+        let run = |policy: &str, rate: u64, share: f64| {
+            serde_json::json!({"policy": policy, "params": {"rate_pps": rate},
+                               "exits_per_s": 1.0, "time_in_guest": share})
+        };
+        let scenario: SimScenario = serde_json::from_value(serde_json::json!({
+            "scenario": "udp",
+            "runs": [run("vanilla", 100, 0.9), run("vanilla", 600, 0.2), run("did", 600, 0.8),
+                     run("did", 600, 0.7), run("did", 100, 0.95)]
+        }))
+        .expect("contract parses");
+        assert_eq!(
+            at_top_rate(&scenario),
+            Some(AtTopRate {
+                scenario: "udp",
+                rate: 600.0,
+                time_in_guest: vec![(DesignKind::Vanilla, 0.2), (DesignKind::Did, 0.8)],
+            })
+        );
+        let alone = SimScenario {
+            scenario: "one".into(),
+            runs: scenario.runs[..2].to_vec(),
+        };
+        assert_eq!(at_top_rate(&alone), None);
     }
 }

@@ -51,7 +51,7 @@ struct Load {
 impl Load {
     fn of(case: &RealCase) -> Option<Self> {
         let handled = case.per_s(|run| Some(f64_of(run.interrupts)))?;
-        let raised = case.per_s(|run| run.results.get(dirq_vmm::bench::RAISED).copied());
+        let raised = case.per_s(|run| Some(f64_of(run.results.whileloop().ok()?.raised)));
         let vmm = case.spread(|r| {
             let time = &r.run.exits.userspace_time;
             let total_ns: u64 = time.values().map(|t| t.total_ns).sum();
@@ -177,24 +177,30 @@ pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::collect::fixtures::real_run;
     use crate::report::collect::real::Repeat;
     use crate::report::collect::spread::Spread;
-    use crate::report::collect::views::RealRun;
     use dirq_vmm::config::{Bench, BenchConfig};
+    use dirq_vmm::results::{BenchResult, WhileloopResult};
 
-    fn whileloop_case(raised: f64, handled: u64, share: f64) -> RealCase {
-        let run: RealRun = serde_json::from_value(serde_json::json!({
-            "bench": "whileloop",
-            "interrupts": handled,
-            "exits": {"userspace": handled, "by_reason": {},
-                      "by_category": {"INTERRUPT_WINDOW": handled, "OTHER": 2 * handled},
-                      "userspace_time": {"msr_write": {"samples": handled, "total_ns": 7_000 * handled,
-                                                       "min_ns": 7_000, "max_ns": 7_000}}},
-            "exits_per_interrupt": 3.0,
-            "results": {"raised": raised, "guest_share": share},
-            "duration_s": 1.0
-        }))
-        .expect("contract parses");
+    fn whileloop_case(raised: u64, handled: u64, share: f64) -> RealCase {
+        let figures = BenchResult::Whileloop(WhileloopResult {
+            raised,
+            guest_share: share,
+            ..WhileloopResult::default()
+        });
+        let run = real_run(
+            serde_json::json!({
+                "interrupts": handled,
+                "exits": {"userspace": handled, "by_reason": {},
+                          "by_category": {"INTERRUPT_WINDOW": handled, "OTHER": 2 * handled},
+                          "userspace_time": {"msr_write": {"samples": handled, "total_ns": 7_000 * handled,
+                                                           "min_ns": 7_000, "max_ns": 7_000}}},
+                "exits_per_interrupt": 3.0,
+                "duration_s": 1.0
+            }),
+            &figures,
+        );
         RealCase {
             label: "userspace".into(),
             command: "dirq run whileloop".into(),
@@ -230,7 +236,7 @@ mod tests {
 
     #[test]
     fn a_saturated_run_says_how_much_merged_and_what_each_interrupt_cost() {
-        let case = whileloop_case(20_000.0, 10_000, 0.2);
+        let case = whileloop_case(20_000, 10_000, 0.2);
         let why = explain(&case, &twin(10_000), &miss(Metric::TimeInGuest, 0.2, 0.4)).why;
         assert!(
             why.contains("raised 20000/s and the guest handled 10000/s (the twin 10000/s)"),
@@ -250,7 +256,7 @@ mod tests {
 
     #[test]
     fn an_exit_miss_lists_the_reasons_of_both_and_near_zero_shares_say_so() {
-        let case = whileloop_case(10_000.0, 10_000, 0.01);
+        let case = whileloop_case(10_000, 10_000, 0.01);
         let exits = explain(
             &case,
             &twin(10_000),

@@ -84,6 +84,48 @@ pub struct Score {
     pub of: usize,
 }
 
+impl Score {
+    /// Whether the model is trusted for this metric: two thirds of its
+    /// predictions fell within the tolerance.
+    pub fn trusted(&self) -> bool {
+        3 * self.hits >= 2 * self.of
+    }
+}
+
+/// How far the model is trusted, over all metrics and per metric.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelVerdict {
+    /// Predictions within the tolerance, of all compared.
+    pub hits: usize,
+    pub of: usize,
+    /// The metrics the model is trusted for, then those it is not, each in
+    /// [`Metric::ALL`]'s order.
+    pub trusted: Vec<Score>,
+    pub not_trusted: Vec<Score>,
+    /// Whether whileloop was also compared by the loop time it lost per
+    /// handled interrupt.
+    pub compares_lost_time: bool,
+}
+
+/// The verdict on `comparisons`; none without any.
+pub fn verdict(comparisons: &[Comparison]) -> Option<ModelVerdict> {
+    let scores = scores(comparisons);
+    if scores.is_empty() {
+        return None;
+    }
+    let compares_lost_time = scores
+        .iter()
+        .any(|score| score.metric == Metric::LostPerInterruptNs);
+    let (trusted, not_trusted) = scores.iter().partition(|score| score.trusted());
+    Some(ModelVerdict {
+        hits: scores.iter().map(|score| score.hits).sum(),
+        of: scores.iter().map(|score| score.of).sum(),
+        trusted,
+        not_trusted,
+        compares_lost_time,
+    })
+}
+
 /// Per metric with any comparison, in [`Metric::ALL`]'s order.
 pub fn scores(comparisons: &[Comparison]) -> Vec<Score> {
     Metric::ALL
@@ -115,5 +157,31 @@ mod tests {
         assert!(zero.relative_error.is_none() && zero.within_tolerance);
         let phantom = Comparison::new("d".into(), Metric::ExitsPerInterrupt, once(0.0), 0.3);
         assert!(!phantom.within_tolerance);
+    }
+
+    #[test]
+    fn a_metric_is_trusted_where_two_thirds_of_its_predictions_hit() {
+        let once = |v: f64| Spread::of([v]).expect("value");
+        let compare = |metric: Metric, predicted: f64| {
+            Comparison::new("x".into(), metric, once(10.0), predicted)
+        };
+        let comparisons = [
+            // Exits: 2 of 3 within 20%, trusted.
+            compare(Metric::ExitsPerInterrupt, 10.0),
+            compare(Metric::ExitsPerInterrupt, 11.0),
+            compare(Metric::ExitsPerInterrupt, 20.0),
+            // Latency: 1 of 2, not trusted.
+            compare(Metric::LatencyP50Ns, 10.0),
+            compare(Metric::LatencyP50Ns, 5.0),
+        ];
+        let verdict = verdict(&comparisons).expect("compared");
+        assert_eq!((verdict.hits, verdict.of), (3, 5));
+        let metrics = |scores: &[Score]| scores.iter().map(|s| s.metric).collect::<Vec<_>>();
+        assert_eq!(metrics(&verdict.trusted), [Metric::ExitsPerInterrupt]);
+        assert_eq!(metrics(&verdict.not_trusted), [Metric::LatencyP50Ns]);
+        assert!(!verdict.compares_lost_time);
+        let lost = [compare(Metric::LostPerInterruptNs, 10.0)];
+        assert!(super::verdict(&lost).expect("compared").compares_lost_time);
+        assert_eq!(super::verdict(&[]), None);
     }
 }

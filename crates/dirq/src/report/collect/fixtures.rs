@@ -2,6 +2,7 @@
 
 use dirq_vmm::config::params::TimerLatencyParams;
 use dirq_vmm::config::{Bench, BenchConfig, BenchParams, Irqchip};
+use dirq_vmm::results::BenchResult;
 
 use super::plan::CYCLICTEST_PERIOD_NS;
 use super::real::{RealCase, Repeat};
@@ -34,22 +35,37 @@ pub fn cyclictest(irqchip: Irqchip) -> BenchConfig {
     config
 }
 
+/// The view of a `dirq run --json` object of `fields` whose bench and
+/// figures are `results`.
+pub fn real_run(mut fields: serde_json::Value, results: &BenchResult) -> RealRun {
+    let typed = serde_json::to_value(results).expect("results serialize");
+    for part in ["bench", "results"] {
+        fields[part] = typed[part].clone();
+    }
+    serde_json::from_value(fields).expect("contract parses")
+}
+
+/// The figures of a run of `bench` that measured nothing.
+pub fn no_figures(bench: Bench) -> BenchResult {
+    BenchResult::measured_nothing(bench).expect("the bench has figures")
+}
+
 /// A real case of `config` with one run that counted `by_category`
 /// exits and `results` over one second.
 pub fn case_with(
     config: BenchConfig,
     by_category: serde_json::Value,
-    results: serde_json::Value,
+    results: &BenchResult,
 ) -> RealCase {
-    let run: RealRun = serde_json::from_value(serde_json::json!({
-        "bench": config.bench().name(),
-        "interrupts": 1000,
-        "exits": {"userspace": 0, "by_reason": {}, "by_category": by_category},
-        "exits_per_interrupt": 1.0,
-        "results": results,
-        "duration_s": 1.0
-    }))
-    .expect("contract parses");
+    let run = real_run(
+        serde_json::json!({
+            "interrupts": 1000,
+            "exits": {"userspace": 0, "by_reason": {}, "by_category": by_category},
+            "exits_per_interrupt": 1.0,
+            "duration_s": 1.0
+        }),
+        results,
+    );
     RealCase {
         label: "kernel".into(),
         command: "dirq run".into(),
@@ -62,21 +78,23 @@ pub fn case_with(
 }
 
 pub fn case(config: BenchConfig) -> RealCase {
-    case_with(config, serde_json::json!({}), serde_json::json!({}))
+    let results = no_figures(config.bench());
+    case_with(config, serde_json::json!({}), &results)
 }
 
 pub fn timer_case(exits_per_interrupt: f64) -> RealCase {
     let config = cyclictest(Irqchip::Kernel);
-    let run: RealRun = serde_json::from_value(serde_json::json!({
-        "bench": "timer-latency",
-        "config": serde_json::to_value(&config).expect("config serializes"),
-        "interrupts": 1000,
-        "exits": {"total": 3000, "userspace": 0, "kernel": 3000, "by_reason": {}},
-        "exits_per_interrupt": exits_per_interrupt,
-        "latency_ns": {"mean": 40000.0, "p50": 40000.0, "p99": 60000.0, "max": 90000.0},
-        "duration_s": 1.0
-    }))
-    .expect("contract parses");
+    let run = real_run(
+        serde_json::json!({
+            "config": serde_json::to_value(&config).expect("config serializes"),
+            "interrupts": 1000,
+            "exits": {"total": 3000, "userspace": 0, "kernel": 3000, "by_reason": {}},
+            "exits_per_interrupt": exits_per_interrupt,
+            "latency_ns": {"mean": 40000.0, "p50": 40000.0, "p99": 60000.0, "max": 90000.0},
+            "duration_s": 1.0
+        }),
+        &no_figures(Bench::TimerLatency),
+    );
     RealCase {
         label: "kernel".into(),
         command: "dirq run timer-latency".into(),

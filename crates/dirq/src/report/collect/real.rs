@@ -13,14 +13,6 @@ use super::spread::Spread;
 use super::views::RealRun;
 use crate::report::format::compact_number;
 
-/// KVM's count of guest instructions it emulated: on backends that emulate
-/// privileged guest instructions without a VM exit (kvm_pvm), the work an
-/// uncounted EOI or timer write causes shows up here.
-pub const INSN_EMULATION: &str = "insn_emulation";
-
-/// whileloop's result: loop time without interrupts over loop time with them.
-pub const GUEST_SHARE: &str = "guest_share";
-
 /// One run of a real case.
 #[derive(Debug, Clone)]
 pub struct Repeat {
@@ -90,7 +82,7 @@ impl RealCase {
     }
 
     pub fn guest_share(&self) -> Option<Spread> {
-        self.spread(|r| r.run.results.get(GUEST_SHARE).copied())
+        self.spread(|r| r.run.results.guest_share())
     }
 
     /// A count of each repeat per second of its measured window.
@@ -104,7 +96,7 @@ impl RealCase {
     /// Pings vCPU 0 sent a second, for the ipi bench (its pinged vCPU 1
     /// counts them).
     pub fn pings_per_s(&self) -> Option<Spread> {
-        self.per_s(|run| run.results.get(&dirq_vmm::bench::ipis_to_vcpu(1)).copied())
+        self.per_s(|run| Some(f64_of(run.results.ipi().ok()?.handled.to_vcpu(1)?)))
     }
 
     /// Whether KVM counted an HLT exit in any repeat.

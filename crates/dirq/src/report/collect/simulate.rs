@@ -1,5 +1,5 @@
 //! The simulation half of the report: the built-in scenarios, and one
-//! Perfetto trace of every policy.
+//! Perfetto trace of every design.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -145,8 +145,8 @@ pub fn traced_exits(trace: &serde_json::Value) -> Vec<TracedExits> {
         .collect()
 }
 
-/// Writes `traces/designs.json`, one Perfetto process per policy; returns
-/// the file name and the exits it holds. `bar` advances once per policy.
+/// Writes `traces/designs.json`, one Perfetto process per design; returns
+/// the file name and the exits it holds. `bar` advances once per design.
 pub fn write_design_trace(
     dir: &Path,
     seed: u64,
@@ -171,7 +171,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_trace_runs_every_policy() {
+    fn the_trace_runs_every_design() {
         let scenario = trace_scenario().expect("trace scenario parses");
         let policies: Vec<DesignKind> = scenario.expand().iter().map(|run| run.policy).collect();
         assert_eq!(policies, DesignKind::ALL);

@@ -1,6 +1,6 @@
 //! The simulated twins of the real runs. Each real run the simulator can
 //! express gets a twin: the same workload shape, the vanilla
-//! (emulated-LAPIC) policy, and this host's calibrated costs for the path
+//! (emulated-LAPIC) design, and this host's calibrated costs for the path
 //! the real run took. Twins of KVM's in-kernel LAPIC also run under
 //! APICv, ELI and DID with the same costs. This module only runs them;
 //! `analyse::checks` compares and extrapolates.
@@ -257,6 +257,7 @@ mod tests {
     use super::*;
     use crate::report::collect::fixtures::{case, case_with, config, cyclictest, host_costs};
     use dirq_vmm::config::Bench;
+    use dirq_vmm::results::{BenchResult, IpiResult, IpisByVcpu};
 
     #[test]
     fn each_real_bench_gets_the_twin_of_its_shape() {
@@ -345,11 +346,11 @@ mod tests {
         config.common.halt = HaltMode::None;
         let in_guest = twin(&case(config.clone()), &base, &costs).expect("ipi has a twin");
         assert_eq!(in_guest.group.idle, IdleMode::Poll);
-        let trapped = case_with(
-            config,
-            serde_json::json!({"HLT": 3000}),
-            serde_json::json!({"ipis_to_vcpu1": 3000.0}),
-        );
+        let pinged = BenchResult::Ipi(IpiResult {
+            handled: IpisByVcpu(vec![3000, 3000]),
+            ..IpiResult::default()
+        });
+        let trapped = case_with(config, serde_json::json!({"HLT": 3000}), &pinged);
         let trapped = twin(&trapped, &base, &costs).expect("ipi has a twin");
         assert_eq!(trapped.group.idle, IdleMode::HaltPoll);
         assert_eq!(trapped.profile.host_ns.halt_poll, base.host_ns.halt_poll);

@@ -13,10 +13,9 @@ use dirq_sim::policy::DesignKind;
 use dirq_sim::vioapic::VioapicLevel;
 use dirq_sim::{Invariant, RunResult, ScenarioResult};
 use dirq_stats::{f64_of, ratio, LatencySummary};
-use dirq_vmm::config::Bench;
 use dirq_vmm::exits::ExitTime;
 use dirq_vmm::exits::{UserspaceExit, VmxExit};
-use dirq_vmm::report::{Bucket, RunReport};
+use dirq_vmm::report::{BenchResult, Bucket, RunReport};
 
 use crate::report::collect::exit_names::ExitReason;
 use crate::report::format::compact_number;
@@ -79,9 +78,10 @@ pub struct SimRun {
     pub events: u64,
     #[serde(default)]
     pub wall_s: f64,
-    /// The figures particular to one study, absent from the others' runs.
+    /// The figures particular to one paper's experiment (`dirq_sim`'s
+    /// `StudyResults`), absent from the other scenarios' runs.
     #[serde(flatten)]
-    pub study: StudyResults,
+    pub paper: StudyResults,
     /// `latency_ns.histogram`, taken from the typed run or, for a
     /// fabricated one, the JSON by [`SimScenario::from_raw`].
     #[serde(skip)]
@@ -110,7 +110,7 @@ impl From<&RunResult> for SimRun {
             }),
             events: run.events,
             wall_s: run.wall_s,
-            study: run.study.clone(),
+            paper: run.study.clone(),
             latency_histogram: run
                 .latency_ns
                 .as_ref()
@@ -263,7 +263,9 @@ pub struct RealExits {
 /// `dirq run --json`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RealRun {
-    pub bench: Bench,
+    /// The bench (`bench`) and its own figures (`results`), typed.
+    #[serde(flatten)]
+    pub results: BenchResult,
     pub interrupts: u64,
     pub exits: RealExits,
     pub exits_per_interrupt: f64,
@@ -272,9 +274,6 @@ pub struct RealRun {
     pub duration_s: f64,
     #[serde(default)]
     pub latency_ns: Option<Latency>,
-    /// Bench-specific figures, e.g. whileloop's `guest_share`.
-    #[serde(default)]
-    pub results: BTreeMap<String, f64>,
     /// `latency_ns.histogram`, taken from the typed report by whoever ran it.
     #[serde(skip)]
     pub latency_histogram: Vec<Bucket>,
@@ -283,7 +282,7 @@ pub struct RealRun {
 impl From<&RunReport> for RealRun {
     fn from(report: &RunReport) -> Self {
         RealRun {
-            bench: report.bench(),
+            results: report.results.clone(),
             interrupts: report.interrupts,
             exits: RealExits {
                 userspace: report.exits.userspace,
@@ -294,7 +293,6 @@ impl From<&RunReport> for RealRun {
             exits_per_interrupt: report.exits_per_interrupt,
             duration_s: report.duration_s,
             latency_ns: report.latency_ns.as_ref().map(Latency::from),
-            results: report.results.figures(),
             latency_histogram: report
                 .latency_ns
                 .as_ref()

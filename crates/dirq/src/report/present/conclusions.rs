@@ -8,10 +8,14 @@ use dirq_vmm::probe::ProbeReport;
 
 use crate::report::analyse::checks::{Extrapolated, ModelChecks};
 use crate::report::analyse::compare::{
-    changes_against_vanilla, clusters, find, irq_latency_paths, rank_paths, workloads, Cluster,
-    PathRanking, SINGLE_RUN_TIE_BAND,
+    at_top_rate, changes_against_vanilla, clusters, find, irq_latency_paths, most_repeats,
+    rank_paths, workloads, Cluster, PathRanking, SINGLE_RUN_TIE_BAND,
 };
-use crate::report::analyse::model::{scores, Metric, Score};
+use crate::report::analyse::host::{kvm_backend, probe_runs};
+use crate::report::analyse::model::{verdict, Score};
+use crate::report::analyse::studies::{
+    batching_saves, fastest_vioapic_level, unmeasurable_vioapic_levels,
+};
 use crate::report::collect::real::RealCase;
 use crate::report::collect::views::SimScenario;
 use crate::report::format::{format_value, ns_to_us};
@@ -382,52 +386,38 @@ fn design_sentences(extrapolation: &[Extrapolated]) -> Vec<String> {
 }
 
 /// How far the model is trusted: its score against the real runs, per
-/// metric; trusted where two thirds of a metric's predictions were within
-/// 20%.
+/// metric (`Score::trusted`).
 fn model_sentence(checks: &ModelChecks) -> Option<String> {
-    let scores = scores(&checks.comparisons);
-    if scores.is_empty() {
-        return None;
-    }
-    let hits: usize = scores.iter().map(|s| s.hits).sum();
-    let of: usize = scores.iter().map(|s| s.of).sum();
-    let verdict = |score: &Score| {
-        format!(
-            "{} ({} of {})",
-            score.metric.label().trim_end_matches(" (us)"),
-            score.hits,
-            score.of
-        )
+    let verdict = verdict(&checks.comparisons)?;
+    let scores = |scores: &[Score]| {
+        scores
+            .iter()
+            .map(|score| {
+                format!(
+                    "{} ({} of {})",
+                    score.metric.label().trim_end_matches(" (us)"),
+                    score.hits,
+                    score.of
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     };
-    let (trusted, missed): (Vec<&Score>, Vec<&Score>) =
-        scores.iter().partition(|s| 3 * s.hits >= 2 * s.of);
     let mut sentence = format!(
-        "Model against reality: {hits} of {of} predictions within 20% of this host's \
+        "Model against reality: {} of {} predictions within 20% of this host's \
          measurements. Trusted for {}",
-        match trusted.is_empty() {
+        verdict.hits,
+        verdict.of,
+        match verdict.trusted.is_empty() {
             true => "no metric".to_string(),
-            false => trusted
-                .iter()
-                .map(|s| verdict(s))
-                .collect::<Vec<_>>()
-                .join(", "),
+            false => scores(&verdict.trusted),
         }
     );
-    if !missed.is_empty() {
-        sentence.push_str(&format!(
-            "; not for {}",
-            missed
-                .iter()
-                .map(|s| verdict(s))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+    if !verdict.not_trusted.is_empty() {
+        sentence.push_str(&format!("; not for {}", scores(&verdict.not_trusted)));
     }
     sentence.push('.');
-    if scores
-        .iter()
-        .any(|s| s.metric == Metric::LostPerInterruptNs)
-    {
+    if verdict.compares_lost_time {
         sentence.push_str(
             " Time in guest is ill-conditioned near saturation (a share near zero turns a \
              small error into a large relative one), so whileloop is also compared as the \
@@ -441,87 +431,57 @@ fn model_sentence(checks: &ModelChecks) -> Option<String> {
 /// The software-only studies' headline numbers.
 fn study_sentences(studies: &StudyTables) -> Vec<String> {
     let mut sentences = Vec::new();
-    if let Some(best) = studies.vioapic.as_ref().and_then(|t| {
-        t.rows
-            .iter()
-            .max_by(|a, b| a.speedup_vs_userspace.total_cmp(&b.speedup_vs_userspace))
-    }) {
-        sentences.push(format!(
-            "VIOAPIC: the {} level handles level-triggered interrupts {:.2}x as fast as the \
-             userspace controller, with {} exits per interrupt.",
-            best.mode,
-            best.speedup_vs_userspace,
-            format_value(best.exits_per_interrupt)
-        ));
-    }
-    let unmeasurable = studies
-        .vioapic
-        .iter()
-        .flat_map(|table| &table.rows)
-        .filter_map(|row| {
-            row.not_measurable.as_ref().map(|why| {
-                format!(
-                    "VIOAPIC's {} level is not measurable here: {why}.",
-                    row.mode
-                )
-            })
-        });
-    sentences.extend(unmeasurable);
-    if let Some(table) = &studies.io_batch {
-        let exits = |batched: bool| {
-            table
-                .rows
-                .iter()
-                .find(|r| r.batched == batched)
-                .map(|r| r.exits_per_command)
-        };
-        if let (Some(plain), Some(batched)) = (exits(false), exits(true)) {
+    if let Some(vioapic) = &studies.vioapic {
+        if let Some(best) = fastest_vioapic_level(vioapic) {
             sentences.push(format!(
-                "Batched port I/O: {} exits per disk command instead of {} ({:.2}x the \
-                 commands per second).",
-                format_value(batched),
-                format_value(plain),
-                table.speedup
+                "VIOAPIC: the {} level handles level-triggered interrupts {:.2}x as fast as the \
+                 userspace controller, with {} exits per interrupt.",
+                best.mode,
+                best.speedup_vs_userspace,
+                format_value(best.exits_per_interrupt)
             ));
         }
+        sentences.extend(
+            unmeasurable_vioapic_levels(vioapic)
+                .into_iter()
+                .map(|(row, why)| {
+                    format!(
+                        "VIOAPIC's {} level is not measurable here: {why}.",
+                        row.mode
+                    )
+                }),
+        );
+    }
+    if let Some(saves) = studies.io_batch.as_ref().and_then(batching_saves) {
+        sentences.push(format!(
+            "Batched port I/O: {} exits per disk command instead of {} ({:.2}x the \
+             commands per second).",
+            format_value(saves.batched_exits_per_command),
+            format_value(saves.plain_exits_per_command),
+            saves.speedup
+        ));
     }
     sentences
 }
 
 /// On the DID testbed (simulation only): per scenario with a rate, time
-/// in guest of each policy at the highest rate.
+/// in guest of each design at the highest rate.
 fn simulated_sentences(simulated: &[SimScenario]) -> Vec<String> {
     simulated
         .iter()
-        .filter_map(|scenario| {
-            let top = scenario
-                .runs
+        .filter_map(at_top_rate)
+        .map(|top| {
+            let shares: Vec<String> = top
+                .time_in_guest
                 .iter()
-                .filter_map(|run| run.rate())
-                .map(|(_, rate)| rate)
-                .fold(f64::NEG_INFINITY, f64::max);
-            // The first run of each policy at that rate: runs that differ
-            // in another parameter would repeat the policy.
-            let mut at_top: Vec<String> = Vec::new();
-            let mut seen: Vec<DesignKind> = Vec::new();
-            for run in &scenario.runs {
-                if run.rate().is_some_and(|(_, rate)| rate == top) && !seen.contains(&run.policy) {
-                    seen.push(run.policy);
-                    at_top.push(format!(
-                        "{} {}",
-                        run.policy,
-                        whole_percent(run.time_in_guest)
-                    ));
-                }
-            }
-            (at_top.len() > 1).then(|| {
-                format!(
-                    "{} at {}/s: time in guest {}.",
-                    scenario.scenario,
-                    format_value(top),
-                    at_top.join(", ")
-                )
-            })
+                .map(|(design, share)| format!("{design} {}", whole_percent(*share)))
+                .collect();
+            format!(
+                "{} at {}/s: time in guest {}.",
+                top.scenario,
+                format_value(top.rate),
+                shares.join(", ")
+            )
         })
         .collect()
 }
@@ -529,10 +489,7 @@ fn simulated_sentences(simulated: &[SimScenario]) -> Vec<String> {
 /// "This host: ..." what a reader must know before any number: the KVM
 /// backend, whether hardware virtualization exists, nesting, the load.
 fn host_sentence(host: &Host, load: &HostLoad, probe: Option<&ProbeReport>) -> String {
-    let backend = probe
-        .and_then(|p| p.backend.as_deref())
-        .or(host.kvm_backend.as_deref());
-    let mut facts = vec![match backend {
+    let mut facts = vec![match kvm_backend(host, probe) {
         Some(backend) => format!("KVM backend {backend}"),
         None => "no KVM backend loaded".to_string(),
     }];
@@ -571,7 +528,7 @@ fn host_sentence(host: &Host, load: &HostLoad, probe: Option<&ProbeReport>) -> S
 /// How many runs stand behind each kind of number: the median of several
 /// only where several ran.
 fn runs_sentence(findings: &Findings) -> Option<String> {
-    let repeats = findings.cases.iter().map(|c| c.repeats.len()).max()?;
+    let repeats = most_repeats(findings.cases)?;
     let real = match repeats {
         1 => "each real benchmark is a single run (no spread was measured)".to_string(),
         n => format!(
@@ -580,16 +537,10 @@ fn runs_sentence(findings: &Findings) -> Option<String> {
     };
     let mut once = Vec::new();
     if let Some(probe) = findings.probe {
-        let runs = probe
-            .floors
-            .spread
-            .values()
-            .map(|spread| spread.batch_ns.len())
-            .max()
-            .unwrap_or(1);
         once.push(format!(
-            "the probe (one probe: each floor the median of its {runs} runs, {} events at \
+            "the probe (one probe: each floor the median of its {} runs, {} events at \
              the fewest)",
+            probe_runs(probe),
             probe.samples
         ));
     }

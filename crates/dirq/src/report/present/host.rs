@@ -3,24 +3,14 @@
 use dirq_stats::f64_of;
 use dirq_vmm::probe::{EmulationTable, ProbeReport};
 
+use crate::report::analyse::host::capabilities;
 use crate::report::format::{format_value, ns_to_us};
 use crate::report::present::data::{Cell, Section, Table, TableRow, Unit};
 
 pub fn host_section(probe: &ProbeReport) -> Section {
     let row = |name: &str, value: Cell| TableRow::new(vec![Cell::text(name), value]);
     let words = |name: &str, text: String| row(name, Cell::text(text));
-    let available: Vec<&str> = probe
-        .capabilities
-        .iter()
-        .filter(|(_, present)| **present)
-        .map(|(name, _)| name.as_str())
-        .collect();
-    let missing: Vec<&str> = probe
-        .capabilities
-        .iter()
-        .filter(|(_, present)| !**present)
-        .map(|(name, _)| name.as_str())
-        .collect();
+    let capabilities = capabilities(probe);
     let table = Table {
         title: "`dirq probe`".into(),
         columns: vec!["what".into(), "this host".into()],
@@ -49,8 +39,8 @@ pub fn host_section(probe: &ProbeReport) -> Section {
                     .default_halt_poll_ns
                     .map_or_else(|| Cell::text("unknown"), Cell::count),
             ),
-            words("capabilities", available.join(" ")),
-            words("capabilities missing", missing.join(" ")),
+            words("capabilities", capabilities.available.join(" ")),
+            words("capabilities missing", capabilities.missing.join(" ")),
             words("KVM PV features", probe.pv_features.join(" ")),
         ])
         .collect(),

@@ -131,7 +131,7 @@ pub fn model_section(checks: &ModelChecks, profile_file: &str) -> Section {
                  a one-group scenario of the same shape and device (irq-latency as udp-rx over \
                  virtio at the same rate, timer-latency as cyclictest, ipi as ipi, whileloop as \
                  whileloop under a virtio receive at the same rate), \
-                 vanilla policy, {TWIN_DURATION_MS} ms simulated, with {profile_file} adjusted \
+                 vanilla design, {TWIN_DURATION_MS} ms simulated, with {profile_file} adjusted \
                  for the path (userspace-irqchip exits cost a userspace exit, and a kicked \
                  one the kick's host interrupt too; halt polling window; no idle-VM exits, \
                  which dirq's guest does not make). The IPI bench is a ping-pong measuring a \

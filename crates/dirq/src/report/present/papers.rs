@@ -439,7 +439,7 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
         .runs
         .iter()
         .zip(result.labels())
-        .filter_map(|(run, label)| Some((run, label, run.study.setup_ms_buckets.as_ref()?)))
+        .filter_map(|(run, label)| Some((run, label, run.paper.setup_ms_buckets.as_ref()?)))
         .collect();
     let mut buckets: Vec<&String> = runs.iter().flat_map(|(_, _, b)| b.keys()).collect();
     buckets.sort_by(|a, b| bucket_start(a).total_cmp(&bucket_start(b)).then(a.cmp(b)));
@@ -477,9 +477,9 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
                     .iter()
                     .map(|bucket| Cell::count(b.get(*bucket).copied().unwrap_or(0))),
             );
-            cells.push(Cell::maybe(run.study.call_rate, Unit::Count));
+            cells.push(Cell::maybe(run.paper.call_rate, Unit::Count));
             cells.push(
-                run.study
+                run.paper
                     .invite_retransmissions
                     .map_or_else(|| Cell::text("-"), Cell::count),
             );
@@ -573,7 +573,7 @@ fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let runs: Vec<(&SimRun, VioapicLevel, f64)> = result
         .runs
         .iter()
-        .filter_map(|run| Some((run, run.vioapic_level()?, run.study.cycles_per_interrupt?)))
+        .filter_map(|run| Some((run, run.vioapic_level()?, run.paper.cycles_per_interrupt?)))
         .collect();
     if runs.is_empty() {
         return Vec::new();
@@ -597,7 +597,7 @@ fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
                     Unit::Count,
                 ),
                 Cell::number(*cycles, Unit::Count),
-                Cell::maybe(run.study.seconds_per_million, Unit::Seconds),
+                Cell::maybe(run.paper.seconds_per_million, Unit::Seconds),
                 Cell::maybe(userspace.map(|u| u / cycles), Unit::Times),
                 Cell::text(if *level == VioapicLevel::Userspace {
                     "fitted point"
@@ -644,7 +644,7 @@ fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let runs: Vec<(&SimRun, String, f64)> = result
         .runs
         .iter()
-        .filter_map(|run| Some((run, param(run, "idle")?.to_string(), run.study.total_s?)))
+        .filter_map(|run| Some((run, param(run, "idle")?.to_string(), run.paper.total_s?)))
         .collect();
     if runs.is_empty() {
         return Vec::new();

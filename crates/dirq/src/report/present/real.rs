@@ -11,7 +11,7 @@ use dirq_vmm::config::Bench;
 use dirq_vmm::exits::VmxExit;
 
 use crate::report::collect::exit_names::ExitReason;
-use crate::report::collect::real::{RealCase, INSN_EMULATION};
+use crate::report::collect::real::RealCase;
 use crate::report::collect::views::Latency;
 use crate::report::present::charts::{
     exit_bars, exit_table, grouped_lines, latency_cpu_scatter, percentile_chart,
@@ -20,6 +20,7 @@ use crate::report::present::charts::{
 use crate::report::present::data::{
     Axis, Cell, Figure, Scale, Section, SeriesKey, Spread, Table, TableRow, Unit,
 };
+use dirq_vmm::exits::INSN_EMULATION_STAT;
 
 /// Time in guest above 100% cannot be true.
 fn impossible_share(spread: &Spread) -> bool {
@@ -414,7 +415,7 @@ fn runs_table(cases: &[RealCase]) -> Table {
                             Unit::Count,
                         ),
                         Cell::spread(
-                            case.spread(|r| r.run.per_interrupt(INSN_EMULATION)),
+                            case.spread(|r| r.run.per_interrupt(INSN_EMULATION_STAT)),
                             Unit::Count,
                         ),
                         Cell::spread(case.p50().map(spread_us), Unit::Us),
@@ -431,29 +432,33 @@ fn runs_table(cases: &[RealCase]) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::collect::fixtures::{no_figures, real_run};
     use crate::report::collect::real::Repeat;
-    use crate::report::collect::views::RealRun;
     use crate::report::present::data::Chart;
-    use dirq_vmm::config::BenchConfig;
+    use dirq_vmm::config::{Bench, BenchConfig};
     use dirq_vmm::report::Bucket;
+    use dirq_vmm::results::{BenchResult, WhileloopResult};
 
     fn case(bench: &str, label: &str, interrupts: u64, by_category: serde_json::Value) -> RealCase {
-        let run: RealRun = serde_json::from_value(serde_json::json!({
-            "bench": bench,
-            "config": {"rate_hz": 5000},
-            "interrupts": interrupts,
-            "exits": {"total": 2 * interrupts, "userspace": 0, "kernel": 0, "by_category": by_category},
-            "exits_per_interrupt": 2.0,
-            "latency_ns": {"mean": 9000.0, "p50": 8000.0, "p99": 20000.0, "max": 50000.0},
-            "duration_s": 1.0,
-            "results": if bench == "whileloop" {
-                serde_json::json!({"guest_share": 1.02})
-            } else {
-                serde_json::json!({})
-            }
-        }))
-        .expect("contract parses");
-        let mut run = run;
+        let bench: Bench = bench.parse().expect("bench name");
+        let figures = match bench {
+            Bench::Whileloop => BenchResult::Whileloop(WhileloopResult {
+                guest_share: 1.02,
+                ..WhileloopResult::default()
+            }),
+            other => no_figures(other),
+        };
+        let mut run = real_run(
+            serde_json::json!({
+                "config": {"rate_hz": 5000},
+                "interrupts": interrupts,
+                "exits": {"total": 2 * interrupts, "userspace": 0, "kernel": 0, "by_category": by_category},
+                "exits_per_interrupt": 2.0,
+                "latency_ns": {"mean": 9000.0, "p50": 8000.0, "p99": 20000.0, "max": 50000.0},
+                "duration_s": 1.0
+            }),
+            &figures,
+        );
         run.latency_histogram = vec![
             Bucket {
                 le_ns: 8000,
@@ -469,7 +474,7 @@ mod tests {
         RealCase {
             label: label.into(),
             command: format!("dirq run {bench}"),
-            config: BenchConfig::new(bench.parse().expect("bench name")),
+            config: BenchConfig::new(bench),
             repeats: vec![
                 Repeat {
                     run,

@@ -9,6 +9,7 @@ use dirq_vmm::studies::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable
 
 use dirq_vmm::report::LatencySummary;
 
+use crate::report::analyse::studies::{failed, kernel_exits_per_command, measured};
 use crate::report::collect::exit_names::ExitReason;
 use crate::report::format::ns_to_us;
 use crate::report::present::charts::{exit_bars, latency_cpu_scatter};
@@ -116,11 +117,7 @@ fn io_batch_figure(table: &IoBatchTable, command: &str) -> Figure {
             NamedValues {
                 name: "in KVM".into(),
                 key: SeriesKey::Variant,
-                values: table
-                    .rows
-                    .iter()
-                    .map(|row| row.exits_per_command - row.userspace_exits_per_command)
-                    .collect(),
+                values: table.rows.iter().map(kernel_exits_per_command).collect(),
             },
         ],
     };
@@ -325,15 +322,6 @@ fn measures(study: Study) -> &'static str {
     }
 }
 
-fn measured(tables: &StudyTables, study: Study) -> bool {
-    match study {
-        Study::Vioapic => tables.vioapic.is_some(),
-        Study::IoBatch => tables.io_batch.is_some(),
-        Study::Tick => tables.tick.is_some(),
-        Study::Halt => tables.halt.is_some(),
-    }
-}
-
 /// The `--only` name of a study.
 fn only_name(study: Study) -> String {
     clap::ValueEnum::to_possible_value(&study).map_or_else(
@@ -343,22 +331,14 @@ fn only_name(study: Study) -> String {
 }
 
 /// Each study whose table is missing, with its error and the command
-/// that measures it alone. `measure` names the study before its error.
+/// that measures it alone.
 pub fn failures(tables: &StudyTables, command: &str) -> Vec<StepFailure> {
-    Study::ALL
+    failed(tables)
         .into_iter()
-        .filter(|&study| !measured(tables, study))
-        .filter_map(|study| {
-            let named = format!("{}: ", study.title());
-            let reason = tables
-                .failures
-                .iter()
-                .find_map(|failure| failure.strip_prefix(&named))?;
-            Some(StepFailure {
-                configuration: measures(study).into(),
-                reason: reason.to_string(),
-                command: Some(format!("{command} --only {}", only_name(study))),
-            })
+        .map(|(study, reason)| StepFailure {
+            configuration: measures(study).into(),
+            reason: reason.to_string(),
+            command: Some(format!("{command} --only {}", only_name(study))),
         })
         .collect()
 }
@@ -413,28 +393,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_missing_table_is_a_failure_with_its_own_error_and_command() {
+    fn a_failed_study_names_what_it_measures_and_the_command_that_retries_it() {
         let tables = StudyTables {
-            failures: vec![
-                format!("{}: the guest hung", Study::Vioapic.title()),
-                format!("{}: no /dev/kvm", Study::Halt.title()),
-            ],
+            failures: vec![format!("{}: the guest hung", Study::Tick.title())],
             ..StudyTables::default()
         };
-        // Batched I/O and tick scaling were not asked for: no error, no failure.
         let failures = failures(&tables, "dirq studies");
-        assert_eq!(failures.len(), 2);
-        assert_eq!(failures[0].configuration, "the four VIOAPIC levels");
+        assert_eq!(failures.len(), 1);
+        assert_eq!(failures[0].configuration, "transparent tick scaling");
         assert_eq!(failures[0].reason, "the guest hung");
         assert_eq!(
             failures[0].command.as_deref(),
-            Some("dirq studies --only vioapic")
-        );
-        assert_eq!(failures[1].configuration, "the IPI/HLT trade-off");
-        assert_eq!(failures[1].reason, "no /dev/kvm");
-        assert_eq!(
-            failures[1].command.as_deref(),
-            Some("dirq studies --only halt")
+            Some("dirq studies --only tick")
         );
     }
 }
