@@ -129,8 +129,8 @@ fn kernel_irqfd_delivers_without_userspace_exits() {
 }
 
 #[test]
-fn native_mode_runs_a_million_iteration_loop_without_emulation() {
-    if !require_kvm("native_mode_runs_a_million_iteration_loop_without_emulation") {
+fn native_mode_runs_a_loop_without_emulation() {
+    if !require_kvm("native_mode_runs_a_loop_without_emulation") {
         return;
     }
     if default_exec() != GuestExec::Native {
@@ -153,10 +153,13 @@ fn native_mode_runs_a_million_iteration_loop_without_emulation() {
             .loaded_iterations;
         (iterations, kernel_exits(&report, "insn_emulation"))
     };
+    // A ratio, not a speed: how many iterations fit in 20 ms depends on
+    // the host's load, but natively at most one instruction in a
+    // thousand iterations is emulated (the set-up's few), where the
+    // emulator takes every one.
     let (iterations, emulated) = loop_run(GuestExec::Native, 20);
-    assert!(iterations >= 1_000_000, "{iterations} iterations");
     assert!(
-        emulated < 100,
+        iterations >= 1000 && emulated * 1000 <= iterations,
         "{emulated} instructions emulated over {iterations} iterations"
     );
     // The same loop under the emulator: every iteration's instructions.
