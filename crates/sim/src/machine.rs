@@ -49,6 +49,7 @@
 
 mod apps;
 mod checker;
+mod cyclictest;
 mod delivery;
 mod devices;
 mod effects;
@@ -108,6 +109,7 @@ use crate::SimError;
 
 use apps::ClientEvent;
 pub(crate) use checker::Checker;
+use cyclictest::Cyclictest;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
 use fio::Fio;
@@ -115,14 +117,14 @@ use guest::{Frame, TimerWrite, HALT_LOOP, POLL_MODE_DRIVER, SERVER, SPIN, STREAM
 use ipi::{Ipi, IPI_SENDER};
 use ipi_call::CallEvent;
 pub(crate) use ipi_call::CALLS_PER_BENCHMARK;
-use ipi_call::{Call, CALL_HANDLER, IPI_CALLER};
+use ipi_call::{IpiCall, CALL_HANDLER, IPI_CALLER};
 use l2fwd::{L2fwd, PmdEvent};
 use netstack::TcpEvent;
 use periodic::Accesses;
 use rr::{Remote, RemoteEvent};
 use sip::SipEvent;
 pub(crate) use state::Counters;
-use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm, WorkloadState};
+use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
 use tx_completion::{TxEventQueue, VfEventQueue};
 use workload::WorkloadEvent;
 
@@ -152,7 +154,6 @@ const GA_LOG_VECTOR: u8 = 0xE1;
 const HOUSEKEEPING_CORE: usize = 0;
 /// Descriptors per receive ring; packets beyond are dropped.
 const RX_RING_SIZE: u32 = 1024;
-const CYCLICTEST_PERIOD_NS: u64 = 1_000_000;
 /// The LAPIC bus clock: 1 GHz so that one timer count is one ns.
 const BUS_HZ: u64 = 1_000_000_000;
 const TSC_HZ: u64 = 3_400_000_000;
@@ -314,6 +315,10 @@ pub(crate) struct Machine {
     fio: Fio,
     /// The ipi run's IPIs in flight.
     ipi: Ipi,
+    /// The ipi-call run's calls in flight.
+    ipi_call: IpiCall,
+    /// cyclictest's timer threads (and the timer beside another workload).
+    cyclictest: Cyclictest,
     /// netperf-rr's and udp-rr's remote.
     remote: Remote,
     pub(crate) checker: Checker,

@@ -120,7 +120,6 @@ impl Machine {
                     // Set below, once the VM's queue pairs exist.
                     queues: 0,
                     housekeeping: Accesses::default(),
-                    workload: WorkloadState::default(),
                 });
                 cores[home_core].runqueue.push(id);
                 cores[home_core].hosts_vcpus = true;
@@ -165,11 +164,11 @@ impl Machine {
             }
             vms.push(Vm {
                 vcpus: ids,
-                call: Call::default(),
                 clients: ClientPool::default(),
                 backend_busy_until: 0,
             });
         }
+        let vcpu_count = vcpus.len();
         let mut machine = Machine {
             now: 0,
             end: spec.duration_ns,
@@ -193,6 +192,8 @@ impl Machine {
             l2fwd: L2fwd::default(),
             fio: Fio::default(),
             ipi: Ipi::default(),
+            ipi_call: IpiCall::new(host.vms as usize),
+            cyclictest: Cyclictest::new(vcpu_count, spec.workload == WorkloadKind::Cyclictest),
             remote: Remote::default(),
             checker: Checker::new(host.vms as usize, (host.vms * host.vcpus_per_vm) as usize),
             trace: trace.then(Trace::default),
@@ -283,14 +284,6 @@ impl Machine {
                 self.arm_first_tick(owner, fx);
             }
         }
-    }
-
-    pub(super) fn arm_first_tick(&mut self, vcpu: usize, fx: &mut Effects) {
-        // Stagger VMs so that their ticks do not all coincide.
-        let offset = self.rng.next_u64() % CYCLICTEST_PERIOD_NS;
-        let target = CYCLICTEST_PERIOD_NS + offset;
-        self.vcpus[vcpu].workload.timer_target = Some(target);
-        self.program_guest_timer(vcpu, target, fx);
     }
 }
 
