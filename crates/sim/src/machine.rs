@@ -76,6 +76,7 @@ mod state;
 mod tcp;
 mod timers;
 mod tx_completion;
+mod udp_rx;
 mod workload;
 
 use dirq_arch::bus;
@@ -113,11 +114,10 @@ use cyclictest::Cyclictest;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
 use fio::Fio;
-use guest::{Frame, TimerWrite, HALT_LOOP, POLL_MODE_DRIVER, SERVER, SPIN, STREAM_WRITER};
-use ipi::{Ipi, IPI_SENDER};
+use guest::{Frame, TimerWrite};
+use ipi::Ipi;
 use ipi_call::CallEvent;
-pub(crate) use ipi_call::CALLS_PER_BENCHMARK;
-use ipi_call::{IpiCall, CALL_HANDLER, IPI_CALLER};
+use ipi_call::IpiCall;
 use l2fwd::{L2fwd, PmdEvent};
 use netstack::TcpEvent;
 use periodic::Accesses;
@@ -126,7 +126,7 @@ use sip::SipEvent;
 pub(crate) use state::Counters;
 use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
 use tx_completion::{TxEventQueue, VfEventQueue};
-use workload::WorkloadEvent;
+use workload::{WorkloadEvent, WorkloadModel};
 
 // Guest vectors (what the guest OS programmed), in Linux's layout.
 pub(crate) const GUEST_VF_VECTOR: u8 = 0x41;
@@ -301,6 +301,8 @@ pub(crate) struct Machine {
     guest_times: Sampler,
     design: &'static Design,
     spec: RunSpec,
+    /// The run's workload: its programs, handlers and start.
+    workload: WorkloadModel,
     cores: Vec<Core>,
     vcpus: Vec<Vcpu>,
     vms: Vec<Vm>,
@@ -568,16 +570,6 @@ impl Machine {
 
     pub(crate) fn iommu_blocked(&self) -> u64 {
         self.iommu.blocked()
-    }
-
-    /// VoIP's figures, for a `sip` run.
-    pub(crate) fn voip_results(&self) -> Option<crate::metrics::StudyResults> {
-        (self.spec.workload == WorkloadKind::Sip).then(|| crate::metrics::StudyResults {
-            setup_ms_buckets: Some(self.sip.buckets()),
-            call_rate: Some(self.sip.call_rate()),
-            invite_retransmissions: Some(self.sip.retransmissions()),
-            ..Default::default()
-        })
     }
 
     /// SIP messages lost to a full ring.

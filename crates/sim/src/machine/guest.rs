@@ -2,8 +2,6 @@
 
 use super::apps::App;
 use super::cyclictest::{TIMER_HANDLER, USER_TASK};
-use super::fio::BLOCK_HANDLER;
-use super::ipi::IPI_HANDLER;
 use super::*;
 
 /// Guest work whose length comes from the profile.
@@ -70,7 +68,7 @@ pub(super) enum Step {
     Iret,
 }
 
-const RX_HANDLER: &[Step] = &[
+pub(super) const RX_HANDLER: &[Step] = &[
     Step::Work(Work::IrqEntry),
     Step::MaskRx,
     Step::Eoi,
@@ -137,14 +135,10 @@ impl Machine {
         }
         self.suspend(vcpu, fx);
         let program = match vector {
-            GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR if self.spec.workload == WorkloadKind::Fio => {
-                BLOCK_HANDLER
-            }
-            GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR => RX_HANDLER,
+            GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR => self.workload.device_handler,
             GUEST_VF_TX_VECTOR => TX_HANDLER,
             GUEST_TIMER_VECTOR if self.cyclictest.ticks(vcpu) => TIMER_HANDLER,
-            GUEST_IPI_VECTOR if self.spec.workload == WorkloadKind::IpiCall => CALL_HANDLER,
-            GUEST_IPI_VECTOR => IPI_HANDLER,
+            GUEST_IPI_VECTOR => self.workload.ipi_handler,
             _ => PLAIN_HANDLER,
         };
         let nested = self.spec.group.nested_interrupts;

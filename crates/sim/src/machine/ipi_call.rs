@@ -31,7 +31,7 @@ pub(super) const CALL_HANDLER: &[Step] = &[
 const X2APIC_CLUSTER_SIZE: usize = 16;
 /// The benchmark's calls per configuration; `total_s` scales the
 /// simulated calls' mean to it.
-pub(crate) const CALLS_PER_BENCHMARK: f64 = 100_000.0;
+pub(super) const CALLS_PER_BENCHMARK: f64 = 100_000.0;
 
 /// The call in flight of a VM's caller.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -77,6 +77,19 @@ pub(super) enum CallEvent {
 }
 
 impl Machine {
+    /// The benchmark's total time: its calls at the simulated mean.
+    pub(super) fn ipi_call_results(&self) -> crate::metrics::StudyResults {
+        let calls = &self.counters;
+        crate::metrics::StudyResults {
+            total_s: (calls.requests_done > 0).then(|| {
+                let mean_ns =
+                    dirq_stats::ratio(calls.latencies.iter().sum::<u64>(), calls.requests_done);
+                mean_ns * CALLS_PER_BENCHMARK / 1e9
+            }),
+            ..Default::default()
+        }
+    }
+
     /// The caller starts a call to the scenario's target(s).
     pub(super) fn start_call(&mut self, vcpu: usize) {
         let vm = self.vcpus[vcpu].vm;
