@@ -5,10 +5,16 @@
 //! ICR and `dirq_arch::bus`; `tx_completion`: the VF's transmit event
 //! queue; `delivery`: physical LAPICs and the IOMMU),
 //! the guest model (`guest`, `periodic`), the hypervisor (`host`: exits,
-//! entry, scheduling; `injection`, `timers`), the workloads (each with its
-//! events in its module: `apps` the clients, `l2fwd`, `fio`, `ipi`,
-//! `sip`, `netstack` the TCP streams, `rr` netperf-rr's remote, `ipi_call`;
-//! `workload` hands their events over) and the `checker`. Each changes its own state and
+//! entry, scheduling; `injection`, `timers`), the workloads and the
+//! `checker`. A workload's state, events, guest programs and start live
+//! in its module (`udp_rx` with whileloop, `cyclictest`, `fio`, `ipi`,
+//! `ipi_call`, `l2fwd`, `sip`, `rr` netperf-rr's and udp-rr's remote,
+//! `apps` memcached's and apache's clients, `netstack` iperf's and
+//! netperf's TCP streams); `workload`'s `WorkloadModel`, chosen once per
+//! run, tells the guest model and set-up which programs, handlers and
+//! start the run's workload has, and hands a workload event to its
+//! module. (The TCP and client modules and the devices still ask
+//! `spec.workload` in places.) Each changes its own state and
 //! lists [`Effect`]s for the engine instead of calling another, as a
 //! `dirq_arch::lapic::Lapic` returns bus messages. A design's behaviour is
 //! its table (`crate::policy::<design>`) plus the types of
@@ -25,8 +31,11 @@
 //!      |                   |     devices, delivery, guest, host,  |
 //!      |                   |     timers, periodic                 |
 //!      |                   +-- Event::Workload(WorkloadEvent) --> |
-//!      |                         the workload's module: apps,     |
-//!      |                         l2fwd, sip, netstack, ipi_call   |
+//!      |                         the workload's module: ipi_call, |
+//!      |                         rr, l2fwd, sip, netstack, apps   |
+//!      |                   WorkloadModel (once per run): programs,|
+//!      |                     handlers, start, study results of    |
+//!      |                     udp_rx, cyclictest, fio, ipi, ...    |
 //!      |                                  |  calls the design's   |
 //!      |                                  v  mechanisms           |
 //!      |                   policy::mechanism::{injection, signal, |
@@ -46,6 +55,9 @@
 //!                              |    EnterGuest, QueueVirtual, Timer ...)
 //!                              +--> Checker (every interrupt's fate)
 //! ```
+//!
+//! The queue under the engine is a 4-ary heap (`crate::queue`): the
+//! hottest code of a run, so kept to one integer comparison per step.
 
 mod apps;
 mod checker;
