@@ -101,7 +101,11 @@ impl<E: Keyed> EventQueue<E> {
         self.pending.get(key).is_some_and(|&seq| seq != VACANT)
     }
 
-    /// The next live event, skipping cancelled and replaced ones.
+    /// The next live event, skipping cancelled and replaced ones. Always
+    /// inlined into the engine's loop, its one caller per model: left to
+    /// the compiler it was sometimes not, and the call cost about 2.5% of
+    /// a run's instructions.
+    #[inline(always)]
     pub fn pop(&mut self) -> Option<(u64, E)> {
         loop {
             let entry = self.heap.pop()?;
