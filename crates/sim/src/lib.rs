@@ -266,16 +266,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
             timer_irqs_in_host_mode: spec
                 .has_guest_timer()
                 .then_some(counters.timer_irqs_in_host_mode),
-            total_s: (spec.workload == WorkloadKind::IpiCall && counters.requests_done > 0).then(
-                || {
-                    let mean_ns = ratio(
-                        counters.latencies.iter().sum::<u64>(),
-                        counters.requests_done,
-                    );
-                    mean_ns * machine::CALLS_PER_BENCHMARK / 1e9
-                },
-            ),
-            ..machine.voip_results().unwrap_or_default()
+            ..machine.study_results()
         },
         interrupts: InterruptCounts {
             raised: machine.checker.raised,

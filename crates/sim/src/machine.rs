@@ -5,10 +5,16 @@
 //! ICR and `dirq_arch::bus`; `tx_completion`: the VF's transmit event
 //! queue; `delivery`: physical LAPICs and the IOMMU),
 //! the guest model (`guest`, `periodic`), the hypervisor (`host`: exits,
-//! entry, scheduling; `injection`, `timers`), the workloads (each with its
-//! events in its module: `apps` the clients, `l2fwd`, `fio`, `ipi`,
-//! `sip`, `netstack` the TCP streams, `rr` netperf-rr's remote, `ipi_call`;
-//! `workload` hands their events over) and the `checker`. Each changes its own state and
+//! entry, scheduling; `injection`, `timers`), the workloads and the
+//! `checker`. A workload's state, events, guest programs and start live
+//! in its module (`udp_rx` with whileloop, `cyclictest`, `fio`, `ipi`,
+//! `ipi_call`, `l2fwd`, `sip`, `rr` netperf-rr's and udp-rr's remote,
+//! `apps` memcached's and apache's clients, `netstack` iperf's and
+//! netperf's TCP streams); `workload`'s `WorkloadModel`, chosen once per
+//! run, tells the guest model and set-up which programs, handlers and
+//! start the run's workload has, and hands a workload event to its
+//! module. (The TCP and client modules and the devices still ask
+//! `spec.workload` in places.) Each changes its own state and
 //! lists [`Effect`]s for the engine instead of calling another, as a
 //! `dirq_arch::lapic::Lapic` returns bus messages. A design's behaviour is
 //! its table (`crate::policy::<design>`) plus the types of
@@ -25,8 +31,11 @@
 //!      |                   |     devices, delivery, guest, host,  |
 //!      |                   |     timers, periodic                 |
 //!      |                   +-- Event::Workload(WorkloadEvent) --> |
-//!      |                         the workload's module: apps,     |
-//!      |                         l2fwd, sip, netstack, ipi_call   |
+//!      |                         the workload's module: ipi_call, |
+//!      |                         rr, l2fwd, sip, netstack, apps   |
+//!      |                   WorkloadModel (once per run): programs,|
+//!      |                     handlers, start, study results of    |
+//!      |                     udp_rx, cyclictest, fio, ipi, ...    |
 //!      |                                  |  calls the design's   |
 //!      |                                  v  mechanisms           |
 //!      |                   policy::mechanism::{injection, signal, |
@@ -46,9 +55,13 @@
 //!                              |    EnterGuest, QueueVirtual, Timer ...)
 //!                              +--> Checker (every interrupt's fate)
 //! ```
+//!
+//! The queue under the engine is a 4-ary heap (`crate::queue`): the
+//! hottest code of a run, so kept to one integer comparison per step.
 
 mod apps;
 mod checker;
+mod cyclictest;
 mod delivery;
 mod devices;
 mod effects;
@@ -75,6 +88,7 @@ mod state;
 mod tcp;
 mod timers;
 mod tx_completion;
+mod udp_rx;
 mod workload;
 
 use dirq_arch::bus;
@@ -108,23 +122,23 @@ use crate::SimError;
 
 use apps::ClientEvent;
 pub(crate) use checker::Checker;
+use cyclictest::Cyclictest;
 use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
 use effects::{Effect, Effects};
 use fio::Fio;
-use guest::{Frame, TimerWrite, HALT_LOOP, POLL_MODE_DRIVER, SERVER, SPIN, STREAM_WRITER};
-use ipi::{Ipi, IPI_SENDER};
+use guest::{Frame, TimerWrite};
+use ipi::Ipi;
 use ipi_call::CallEvent;
-pub(crate) use ipi_call::CALLS_PER_BENCHMARK;
-use ipi_call::{Call, CALL_HANDLER, IPI_CALLER};
+use ipi_call::IpiCall;
 use l2fwd::{L2fwd, PmdEvent};
 use netstack::TcpEvent;
 use periodic::Accesses;
 use rr::{Remote, RemoteEvent};
 use sip::SipEvent;
 pub(crate) use state::Counters;
-use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm, WorkloadState};
+use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
 use tx_completion::{TxEventQueue, VfEventQueue};
-use workload::WorkloadEvent;
+use workload::{WorkloadEvent, WorkloadModel};
 
 // Guest vectors (what the guest OS programmed), in Linux's layout.
 pub(crate) const GUEST_VF_VECTOR: u8 = 0x41;
@@ -152,7 +166,6 @@ const GA_LOG_VECTOR: u8 = 0xE1;
 const HOUSEKEEPING_CORE: usize = 0;
 /// Descriptors per receive ring; packets beyond are dropped.
 const RX_RING_SIZE: u32 = 1024;
-const CYCLICTEST_PERIOD_NS: u64 = 1_000_000;
 /// The LAPIC bus clock: 1 GHz so that one timer count is one ns.
 const BUS_HZ: u64 = 1_000_000_000;
 const TSC_HZ: u64 = 3_400_000_000;
@@ -300,6 +313,8 @@ pub(crate) struct Machine {
     guest_times: Sampler,
     design: &'static Design,
     spec: RunSpec,
+    /// The run's workload: its programs, handlers and start.
+    workload: WorkloadModel,
     cores: Vec<Core>,
     vcpus: Vec<Vcpu>,
     vms: Vec<Vm>,
@@ -314,6 +329,10 @@ pub(crate) struct Machine {
     fio: Fio,
     /// The ipi run's IPIs in flight.
     ipi: Ipi,
+    /// The ipi-call run's calls in flight.
+    ipi_call: IpiCall,
+    /// cyclictest's timer threads (and the timer beside another workload).
+    cyclictest: Cyclictest,
     /// netperf-rr's and udp-rr's remote.
     remote: Remote,
     pub(crate) checker: Checker,
@@ -563,16 +582,6 @@ impl Machine {
 
     pub(crate) fn iommu_blocked(&self) -> u64 {
         self.iommu.blocked()
-    }
-
-    /// VoIP's figures, for a `sip` run.
-    pub(crate) fn voip_results(&self) -> Option<crate::metrics::StudyResults> {
-        (self.spec.workload == WorkloadKind::Sip).then(|| crate::metrics::StudyResults {
-            setup_ms_buckets: Some(self.sip.buckets()),
-            call_rate: Some(self.sip.call_rate()),
-            invite_retransmissions: Some(self.sip.retransmissions()),
-            ..Default::default()
-        })
     }
 
     /// SIP messages lost to a full ring.

@@ -587,7 +587,7 @@ mod tests {
         for vcpu in 0..2 {
             assert_eq!(m.queues[m.vcpus[vcpu].queues].owner, vcpu);
             // Each owner's guest timer is armed.
-            assert!(m.vcpus[vcpu].workload.timer_target.is_some());
+            assert!(m.cyclictest.ticks(vcpu));
             running(&mut m, vcpu);
         }
         let fx = listed(&mut m, |m, fx| m.fire_vf_msi(1, VfEventQueue::Rx, fx));

@@ -2,6 +2,7 @@
 //! built from a run spec with no traffic, put into the state a test needs,
 //! and the effects one mechanism call lists.
 
+use super::guest::SPIN;
 use super::*;
 use crate::policy::DesignKind;
 use crate::scenario::{HostShape, NicCoalescing, RunGroup};

@@ -1,8 +1,7 @@
 //! The guest model: handler programs and the interpreter that runs them.
 
 use super::apps::App;
-use super::fio::BLOCK_HANDLER;
-use super::ipi::IPI_HANDLER;
+use super::cyclictest::{TIMER_HANDLER, USER_TASK};
 use super::*;
 
 /// Guest work whose length comes from the profile.
@@ -69,7 +68,7 @@ pub(super) enum Step {
     Iret,
 }
 
-const RX_HANDLER: &[Step] = &[
+pub(super) const RX_HANDLER: &[Step] = &[
     Step::Work(Work::IrqEntry),
     Step::MaskRx,
     Step::Eoi,
@@ -84,22 +83,6 @@ const TX_HANDLER: &[Step] = &[
     Step::Work(Work::IrqEntry),
     Step::Eoi,
     Step::ReapTx,
-    Step::Iret,
-];
-/// cyclictest's timer interrupt: re-arm, EOI, wake the measuring thread.
-const TIMER_HANDLER: &[Step] = &[
-    Step::Work(Work::IrqEntry),
-    Step::WriteTimer(TimerWrite::NextTick),
-    Step::Eoi,
-    Step::WakeUserTask,
-    Step::Iret,
-];
-/// cyclictest's thread, run by the guest's scheduler once the handlers
-/// return: the switch to it and its return from the wait, then it reads
-/// the clock; then it sleeps again.
-const USER_TASK: &[Step] = &[
-    Step::Work(Work::TimerToUserRest),
-    Step::RecordTimerLatency,
     Step::Iret,
 ];
 /// A guard-timer expiry (fio) or a stray tick: acknowledge and return.
@@ -152,14 +135,10 @@ impl Machine {
         }
         self.suspend(vcpu, fx);
         let program = match vector {
-            GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR if self.spec.workload == WorkloadKind::Fio => {
-                BLOCK_HANDLER
-            }
-            GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR => RX_HANDLER,
+            GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR => self.workload.device_handler,
             GUEST_VF_TX_VECTOR => TX_HANDLER,
-            GUEST_TIMER_VECTOR if self.vcpus[vcpu].workload.timer_target.is_some() => TIMER_HANDLER,
-            GUEST_IPI_VECTOR if self.spec.workload == WorkloadKind::IpiCall => CALL_HANDLER,
-            GUEST_IPI_VECTOR => IPI_HANDLER,
+            GUEST_TIMER_VECTOR if self.cyclictest.ticks(vcpu) => TIMER_HANDLER,
+            GUEST_IPI_VECTOR => self.workload.ipi_handler,
             _ => PLAIN_HANDLER,
         };
         let nested = self.spec.group.nested_interrupts;
@@ -325,7 +304,7 @@ impl Machine {
                 }
                 Step::NextIcrWrite => {
                     let vm = self.vcpus[vcpu].vm;
-                    if self.vms[vm].call.unsent.is_empty() {
+                    if !self.ipi_call.icr_writes_left(vm) {
                         self.advance(vcpu);
                     } else if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
                         top.pc -= 1;
@@ -334,7 +313,7 @@ impl Machine {
                 }
                 Step::AwaitCall => {
                     let vm = self.vcpus[vcpu].vm;
-                    if self.vms[vm].call.done {
+                    if self.ipi_call.done(vm) {
                         self.advance(vcpu);
                         continue;
                     }
@@ -353,7 +332,7 @@ impl Machine {
                     // Back from the last handler: the scheduler switches to
                     // a woken thread (a nested return goes to a handler).
                     let to_task = v.frames.last().is_some_and(|top| top.vector.is_none());
-                    if to_task && std::mem::take(&mut v.workload.user_task_woken) {
+                    if to_task && self.cyclictest.take_woken(vcpu) {
                         v.frames.push(Frame::background(USER_TASK));
                     }
                     if restored {
@@ -365,23 +344,13 @@ impl Machine {
                 }
                 Step::WriteTimer(write) => Effect::TimerWrite { vcpu, write },
                 Step::WakeUserTask => {
-                    self.vcpus[vcpu].workload.user_task_woken = true;
+                    self.cyclictest.wake(vcpu);
                     self.advance(vcpu);
                     continue;
                 }
                 Step::RecordTimerLatency => {
                     self.advance(vcpu);
-                    // The handler already re-armed for the next period.
-                    let expired = self.vcpus[vcpu]
-                        .workload
-                        .timer_target
-                        .map(|next| next.saturating_sub(CYCLICTEST_PERIOD_NS));
-                    if let (Some(expired), WorkloadKind::Cyclictest) = (expired, self.spec.workload)
-                    {
-                        self.counters
-                            .latencies
-                            .push(self.now.saturating_sub(expired));
-                    }
+                    self.record_timer_latency(vcpu);
                     continue;
                 }
                 Step::RecordRequestLatency => {
@@ -555,13 +524,13 @@ mod tests {
         });
         listed(&mut m, |m, fx| m.run_guest(0, fx));
         // Back in the VF handler (its Iret next): the thread waits.
-        assert!(m.vcpus[0].workload.user_task_woken);
+        assert!(m.cyclictest.woken[0]);
         let top = m.vcpus[0].frames.last().map(|frame| frame.vector);
         assert_eq!(top, Some(Some(GUEST_VF_VECTOR)));
         m.vcpus[0].step_running = false;
         listed(&mut m, |m, fx| m.run_guest(0, fx));
         // The VF handler returned: the scheduler switched to the thread.
-        assert!(!m.vcpus[0].workload.user_task_woken);
+        assert!(!m.cyclictest.woken[0]);
         let top = m.vcpus[0].frames.last().map(|frame| frame.program.len());
         assert_eq!(top, Some(USER_TASK.len()));
     }

@@ -141,6 +141,7 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::super::fixture::{exit_of, in_handler, listed, running, single};
+    use super::super::guest::HALT_LOOP;
     use super::*;
     use crate::metrics::Invariant;
     use crate::policy::DesignKind;

@@ -31,18 +31,42 @@ pub(super) const CALL_HANDLER: &[Step] = &[
 const X2APIC_CLUSTER_SIZE: usize = 16;
 /// The benchmark's calls per configuration; `total_s` scales the
 /// simulated calls' mean to it.
-pub(crate) const CALLS_PER_BENCHMARK: f64 = 100_000.0;
+pub(super) const CALLS_PER_BENCHMARK: f64 = 100_000.0;
 
 /// The call in flight of a VM's caller.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Call {
+struct Call {
     /// Callees whose ICR write the caller has still to make.
-    pub(super) unsent: Vec<usize>,
+    unsent: Vec<usize>,
     /// Callees that have not yet run the function.
-    pub(super) outstanding: usize,
-    pub(super) started: u64,
+    outstanding: usize,
+    started: u64,
     /// The caller has seen every callee finish.
-    pub(super) done: bool,
+    done: bool,
+}
+
+/// ipi-call's own state: per VM, its caller's call in flight.
+#[derive(Debug, Default)]
+pub(super) struct IpiCall {
+    calls: Vec<Call>,
+}
+
+impl IpiCall {
+    pub(super) fn new(vms: usize) -> Self {
+        IpiCall {
+            calls: vec![Call::default(); vms],
+        }
+    }
+
+    /// `vm`'s caller has ICR writes left to make for its call.
+    pub(super) fn icr_writes_left(&self, vm: usize) -> bool {
+        !self.calls[vm].unsent.is_empty()
+    }
+
+    /// `vm`'s caller has seen its call complete.
+    pub(super) fn done(&self, vm: usize) -> bool {
+        self.calls[vm].done
+    }
 }
 
 /// ipi-call's event.
@@ -53,6 +77,19 @@ pub(super) enum CallEvent {
 }
 
 impl Machine {
+    /// The benchmark's total time: its calls at the simulated mean.
+    pub(super) fn ipi_call_results(&self) -> crate::metrics::StudyResults {
+        let calls = &self.counters;
+        crate::metrics::StudyResults {
+            total_s: (calls.requests_done > 0).then(|| {
+                let mean_ns =
+                    dirq_stats::ratio(calls.latencies.iter().sum::<u64>(), calls.requests_done);
+                mean_ns * CALLS_PER_BENCHMARK / 1e9
+            }),
+            ..Default::default()
+        }
+    }
+
     /// The caller starts a call to the scenario's target(s).
     pub(super) fn start_call(&mut self, vcpu: usize) {
         let vm = self.vcpus[vcpu].vm;
@@ -63,7 +100,7 @@ impl Machine {
             .iter()
             .map(|&index| self.vms[vm].vcpus[index as usize])
             .collect();
-        self.vms[vm].call = Call {
+        self.ipi_call.calls[vm] = Call {
             outstanding: callees.len(),
             unsent: callees,
             started: self.now,
@@ -82,14 +119,15 @@ impl Machine {
     /// (`send_guest_ipis`), and each IPI crosses the interconnect.
     pub(super) fn send_call_ipis(&mut self, vcpu: usize, fx: &mut Effects) {
         let vm = self.vcpus[vcpu].vm;
-        let Some(&first) = self.vms[vm].call.unsent.first() else {
+        let Some(&first) = self.ipi_call.calls[vm].unsent.first() else {
             return;
         };
         let cluster = self.cluster_of(first);
-        let (batch, rest): (Vec<usize>, Vec<usize>) = std::mem::take(&mut self.vms[vm].call.unsent)
-            .into_iter()
-            .partition(|&callee| self.cluster_of(callee) == cluster);
-        self.vms[vm].call.unsent = rest;
+        let (batch, rest): (Vec<usize>, Vec<usize>) =
+            std::mem::take(&mut self.ipi_call.calls[vm].unsent)
+                .into_iter()
+                .partition(|&callee| self.cluster_of(callee) == cluster);
+        self.ipi_call.calls[vm].unsent = rest;
         // One x2APIC logical ICR write addresses the cluster's callees
         // (SDM 10.12.10.2: cluster in bits 31:16, member bitmap in 15:0).
         let first_vcpu = self.vms[vm].vcpus[0];
@@ -116,7 +154,7 @@ impl Machine {
     /// spin sees it one interconnect crossing later.
     pub(super) fn complete_call(&mut self, vcpu: usize, fx: &mut Effects) {
         let vm = self.vcpus[vcpu].vm;
-        let call = &mut self.vms[vm].call;
+        let call = &mut self.ipi_call.calls[vm];
         call.outstanding = call.outstanding.saturating_sub(1);
         if call.outstanding > 0 {
             return;
@@ -128,16 +166,16 @@ impl Machine {
     }
 
     /// The caller sees its call complete: one call's latency; its spin
-    /// ends (at once in guest mode, else when it re-enters).
+    /// ends (at once in guest mode: the guest model runs it on; else when
+    /// it re-enters).
     pub(super) fn call_done(&mut self, vm: usize, fx: &mut Effects) {
-        let call = &mut self.vms[vm].call;
+        let call = &mut self.ipi_call.calls[vm];
         call.done = true;
         self.counters.latencies.push(self.now - call.started);
         self.counters.requests_done += 1;
         let caller = self.vms[vm].vcpus[0];
         if self.in_guest(caller) {
-            self.suspend(caller, fx);
-            fx.push(Effect::RunGuest(caller));
+            fx.push(Effect::Poke(caller));
         }
     }
 }
@@ -176,9 +214,9 @@ mod tests {
         let mut m = calls(DesignKind::Apicv, 40, IpiTarget::All, IdleMode::Poll);
         running(&mut m, 0);
         m.start_call(0);
-        assert_eq!(m.vms[0].call.outstanding, 39);
+        assert_eq!(m.ipi_call.calls[0].outstanding, 39);
         let mut writes = 0;
-        while !m.vms[0].call.unsent.is_empty() {
+        while !m.ipi_call.calls[0].unsent.is_empty() {
             let fx = listed(&mut m, |m, fx| m.send_call_ipis(0, fx));
             let exits = fx
                 .iter()
@@ -255,7 +293,7 @@ mod tests {
         let mut m = calls(DesignKind::Apicv, 3, IpiTarget::All, IdleMode::Poll);
         running(&mut m, 0);
         m.start_call(0);
-        m.vms[0].call.unsent.clear();
+        m.ipi_call.calls[0].unsent.clear();
         assert!(listed(&mut m, |m, fx| m.complete_call(1, fx)).is_empty());
         let fx = listed(&mut m, |m, fx| m.complete_call(2, fx));
         assert!(matches!(
@@ -267,8 +305,8 @@ mod tests {
         ));
         m.now = 7_000;
         let fx = listed(&mut m, |m, fx| m.call_done(0, fx));
-        assert_eq!(fx.last(), Some(&Effect::RunGuest(0)));
-        assert!(m.vms[0].call.done);
+        assert_eq!(fx, [Effect::Poke(0)]);
+        assert!(m.ipi_call.calls[0].done);
         assert_eq!(m.counters.latencies, [7_000]);
     }
 

@@ -68,14 +68,7 @@ impl Machine {
         let mut vms = Vec::new();
         let mut queues = Vec::new();
         let owners_per_vm = spec.group.queue_owners.per_vm(host.vcpus_per_vm) as usize;
-        let background = match (spec.workload, spec.group.idle) {
-            (WorkloadKind::Memcached | WorkloadKind::Apache | WorkloadKind::Sip, _) => SERVER,
-            (WorkloadKind::Netperf, _) => STREAM_WRITER,
-            (WorkloadKind::L2fwd, _) => POLL_MODE_DRIVER,
-            (_, IdleMode::Poll) => SPIN,
-            (WorkloadKind::Whileloop, _) => SPIN,
-            _ => HALT_LOOP,
-        };
+        let workload = WorkloadModel::of(spec.workload);
         let napi_weight = spec
             .group
             .napi_weight
@@ -91,11 +84,7 @@ impl Machine {
             for index in 0..host.vcpus_per_vm as usize {
                 let id = vcpus.len();
                 let home_core = spec.group.home_core(index_u32(id)) as usize;
-                let program = match (spec.workload, index) {
-                    (WorkloadKind::Ipi, 0) => IPI_SENDER,
-                    (WorkloadKind::IpiCall, 0) => IPI_CALLER,
-                    _ => background,
-                };
+                let program = workload.program(index, spec.group.idle);
                 vcpus.push(Vcpu {
                     vm,
                     home_core,
@@ -120,7 +109,6 @@ impl Machine {
                     // Set below, once the VM's queue pairs exist.
                     queues: 0,
                     housekeeping: Accesses::default(),
-                    workload: WorkloadState::default(),
                 });
                 cores[home_core].runqueue.push(id);
                 cores[home_core].hosts_vcpus = true;
@@ -165,11 +153,11 @@ impl Machine {
             }
             vms.push(Vm {
                 vcpus: ids,
-                call: Call::default(),
                 clients: ClientPool::default(),
                 backend_busy_until: 0,
             });
         }
+        let vcpu_count = vcpus.len();
         let mut machine = Machine {
             now: 0,
             end: spec.duration_ns,
@@ -180,6 +168,7 @@ impl Machine {
             design,
             profile: profile.clone(),
             spec: spec.clone(),
+            workload,
             cores,
             vcpus,
             vms,
@@ -193,6 +182,8 @@ impl Machine {
             l2fwd: L2fwd::default(),
             fio: Fio::default(),
             ipi: Ipi::default(),
+            ipi_call: IpiCall::new(host.vms as usize),
+            cyclictest: Cyclictest::new(vcpu_count, workload.measures_timer),
             remote: Remote::default(),
             checker: Checker::new(host.vms as usize, (host.vms * host.vcpus_per_vm) as usize),
             trace: trace.then(Trace::default),
@@ -234,107 +225,5 @@ impl Machine {
         self.start_host_ticks(&mut fx);
         self.apply(&mut fx);
         self.fx = fx;
-    }
-
-    /// A VM's traffic on each of its queue pairs, a timer on each owner.
-    pub(super) fn start_workload(&mut self, vm: usize, fx: &mut Effects) {
-        let owners = self
-            .spec
-            .group
-            .queue_owners
-            .per_vm(self.spec.group.host.vcpus_per_vm);
-        let owners: Vec<usize> = self.vms[vm].vcpus[..owners as usize].to_vec();
-        let group = self.spec.group.clone();
-        let rx = matches!(
-            self.spec.workload,
-            WorkloadKind::UdpRx | WorkloadKind::Whileloop
-        );
-        if rx {
-            // Whileloop's background receive comes over the group's
-            // transport too (SR-IOV unless it says otherwise, as the DID
-            // paper's loop ran), so a twin of a virtio run uses virtio.
-            let transport = group.transport;
-            for &owner in &owners {
-                let queues = self.vcpus[owner].queues;
-                if matches!(transport, Transport::Sriov | Transport::Both) {
-                    self.schedule_packet(queues, RxQueueKind::Vf, fx);
-                }
-                if matches!(transport, Transport::Pv | Transport::Both) {
-                    self.schedule_packet(queues, RxQueueKind::Virtio, fx);
-                }
-            }
-        }
-        match self.spec.workload {
-            WorkloadKind::NetperfRr | WorkloadKind::UdpRr => self.start_remote(vm, fx),
-            WorkloadKind::Fio => self.submit_block(vm, fx),
-            WorkloadKind::Memcached | WorkloadKind::Apache => self.start_clients(vm, fx),
-            WorkloadKind::Sip => self.start_calls(fx),
-            WorkloadKind::Iperf => {
-                for &owner in &owners {
-                    let queues = index_u32(self.vcpus[owner].queues);
-                    fx.schedule(0, TcpEvent::Send { queues });
-                }
-            }
-            WorkloadKind::L2fwd => self.start_l2fwd(&owners, fx),
-            _ => {}
-        }
-        if group.with_timer || self.spec.workload == WorkloadKind::Cyclictest {
-            for &owner in &owners {
-                self.arm_first_tick(owner, fx);
-            }
-        }
-    }
-
-    pub(super) fn arm_first_tick(&mut self, vcpu: usize, fx: &mut Effects) {
-        // Stagger VMs so that their ticks do not all coincide.
-        let offset = self.rng.next_u64() % CYCLICTEST_PERIOD_NS;
-        let target = CYCLICTEST_PERIOD_NS + offset;
-        self.vcpus[vcpu].workload.timer_target = Some(target);
-        self.program_guest_timer(vcpu, target, fx);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::devices::RxQueueKind;
-    use super::super::fixture::{listed, shaped};
-    use super::*;
-    use crate::policy::DesignKind;
-    use crate::scenario::{NicCoalescing, RunGroup};
-
-    /// The queues whose first packets a whileloop over `transport` schedules.
-    fn first_arrivals(transport: Transport) -> Vec<RxQueueKind> {
-        let mut group = RunGroup::new(WorkloadKind::Whileloop, vec![DesignKind::Vanilla]);
-        group.transport = transport;
-        group.rates_pps = vec![10_000];
-        let mut machine = shaped(RunSpec {
-            policy: DesignKind::Vanilla,
-            workload: WorkloadKind::Whileloop,
-            rate_pps: Some(10_000),
-            group,
-            nic: NicCoalescing::FITTED,
-            duration_ns: 1_000_000,
-            offered_per_s: None,
-        });
-        listed(&mut machine, |m, fx| m.start_workload(0, fx))
-            .into_iter()
-            .filter_map(|effect| match effect {
-                Effect::Schedule {
-                    event: Event::PacketArrival { kind, .. },
-                    ..
-                } => Some(kind),
-                _ => None,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_whileloops_background_receive_comes_over_its_groups_transport() {
-        assert_eq!(first_arrivals(Transport::Pv), [RxQueueKind::Virtio]);
-        assert_eq!(first_arrivals(Transport::Sriov), [RxQueueKind::Vf]);
-        assert_eq!(
-            first_arrivals(Transport::Both),
-            [RxQueueKind::Vf, RxQueueKind::Virtio]
-        );
     }
 }

@@ -255,6 +255,16 @@ pub(super) enum SipEvent {
 
 impl Machine {
     /// SIPp starts placing calls.
+    /// VoIP's figures.
+    pub(super) fn voip_results(&self) -> crate::metrics::StudyResults {
+        crate::metrics::StudyResults {
+            setup_ms_buckets: Some(self.sip.buckets()),
+            call_rate: Some(self.sip.call_rate()),
+            invite_retransmissions: Some(self.sip.retransmissions()),
+            ..Default::default()
+        }
+    }
+
     pub(super) fn start_calls(&mut self, fx: &mut Effects) {
         let calls = Sip::calls_for(self.spec.duration_ns);
         self.sip.calls = vec![Call::default(); calls as usize];

@@ -84,24 +84,12 @@ pub(super) struct Vcpu {
     pub(super) step_running: bool,
     pub(super) spin_since: Option<u64>,
     pub(super) spin_ns: u64,
-    /// What the workload running on this vCPU keeps between events.
-    pub(super) workload: WorkloadState,
     pub(super) halt_requested: bool,
     /// The queue pair this vCPU's driver polls: its own, or (if it owns
     /// none) its VM's first.
     pub(super) queues: usize,
     /// The accesses the running housekeeping pass has still to make.
     pub(super) housekeeping: Accesses,
-}
-
-/// The workloads' own per-vCPU state, apart from the hardware's and the
-/// design's.
-#[derive(Default)]
-pub(super) struct WorkloadState {
-    /// cyclictest: the expiry the guest asked for.
-    pub(super) timer_target: Option<u64>,
-    /// cyclictest: the thread is woken and waits for the handlers to return.
-    pub(super) user_task_woken: bool,
 }
 
 /// The APIC bus of a VM routes over its vCPUs' virtual LAPICs.
@@ -113,8 +101,6 @@ impl AsRef<Lapic> for Vcpu {
 
 pub(super) struct Vm {
     pub(super) vcpus: Vec<usize>,
-    /// The ipi-call workload's call in flight.
-    pub(super) call: Call,
     pub(super) clients: super::apps::ClientPool,
     pub(super) backend_busy_until: u64,
 }

@@ -21,13 +21,7 @@ use super::*;
 impl Machine {
     pub(super) fn guest_timer_write(&mut self, vcpu: usize, write: TimerWrite, fx: &mut Effects) {
         let deadline = match write {
-            TimerWrite::NextTick => {
-                let target = self.vcpus[vcpu].workload.timer_target.unwrap_or(self.now)
-                    + CYCLICTEST_PERIOD_NS;
-                let target = target.max(self.now + 1);
-                self.vcpus[vcpu].workload.timer_target = Some(target);
-                Some(target)
-            }
+            TimerWrite::NextTick => Some(self.cyclictest.next_tick(vcpu, self.now)),
             // fio's guard timer: far enough never to fire.
             TimerWrite::ArmGuard => Some(self.now + 100_000_000),
             TimerWrite::Cancel => None,

@@ -1,7 +1,123 @@
-//! The workloads' own events: each workload's enum lives in its module,
-//! which handles it; the engine hands a [`WorkloadEvent`] to its owner.
+//! The workloads as the machine sees them: each workload's state, events
+//! and handlers live in its module; [`WorkloadModel::of`] is the one place
+//! that picks by [`WorkloadKind`], once per run, and the engine hands a
+//! [`WorkloadEvent`] to the module that owns it.
 
+use super::fio::BLOCK_HANDLER;
+use super::guest::{Step, HALT_LOOP, POLL_MODE_DRIVER, RX_HANDLER, SERVER, SPIN, STREAM_WRITER};
+use super::ipi::{IPI_HANDLER, IPI_SENDER};
+use super::ipi_call::{CALL_HANDLER, IPI_CALLER};
 use super::*;
+use crate::metrics::StudyResults;
+
+/// What the machine asks of the workload a run names: the programs its
+/// vCPUs run, its interrupt handlers, its first events and its own
+/// figures. Chosen once per run, so that the machine's other modules
+/// never ask which workload runs.
+#[derive(Clone, Copy)]
+pub(super) struct WorkloadModel {
+    /// Every vCPU's background task; None: the group's idle mode's.
+    background: Option<&'static [Step]>,
+    /// What the first vCPU of each VM runs instead, if anything.
+    lead: Option<&'static [Step]>,
+    /// The handler of the NIC's and virtio's vectors.
+    pub(super) device_handler: &'static [Step],
+    /// The handler of the guest IPI vector.
+    pub(super) ipi_handler: &'static [Step],
+    /// Its first events in a VM, given the VM and its queue pairs' owners.
+    start: fn(&mut Machine, usize, &[usize], &mut Effects),
+    /// cyclictest's: the timer thread's latencies are the run's.
+    pub(super) measures_timer: bool,
+    /// Its figures beyond the common ones.
+    study_results: fn(&Machine) -> StudyResults,
+}
+
+/// A workload that only receives what the group's devices and timer send.
+const BACKGROUND_ONLY: WorkloadModel = WorkloadModel {
+    background: None,
+    lead: None,
+    device_handler: RX_HANDLER,
+    ipi_handler: IPI_HANDLER,
+    start: |_, _, _, _| {},
+    measures_timer: false,
+    study_results: |_| StudyResults::default(),
+};
+
+impl WorkloadModel {
+    pub(super) fn of(kind: WorkloadKind) -> WorkloadModel {
+        let base = BACKGROUND_ONLY;
+        match kind {
+            WorkloadKind::Idle | WorkloadKind::Vioapic => base,
+            WorkloadKind::UdpRx => WorkloadModel {
+                start: Machine::start_udp_rx,
+                ..base
+            },
+            WorkloadKind::Whileloop => WorkloadModel {
+                background: Some(SPIN),
+                start: Machine::start_udp_rx,
+                ..base
+            },
+            WorkloadKind::Cyclictest => WorkloadModel {
+                measures_timer: true,
+                ..base
+            },
+            WorkloadKind::NetperfRr | WorkloadKind::UdpRr => WorkloadModel {
+                start: |m, vm, _, fx| m.start_remote(vm, fx),
+                ..base
+            },
+            WorkloadKind::Iperf => WorkloadModel {
+                start: |m, _, owners, fx| m.start_streams(owners, fx),
+                ..base
+            },
+            WorkloadKind::Netperf => WorkloadModel {
+                background: Some(STREAM_WRITER),
+                ..base
+            },
+            WorkloadKind::Fio => WorkloadModel {
+                device_handler: BLOCK_HANDLER,
+                start: |m, vm, _, fx| m.submit_block(vm, fx),
+                ..base
+            },
+            WorkloadKind::Ipi => WorkloadModel {
+                lead: Some(IPI_SENDER),
+                ..base
+            },
+            WorkloadKind::IpiCall => WorkloadModel {
+                lead: Some(IPI_CALLER),
+                ipi_handler: CALL_HANDLER,
+                study_results: Machine::ipi_call_results,
+                ..base
+            },
+            WorkloadKind::Memcached | WorkloadKind::Apache => WorkloadModel {
+                background: Some(SERVER),
+                start: |m, vm, _, fx| m.start_clients(vm, fx),
+                ..base
+            },
+            WorkloadKind::L2fwd => WorkloadModel {
+                background: Some(POLL_MODE_DRIVER),
+                start: |m, _, owners, fx| m.start_l2fwd(owners, fx),
+                ..base
+            },
+            WorkloadKind::Sip => WorkloadModel {
+                background: Some(SERVER),
+                start: |m, _, _, fx| m.start_calls(fx),
+                study_results: Machine::voip_results,
+                ..base
+            },
+        }
+    }
+
+    /// The program of a VM's vCPU `index` when idle vCPUs do `idle`.
+    pub(super) fn program(&self, index: usize, idle: IdleMode) -> &'static [Step] {
+        match (self.lead, index) {
+            (Some(lead), 0) => lead,
+            _ => self.background.unwrap_or(match idle {
+                IdleMode::Poll => SPIN,
+                _ => HALT_LOOP,
+            }),
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum WorkloadEvent {
@@ -59,6 +175,36 @@ impl SentTimes {
 }
 
 impl Machine {
+    /// `vm`'s workload starts: its first events; then the timer thread on
+    /// each queue-pair owner, for cyclictest or a group with a timer.
+    pub(super) fn start_workload(&mut self, vm: usize, fx: &mut Effects) {
+        let owners = self
+            .spec
+            .group
+            .queue_owners
+            .per_vm(self.spec.group.host.vcpus_per_vm);
+        let owners: Vec<usize> = self.vms[vm].vcpus[..owners as usize].to_vec();
+        (self.workload.start)(self, vm, &owners, fx);
+        if self.spec.group.with_timer || self.workload.measures_timer {
+            for &owner in &owners {
+                self.arm_first_tick(owner, fx);
+            }
+        }
+    }
+
+    /// The workload's own figures.
+    pub(crate) fn study_results(&self) -> StudyResults {
+        (self.workload.study_results)(self)
+    }
+
+    /// iperf: each owner's TCP stream starts sending.
+    fn start_streams(&mut self, owners: &[usize], fx: &mut Effects) {
+        for &owner in owners {
+            let queues = index_u32(self.vcpus[owner].queues);
+            fx.schedule(0, TcpEvent::Send { queues });
+        }
+    }
+
     pub(super) fn workload_event(&mut self, event: WorkloadEvent, fx: &mut Effects) {
         match event {
             WorkloadEvent::Call(event) => self.call_event(event, fx),
