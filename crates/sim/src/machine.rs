@@ -89,6 +89,7 @@ mod tcp;
 mod timers;
 mod tx_completion;
 mod udp_rx;
+mod virtio;
 mod workload;
 
 use dirq_arch::bus;

@@ -183,17 +183,6 @@ impl Machine {
         }
     }
 
-    /// The guest kicks vhost for a buffer it queued, unless vhost is still
-    /// busy and will find it on its own (virtio's event index,
-    /// VIRTIO_RING_F_EVENT_IDX: the device says which buffer it wants a
-    /// notification for), so a busy backend costs no I/O exits.
-    pub(super) fn virtio_kick(&self, vcpu: usize, fx: &mut Effects) {
-        let vm = self.vcpus[vcpu].vm;
-        if self.vms[vm].backend_busy_until <= self.now {
-            self.io_notify(vcpu, fx);
-        }
-    }
-
     pub(super) fn tcp_event(&mut self, event: TcpEvent, fx: &mut Effects) {
         match event {
             TcpEvent::Send { queues } => self.tcp_send(queues as usize, fx),
@@ -345,7 +334,7 @@ pub(super) fn tcp_flow(network: &NetworkCosts, transport: Transport) -> TcpFlow 
 mod tests {
     use dirq_stats::f64_of;
 
-    use super::super::fixture::{exit_of, listed, running, scheduled, shaped};
+    use super::super::fixture::{listed, scheduled, shaped};
     use super::*;
     use crate::policy::DesignKind;
     use crate::scenario::{NicCoalescing, RunGroup};
@@ -418,16 +407,6 @@ mod tests {
         let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));
         assert_eq!(fx, [scheduled(on_wire, send)]);
         assert_eq!(m.queues[0].tcp.in_flight(), m.mss());
-    }
-
-    #[test]
-    fn a_busy_vhost_is_not_kicked() {
-        let mut m = built(WorkloadKind::Memcached, Transport::Pv);
-        running(&mut m, 0);
-        let fx = listed(&mut m, |m, fx| m.virtio_kick(0, fx));
-        assert_eq!(fx, [exit_of(&m, 0, ExitReason::IoInstruction)]);
-        m.vms[0].backend_busy_until = 1_000;
-        assert!(listed(&mut m, |m, fx| m.virtio_kick(0, fx)).is_empty());
     }
 
     #[test]

@@ -59,8 +59,8 @@ impl Machine {
         let vm = self.vcpus[vcpu].vm;
         match kind {
             RxQueueKind::Virtio => {
+                self.virtio_kick(vcpu, fx);
                 self.backend_start(self.vcpus[vcpu].queues, BackendJob::TxPacket, fx);
-                self.io_notify(vcpu, fx);
             }
             RxQueueKind::Vf => {
                 // The VF's doorbell is a passed-through MMIO write.

@@ -154,7 +154,7 @@ impl Machine {
             vms.push(Vm {
                 vcpus: ids,
                 clients: ClientPool::default(),
-                backend_busy_until: 0,
+                vhost: Default::default(),
             });
         }
         let vcpu_count = vcpus.len();
