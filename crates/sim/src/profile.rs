@@ -195,6 +195,8 @@ pub struct NumaNs {
 pub struct NetworkCosts {
     /// Line rate of the NIC's link, Mbit/s.
     pub link_mbps: u64,
+    /// The NIC's DMA rate over its PCIe link, Mbit/s.
+    pub pcie_mbps: u64,
     pub mtu_bytes: u64,
     /// Bytes a frame carries besides its TCP payload: Ethernet framing,
     /// preamble and gap, IP and TCP headers.
@@ -412,6 +414,7 @@ impl CostProfile {
         }
         let network = &self.network;
         if network.link_mbps == 0
+            || network.pcie_mbps == 0
             || network.napi_weight == 0
             || network.mtu_bytes <= network.frame_overhead_bytes
             || network.gso_bytes < network.mtu_bytes
@@ -420,7 +423,7 @@ impl CostProfile {
         {
             return Err(ProfileError::Invalid {
                 field: "network / workloads",
-                rule: "a positive link rate, NAPI weight and clock; MTU > frame overhead; gso_bytes >= MTU; window >= gso_bytes",
+                rule: "a positive link rate, PCIe rate, NAPI weight and clock; MTU > frame overhead; gso_bytes >= MTU; window >= gso_bytes",
             });
         }
         if self.host_ns.sched_quantum == 0 || self.host_ns.preemption_retry == 0 {

@@ -323,7 +323,7 @@ impl Machine {
                 },
             ),
             BackendJob::TxResponse => fx.schedule(
-                self.now + self.one_way_ns(self.frame_bytes()),
+                self.now + self.one_way_ns(self.response_bytes()),
                 ClientEvent::ResponseArrival {
                     vm: index_u32(self.vm_of_queues(queues)),
                 },
@@ -546,7 +546,8 @@ mod tests {
     #[test]
     fn the_virtio_backend_wakes_once_and_serves_one_request_at_a_time() {
         let mut m = single(DesignKind::Vanilla);
-        let per_request = m.profile.host_ns.virtio_backend_per_request;
+        let per_request =
+            m.profile.host_ns.virtio_backend_per_request + m.backend_copy_ns(BackendJob::RxPacket);
         let wakeup = m.profile.host_ns.virtio_backend_wakeup;
         let fx = listed(&mut m, |m, fx| {
             m.backend_start(0, BackendJob::RxPacket, fx);

@@ -11,6 +11,9 @@ use crate::profile::NetworkCosts;
 
 /// Ethernet's header, FCS, preamble and inter-frame gap (IEEE 802.3).
 const ETHERNET_FRAMING_BYTES: u64 = 38;
+/// Frame bytes the NIC does not move by DMA: the FCS (the NIC adds and
+/// strips it), the preamble and the inter-frame gap (IEEE 802.3).
+const NOT_DMA_BYTES: u64 = 24;
 /// Payload of a pure TCP ACK frame.
 const ACK_BYTES: u64 = 0;
 /// The UDP workloads' packets (docs/calibration.md: 128-byte packets).
@@ -82,21 +85,41 @@ impl Machine {
         wire_ns(payload, 1, network.frame_overhead_bytes, network.link_mbps)
     }
 
-    /// A message's way to the peer: over the link to the remote host, or
-    /// over the host's bridge to a host process (PV).
+    /// One NIC's DMA of a frame of `payload` bytes between its FIFO and
+    /// host memory. The 82599 stores a frame whole before it passes it on
+    /// either way (the receive side checks the FCS, the transmit side
+    /// inserts checksums over the whole frame), so the DMA is on the path.
+    pub(super) fn frame_dma_ns(&self, payload: u64) -> u64 {
+        let network = &self.profile.network;
+        let bytes = payload + network.frame_overhead_bytes.saturating_sub(NOT_DMA_BYTES);
+        (bytes * 8 * 1_000).div_ceil(network.pcie_mbps)
+    }
+
+    /// A message's way to the peer: over the link to the remote host (the
+    /// sending NIC's DMA, the wire, the receiving NIC's DMA), or over the
+    /// host's bridge to a host process (PV; vhost's copy is its own job).
     pub(super) fn one_way_ns(&self, payload: u64) -> u64 {
         match self.spec.group.transport {
             Transport::Pv => self.profile.network.bridge_one_way,
-            _ => self.profile.guest_ns.wire_one_way + self.frame_wire_ns(payload),
+            _ => {
+                self.profile.guest_ns.wire_one_way
+                    + self.frame_wire_ns(payload)
+                    + 2 * self.frame_dma_ns(payload)
+            }
         }
     }
 
-    /// vhost's copy of a TCP stream's GSO buffer into the guest.
+    /// vhost's copy of a buffer's payload: into the guest's receive
+    /// buffer (`handle_rx`'s recvmsg), out of its transmit buffer
+    /// (`handle_tx`'s sendmsg; Linux 3.6 leaves zero-copy transmit off).
     pub(super) fn backend_copy_ns(&self, job: BackendJob) -> u64 {
-        match (job, self.spec.workload) {
-            (BackendJob::RxPacket, WorkloadKind::Iperf) => self.copy_ns(self.frame_bytes()),
-            _ => 0,
-        }
+        let bytes = match job {
+            BackendJob::RxPacket => self.frame_bytes(),
+            BackendJob::TxPacket => self.message_bytes(),
+            BackendJob::TxResponse => self.response_bytes(),
+            BackendJob::TxAck | BackendJob::BlockRead => 0,
+        };
+        self.copy_ns(bytes)
     }
 
     /// The guest's work for the packet NAPI takes next from `vcpu`'s ring.
