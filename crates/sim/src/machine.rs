@@ -253,6 +253,11 @@ enum Event {
     PostedIpi {
         vcpu: u32,
     },
+    /// The throttling interval of the host NIC queue carrying a VM's PV
+    /// traffic ran out (`virtio`).
+    HostNicTimeout {
+        vm: u32,
+    },
     Workload(WorkloadEvent),
 }
 
@@ -469,6 +474,7 @@ impl Machine {
                 self.raise(self.vcpus[vcpu].vm, GUEST_IPI_VECTOR);
                 self.hardware_post(vcpu, GUEST_IPI_VECTOR, PostSource::Cpu, fx);
             }
+            Event::HostNicTimeout { vm } => self.host_nic_timeout(vm as usize, fx),
             Event::Workload(event) => self.workload_event(event, fx),
         }
     }

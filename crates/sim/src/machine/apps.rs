@@ -222,6 +222,7 @@ impl Machine {
     pub(super) fn request_arrives(&mut self, vm: usize, fx: &mut Effects) {
         let queues = self.first_queues(vm);
         match self.spec.group.transport {
+            Transport::Pv if self.pv_peer_on_wire() => self.host_nic_receive(vm, fx),
             Transport::Pv => self.backend_start(queues, BackendJob::RxPacket, fx),
             _ => self.rx_packet(queues, RxQueueKind::Vf, fx),
         }

@@ -97,15 +97,17 @@ impl Machine {
 
     /// A message's way to the peer: over the link to the remote host (the
     /// sending NIC's DMA, the wire, the receiving NIC's DMA), or over the
-    /// host's bridge to a host process (PV; vhost's copy is its own job).
+    /// host's bridge to a host process (PV; vhost's copy is its own job),
+    /// or both for a PV peer on another server.
     pub(super) fn one_way_ns(&self, payload: u64) -> u64 {
+        let wire = self.profile.guest_ns.wire_one_way
+            + self.frame_wire_ns(payload)
+            + 2 * self.frame_dma_ns(payload);
+        let bridge = self.profile.network.bridge_one_way;
         match self.spec.group.transport {
-            Transport::Pv => self.profile.network.bridge_one_way,
-            _ => {
-                self.profile.guest_ns.wire_one_way
-                    + self.frame_wire_ns(payload)
-                    + 2 * self.frame_dma_ns(payload)
-            }
+            Transport::Pv if self.pv_peer_on_wire() => wire + bridge,
+            Transport::Pv => bridge,
+            _ => wire,
         }
     }
 
