@@ -359,7 +359,7 @@ pub(super) fn tcp_flow(network: &NetworkCosts, transport: Transport) -> TcpFlow 
 mod tests {
     use dirq_stats::f64_of;
 
-    use super::super::fixture::{listed, scheduled, shaped};
+    use super::super::fixture::{did_run, listed, scheduled, shaped};
     use super::*;
     use crate::policy::DesignKind;
     use crate::scenario::{NicCoalescing, RunGroup};
@@ -380,17 +380,9 @@ mod tests {
 
     /// A machine of `workload` over `transport`, not run.
     fn built(workload: WorkloadKind, transport: Transport) -> Machine {
-        let mut group = RunGroup::new(workload, vec![DesignKind::Did]);
-        group.transport = transport;
-        group.message_bytes = Some(256);
-        shaped(RunSpec {
-            policy: DesignKind::Did,
-            workload,
-            rate_pps: None,
-            group,
-            nic: NicCoalescing::FITTED,
-            duration_ns: 1_000_000,
-            offered_per_s: None,
+        did_run(workload, 1_000_000, |group| {
+            group.transport = transport;
+            group.message_bytes = Some(256);
         })
     }
 

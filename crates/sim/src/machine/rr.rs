@@ -81,24 +81,13 @@ impl Machine {
 mod tests {
     use dirq_stats::f64_of;
 
-    use super::super::fixture::shaped;
+    use super::super::fixture::over_pv;
     use super::*;
-    use crate::policy::DesignKind;
-    use crate::scenario::{NicCoalescing, RunGroup};
 
     /// The mean round trip of a 20 ms ping-pong of `bytes` over PV.
     fn pv_round_trip(bytes: u64) -> f64 {
-        let mut group = RunGroup::new(WorkloadKind::NetperfRr, vec![DesignKind::Did]);
-        group.transport = Transport::Pv;
-        group.message_bytes = Some(bytes);
-        let mut m = shaped(RunSpec {
-            policy: DesignKind::Did,
-            workload: WorkloadKind::NetperfRr,
-            rate_pps: None,
-            group,
-            nic: NicCoalescing::FITTED,
-            duration_ns: 20_000_000,
-            offered_per_s: None,
+        let mut m = over_pv(WorkloadKind::NetperfRr, 20_000_000, |group| {
+            group.message_bytes = Some(bytes);
         });
         m.run();
         f64_of(m.end) / f64_of(m.counters.requests_done)
@@ -108,15 +97,7 @@ mod tests {
     fn a_pv_round_trip_grows_by_its_six_copies_of_the_message() {
         // The remote's read and write, vhost's two, the guest's two.
         let (small, large) = (32, 1_024);
-        let m = shaped(RunSpec {
-            policy: DesignKind::Did,
-            workload: WorkloadKind::NetperfRr,
-            rate_pps: None,
-            group: RunGroup::new(WorkloadKind::NetperfRr, vec![DesignKind::Did]),
-            nic: NicCoalescing::FITTED,
-            duration_ns: 1,
-            offered_per_s: None,
-        });
+        let m = over_pv(WorkloadKind::NetperfRr, 1, |_| {});
         let copies = f64_of(6 * (m.copy_ns(large) - m.copy_ns(small)));
         let growth = pv_round_trip(large) - pv_round_trip(small);
         assert!(growth > 0.9 * copies, "{growth} ns < {copies} ns");

@@ -154,10 +154,8 @@ impl Machine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{listed, running, scheduled, shaped};
+    use super::super::fixture::{listed, over_pv, running, scheduled};
     use super::*;
-    use crate::policy::DesignKind;
-    use crate::scenario::{NicCoalescing, RunGroup};
 
     #[test]
     fn a_sleeping_worker_wakes_a_running_one_takes_the_job_in_its_pass() {
@@ -182,17 +180,8 @@ mod tests {
 
     #[test]
     fn frames_within_the_host_nics_interval_reach_vhost_in_one_batch() {
-        let mut group = RunGroup::new(WorkloadKind::Memcached, vec![DesignKind::Did]);
-        group.transport = Transport::Pv;
-        group.itr_us = Some(50);
-        let mut m = shaped(RunSpec {
-            policy: DesignKind::Did,
-            workload: WorkloadKind::Memcached,
-            rate_pps: None,
-            group,
-            nic: NicCoalescing::FITTED,
-            duration_ns: 1_000_000,
-            offered_per_s: None,
+        let mut m = over_pv(WorkloadKind::Memcached, 1_000_000, |group| {
+            group.itr_us = Some(50);
         });
         let rx_jobs = |fx: &[Effect]| {
             let job = BackendJob::RxPacket;
@@ -218,17 +207,7 @@ mod tests {
 
     #[test]
     fn the_guest_kicks_only_while_vhost_has_no_tx_buffer_outstanding() {
-        let mut group = RunGroup::new(WorkloadKind::NetperfRr, vec![DesignKind::Did]);
-        group.transport = Transport::Pv;
-        let mut m = shaped(RunSpec {
-            policy: DesignKind::Did,
-            workload: WorkloadKind::NetperfRr,
-            rate_pps: None,
-            group,
-            nic: NicCoalescing::FITTED,
-            duration_ns: 1_000_000,
-            offered_per_s: None,
-        });
+        let mut m = over_pv(WorkloadKind::NetperfRr, 1_000_000, |_| {});
         running(&mut m, 0);
         let kick = Effect::Exit {
             vcpu: 0,
