@@ -89,6 +89,7 @@ mod tcp;
 mod timers;
 mod tx_completion;
 mod udp_rx;
+mod virtio;
 mod workload;
 
 use dirq_arch::bus;
@@ -251,6 +252,11 @@ enum Event {
     /// A guest IPI the sending CPU posts itself (IPIv, AVIC) arrives.
     PostedIpi {
         vcpu: u32,
+    },
+    /// The throttling interval of the host NIC queue carrying a VM's PV
+    /// traffic ran out (`virtio`).
+    HostNicTimeout {
+        vm: u32,
     },
     Workload(WorkloadEvent),
 }
@@ -468,6 +474,7 @@ impl Machine {
                 self.raise(self.vcpus[vcpu].vm, GUEST_IPI_VECTOR);
                 self.hardware_post(vcpu, GUEST_IPI_VECTOR, PostSource::Cpu, fx);
             }
+            Event::HostNicTimeout { vm } => self.host_nic_timeout(vm as usize, fx),
             Event::Workload(event) => self.workload_event(event, fx),
         }
     }

@@ -37,8 +37,12 @@ pub struct ExitServiceNs {
     pub external_interrupt: u64,
     /// MSR_WRITE of the x2APIC EOI register.
     pub eoi_write: u64,
-    /// IO_INSTRUCTION: port I/O (virtio notify, device setup).
+    /// IO_INSTRUCTION: port I/O emulated in the VMM (device setup, the
+    /// idle VM's accesses).
     pub io_instruction: u64,
+    /// IO_INSTRUCTION of a virtio notify, which KVM hands to an ioeventfd
+    /// in the kernel (`kvm_io_bus_write`): no trip to the VMM.
+    pub virtio_notify: u64,
     /// EPT_VIOLATION: MMIO emulation or a missing mapping.
     pub ept_violation: u64,
     /// MSR_WRITE of TMICT (timer programming).
@@ -82,8 +86,10 @@ pub struct HostNs {
     /// How long the host polls before sleeping a halted vCPU
     /// (`idle = "halt-poll"`).
     pub halt_poll: u64,
-    /// Backend (vhost) work per virtio request or packet.
+    /// Backend (vhost) work per virtio request or packet, in a pass.
     pub virtio_backend_per_request: u64,
+    /// Waking the sleeping vhost worker for a job (`machine::virtio`).
+    pub virtio_backend_wakeup: u64,
     /// One 4 KB read from the fio disk, a ramdisk read with the page cache
     /// bypassed (O_DIRECT): the copy out of the ramdisk's pages.
     pub ramdisk_read: u64,
@@ -189,6 +195,8 @@ pub struct NumaNs {
 pub struct NetworkCosts {
     /// Line rate of the NIC's link, Mbit/s.
     pub link_mbps: u64,
+    /// The NIC's DMA rate over its PCIe link, Mbit/s.
+    pub pcie_mbps: u64,
     pub mtu_bytes: u64,
     /// Bytes a frame carries besides its TCP payload: Ethernet framing,
     /// preamble and gap, IP and TCP headers.
@@ -406,6 +414,7 @@ impl CostProfile {
         }
         let network = &self.network;
         if network.link_mbps == 0
+            || network.pcie_mbps == 0
             || network.napi_weight == 0
             || network.mtu_bytes <= network.frame_overhead_bytes
             || network.gso_bytes < network.mtu_bytes
@@ -414,7 +423,7 @@ impl CostProfile {
         {
             return Err(ProfileError::Invalid {
                 field: "network / workloads",
-                rule: "a positive link rate, NAPI weight and clock; MTU > frame overhead; gso_bytes >= MTU; window >= gso_bytes",
+                rule: "a positive link rate, PCIe rate, NAPI weight and clock; MTU > frame overhead; gso_bytes >= MTU; window >= gso_bytes",
             });
         }
         if self.host_ns.sched_quantum == 0 || self.host_ns.preemption_retry == 0 {
@@ -443,6 +452,11 @@ impl CostProfile {
             ExitReason::Other => service.other,
         };
         base + self.host_ns.exit_entry_transition
+    }
+
+    /// A virtio notify's exit, exit to re-entry.
+    pub fn virtio_notify_cost(&self) -> u64 {
+        self.exit_service_ns.virtio_notify + self.host_ns.exit_entry_transition
     }
 }
 

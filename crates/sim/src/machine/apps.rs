@@ -108,6 +108,10 @@ impl Machine {
         payloads(self.spec.workload).0
     }
 
+    pub(super) fn response_bytes(&self) -> u64 {
+        payloads(self.spec.workload).1
+    }
+
     /// The application's next piece of work, taken now: its length, or
     /// None when there is nothing to do.
     pub(super) fn app_work(&mut self, vcpu: usize, app: App) -> Option<u64> {
@@ -132,7 +136,7 @@ impl Machine {
                     WorkloadKind::Apache => workloads.http_request,
                     _ => workloads.memcached_request,
                 };
-                let response = payloads(self.spec.workload).1;
+                let response = self.response_bytes();
                 // Without keep-alive apache closes the connection: a FIN.
                 let close = if self.connection_per_request() {
                     network.tx_packet
@@ -171,7 +175,7 @@ impl Machine {
                     self.backend_start(queues, BackendJob::TxResponse, fx);
                 }
                 _ => {
-                    let response = payloads(self.spec.workload).1;
+                    let response = self.response_bytes();
                     let at = self.now + self.one_way_ns(response);
                     let vm = self.vcpus[vcpu].vm;
                     fx.schedule(at, ClientEvent::ResponseArrival { vm: index_u32(vm) });
@@ -218,6 +222,7 @@ impl Machine {
     pub(super) fn request_arrives(&mut self, vm: usize, fx: &mut Effects) {
         let queues = self.first_queues(vm);
         match self.spec.group.transport {
+            Transport::Pv if self.pv_peer_on_wire() => self.host_nic_receive(vm, fx),
             Transport::Pv => self.backend_start(queues, BackendJob::RxPacket, fx),
             _ => self.rx_packet(queues, RxQueueKind::Vf, fx),
         }

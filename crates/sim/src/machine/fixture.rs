@@ -22,6 +22,38 @@ pub(super) fn machine(policy: DesignKind, workload: WorkloadKind, host: HostShap
     })
 }
 
+/// A machine of one DID VM running `workload` for `duration_ns`, its
+/// scenario group changed by `adapt`.
+pub(super) fn did_run(
+    workload: WorkloadKind,
+    duration_ns: u64,
+    adapt: impl FnOnce(&mut RunGroup),
+) -> Machine {
+    let mut group = RunGroup::new(workload, vec![DesignKind::Did]);
+    adapt(&mut group);
+    shaped(RunSpec {
+        policy: DesignKind::Did,
+        workload,
+        rate_pps: None,
+        group,
+        nic: NicCoalescing::FITTED,
+        duration_ns,
+        offered_per_s: None,
+    })
+}
+
+/// [`did_run`] over virtio-net.
+pub(super) fn over_pv(
+    workload: WorkloadKind,
+    duration_ns: u64,
+    adapt: impl FnOnce(&mut RunGroup),
+) -> Machine {
+    did_run(workload, duration_ns, |group| {
+        group.transport = Transport::Pv;
+        adapt(group);
+    })
+}
+
 /// A machine built from `spec`.
 pub(super) fn shaped(spec: RunSpec) -> Machine {
     shaped_with(spec, |_| {})

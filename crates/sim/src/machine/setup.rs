@@ -5,6 +5,7 @@ use super::apps::ClientPool;
 use super::itr::{ItrMode, Throttle};
 use super::napi::Napi;
 use super::netstack::{remote_receiver, tcp_flow};
+use super::virtio::Vhost;
 use super::*;
 
 fn enabled_lapic(apic_id: u32) -> Result<Lapic, SimError> {
@@ -154,7 +155,7 @@ impl Machine {
             vms.push(Vm {
                 vcpus: ids,
                 clients: ClientPool::default(),
-                backend_busy_until: 0,
+                vhost: Vhost::new(itr),
             });
         }
         let vcpu_count = vcpus.len();

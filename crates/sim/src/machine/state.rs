@@ -102,7 +102,8 @@ impl AsRef<Lapic> for Vcpu {
 pub(super) struct Vm {
     pub(super) vcpus: Vec<usize>,
     pub(super) clients: super::apps::ClientPool,
-    pub(super) backend_busy_until: u64,
+    /// The VM's vhost-net worker.
+    pub(super) vhost: super::virtio::Vhost,
 }
 
 #[derive(Default)]
