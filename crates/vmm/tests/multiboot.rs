@@ -92,3 +92,47 @@ fn a_kernel_that_never_exits_is_stopped_by_the_watchdog() {
     let outcome = multiboot::run(&spin, false).expect("boots");
     assert_eq!(outcome.end, KernelEnd::TimedOut);
 }
+
+/// 32-bit code: moves the BSP's APIC page to 0xfed40000 (IA32_APIC_BASE,
+/// SDM 10.4.5), puts real-mode code at 0x8000 that writes 5 to the exit
+/// port, and starts vCPU 1 there with INIT and a Start-Up IPI (vector 8)
+/// written to the ICR at the new base (SDM 8.4.4.1); then halts.
+const RELOCATE_APIC_AND_START_AP: &[u8] = &[
+    0xb9, 0x1b, 0x00, 0x00, 0x00, // mov $0x1b, %ecx (IA32_APIC_BASE)
+    0xb8, 0x00, 0x09, 0xd4, 0xfe, // mov $0xfed40900, %eax (base, EN, BSP)
+    0x31, 0xd2, // xor %edx, %edx
+    0x0f, 0x30, // wrmsr
+    // movl $0xf4e605b0, 0x8000: mov $5, %al; out %al, $0xf4
+    0xc7, 0x05, 0x00, 0x80, 0x00, 0x00, 0xb0, 0x05, 0xe6, 0xf4,
+    // movl $0x90fdebf4, 0x8004: hlt; jmp .-1
+    0xc7, 0x05, 0x04, 0x80, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x90,
+    // movl $0x01000000, 0xfed40310: ICR high, destination APIC ID 1
+    0xc7, 0x05, 0x10, 0x03, 0xd4, 0xfe, 0x00, 0x00, 0x00, 0x01,
+    // movl $0x4500, 0xfed40300: INIT, level assert
+    0xc7, 0x05, 0x00, 0x03, 0xd4, 0xfe, 0x00, 0x45, 0x00, 0x00,
+    // movl $0x4608, 0xfed40300: Start-Up, vector 8 (0x8000)
+    0xc7, 0x05, 0x00, 0x03, 0xd4, 0xfe, 0x08, 0x46, 0x00, 0x00, 0xf4, 0xeb,
+    0xfd, // hlt; jmp .-1
+];
+
+/// Through dirq's LAPIC (the userspace irqchip). With KVM's LAPIC on a
+/// kvm_pvm host the same guest's AP never starts (docs/conformance.md).
+#[test]
+fn an_ap_starts_by_init_and_sipi_sent_through_a_relocated_apic_page() {
+    if !require_kvm("an_ap_starts_by_init_and_sipi_sent_through_a_relocated_apic_page") {
+        return;
+    }
+    let _serial = one_vm_at_a_time();
+    let outcome = multiboot::run(
+        &config(Irqchip::Userspace, 2, RELOCATE_APIC_AND_START_AP),
+        false,
+    )
+    .expect("boots");
+    // Only the AP, started in real mode at 0x8000, writes 5.
+    assert_eq!(outcome.end, KernelEnd::Exited((5 << 1) | 1), "{outcome:?}");
+    // Nothing reached the open bus: the ICR writes found the moved page,
+    // each an MMIO exit (ICR high, INIT, Start-Up).
+    assert!(outcome.unclaimed.is_empty(), "{:?}", outcome.unclaimed);
+    let mmio = outcome.exits.userspace_by_reason.get(&UserspaceExit::Mmio);
+    assert_eq!(mmio.copied(), Some(3), "{:?}", outcome.exits);
+}
