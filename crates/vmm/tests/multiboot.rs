@@ -95,8 +95,9 @@ fn a_kernel_that_never_exits_is_stopped_by_the_watchdog() {
 
 /// 32-bit code: moves the BSP's APIC page to 0xfed40000 (IA32_APIC_BASE,
 /// SDM 10.4.5), puts real-mode code at 0x8000 that writes 5 to the exit
-/// port, and starts vCPU 1 there with INIT and a Start-Up IPI (vector 8)
-/// written to the ICR at the new base (SDM 8.4.4.1); then halts.
+/// port, software-enables the APIC (KVM's sends nothing before) and
+/// starts vCPU 1 there with INIT and a Start-Up IPI (vector 8) written to
+/// the ICR at the new base (SDM 8.4.4.1); then halts.
 const RELOCATE_APIC_AND_START_AP: &[u8] = &[
     0xb9, 0x1b, 0x00, 0x00, 0x00, // mov $0x1b, %ecx (IA32_APIC_BASE)
     0xb8, 0x00, 0x09, 0xd4, 0xfe, // mov $0xfed40900, %eax (base, EN, BSP)
@@ -106,6 +107,8 @@ const RELOCATE_APIC_AND_START_AP: &[u8] = &[
     0xc7, 0x05, 0x00, 0x80, 0x00, 0x00, 0xb0, 0x05, 0xe6, 0xf4,
     // movl $0x90fdebf4, 0x8004: hlt; jmp .-1
     0xc7, 0x05, 0x04, 0x80, 0x00, 0x00, 0xf4, 0xeb, 0xfd, 0x90,
+    // movl $0x1ff, 0xfed400f0: SVR, APIC software-enabled
+    0xc7, 0x05, 0xf0, 0x00, 0xd4, 0xfe, 0xff, 0x01, 0x00, 0x00,
     // movl $0x01000000, 0xfed40310: ICR high, destination APIC ID 1
     0xc7, 0x05, 0x10, 0x03, 0xd4, 0xfe, 0x00, 0x00, 0x00, 0x01,
     // movl $0x4500, 0xfed40300: INIT, level assert
@@ -115,24 +118,93 @@ const RELOCATE_APIC_AND_START_AP: &[u8] = &[
     0xfd, // hlt; jmp .-1
 ];
 
-/// Through dirq's LAPIC (the userspace irqchip). With KVM's LAPIC on a
-/// kvm_pvm host the same guest's AP never starts (docs/conformance.md).
 #[test]
 fn an_ap_starts_by_init_and_sipi_sent_through_a_relocated_apic_page() {
     if !require_kvm("an_ap_starts_by_init_and_sipi_sent_through_a_relocated_apic_page") {
         return;
     }
-    let _serial = one_vm_at_a_time();
-    let outcome = multiboot::run(
-        &config(Irqchip::Userspace, 2, RELOCATE_APIC_AND_START_AP),
-        false,
-    )
-    .expect("boots");
-    // Only the AP, started in real mode at 0x8000, writes 5.
-    assert_eq!(outcome.end, KernelEnd::Exited((5 << 1) | 1), "{outcome:?}");
-    // Nothing reached the open bus: the ICR writes found the moved page,
-    // each an MMIO exit (ICR high, INIT, Start-Up).
-    assert!(outcome.unclaimed.is_empty(), "{:?}", outcome.unclaimed);
-    let mmio = outcome.exits.userspace_by_reason.get(&UserspaceExit::Mmio);
-    assert_eq!(mmio.copied(), Some(3), "{:?}", outcome.exits);
+    for irqchip in [Irqchip::Userspace, Irqchip::Split, Irqchip::Kernel] {
+        let _serial = one_vm_at_a_time();
+        let outcome =
+            multiboot::run(&config(irqchip, 2, RELOCATE_APIC_AND_START_AP), false).expect("boots");
+        // Only the AP, started in real mode at 0x8000, writes 5.
+        assert_eq!(
+            outcome.end,
+            KernelEnd::Exited((5 << 1) | 1),
+            "{irqchip}: {outcome:?}"
+        );
+        // Nothing reached the open bus: the writes found the moved page.
+        assert!(
+            outcome.unclaimed.is_empty(),
+            "{irqchip}: {:?}",
+            outcome.unclaimed
+        );
+        if irqchip == Irqchip::Userspace {
+            // SVR, ICR high, INIT and Start-Up: each an MMIO exit here.
+            let mmio = outcome.exits.userspace_by_reason.get(&UserspaceExit::Mmio);
+            assert_eq!(mmio.copied(), Some(4), "{:?}", outcome.exits);
+        }
+    }
+}
+
+/// 32-bit code, interrupts disabled throughout: a GDT (flat code at 0x08)
+/// and an IDT whose NMI gate (vector 2) points at a handler that writes 7
+/// to the exit port, the APIC software-enabled (KVM's sends nothing
+/// before), then an NMI to itself through the xAPIC ICR (physical
+/// destination 0), then a spin. An NMI ignores RFLAGS.IF and the
+/// IRR (SDM 6.7.1, 10.6.1).
+const SELF_NMI_REACHES_ITS_HANDLER: &[u8] = &[
+    0xbc, 0x00, 0x60, 0x00, 0x00, // mov $0x6000, %esp
+    0xc7, 0x05, 0x08, 0x6f, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00, // GDT[1] low
+    0xc7, 0x05, 0x0c, 0x6f, 0x00, 0x00, 0x00, 0x9a, 0xcf, 0x00, // GDT[1] high: flat code
+    0x66, 0xc7, 0x05, 0xe0, 0x6f, 0x00, 0x00, 0x17, 0x00, // movw $0x17, 0x6fe0
+    0xc7, 0x05, 0xe2, 0x6f, 0x00, 0x00, 0x00, 0x6f, 0x00, 0x00, // movl $0x6f00, 0x6fe2
+    0x0f, 0x01, 0x15, 0xe0, 0x6f, 0x00, 0x00, // lgdt 0x6fe0
+    // movl $0x1ff, 0xfee000f0: SVR, APIC software-enabled
+    0xc7, 0x05, 0xf0, 0x00, 0xe0, 0xfe, 0xff, 0x01, 0x00, 0x00, 0xe8, 0x00, 0x00, 0x00,
+    0x00, // call 1f
+    0x5b, // 1: pop %ebx
+    0x8d, 0x93, 0x4c, 0x00, 0x00, 0x00, // lea handler-1b(%ebx), %edx
+    0xb8, 0x00, 0x00, 0x08, 0x00, // mov $0x80000, %eax (selector 0x08)
+    0x66, 0x89, 0xd0, // mov %dx, %ax
+    0xa3, 0x10, 0x70, 0x00, 0x00, // mov %eax, 0x7010 (gate 2, low)
+    0x81, 0xe2, 0x00, 0x00, 0xff, 0xff, // and $0xffff0000, %edx
+    0x81, 0xca, 0x00, 0x8e, 0x00, 0x00, // or $0x8e00, %edx (32-bit interrupt gate)
+    0x89, 0x15, 0x14, 0x70, 0x00, 0x00, // mov %edx, 0x7014 (gate 2, high)
+    0x66, 0xc7, 0x05, 0xf0, 0x6f, 0x00, 0x00, 0xff, 0x07, // movw $0x7ff, 0x6ff0
+    0xc7, 0x05, 0xf2, 0x6f, 0x00, 0x00, 0x00, 0x70, 0x00, 0x00, // movl $0x7000, 0x6ff2
+    0x0f, 0x01, 0x1d, 0xf0, 0x6f, 0x00, 0x00, // lidt 0x6ff0
+    // movl $0x4400, 0xfee00300: ICR low, NMI, assert, to APIC ID 0
+    0xc7, 0x05, 0x00, 0x03, 0xe0, 0xfe, 0x00, 0x44, 0x00, 0x00, 0xeb, 0xfe, // jmp .
+    // handler:
+    0xb0, 0x07, // mov $7, %al
+    0xe6, 0xf4, // out %al, $0xf4
+    0xeb, 0xfe, // jmp .
+];
+
+#[test]
+fn a_self_nmi_is_taken_with_interrupts_disabled_on_every_path() {
+    if !require_kvm("a_self_nmi_is_taken_with_interrupts_disabled_on_every_path") {
+        return;
+    }
+    for irqchip in [Irqchip::Userspace, Irqchip::Split, Irqchip::Kernel] {
+        let _serial = one_vm_at_a_time();
+        let outcome = multiboot::run(&config(irqchip, 1, SELF_NMI_REACHES_ITS_HANDLER), false)
+            .expect("boots");
+        assert_eq!(
+            outcome.end,
+            KernelEnd::Exited((7 << 1) | 1),
+            "{irqchip}: {outcome:?}"
+        );
+        assert!(
+            outcome.unclaimed.is_empty(),
+            "{irqchip}: {:?}",
+            outcome.unclaimed
+        );
+        if irqchip == Irqchip::Userspace {
+            // The SVR and ICR writes; the NMI itself costs no MMIO exit.
+            let mmio = outcome.exits.userspace_by_reason.get(&UserspaceExit::Mmio);
+            assert_eq!(mmio.copied(), Some(2), "{:?}", outcome.exits);
+        }
+    }
 }
