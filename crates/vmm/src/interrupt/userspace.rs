@@ -346,19 +346,26 @@ impl UserspaceIrqchip {
 
     /// Keeps CR8 and the TPR one register (SDM 10.8.6.1: CR8[3:0] =
     /// TPR[7:4]; a MOV to CR8 clears TPR[3:0]). Without KVM's LAPIC, KVM
-    /// keeps the guest's CR8 and reports it in `kvm_run.cr8` at each exit,
-    /// and loads it from there at each entry.
-    fn sync_cr8(&self, cpu: usize, vcpu: &mut VcpuFd) -> Result<(), InterruptError> {
+    /// keeps the guest's CR8, reports it in `kvm_run.cr8` at each exit
+    /// (`take_guest_cr8`) and loads it from there at each entry (this).
+    fn give_guest_cr8(&self, cpu: usize, vcpu: &mut VcpuFd) -> Result<(), InterruptError> {
         let apic = self.cpu(cpu)?;
-        let run = vcpu.get_kvm_run();
+        let cr8 = lock(&apic.lapic).tpr() >> 4;
+        vcpu.get_kvm_run().cr8 = u64::from(cr8);
+        apic.cr8.store(cr8, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The guest's CR8 at an exit: a value other than the one it was
+    /// given is its own MOV to CR8, which sets the TPR.
+    fn take_guest_cr8(&self, cpu: usize, cr8: u64) -> Result<(), InterruptError> {
+        let apic = self.cpu(cpu)?;
         let mut lapic = lock(&apic.lapic);
-        let guest_cr8 = u8::try_from(run.cr8 & 0xf).unwrap_or(0);
+        let guest_cr8 = u8::try_from(cr8 & 0xf).unwrap_or(0);
         if guest_cr8 != apic.cr8.load(Ordering::Relaxed) {
             lapic.set_tpr(guest_cr8 << 4);
+            apic.cr8.store(guest_cr8, Ordering::Relaxed);
         }
-        let cr8 = lapic.tpr() >> 4;
-        run.cr8 = u64::from(cr8);
-        apic.cr8.store(cr8, Ordering::Relaxed);
         Ok(())
     }
 
@@ -548,7 +555,7 @@ impl InterruptController for UserspaceIrqchip {
         for _ in 0..nmis {
             vcpu.nmi().map_err(InterruptError::Nmi)?;
         }
-        self.sync_cr8(cpu, vcpu)?;
+        self.give_guest_cr8(cpu, vcpu)?;
         self.sync_apic_base(cpu, vcpu)?;
         let pending = self.pending_vector(cpu)?;
         let run = vcpu.get_kvm_run();
@@ -576,6 +583,10 @@ impl InterruptController for UserspaceIrqchip {
             return Err(InterruptError::KvmInterrupt(std::io::Error::last_os_error()));
         }
         self.acknowledge(cpu, vector)
+    }
+
+    fn after_exit(&self, cpu: usize, cr8: u64) -> Result<(), InterruptError> {
+        self.take_guest_cr8(cpu, cr8)
     }
 
     fn halted(&self, cpu: usize, control: &RunControl) -> Result<(), InterruptError> {
