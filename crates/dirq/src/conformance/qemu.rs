@@ -120,8 +120,11 @@ impl QemuBoot<'_> {
         let end = match status {
             None => KernelEnd::TimedOut,
             Some(status) => match status.code().and_then(|code| u32::try_from(code).ok()) {
-                // isa-debug-exit: QEMU exits with (value << 1) | 1.
-                Some(code) if code & 1 == 1 => KernelEnd::Exited(code),
+                // isa-debug-exit: QEMU exits with (value << 1) | 1. QEMU's
+                // own errors exit 1 too, but before the guest printed.
+                Some(code) if code & 1 == 1 && !console.trim().is_empty() => {
+                    KernelEnd::Exited(code)
+                }
                 _ => KernelEnd::Failed(format!("QEMU {status}: {}", errors.trim())),
             },
         };
@@ -140,4 +143,48 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String
         let _ = pipe.read_to_end(&mut bytes);
         String::from_utf8_lossy(&bytes).into_owned()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Boots a shell script standing in for QEMU (it ignores QEMU's
+    /// arguments), with a watchdog of `timeout_ms`.
+    fn fake_qemu(script: &str, timeout_ms: u64) -> QemuOutcome {
+        let dir = std::env::temp_dir().join(format!("dirq-fake-qemu-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let qemu = dir.join(format!("qemu-{}", script.len()));
+        std::fs::write(&qemu, format!("#!/bin/sh\n{script}\n")).expect("script");
+        std::fs::set_permissions(&qemu, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("executable");
+        let outcome = QemuBoot {
+            qemu: &qemu,
+            kernel: Path::new("x86/apic.flat"),
+            append: "",
+            initrd: Path::new("env"),
+            irqchip: QemuIrqchip::Kernel,
+            vcpus: 1,
+            timeout: Duration::from_millis(timeout_ms),
+        }
+        .run()
+        .expect("the script starts");
+        let _ = std::fs::remove_file(&qemu);
+        outcome
+    }
+
+    #[test]
+    fn the_exit_status_console_and_watchdog_are_qemus() {
+        let passed = fake_qemu("echo 'PASS: self ipi'; exit 3", 30_000);
+        assert_eq!(passed.end, KernelEnd::Exited(3));
+        assert_eq!(passed.console, "PASS: self ipi\n");
+        // Status 1 with no console: QEMU's own error, not the guest's exit.
+        let refused = fake_qemu("echo 'no KVM' >&2; exit 1", 30_000);
+        assert_eq!(
+            refused.end,
+            KernelEnd::Failed("QEMU exit status: 1: no KVM".into())
+        );
+        let hung = fake_qemu("exec sleep 30", 200);
+        assert_eq!(hung.end, KernelEnd::TimedOut);
+    }
 }
