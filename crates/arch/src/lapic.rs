@@ -677,14 +677,13 @@ impl Lapic {
         self.apic_base & 0x000F_FFFF_FFFF_F000
     }
 
-    /// Where `address` falls in this processor's xAPIC page, if it answers
-    /// there: the page sits wherever IA32_APIC_BASE puts it (SDM 10.4.5,
-    /// "Relocating the Local APIC Registers"; each processor's own copy)
-    /// and answers only while the MMIO interface is on (SDM 10.4.3,
-    /// 10.12.1.2). Elsewhere the access goes to whatever else is there.
+    /// Where `address` falls in this processor's xAPIC page, if it does:
+    /// the page sits wherever IA32_APIC_BASE puts it (SDM 10.4.5,
+    /// "Relocating the Local APIC Registers"; each processor's own copy).
+    /// Whether its registers answer there is `xapic_mmio_enabled`.
     pub fn mmio_offset(&self, address: u64) -> Option<u64> {
         let offset = address.checked_sub(self.mmio_base())?;
-        (offset < MMIO_SIZE && self.xapic_mmio_enabled()).then_some(offset)
+        (offset < MMIO_SIZE).then_some(offset)
     }
 
     pub fn is_x2apic(&self) -> bool {

@@ -620,9 +620,10 @@ impl InterruptController for UserspaceIrqchip {
 }
 
 /// The xAPIC MMIO pages: each vCPU's own LAPIC answers at the base its
-/// IA32_APIC_BASE names (SDM 10.4.1, 10.4.5), and nowhere while its xAPIC
-/// page is off (APIC disabled or in x2APIC mode: the access goes on to the
-/// bus, where nothing answers).
+/// IA32_APIC_BASE names (SDM 10.4.1, 10.4.5). While its registers are
+/// off (APIC disabled or in x2APIC mode, SDM 10.4.3, 10.12.1.2) the page
+/// is a hole, as KVM's LAPIC makes it (KVM_X86_QUIRK_LAPIC_MMIO_HOLE, on
+/// by default): reads are all-ones, writes of any width are lost.
 pub struct LapicMmio(pub Arc<UserspaceIrqchip>);
 
 impl LapicMmio {
@@ -640,7 +641,11 @@ impl BankedMmio for LapicMmio {
         let Some(offset) = lapic.mmio_offset(address) else {
             return Ok(Claim::NotHere);
         };
-        lapic.read_mmio_bytes(offset, data, &chip.clock);
+        if lapic.xapic_mmio_enabled() {
+            lapic.read_mmio_bytes(offset, data, &chip.clock);
+        } else {
+            data.fill(0xff);
+        }
         Ok(Claim::Served)
     }
 
@@ -652,6 +657,7 @@ impl BankedMmio for LapicMmio {
                 return Ok(None);
             };
             claim = Claim::Served;
+            // write_mmio ignores everything while the registers are off.
             Ok(lapic.write_mmio_bytes(offset, data, &chip.clock))
         })?;
         Ok(claim)
@@ -857,6 +863,11 @@ mod tests {
         bus.mmio_write(0, RELOCATED + APIC_SVR, &0x1ffu32.to_le_bytes())
             .expect("SVR write");
         assert_eq!(lock(&chip.cpus[0].lapic).svr(), 0x1ff);
+        // In x2APIC mode the page is a hole at its base: all-ones.
+        let base = msrs.read(0, MSR_IA32_APIC_BASE).expect("APIC base reads");
+        msrs.write(0, MSR_IA32_APIC_BASE, base | (1 << 10))
+            .expect("x2APIC mode");
+        assert_eq!(version(0, RELOCATED).ok(), Some(u32::MAX));
     }
 
     #[test]
