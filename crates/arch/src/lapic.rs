@@ -677,6 +677,15 @@ impl Lapic {
         self.apic_base & 0x000F_FFFF_FFFF_F000
     }
 
+    /// Where `address` falls in this processor's xAPIC page, if it does:
+    /// the page sits wherever IA32_APIC_BASE puts it (SDM 10.4.5,
+    /// "Relocating the Local APIC Registers"; each processor's own copy).
+    /// Whether its registers answer there is `xapic_mmio_enabled`.
+    pub fn mmio_offset(&self, address: u64) -> Option<u64> {
+        let offset = address.checked_sub(self.mmio_base())?;
+        (offset < MMIO_SIZE).then_some(offset)
+    }
+
     pub fn is_x2apic(&self) -> bool {
         self.apic_base & (APIC_BASE_X2APIC_ENABLE | APIC_BASE_GLOBAL_ENABLE)
             == (APIC_BASE_X2APIC_ENABLE | APIC_BASE_GLOBAL_ENABLE)
@@ -753,6 +762,35 @@ impl Lapic {
             APIC_ICR_HIGH => (self.icr >> 32) as u32,
             _ => self.read_common(offset, clock).unwrap_or(0),
         }
+    }
+
+    /// A read of 1, 2 or 4 bytes at `offset`. SDM 10.4.1 asks for aligned
+    /// 32-bit accesses and leaves others undefined; KVM's LAPIC
+    /// (`kvm_lapic_reg_read`) and the VMMs built on it read the register's
+    /// dword and return the bytes asked for, so this does too. An access
+    /// running past its dword, or of another width, reads 0 (KVM leaves
+    /// the destination untouched).
+    pub fn read_mmio_bytes(&self, offset: u64, data: &mut [u8], clock: &dyn Clock) {
+        data.fill(0);
+        let within = (offset & 0x3) as usize;
+        if !matches!(data.len(), 1 | 2 | 4) || within + data.len() > 4 {
+            return;
+        }
+        let dword = self.read_mmio(offset & !0x3, clock).to_le_bytes();
+        data.copy_from_slice(&dword[within..within + data.len()]);
+    }
+
+    /// A write of `data` at `offset`: only an aligned 32-bit write reaches
+    /// a register (SDM 10.4.1); any other width is dropped, as KVM's
+    /// `apic_mmio_write` drops it, rather than ending the guest.
+    pub fn write_mmio_bytes(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        clock: &dyn Clock,
+    ) -> Option<ApicBusMessage> {
+        let dword: [u8; 4] = data.try_into().ok()?;
+        self.write_mmio(offset, u32::from_le_bytes(dword), clock)
     }
 
     /// A 32-bit write at `offset`. Writes to read-only, reserved or unaligned

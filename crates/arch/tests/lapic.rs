@@ -983,3 +983,52 @@ fn an_apic_base_above_maxphyaddr_is_reserved() {
         .set_apic_base((base & 0xfff) | (1 << 39))
         .expect("below MAXPHYADDR");
 }
+
+#[test]
+fn the_xapic_page_answers_only_at_the_base_apic_base_names() {
+    const RELOCATED: u64 = 0xFED4_0000;
+    let mut lapic = enabled_lapic(0);
+    assert_eq!(
+        lapic.mmio_offset(DEFAULT_MMIO_BASE + APIC_SVR),
+        Some(APIC_SVR)
+    );
+    assert_eq!(lapic.mmio_offset(DEFAULT_MMIO_BASE + MMIO_SIZE), None);
+    assert_eq!(lapic.mmio_offset(DEFAULT_MMIO_BASE - 4), None);
+    // SDM 10.4.5: a new base moves the whole page.
+    let flags = lapic.apic_base() & 0xFFF;
+    lapic
+        .set_apic_base(RELOCATED | flags)
+        .expect("relocation keeps the mode");
+    assert_eq!(lapic.mmio_offset(DEFAULT_MMIO_BASE + APIC_SVR), None);
+    assert_eq!(
+        lapic.mmio_offset(RELOCATED + APIC_VERSION),
+        Some(APIC_VERSION)
+    );
+}
+
+#[test]
+fn narrow_reads_return_bytes_of_the_register_narrow_writes_are_dropped() {
+    let clock = FakeClock::at(0);
+    let mut lapic = enabled_lapic(0);
+    let read = |lapic: &Lapic, offset, len| {
+        let mut data = vec![0xAA; len];
+        lapic.read_mmio_bytes(offset, &mut data, &clock);
+        data
+    };
+    let version = APIC_VERSION_VALUE.to_le_bytes();
+    assert_eq!(read(&lapic, APIC_VERSION, 4), version);
+    assert_eq!(read(&lapic, APIC_VERSION, 1), version[..1]);
+    assert_eq!(read(&lapic, APIC_VERSION + 2, 2), version[2..]);
+    assert_eq!(read(&lapic, APIC_VERSION + 3, 1), version[3..]);
+    // Past the register's dword, or 8 bytes wide: reads 0.
+    assert_eq!(read(&lapic, APIC_VERSION + 3, 2), [0, 0]);
+    assert_eq!(read(&lapic, APIC_VERSION, 8), [0; 8]);
+    assert_eq!(read(&lapic, APIC_VERSION + 4, 4), [0; 4]);
+    // Only an aligned 4-byte write reaches a register.
+    for data in [&[0x10][..], &[0x10, 0], &[0x10, 0, 0, 0, 0, 0, 0, 0]] {
+        assert_eq!(lapic.write_mmio_bytes(APIC_TPR, data, &clock), None);
+        assert_eq!(lapic.tpr(), 0, "{}-byte write dropped", data.len());
+    }
+    lapic.write_mmio_bytes(APIC_TPR, &0x10u32.to_le_bytes(), &clock);
+    assert_eq!(lapic.tpr(), 0x10);
+}

@@ -41,7 +41,7 @@ impl KernelRun {
         }
         Ok(KernelConfig {
             kernel: read(&self.kernel)?,
-            cmdline: self.cmdline.clone(),
+            cmdline: multiboot_cmdline(&self.kernel, &self.cmdline),
             module: self.initrd.as_ref().map(read).transpose()?,
             irqchip: self.irqchip,
             halt: self.halt,
@@ -57,6 +57,19 @@ impl KernelRun {
         let config = self.config()?;
         multiboot::run(&config, echo_console)
             .with_context(|| format!("cannot boot {}", self.kernel.display()))
+    }
+}
+
+/// The Multiboot command line: the kernel's path, then `--append`'s
+/// words, as GRUB and QEMU's `-kernel` hand it over. kvm-unit-tests takes
+/// its first word as argv[0]: without the path, vmexit.flat would drop
+/// the first test it is asked for.
+fn multiboot_cmdline(kernel: &std::path::Path, append: &str) -> String {
+    let path = kernel.display();
+    if append.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path} {append}")
     }
 }
 
@@ -123,4 +136,19 @@ fn summary(run: &KernelRun, outcome: &KernelOutcome) -> String {
         );
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_starts_with_the_kernels_path_as_argv0() {
+        let kernel = std::path::Path::new("x86/vmexit.flat");
+        assert_eq!(
+            multiboot_cmdline(kernel, "cpuid ipi"),
+            "x86/vmexit.flat cpuid ipi"
+        );
+        assert_eq!(multiboot_cmdline(kernel, ""), "x86/vmexit.flat");
+    }
 }

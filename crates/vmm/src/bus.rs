@@ -175,6 +175,25 @@ pub trait MmioDevice: Send + Sync {
     fn write(&self, cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError>;
 }
 
+/// Whether a `BankedMmio` device served an access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    Served,
+    /// Not at an address this vCPU sees the device at: the access goes on
+    /// to the bus's fixed ranges.
+    NotHere,
+}
+
+/// An MMIO device each vCPU sees at its own address, one the guest moves
+/// (a LAPIC's xAPIC page, SDM 10.4.5): the device says at each access
+/// whether the address is its own. Offered every access before the fixed
+/// ranges, as a processor's own APIC answers before the system bus.
+pub trait BankedMmio: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn read(&self, cpu: usize, address: u64, data: &mut [u8]) -> Result<Claim, DeviceError>;
+    fn write(&self, cpu: usize, address: u64, data: &[u8]) -> Result<Claim, DeviceError>;
+}
+
 /// A device owning MSRs that KVM sends to userspace.
 pub trait MsrDevice: Send + Sync {
     fn name(&self) -> &'static str;
@@ -187,6 +206,7 @@ pub trait MsrDevice: Send + Sync {
 pub struct Bus {
     pio: Vec<(Range<u16>, Arc<dyn PioDevice>)>,
     mmio: Vec<(Range<u64>, Arc<dyn MmioDevice>)>,
+    banked_mmio: Vec<Arc<dyn BankedMmio>>,
     msr: Vec<(Range<u32>, Arc<dyn MsrDevice>)>,
     io_batch: Option<(u16, GuestMemory)>,
     /// Set for guests that probe for hardware (`OpenBus`); dirq's own
@@ -299,6 +319,23 @@ impl Bus {
 
     pub fn add_mmio(&mut self, addresses: Range<u64>, device: Arc<dyn MmioDevice>) {
         self.mmio.push((addresses, device));
+    }
+
+    pub fn add_banked_mmio(&mut self, device: Arc<dyn BankedMmio>) {
+        self.banked_mmio.push(device);
+    }
+
+    /// Offers an access to the banked devices; true if one served it.
+    fn banked(
+        &self,
+        mut access: impl FnMut(&dyn BankedMmio) -> Result<Claim, DeviceError>,
+    ) -> Result<bool, BusError> {
+        for device in &self.banked_mmio {
+            if access(device.as_ref()).map_err(wrap(device.name()))? == Claim::Served {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     pub fn add_msr(&mut self, msrs: Range<u32>, device: Arc<dyn MsrDevice>) {
@@ -430,6 +467,9 @@ impl Bus {
     }
 
     pub fn mmio_read(&self, cpu: usize, address: u64, data: &mut [u8]) -> Result<(), BusError> {
+        if self.banked(|device| device.read(cpu, address, data))? {
+            return Ok(());
+        }
         let direction = Direction::Read;
         let Some((range, device)) = find(&self.mmio, address) else {
             self.unclaimed(UnclaimedAccess::Mmio { address, direction })
@@ -444,6 +484,9 @@ impl Bus {
     }
 
     pub fn mmio_write(&self, cpu: usize, address: u64, data: &[u8]) -> Result<(), BusError> {
+        if self.banked(|device| device.write(cpu, address, data))? {
+            return Ok(());
+        }
         let direction = Direction::Write;
         let Some((range, device)) = find(&self.mmio, address) else {
             return self

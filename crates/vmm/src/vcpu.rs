@@ -95,6 +95,8 @@ impl Vcpu {
     fn run_loop(&mut self, ctx: &VcpuContext) -> Result<(), VcpuError> {
         let cpu = self.index;
         let interrupt_error = |source| VcpuError::Interrupt { cpu, source };
+        // The vCPU fd, and so this mapping, outlives the loop.
+        let kvm_run = std::ptr::from_mut(self.fd.get_kvm_run()).cast_const();
         while !ctx.control.should_stop() {
             ctx.interrupts
                 .before_entry(cpu, &mut self.fd, ctx.control)
@@ -102,6 +104,13 @@ impl Vcpu {
             let entered = ctx.trace.map(|_| Instant::now());
             let result = self.fd.run();
             let returned = Instant::now();
+            // SAFETY: KVM wrote cr8 before KVM_RUN returned and nothing
+            // writes it until the next entry; the exit borrows only the
+            // exit's own data fields, not this one.
+            let cr8 = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*kvm_run).cr8)) };
+            ctx.interrupts
+                .after_exit(cpu, cr8)
+                .map_err(interrupt_error)?;
             let (exit, next) = match result {
                 Ok(exit) => {
                     let (reason, next) = handle_exit(cpu, exit, ctx)?;

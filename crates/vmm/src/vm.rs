@@ -2,6 +2,9 @@
 //! exists (KVM requires that order), as is its interrupt controller mode
 //! (`interrupt::prepare_vm`).
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
 use dirq_arch::bits::{high_u32, low_u32};
 use kvm_bindings::{
     kvm_enable_cap, kvm_irq_routing_entry, kvm_userspace_memory_region, KvmIrqRouting,
@@ -38,13 +41,19 @@ fn kvm_call(what: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> VmError {
 
 pub struct Vm {
     pub fd: VmFd,
+    /// The MSI routes the VMM installed, by GSI: KVM_SET_GSI_ROUTING
+    /// replaces KVM's whole table, so each change commits all of them.
+    msi_routes: Mutex<BTreeMap<u32, MsiMessage>>,
 }
 
 impl Vm {
     /// A VM with `memory` as its RAM and HLT handled as `halt` says.
     pub fn new(kvm: &Kvm, memory: &GuestMemory, halt: HaltMode) -> Result<Self, VmError> {
         let fd = kvm.create_vm().map_err(kvm_call("KVM_CREATE_VM"))?;
-        let vm = Vm { fd };
+        let vm = Vm {
+            fd,
+            msi_routes: Mutex::default(),
+        };
         vm.register_memory(memory)?;
         vm.configure_halt(kvm, halt)?;
         Ok(vm)
@@ -135,23 +144,52 @@ impl Vm {
     }
 
     /// Binds a new irqfd to an MSI route on `gsi`: writing the eventfd
-    /// delivers `msi` with no VMM involvement. The route replaces KVM's
-    /// routing table, so a VM uses either this or IOAPIC-input irqfds.
+    /// delivers `msi` with no VMM involvement. KVM's default routes go, so
+    /// a VM uses either this or IOAPIC-input irqfds.
     pub fn msi_irqfd(&self, gsi: u32, msi: MsiMessage) -> Result<EventFd, VmError> {
-        let mut entry = kvm_irq_routing_entry {
-            gsi,
-            type_: KVM_IRQ_ROUTING_MSI,
-            ..Default::default()
-        };
-        entry.u.msi.address_lo = low_u32(msi.address);
-        entry.u.msi.address_hi = high_u32(msi.address);
-        entry.u.msi.data = msi.data;
-        let routing = KvmIrqRouting::from_entries(&[entry])
-            .map_err(|_| VmError::MissingCapability("IRQ routing"))?;
-        self.fd
-            .set_gsi_routing(&routing)
-            .map_err(kvm_call("KVM_SET_GSI_ROUTING"))?;
+        self.set_msi_route(gsi, Some(msi))?;
         self.irqfd(gsi)
+    }
+
+    /// Routes `gsi` to `msi`, or removes its route (`None`), keeping the
+    /// VMM's routes on other GSIs; KVM is told only of a change.
+    pub fn set_msi_route(&self, gsi: u32, msi: Option<MsiMessage>) -> Result<(), VmError> {
+        let mut routes = self
+            .msi_routes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let before = routes.clone();
+        match msi {
+            Some(msi) => routes.insert(gsi, msi),
+            None => routes.remove(&gsi),
+        };
+        if *routes == before {
+            return Ok(());
+        }
+        let entries: Vec<kvm_irq_routing_entry> = routes
+            .iter()
+            .map(|(&gsi, msi)| {
+                let mut entry = kvm_irq_routing_entry {
+                    gsi,
+                    type_: KVM_IRQ_ROUTING_MSI,
+                    ..Default::default()
+                };
+                entry.u.msi.address_lo = low_u32(msi.address);
+                entry.u.msi.address_hi = high_u32(msi.address);
+                entry.u.msi.data = msi.data;
+                entry
+            })
+            .collect();
+        let routing = KvmIrqRouting::from_entries(&entries)
+            .map_err(|_| VmError::MissingCapability("IRQ routing"))?;
+        let committed = self
+            .fd
+            .set_gsi_routing(&routing)
+            .map_err(kvm_call("KVM_SET_GSI_ROUTING"));
+        if committed.is_err() {
+            *routes = before;
+        }
+        committed
     }
 
     /// A level-triggered irqfd on `gsi` (an IOAPIC input): writing the

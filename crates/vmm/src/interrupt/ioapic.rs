@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use dirq_arch::ioapic::{Ioapic, MMIO_SIZE};
+use dirq_arch::ioapic::{Ioapic, RedirectionEntry, IOWIN, MAX_REDIRECTION_ENTRY, MMIO_SIZE};
 use dirq_arch::lapic::Interrupt;
 
 use super::{InterruptError, InterruptSink};
@@ -13,6 +13,12 @@ use crate::bus::{check_access_size, fill_le, le_u32, DeviceError, Direction, Mmi
 /// Where an IOAPIC's redirected interrupts go.
 pub trait ApicBus: Send + Sync {
     fn deliver(&self, interrupt: Interrupt) -> Result<(), InterruptError>;
+
+    /// The guest wrote the IOAPIC's data window: `entries` is the
+    /// redirection table now, by pin. For a bus that must mirror it.
+    fn redirections_written(&self, _entries: &[RedirectionEntry]) -> Result<(), InterruptError> {
+        Ok(())
+    }
 }
 
 pub struct IoapicDevice {
@@ -88,7 +94,17 @@ impl MmioDevice for IoapicDevice {
         check_access_size("an IOAPIC register", Direction::Write, data.len(), 4)?;
         let value = le_u32(data);
         Ioapic::check_access(offset, Some(value))?;
-        let raised = self.lock().write_mmio(offset, value);
+        let (raised, entries) = {
+            let mut ioapic = self.lock();
+            let raised = ioapic.write_mmio(offset, value);
+            let entries: Vec<RedirectionEntry> = (0..=MAX_REDIRECTION_ENTRY)
+                .filter_map(|pin| ioapic.redirection_entry(pin).ok())
+                .collect();
+            (raised, entries)
+        };
+        if offset == IOWIN {
+            self.bus.redirections_written(&entries)?;
+        }
         self.deliver(raised).map_err(DeviceError::from)
     }
 }

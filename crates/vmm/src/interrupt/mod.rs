@@ -105,6 +105,14 @@ pub trait InterruptController: Send + Sync {
         Ok(())
     }
 
+    /// KVM_RUN returned on `cpu`, before its exit is handled: `cr8` is
+    /// the guest's CR8 as KVM reports it in kvm_run at every return. An
+    /// irqchip outside KVM takes it into its TPR here, so that the exit's
+    /// own LAPIC access sees a MOV to CR8 made just before it.
+    fn after_exit(&self, _cpu: usize, _cr8: u64) -> Result<(), InterruptError> {
+        Ok(())
+    }
+
     /// HLT exited to the VMM: blocks until `cpu` has an interrupt to take
     /// or the run stops.
     fn halted(&self, cpu: usize, control: &RunControl) -> Result<(), InterruptError>;

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use kvm_bindings::KVM_CAP_SPLIT_IRQCHIP;
 
-use dirq_arch::lapic::Interrupt;
+use dirq_arch::ioapic::RedirectionEntry;
+use dirq_arch::lapic::{Interrupt, TriggerMode};
 use dirq_arch::msi::MsiMessage;
 
 use super::ioapic::{ApicBus, IoapicDevice, IoapicPin};
@@ -78,5 +79,23 @@ struct KvmLapics(Arc<Vm>);
 impl ApicBus for KvmLapics {
     fn deliver(&self, interrupt: Interrupt) -> Result<(), InterruptError> {
         signal_msi(&self.0, MsiMessage::compose(&interrupt)?)
+    }
+
+    /// KVM reports the EOI of a vector (KVM_EXIT_IOAPIC_EOI) only if an
+    /// MSI route on one of the IOAPIC's GSIs sends that vector
+    /// level-triggered to the vCPU (`kvm_scan_ioapic_routes`; api.rst,
+    /// KVM_CAP_SPLIT_IRQCHIP): an MSI through KVM_SIGNAL_MSI leaves no
+    /// such trace, so without these routes remote IRR is never cleared
+    /// and the pin never fires again. Pin n's route is GSI n; a masked
+    /// level entry keeps its route, as its vector may still be in service.
+    fn redirections_written(&self, entries: &[RedirectionEntry]) -> Result<(), InterruptError> {
+        for (gsi, entry) in (0u32..).zip(entries) {
+            let msi = entry
+                .interrupt()
+                .filter(|interrupt| interrupt.trigger_mode == TriggerMode::Level)
+                .and_then(|interrupt| MsiMessage::compose(&interrupt).ok());
+            self.0.set_msi_route(gsi, msi)?;
+        }
+        Ok(())
     }
 }

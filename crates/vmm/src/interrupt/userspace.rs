@@ -32,9 +32,7 @@ use super::{
     APIC_TIMER_HZ,
 };
 use crate::abi;
-use crate::bus::{
-    check_access_size, fill_le, le_u32, Bus, DeviceError, Direction, MmioDevice, MsrDevice,
-};
+use crate::bus::{BankedMmio, Bus, Claim, DeviceError, MsrDevice};
 use crate::config::Irqchip;
 use crate::exec::{read_msr, write_msr};
 use crate::run_control::RunControl;
@@ -43,8 +41,6 @@ use crate::vm::{Vm, VmError};
 const KVMIO: u32 = 0xae;
 ioctl_iow_nr!(KVM_INTERRUPT, KVMIO, 0x86, kvm_interrupt);
 
-/// SDM 10.4.1: APIC registers are accessed as aligned 32-bit quantities.
-const XAPIC_REGISTER_BYTES: usize = 4;
 /// Longest a halted vCPU or the timer thread sleeps before re-checking for a stop.
 const STOP_POLL: Duration = Duration::from_millis(20);
 const MSR_IA32_TSC: u32 = 0x10;
@@ -201,12 +197,9 @@ impl UserspaceIrqchip {
         Ok(chip)
     }
 
-    /// Puts the xAPIC page, the LAPIC MSRs and the IOAPIC on `bus`.
+    /// Puts the xAPIC pages, the LAPIC MSRs and the IOAPIC on `bus`.
     pub fn attach(self: &Arc<Self>, bus: &mut Bus) {
-        bus.add_mmio(
-            abi::LAPIC_GPA..abi::LAPIC_GPA + LapicMmio::SIZE,
-            Arc::new(LapicMmio(self.clone())),
-        );
+        bus.add_banked_mmio(Arc::new(LapicMmio(self.clone())));
         let msrs = Arc::new(LapicMsrs(self.clone()));
         for range in LapicMsrs::RANGES {
             bus.add_msr(range, msrs.clone());
@@ -353,19 +346,26 @@ impl UserspaceIrqchip {
 
     /// Keeps CR8 and the TPR one register (SDM 10.8.6.1: CR8[3:0] =
     /// TPR[7:4]; a MOV to CR8 clears TPR[3:0]). Without KVM's LAPIC, KVM
-    /// keeps the guest's CR8 and reports it in `kvm_run.cr8` at each exit,
-    /// and loads it from there at each entry.
-    fn sync_cr8(&self, cpu: usize, vcpu: &mut VcpuFd) -> Result<(), InterruptError> {
+    /// keeps the guest's CR8, reports it in `kvm_run.cr8` at each exit
+    /// (`take_guest_cr8`) and loads it from there at each entry (this).
+    fn give_guest_cr8(&self, cpu: usize, vcpu: &mut VcpuFd) -> Result<(), InterruptError> {
         let apic = self.cpu(cpu)?;
-        let run = vcpu.get_kvm_run();
+        let cr8 = lock(&apic.lapic).tpr() >> 4;
+        vcpu.get_kvm_run().cr8 = u64::from(cr8);
+        apic.cr8.store(cr8, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The guest's CR8 at an exit: a value other than the one it was
+    /// given is its own MOV to CR8, which sets the TPR.
+    fn take_guest_cr8(&self, cpu: usize, cr8: u64) -> Result<(), InterruptError> {
+        let apic = self.cpu(cpu)?;
         let mut lapic = lock(&apic.lapic);
-        let guest_cr8 = u8::try_from(run.cr8 & 0xf).unwrap_or(0);
+        let guest_cr8 = u8::try_from(cr8 & 0xf).unwrap_or(0);
         if guest_cr8 != apic.cr8.load(Ordering::Relaxed) {
             lapic.set_tpr(guest_cr8 << 4);
+            apic.cr8.store(guest_cr8, Ordering::Relaxed);
         }
-        let cr8 = lapic.tpr() >> 4;
-        run.cr8 = u64::from(cr8);
-        apic.cr8.store(cr8, Ordering::Relaxed);
         Ok(())
     }
 
@@ -555,7 +555,7 @@ impl InterruptController for UserspaceIrqchip {
         for _ in 0..nmis {
             vcpu.nmi().map_err(InterruptError::Nmi)?;
         }
-        self.sync_cr8(cpu, vcpu)?;
+        self.give_guest_cr8(cpu, vcpu)?;
         self.sync_apic_base(cpu, vcpu)?;
         let pending = self.pending_vector(cpu)?;
         let run = vcpu.get_kvm_run();
@@ -583,6 +583,10 @@ impl InterruptController for UserspaceIrqchip {
             return Err(InterruptError::KvmInterrupt(std::io::Error::last_os_error()));
         }
         self.acknowledge(cpu, vector)
+    }
+
+    fn after_exit(&self, cpu: usize, cr8: u64) -> Result<(), InterruptError> {
+        self.take_guest_cr8(cpu, cr8)
     }
 
     fn halted(&self, cpu: usize, control: &RunControl) -> Result<(), InterruptError> {
@@ -615,54 +619,48 @@ impl InterruptController for UserspaceIrqchip {
     }
 }
 
-/// The xAPIC MMIO page, shared by all vCPUs: each access goes to the
-/// accessing vCPU's LAPIC (SDM 10.4.1).
+/// The xAPIC MMIO pages: each vCPU's own LAPIC answers at the base its
+/// IA32_APIC_BASE names (SDM 10.4.1, 10.4.5). While its registers are
+/// off (APIC disabled or in x2APIC mode, SDM 10.4.3, 10.12.1.2) the page
+/// is a hole, as KVM's LAPIC makes it (KVM_X86_QUIRK_LAPIC_MMIO_HOLE, on
+/// by default): reads are all-ones, writes of any width are lost.
 pub struct LapicMmio(pub Arc<UserspaceIrqchip>);
 
 impl LapicMmio {
     pub const SIZE: u64 = MMIO_SIZE;
 }
 
-impl MmioDevice for LapicMmio {
+impl BankedMmio for LapicMmio {
     fn name(&self) -> &'static str {
         "LAPIC (xAPIC MMIO)"
     }
 
-    /// With the xAPIC page off (APIC disabled or in x2APIC mode) nothing
-    /// answers at its addresses: reads float to all-ones, writes of any
-    /// width are lost, as on a PC bus.
-    fn read(&self, cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
+    fn read(&self, cpu: usize, address: u64, data: &mut [u8]) -> Result<Claim, DeviceError> {
         let chip = &self.0;
         let lapic = lock(&chip.cpu(cpu)?.lapic);
-        if !lapic.xapic_mmio_enabled() {
+        let Some(offset) = lapic.mmio_offset(address) else {
+            return Ok(Claim::NotHere);
+        };
+        if lapic.xapic_mmio_enabled() {
+            lapic.read_mmio_bytes(offset, data, &chip.clock);
+        } else {
             data.fill(0xff);
-            return Ok(());
         }
-        check_access_size(
-            "an xAPIC register",
-            Direction::Read,
-            data.len(),
-            XAPIC_REGISTER_BYTES,
-        )?;
-        let value = lapic.read_mmio(offset, &chip.clock);
-        fill_le(data, u64::from(value));
-        Ok(())
+        Ok(Claim::Served)
     }
 
-    fn write(&self, cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+    fn write(&self, cpu: usize, address: u64, data: &[u8]) -> Result<Claim, DeviceError> {
         let chip = &self.0;
-        if !lock(&chip.cpu(cpu)?.lapic).xapic_mmio_enabled() {
-            return Ok(());
-        }
-        check_access_size(
-            "an xAPIC register",
-            Direction::Write,
-            data.len(),
-            XAPIC_REGISTER_BYTES,
-        )?;
-        Ok(chip.write_register(cpu, |lapic| {
-            Ok(lapic.write_mmio(offset, le_u32(data), &chip.clock))
-        })?)
+        let mut claim = Claim::NotHere;
+        chip.write_register(cpu, |lapic| {
+            let Some(offset) = lapic.mmio_offset(address) else {
+                return Ok(None);
+            };
+            claim = Claim::Served;
+            // write_mmio ignores everything while the registers are off.
+            Ok(lapic.write_mmio_bytes(offset, data, &chip.clock))
+        })?;
+        Ok(claim)
     }
 }
 
@@ -714,9 +712,11 @@ impl InterruptSink for UserspaceMsi {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bus::MmioDevice;
     use crate::interrupt::fixed_msi;
     use dirq_arch::lapic::{
-        APIC_EOI, APIC_LVT_TIMER, APIC_SVR, APIC_TIMER_INITIAL_COUNT, MSR_X2APIC_FIRST,
+        APIC_EOI, APIC_LVT_TIMER, APIC_SVR, APIC_TIMER_INITIAL_COUNT, APIC_VERSION,
+        APIC_VERSION_VALUE, DEFAULT_MMIO_BASE, MSR_X2APIC_FIRST,
     };
 
     const VECTOR: u8 = 0x40;
@@ -729,8 +729,12 @@ mod tests {
             .expect("valid LAPIC config");
         let mmio = LapicMmio(chip.clone());
         for cpu in 0..2 {
-            mmio.write(cpu, APIC_SVR, &SVR_ENABLED.to_le_bytes())
-                .expect("SVR write");
+            mmio.write(
+                cpu,
+                DEFAULT_MMIO_BASE + APIC_SVR,
+                &SVR_ENABLED.to_le_bytes(),
+            )
+            .expect("SVR write");
         }
         chip
     }
@@ -772,7 +776,7 @@ mod tests {
         // Same priority class as the one in service: held back (SDM 10.8.3.1).
         assert_eq!(pending(&chip, 0), None);
         LapicMmio(chip.clone())
-            .write(0, APIC_EOI, &0u32.to_le_bytes())
+            .write(0, DEFAULT_MMIO_BASE + APIC_EOI, &0u32.to_le_bytes())
             .expect("EOI write");
         assert_eq!(pending(&chip, 0), Some(VECTOR));
     }
@@ -783,7 +787,7 @@ mod tests {
         let mmio = LapicMmio(chip.clone());
         let generation = || *lock(&chip.timer_generation);
         let write = |offset, value: u32| {
-            mmio.write(0, offset, &value.to_le_bytes())
+            mmio.write(0, DEFAULT_MMIO_BASE + offset, &value.to_le_bytes())
                 .expect("register write")
         };
         let before = generation();
@@ -836,6 +840,57 @@ mod tests {
     }
 
     #[test]
+    fn each_vcpus_xapic_page_follows_its_apic_base() {
+        const RELOCATED: u64 = 0xfed4_0000;
+        let chip = chip();
+        let mut bus = Bus::default();
+        chip.attach(&mut bus);
+        let version = |cpu, base: u64| {
+            let mut data = [0u8; 4];
+            bus.mmio_read(cpu, base + APIC_VERSION, &mut data)
+                .map(|()| u32::from_le_bytes(data))
+        };
+        let msrs = LapicMsrs(chip.clone());
+        let base = msrs.read(0, MSR_IA32_APIC_BASE).expect("APIC base reads");
+        msrs.write(0, MSR_IA32_APIC_BASE, (base & 0xfff) | RELOCATED)
+            .expect("relocation is a valid write");
+        assert_eq!(version(0, RELOCATED).ok(), Some(APIC_VERSION_VALUE));
+        // vCPU 0's page left the default base; vCPU 1's stayed there.
+        assert!(version(0, DEFAULT_MMIO_BASE).is_err(), "nothing answers");
+        assert_eq!(version(1, DEFAULT_MMIO_BASE).ok(), Some(APIC_VERSION_VALUE));
+        assert!(version(1, RELOCATED).is_err(), "nothing answers");
+        // A write at the new base reaches the register.
+        bus.mmio_write(0, RELOCATED + APIC_SVR, &0x1ffu32.to_le_bytes())
+            .expect("SVR write");
+        assert_eq!(lock(&chip.cpus[0].lapic).svr(), 0x1ff);
+        // In x2APIC mode the page is a hole at its base: all-ones.
+        let base = msrs.read(0, MSR_IA32_APIC_BASE).expect("APIC base reads");
+        msrs.write(0, MSR_IA32_APIC_BASE, base | (1 << 10))
+            .expect("x2APIC mode");
+        assert_eq!(version(0, RELOCATED).ok(), Some(u32::MAX));
+    }
+
+    #[test]
+    fn narrow_xapic_accesses_read_bytes_of_the_register_and_writes_are_dropped() {
+        let chip = chip();
+        let mmio = LapicMmio(chip.clone());
+        let mut low = [0u8; 2];
+        assert_eq!(
+            mmio.read(0, DEFAULT_MMIO_BASE + APIC_VERSION, &mut low)
+                .expect("2-byte read"),
+            Claim::Served
+        );
+        assert_eq!(low, APIC_VERSION_VALUE.to_le_bytes()[..2]);
+        let svr = lock(&chip.cpus[0].lapic).svr();
+        assert_eq!(
+            mmio.write(0, DEFAULT_MMIO_BASE + APIC_SVR, &[0])
+                .expect("1-byte write"),
+            Claim::Served
+        );
+        assert_eq!(lock(&chip.cpus[0].lapic).svr(), svr, "dropped");
+    }
+
+    #[test]
     fn model_errors_reach_the_guest_access_typed() {
         let chip = chip();
         // x2APIC MSRs while the LAPIC is in xAPIC mode: the model refuses.
@@ -853,7 +908,7 @@ mod tests {
         );
         // An access from a vCPU the irqchip has no LAPIC for.
         let err = LapicMmio(chip.clone())
-            .read(7, APIC_SVR, &mut [0; 4])
+            .read(7, DEFAULT_MMIO_BASE + APIC_SVR, &mut [0; 4])
             .expect_err("no vCPU 7");
         assert!(
             matches!(err.model(), Some(InterruptError::NoLapic(7))),
