@@ -7,6 +7,7 @@ use super::fio::BLOCK_HANDLER;
 use super::guest::{Step, HALT_LOOP, POLL_MODE_DRIVER, RX_HANDLER, SERVER, SPIN, STREAM_WRITER};
 use super::ipi::{IPI_HANDLER, IPI_SENDER};
 use super::ipi_call::{CALL_HANDLER, IPI_CALLER};
+use super::netstack::Received;
 use super::*;
 use crate::metrics::StudyResults;
 
@@ -28,6 +29,11 @@ pub(super) struct WorkloadModel {
     start: fn(&mut Machine, usize, &[usize], &mut Effects),
     /// cyclictest's: the timer thread's latencies are the run's.
     pub(super) measures_timer: bool,
+    /// What a packet the guest receives is to it.
+    pub(super) received: Received,
+    /// udp-rx's and whileloop's: the NIC keeps the coalescing fitted on
+    /// them, and a packet NAPI takes is only counted.
+    pub(super) fitted_coalescing: bool,
     /// Its figures beyond the common ones.
     study_results: fn(&Machine) -> StudyResults,
 }
@@ -40,6 +46,8 @@ const BACKGROUND_ONLY: WorkloadModel = WorkloadModel {
     ipi_handler: IPI_HANDLER,
     start: |_, _, _, _| {},
     measures_timer: false,
+    received: Received::Datagram,
+    fitted_coalescing: false,
     study_results: |_| StudyResults::default(),
 };
 
@@ -50,11 +58,13 @@ impl WorkloadModel {
             WorkloadKind::Idle | WorkloadKind::Vioapic => base,
             WorkloadKind::UdpRx => WorkloadModel {
                 start: Machine::start_udp_rx,
+                fitted_coalescing: true,
                 ..base
             },
             WorkloadKind::Whileloop => WorkloadModel {
                 background: Some(SPIN),
                 start: Machine::start_udp_rx,
+                fitted_coalescing: true,
                 ..base
             },
             WorkloadKind::Cyclictest => WorkloadModel {
@@ -63,14 +73,17 @@ impl WorkloadModel {
             },
             WorkloadKind::NetperfRr | WorkloadKind::UdpRr => WorkloadModel {
                 start: |m, vm, _, fx| m.start_remote(vm, fx),
+                received: Received::Transaction,
                 ..base
             },
             WorkloadKind::Iperf => WorkloadModel {
                 start: |m, _, owners, fx| m.start_streams(owners, fx),
+                received: Received::StreamSegment,
                 ..base
             },
             WorkloadKind::Netperf => WorkloadModel {
                 background: Some(STREAM_WRITER),
+                received: Received::StreamAck,
                 ..base
             },
             WorkloadKind::Fio => WorkloadModel {
@@ -91,6 +104,7 @@ impl WorkloadModel {
             WorkloadKind::Memcached | WorkloadKind::Apache => WorkloadModel {
                 background: Some(SERVER),
                 start: |m, vm, _, fx| m.start_clients(vm, fx),
+                received: Received::Request,
                 ..base
             },
             WorkloadKind::L2fwd => WorkloadModel {
@@ -101,6 +115,7 @@ impl WorkloadModel {
             WorkloadKind::Sip => WorkloadModel {
                 background: Some(SERVER),
                 start: |m, _, _, fx| m.start_calls(fx),
+                received: Received::SipMessage,
                 study_results: Machine::voip_results,
                 ..base
             },
