@@ -3,8 +3,11 @@
 //! that picks by [`WorkloadKind`], once per run, and the engine hands a
 //! [`WorkloadEvent`] to the module that owns it.
 
+use super::apps::{Service, APACHE, MEMCACHED, NO_SERVICE};
 use super::fio::BLOCK_HANDLER;
-use super::guest::{Step, HALT_LOOP, POLL_MODE_DRIVER, RX_HANDLER, SERVER, SPIN, STREAM_WRITER};
+use super::guest::{
+    Step, HALT_LOOP, POLL_MODE_DRIVER, RX_HANDLER, SERVER, SIP_RELAY, SPIN, STREAM_WRITER,
+};
 use super::ipi::{IPI_HANDLER, IPI_SENDER};
 use super::ipi_call::{CALL_HANDLER, IPI_CALLER};
 use super::netstack::Received;
@@ -34,6 +37,11 @@ pub(super) struct WorkloadModel {
     /// udp-rx's and whileloop's: the NIC keeps the coalescing fitted on
     /// them, and a packet NAPI takes is only counted.
     pub(super) fitted_coalescing: bool,
+    /// The requests it serves, if it is a server.
+    pub(super) service: Service,
+    /// memcached's: its PV peers are on another server
+    /// ([`Machine::pv_peer_on_wire`]).
+    pub(super) pv_peer_on_wire: bool,
     /// Its figures beyond the common ones.
     study_results: fn(&Machine) -> StudyResults,
 }
@@ -48,6 +56,8 @@ const BACKGROUND_ONLY: WorkloadModel = WorkloadModel {
     measures_timer: false,
     received: Received::Datagram,
     fitted_coalescing: false,
+    service: NO_SERVICE,
+    pv_peer_on_wire: false,
     study_results: |_| StudyResults::default(),
 };
 
@@ -101,10 +111,19 @@ impl WorkloadModel {
                 study_results: Machine::ipi_call_results,
                 ..base
             },
-            WorkloadKind::Memcached | WorkloadKind::Apache => WorkloadModel {
+            WorkloadKind::Memcached => WorkloadModel {
                 background: Some(SERVER),
                 start: |m, vm, _, fx| m.start_clients(vm, fx),
                 received: Received::Request,
+                service: MEMCACHED,
+                pv_peer_on_wire: true,
+                ..base
+            },
+            WorkloadKind::Apache => WorkloadModel {
+                background: Some(SERVER),
+                start: |m, vm, _, fx| m.start_clients(vm, fx),
+                received: Received::Request,
+                service: APACHE,
                 ..base
             },
             WorkloadKind::L2fwd => WorkloadModel {
@@ -113,7 +132,7 @@ impl WorkloadModel {
                 ..base
             },
             WorkloadKind::Sip => WorkloadModel {
-                background: Some(SERVER),
+                background: Some(SIP_RELAY),
                 start: |m, _, _, fx| m.start_calls(fx),
                 received: Received::SipMessage,
                 study_results: Machine::voip_results,
