@@ -11,10 +11,10 @@
 //! `ipi_call`, `l2fwd`, `sip`, `rr` netperf-rr's and udp-rr's remote,
 //! `apps` memcached's and apache's clients, `netstack` iperf's and
 //! netperf's TCP streams); `workload`'s `WorkloadModel`, chosen once per
-//! run, tells the guest model and set-up which programs, handlers and
-//! start the run's workload has, and hands a workload event to its
-//! module. (The TCP and client modules and the devices still ask
-//! `spec.workload` in places.) Each changes its own state and
+//! run, tells the other modules which programs, handlers and start the
+//! run's workload has, what a packet it receives is, which requests it
+//! serves, and hands a workload event to its module; no other module
+//! asks which workload runs. Each changes its own state and
 //! lists [`Effect`]s for the engine instead of calling another, as a
 //! `dirq_arch::lapic::Lapic` returns bus messages. A design's behaviour is
 //! its table (`crate::policy::<design>`) plus the types of
