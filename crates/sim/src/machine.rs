@@ -417,6 +417,8 @@ impl Machine {
             Effect::SendCallIpis(vcpu) => self.send_call_ipis(vcpu, fx),
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
+            Effect::RxPacket { queues, queue } => self.rx_packet(queues, queue, fx),
+            Effect::BackendStart { queues, job } => self.backend_start(queues, job, fx),
             Effect::PacketTaken { vcpu, queue } => self.packet_taken(vcpu, queue, fx),
             Effect::NapiComplete { queues, queue } => self.napi_complete(queues, queue, fx),
             Effect::TxReaped { queues } => self.tx_reaped(queues, fx),
