@@ -11,10 +11,10 @@
 //! `ipi_call`, `l2fwd`, `sip`, `rr` netperf-rr's and udp-rr's remote,
 //! `apps` memcached's and apache's clients, `netstack` iperf's and
 //! netperf's TCP streams); `workload`'s `WorkloadModel`, chosen once per
-//! run, tells the guest model and set-up which programs, handlers and
-//! start the run's workload has, and hands a workload event to its
-//! module. (The TCP and client modules and the devices still ask
-//! `spec.workload` in places.) Each changes its own state and
+//! run, tells the other modules which programs, handlers and start the
+//! run's workload has, what a packet it receives is, which requests it
+//! serves, and hands a workload event to its module; no other module
+//! asks which workload runs. Each changes its own state and
 //! lists [`Effect`]s for the engine instead of calling another, as a
 //! `dirq_arch::lapic::Lapic` returns bus messages. A design's behaviour is
 //! its table (`crate::policy::<design>`) plus the types of
@@ -417,6 +417,8 @@ impl Machine {
             Effect::SendCallIpis(vcpu) => self.send_call_ipis(vcpu, fx),
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
+            Effect::RxPacket { queues, queue } => self.rx_packet(queues, queue, fx),
+            Effect::BackendStart { queues, job } => self.backend_start(queues, job, fx),
             Effect::PacketTaken { vcpu, queue } => self.packet_taken(vcpu, queue, fx),
             Effect::NapiComplete { queues, queue } => self.napi_complete(queues, queue, fx),
             Effect::TxReaped { queues } => self.tx_reaped(queues, fx),

@@ -14,25 +14,56 @@ use dirq_stats::f64_of;
 
 use super::sip::SIP_MESSAGE_BYTES;
 use super::*;
+use crate::profile::WorkloadCosts;
 
 /// A background application.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum App {
+    /// memcached or apache answering its clients' requests.
     Serve,
+    /// The SIP B2BUA relaying a message (`sip`).
+    Relay,
     StreamWrite,
     PollMode,
 }
 
-/// Request and response payloads, bytes. ASSUMED: a get with a 64-byte
-/// key and a 1 KiB value (the ELI study's memslap sizes); a GET and a
-/// 4 KB static page with its headers.
-fn payloads(workload: WorkloadKind) -> (u64, u64) {
-    match workload {
-        WorkloadKind::Memcached => (100, 1_100),
-        WorkloadKind::Apache => (100, 4_350),
-        _ => (0, 0),
-    }
+/// A server workload's requests, as its [`WorkloadModel`] gives them.
+#[derive(Clone, Copy)]
+pub(super) struct Service {
+    request_bytes: u64,
+    response_bytes: u64,
+    /// The application's work per request.
+    work: fn(&WorkloadCosts) -> u64,
+    /// apache's: without keep-alive each request opens a connection of
+    /// its own (`http`).
+    connection_per_request: bool,
 }
+
+/// The workloads that serve no requests.
+pub(super) const NO_SERVICE: Service = Service {
+    request_bytes: 0,
+    response_bytes: 0,
+    work: |_| 0,
+    connection_per_request: false,
+};
+
+/// ASSUMED: a get with a 64-byte key and a 1 KiB value (the ELI study's
+/// memslap sizes).
+pub(super) const MEMCACHED: Service = Service {
+    request_bytes: 100,
+    response_bytes: 1_100,
+    work: |costs| costs.memcached_request,
+    connection_per_request: false,
+};
+
+/// ASSUMED: a GET and a 4 KB static page with its headers; ab's
+/// connections without keep-alive.
+pub(super) const APACHE: Service = Service {
+    request_bytes: 100,
+    response_bytes: 4_350,
+    work: |costs| costs.http_request,
+    connection_per_request: true,
+};
 
 /// The clients' events (memcached, apache).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,37 +136,40 @@ impl ClientPool {
 
 impl Machine {
     pub(super) fn request_bytes(&self) -> u64 {
-        payloads(self.spec.workload).0
+        self.workload.service.request_bytes
     }
 
     pub(super) fn response_bytes(&self) -> u64 {
-        payloads(self.spec.workload).1
+        self.workload.service.response_bytes
+    }
+
+    /// Whether the workload's requests come on connections of their own
+    /// (apache's over a VF; over virtio a request stays one message).
+    pub(super) fn connection_per_request(&self) -> bool {
+        self.workload.service.connection_per_request && self.spec.group.transport != Transport::Pv
     }
 
     /// The application's next piece of work, taken now: its length, or
     /// None when there is nothing to do.
     pub(super) fn app_work(&mut self, vcpu: usize, app: App) -> Option<u64> {
         let queues = self.vcpus[vcpu].queues;
-        if app == App::Serve && self.spec.workload == WorkloadKind::Sip {
-            if !self.sip_take() {
-                return None;
-            }
-            let relay = self.profile.network.tx_packet + self.copy_ns(SIP_MESSAGE_BYTES);
-            return Some(self.profile.workloads.sip_message + relay);
-        }
         let network = &self.profile.network;
         let workloads = &self.profile.workloads;
         match app {
+            App::Relay => {
+                if !self.sip_take() {
+                    return None;
+                }
+                let relay = self.profile.network.tx_packet + self.copy_ns(SIP_MESSAGE_BYTES);
+                Some(self.profile.workloads.sip_message + relay)
+            }
             App::Serve => {
                 let pair = &mut self.queues[queues];
                 if pair.socket == 0 {
                     return None;
                 }
                 pair.socket -= 1;
-                let work = match self.spec.workload {
-                    WorkloadKind::Apache => workloads.http_request,
-                    _ => workloads.memcached_request,
-                };
+                let work = (self.workload.service.work)(workloads);
                 let response = self.response_bytes();
                 // Without keep-alive apache closes the connection: a FIN.
                 let close = if self.connection_per_request() {
@@ -168,7 +202,7 @@ impl Machine {
     pub(super) fn app_done(&mut self, vcpu: usize, app: App, fx: &mut Effects) {
         let queues = self.vcpus[vcpu].queues;
         match app {
-            App::Serve if self.spec.workload == WorkloadKind::Sip => self.sip_handled(vcpu, fx),
+            App::Relay => self.sip_handled(vcpu, fx),
             App::Serve => match self.spec.group.transport {
                 Transport::Pv => {
                     self.virtio_kick(vcpu, fx);

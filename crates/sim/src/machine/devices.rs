@@ -135,10 +135,7 @@ impl RxQueue {
 
 impl Machine {
     pub(super) fn packet_rate(&self) -> f64 {
-        match (self.spec.workload, self.spec.rate_pps) {
-            (_, Some(rate)) => f64_of(rate),
-            (_, None) => 0.0,
-        }
+        self.spec.rate_pps.map_or(0.0, f64_of)
     }
 
     pub(super) fn schedule_packet(&mut self, queues: usize, kind: RxQueueKind, fx: &mut Effects) {

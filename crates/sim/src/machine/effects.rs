@@ -41,6 +41,17 @@ pub(super) enum Effect {
         vcpu: usize,
         queue: RxQueueKind,
     },
+    /// A packet lands in the queue pair's `queue` ring (a workload's
+    /// message reached the VF).
+    RxPacket {
+        queues: usize,
+        queue: RxQueueKind,
+    },
+    /// The VM's vhost worker takes `job` (a message for a PV guest).
+    BackendStart {
+        queues: usize,
+        job: BackendJob,
+    },
     /// NAPI took a packet from the ring: the workload's part.
     PacketTaken {
         vcpu: usize,

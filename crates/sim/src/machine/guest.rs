@@ -90,6 +90,7 @@ const PLAIN_HANDLER: &[Step] = &[Step::Work(Work::IrqEntry), Step::Eoi, Step::Ir
 pub(super) const SPIN: &[Step] = &[Step::Spin];
 pub(super) const HALT_LOOP: &[Step] = &[Step::Halt];
 pub(super) const SERVER: &[Step] = &[Step::App(App::Serve)];
+pub(super) const SIP_RELAY: &[Step] = &[Step::App(App::Relay)];
 pub(super) const STREAM_WRITER: &[Step] = &[Step::App(App::StreamWrite)];
 pub(super) const POLL_MODE_DRIVER: &[Step] = &[Step::App(App::PollMode)];
 

@@ -46,11 +46,6 @@ impl Segment {
 pub(super) type SegmentRing = VecDeque<Segment>;
 
 impl Machine {
-    /// Whether the workload's requests come on connections of their own.
-    pub(super) fn connection_per_request(&self) -> bool {
-        self.spec.workload == WorkloadKind::Apache && self.spec.group.transport != Transport::Pv
-    }
-
     /// A segment of `vm`'s client reaches the server's VF.
     pub(super) fn segment_arrives(&mut self, vm: usize, segment: Segment, fx: &mut Effects) {
         let queues = self.first_queues(vm);

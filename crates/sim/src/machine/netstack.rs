@@ -37,14 +37,30 @@ pub(super) enum TcpEvent {
     RemotePoll { queues: u32 },
 }
 
+/// What a packet the guest receives is to the run's workload
+/// ([`WorkloadModel`]): what it carries, costs the guest and brings about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Received {
+    /// A UDP packet the guest only counts (udp-rx, whileloop, and the
+    /// group's background traffic beside the other workloads).
+    Datagram,
+    /// A segment of iperf's TCP stream, acknowledged once per GRO batch.
+    StreamSegment,
+    /// The remote's ACK of netperf's TCP stream.
+    StreamAck,
+    /// A netperf-rr or udp-rr transaction's request.
+    Transaction,
+    /// A client's request to the server (memcached, apache).
+    Request,
+    /// A SIP message for the B2BUA.
+    SipMessage,
+}
+
 impl Machine {
     /// The UDP receive workloads: they keep the coalescing fitted on them,
     /// and a packet NAPI takes is simply consumed.
     pub(super) fn fitted_coalescing(&self) -> bool {
-        matches!(
-            self.spec.workload,
-            WorkloadKind::UdpRx | WorkloadKind::Whileloop
-        )
+        self.workload.fitted_coalescing
     }
 
     /// Whether the workload acts on each packet NAPI takes
@@ -62,15 +78,15 @@ impl Machine {
 
     /// Payload bytes of one frame (or virtio buffer) the guest receives.
     pub(super) fn frame_bytes(&self) -> u64 {
-        match self.spec.workload {
-            WorkloadKind::Iperf => {
+        match self.workload.received {
+            Received::StreamSegment => {
                 tcp_flow(&self.profile.network, self.spec.group.transport).segment_bytes
             }
-            WorkloadKind::Netperf => ACK_BYTES,
-            WorkloadKind::NetperfRr | WorkloadKind::UdpRr => self.message_bytes(),
-            WorkloadKind::Memcached | WorkloadKind::Apache => self.request_bytes(),
-            WorkloadKind::Sip => super::sip::SIP_MESSAGE_BYTES,
-            _ => UDP_PACKET_BYTES,
+            Received::StreamAck => ACK_BYTES,
+            Received::Transaction => self.message_bytes(),
+            Received::Request => self.request_bytes(),
+            Received::SipMessage => super::sip::SIP_MESSAGE_BYTES,
+            Received::Datagram => UDP_PACKET_BYTES,
         }
     }
 
@@ -128,8 +144,8 @@ impl Machine {
     pub(super) fn rx_work_ns(&self, vcpu: usize) -> u64 {
         let network = &self.profile.network;
         let queues = self.vcpus[vcpu].queues;
-        match self.spec.workload {
-            WorkloadKind::Iperf => {
+        match self.workload.received {
+            Received::StreamSegment => {
                 let flow = &self.queues[queues].tcp;
                 // The stack's work and the ACK once per GRO batch.
                 let batch = if flow.starts_batch() {
@@ -140,16 +156,16 @@ impl Machine {
                 network.rx_frame + batch + self.copy_ns(flow.segment_bytes)
             }
             // A pure ACK: no GRO merge, nothing to copy.
-            WorkloadKind::Netperf => network.rx_frame + network.rx_stack,
+            Received::StreamAck => network.rx_frame + network.rx_stack,
             // netperf's transaction, the message copied in and out.
-            WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
+            Received::Transaction => {
                 self.profile.guest_ns.request_work + 2 * self.copy_ns(self.message_bytes())
             }
-            WorkloadKind::Apache if self.connection_per_request() => self.segment_work_ns(queues),
-            WorkloadKind::Memcached | WorkloadKind::Apache | WorkloadKind::Sip => {
+            Received::Request if self.connection_per_request() => self.segment_work_ns(queues),
+            Received::Request | Received::SipMessage => {
                 network.rx_frame + network.rx_stack + self.copy_ns(self.frame_bytes())
             }
-            _ => self.profile.guest_ns.rx_packet,
+            Received::Datagram => self.profile.guest_ns.rx_packet,
         }
     }
 
@@ -157,32 +173,30 @@ impl Machine {
     /// it.
     pub(super) fn packet_taken(&mut self, vcpu: usize, kind: RxQueueKind, fx: &mut Effects) {
         let queues = self.vcpus[vcpu].queues;
-        match self.spec.workload {
-            WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
+        match self.workload.received {
+            Received::Transaction => {
                 fx.push(Effect::NetperfRespond { vcpu, queue: kind });
             }
-            WorkloadKind::Iperf => {
+            Received::StreamSegment => {
                 let rx = self.queues[queues].rx(kind);
                 let last_in_poll = !rx.napi.may_take(rx.ring);
                 if let Some(bytes) = self.queues[queues].tcp.received(last_in_poll) {
                     self.send_ack(vcpu, kind, bytes, fx);
                 }
             }
-            WorkloadKind::Netperf => {
+            Received::StreamAck => {
                 let flow = &mut self.queues[queues].tcp;
                 if let Some(bytes) = flow.acks.pop_front() {
                     flow.acknowledged(bytes);
                 }
                 self.tso_send(queues, fx);
             }
-            WorkloadKind::Apache if self.connection_per_request() => {
+            Received::Request if self.connection_per_request() => {
                 self.segment_taken(queues, fx);
             }
-            WorkloadKind::Memcached | WorkloadKind::Apache => {
-                self.queues[queues].socket += 1;
-            }
-            WorkloadKind::Sip => self.sip_to_socket(),
-            _ => {}
+            Received::Request => self.queues[queues].socket += 1,
+            Received::SipMessage => self.sip_to_socket(),
+            Received::Datagram => {}
         }
     }
 

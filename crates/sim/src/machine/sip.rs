@@ -344,10 +344,16 @@ impl Machine {
             return;
         }
         self.sip.in_ring.push_back(message);
-        match kind {
-            RxQueueKind::Vf => self.rx_packet(queues, kind, fx),
-            RxQueueKind::Virtio => self.backend_start(queues, BackendJob::RxPacket, fx),
-        }
+        fx.push(match kind {
+            RxQueueKind::Vf => Effect::RxPacket {
+                queues,
+                queue: kind,
+            },
+            RxQueueKind::Virtio => Effect::BackendStart {
+                queues,
+                job: BackendJob::RxPacket,
+            },
+        });
     }
 
     /// NAPI handed the oldest ring message to the B2BUA's socket.

@@ -99,7 +99,7 @@ impl Machine {
     /// through the host's NIC: memcached's clients (on the DID testbed's
     /// other machine); NetPIPE's and iperf's PV peers are host processes.
     pub(super) fn pv_peer_on_wire(&self) -> bool {
-        self.spec.workload == WorkloadKind::Memcached
+        self.workload.pv_peer_on_wire
     }
 
     /// A frame for `vm` lands in the host NIC's ring; the host's interrupt

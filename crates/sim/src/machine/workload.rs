@@ -3,10 +3,14 @@
 //! that picks by [`WorkloadKind`], once per run, and the engine hands a
 //! [`WorkloadEvent`] to the module that owns it.
 
+use super::apps::{Service, APACHE, MEMCACHED, NO_SERVICE};
 use super::fio::BLOCK_HANDLER;
-use super::guest::{Step, HALT_LOOP, POLL_MODE_DRIVER, RX_HANDLER, SERVER, SPIN, STREAM_WRITER};
+use super::guest::{
+    Step, HALT_LOOP, POLL_MODE_DRIVER, RX_HANDLER, SERVER, SIP_RELAY, SPIN, STREAM_WRITER,
+};
 use super::ipi::{IPI_HANDLER, IPI_SENDER};
 use super::ipi_call::{CALL_HANDLER, IPI_CALLER};
+use super::netstack::Received;
 use super::*;
 use crate::metrics::StudyResults;
 
@@ -28,6 +32,16 @@ pub(super) struct WorkloadModel {
     start: fn(&mut Machine, usize, &[usize], &mut Effects),
     /// cyclictest's: the timer thread's latencies are the run's.
     pub(super) measures_timer: bool,
+    /// What a packet the guest receives is to it.
+    pub(super) received: Received,
+    /// udp-rx's and whileloop's: the NIC keeps the coalescing fitted on
+    /// them, and a packet NAPI takes is only counted.
+    pub(super) fitted_coalescing: bool,
+    /// The requests it serves, if it is a server.
+    pub(super) service: Service,
+    /// memcached's: its PV peers are on another server
+    /// ([`Machine::pv_peer_on_wire`]).
+    pub(super) pv_peer_on_wire: bool,
     /// Its figures beyond the common ones.
     study_results: fn(&Machine) -> StudyResults,
 }
@@ -40,6 +54,10 @@ const BACKGROUND_ONLY: WorkloadModel = WorkloadModel {
     ipi_handler: IPI_HANDLER,
     start: |_, _, _, _| {},
     measures_timer: false,
+    received: Received::Datagram,
+    fitted_coalescing: false,
+    service: NO_SERVICE,
+    pv_peer_on_wire: false,
     study_results: |_| StudyResults::default(),
 };
 
@@ -50,11 +68,13 @@ impl WorkloadModel {
             WorkloadKind::Idle | WorkloadKind::Vioapic => base,
             WorkloadKind::UdpRx => WorkloadModel {
                 start: Machine::start_udp_rx,
+                fitted_coalescing: true,
                 ..base
             },
             WorkloadKind::Whileloop => WorkloadModel {
                 background: Some(SPIN),
                 start: Machine::start_udp_rx,
+                fitted_coalescing: true,
                 ..base
             },
             WorkloadKind::Cyclictest => WorkloadModel {
@@ -63,14 +83,17 @@ impl WorkloadModel {
             },
             WorkloadKind::NetperfRr | WorkloadKind::UdpRr => WorkloadModel {
                 start: |m, vm, _, fx| m.start_remote(vm, fx),
+                received: Received::Transaction,
                 ..base
             },
             WorkloadKind::Iperf => WorkloadModel {
                 start: |m, _, owners, fx| m.start_streams(owners, fx),
+                received: Received::StreamSegment,
                 ..base
             },
             WorkloadKind::Netperf => WorkloadModel {
                 background: Some(STREAM_WRITER),
+                received: Received::StreamAck,
                 ..base
             },
             WorkloadKind::Fio => WorkloadModel {
@@ -88,9 +111,19 @@ impl WorkloadModel {
                 study_results: Machine::ipi_call_results,
                 ..base
             },
-            WorkloadKind::Memcached | WorkloadKind::Apache => WorkloadModel {
+            WorkloadKind::Memcached => WorkloadModel {
                 background: Some(SERVER),
                 start: |m, vm, _, fx| m.start_clients(vm, fx),
+                received: Received::Request,
+                service: MEMCACHED,
+                pv_peer_on_wire: true,
+                ..base
+            },
+            WorkloadKind::Apache => WorkloadModel {
+                background: Some(SERVER),
+                start: |m, vm, _, fx| m.start_clients(vm, fx),
+                received: Received::Request,
+                service: APACHE,
                 ..base
             },
             WorkloadKind::L2fwd => WorkloadModel {
@@ -99,8 +132,9 @@ impl WorkloadModel {
                 ..base
             },
             WorkloadKind::Sip => WorkloadModel {
-                background: Some(SERVER),
+                background: Some(SIP_RELAY),
                 start: |m, _, _, fx| m.start_calls(fx),
+                received: Received::SipMessage,
                 study_results: Machine::voip_results,
                 ..base
             },
