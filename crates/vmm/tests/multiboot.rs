@@ -50,6 +50,39 @@ fn config(irqchip: Irqchip, vcpus: u32, code: &[u8]) -> KernelConfig {
     }
 }
 
+/// Boots `code` on `vcpus` vCPUs through every irqchip and checks that it
+/// exits with `status`, that nothing reached the open bus (when
+/// `bus_untouched`), and, through the userspace irqchip, that it took
+/// `userspace_mmio_exits` MMIO exits when that is given.
+fn exits_with_on_every_irqchip(
+    code: &[u8],
+    vcpus: u32,
+    status: u32,
+    bus_untouched: bool,
+    userspace_mmio_exits: Option<u64>,
+) {
+    for irqchip in [Irqchip::Userspace, Irqchip::Split, Irqchip::Kernel] {
+        let _serial = one_vm_at_a_time();
+        let outcome = multiboot::run(&config(irqchip, vcpus, code), false).expect("boots");
+        assert_eq!(
+            outcome.end,
+            KernelEnd::Exited((status << 1) | 1),
+            "{irqchip}: {outcome:?}"
+        );
+        if bus_untouched {
+            assert!(
+                outcome.unclaimed.is_empty(),
+                "{irqchip}: {:?}",
+                outcome.unclaimed
+            );
+        }
+        if let (Irqchip::Userspace, Some(expected)) = (irqchip, userspace_mmio_exits) {
+            let mmio = outcome.exits.userspace_by_reason.get(&UserspaceExit::Mmio);
+            assert_eq!(mmio.copied(), Some(expected), "{:?}", outcome.exits);
+        }
+    }
+}
+
 #[test]
 fn a_multiboot_kernel_enters_with_the_magic_and_exits_with_its_status_on_every_path() {
     if !require_kvm("a_multiboot_kernel_enters_with_the_magic_and_exits_with_its_status") {
@@ -123,28 +156,10 @@ fn an_ap_starts_by_init_and_sipi_sent_through_a_relocated_apic_page() {
     if !require_kvm("an_ap_starts_by_init_and_sipi_sent_through_a_relocated_apic_page") {
         return;
     }
-    for irqchip in [Irqchip::Userspace, Irqchip::Split, Irqchip::Kernel] {
-        let _serial = one_vm_at_a_time();
-        let outcome =
-            multiboot::run(&config(irqchip, 2, RELOCATE_APIC_AND_START_AP), false).expect("boots");
-        // Only the AP, started in real mode at 0x8000, writes 5.
-        assert_eq!(
-            outcome.end,
-            KernelEnd::Exited((5 << 1) | 1),
-            "{irqchip}: {outcome:?}"
-        );
-        // Nothing reached the open bus: the writes found the moved page.
-        assert!(
-            outcome.unclaimed.is_empty(),
-            "{irqchip}: {:?}",
-            outcome.unclaimed
-        );
-        if irqchip == Irqchip::Userspace {
-            // SVR, ICR high, INIT and Start-Up: each an MMIO exit here.
-            let mmio = outcome.exits.userspace_by_reason.get(&UserspaceExit::Mmio);
-            assert_eq!(mmio.copied(), Some(4), "{:?}", outcome.exits);
-        }
-    }
+    // Only the AP, started in real mode at 0x8000, writes 5; nothing
+    // reaches the open bus (the writes find the moved page); through the
+    // userspace irqchip SVR, ICR high, INIT and Start-Up are an MMIO exit each.
+    exits_with_on_every_irqchip(RELOCATE_APIC_AND_START_AP, 2, 5, true, Some(4));
 }
 
 /// 32-bit code, interrupts disabled throughout: a GDT (flat code at 0x08)
@@ -187,26 +202,8 @@ fn a_self_nmi_is_taken_with_interrupts_disabled_on_every_path() {
     if !require_kvm("a_self_nmi_is_taken_with_interrupts_disabled_on_every_path") {
         return;
     }
-    for irqchip in [Irqchip::Userspace, Irqchip::Split, Irqchip::Kernel] {
-        let _serial = one_vm_at_a_time();
-        let outcome = multiboot::run(&config(irqchip, 1, SELF_NMI_REACHES_ITS_HANDLER), false)
-            .expect("boots");
-        assert_eq!(
-            outcome.end,
-            KernelEnd::Exited((7 << 1) | 1),
-            "{irqchip}: {outcome:?}"
-        );
-        assert!(
-            outcome.unclaimed.is_empty(),
-            "{irqchip}: {:?}",
-            outcome.unclaimed
-        );
-        if irqchip == Irqchip::Userspace {
-            // The SVR and ICR writes; the NMI itself costs no MMIO exit.
-            let mmio = outcome.exits.userspace_by_reason.get(&UserspaceExit::Mmio);
-            assert_eq!(mmio.copied(), Some(2), "{:?}", outcome.exits);
-        }
-    }
+    // The SVR and ICR writes are MMIO exits; the NMI itself costs none.
+    exits_with_on_every_irqchip(SELF_NMI_REACHES_ITS_HANDLER, 1, 7, true, Some(2));
 }
 
 /// 32-bit code that enters long mode (2 MiB identity map, a 64-bit code
@@ -266,14 +263,5 @@ fn cr8_and_the_tpr_are_one_register_on_every_path() {
     if !require_kvm("cr8_and_the_tpr_are_one_register_on_every_path") {
         return;
     }
-    for irqchip in [Irqchip::Userspace, Irqchip::Split, Irqchip::Kernel] {
-        let _serial = one_vm_at_a_time();
-        let outcome = multiboot::run(&config(irqchip, 1, CR8_AND_TPR_ARE_ONE_REGISTER), false)
-            .expect("boots");
-        assert_eq!(
-            outcome.end,
-            KernelEnd::Exited((0x53 << 1) | 1),
-            "{irqchip}: {outcome:?}"
-        );
-    }
+    exits_with_on_every_irqchip(CR8_AND_TPR_ARE_ONE_REGISTER, 1, 0x53, false, None);
 }
