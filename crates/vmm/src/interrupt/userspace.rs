@@ -136,6 +136,29 @@ pub struct UserspaceIrqchip {
     refused_extint: AtomicU64,
 }
 
+impl CpuApic {
+    /// Sleeps, marked halted, until `awake` holds for the LAPIC or the run
+    /// stops; the lock again, and whether `awake` holds.
+    fn sleep_until<'a>(
+        &'a self,
+        mut lapic: MutexGuard<'a, Lapic>,
+        control: &RunControl,
+        awake: impl Fn(&Lapic) -> bool,
+    ) -> (MutexGuard<'a, Lapic>, bool) {
+        self.halted.store(true, Ordering::Relaxed);
+        while !awake(&lapic) && !control.should_stop() {
+            lapic = self
+                .wake
+                .wait_timeout(lapic, STOP_POLL)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+        self.halted.store(false, Ordering::Relaxed);
+        let woken = awake(&lapic);
+        (lapic, woken)
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Model state stays consistent across a panic: each update is one call.
     mutex
@@ -319,23 +342,16 @@ impl UserspaceIrqchip {
         control: &RunControl,
     ) -> Result<bool, InterruptError> {
         let apic = self.cpu(cpu)?;
-        let mut lapic = lock(&apic.lapic);
+        let lapic = lock(&apic.lapic);
         if lapic.startup_state() == StartupState::Running {
             return Ok(true);
         }
-        apic.halted.store(true, Ordering::Relaxed);
-        while lapic.startup_state() == StartupState::WaitForSipi {
-            if control.should_stop() {
-                apic.halted.store(false, Ordering::Relaxed);
-                return Ok(false);
-            }
-            lapic = apic
-                .wake
-                .wait_timeout(lapic, STOP_POLL)
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .0;
+        let (mut lapic, sipi_or_running) = apic.sleep_until(lapic, control, |lapic| {
+            lapic.startup_state() != StartupState::WaitForSipi
+        });
+        if !sipi_or_running {
+            return Ok(false);
         }
-        apic.halted.store(false, Ordering::Relaxed);
         if let StartupState::StartAt { vector } = lapic.startup_state() {
             start_in_real_mode(vcpu, vector)?;
             lapic.started();
@@ -591,16 +607,9 @@ impl InterruptController for UserspaceIrqchip {
 
     fn halted(&self, cpu: usize, control: &RunControl) -> Result<(), InterruptError> {
         let apic = self.cpu(cpu)?;
-        let mut lapic = lock(&apic.lapic);
-        apic.halted.store(true, Ordering::Relaxed);
-        while !has_work(&lapic) && !control.should_stop() {
-            lapic = apic
-                .wake
-                .wait_timeout(lapic, STOP_POLL)
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .0;
-        }
-        apic.halted.store(false, Ordering::Relaxed);
+        // Woken or stopped, the vCPU goes back to its run loop, which
+        // checks both.
+        let (_lapic, _woken) = apic.sleep_until(lock(&apic.lapic), control, has_work);
         Ok(())
     }
 
