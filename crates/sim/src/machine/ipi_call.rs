@@ -321,6 +321,38 @@ mod tests {
     }
 
     #[test]
+    fn a_call_completes_when_every_write_is_made_and_every_reached_callee_ran() {
+        // Callees 1 and 17: one write to each x2APIC cluster.
+        let mut calls = IpiCall::new(1, vec![1, 17]);
+        calls.start(0, 100);
+        let write = |cluster: u32, members: u32| Effect::WriteIcr {
+            vcpu: 0,
+            icr: x2apic_icr(
+                GUEST_IPI_VECTOR,
+                DeliveryMode::Fixed,
+                Destination::Logical(cluster << 16 | members),
+            ),
+        };
+        let mut fx = Effects {
+            listed_from: Effects::LIST_ALL,
+            ..Effects::default()
+        };
+        assert_eq!(calls.write_next_icr(0, 0), Some(write(0, 1 << 1)));
+        calls.sent(0, 1);
+        // The first callee finishes before the second write: no release.
+        calls.complete(0, 500, &mut fx);
+        assert!(fx.stack.is_empty());
+        assert_eq!(calls.write_next_icr(0, 0), Some(write(1, 1 << 1)));
+        assert_eq!(calls.write_next_icr(0, 0), None);
+        calls.sent(0, 1);
+        calls.complete(0, 900, &mut fx);
+        let done = scheduled(900, CallEvent::Done { vm: 0 });
+        assert_eq!(fx.stack, [done]);
+        assert_eq!(calls.finish(0, 1_000), 900);
+        assert!(calls.done(0));
+    }
+
+    #[test]
     fn guest_idle_poll_burns_a_full_core_per_vcpu_and_halting_does_not() {
         let mut poll = calls(DesignKind::Apicv, 4, IpiTarget::SameNode, IdleMode::Poll);
         poll.run();
