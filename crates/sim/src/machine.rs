@@ -13,9 +13,11 @@
 //! netperf's TCP streams); `workload`'s `WorkloadModel`, chosen once per
 //! run, tells the other modules which programs, handlers and start the
 //! run's workload has, what a packet it receives is, which requests it
-//! serves, and hands a workload event to its module; no other module
-//! asks which workload runs. Each changes its own state and
-//! lists [`Effect`]s for the engine instead of calling another, as a
+//! serves, what it learns of the vCPUs its guest's IPIs reached, and
+//! hands a workload event to its module; no other module asks which
+//! workload runs. Each changes its own state and lists [`Effect`]s for
+//! the engine instead of calling another (a guest's ICR write too:
+//! `Ipi` and `IpiCall` list `Effect::WriteIcr`), as a
 //! `dirq_arch::lapic::Lapic` returns bus messages. A design's behaviour is
 //! its table (`crate::policy::<design>`) plus the types of
 //! `crate::policy::mechanism` the table names; the machine calls them and
@@ -50,7 +52,9 @@
 //!                              |
 //!                              +--> hardware: cores' Lapic, VcpuHardware
 //!                              |    {vlapic, vmcs, pid}, IOMMU, APIC bus
-//!                              |    (guest IPIs: ICR write -> bus::route)
+//!                              |    (WriteIcr: vLAPIC -> bus::route ->
+//!                              |    the workload's ipi_sent, then the
+//!                              |    design's IPI sender)
 //!                              +--> the next mechanism (PrepareEntry,
 //!                              |    EnterGuest, QueueVirtual, Timer ...)
 //!                              +--> Checker (every interrupt's fate)
@@ -413,8 +417,7 @@ impl Machine {
             Effect::SubmitBlock(vcpu) => self.guest_submit_block(vcpu, fx),
             Effect::DeviceAccess(vcpu) => self.device_access(vcpu, fx),
             Effect::CompleteCall(vcpu) => self.complete_call(vcpu, fx),
-            Effect::SendIpi(vcpu) => self.guest_send_ipi(vcpu, fx),
-            Effect::SendCallIpis(vcpu) => self.send_call_ipis(vcpu, fx),
+            Effect::WriteIcr { vcpu, icr } => self.write_icr(vcpu, icr, fx),
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
             Effect::RxPacket { queues, queue } => self.rx_packet(queues, queue, fx),

@@ -9,6 +9,25 @@ use super::tcp::TcpFlow;
 use super::*;
 use crate::scenario::NicCoalescing;
 
+/// The vLAPIC of the vCPU at `sender` on a VM's APIC bus takes the
+/// guest's write of `icr`, which puts the IPI on the bus; `bus::route`
+/// picks the bus positions it reaches (every destination mode, shorthand
+/// and lowest-priority arbitration), as for the real guest. A write the
+/// LAPIC refuses sends nothing.
+fn route_icr_write(bus: &mut [Vcpu], sender: usize, icr: u64, now: u64) -> Vec<usize> {
+    let Some(sender) = bus.get_mut(sender) else {
+        return Vec::new();
+    };
+    let sent = sender.hw.vlapic.write_msr(msrs::ICR, icr, &At(now));
+    let Ok(Some(ApicBusMessage::Ipi(interrupt))) = sent else {
+        return Vec::new();
+    };
+    match bus::route(&interrupt, bus) {
+        Ok(targets) => targets.iter().collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// A VM's VF's PCI requester ID, which interrupt remapping validates.
 pub(super) fn vf_requester(vm: usize) -> u16 {
     0x0100 + u16::try_from(vm).expect("at most MAX_VMS VMs")
@@ -345,26 +364,20 @@ impl Machine {
         }
     }
 
-    /// The guest writes `icr` on `vcpu`'s vLAPIC, which puts the IPI on
-    /// its VM's APIC bus; `bus::route` picks the vCPUs it reaches (every
-    /// destination mode, shorthand and lowest-priority arbitration), as
-    /// for the real guest. A write the LAPIC refuses sends nothing.
-    pub(super) fn route_guest_ipi(&mut self, vcpu: usize, icr: u64) -> Vec<usize> {
-        let sent = self.vcpus[vcpu]
-            .hw
-            .vlapic
-            .write_msr(msrs::ICR, icr, &At(self.now));
-        let Ok(Some(ApicBusMessage::Ipi(interrupt))) = sent else {
-            return Vec::new();
-        };
+    /// The guest's write of `icr` on `vcpu`'s vLAPIC (`Effect::WriteIcr`):
+    /// its VM's APIC bus routes the IPI, the workload learns which vCPUs
+    /// it reached, and the design's IPI sender sends it.
+    pub(super) fn write_icr(&mut self, vcpu: usize, icr: u64, fx: &mut Effects) {
         // A VM's vCPUs are numbered consecutively, in APIC-ID order.
         let vm = &self.vms[self.vcpus[vcpu].vm];
         let first = vm.vcpus[0];
-        let bus = &self.vcpus[first..first + vm.vcpus.len()];
-        match bus::route(&interrupt, bus) {
-            Ok(targets) => targets.iter().map(|index| first + index).collect(),
-            Err(_) => Vec::new(),
-        }
+        let bus = &mut self.vcpus[first..first + vm.vcpus.len()];
+        let targets: Vec<usize> = route_icr_write(bus, vcpu - first, icr, self.now)
+            .into_iter()
+            .map(|position| first + position)
+            .collect();
+        (self.workload.ipi_sent)(self, vcpu, &targets);
+        self.send_guest_ipis(vcpu, icr, &targets, fx);
     }
 
     /// The IPIs of `vcpu`'s ICR write `icr` leave for `targets`. The
@@ -559,7 +572,8 @@ mod tests {
     #[test]
     fn a_trapped_icr_write_exits_and_the_ipi_leaves_after_its_emulation_and_kick() {
         let mut m = one_vm(DesignKind::Vanilla, WorkloadKind::Ipi, 2);
-        let fx = listed(&mut m, |m, fx| m.guest_send_ipi(0, fx));
+        let write = m.ipi.write_icr(0);
+        let fx = listed(&mut m, |m, fx| m.perform(write, fx));
         let icr_write = m.profile.exit_service_ns.icr_write;
         let exit = Effect::Exit {
             vcpu: 0,
@@ -615,22 +629,24 @@ mod tests {
         let icr = |mode, destination| x2apic_icr(vector, mode, destination);
         let fixed = DeliveryMode::Fixed;
         let all_but_self = Destination::AllExcludingSelf { sender: 0 };
-        assert_eq!(m.route_guest_ipi(0, icr(fixed, all_but_self)), [1, 2, 3]);
-        assert_eq!(m.route_guest_ipi(2, icr(fixed, all_but_self)), [0, 1, 3]);
-        assert_eq!(
-            m.route_guest_ipi(0, icr(fixed, Destination::Physical(3))),
-            [3]
-        );
+        let bus = &mut m.vcpus;
+        let broadcast = icr(fixed, all_but_self);
+        assert_eq!(route_icr_write(bus, 0, broadcast, 0), [1, 2, 3]);
+        assert_eq!(route_icr_write(bus, 2, broadcast, 0), [0, 1, 3]);
+        let physical = icr(fixed, Destination::Physical(3));
+        assert_eq!(route_icr_write(bus, 0, physical, 0), [3]);
         // x2APIC logical: cluster 0, member bits 2 and 3.
         let logical = Destination::Logical(0b1100);
-        assert_eq!(m.route_guest_ipi(0, icr(fixed, logical)), [2, 3]);
+        assert_eq!(route_icr_write(bus, 0, icr(fixed, logical), 0), [2, 3]);
         // Lowest priority among 1 to 3: vCPU 1's TPR keeps it out.
-        m.vcpus[1].hw.vlapic.set_tpr(0x20);
+        bus[1].hw.vlapic.set_tpr(0x20);
         let lowest = icr(DeliveryMode::LowestPriority, Destination::Logical(0b1110));
-        assert_eq!(m.route_guest_ipi(0, lowest), [2]);
-        // The scenario's broadcast IPI goes the same way.
-        m.spec.group.ipi_mode = IpiMode::Broadcast;
-        let fx = listed(&mut m, |m, fx| m.guest_send_ipi(0, fx));
+        assert_eq!(route_icr_write(bus, 0, lowest, 0), [2]);
+        // The scenario's broadcast IPI goes the same way, and the workload
+        // learns the targets from the bus.
+        m.ipi = Ipi::new(IpiMode::Broadcast);
+        let write = m.ipi.write_icr(0);
+        let fx = listed(&mut m, |m, fx| m.perform(write, fx));
         let targets: Vec<u32> = fx
             .iter()
             .filter_map(|effect| match effect {
@@ -642,5 +658,7 @@ mod tests {
             })
             .collect();
         assert_eq!(targets, [1, 2, 3]);
+        assert!((1..4).all(|target| m.ipi.take_sent(target) == Some(0)));
+        assert_eq!(m.ipi.take_sent(0), None);
     }
 }

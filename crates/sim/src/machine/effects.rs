@@ -34,8 +34,13 @@ pub(super) enum Effect {
     DeviceAccess(usize),
     /// A callee finished the IPI study's function (`ipi_call`).
     CompleteCall(usize),
-    SendIpi(usize),
-    SendCallIpis(usize),
+    /// The guest writes `icr` on `vcpu`'s vLAPIC (the x2APIC ICR MSR): the
+    /// VM's APIC bus routes the IPI and the design's IPI sender sends it
+    /// (`devices`).
+    WriteIcr {
+        vcpu: usize,
+        icr: u64,
+    },
     GuestHalt(usize),
     NetperfRespond {
         vcpu: usize,

@@ -299,7 +299,7 @@ impl Machine {
                 },
                 Step::DeviceAccess => Effect::DeviceAccess(vcpu),
                 Step::StartCall => {
-                    self.start_call(vcpu);
+                    self.ipi_call.start(self.vcpus[vcpu].vm, self.now);
                     self.advance(vcpu);
                     continue;
                 }
@@ -361,12 +361,19 @@ impl Machine {
                 }
                 Step::RecordIpiLatency => {
                     self.advance(vcpu);
-                    self.record_ipi_latency(vcpu);
+                    self.ipi.record_latency(vcpu, self.now, &mut self.counters);
                     continue;
                 }
                 Step::SubmitBlock => Effect::SubmitBlock(vcpu),
-                Step::SendIpi => Effect::SendIpi(vcpu),
-                Step::SendCallIpis => Effect::SendCallIpis(vcpu),
+                Step::SendIpi => self.ipi.write_icr(vcpu),
+                Step::SendCallIpis => {
+                    let vm = self.vcpus[vcpu].vm;
+                    let Some(write) = self.ipi_call.write_next_icr(vm, vcpu) else {
+                        self.advance(vcpu);
+                        continue;
+                    };
+                    write
+                }
                 Step::Halt => {
                     fx.push(Effect::GuestHalt(vcpu));
                     return;

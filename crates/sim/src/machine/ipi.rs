@@ -7,6 +7,7 @@
 use super::guest::{Step, Work};
 use super::workload::SentTimes;
 use super::*;
+use crate::scenario::IpiMode;
 
 /// vCPU 0's loop: a gap, then the ICR write.
 pub(super) const IPI_SENDER: &[Step] = &[Step::Work(Work::IpiGap), Step::SendIpi];
@@ -18,41 +19,49 @@ pub(super) const IPI_HANDLER: &[Step] = &[
     Step::Iret,
 ];
 
-/// The ipi workload's own state: per vCPU, when the IPI it waits for was
-/// sent.
-#[derive(Debug, Default)]
+/// The ipi workload's own state: the ICR value of its IPI and, per
+/// vCPU, when the IPI it waits for was sent.
+#[derive(Debug)]
 pub(super) struct Ipi {
+    icr: u64,
     sent_at: SentTimes,
 }
 
 impl Ipi {
-    fn sent(&mut self, vcpu: usize, now: u64) {
-        self.sent_at.replace(vcpu, now);
+    /// The workload sending the group's IPI (`mode`).
+    pub(super) fn new(mode: IpiMode) -> Self {
+        Ipi {
+            icr: mode.icr(GUEST_IPI_VECTOR),
+            sent_at: SentTimes::default(),
+        }
+    }
+
+    /// `vcpu`'s ICR write: a hypervisor traps it or the CPU posts it;
+    /// bare metal sends the IPI itself.
+    pub(super) fn write_icr(&self, vcpu: usize) -> Effect {
+        Effect::WriteIcr {
+            vcpu,
+            icr: self.icr,
+        }
+    }
+
+    /// The write left at `now` for the vCPUs the bus routed it to.
+    pub(super) fn sent(&mut self, targets: &[usize], now: u64) {
+        for &target in targets {
+            self.sent_at.replace(target, now);
+        }
     }
 
     /// When the IPI `vcpu` waits for was sent, taken once.
     pub(super) fn take_sent(&mut self, vcpu: usize) -> Option<u64> {
         self.sent_at.take(vcpu)
     }
-}
 
-impl Machine {
-    /// The guest writes the ICR: a hypervisor traps it or the CPU posts
-    /// it (`Self::send_guest_ipis`); bare metal sends the IPI itself.
-    pub(super) fn guest_send_ipi(&mut self, vcpu: usize, fx: &mut Effects) {
-        let icr = self.spec.group.ipi_mode.icr(GUEST_IPI_VECTOR);
-        let targets = self.route_guest_ipi(vcpu, icr);
-        for &target in &targets {
-            self.ipi.sent(target, self.now);
-        }
-        self.send_guest_ipis(vcpu, icr, &targets, fx);
-    }
-
-    /// A target's handler runs: one IPI's latency.
-    pub(super) fn record_ipi_latency(&mut self, vcpu: usize) {
-        if let Some(sent) = self.ipi.take_sent(vcpu) {
-            self.counters.latencies.push(self.now - sent);
-            self.counters.requests_done += 1;
+    /// A target's handler runs at `now`: one IPI's latency.
+    pub(super) fn record_latency(&mut self, vcpu: usize, now: u64, counters: &mut Counters) {
+        if let Some(sent) = self.take_sent(vcpu) {
+            counters.latencies.push(now - sent);
+            counters.requests_done += 1;
         }
     }
 }

@@ -9,6 +9,7 @@
 
 use super::guest::{Step, Work};
 use super::*;
+use crate::metrics::StudyResults;
 use dirq_arch::interrupt::Destination;
 use dirq_arch::lapic::x2apic_icr;
 
@@ -28,7 +29,7 @@ pub(super) const CALL_HANDLER: &[Step] = &[
 ];
 
 /// x2APIC logical IDs per cluster (SDM 10.12.10.2).
-const X2APIC_CLUSTER_SIZE: usize = 16;
+const X2APIC_CLUSTER_SIZE: u32 = 16;
 /// The benchmark's calls per configuration; `total_s` scales the
 /// simulated calls' mean to it.
 pub(super) const CALLS_PER_BENCHMARK: f64 = 100_000.0;
@@ -36,26 +37,43 @@ pub(super) const CALLS_PER_BENCHMARK: f64 = 100_000.0;
 /// The call in flight of a VM's caller.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Call {
-    /// Callees whose ICR write the caller has still to make.
-    unsent: Vec<usize>,
-    /// Callees that have not yet run the function.
+    /// Logical IDs of the callees whose ICR write the caller has still to
+    /// make.
+    unsent: Vec<u32>,
+    /// Callees the caller's writes reached that have not yet run the
+    /// function.
     outstanding: usize,
     started: u64,
     /// The caller has seen every callee finish.
     done: bool,
 }
 
-/// ipi-call's own state: per VM, its caller's call in flight.
+/// ipi-call's own state: whom a call calls, and per VM its caller's call
+/// in flight.
 #[derive(Debug, Default)]
 pub(super) struct IpiCall {
+    /// The callees' x2APIC logical IDs, their indices in the VM (the
+    /// scenario's call targets, the same in every VM).
+    callees: Vec<u32>,
     calls: Vec<Call>,
 }
 
 impl IpiCall {
-    pub(super) fn new(vms: usize) -> Self {
+    pub(super) fn new(vms: usize, callees: Vec<u32>) -> Self {
         IpiCall {
+            callees,
             calls: vec![Call::default(); vms],
         }
+    }
+
+    /// `vm`'s caller starts a call at `now`.
+    pub(super) fn start(&mut self, vm: usize, now: u64) {
+        self.calls[vm] = Call {
+            unsent: self.callees.clone(),
+            outstanding: 0,
+            started: now,
+            done: false,
+        };
     }
 
     /// `vm`'s caller has ICR writes left to make for its call.
@@ -67,6 +85,63 @@ impl IpiCall {
     pub(super) fn done(&self, vm: usize) -> bool {
         self.calls[vm].done
     }
+
+    /// The call's next ICR write by `vm`'s caller `vcpu`: one x2APIC
+    /// logical write to the unsent callees of the next cluster (SDM
+    /// 10.12.10.2: cluster in bits 31:16, member bitmap in 15:0). None once
+    /// every callee was written to.
+    pub(super) fn write_next_icr(&mut self, vm: usize, vcpu: usize) -> Option<Effect> {
+        let call = &mut self.calls[vm];
+        let cluster = call.unsent.first()? / X2APIC_CLUSTER_SIZE;
+        let (batch, rest): (Vec<u32>, Vec<u32>) = std::mem::take(&mut call.unsent)
+            .into_iter()
+            .partition(|&callee| callee / X2APIC_CLUSTER_SIZE == cluster);
+        call.unsent = rest;
+        let members = batch.iter().fold(0, |bits, &callee| {
+            bits | 1 << (callee % X2APIC_CLUSTER_SIZE)
+        });
+        let icr = x2apic_icr(
+            GUEST_IPI_VECTOR,
+            DeliveryMode::Fixed,
+            Destination::Logical(cluster << 16 | members),
+        );
+        Some(Effect::WriteIcr { vcpu, icr })
+    }
+
+    /// `vm`'s caller's write reached `callees` vCPUs (the bus's routing).
+    pub(super) fn sent(&mut self, vm: usize, callees: usize) {
+        self.calls[vm].outstanding += callees;
+    }
+
+    /// A callee of `vm`'s call ran the function: once every write is made,
+    /// the last one releases the caller, whose spin sees it at `seen_at`.
+    pub(super) fn complete(&mut self, vm: usize, seen_at: u64, fx: &mut Effects) {
+        let call = &mut self.calls[vm];
+        call.outstanding = call.outstanding.saturating_sub(1);
+        if call.outstanding > 0 || !call.unsent.is_empty() {
+            return;
+        }
+        fx.schedule(seen_at, CallEvent::Done { vm: index_u32(vm) });
+    }
+
+    /// `vm`'s caller sees its call complete at `now`: the call's latency.
+    fn finish(&mut self, vm: usize, now: u64) -> u64 {
+        let call = &mut self.calls[vm];
+        call.done = true;
+        now - call.started
+    }
+
+    /// The benchmark's total time: its calls at the simulated mean.
+    pub(super) fn results(calls: &Counters) -> StudyResults {
+        StudyResults {
+            total_s: (calls.requests_done > 0).then(|| {
+                let mean_ns =
+                    dirq_stats::ratio(calls.latencies.iter().sum::<u64>(), calls.requests_done);
+                mean_ns * CALLS_PER_BENCHMARK / 1e9
+            }),
+            ..Default::default()
+        }
+    }
 }
 
 /// ipi-call's event.
@@ -76,106 +151,34 @@ pub(super) enum CallEvent {
     Done { vm: u32 },
 }
 
+/// The machine's side: what ipi-call reads of it, the caller and callees'
+/// places.
 impl Machine {
-    /// The benchmark's total time: its calls at the simulated mean.
-    pub(super) fn ipi_call_results(&self) -> crate::metrics::StudyResults {
-        let calls = &self.counters;
-        crate::metrics::StudyResults {
-            total_s: (calls.requests_done > 0).then(|| {
-                let mean_ns =
-                    dirq_stats::ratio(calls.latencies.iter().sum::<u64>(), calls.requests_done);
-                mean_ns * CALLS_PER_BENCHMARK / 1e9
-            }),
-            ..Default::default()
-        }
-    }
-
-    /// The caller starts a call to the scenario's target(s).
-    pub(super) fn start_call(&mut self, vcpu: usize) {
-        let vm = self.vcpus[vcpu].vm;
-        let callees: Vec<usize> = self
-            .spec
-            .group
-            .call_targets()
-            .iter()
-            .map(|&index| self.vms[vm].vcpus[index as usize])
-            .collect();
-        self.ipi_call.calls[vm] = Call {
-            outstanding: callees.len(),
-            unsent: callees,
-            started: self.now,
-            done: false,
-        };
-    }
-
-    /// The x2APIC cluster of a vCPU's logical ID (its index in the VM).
-    fn cluster_of(&self, vcpu: usize) -> usize {
-        let vm = self.vcpus[vcpu].vm;
-        (vcpu - self.vms[vm].vcpus[0]) / X2APIC_CLUSTER_SIZE
-    }
-
-    /// One ICR write of the call: the unsent callees of the next cluster.
-    /// A trapped write exits; the host kicks the callees one after another
-    /// (`send_guest_ipis`), and each IPI crosses the interconnect.
-    pub(super) fn send_call_ipis(&mut self, vcpu: usize, fx: &mut Effects) {
-        let vm = self.vcpus[vcpu].vm;
-        let Some(&first) = self.ipi_call.calls[vm].unsent.first() else {
-            return;
-        };
-        let cluster = self.cluster_of(first);
-        let (batch, rest): (Vec<usize>, Vec<usize>) =
-            std::mem::take(&mut self.ipi_call.calls[vm].unsent)
-                .into_iter()
-                .partition(|&callee| self.cluster_of(callee) == cluster);
-        self.ipi_call.calls[vm].unsent = rest;
-        // One x2APIC logical ICR write addresses the cluster's callees
-        // (SDM 10.12.10.2: cluster in bits 31:16, member bitmap in 15:0).
-        let first_vcpu = self.vms[vm].vcpus[0];
-        let members = batch.iter().fold(0, |bits, &callee| {
-            bits | 1 << ((callee - first_vcpu) % X2APIC_CLUSTER_SIZE)
-        });
-        let address = index_u32(cluster) << 16 | members;
-        let icr = x2apic_icr(
-            GUEST_IPI_VECTOR,
-            DeliveryMode::Fixed,
-            Destination::Logical(address),
-        );
-        let batch = self.route_guest_ipi(vcpu, icr);
-        self.send_guest_ipis(vcpu, icr, &batch, fx);
-    }
-
-    pub(super) fn call_event(&mut self, event: CallEvent, fx: &mut Effects) {
-        match event {
-            CallEvent::Done { vm } => self.call_done(vm as usize, fx),
-        }
-    }
-
-    /// A callee ran the function: the last one releases the caller, whose
-    /// spin sees it one interconnect crossing later.
-    pub(super) fn complete_call(&mut self, vcpu: usize, fx: &mut Effects) {
-        let vm = self.vcpus[vcpu].vm;
-        let call = &mut self.ipi_call.calls[vm];
-        call.outstanding = call.outstanding.saturating_sub(1);
-        if call.outstanding > 0 {
-            return;
-        }
+    /// A callee ran the function (`Effect::CompleteCall`): its release
+    /// reaches the caller's core one interconnect crossing later.
+    pub(super) fn complete_call(&mut self, callee: usize, fx: &mut Effects) {
+        let vm = self.vcpus[callee].vm;
         let caller = self.vms[vm].vcpus[0];
-        let seen = self.now
-            + self.interconnect_ns(self.vcpus[vcpu].home_core, self.vcpus[caller].home_core);
-        fx.schedule(seen, CallEvent::Done { vm: index_u32(vm) });
+        let crossing =
+            self.interconnect_ns(self.vcpus[callee].home_core, self.vcpus[caller].home_core);
+        self.ipi_call.complete(vm, self.now + crossing, fx);
     }
 
     /// The caller sees its call complete: one call's latency; its spin
     /// ends (at once in guest mode: the guest model runs it on; else when
     /// it re-enters).
-    pub(super) fn call_done(&mut self, vm: usize, fx: &mut Effects) {
-        let call = &mut self.ipi_call.calls[vm];
-        call.done = true;
-        self.counters.latencies.push(self.now - call.started);
-        self.counters.requests_done += 1;
-        let caller = self.vms[vm].vcpus[0];
-        if self.in_guest(caller) {
-            fx.push(Effect::Poke(caller));
+    pub(super) fn call_event(&mut self, event: CallEvent, fx: &mut Effects) {
+        match event {
+            CallEvent::Done { vm } => {
+                let vm = vm as usize;
+                let latency = self.ipi_call.finish(vm, self.now);
+                self.counters.latencies.push(latency);
+                self.counters.requests_done += 1;
+                let caller = self.vms[vm].vcpus[0];
+                if self.in_guest(caller) {
+                    fx.push(Effect::Poke(caller));
+                }
+            }
         }
     }
 }
@@ -213,11 +216,10 @@ mod tests {
     fn a_call_to_all_makes_one_trapped_icr_write_per_x2apic_cluster() {
         let mut m = calls(DesignKind::Apicv, 40, IpiTarget::All, IdleMode::Poll);
         running(&mut m, 0);
-        m.start_call(0);
-        assert_eq!(m.ipi_call.calls[0].outstanding, 39);
+        m.ipi_call.start(0, 0);
         let mut writes = 0;
-        while !m.ipi_call.calls[0].unsent.is_empty() {
-            let fx = listed(&mut m, |m, fx| m.send_call_ipis(0, fx));
+        while let Some(write) = m.ipi_call.write_next_icr(0, 0) {
+            let fx = listed(&mut m, |m, fx| m.perform(write, fx));
             let exits = fx
                 .iter()
                 .filter(|effect| matches!(effect, Effect::Exit { .. }))
@@ -227,6 +229,8 @@ mod tests {
         }
         // Logical IDs 1-15, 16-31, 32-39.
         assert_eq!(writes, 3);
+        // The bus routed the writes to every callee.
+        assert_eq!(m.ipi_call.calls[0].outstanding, 39);
     }
 
     #[test]
@@ -262,8 +266,11 @@ mod tests {
         let node_of = |m: &Machine, vcpu: usize| m.interconnect_ns(from, m.vcpus[vcpu].home_core);
         let (same, cross) = (node_of(&m, 1), node_of(&m, 3));
         assert!(cross > same);
-        m.start_call(0);
-        let fx = listed(&mut m, |m, fx| m.send_call_ipis(0, fx));
+        m.ipi_call.start(0, 0);
+        let write = m.ipi_call.write_next_icr(0, 0);
+        let fx = listed(&mut m, |m, fx| {
+            write.into_iter().for_each(|w| m.perform(w, fx))
+        });
         let send_ipi = m.profile.host_ns.send_ipi;
         let icr = m.profile.exit_service_ns.icr_write;
         // Each IPI leaves after every kick before it and its own.
@@ -292,8 +299,11 @@ mod tests {
     fn the_last_callee_releases_the_caller_which_records_the_call() {
         let mut m = calls(DesignKind::Apicv, 3, IpiTarget::All, IdleMode::Poll);
         running(&mut m, 0);
-        m.start_call(0);
-        m.ipi_call.calls[0].unsent.clear();
+        m.ipi_call.start(0, 0);
+        let write = m.ipi_call.write_next_icr(0, 0);
+        listed(&mut m, |m, fx| {
+            write.into_iter().for_each(|w| m.perform(w, fx))
+        });
         assert!(listed(&mut m, |m, fx| m.complete_call(1, fx)).is_empty());
         let fx = listed(&mut m, |m, fx| m.complete_call(2, fx));
         assert!(matches!(
@@ -304,10 +314,42 @@ mod tests {
             }]
         ));
         m.now = 7_000;
-        let fx = listed(&mut m, |m, fx| m.call_done(0, fx));
+        let fx = listed(&mut m, |m, fx| m.call_event(CallEvent::Done { vm: 0 }, fx));
         assert_eq!(fx, [Effect::Poke(0)]);
         assert!(m.ipi_call.calls[0].done);
         assert_eq!(m.counters.latencies, [7_000]);
+    }
+
+    #[test]
+    fn a_call_completes_when_every_write_is_made_and_every_reached_callee_ran() {
+        // Callees 1 and 17: one write to each x2APIC cluster.
+        let mut calls = IpiCall::new(1, vec![1, 17]);
+        calls.start(0, 100);
+        let write = |cluster: u32, members: u32| Effect::WriteIcr {
+            vcpu: 0,
+            icr: x2apic_icr(
+                GUEST_IPI_VECTOR,
+                DeliveryMode::Fixed,
+                Destination::Logical(cluster << 16 | members),
+            ),
+        };
+        let mut fx = Effects {
+            listed_from: Effects::LIST_ALL,
+            ..Effects::default()
+        };
+        assert_eq!(calls.write_next_icr(0, 0), Some(write(0, 1 << 1)));
+        calls.sent(0, 1);
+        // The first callee finishes before the second write: no release.
+        calls.complete(0, 500, &mut fx);
+        assert!(fx.stack.is_empty());
+        assert_eq!(calls.write_next_icr(0, 0), Some(write(1, 1 << 1)));
+        assert_eq!(calls.write_next_icr(0, 0), None);
+        calls.sent(0, 1);
+        calls.complete(0, 900, &mut fx);
+        let done = scheduled(900, CallEvent::Done { vm: 0 });
+        assert_eq!(fx.stack, [done]);
+        assert_eq!(calls.finish(0, 1_000), 900);
+        assert!(calls.done(0));
     }
 
     #[test]

@@ -52,7 +52,8 @@ mod tests {
         assert_eq!(m.interconnect_ns(4, 1), cross);
         // vCPU 0's IPI to vCPU 1 (core 2) crosses nothing.
         running(&mut m, 0);
-        let fx = listed(&mut m, |m, fx| m.guest_send_ipi(0, fx));
+        let write = m.ipi.write_icr(0);
+        let fx = listed(&mut m, |m, fx| m.perform(write, fx));
         let sent = m.profile.exit_service_ns.icr_write + m.profile.host_ns.send_ipi;
         assert!(fx.contains(&Effect::Schedule {
             at: sent + same,

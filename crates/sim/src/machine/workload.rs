@@ -30,6 +30,9 @@ pub(super) struct WorkloadModel {
     pub(super) ipi_handler: &'static [Step],
     /// Its first events in a VM, given the VM and its queue pairs' owners.
     start: fn(&mut Machine, usize, &[usize], &mut Effects),
+    /// What it learns when its guest's ICR write leaves: the writing vCPU
+    /// and the vCPUs the APIC bus routed the IPI to.
+    pub(super) ipi_sent: fn(&mut Machine, usize, &[usize]),
     /// cyclictest's: the timer thread's latencies are the run's.
     pub(super) measures_timer: bool,
     /// What a packet the guest receives is to it.
@@ -53,6 +56,7 @@ const BACKGROUND_ONLY: WorkloadModel = WorkloadModel {
     device_handler: RX_HANDLER,
     ipi_handler: IPI_HANDLER,
     start: |_, _, _, _| {},
+    ipi_sent: |_, _, _| {},
     measures_timer: false,
     received: Received::Datagram,
     fitted_coalescing: false,
@@ -103,12 +107,14 @@ impl WorkloadModel {
             },
             WorkloadKind::Ipi => WorkloadModel {
                 lead: Some(IPI_SENDER),
+                ipi_sent: |m, _, targets| m.ipi.sent(targets, m.now),
                 ..base
             },
             WorkloadKind::IpiCall => WorkloadModel {
                 lead: Some(IPI_CALLER),
                 ipi_handler: CALL_HANDLER,
-                study_results: Machine::ipi_call_results,
+                ipi_sent: |m, caller, targets| m.ipi_call.sent(m.vcpus[caller].vm, targets.len()),
+                study_results: |m| IpiCall::results(&m.counters),
                 ..base
             },
             WorkloadKind::Memcached => WorkloadModel {
