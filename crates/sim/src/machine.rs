@@ -419,6 +419,7 @@ impl Machine {
             Effect::CompleteCall(vcpu) => self.complete_call(vcpu, fx),
             Effect::WriteIcr { vcpu, icr } => self.write_icr(vcpu, icr, fx),
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
+            Effect::VirtioKick(vcpu) => self.virtio_kick(vcpu, fx),
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
             Effect::RxPacket { queues, queue } => self.rx_packet(queues, queue, fx),
             Effect::BackendStart { queues, job } => self.backend_start(queues, job, fx),

@@ -11,6 +11,7 @@ use super::guest::{
 use super::ipi::{IPI_HANDLER, IPI_SENDER};
 use super::ipi_call::{CALL_HANDLER, IPI_CALLER};
 use super::netstack::Received;
+use super::sip::{SipPath, SIP_MESSAGE_BYTES};
 use super::*;
 use crate::metrics::StudyResults;
 
@@ -141,7 +142,7 @@ impl WorkloadModel {
                 background: Some(SIP_RELAY),
                 start: |m, _, _, fx| m.start_calls(fx),
                 received: Received::SipMessage,
-                study_results: Machine::voip_results,
+                study_results: |m| m.sip.results(),
                 ..base
             },
         }
@@ -253,6 +254,29 @@ impl Machine {
             WorkloadEvent::Clients(event) => self.client_event(event, fx),
             WorkloadEvent::Pmd(event) => self.pmd_event(event, fx),
             WorkloadEvent::Sip(event) => self.sip_event(event, fx),
+        }
+    }
+
+    /// SIPp starts over the path of the VM's first queue pair.
+    fn start_calls(&mut self, fx: &mut Effects) {
+        let path = SipPath {
+            queues: self.first_queues(0),
+            ring: match self.spec.group.transport {
+                Transport::Pv => RxQueueKind::Virtio,
+                _ => RxQueueKind::Vf,
+            },
+            one_way_ns: self.one_way_ns(SIP_MESSAGE_BYTES),
+        };
+        self.sip.start(self.spec.duration_ns, path, fx);
+    }
+
+    /// A VoIP event, handed the time and whether SIP's ring is full; a
+    /// call's setup latency is the run's.
+    fn sip_event(&mut self, event: SipEvent, fx: &mut Effects) {
+        let (queues, ring) = self.sip.ring();
+        let ring_full = self.queues[queues].rx(ring).ring >= RX_RING_SIZE;
+        if let Some(setup) = self.sip.handle(event, self.now, ring_full, fx) {
+            self.counters.latencies.push(setup);
         }
     }
 }
