@@ -103,7 +103,7 @@ impl WorkloadModel {
             },
             WorkloadKind::Fio => WorkloadModel {
                 device_handler: BLOCK_HANDLER,
-                start: |m, vm, _, fx| m.submit_block(vm, fx),
+                start: |m, vm, _, fx| m.fio.submit(vm, m.first_queues(vm), m.now, fx),
                 ..base
             },
             WorkloadKind::Ipi => WorkloadModel {
@@ -228,7 +228,8 @@ impl Machine {
         (self.workload.start)(self, vm, &owners, fx);
         if self.spec.group.with_timer || self.workload.measures_timer {
             for &owner in &owners {
-                self.arm_first_tick(owner, fx);
+                let deadline = self.cyclictest.arm_first_tick(owner, &mut self.rng);
+                self.program_guest_timer(owner, deadline, fx);
             }
         }
     }
@@ -255,6 +256,13 @@ impl Machine {
             WorkloadEvent::Pmd(event) => self.pmd_event(event, fx),
             WorkloadEvent::Sip(event) => self.sip_event(event, fx),
         }
+    }
+
+    /// fio's submission from `vcpu`: the read, then the virtio notify.
+    pub(super) fn guest_submit_block(&mut self, vcpu: usize, fx: &mut Effects) {
+        let vm = self.vcpus[vcpu].vm;
+        self.fio.submit(vm, self.first_queues(vm), self.now, fx);
+        self.io_notify(vcpu, fx);
     }
 
     /// SIPp starts over the path of the VM's first queue pair.
