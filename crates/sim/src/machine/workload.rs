@@ -135,7 +135,14 @@ impl WorkloadModel {
             },
             WorkloadKind::L2fwd => WorkloadModel {
                 background: Some(POLL_MODE_DRIVER),
-                start: |m, _, owners, fx| m.start_l2fwd(owners, fx),
+                start: |m, _, owners, fx| {
+                    let link_mbps = m.profile.network.link_mbps;
+                    for &owner in owners {
+                        let queues = m.vcpus[owner].queues;
+                        m.l2fwd
+                            .start(queues, link_mbps, &mut m.queues[queues].vf, fx);
+                    }
+                },
                 ..base
             },
             WorkloadKind::Sip => WorkloadModel {
@@ -253,7 +260,12 @@ impl Machine {
             WorkloadEvent::Remote(event) => self.remote_event(event, fx),
             WorkloadEvent::Tcp(event) => self.tcp_event(event, fx),
             WorkloadEvent::Clients(event) => self.client_event(event, fx),
-            WorkloadEvent::Pmd(event) => self.pmd_event(event, fx),
+            WorkloadEvent::Pmd(PmdEvent::Burst { queues }) => {
+                let pair = &mut self.queues[queues as usize];
+                let spinning = self.vcpus[pair.owner].spin_since.map(|_| pair.owner);
+                self.l2fwd
+                    .burst(queues as usize, self.now, &mut pair.vf, spinning, fx);
+            }
             WorkloadEvent::Sip(event) => self.sip_event(event, fx),
         }
     }
