@@ -11,6 +11,7 @@ use super::guest::{
 use super::ipi::{IPI_HANDLER, IPI_SENDER};
 use super::ipi_call::{CALL_HANDLER, IPI_CALLER};
 use super::netstack::Received;
+use super::rr::RemoteLink;
 use super::sip::{SipPath, SIP_MESSAGE_BYTES};
 use super::*;
 use crate::metrics::StudyResults;
@@ -87,7 +88,14 @@ impl WorkloadModel {
                 ..base
             },
             WorkloadKind::NetperfRr | WorkloadKind::UdpRr => WorkloadModel {
-                start: |m, vm, _, fx| m.start_remote(vm, fx),
+                start: |m, vm, _, fx| {
+                    let bytes = m.message_bytes();
+                    let link = RemoteLink {
+                        one_way_ns: m.one_way_ns(bytes),
+                        copy_ns: m.copy_ns(bytes),
+                    };
+                    m.remote.start(vm, link, fx);
+                },
                 received: Received::Transaction,
                 ..base
             },
@@ -257,7 +265,15 @@ impl Machine {
     pub(super) fn workload_event(&mut self, event: WorkloadEvent, fx: &mut Effects) {
         match event {
             WorkloadEvent::Call(event) => self.call_event(event, fx),
-            WorkloadEvent::Remote(event) => self.remote_event(event, fx),
+            WorkloadEvent::Remote(RemoteEvent::Request { vm }) => {
+                if let Some(round_trip) = self.remote.request(vm as usize, self.now, fx) {
+                    let latency = self.spec.workload.reported_latency_ns(round_trip);
+                    self.counters.request_done(latency);
+                }
+            }
+            WorkloadEvent::Remote(RemoteEvent::RequestArrival { vm }) => {
+                self.request_arrives(vm as usize, fx)
+            }
             WorkloadEvent::Tcp(event) => self.tcp_event(event, fx),
             WorkloadEvent::Clients(event) => self.client_event(event, fx),
             WorkloadEvent::Pmd(PmdEvent::Burst { queues }) => {
@@ -267,6 +283,23 @@ impl Machine {
                     .burst(queues as usize, self.now, &mut pair.vf, spinning, fx);
             }
             WorkloadEvent::Sip(event) => self.sip_event(event, fx),
+        }
+    }
+
+    /// netperf-rr's and udp-rr's guest answered on `vcpu`: the response
+    /// leaves through virtio to vhost, or through the VF's doorbell (a
+    /// passed-through MMIO write) for the remote.
+    pub(super) fn netperf_respond(&mut self, vcpu: usize, kind: RxQueueKind, fx: &mut Effects) {
+        let queues = self.vcpus[vcpu].queues;
+        match kind {
+            RxQueueKind::Virtio => {
+                self.virtio_kick(vcpu, fx);
+                self.backend_start(queues, BackendJob::TxPacket, fx);
+            }
+            RxQueueKind::Vf => {
+                self.remote.response_sent(self.vcpus[vcpu].vm, self.now, fx);
+                self.vf_sent(queues, self.now, self.message_bytes(), fx);
+            }
         }
     }
 
