@@ -67,19 +67,30 @@ const BACKGROUND_ONLY: WorkloadModel = WorkloadModel {
     study_results: |_| StudyResults::default(),
 };
 
+/// udp-rx's and whileloop's first packet on each owner's queue pair, on
+/// each ring of the group's transport.
+fn start_receive(m: &mut Machine, _vm: usize, owners: &[usize], fx: &mut Effects) {
+    for &owner in owners {
+        let queues = m.vcpus[owner].queues;
+        for &ring in super::udp_rx::rings(m.spec.group.transport) {
+            m.schedule_packet(queues, ring, fx);
+        }
+    }
+}
+
 impl WorkloadModel {
     pub(super) fn of(kind: WorkloadKind) -> WorkloadModel {
         let base = BACKGROUND_ONLY;
         match kind {
             WorkloadKind::Idle | WorkloadKind::Vioapic => base,
             WorkloadKind::UdpRx => WorkloadModel {
-                start: Machine::start_udp_rx,
+                start: start_receive,
                 fitted_coalescing: true,
                 ..base
             },
             WorkloadKind::Whileloop => WorkloadModel {
                 background: Some(SPIN),
-                start: Machine::start_udp_rx,
+                start: start_receive,
                 fitted_coalescing: true,
                 ..base
             },
