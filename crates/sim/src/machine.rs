@@ -15,11 +15,18 @@
 //! run's workload has, what a packet it receives is, which requests it
 //! serves, what it learns of the vCPUs its guest's IPIs reached, and
 //! hands a workload event to its module; no other module asks which
-//! workload runs. Each changes its own state and lists [`Effect`]s for
-//! the engine instead of calling another (a guest's ICR write too:
-//! `Ipi` and `IpiCall` list `Effect::WriteIcr`), as a
-//! `dirq_arch::lapic::Lapic` returns bus messages. A design's behaviour is
-//! its table (`crate::policy::<design>`) plus the types of
+//! workload runs. SIP, cyclictest, fio, l2fwd, the rr remote, ipi and
+//! ipi-call are types that own their state (`Sip`, `Cyclictest`, `Fio`,
+//! `L2fwd`, `Remote`, `Ipi`, `IpiCall`; udp-rx has none, only
+//! `udp_rx::rings`): their methods take the few inputs they read (the
+//! time, the rng, a ring, a path fixed at start), change only their own
+//! state, and list effects or return a figure, so a test builds one
+//! alone; `workload` holds the thin adapters that gather those inputs.
+//! Each module changes its own state and lists [`Effect`]s for the
+//! engine instead of calling another (a guest's ICR write too: `Ipi` and
+//! `IpiCall` list `Effect::WriteIcr`), as a `dirq_arch::lapic::Lapic`
+//! returns bus messages. A design's behaviour is its table
+//! (`crate::policy::<design>`) plus the types of
 //! `crate::policy::mechanism` the table names; the machine calls them and
 //! never branches on a table field. The mechanisms carry the decisions
 //! out on the hardware models of `dirq_arch` (every physical LAPIC and
@@ -33,8 +40,9 @@
 //!      |                   |     devices, delivery, guest, host,  |
 //!      |                   |     timers, periodic                 |
 //!      |                   +-- Event::Workload(WorkloadEvent) --> |
-//!      |                         the workload's module: ipi_call, |
-//!      |                         rr, l2fwd, sip, netstack, apps   |
+//!      |                         an adapter hands it to the type: |
+//!      |                         Sip, L2fwd, Remote, IpiCall;     |
+//!      |                         or netstack's, apps' impl Machine|
 //!      |                   WorkloadModel (once per run): programs,|
 //!      |                     handlers, start, study results of    |
 //!      |                     udp_rx, cyclictest, fio, ipi, ...    |
@@ -419,6 +427,7 @@ impl Machine {
             Effect::CompleteCall(vcpu) => self.complete_call(vcpu, fx),
             Effect::WriteIcr { vcpu, icr } => self.write_icr(vcpu, icr, fx),
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
+            Effect::VirtioKick(vcpu) => self.virtio_kick(vcpu, fx),
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
             Effect::RxPacket { queues, queue } => self.rx_packet(queues, queue, fx),
             Effect::BackendStart { queues, job } => self.backend_start(queues, job, fx),

@@ -157,7 +157,7 @@ impl Machine {
         let workloads = &self.profile.workloads;
         match app {
             App::Relay => {
-                if !self.sip_take() {
+                if !self.sip.take() {
                     return None;
                 }
                 let relay = self.profile.network.tx_packet + self.copy_ns(SIP_MESSAGE_BYTES);
@@ -202,7 +202,7 @@ impl Machine {
     pub(super) fn app_done(&mut self, vcpu: usize, app: App, fx: &mut Effects) {
         let queues = self.vcpus[vcpu].queues;
         match app {
-            App::Relay => self.sip_handled(vcpu, fx),
+            App::Relay => self.sip.handled(vcpu, self.now, fx),
             App::Serve => match self.spec.group.transport {
                 Transport::Pv => {
                     self.virtio_kick(vcpu, fx);

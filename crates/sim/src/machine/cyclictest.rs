@@ -46,6 +46,16 @@ impl Cyclictest {
         }
     }
 
+    /// `vcpu`'s thread arms its first expiry, staggered by a draw from
+    /// `rng` so that the VMs' ticks do not all coincide: the deadline for
+    /// the guest's timer.
+    pub(super) fn arm_first_tick(&mut self, vcpu: usize, rng: &mut Rng) -> u64 {
+        let offset = rng.next_u64() % CYCLICTEST_PERIOD_NS;
+        let target = CYCLICTEST_PERIOD_NS + offset;
+        self.targets[vcpu] = Some(target);
+        target
+    }
+
     /// `vcpu` runs a timer thread, whose handler its timer vector starts.
     pub(super) fn ticks(&self, vcpu: usize) -> bool {
         self.targets[vcpu].is_some()
@@ -71,27 +81,9 @@ impl Cyclictest {
     /// The thread reads the clock at `now`: its latency from the expiry
     /// it waited for (the handler already re-armed for the next period),
     /// None when this run does not measure it.
-    fn latency(&self, vcpu: usize, now: u64) -> Option<u64> {
+    pub(super) fn latency(&self, vcpu: usize, now: u64) -> Option<u64> {
         let expired = self.targets[vcpu]?.saturating_sub(CYCLICTEST_PERIOD_NS);
         self.measured.then(|| now.saturating_sub(expired))
-    }
-}
-
-impl Machine {
-    /// `vcpu`'s thread arms its first expiry, staggered so that the VMs'
-    /// ticks do not all coincide.
-    pub(super) fn arm_first_tick(&mut self, vcpu: usize, fx: &mut Effects) {
-        let offset = self.rng.next_u64() % CYCLICTEST_PERIOD_NS;
-        let target = CYCLICTEST_PERIOD_NS + offset;
-        self.cyclictest.targets[vcpu] = Some(target);
-        self.program_guest_timer(vcpu, target, fx);
-    }
-
-    /// The thread runs: one expiry's latency.
-    pub(super) fn record_timer_latency(&mut self, vcpu: usize) {
-        if let Some(latency) = self.cyclictest.latency(vcpu, self.now) {
-            self.counters.latencies.push(latency);
-        }
     }
 }
 
@@ -112,6 +104,19 @@ mod tests {
             ..timer
         };
         assert_eq!(beside.latency(1, 3_020_000), None, "unmeasured");
+    }
+
+    #[test]
+    fn the_first_expiry_falls_in_the_second_period_and_the_ticks_follow_it() {
+        let mut timer = Cyclictest::new(2, true);
+        let mut rng = Rng::new(7);
+        let first = timer.arm_first_tick(1, &mut rng);
+        assert!((CYCLICTEST_PERIOD_NS..2 * CYCLICTEST_PERIOD_NS).contains(&first));
+        assert!(timer.ticks(1) && !timer.ticks(0));
+        assert_eq!(timer.next_tick(1, first + 10), first + CYCLICTEST_PERIOD_NS);
+        let mut other = Rng::new(8);
+        let second = Cyclictest::new(1, true).arm_first_tick(0, &mut other);
+        assert_ne!(first, second, "another draw, another stagger");
     }
 
     #[test]

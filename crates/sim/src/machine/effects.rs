@@ -42,6 +42,9 @@ pub(super) enum Effect {
         icr: u64,
     },
     GuestHalt(usize),
+    /// The guest tells vhost of a buffer to transmit, if vhost asks to
+    /// be told (`virtio`).
+    VirtioKick(usize),
     NetperfRespond {
         vcpu: usize,
         queue: RxQueueKind,

@@ -29,48 +29,38 @@ pub(super) struct Fio {
 }
 
 impl Fio {
-    fn submitted(&mut self, vm: usize, now: u64) {
+    /// `vm`'s fio submits a read at `now` to the virtio backend of its
+    /// queue pair `queues`.
+    pub(super) fn submit(&mut self, vm: usize, queues: usize, now: u64, fx: &mut Effects) {
         self.submitted_at.replace(vm, now);
+        fx.push(Effect::BackendStart {
+            queues,
+            job: BackendJob::BlockRead,
+        });
     }
 
     /// fio sees `vm`'s request complete at `now`: its completion latency,
     /// None when no request was outstanding.
-    fn completed(&mut self, vm: usize, now: u64) -> Option<u64> {
+    pub(super) fn completed(&mut self, vm: usize, now: u64) -> Option<u64> {
         self.submitted_at.take(vm).map(|submitted| now - submitted)
-    }
-}
-
-impl Machine {
-    /// `vm`'s fio submits a read to the virtio backend.
-    pub(super) fn submit_block(&mut self, vm: usize, fx: &mut Effects) {
-        self.fio.submitted(vm, self.now);
-        self.backend_start(self.first_queues(vm), BackendJob::BlockRead, fx);
-    }
-
-    /// fio's submission: the request, then the virtio notify.
-    pub(super) fn guest_submit_block(&mut self, vcpu: usize, fx: &mut Effects) {
-        self.submit_block(self.vcpus[vcpu].vm, fx);
-        self.io_notify(vcpu, fx);
-    }
-
-    /// The completion handler reached fio: one request's latency.
-    pub(super) fn record_block_latency(&mut self, vcpu: usize) {
-        if let Some(latency) = self.fio.completed(self.vcpus[vcpu].vm, self.now) {
-            self.counters.latencies.push(latency);
-            self.counters.requests_done += 1;
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixture::listed_alone;
     use super::*;
 
     #[test]
     fn a_completion_measures_from_its_submission_once() {
         let mut fio = Fio::default();
         assert_eq!(fio.completed(1, 50), None, "nothing outstanding");
-        fio.submitted(1, 100);
+        let fx = listed_alone(|fx| fio.submit(1, 3, 100, fx));
+        let read = Effect::BackendStart {
+            queues: 3,
+            job: BackendJob::BlockRead,
+        };
+        assert_eq!(fx, [read], "the read goes to the VM's backend");
         assert_eq!(fio.completed(0, 400), None, "another VM's");
         assert_eq!(fio.completed(1, 400), Some(300));
         assert_eq!(fio.completed(1, 500), None, "taken once");

@@ -117,6 +117,17 @@ pub(super) fn listed(
     listed
 }
 
+/// The effects `model` lists on a list of its own, not applied: for a
+/// model tested without a machine (what it returns besides is dropped).
+pub(super) fn listed_alone<R>(model: impl FnOnce(&mut Effects) -> R) -> Vec<Effect> {
+    let mut fx = Effects {
+        listed_from: Effects::LIST_ALL,
+        ..Effects::default()
+    };
+    model(&mut fx);
+    fx.stack
+}
+
 /// The exit `reason` of `vcpu` at its profile cost.
 pub(super) fn exit_of(machine: &Machine, vcpu: usize, reason: ExitReason) -> Effect {
     Effect::Exit {

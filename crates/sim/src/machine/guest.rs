@@ -351,12 +351,16 @@ impl Machine {
                 }
                 Step::RecordTimerLatency => {
                     self.advance(vcpu);
-                    self.record_timer_latency(vcpu);
+                    if let Some(latency) = self.cyclictest.latency(vcpu, self.now) {
+                        self.counters.latencies.push(latency);
+                    }
                     continue;
                 }
                 Step::RecordRequestLatency => {
                     self.advance(vcpu);
-                    self.record_block_latency(vcpu);
+                    if let Some(latency) = self.fio.completed(self.vcpus[vcpu].vm, self.now) {
+                        self.counters.request_done(latency);
+                    }
                     continue;
                 }
                 Step::RecordIpiLatency => {

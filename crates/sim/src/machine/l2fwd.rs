@@ -18,14 +18,60 @@ pub(super) enum PmdEvent {
     Burst { queues: u32 },
 }
 
-/// l2fwd's own state: per queue pair, the frames its driver took and is
-/// forwarding.
+/// l2fwd's own state: the generator's gap between bursts, and per queue
+/// pair the frames its driver took and is forwarding.
 #[derive(Debug, Default)]
 pub(super) struct L2fwd {
+    burst_gap_ns: u64,
     forwarding: Vec<u32>,
 }
 
 impl L2fwd {
+    /// The driver of queue pair `queues` starts on a link of `link_mbps`:
+    /// it keeps its `vf` ring's interrupt masked, and the generator sends
+    /// it a burst at once.
+    pub(super) fn start(
+        &mut self,
+        queues: usize,
+        link_mbps: u64,
+        vf: &mut RxQueue,
+        fx: &mut Effects,
+    ) {
+        self.burst_gap_ns = (u64::from(PMD_BURST) * L2FWD_FRAME_WIRE_BYTES * 8 * 1_000) / link_mbps;
+        vf.masked = true;
+        fx.schedule(
+            0,
+            PmdEvent::Burst {
+                queues: index_u32(queues),
+            },
+        );
+    }
+
+    /// A burst of 128-byte frames reaches `vf`, queue pair `queues`'s
+    /// ring, at `now`; the next follows at line rate. A driver spinning on
+    /// its empty ring (`spinning`, its vCPU) is poked to take them at once.
+    pub(super) fn burst(
+        &self,
+        queues: usize,
+        now: u64,
+        vf: &mut RxQueue,
+        spinning: Option<usize>,
+        fx: &mut Effects,
+    ) {
+        fx.schedule(
+            now + self.burst_gap_ns,
+            PmdEvent::Burst {
+                queues: index_u32(queues),
+            },
+        );
+        for _ in 0..PMD_BURST {
+            vf.receive(now);
+        }
+        if let Some(driver) = spinning {
+            fx.push(Effect::Poke(driver));
+        }
+    }
+
     /// The driver takes a burst from `ring`: its work at `per_frame_ns` a
     /// frame, None when the ring is empty.
     pub(super) fn take(
@@ -54,53 +100,10 @@ impl L2fwd {
     }
 }
 
-impl Machine {
-    /// l2fwd starts on `owners`: each driver keeps its VF's interrupt
-    /// masked, and the generator sends to each queue pair.
-    pub(super) fn start_l2fwd(&mut self, owners: &[usize], fx: &mut Effects) {
-        for &owner in owners {
-            let queues = self.vcpus[owner].queues;
-            self.queues[queues].vf.masked = true;
-            fx.schedule(
-                0,
-                PmdEvent::Burst {
-                    queues: index_u32(queues),
-                },
-            );
-        }
-    }
-
-    pub(super) fn pmd_event(&mut self, event: PmdEvent, fx: &mut Effects) {
-        let PmdEvent::Burst { queues } = event;
-        self.pmd_burst(queues as usize, fx);
-    }
-
-    /// A burst of 128-byte frames reaches the poll-mode driver's ring at
-    /// line rate; a driver spinning on an empty ring takes them at once.
-    pub(super) fn pmd_burst(&mut self, queues: usize, fx: &mut Effects) {
-        let link_mbps = self.profile.network.link_mbps;
-        let burst_ns = (u64::from(PMD_BURST) * L2FWD_FRAME_WIRE_BYTES * 8 * 1_000) / link_mbps;
-        fx.schedule(
-            self.now + burst_ns,
-            PmdEvent::Burst {
-                queues: index_u32(queues),
-            },
-        );
-        let now = self.now;
-        for _ in 0..PMD_BURST {
-            self.queues[queues].vf.receive(now);
-        }
-        let owner = self.queues[queues].owner;
-        if self.vcpus[owner].spin_since.is_some() {
-            fx.push(Effect::Poke(owner));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::apps::App;
-    use super::super::fixture::{listed, machine, running};
+    use super::super::fixture::{listed, listed_alone, machine, running, scheduled};
     use super::*;
     use crate::policy::DesignKind;
     use crate::scenario::HostShape;
@@ -111,7 +114,10 @@ mod tests {
         running(&mut m, 0);
         assert_eq!(m.app_work(0, App::PollMode), None, "an empty ring: spin");
         m.vcpus[0].spin_since = Some(0);
-        let fx = listed(&mut m, |m, fx| m.pmd_burst(0, fx));
+        let burst = PmdEvent::Burst { queues: 0 };
+        let fx = listed(&mut m, |m, fx| {
+            m.workload_event(WorkloadEvent::Pmd(burst), fx)
+        });
         assert!(fx.contains(&Effect::Poke(0)), "{fx:?}");
         let per_packet = m.profile.workloads.l2fwd_packet;
         let work = m.app_work(0, App::PollMode);
@@ -120,5 +126,26 @@ mod tests {
         assert_eq!(m.counters.packets_processed, 0, "counted once forwarded");
         listed(&mut m, |m, fx| m.app_done(0, App::PollMode, fx));
         assert_eq!(m.counters.packets_processed, u64::from(PMD_BURST));
+    }
+
+    #[test]
+    fn the_generator_sends_bursts_at_line_rate_and_pokes_only_a_spinning_driver() {
+        let mut l2fwd = L2fwd::default();
+        let mut vf = RxQueue::default();
+        let start = listed_alone(|fx| l2fwd.start(4, 10_000, &mut vf, fx));
+        assert!(vf.masked, "the driver polls");
+        assert_eq!(start, [scheduled(0, PmdEvent::Burst { queues: 4 })]);
+        // 32 frames of 148 bytes on the wire at 10 Gb/s.
+        let gap = 32 * 148 * 8 / 10;
+        let next = scheduled(1_000 + gap, PmdEvent::Burst { queues: 4 });
+        let fx = listed_alone(|fx| l2fwd.burst(4, 1_000, &mut vf, None, fx));
+        assert_eq!(fx, [next]);
+        assert_eq!(vf.ring, PMD_BURST);
+        let fx = listed_alone(|fx| l2fwd.burst(4, 1_000, &mut vf, Some(7), fx));
+        assert_eq!(fx, [next, Effect::Poke(7)]);
+        assert_eq!(l2fwd.take(4, &mut vf, 10), Some(u64::from(PMD_BURST) * 10));
+        assert_eq!(vf.ring, PMD_BURST, "one burst at a time");
+        assert_eq!(l2fwd.forwarded(4), u64::from(PMD_BURST));
+        assert_eq!(l2fwd.forwarded(4), 0, "counted once");
     }
 }

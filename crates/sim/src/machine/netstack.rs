@@ -195,7 +195,7 @@ impl Machine {
                 self.segment_taken(queues, fx);
             }
             Received::Request => self.queues[queues].socket += 1,
-            Received::SipMessage => self.sip_to_socket(),
+            Received::SipMessage => self.sip.packet_taken(),
             Received::Datagram => {}
         }
     }

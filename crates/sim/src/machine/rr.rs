@@ -15,65 +15,45 @@ pub(super) enum RemoteEvent {
     RequestArrival { vm: u32 },
 }
 
-/// The remote's own state: per VM, when it sent its last request.
+/// What the run's message costs the remote, fixed for the run: its
+/// one-way trip, and one copy of it in or out of a socket.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct RemoteLink {
+    pub(super) one_way_ns: u64,
+    pub(super) copy_ns: u64,
+}
+
+/// The remote's own state: its link, and per VM when it sent its last
+/// request.
 #[derive(Debug, Default)]
 pub(super) struct Remote {
+    link: RemoteLink,
     requested_at: SentTimes,
 }
 
 impl Remote {
-    /// The remote sends `vm` a request at `now`: the round trip since its
-    /// previous one, if any.
-    fn requested(&mut self, vm: usize, now: u64) -> Option<u64> {
-        let previous = self.requested_at.replace(vm, now)?;
-        Some(now - previous)
-    }
-}
-
-impl Machine {
-    /// The remote starts with `vm`'s first request.
-    pub(super) fn start_remote(&mut self, vm: usize, fx: &mut Effects) {
+    /// The remote starts over `link` with `vm`'s first request.
+    pub(super) fn start(&mut self, vm: usize, link: RemoteLink, fx: &mut Effects) {
+        self.link = link;
         fx.schedule(0, RemoteEvent::Request { vm: index_u32(vm) });
     }
 
-    pub(super) fn remote_event(&mut self, event: RemoteEvent, fx: &mut Effects) {
-        let vm = match event {
-            RemoteEvent::Request { vm } => vm as usize,
-            RemoteEvent::RequestArrival { vm } => return self.request_arrives(vm as usize, fx),
-        };
-        // The remote answers each response at once: the time since
-        // its previous request is one full round trip.
-        if let Some(round_trip) = self.remote.requested(vm, self.now) {
-            let latency = self.spec.workload.reported_latency_ns(round_trip);
-            self.counters.latencies.push(latency);
-            self.counters.requests_done += 1;
-        }
-        // ... reading the response out of its socket and writing the
-        // next request in (a copy each), which reaches the VM one way
-        // later.
-        let bytes = self.message_bytes();
-        let at = self.now + 2 * self.copy_ns(bytes) + self.one_way_ns(bytes);
+    /// The remote has `vm`'s response at `now` and answers at once:
+    /// reading the response out of its socket and writing the next
+    /// request in (a copy each), which reaches the VM one way later. The
+    /// round trip since its previous request, if any.
+    pub(super) fn request(&mut self, vm: usize, now: u64, fx: &mut Effects) -> Option<u64> {
+        let at = now + 2 * self.link.copy_ns + self.link.one_way_ns;
         fx.schedule(at, RemoteEvent::RequestArrival { vm: index_u32(vm) });
+        let previous = self.requested_at.replace(vm, now)?;
+        Some(now - previous)
     }
 
-    /// netperf-rr: the guest answered; the response goes out and the remote
-    /// sends the next request.
-    pub(super) fn netperf_respond(&mut self, vcpu: usize, kind: RxQueueKind, fx: &mut Effects) {
-        let vm = self.vcpus[vcpu].vm;
-        match kind {
-            RxQueueKind::Virtio => {
-                self.virtio_kick(vcpu, fx);
-                self.backend_start(self.vcpus[vcpu].queues, BackendJob::TxPacket, fx);
-            }
-            RxQueueKind::Vf => {
-                // The VF's doorbell is a passed-through MMIO write.
-                fx.schedule(
-                    self.now + self.one_way_ns(self.message_bytes()),
-                    RemoteEvent::Request { vm: index_u32(vm) },
-                );
-                self.vf_sent(self.vcpus[vcpu].queues, self.now, self.message_bytes(), fx);
-            }
-        }
+    /// `vm`'s guest sent its response through the VF at `now`: it
+    /// reaches the remote one way later.
+    pub(super) fn response_sent(&self, vm: usize, now: u64, fx: &mut Effects) {
+        let at = now + self.link.one_way_ns;
+        fx.schedule(at, RemoteEvent::Request { vm: index_u32(vm) });
     }
 }
 
@@ -81,7 +61,7 @@ impl Machine {
 mod tests {
     use dirq_stats::f64_of;
 
-    use super::super::fixture::over_pv;
+    use super::super::fixture::{listed_alone, over_pv, scheduled};
     use super::*;
 
     /// The mean round trip of a 20 ms ping-pong of `bytes` over PV.
@@ -106,9 +86,22 @@ mod tests {
     #[test]
     fn each_request_after_the_first_closes_a_round_trip() {
         let mut remote = Remote::default();
-        assert_eq!(remote.requested(1, 100), None, "the first request");
-        assert_eq!(remote.requested(0, 150), None, "another VM's first");
-        assert_eq!(remote.requested(1, 400), Some(300));
-        assert_eq!(remote.requested(1, 450), Some(50));
+        let link = RemoteLink {
+            one_way_ns: 5_000,
+            copy_ns: 100,
+        };
+        let fx = listed_alone(|fx| remote.start(1, link, fx));
+        assert_eq!(fx, [scheduled(0, RemoteEvent::Request { vm: 1 })]);
+        let mut round_trip = Some(0);
+        let fx = listed_alone(|fx| round_trip = remote.request(1, 0, fx));
+        assert_eq!(round_trip, None, "the first request");
+        let arrival = |at, vm| scheduled(at, RemoteEvent::RequestArrival { vm });
+        assert_eq!(fx, [arrival(5_200, 1)], "two copies and the wire");
+        listed_alone(|fx| assert_eq!(remote.request(0, 150, fx), None, "another VM's first"));
+        let fx = listed_alone(|fx| remote.response_sent(1, 10_000, fx));
+        assert_eq!(fx, [scheduled(15_000, RemoteEvent::Request { vm: 1 })]);
+        let fx = listed_alone(|fx| round_trip = remote.request(1, 15_000, fx));
+        assert_eq!(round_trip, Some(15_000));
+        assert_eq!(fx, [arrival(20_200, 1)]);
     }
 }

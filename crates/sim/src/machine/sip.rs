@@ -152,15 +152,38 @@ struct Call {
     acked_at_uas: bool,
 }
 
-/// The VoIP run's state.
+/// Where the run's SIP messages go, fixed for the run: the VM's first
+/// queue pair, the guest's receive ring for SIP (the VF's, or virtio's,
+/// PV), and a message's one-way time between SIPp and the B2BUA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct SipPath {
+    pub(super) queues: usize,
+    pub(super) ring: RxQueueKind,
+    pub(super) one_way_ns: u64,
+}
+
+impl Default for SipPath {
+    fn default() -> Self {
+        SipPath {
+            queues: 0,
+            ring: RxQueueKind::Vf,
+            one_way_ns: 0,
+        }
+    }
+}
+
+/// The VoIP run's state: SIPp's calls, the B2BUA's messages and the
+/// figures. Its handlers change only this state and list [`Effect`]s: a
+/// message's next hop as an event, a packet for the ring, a virtio kick.
 #[derive(Debug, Default)]
 pub(super) struct Sip {
+    path: SipPath,
     calls: Vec<Call>,
     /// Messages in the guest's receive ring, oldest first, then in the
     /// B2BUA's socket.
     in_ring: VecDeque<SipMessage>,
     socket: VecDeque<SipMessage>,
-    pub(super) serving: Option<SipMessage>,
+    serving: Option<SipMessage>,
     setup_ns: Vec<u64>,
     retransmissions: u64,
     completed: u64,
@@ -209,6 +232,57 @@ impl Sip {
         self.lost
     }
 
+    /// VoIP's figures.
+    pub(super) fn results(&self) -> crate::metrics::StudyResults {
+        crate::metrics::StudyResults {
+            setup_ms_buckets: Some(self.buckets()),
+            call_rate: Some(self.call_rate()),
+            invite_retransmissions: Some(self.retransmissions()),
+            ..Default::default()
+        }
+    }
+
+    /// The queue pair and the ring SIP's messages arrive on.
+    pub(super) fn ring(&self) -> (usize, RxQueueKind) {
+        (self.path.queues, self.path.ring)
+    }
+
+    /// SIPp starts placing the calls of a run of `duration_ns` over `path`.
+    pub(super) fn start(&mut self, duration_ns: u64, path: SipPath, fx: &mut Effects) {
+        let calls = Sip::calls_for(duration_ns);
+        self.path = path;
+        self.calls = vec![Call::default(); calls as usize];
+        let gap = 1_000_000_000 / CALLS_PER_S;
+        for call in 0..calls {
+            fx.schedule(u64::from(call) * gap, SipEvent::Call { call });
+        }
+    }
+
+    /// One of VoIP's events at `now`; `ring_full`: the guest's receive
+    /// ring has no room (a message arriving is lost). A call's setup
+    /// latency when its UAC has the 200 OK.
+    pub(super) fn handle(
+        &mut self,
+        event: SipEvent,
+        now: u64,
+        ring_full: bool,
+        fx: &mut Effects,
+    ) -> Option<u64> {
+        match event {
+            SipEvent::Call { call } => self.place_call(call, now, fx),
+            SipEvent::TimerA { call, interval } => self.on_timer_a(call, now, interval, fx),
+            SipEvent::Arrival { call, kind } => {
+                self.arrival(SipMessage { call, kind }, ring_full, fx)
+            }
+            SipEvent::Uas { call, kind } => self.uas(call, kind, now, fx),
+            SipEvent::Answer { call } => self.answer(call, now, fx),
+            SipEvent::OkAgain { call, interval } => self.on_ok_again(call, now, interval, fx),
+            SipEvent::Uac { call, kind } => return self.uac(call, kind, now, fx),
+            SipEvent::HangUp { call } => self.send(call, SipKind::Bye, now, fx),
+        }
+        None
+    }
+
     /// Timer A fired for `call` at `now`, `interval` after the last send:
     /// the next interval if the INVITE goes again, None if not.
     fn timer_a(&mut self, call: u32, now: u64, interval: u64) -> Option<u64> {
@@ -229,6 +303,198 @@ impl Sip {
             return None;
         }
         Some((interval * 2).min(T2_NS))
+    }
+
+    /// The UAC places `call`: its INVITE leaves, timer A starts.
+    fn place_call(&mut self, call: u32, now: u64, fx: &mut Effects) {
+        let Some(state) = self.calls.get_mut(call as usize) else {
+            return;
+        };
+        state.invite_at = now;
+        self.uac_sends_invite(call, now, fx);
+        fx.schedule(
+            now + T1_NS,
+            SipEvent::TimerA {
+                call,
+                interval: T1_NS,
+            },
+        );
+    }
+
+    fn on_timer_a(&mut self, call: u32, now: u64, interval: u64, fx: &mut Effects) {
+        if let Some(next) = self.timer_a(call, now, interval) {
+            self.uac_sends_invite(call, now, fx);
+            fx.schedule(
+                now + next,
+                SipEvent::TimerA {
+                    call,
+                    interval: next,
+                },
+            );
+        }
+    }
+
+    /// The UAC's INVITE leaves, unless the bare testbed loses it.
+    fn uac_sends_invite(&mut self, call: u32, now: u64, fx: &mut Effects) {
+        if !self.testbed.loses_invite() {
+            self.send(call, SipKind::Invite, now, fx);
+        }
+    }
+
+    /// A message for the B2BUA leaves its sender (UAC or UAS) at `now`.
+    fn send(&self, call: u32, kind: SipKind, now: u64, fx: &mut Effects) {
+        fx.schedule(now + self.path.one_way_ns, SipEvent::Arrival { call, kind });
+    }
+
+    /// A message reaches the VM: into the ring (through vhost, PV), or
+    /// lost if the ring is full.
+    fn arrival(&mut self, message: SipMessage, ring_full: bool, fx: &mut Effects) {
+        if ring_full {
+            self.lost += 1;
+            return;
+        }
+        self.in_ring.push_back(message);
+        let SipPath { queues, ring, .. } = self.path;
+        fx.push(match ring {
+            RxQueueKind::Vf => Effect::RxPacket {
+                queues,
+                queue: ring,
+            },
+            RxQueueKind::Virtio => Effect::BackendStart {
+                queues,
+                job: BackendJob::RxPacket,
+            },
+        });
+    }
+
+    /// NAPI handed the oldest ring message to the B2BUA's socket.
+    pub(super) fn packet_taken(&mut self) {
+        if let Some(message) = self.in_ring.pop_front() {
+            self.socket.push_back(message);
+        }
+    }
+
+    /// The B2BUA takes the next message, if any.
+    pub(super) fn take(&mut self) -> bool {
+        self.serving = self.socket.pop_front();
+        self.serving.is_some()
+    }
+
+    /// The B2BUA has handled a message on `vcpu` at `now`: it relays it
+    /// (through the VF's doorbell, no exit; or a virtio kick, PV).
+    pub(super) fn handled(&mut self, vcpu: usize, now: u64, fx: &mut Effects) {
+        let Some(SipMessage { call, kind }) = self.serving.take() else {
+            return;
+        };
+        if self.path.ring == RxQueueKind::Virtio {
+            fx.push(Effect::VirtioKick(vcpu));
+        }
+        let to_peer = now + self.path.one_way_ns;
+        let acked_by_uac = self
+            .calls
+            .get(call as usize)
+            .is_some_and(|state| state.acked_by_uac);
+        match kind {
+            // 100 Trying to the UAC; the INVITE to the UAS.
+            SipKind::Invite => {
+                fx.schedule(to_peer, SipEvent::Uac { call, kind });
+                fx.schedule(to_peer, SipEvent::Uas { call, kind });
+            }
+            // A repeated 200 OK after the UAC's ACK: the B2BUA, which
+            // holds the dialog, acknowledges it itself.
+            SipKind::InviteOk if acked_by_uac => fx.schedule(
+                to_peer,
+                SipEvent::Uas {
+                    call,
+                    kind: SipKind::Ack,
+                },
+            ),
+            SipKind::Ringing | SipKind::InviteOk | SipKind::ByeOk => {
+                fx.schedule(to_peer, SipEvent::Uac { call, kind })
+            }
+            SipKind::Ack | SipKind::Bye => {
+                if kind == SipKind::Ack {
+                    if let Some(state) = self.calls.get_mut(call as usize) {
+                        state.acked_by_uac = true;
+                    }
+                }
+                fx.schedule(to_peer, SipEvent::Uas { call, kind });
+            }
+        }
+    }
+
+    /// A message the B2BUA relayed reaches the UAS: it rings on an
+    /// INVITE, takes an ACK, answers a BYE.
+    fn uas(&mut self, call: u32, kind: SipKind, now: u64, fx: &mut Effects) {
+        let Some(state) = self.calls.get_mut(call as usize) else {
+            return;
+        };
+        match kind {
+            SipKind::Invite if !state.ringing => {
+                state.ringing = true;
+                self.send(call, SipKind::Ringing, now, fx);
+                let ring = BareTestbed::ring_ns(call);
+                fx.schedule(now + ring, SipEvent::Answer { call });
+            }
+            SipKind::Ack => state.acked_at_uas = true,
+            SipKind::Bye => self.send(call, SipKind::ByeOk, now, fx),
+            _ => {}
+        }
+    }
+
+    /// The UAS stops ringing and answers: its 200 OK leaves, and its 2xx
+    /// timer starts.
+    fn answer(&mut self, call: u32, now: u64, fx: &mut Effects) {
+        if let Some(state) = self.calls.get_mut(call as usize) {
+            state.answered_at = Some(now);
+        }
+        self.send(call, SipKind::InviteOk, now, fx);
+        fx.schedule(
+            now + T1_NS,
+            SipEvent::OkAgain {
+                call,
+                interval: T1_NS,
+            },
+        );
+    }
+
+    /// The UAS's 2xx timer: the 200 OK goes again while no ACK came.
+    fn on_ok_again(&mut self, call: u32, now: u64, interval: u64, fx: &mut Effects) {
+        if let Some(next) = self.ok_again(call, now, interval) {
+            self.send(call, SipKind::InviteOk, now, fx);
+            fx.schedule(
+                now + next,
+                SipEvent::OkAgain {
+                    call,
+                    interval: next,
+                },
+            );
+        }
+    }
+
+    /// A message the B2BUA relayed reaches the UAC: the call's setup
+    /// latency when it is the first 200 OK.
+    fn uac(&mut self, call: u32, kind: SipKind, now: u64, fx: &mut Effects) -> Option<u64> {
+        let state = self.calls.get_mut(call as usize)?;
+        state.responded = true;
+        match kind {
+            SipKind::InviteOk if !state.set_up => {
+                state.set_up = true;
+                let setup = now - state.invite_at;
+                self.setup_ns.push(setup);
+                self.send(call, SipKind::Ack, now, fx);
+                fx.schedule(now + HOLD_NS, SipEvent::HangUp { call });
+                return Some(setup);
+            }
+            // A repeated 200 OK: the UAC acknowledges it again.
+            SipKind::InviteOk => self.send(call, SipKind::Ack, now, fx),
+            SipKind::ByeOk => {
+                self.completed += 1;
+                self.last_completed_at = now;
+            }
+            _ => {}
+        }
+        None
     }
 }
 
@@ -253,309 +519,206 @@ pub(super) enum SipEvent {
     HangUp { call: u32 },
 }
 
-impl Machine {
-    /// SIPp starts placing calls.
-    /// VoIP's figures.
-    pub(super) fn voip_results(&self) -> crate::metrics::StudyResults {
-        crate::metrics::StudyResults {
-            setup_ms_buckets: Some(self.sip.buckets()),
-            call_rate: Some(self.sip.call_rate()),
-            invite_retransmissions: Some(self.sip.retransmissions()),
-            ..Default::default()
-        }
-    }
-
-    pub(super) fn start_calls(&mut self, fx: &mut Effects) {
-        let calls = Sip::calls_for(self.spec.duration_ns);
-        self.sip.calls = vec![Call::default(); calls as usize];
-        let gap = 1_000_000_000 / CALLS_PER_S;
-        for call in 0..calls {
-            fx.schedule(u64::from(call) * gap, SipEvent::Call { call });
-        }
-    }
-
-    pub(super) fn sip_event(&mut self, event: SipEvent, fx: &mut Effects) {
-        match event {
-            SipEvent::Call { call } => self.place_call(call, fx),
-            SipEvent::TimerA { call, interval } => self.sip_timer_a(call, interval, fx),
-            SipEvent::Arrival { call, kind } => self.sip_arrival(SipMessage { call, kind }, fx),
-            SipEvent::Uas { call, kind } => self.sip_uas(call, kind, fx),
-            SipEvent::Answer { call } => self.sip_answer(call, fx),
-            SipEvent::OkAgain { call, interval } => self.sip_ok_again(call, interval, fx),
-            SipEvent::Uac { call, kind } => self.sip_uac(call, kind, fx),
-            SipEvent::HangUp { call } => self.sip_hang_up(call, fx),
-        }
-    }
-
-    /// The UAC places `call`: its INVITE leaves, timer A starts.
-    pub(super) fn place_call(&mut self, call: u32, fx: &mut Effects) {
-        self.sip.calls[call as usize].invite_at = self.now;
-        self.uac_sends_invite(call, fx);
-        fx.schedule(
-            self.now + T1_NS,
-            SipEvent::TimerA {
-                call,
-                interval: T1_NS,
-            },
-        );
-    }
-
-    pub(super) fn sip_timer_a(&mut self, call: u32, interval: u64, fx: &mut Effects) {
-        if let Some(next) = self.sip.timer_a(call, self.now, interval) {
-            self.uac_sends_invite(call, fx);
-            fx.schedule(
-                self.now + next,
-                SipEvent::TimerA {
-                    call,
-                    interval: next,
-                },
-            );
-        }
-    }
-
-    /// The UAC's INVITE leaves, unless the bare testbed loses it.
-    fn uac_sends_invite(&mut self, call: u32, fx: &mut Effects) {
-        if !self.sip.testbed.loses_invite() {
-            self.sip_send(call, SipKind::Invite, fx);
-        }
-    }
-
-    /// A message for the B2BUA leaves its sender (UAC or UAS).
-    fn sip_send(&mut self, call: u32, kind: SipKind, fx: &mut Effects) {
-        let at = self.now + self.one_way_ns(SIP_MESSAGE_BYTES);
-        fx.schedule(at, SipEvent::Arrival { call, kind });
-    }
-
-    /// The guest's receive ring for SIP: the VF's, or virtio's (PV).
-    fn sip_rx_queue(&self) -> RxQueueKind {
-        match self.spec.group.transport {
-            Transport::Pv => RxQueueKind::Virtio,
-            _ => RxQueueKind::Vf,
-        }
-    }
-
-    /// A message reaches the VM: into the ring (through vhost, PV), or
-    /// lost if the ring is full.
-    pub(super) fn sip_arrival(&mut self, message: SipMessage, fx: &mut Effects) {
-        let queues = self.first_queues(0);
-        let kind = self.sip_rx_queue();
-        if self.queues[queues].rx(kind).ring >= RX_RING_SIZE {
-            self.sip.lost += 1;
-            return;
-        }
-        self.sip.in_ring.push_back(message);
-        fx.push(match kind {
-            RxQueueKind::Vf => Effect::RxPacket {
-                queues,
-                queue: kind,
-            },
-            RxQueueKind::Virtio => Effect::BackendStart {
-                queues,
-                job: BackendJob::RxPacket,
-            },
-        });
-    }
-
-    /// NAPI handed the oldest ring message to the B2BUA's socket.
-    pub(super) fn sip_to_socket(&mut self) {
-        if let Some(message) = self.sip.in_ring.pop_front() {
-            self.sip.socket.push_back(message);
-        }
-    }
-
-    /// The B2BUA takes the next message, if any.
-    pub(super) fn sip_take(&mut self) -> bool {
-        self.sip.serving = self.sip.socket.pop_front();
-        self.sip.serving.is_some()
-    }
-
-    /// The B2BUA has handled a message on `vcpu`: it relays it (through
-    /// the VF's doorbell, no exit; or a virtio kick, PV).
-    pub(super) fn sip_handled(&mut self, vcpu: usize, fx: &mut Effects) {
-        let Some(SipMessage { call, kind }) = self.sip.serving.take() else {
-            return;
-        };
-        if self.spec.group.transport == Transport::Pv {
-            self.virtio_kick(vcpu, fx);
-        }
-        let to_peer = self.now + self.one_way_ns(SIP_MESSAGE_BYTES);
-        let acked_by_uac = self
-            .sip
-            .calls
-            .get(call as usize)
-            .is_some_and(|state| state.acked_by_uac);
-        match kind {
-            // 100 Trying to the UAC; the INVITE to the UAS.
-            SipKind::Invite => {
-                fx.schedule(to_peer, SipEvent::Uac { call, kind });
-                fx.schedule(to_peer, SipEvent::Uas { call, kind });
-            }
-            // A repeated 200 OK after the UAC's ACK: the B2BUA, which
-            // holds the dialog, acknowledges it itself.
-            SipKind::InviteOk if acked_by_uac => fx.schedule(
-                to_peer,
-                SipEvent::Uas {
-                    call,
-                    kind: SipKind::Ack,
-                },
-            ),
-            SipKind::Ringing | SipKind::InviteOk | SipKind::ByeOk => {
-                fx.schedule(to_peer, SipEvent::Uac { call, kind })
-            }
-            SipKind::Ack | SipKind::Bye => {
-                if kind == SipKind::Ack {
-                    if let Some(state) = self.sip.calls.get_mut(call as usize) {
-                        state.acked_by_uac = true;
-                    }
-                }
-                fx.schedule(to_peer, SipEvent::Uas { call, kind });
-            }
-        }
-    }
-
-    /// A message the B2BUA relayed reaches the UAS: it rings on an
-    /// INVITE, takes an ACK, answers a BYE.
-    pub(super) fn sip_uas(&mut self, call: u32, kind: SipKind, fx: &mut Effects) {
-        let Some(state) = self.sip.calls.get_mut(call as usize) else {
-            return;
-        };
-        match kind {
-            SipKind::Invite if !state.ringing => {
-                state.ringing = true;
-                self.sip_send(call, SipKind::Ringing, fx);
-                let ring = BareTestbed::ring_ns(call);
-                fx.schedule(self.now + ring, SipEvent::Answer { call });
-            }
-            SipKind::Ack => state.acked_at_uas = true,
-            SipKind::Bye => self.sip_send(call, SipKind::ByeOk, fx),
-            _ => {}
-        }
-    }
-
-    /// The UAS stops ringing and answers: its 200 OK leaves, and its 2xx
-    /// timer starts.
-    pub(super) fn sip_answer(&mut self, call: u32, fx: &mut Effects) {
-        if let Some(state) = self.sip.calls.get_mut(call as usize) {
-            state.answered_at = Some(self.now);
-        }
-        self.sip_send(call, SipKind::InviteOk, fx);
-        fx.schedule(
-            self.now + T1_NS,
-            SipEvent::OkAgain {
-                call,
-                interval: T1_NS,
-            },
-        );
-    }
-
-    /// The UAS's 2xx timer: the 200 OK goes again while no ACK came.
-    pub(super) fn sip_ok_again(&mut self, call: u32, interval: u64, fx: &mut Effects) {
-        if let Some(next) = self.sip.ok_again(call, self.now, interval) {
-            self.sip_send(call, SipKind::InviteOk, fx);
-            fx.schedule(
-                self.now + next,
-                SipEvent::OkAgain {
-                    call,
-                    interval: next,
-                },
-            );
-        }
-    }
-
-    /// The UAC hangs up: its BYE leaves for the B2BUA.
-    pub(super) fn sip_hang_up(&mut self, call: u32, fx: &mut Effects) {
-        self.sip_send(call, SipKind::Bye, fx);
-    }
-
-    /// A message the B2BUA relayed reaches the UAC.
-    pub(super) fn sip_uac(&mut self, call: u32, kind: SipKind, fx: &mut Effects) {
-        let now = self.now;
-        let Some(state) = self.sip.calls.get_mut(call as usize) else {
-            return;
-        };
-        state.responded = true;
-        match kind {
-            SipKind::InviteOk if !state.set_up => {
-                state.set_up = true;
-                let setup = now - state.invite_at;
-                self.sip.setup_ns.push(setup);
-                self.counters.latencies.push(setup);
-                self.sip_send(call, SipKind::Ack, fx);
-                fx.schedule(now + HOLD_NS, SipEvent::HangUp { call });
-            }
-            // A repeated 200 OK: the UAC acknowledges it again.
-            SipKind::InviteOk => self.sip_send(call, SipKind::Ack, fx),
-            SipKind::ByeOk => {
-                self.sip.completed += 1;
-                self.sip.last_completed_at = now;
-            }
-            _ => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{listed, scheduled, single};
+    use super::super::fixture::{listed_alone, scheduled};
     use super::*;
-    use crate::policy::DesignKind;
+
+    /// A message's one-way time in the tests.
+    const ONE_WAY_NS: u64 = 30_000;
+
+    /// VoIP's state alone, over `ring` of queue pair 2, with `calls` placed.
+    fn sip(ring: RxQueueKind, calls: usize) -> Sip {
+        Sip {
+            path: SipPath {
+                queues: 2,
+                ring,
+                one_way_ns: ONE_WAY_NS,
+            },
+            calls: vec![Call::default(); calls],
+            ..Sip::default()
+        }
+    }
+
+    fn arrival(call: u32, kind: SipKind) -> SipEvent {
+        SipEvent::Arrival { call, kind }
+    }
 
     #[test]
     fn a_message_that_finds_the_ring_full_is_lost_and_one_that_fits_is_queued() {
-        let mut m = single(DesignKind::Did);
-        let invite = SipMessage {
-            call: 0,
-            kind: SipKind::Invite,
+        let mut sip = sip(RxQueueKind::Vf, 1);
+        let invite = arrival(0, SipKind::Invite);
+        let fx = listed_alone(|fx| sip.handle(invite, 0, true, fx));
+        assert!(fx.is_empty(), "{fx:?}");
+        assert_eq!(sip.lost(), 1);
+        assert!(!sip.take(), "nothing reached the socket");
+        let fx = listed_alone(|fx| sip.handle(invite, 0, false, fx));
+        let packet = Effect::RxPacket {
+            queues: 2,
+            queue: RxQueueKind::Vf,
         };
-        m.queues[0].vf.ring = RX_RING_SIZE;
-        listed(&mut m, |m, fx| m.sip_arrival(invite, fx));
-        assert_eq!(m.sip.lost(), 1);
-        assert!(m.sip.in_ring.is_empty());
-        m.queues[0].vf.ring = 0;
-        listed(&mut m, |m, fx| m.sip_arrival(invite, fx));
-        assert_eq!(m.sip.in_ring.front(), Some(&invite));
-        m.sip_to_socket();
-        assert!(m.sip_take());
-        assert_eq!(m.sip.serving, Some(invite));
+        assert_eq!(fx, [packet]);
+        sip.packet_taken();
+        assert!(sip.take());
+        assert_eq!(
+            sip.serving,
+            Some(SipMessage {
+                call: 0,
+                kind: SipKind::Invite
+            })
+        );
+    }
+
+    #[test]
+    fn over_virtio_a_message_goes_to_vhost_and_its_relay_kicks() {
+        let mut sip = sip(RxQueueKind::Virtio, 1);
+        let fx = listed_alone(|fx| sip.handle(arrival(0, SipKind::Bye), 0, false, fx));
+        let to_vhost = Effect::BackendStart {
+            queues: 2,
+            job: BackendJob::RxPacket,
+        };
+        assert_eq!(fx, [to_vhost]);
+        sip.packet_taken();
+        assert!(sip.take());
+        let fx = listed_alone(|fx| sip.handled(3, 100, fx));
+        let to_uas = SipEvent::Uas {
+            call: 0,
+            kind: SipKind::Bye,
+        };
+        assert_eq!(
+            fx,
+            [Effect::VirtioKick(3), scheduled(100 + ONE_WAY_NS, to_uas)]
+        );
+    }
+
+    #[test]
+    fn the_b2bua_relays_an_invite_both_ways_and_a_repeated_ok_after_the_ack_itself() {
+        let mut sip = sip(RxQueueKind::Vf, 1);
+        let relayed = |sip: &mut Sip, kind| {
+            listed_alone(|fx| sip.handle(arrival(0, kind), 0, false, fx));
+            sip.packet_taken();
+            assert!(sip.take());
+            listed_alone(|fx| sip.handled(0, 0, fx))
+        };
+        let invite = SipKind::Invite;
+        assert_eq!(
+            relayed(&mut sip, invite),
+            [
+                scheduled(
+                    ONE_WAY_NS,
+                    SipEvent::Uac {
+                        call: 0,
+                        kind: invite
+                    }
+                ),
+                scheduled(
+                    ONE_WAY_NS,
+                    SipEvent::Uas {
+                        call: 0,
+                        kind: invite
+                    }
+                )
+            ]
+        );
+        let ok = SipKind::InviteOk;
+        let ok_to_uac = scheduled(ONE_WAY_NS, SipEvent::Uac { call: 0, kind: ok });
+        assert_eq!(relayed(&mut sip, ok), [ok_to_uac]);
+        relayed(&mut sip, SipKind::Ack);
+        let ack = SipEvent::Uas {
+            call: 0,
+            kind: SipKind::Ack,
+        };
+        assert_eq!(relayed(&mut sip, ok), [scheduled(ONE_WAY_NS, ack)]);
     }
 
     #[test]
     fn an_unanswered_invite_goes_again_and_an_answered_one_does_not() {
-        let mut m = single(DesignKind::Did);
-        m.sip.calls = vec![Call::default()];
-        let fx = listed(&mut m, |m, fx| m.place_call(0, fx));
+        let mut sip = sip(RxQueueKind::Vf, 1);
+        let fx = listed_alone(|fx| sip.handle(SipEvent::Call { call: 0 }, 0, false, fx));
         assert_eq!(fx.len(), 2, "the INVITE and timer A: {fx:?}");
-        m.now = T1_NS;
-        let fx = listed(&mut m, |m, fx| m.sip_timer_a(0, T1_NS, fx));
-        assert_eq!(m.sip.retransmissions(), 1);
+        let timer_a = |interval| SipEvent::TimerA { call: 0, interval };
+        let fx = listed_alone(|fx| sip.handle(timer_a(T1_NS), T1_NS, false, fx));
+        assert_eq!(sip.retransmissions(), 1);
         assert_eq!(fx.len(), 2, "the INVITE again and timer A doubled: {fx:?}");
+        assert!(
+            fx.contains(&scheduled(3 * T1_NS, timer_a(2 * T1_NS))),
+            "{fx:?}"
+        );
         // 100 Trying reaches the UAC: timer A stops.
-        listed(&mut m, |m, fx| m.sip_uac(0, SipKind::Invite, fx));
-        let fx = listed(&mut m, |m, fx| m.sip_timer_a(0, 2 * T1_NS, fx));
+        let trying = SipEvent::Uac {
+            call: 0,
+            kind: SipKind::Invite,
+        };
+        listed_alone(|fx| sip.handle(trying, T1_NS, false, fx));
+        let fx = listed_alone(|fx| sip.handle(timer_a(2 * T1_NS), 3 * T1_NS, false, fx));
         assert!(fx.is_empty());
-        assert_eq!(m.sip.retransmissions(), 1);
+        assert_eq!(sip.retransmissions(), 1);
+    }
+
+    #[test]
+    fn the_uac_measures_the_setup_once_acks_and_hangs_up_after_the_hold() {
+        let mut sip = sip(RxQueueKind::Vf, 1);
+        listed_alone(|fx| sip.handle(SipEvent::Call { call: 0 }, 1_000, false, fx));
+        let ok = SipEvent::Uac {
+            call: 0,
+            kind: SipKind::InviteOk,
+        };
+        let mut setup = None;
+        let fx = listed_alone(|fx| setup = sip.handle(ok, 5_000, false, fx));
+        assert_eq!(setup, Some(4_000));
+        assert_eq!(
+            fx,
+            [
+                scheduled(5_000 + ONE_WAY_NS, arrival(0, SipKind::Ack)),
+                scheduled(5_000 + HOLD_NS, SipEvent::HangUp { call: 0 })
+            ]
+        );
+        // The 200 OK again: only the ACK again, no second setup.
+        let fx = listed_alone(|fx| setup = sip.handle(ok, 9_000, false, fx));
+        assert_eq!(setup, None);
+        assert_eq!(
+            fx,
+            [scheduled(9_000 + ONE_WAY_NS, arrival(0, SipKind::Ack))]
+        );
+        assert_eq!(sip.buckets()["<10"], 1);
     }
 
     #[test]
     fn the_uas_rings_with_180_before_its_200_ok_and_rings_once() {
-        let mut m = single(DesignKind::Did);
-        m.sip.calls = vec![Call::default()];
-        let fx = listed(&mut m, |m, fx| m.sip_uas(0, SipKind::Invite, fx));
-        let ringing = m.now + m.one_way_ns(SIP_MESSAGE_BYTES);
-        let answer = m.now + BareTestbed::ring_ns(0);
-        let arrival = SipEvent::Arrival {
+        let mut sip = sip(RxQueueKind::Vf, 1);
+        let invite = SipEvent::Uas {
             call: 0,
-            kind: SipKind::Ringing,
+            kind: SipKind::Invite,
         };
+        let fx = listed_alone(|fx| sip.handle(invite, 0, false, fx));
+        let answer = BareTestbed::ring_ns(0);
         assert_eq!(
             fx,
             [
-                scheduled(ringing, arrival),
+                scheduled(ONE_WAY_NS, arrival(0, SipKind::Ringing)),
                 scheduled(answer, SipEvent::Answer { call: 0 })
             ]
         );
         // The INVITE again (timer A): the UAS already rings.
-        assert!(listed(&mut m, |m, fx| m.sip_uas(0, SipKind::Invite, fx)).is_empty());
+        assert!(listed_alone(|fx| sip.handle(invite, 0, false, fx)).is_empty());
+    }
+
+    #[test]
+    fn sipp_places_a_call_every_ten_ms() {
+        let mut sip = Sip::default();
+        let path = SipPath {
+            one_way_ns: ONE_WAY_NS,
+            ..SipPath::default()
+        };
+        let fx = listed_alone(|fx| sip.start(HOLD_NS + 30_000_000, path, fx));
+        assert_eq!(
+            fx,
+            [0, 10_000_000, 20_000_000].map(|at| {
+                let call = u32::try_from(at / 10_000_000).expect("3 calls");
+                scheduled(at, SipEvent::Call { call })
+            })
+        );
+        assert_eq!(sip.ring(), (0, RxQueueKind::Vf));
     }
 
     #[test]

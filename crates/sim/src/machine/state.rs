@@ -122,3 +122,12 @@ pub(crate) struct Counters {
     /// TCP payload bytes the receiver acknowledged (iperf, netperf).
     pub acked_bytes: u64,
 }
+
+impl Counters {
+    /// A request (a block read, a transaction) is done, `latency` after
+    /// it started.
+    pub(crate) fn request_done(&mut self, latency: u64) {
+        self.latencies.push(latency);
+        self.requests_done += 1;
+    }
+}

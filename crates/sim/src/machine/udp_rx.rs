@@ -7,22 +7,15 @@
 
 use super::*;
 
-impl Machine {
-    /// The first packet on each owner's queue pair: VF and/or virtio as the
-    /// group's transport says. Whileloop's receive comes over it too
-    /// (SR-IOV unless the group says otherwise, as the DID paper's loop
-    /// ran), so a twin of a virtio run uses virtio.
-    pub(super) fn start_udp_rx(&mut self, _vm: usize, owners: &[usize], fx: &mut Effects) {
-        let transport = self.spec.group.transport;
-        for &owner in owners {
-            let queues = self.vcpus[owner].queues;
-            if matches!(transport, Transport::Sriov | Transport::Both) {
-                self.schedule_packet(queues, RxQueueKind::Vf, fx);
-            }
-            if matches!(transport, Transport::Pv | Transport::Both) {
-                self.schedule_packet(queues, RxQueueKind::Virtio, fx);
-            }
-        }
+/// The rings a queue pair's packets arrive on over `transport`: VF and/or
+/// virtio. Whileloop's receive comes over it too (SR-IOV unless the
+/// group says otherwise, as the DID paper's loop ran), so a twin of a
+/// virtio run uses virtio.
+pub(super) fn rings(transport: Transport) -> &'static [RxQueueKind] {
+    match transport {
+        Transport::Sriov => &[RxQueueKind::Vf],
+        Transport::Pv => &[RxQueueKind::Virtio],
+        Transport::Both => &[RxQueueKind::Vf, RxQueueKind::Virtio],
     }
 }
 
@@ -60,12 +53,19 @@ mod tests {
     }
 
     #[test]
-    fn a_whileloops_background_receive_comes_over_its_groups_transport() {
-        assert_eq!(first_arrivals(Transport::Pv), [RxQueueKind::Virtio]);
-        assert_eq!(first_arrivals(Transport::Sriov), [RxQueueKind::Vf]);
+    fn each_transport_names_its_rings() {
+        assert_eq!(rings(Transport::Sriov), [RxQueueKind::Vf]);
+        assert_eq!(rings(Transport::Pv), [RxQueueKind::Virtio]);
         assert_eq!(
-            first_arrivals(Transport::Both),
+            rings(Transport::Both),
             [RxQueueKind::Vf, RxQueueKind::Virtio]
         );
+    }
+
+    #[test]
+    fn a_whileloops_background_receive_comes_over_its_groups_transport() {
+        for transport in [Transport::Sriov, Transport::Pv, Transport::Both] {
+            assert_eq!(first_arrivals(transport), rings(transport), "{transport:?}");
+        }
     }
 }

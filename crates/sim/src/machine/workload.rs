@@ -11,6 +11,8 @@ use super::guest::{
 use super::ipi::{IPI_HANDLER, IPI_SENDER};
 use super::ipi_call::{CALL_HANDLER, IPI_CALLER};
 use super::netstack::Received;
+use super::rr::RemoteLink;
+use super::sip::{SipPath, SIP_MESSAGE_BYTES};
 use super::*;
 use crate::metrics::StudyResults;
 
@@ -65,19 +67,30 @@ const BACKGROUND_ONLY: WorkloadModel = WorkloadModel {
     study_results: |_| StudyResults::default(),
 };
 
+/// udp-rx's and whileloop's first packet on each owner's queue pair, on
+/// each ring of the group's transport.
+fn start_receive(m: &mut Machine, _vm: usize, owners: &[usize], fx: &mut Effects) {
+    for &owner in owners {
+        let queues = m.vcpus[owner].queues;
+        for &ring in super::udp_rx::rings(m.spec.group.transport) {
+            m.schedule_packet(queues, ring, fx);
+        }
+    }
+}
+
 impl WorkloadModel {
     pub(super) fn of(kind: WorkloadKind) -> WorkloadModel {
         let base = BACKGROUND_ONLY;
         match kind {
             WorkloadKind::Idle | WorkloadKind::Vioapic => base,
             WorkloadKind::UdpRx => WorkloadModel {
-                start: Machine::start_udp_rx,
+                start: start_receive,
                 fitted_coalescing: true,
                 ..base
             },
             WorkloadKind::Whileloop => WorkloadModel {
                 background: Some(SPIN),
-                start: Machine::start_udp_rx,
+                start: start_receive,
                 fitted_coalescing: true,
                 ..base
             },
@@ -86,7 +99,14 @@ impl WorkloadModel {
                 ..base
             },
             WorkloadKind::NetperfRr | WorkloadKind::UdpRr => WorkloadModel {
-                start: |m, vm, _, fx| m.start_remote(vm, fx),
+                start: |m, vm, _, fx| {
+                    let bytes = m.message_bytes();
+                    let link = RemoteLink {
+                        one_way_ns: m.one_way_ns(bytes),
+                        copy_ns: m.copy_ns(bytes),
+                    };
+                    m.remote.start(vm, link, fx);
+                },
                 received: Received::Transaction,
                 ..base
             },
@@ -102,7 +122,7 @@ impl WorkloadModel {
             },
             WorkloadKind::Fio => WorkloadModel {
                 device_handler: BLOCK_HANDLER,
-                start: |m, vm, _, fx| m.submit_block(vm, fx),
+                start: |m, vm, _, fx| m.fio.submit(vm, m.first_queues(vm), m.now, fx),
                 ..base
             },
             WorkloadKind::Ipi => WorkloadModel {
@@ -134,14 +154,21 @@ impl WorkloadModel {
             },
             WorkloadKind::L2fwd => WorkloadModel {
                 background: Some(POLL_MODE_DRIVER),
-                start: |m, _, owners, fx| m.start_l2fwd(owners, fx),
+                start: |m, _, owners, fx| {
+                    let link_mbps = m.profile.network.link_mbps;
+                    for &owner in owners {
+                        let queues = m.vcpus[owner].queues;
+                        m.l2fwd
+                            .start(queues, link_mbps, &mut m.queues[queues].vf, fx);
+                    }
+                },
                 ..base
             },
             WorkloadKind::Sip => WorkloadModel {
                 background: Some(SIP_RELAY),
                 start: |m, _, _, fx| m.start_calls(fx),
                 received: Received::SipMessage,
-                study_results: Machine::voip_results,
+                study_results: |m| m.sip.results(),
                 ..base
             },
         }
@@ -227,7 +254,8 @@ impl Machine {
         (self.workload.start)(self, vm, &owners, fx);
         if self.spec.group.with_timer || self.workload.measures_timer {
             for &owner in &owners {
-                self.arm_first_tick(owner, fx);
+                let deadline = self.cyclictest.arm_first_tick(owner, &mut self.rng);
+                self.program_guest_timer(owner, deadline, fx);
             }
         }
     }
@@ -248,11 +276,71 @@ impl Machine {
     pub(super) fn workload_event(&mut self, event: WorkloadEvent, fx: &mut Effects) {
         match event {
             WorkloadEvent::Call(event) => self.call_event(event, fx),
-            WorkloadEvent::Remote(event) => self.remote_event(event, fx),
+            WorkloadEvent::Remote(RemoteEvent::Request { vm }) => {
+                if let Some(round_trip) = self.remote.request(vm as usize, self.now, fx) {
+                    let latency = self.spec.workload.reported_latency_ns(round_trip);
+                    self.counters.request_done(latency);
+                }
+            }
+            WorkloadEvent::Remote(RemoteEvent::RequestArrival { vm }) => {
+                self.request_arrives(vm as usize, fx)
+            }
             WorkloadEvent::Tcp(event) => self.tcp_event(event, fx),
             WorkloadEvent::Clients(event) => self.client_event(event, fx),
-            WorkloadEvent::Pmd(event) => self.pmd_event(event, fx),
+            WorkloadEvent::Pmd(PmdEvent::Burst { queues }) => {
+                let pair = &mut self.queues[queues as usize];
+                let spinning = self.vcpus[pair.owner].spin_since.map(|_| pair.owner);
+                self.l2fwd
+                    .burst(queues as usize, self.now, &mut pair.vf, spinning, fx);
+            }
             WorkloadEvent::Sip(event) => self.sip_event(event, fx),
+        }
+    }
+
+    /// netperf-rr's and udp-rr's guest answered on `vcpu`: the response
+    /// leaves through virtio to vhost, or through the VF's doorbell (a
+    /// passed-through MMIO write) for the remote.
+    pub(super) fn netperf_respond(&mut self, vcpu: usize, kind: RxQueueKind, fx: &mut Effects) {
+        let queues = self.vcpus[vcpu].queues;
+        match kind {
+            RxQueueKind::Virtio => {
+                self.virtio_kick(vcpu, fx);
+                self.backend_start(queues, BackendJob::TxPacket, fx);
+            }
+            RxQueueKind::Vf => {
+                self.remote.response_sent(self.vcpus[vcpu].vm, self.now, fx);
+                self.vf_sent(queues, self.now, self.message_bytes(), fx);
+            }
+        }
+    }
+
+    /// fio's submission from `vcpu`: the read, then the virtio notify.
+    pub(super) fn guest_submit_block(&mut self, vcpu: usize, fx: &mut Effects) {
+        let vm = self.vcpus[vcpu].vm;
+        self.fio.submit(vm, self.first_queues(vm), self.now, fx);
+        self.io_notify(vcpu, fx);
+    }
+
+    /// SIPp starts over the path of the VM's first queue pair.
+    fn start_calls(&mut self, fx: &mut Effects) {
+        let path = SipPath {
+            queues: self.first_queues(0),
+            ring: match self.spec.group.transport {
+                Transport::Pv => RxQueueKind::Virtio,
+                _ => RxQueueKind::Vf,
+            },
+            one_way_ns: self.one_way_ns(SIP_MESSAGE_BYTES),
+        };
+        self.sip.start(self.spec.duration_ns, path, fx);
+    }
+
+    /// A VoIP event, handed the time and whether SIP's ring is full; a
+    /// call's setup latency is the run's.
+    fn sip_event(&mut self, event: SipEvent, fx: &mut Effects) {
+        let (queues, ring) = self.sip.ring();
+        let ring_full = self.queues[queues].rx(ring).ring >= RX_RING_SIZE;
+        if let Some(setup) = self.sip.handle(event, self.now, ring_full, fx) {
+            self.counters.latencies.push(setup);
         }
     }
 }
