@@ -310,6 +310,25 @@ mod tests {
     }
 
     #[test]
+    fn a_tx_buffers_pass_runs_the_bridge_and_the_frame_is_then_with_the_host_peer() {
+        let mut m = over_pv(WorkloadKind::NetperfRr, 1_000_000, |_| {});
+        running(&mut m, 0);
+        let job = BackendJob::TxPacket;
+        let host = &m.profile.host_ns;
+        let pass = host.virtio_backend_wakeup
+            + host.virtio_backend_per_request
+            + m.copy_ns(m.message_bytes())
+            + m.profile.network.bridge_one_way;
+        let fx = listed(&mut m, |m, fx| {
+            m.netperf_respond(0, RxQueueKind::Virtio, fx)
+        });
+        assert!(fx.contains(&scheduled(pass, Event::BackendDone { queues: 0, job })));
+        m.now = pass;
+        let fx = listed(&mut m, |m, fx| m.backend_done(0, job, fx));
+        assert_eq!(fx, [scheduled(pass, RemoteEvent::Request { vm: 0 })]);
+    }
+
+    #[test]
     fn frames_within_the_host_nics_interval_reach_vhost_in_one_batch() {
         let mut m = over_pv(WorkloadKind::Memcached, 1_000_000, |group| {
             group.itr_us = Some(50);
