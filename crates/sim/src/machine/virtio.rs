@@ -45,6 +45,11 @@ use super::*;
 /// behind the others (drivers/vhost/net.c, `VHOST_NET_WEIGHT`).
 const VHOST_NET_WEIGHT: u64 = 0x80000;
 
+/// The guest's virtio-net NAPI weight (drivers/net/virtio_net.c,
+/// `napi_weight = 128`, a module parameter): a scenario's `napi_weight`
+/// overrides it as it does the VF's.
+pub(super) const VIRTIO_NET_NAPI_WEIGHT: u32 = 128;
+
 /// A virtqueue the worker serves, each with a work item of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum VhostQueue {
@@ -326,6 +331,29 @@ mod tests {
         m.now = pass;
         let fx = listed(&mut m, |m, fx| m.backend_done(0, job, fx));
         assert_eq!(fx, [scheduled(pass, RemoteEvent::Request { vm: 0 })]);
+    }
+
+    #[test]
+    fn a_virtio_poll_at_its_weight_polls_again_without_an_interrupt() {
+        use super::super::fixture::in_handler;
+        use super::super::guest::{Step, RX_HANDLER};
+        let mut m = over_pv(WorkloadKind::Iperf, 1_000_000, |_| {});
+        assert_eq!(m.queues[0].virtio.napi.weight, VIRTIO_NET_NAPI_WEIGHT);
+        let unmask = RX_HANDLER
+            .iter()
+            .position(|step| matches!(step, Step::UnmaskRx))
+            .expect("the handler unmasks");
+        in_handler(&mut m, 0, RX_HANDLER, unmask, GUEST_VIRTIO_VECTOR);
+        let rx = &mut m.queues[0].virtio;
+        rx.masked = true;
+        rx.ring = 1;
+        let fx = listed(&mut m, |m, fx| m.run_guest(0, fx));
+        assert!(m.queues[0].virtio.masked, "callbacks stay off");
+        assert!(!fx
+            .iter()
+            .any(|effect| matches!(effect, Effect::SignalVirtual { .. })));
+        let top = m.vcpus[0].frames.last().expect("in the handler");
+        assert!(matches!(top.program[top.pc], Step::PollRx), "polls again");
     }
 
     #[test]
