@@ -432,7 +432,7 @@ impl Machine {
             Effect::RxPacket { queues, queue } => self.rx_packet(queues, queue, fx),
             Effect::BackendStart { queues, job } => self.backend_start(queues, job, fx),
             Effect::PacketTaken { vcpu, queue } => self.packet_taken(vcpu, queue, fx),
-            Effect::NapiComplete { queues, queue } => self.napi_complete(queues, queue, fx),
+            Effect::NapiComplete { queues } => self.napi_complete(queues, fx),
             Effect::TxReaped { queues } => self.tx_reaped(queues, fx),
             Effect::Poke(vcpu) => {
                 self.suspend(vcpu, fx);

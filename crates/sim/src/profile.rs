@@ -215,8 +215,9 @@ pub struct NetworkCosts {
     pub tx_packet: u64,
     /// Copying one KiB between kernel and user buffers (or by vhost).
     pub copy_per_kib: u64,
-    /// One-way delay over the host's bridge between a host process and
-    /// the backend (PV), besides the backend's own work.
+    /// The host's tap and bridge between a host process (or the host's
+    /// NIC) and the backend (PV), one way, besides the backend's own
+    /// work; from the guest, vhost's thread runs it (`machine::virtio`).
     pub bridge_one_way: u64,
     /// The testbed's NIC driver's adaptive interrupt coalescing, used
     /// when a scenario fixes no interval (absent: ixgbe's).

@@ -65,10 +65,10 @@ pub(super) enum Effect {
         vcpu: usize,
         queue: RxQueueKind,
     },
-    /// NAPI's poll is over: unmask, signal what it left behind.
+    /// The VF queue's NAPI poll is over: unmask, signal what it left
+    /// behind.
     NapiComplete {
         queues: usize,
-        queue: RxQueueKind,
     },
     /// The guest's transmit poll reaped the completions and re-armed the
     /// transmit event queue (`tx_completion`).

@@ -256,16 +256,20 @@ impl Machine {
                 Step::UnmaskRx => {
                     let kind = self.rx_queue_of(frame.vector);
                     let queues = self.vcpus[vcpu].queues;
-                    self.advance(vcpu);
-                    if self.queues[queues].rx(kind).ring == 0 {
-                        self.queues[queues].rx(kind).unmask();
+                    let rx = self.queues[queues].rx(kind);
+                    if rx.ring == 0 {
+                        rx.unmask();
+                        self.advance(vcpu);
                         continue;
                     }
-                    // The poll used its weight: the rest needs signalling.
-                    fx.push(Effect::NapiComplete {
-                        queues,
-                        queue: kind,
-                    });
+                    // The poll used its weight.
+                    if kind == RxQueueKind::Virtio {
+                        rx.napi.start_poll();
+                        self.poll_again(vcpu);
+                        continue;
+                    }
+                    self.advance(vcpu);
+                    fx.push(Effect::NapiComplete { queues });
                     fx.push(Effect::RunGuest(vcpu));
                     return;
                 }
@@ -435,6 +439,22 @@ impl Machine {
             self.advance(vcpu);
         }
         self.run_guest(vcpu, fx);
+    }
+
+    /// virtio-net's poll that used its weight returns without completing
+    /// NAPI (`virtnet_poll`), so the softirq polls it again: no unmask,
+    /// no interrupt (Linux 3.6 drivers/net/virtio_net.c).
+    fn poll_again(&mut self, vcpu: usize) {
+        if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
+            if let Some(poll) = top
+                .program
+                .iter()
+                .position(|step| matches!(step, Step::PollRx))
+            {
+                top.pc = poll;
+                top.remaining = None;
+            }
+        }
     }
 
     pub(super) fn advance(&mut self, vcpu: usize) {

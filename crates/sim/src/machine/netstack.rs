@@ -116,28 +116,42 @@ impl Machine {
     /// host's bridge to a host process (PV; vhost's copy is its own job),
     /// or both for a PV peer on another server.
     pub(super) fn one_way_ns(&self, payload: u64) -> u64 {
-        let wire = self.profile.guest_ns.wire_one_way
-            + self.frame_wire_ns(payload)
-            + 2 * self.frame_dma_ns(payload);
         let bridge = self.profile.network.bridge_one_way;
         match self.spec.group.transport {
-            Transport::Pv if self.pv_peer_on_wire() => wire + bridge,
-            Transport::Pv => bridge,
-            _ => wire,
+            Transport::Pv => bridge + self.past_bridge_ns(payload),
+            _ => self.link_one_way_ns(payload),
         }
     }
 
-    /// vhost's copy of a buffer's payload: into the guest's receive
+    /// A PV guest's frame once past the host's bridge, which vhost's pass
+    /// runs itself (`backend_start`): the link to a peer on another
+    /// server, nothing more for a host process.
+    pub(super) fn past_bridge_ns(&self, payload: u64) -> u64 {
+        if self.pv_peer_on_wire() {
+            self.link_one_way_ns(payload)
+        } else {
+            0
+        }
+    }
+
+    /// Over the link: the sending NIC's DMA, the wire, the receiving
+    /// NIC's DMA.
+    fn link_one_way_ns(&self, payload: u64) -> u64 {
+        self.profile.guest_ns.wire_one_way
+            + self.frame_wire_ns(payload)
+            + 2 * self.frame_dma_ns(payload)
+    }
+
+    /// The payload vhost copies for a buffer: into the guest's receive
     /// buffer (`handle_rx`'s recvmsg), out of its transmit buffer
     /// (`handle_tx`'s sendmsg; Linux 3.6 leaves zero-copy transmit off).
-    pub(super) fn backend_copy_ns(&self, job: BackendJob) -> u64 {
-        let bytes = match job {
+    pub(super) fn backend_bytes(&self, job: BackendJob) -> u64 {
+        match job {
             BackendJob::RxPacket => self.frame_bytes(),
             BackendJob::TxPacket => self.message_bytes(),
             BackendJob::TxResponse => self.response_bytes(),
             BackendJob::TxAck | BackendJob::BlockRead => 0,
-        };
-        self.copy_ns(bytes)
+        }
     }
 
     /// The guest's work for the packet NAPI takes next from `vcpu`'s ring.

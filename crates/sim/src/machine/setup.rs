@@ -5,7 +5,7 @@ use super::apps::ClientPool;
 use super::itr::{ItrMode, Throttle};
 use super::napi::Napi;
 use super::netstack::{remote_receiver, tcp_flow};
-use super::virtio::Vhost;
+use super::virtio::{Vhost, VIRTIO_NET_NAPI_WEIGHT};
 use super::*;
 
 fn enabled_lapic(apic_id: u32) -> Result<Lapic, SimError> {
@@ -135,14 +135,15 @@ impl Machine {
                     allocate(VfEventQueue::Tx)
                 });
                 vcpus[owner].queues = queues.len();
-                let rx = RxQueue {
-                    napi: Napi::with_weight(napi_weight),
+                let rx = |weight| RxQueue {
+                    napi: Napi::with_weight(weight),
                     ..RxQueue::default()
                 };
+                let virtio_weight = spec.group.napi_weight.unwrap_or(VIRTIO_NET_NAPI_WEIGHT);
                 queues.push(QueuePair {
                     owner,
-                    vf: rx.clone(),
-                    virtio: rx,
+                    vf: rx(napi_weight),
+                    virtio: rx(virtio_weight),
                     vf_host_vector,
                     throttle: Throttle::new(itr),
                     tx_eq,
