@@ -8,7 +8,9 @@
 //! driver re-arms the queue with a software-triggered interrupt for the
 //! packets it left (an EICS write, as ixgbe's `ixgbe_irq_rearm_queues`
 //! does), which the NIC's throttling does not delay; Linux's own re-poll
-//! from the softirq without a new interrupt is not modelled.
+//! from the softirq without a new interrupt is not modelled for the VF.
+//! virtio-net's poll, whose driver source is the testbed's, does re-poll
+//! (`machine::virtio`).
 
 use super::*;
 
