@@ -313,7 +313,10 @@ impl engine::Model for Running<'_> {
         let machine = &mut *self.machine;
         machine.now = now;
         machine.dispatch(event, &mut self.fx);
-        machine.apply(&mut self.fx);
+        // Hot path: many events list no effect; skip the call then.
+        if !self.fx.stack.is_empty() {
+            machine.apply(&mut self.fx);
+        }
         machine.checker.event_done();
     }
 }

@@ -150,6 +150,8 @@ impl Effects {
         self.stack.len() == self.listed_from
     }
 
+    /// Always inlined, as `EventQueue::schedule` is (hot path).
+    #[inline(always)]
     pub(super) fn schedule(&mut self, at: u64, event: impl Into<Event>) {
         let event = event.into();
         if self.nothing_listed() {
