@@ -621,13 +621,6 @@ mod tests {
         );
         let names: Vec<&str> = KvmStat::ALL.iter().map(|stat| stat.name()).collect();
         assert!(names.is_sorted(), "declared in name order: {names:?}");
-        for exit in VmxExit::ALL {
-            assert_eq!(VmxExit::from_name(exit.name()), Some(exit));
-            assert_eq!(
-                serde_json::to_value(exit).expect("serializes"),
-                serde_json::json!(exit.name())
-            );
-        }
         assert_eq!(VmxExit::from(UserspaceExit::Hlt), VmxExit::Hlt);
     }
 
