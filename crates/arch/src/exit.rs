@@ -6,8 +6,25 @@
 use serde::{Deserialize, Serialize};
 
 /// The basic exit reasons interrupt delivery produces, in the SDM's order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// Named by strum and serde alike (the test below holds them together).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum VmxExit {
     /// Reason 0: an exception or an NMI (the exit's interruption
     /// information tells which).
@@ -30,50 +47,14 @@ pub enum VmxExit {
 }
 
 impl VmxExit {
-    pub const ALL: [VmxExit; 14] = [
-        VmxExit::ExceptionNmi,
-        VmxExit::ExternalInterrupt,
-        VmxExit::InterruptWindow,
-        VmxExit::NmiWindow,
-        VmxExit::Hlt,
-        VmxExit::Vmcall,
-        VmxExit::IoInstruction,
-        VmxExit::MsrRead,
-        VmxExit::MsrWrite,
-        VmxExit::ApicAccess,
-        VmxExit::EoiInduced,
-        VmxExit::EptViolation,
-        VmxExit::EptMisconfig,
-        VmxExit::Other,
-    ];
+    pub const ALL: &'static [VmxExit] = <VmxExit as strum::VariantArray>::VARIANTS;
 
     pub fn name(self) -> &'static str {
-        match self {
-            VmxExit::ExceptionNmi => "EXCEPTION_NMI",
-            VmxExit::ExternalInterrupt => "EXTERNAL_INTERRUPT",
-            VmxExit::InterruptWindow => "INTERRUPT_WINDOW",
-            VmxExit::NmiWindow => "NMI_WINDOW",
-            VmxExit::Hlt => "HLT",
-            VmxExit::Vmcall => "VMCALL",
-            VmxExit::IoInstruction => "IO_INSTRUCTION",
-            VmxExit::MsrRead => "MSR_READ",
-            VmxExit::MsrWrite => "MSR_WRITE",
-            VmxExit::ApicAccess => "APIC_ACCESS",
-            VmxExit::EoiInduced => "EOI_INDUCED",
-            VmxExit::EptViolation => "EPT_VIOLATION",
-            VmxExit::EptMisconfig => "EPT_MISCONFIG",
-            VmxExit::Other => "OTHER",
-        }
+        self.into()
     }
 
     pub fn from_name(name: &str) -> Option<VmxExit> {
-        VmxExit::ALL.into_iter().find(|exit| exit.name() == name)
-    }
-}
-
-impl std::fmt::Display for VmxExit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        name.parse().ok()
     }
 }
 
@@ -83,7 +64,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_serialize_as_the_sdm_spells_them() {
-        for exit in VmxExit::ALL {
+        for &exit in VmxExit::ALL {
             assert_eq!(VmxExit::from_name(exit.name()), Some(exit));
             assert_eq!(
                 serde_json::to_value(exit).unwrap(),
@@ -91,5 +72,7 @@ mod tests {
             );
         }
         assert_eq!(VmxExit::from_name("EXTINT"), None);
+        assert_eq!(VmxExit::ExceptionNmi.name(), "EXCEPTION_NMI");
+        assert_eq!(VmxExit::IoInstruction.to_string(), "IO_INSTRUCTION");
     }
 }

@@ -121,7 +121,7 @@ fn summary(run: &KernelRun, outcome: &KernelOutcome) -> String {
         table.add_row(vec![format!("to VMM: {reason}"), count.to_string()]);
     }
     for (category, count) in &exits.by_category {
-        table.add_row(vec![category.clone(), count.to_string()]);
+        table.add_row(vec![category.to_string(), count.to_string()]);
     }
     text += &format!("{table}\n");
     if !outcome.unclaimed.is_empty() {

@@ -419,7 +419,7 @@ fn exit_mix(report: &RunReport) -> String {
         .exits
         .by_category
         .iter()
-        .map(|(reason, count)| (reason.clone(), f64_of(*count) / interrupts))
+        .map(|(reason, count)| (reason.to_string(), f64_of(*count) / interrupts))
         .chain(
             report
                 .exits

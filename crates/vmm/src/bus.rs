@@ -343,17 +343,29 @@ impl Bus {
     }
 
     pub fn pio_read(&self, cpu: usize, port: u16, data: &mut [u8]) -> Result<(), BusError> {
-        let direction = Direction::Read;
-        let Some((range, device)) = find(&self.pio, port) else {
-            self.unclaimed(UnclaimedAccess::Port { port, direction })
-                .ok_or(BusError::UnownedPort { port, direction })?;
-            data.fill(0xff);
+        self.access::<PortSpace>(cpu, port, Access::Read(data))
+    }
+
+    /// An access to the device whose range holds `at` in space `S`, at its
+    /// offset there; without one, the open bus's answer or `S`'s error.
+    fn access<S: AddressSpace>(
+        &self,
+        cpu: usize,
+        at: S::Address,
+        access: Access<'_>,
+    ) -> Result<(), BusError> {
+        let direction = access.direction();
+        let Some((range, device)) = find(S::devices(self), at) else {
+            self.unclaimed(S::unclaimed(at, direction))
+                .ok_or_else(|| S::unowned(at, direction))?;
+            if let Access::Read(data) = access {
+                data.fill(0xff);
+            }
             return Ok(());
         };
-        check_fits(Space::Pio, range, port, data.len(), device.name())?;
-        device
-            .read(cpu, port - range.start, data)
-            .map_err(wrap(device.name()))
+        let name = S::name(device);
+        check_fits(S::SPACE, range, at, access.len(), name)?;
+        S::dispatch(device, cpu, at - range.start, access).map_err(wrap(name))
     }
 
     /// Makes a 32-bit write to `port` a doorbell (mechanisms.md section 8):
@@ -454,49 +466,21 @@ impl Bus {
                 return self.replay_io_batch(cpu, le_value(data), memory);
             }
         }
-        let direction = Direction::Write;
-        let Some((range, device)) = find(&self.pio, port) else {
-            return self
-                .unclaimed(UnclaimedAccess::Port { port, direction })
-                .ok_or(BusError::UnownedPort { port, direction });
-        };
-        check_fits(Space::Pio, range, port, data.len(), device.name())?;
-        device
-            .write(cpu, port - range.start, data)
-            .map_err(wrap(device.name()))
+        self.access::<PortSpace>(cpu, port, Access::Write(data))
     }
 
     pub fn mmio_read(&self, cpu: usize, address: u64, data: &mut [u8]) -> Result<(), BusError> {
         if self.banked(|device| device.read(cpu, address, data))? {
             return Ok(());
         }
-        let direction = Direction::Read;
-        let Some((range, device)) = find(&self.mmio, address) else {
-            self.unclaimed(UnclaimedAccess::Mmio { address, direction })
-                .ok_or(BusError::UnownedMmio { address, direction })?;
-            data.fill(0xff);
-            return Ok(());
-        };
-        check_fits(Space::Mmio, range, address, data.len(), device.name())?;
-        device
-            .read(cpu, address - range.start, data)
-            .map_err(wrap(device.name()))
+        self.access::<MmioSpace>(cpu, address, Access::Read(data))
     }
 
     pub fn mmio_write(&self, cpu: usize, address: u64, data: &[u8]) -> Result<(), BusError> {
         if self.banked(|device| device.write(cpu, address, data))? {
             return Ok(());
         }
-        let direction = Direction::Write;
-        let Some((range, device)) = find(&self.mmio, address) else {
-            return self
-                .unclaimed(UnclaimedAccess::Mmio { address, direction })
-                .ok_or(BusError::UnownedMmio { address, direction });
-        };
-        check_fits(Space::Mmio, range, address, data.len(), device.name())?;
-        device
-            .write(cpu, address - range.start, data)
-            .map_err(wrap(device.name()))
+        self.access::<MmioSpace>(cpu, address, Access::Write(data))
     }
 
     pub fn msr_read(&self, cpu: usize, msr: u32) -> Result<u64, BusError> {
@@ -520,10 +504,10 @@ impl Bus {
     }
 }
 
-fn find<K: PartialOrd, D: ?Sized>(
-    entries: &[(Range<K>, Arc<D>)],
-    key: K,
-) -> Option<(&Range<K>, &Arc<D>)> {
+/// Devices with the range each owns.
+type Owners<K, D> = [(Range<K>, Arc<D>)];
+
+fn find<K: PartialOrd, D: ?Sized>(entries: &Owners<K, D>, key: K) -> Option<(&Range<K>, &Arc<D>)> {
     entries
         .iter()
         .find(|(range, _)| range.contains(&key))
@@ -552,6 +536,103 @@ impl Space {
         }
     }
 }
+
+/// One access's data: filled by a read, taken by a write.
+enum Access<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+}
+
+impl Access<'_> {
+    fn direction(&self) -> Direction {
+        match self {
+            Access::Read(_) => Direction::Read,
+            Access::Write(_) => Direction::Write,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Access::Read(data) => data.len(),
+            Access::Write(data) => data.len(),
+        }
+    }
+}
+
+/// An address space whose devices own ranges and are accessed at an offset
+/// with a buffer: what `Bus::access` needs to know of it.
+trait AddressSpace {
+    type Address: Copy + PartialOrd + Into<u64> + std::ops::Sub<Output = Self::Address>;
+    type Device: ?Sized;
+    const SPACE: Space;
+    fn devices(bus: &Bus) -> &Owners<Self::Address, Self::Device>;
+    fn name(device: &Self::Device) -> &'static str;
+    fn dispatch(
+        device: &Self::Device,
+        cpu: usize,
+        offset: Self::Address,
+        access: Access<'_>,
+    ) -> Result<(), DeviceError>;
+    /// How the open bus counts an access nobody owns.
+    fn unclaimed(at: Self::Address, direction: Direction) -> UnclaimedAccess;
+    /// The error for an access nobody owns, without an open bus.
+    fn unowned(at: Self::Address, direction: Direction) -> BusError;
+}
+
+/// Defines `$space`, the `AddressSpace` of `$address`es owned by
+/// `$device`s in `Bus::$owners`, whose unowned accesses the open bus counts
+/// as `UnclaimedAccess::$unclaimed` and the bus refuses otherwise as
+/// `BusError::$unowned` (both naming the address `$at`).
+macro_rules! address_space {
+    ($(#[$meta:meta])* $space:ident: $address:ty, $device:ident, $kind:expr, $owners:ident,
+     $unclaimed:ident, $unowned:ident, $at:ident) => {
+        $(#[$meta])*
+        struct $space;
+
+        impl AddressSpace for $space {
+            type Address = $address;
+            type Device = dyn $device;
+            const SPACE: Space = $kind;
+
+            fn devices(bus: &Bus) -> &Owners<$address, dyn $device> {
+                &bus.$owners
+            }
+
+            fn name(device: &dyn $device) -> &'static str {
+                device.name()
+            }
+
+            fn dispatch(
+                device: &dyn $device,
+                cpu: usize,
+                offset: $address,
+                access: Access<'_>,
+            ) -> Result<(), DeviceError> {
+                match access {
+                    Access::Read(data) => device.read(cpu, offset, data),
+                    Access::Write(data) => device.write(cpu, offset, data),
+                }
+            }
+
+            fn unclaimed($at: $address, direction: Direction) -> UnclaimedAccess {
+                UnclaimedAccess::$unclaimed { $at, direction }
+            }
+
+            fn unowned($at: $address, direction: Direction) -> BusError {
+                BusError::$unowned { $at, direction }
+            }
+        }
+    };
+}
+
+address_space!(
+    /// I/O ports.
+    PortSpace: u16, PioDevice, Space::Pio, pio, Port, UnownedPort, port
+);
+address_space!(
+    /// Guest-physical addresses that no RAM backs.
+    MmioSpace: u64, MmioDevice, Space::Mmio, mmio, Mmio, UnownedMmio, address
+);
 
 /// Refuses an access that starts in a device's range and runs past its
 /// end: what lies beyond is not the device's to serve.
@@ -721,6 +802,123 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// The same recorder on MMIO, at offsets below 64 KiB.
+    impl MmioDevice for Recorder {
+        fn name(&self) -> &'static str {
+            "mmio recorder"
+        }
+        fn read(&self, cpu: usize, offset: u64, data: &mut [u8]) -> Result<(), DeviceError> {
+            let offset = u16::try_from(offset).expect("a small test range");
+            PioDevice::read(self, cpu, offset, data)
+        }
+        fn write(&self, cpu: usize, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+            let offset = u16::try_from(offset).expect("a small test range");
+            PioDevice::write(self, cpu, offset, data)
+        }
+    }
+
+    #[test]
+    fn each_space_refuses_unowned_and_straddling_accesses_in_both_directions() {
+        let device = Arc::new(Recorder::default());
+        let mut bus = Bus::default();
+        bus.add_pio(0x70..0x72, device.clone());
+        bus.add_mmio(0xfed0_0000..0xfed0_1000, device.clone());
+        let mut data = [0u8; 4];
+        let unowned_port = |direction| BusError::UnownedPort {
+            port: 0x80,
+            direction,
+        };
+        let unowned_mmio = |direction| BusError::UnownedMmio {
+            address: 0xfed0_1000,
+            direction,
+        };
+        for (err, expected) in [
+            (
+                bus.pio_read(0, 0x80, &mut data),
+                unowned_port(Direction::Read),
+            ),
+            (
+                bus.pio_write(0, 0x80, &data),
+                unowned_port(Direction::Write),
+            ),
+            (
+                bus.mmio_read(0, 0xfed0_1000, &mut data),
+                unowned_mmio(Direction::Read),
+            ),
+            (
+                bus.mmio_write(0, 0xfed0_1000, &data),
+                unowned_mmio(Direction::Write),
+            ),
+        ] {
+            let err = err.expect_err("nobody owns it");
+            assert_eq!(err.to_string(), expected.to_string());
+        }
+        let straddled = |err: Result<(), BusError>| match err {
+            Err(BusError::Straddled {
+                space,
+                at,
+                len,
+                first,
+                last,
+                ..
+            }) => (space, at, len, first, last),
+            other => panic!("not a straddle: {other:?}"),
+        };
+        assert_eq!(
+            straddled(bus.pio_read(0, 0x71, &mut data[..2])),
+            (Space::Pio, 0x71, 2, 0x70, 0x71)
+        );
+        assert_eq!(
+            straddled(bus.pio_write(0, 0x70, &data[..4])),
+            (Space::Pio, 0x70, 4, 0x70, 0x71)
+        );
+        assert_eq!(
+            straddled(bus.mmio_read(0, 0xfed0_0ffe, &mut data)),
+            (Space::Mmio, 0xfed0_0ffe, 4, 0xfed0_0000, 0xfed0_0fff)
+        );
+        assert_eq!(
+            straddled(bus.mmio_write(0, 0xfed0_0ffd, &data)),
+            (Space::Mmio, 0xfed0_0ffd, 4, 0xfed0_0000, 0xfed0_0fff)
+        );
+        // An access that fits reaches the device at its offset.
+        bus.mmio_read(0, 0xfed0_0ffc, &mut data).expect("fits");
+        assert_eq!(le_value(&data), 0xffc);
+        assert!(device.0.lock().expect("not poisoned").is_empty());
+    }
+
+    #[test]
+    fn an_open_bus_reads_all_ones_drops_writes_and_counts_both() {
+        let open_bus = Arc::new(OpenBus::default());
+        let mut bus = Bus::default();
+        bus.set_open_bus(open_bus.clone());
+        let mut data = [0u8; 2];
+        bus.pio_read(0, 0x80, &mut data).expect("open bus");
+        assert_eq!(data, [0xff; 2]);
+        bus.pio_write(0, 0x80, &[1]).expect("dropped");
+        let mut data = [0u8; 4];
+        bus.mmio_read(0, 0xd000_0000, &mut data).expect("open bus");
+        assert_eq!(data, [0xff; 4]);
+        bus.mmio_write(0, 0xd000_0000, &data).expect("dropped");
+        bus.mmio_write(0, 0xd000_0000, &data).expect("dropped");
+        let port = |direction| UnclaimedAccess::Port {
+            port: 0x80,
+            direction,
+        };
+        let mmio = |direction| UnclaimedAccess::Mmio {
+            address: 0xd000_0000,
+            direction,
+        };
+        assert_eq!(
+            open_bus.counts(),
+            [
+                (port(Direction::Read), 1),
+                (port(Direction::Write), 1),
+                (mmio(Direction::Read), 1),
+                (mmio(Direction::Write), 2),
+            ]
+        );
     }
 
     /// A bus with a recorder on 0x1f0-0x1f7 and the doorbell on 0xfc.

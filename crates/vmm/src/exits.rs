@@ -140,29 +140,66 @@ impl ExitCounters {
 
 pub use dirq_arch::exit::VmxExit;
 
-/// The VM exit a KVM per-vCPU statistic counts. The other statistics
-/// count no exit of their own: `insn_emulation` counts emulated
-/// instructions, `signal_exits` and `request_irq_exits` count returns to
-/// userspace whose VM exit another statistic already counted.
-pub fn exit_of_kvm_stat(stat: &str) -> Option<VmxExit> {
-    KVM_STAT_EXITS
-        .iter()
-        .find(|(name, _)| *name == stat)
-        .map(|(_, exit)| *exit)
-}
+crate::config::named_enum!(
+    /// The KVM per-vCPU statistics dirq reads (x86's `struct kvm_vcpu_stat`,
+    /// named as the binary stats fd names them).
+    KvmStat, "KVM statistic", {
+        // In name order, so that maps keyed by statistic serialize in the
+        // kernel's (alphabetical) order.
+        /// Every exit from guest mode.
+        Exits = "exits",
+        HaltExits = "halt_exits",
+        Hypercalls = "hypercalls",
+        /// Instructions KVM emulated: every guest instruction under
+        /// kvm_pvm's emulator, only the trapped ones in its native mode.
+        InsnEmulation = "insn_emulation",
+        IoExits = "io_exits",
+        IrqExits = "irq_exits",
+        IrqWindowExits = "irq_window_exits",
+        /// MMIO accesses KVM passes to userspace.
+        MmioExits = "mmio_exits",
+        NmiWindowExits = "nmi_window_exits",
+        /// Guest page faults KVM handled.
+        PfTaken = "pf_taken",
+        /// Returns to userspace that the VMM's request for an interrupt
+        /// window caused.
+        RequestIrqExits = "request_irq_exits",
+        /// Returns to userspace that a signal caused.
+        SignalExits = "signal_exits",
+    }
+);
 
-/// KVM's per-vCPU statistics that count VM exits, and the exit each counts
-/// (`mmio_exits` are MMIO accesses KVM passes to userspace, which VMX
-/// reports as EPT misconfigurations).
-pub const KVM_STAT_EXITS: [(&str, VmxExit); 7] = [
-    ("halt_exits", VmxExit::Hlt),
-    ("io_exits", VmxExit::IoInstruction),
-    ("irq_exits", VmxExit::ExternalInterrupt),
-    ("irq_window_exits", VmxExit::InterruptWindow),
-    ("nmi_window_exits", VmxExit::NmiWindow),
-    ("mmio_exits", VmxExit::EptMisconfig),
-    ("hypercalls", VmxExit::Vmcall),
-];
+impl KvmStat {
+    /// The VM exit the statistic counts. The others count no exit of their
+    /// own: `insn_emulation` counts emulated instructions, `signal_exits`
+    /// and `request_irq_exits` count returns to userspace whose VM exit
+    /// another statistic already counted, `exits` counts them all (`mmio_exits`
+    /// are MMIO accesses KVM passes to userspace, which VMX reports as EPT
+    /// misconfigurations).
+    pub fn exit(self) -> Option<VmxExit> {
+        match self {
+            KvmStat::HaltExits => Some(VmxExit::Hlt),
+            KvmStat::IoExits => Some(VmxExit::IoInstruction),
+            KvmStat::IrqExits => Some(VmxExit::ExternalInterrupt),
+            KvmStat::IrqWindowExits => Some(VmxExit::InterruptWindow),
+            KvmStat::NmiWindowExits => Some(VmxExit::NmiWindow),
+            KvmStat::MmioExits => Some(VmxExit::EptMisconfig),
+            KvmStat::Hypercalls => Some(VmxExit::Vmcall),
+            KvmStat::Exits
+            | KvmStat::RequestIrqExits
+            | KvmStat::SignalExits
+            | KvmStat::InsnEmulation
+            | KvmStat::PfTaken => None,
+        }
+    }
+
+    /// Whether [`ExitSummary::by_reason`] keeps the statistic: those that
+    /// count exits by category and the exit-related events KVM counts
+    /// besides (not the total, not page faults).
+    fn is_exit_category(self) -> bool {
+        !matches!(self, KvmStat::Exits | KvmStat::PfTaken)
+    }
+}
 
 impl From<UserspaceExit> for VmxExit {
     /// The VM exit behind each return of KVM_RUN to the VMM.
@@ -183,26 +220,55 @@ impl From<UserspaceExit> for VmxExit {
     }
 }
 
-/// The in-kernel statistics kept in [`ExitSummary::by_reason`]: those
-/// that count exits and the exit-related events KVM counts besides.
-const KERNEL_EXIT_STATS: &[&str] = &[
-    "halt_exits",
-    "io_exits",
-    "irq_exits",
-    "irq_window_exits",
-    "mmio_exits",
-    "nmi_window_exits",
-    "request_irq_exits",
-    "signal_exits",
-    "hypercalls",
-    INSN_EMULATION_STAT,
-];
-/// KVM's count of instructions it emulated: every guest instruction under
-/// kvm_pvm's emulator, only the trapped ones in its native mode.
-pub const INSN_EMULATION_STAT: &str = "insn_emulation";
-/// KVM's count of every exit from guest mode.
-pub const KVM_EXITS_STAT: &str = "exits";
-const KERNEL_SIGNAL_EXITS_STAT: &str = "signal_exits";
+/// One vCPU's KVM statistics: those dirq reads, by [`KvmStat`], and the rest
+/// of what the kernel exports under its own names, which only the text
+/// report lists (kernels add and rename statistics; none is looked up).
+/// Serialized as the kernel's one map of name to count.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "Counters", into = "Counters")]
+pub struct KvmStats {
+    pub read: BTreeMap<KvmStat, u64>,
+    pub unread: Counters,
+}
+
+impl KvmStats {
+    /// The statistic's count; 0 where it did not move.
+    pub fn get(&self, stat: KvmStat) -> u64 {
+        self.read.get(&stat).copied().unwrap_or(0)
+    }
+
+    fn retain_nonzero(&mut self) {
+        self.read.retain(|_, value| *value > 0);
+        self.unread.retain(|_, value| *value > 0);
+    }
+}
+
+impl From<Counters> for KvmStats {
+    fn from(counters: Counters) -> Self {
+        let mut stats = KvmStats::default();
+        for (name, value) in counters {
+            match name.parse::<KvmStat>() {
+                Ok(stat) => {
+                    stats.read.insert(stat, value);
+                }
+                Err(_) => {
+                    stats.unread.insert(name, value);
+                }
+            }
+        }
+        stats
+    }
+}
+
+impl From<KvmStats> for Counters {
+    fn from(stats: KvmStats) -> Self {
+        let read = stats
+            .read
+            .into_iter()
+            .map(|(stat, value)| (stat.name().to_string(), value));
+        stats.unread.into_iter().chain(read).collect()
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExitsError {
@@ -310,7 +376,7 @@ pub struct VcpuExits {
     #[serde(default)]
     pub userspace_time: BTreeMap<UserspaceExit, ExitTime>,
     /// Every scalar KVM stat that moved (exits, irq_injections, halt_wakeup, ...).
-    pub kvm_stats: BTreeMap<String, u64>,
+    pub kvm_stats: KvmStats,
     /// CPU seconds the vCPU's thread burned.
     pub cpu_s: f64,
 }
@@ -327,11 +393,11 @@ pub struct ExitSummary {
     pub kernel: u64,
     /// KVM's per-category exit counters (`io_exits`, `halt_exits`, `irq_exits`, ...)
     /// and the other exit-related events it counts (`insn_emulation`, `hypercalls`).
-    pub by_reason: BTreeMap<String, u64>,
-    /// The exits themselves by VMX exit reason ([`VmxExit::name`], mapped
-    /// from KVM's statistics by [`exit_of_kvm_stat`]), with what no
-    /// statistic claims as `OTHER`: sums to `total`.
-    pub by_category: BTreeMap<String, u64>,
+    pub by_reason: BTreeMap<KvmStat, u64>,
+    /// The exits themselves by VMX exit reason (mapped from KVM's
+    /// statistics by [`KvmStat::exit`]), with what no statistic claims as
+    /// [`VmxExit::Other`]: sums to `total`.
+    pub by_category: BTreeMap<VmxExit, u64>,
     /// Userspace exits by reason, summed over vCPUs.
     pub userspace_by_reason: UserspaceCounts,
     /// How long each reason's userspace exits kept the VMM, over all vCPUs.
@@ -355,10 +421,10 @@ impl ExitSummary {
                 before.userspace.get(cpu).unwrap_or(&UserspaceCounts::new()),
                 user_after,
             );
-            let mut kvm_stats = stats::delta(
+            let mut kvm_stats = KvmStats::from(stats::delta(
                 before.kernel.get(cpu).unwrap_or(&Counters::new()),
                 kernel_after,
-            );
+            ));
             if cpu == 0 && excluded_markers > 0 {
                 let markers = |value: Option<&mut u64>| {
                     if let Some(value) = value {
@@ -366,29 +432,22 @@ impl ExitSummary {
                     }
                 };
                 markers(userspace_by_reason.get_mut(&UserspaceExit::Io));
-                for name in ["io_exits", KVM_EXITS_STAT] {
-                    markers(kvm_stats.get_mut(name));
+                for stat in [KvmStat::IoExits, KvmStat::Exits] {
+                    markers(kvm_stats.read.get_mut(&stat));
                 }
             }
             userspace_by_reason.retain(|_, value| *value > 0);
-            kvm_stats.retain(|_, value| *value > 0);
+            kvm_stats.retain_nonzero();
             // A kick that lands before KVM_RUN enters the guest returns EINTR
             // without any exit; KVM's signal_exits counts those that did exit.
             let interrupted = userspace_by_reason
                 .get(&UserspaceExit::Interrupted)
                 .copied()
                 .unwrap_or(0);
-            let signal_exits = kvm_stats
-                .get(KERNEL_SIGNAL_EXITS_STAT)
-                .copied()
-                .unwrap_or(0);
+            let signal_exits = kvm_stats.get(KvmStat::SignalExits);
             let userspace: u64 = userspace_by_reason.values().sum::<u64>() - interrupted
                 + interrupted.min(signal_exits);
-            let total = kvm_stats
-                .get(KVM_EXITS_STAT)
-                .copied()
-                .unwrap_or(0)
-                .max(userspace);
+            let total = kvm_stats.get(KvmStat::Exits).max(userspace);
             let cpu_ns = |snapshot: &ExitSnapshot| snapshot.cpu_ns.get(cpu).copied().unwrap_or(0);
             let before_times = before.userspace_times.get(cpu);
             let userspace_time = after
@@ -423,9 +482,9 @@ impl ExitSummary {
                 let slot = userspace_time.entry(reason).or_default();
                 *slot = slot.merge(*time);
             }
-            for name in KERNEL_EXIT_STATS {
-                if let Some(value) = vcpu.kvm_stats.get(*name) {
-                    *by_reason.entry(name.to_string()).or_insert(0) += value;
+            for (&stat, value) in &vcpu.kvm_stats.read {
+                if stat.is_exit_category() {
+                    *by_reason.entry(stat).or_insert(0) += value;
                 }
             }
             for (&reason, value) in &vcpu.userspace_by_reason {
@@ -450,16 +509,16 @@ impl ExitSummary {
 /// KVM's stats also count events that are not exits (e.g. `insn_emulation`,
 /// one per instruction KVM emulated): they are left out, so the categories
 /// sum to the exits.
-fn categorize(by_reason: &BTreeMap<String, u64>, total: u64) -> BTreeMap<String, u64> {
-    let mut categories: BTreeMap<String, u64> = BTreeMap::new();
+fn categorize(by_reason: &BTreeMap<KvmStat, u64>, total: u64) -> BTreeMap<VmxExit, u64> {
+    let mut categories: BTreeMap<VmxExit, u64> = BTreeMap::new();
     for (stat, count) in by_reason {
-        if let Some(exit) = exit_of_kvm_stat(stat) {
-            *categories.entry(exit.name().to_string()).or_insert(0) += count;
+        if let Some(exit) = stat.exit() {
+            *categories.entry(exit).or_insert(0) += count;
         }
     }
     let other = total.saturating_sub(categories.values().sum());
     if other > 0 {
-        categories.insert(VmxExit::Other.name().into(), other);
+        categories.insert(VmxExit::Other, other);
     }
     categories
 }
@@ -511,9 +570,9 @@ mod tests {
         assert_eq!(summary.userspace, 100);
         assert_eq!(summary.total, 149);
         assert_eq!(summary.kernel, 49);
-        assert_eq!(summary.by_reason.get("halt_exits"), Some(&100));
+        assert_eq!(summary.by_reason.get(&KvmStat::HaltExits), Some(&100));
         assert_eq!(
-            summary.by_reason.get("io_exits"),
+            summary.by_reason.get(&KvmStat::IoExits),
             None,
             "the marker was the only I/O exit"
         );
@@ -523,44 +582,45 @@ mod tests {
         );
         assert_eq!(summary.vcpu_cpu_s, 0.25);
         // 149 exits: 100 HLT, 49 with no KVM category.
-        assert_eq!(summary.by_category.get("HLT"), Some(&100));
-        assert_eq!(summary.by_category.get("OTHER"), Some(&49));
+        assert_eq!(summary.by_category.get(&VmxExit::Hlt), Some(&100));
+        assert_eq!(summary.by_category.get(&VmxExit::Other), Some(&49));
     }
 
     #[test]
     fn categories_leave_out_stats_that_are_not_exits() {
-        let by_reason: BTreeMap<String, u64> = [
-            ("io_exits", 1000),
-            ("irq_window_exits", 500),
-            ("signal_exits", 300),
-            ("insn_emulation", 9000),
-        ]
-        .into_iter()
-        .map(|(name, count)| (name.to_string(), count))
-        .collect();
+        let by_reason = BTreeMap::from([
+            (KvmStat::IoExits, 1000),
+            (KvmStat::IrqWindowExits, 500),
+            (KvmStat::SignalExits, 300),
+            (KvmStat::InsnEmulation, 9000),
+        ]);
         let categories = categorize(&by_reason, 2000);
-        assert_eq!(categories.get("IO_INSTRUCTION"), Some(&1000));
-        assert_eq!(categories.get("INTERRUPT_WINDOW"), Some(&500));
+        assert_eq!(categories.get(&VmxExit::IoInstruction), Some(&1000));
+        assert_eq!(categories.get(&VmxExit::InterruptWindow), Some(&500));
         // Neither emulations nor returns to userspace are exits of their own.
         assert_eq!(categories.len(), 3, "{categories:?}");
-        assert_eq!(categories.get("OTHER"), Some(&500));
+        assert_eq!(categories.get(&VmxExit::Other), Some(&500));
         assert_eq!(categories.values().sum::<u64>(), 2000);
     }
 
     #[test]
     fn every_exit_statistic_and_userspace_exit_has_one_vmx_name() {
-        for (stat, exit) in KVM_STAT_EXITS {
-            assert!(KERNEL_EXIT_STATS.contains(&stat), "{stat} is not read");
-            assert_eq!(exit_of_kvm_stat(stat), Some(exit));
+        let mut claimed = BTreeMap::new();
+        for &stat in KvmStat::ALL {
+            assert_eq!(stat.name().parse::<KvmStat>().ok(), Some(stat));
+            if let Some(exit) = stat.exit() {
+                assert!(stat.is_exit_category(), "{stat} counts exits");
+                assert_eq!(claimed.insert(exit, stat), None, "{exit} twice");
+            }
         }
-        assert_eq!(exit_of_kvm_stat("insn_emulation"), None);
-        for exit in VmxExit::ALL {
-            assert_eq!(VmxExit::from_name(exit.name()), Some(exit));
-            assert_eq!(
-                serde_json::to_value(exit).expect("serializes"),
-                serde_json::json!(exit.name())
-            );
-        }
+        assert_eq!(KvmStat::InsnEmulation.exit(), None);
+        assert_eq!(KvmStat::MmioExits.exit(), Some(VmxExit::EptMisconfig));
+        assert!(
+            !claimed.contains_key(&VmxExit::Other),
+            "OTHER is no statistic's"
+        );
+        let names: Vec<&str> = KvmStat::ALL.iter().map(|stat| stat.name()).collect();
+        assert!(names.is_sorted(), "declared in name order: {names:?}");
         assert_eq!(VmxExit::from(UserspaceExit::Hlt), VmxExit::Hlt);
     }
 
@@ -620,5 +680,49 @@ mod tests {
             !summary.userspace_time.contains_key(&UserspaceExit::Io),
             "{summary:?}"
         );
+    }
+
+    #[test]
+    fn exit_maps_serialize_with_the_kernels_and_vmxs_names_and_read_back() {
+        let json = serde_json::json!({
+            "cpu": 0, "total": 630, "userspace": 0, "kernel": 630,
+            "userspace_by_reason": {"hlt": 2},
+            "kvm_stats": {"exits": 630, "fpu_reload": 1, "insn_emulation": 160,
+                          "irq_exits": 153, "req_event": 355},
+            "cpu_s": 0.05
+        });
+        let vcpu: VcpuExits = serde_json::from_value(json.clone()).expect("parses");
+        assert_eq!(vcpu.kvm_stats.get(KvmStat::IrqExits), 153);
+        assert_eq!(vcpu.kvm_stats.get(KvmStat::HaltExits), 0);
+        assert_eq!(vcpu.kvm_stats.unread.get("req_event"), Some(&355));
+        assert!(!vcpu.kvm_stats.unread.contains_key("exits"));
+        let mut back = serde_json::to_value(&vcpu).expect("serializes");
+        back.as_object_mut()
+            .expect("an object")
+            .remove("userspace_time");
+        assert_eq!(back, json);
+
+        let summary = ExitSummary {
+            total: 630,
+            userspace: 0,
+            kernel: 630,
+            by_reason: BTreeMap::from([(KvmStat::IrqExits, 153), (KvmStat::InsnEmulation, 160)]),
+            by_category: BTreeMap::from([(VmxExit::ExternalInterrupt, 153), (VmxExit::Other, 477)]),
+            userspace_by_reason: UserspaceCounts::new(),
+            userspace_time: BTreeMap::new(),
+            vcpu_cpu_s: 0.05,
+            per_vcpu: vec![vcpu],
+        };
+        let json = serde_json::to_value(&summary).expect("serializes");
+        assert_eq!(
+            json["by_reason"],
+            serde_json::json!({"insn_emulation": 160, "irq_exits": 153})
+        );
+        assert_eq!(
+            json["by_category"],
+            serde_json::json!({"EXTERNAL_INTERRUPT": 153, "OTHER": 477})
+        );
+        let back: ExitSummary = serde_json::from_value(json).expect("parses");
+        assert_eq!(back, summary);
     }
 }

@@ -25,9 +25,7 @@ use crate::devices::control::{ControlPort, NoopPort, REGISTER32_PORTS};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::serial::{Serial, SERIAL_PORTS};
 use crate::exec::{ExecError, ExecEvidence, HostExec, VcpuExecStats};
-use crate::exits::{
-    ExitAccounting, ExitSnapshot, ExitSummary, INSN_EMULATION_STAT, KVM_EXITS_STAT,
-};
+use crate::exits::{ExitAccounting, ExitSnapshot, ExitSummary, KvmStat};
 use crate::interrupt::{
     self, fixed_msi, DeviceLine, InterruptController, InterruptError, InterruptSink, Kicker, Path,
     Setup, APIC_TIMER_HZ,
@@ -916,12 +914,9 @@ fn window_exec_stats(start: &ExitSnapshot, end: &ExitSnapshot) -> Vec<VcpuExecSt
     ExitSummary::between(start, end, 0)
         .per_vcpu
         .iter()
-        .map(|vcpu| {
-            let stat = |name: &str| vcpu.kvm_stats.get(name).copied().unwrap_or(0);
-            VcpuExecStats {
-                exits: stat(KVM_EXITS_STAT),
-                insn_emulation: stat(INSN_EMULATION_STAT),
-            }
+        .map(|vcpu| VcpuExecStats {
+            exits: vcpu.kvm_stats.get(KvmStat::Exits),
+            insn_emulation: vcpu.kvm_stats.get(KvmStat::InsnEmulation),
         })
         .collect()
 }

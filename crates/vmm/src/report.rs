@@ -9,9 +9,7 @@ use dirq_stats::{f64_of, ratio};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Bench, BenchConfig, GuestExec};
-use crate::exits::{
-    exit_of_kvm_stat, ExitSummary, ExitTime, UserspaceExit, VmxExit, INSN_EMULATION_STAT,
-};
+use crate::exits::{ExitSummary, ExitTime, KvmStat, UserspaceExit, VmxExit};
 use crate::machine::MachineFacts;
 use crate::placement::Placement;
 
@@ -77,7 +75,7 @@ impl RunReport {
         debug_assert_eq!(results.bench(), config.bench());
         let insn_emulation = exits
             .by_reason
-            .get(INSN_EMULATION_STAT)
+            .get(&KvmStat::InsnEmulation)
             .copied()
             .unwrap_or(0);
         RunReport {
@@ -153,8 +151,8 @@ pub const PERF_KVM_STAT_COLUMNS: [&str; 7] = [
 /// `perf kvm stat report`'s table: one row per exit reason, largest first,
 /// with its times where `times` has them.
 fn exit_table(
-    rows: &BTreeMap<String, u64>,
-    times: &BTreeMap<String, ExitTime>,
+    rows: &BTreeMap<VmxExit, u64>,
+    times: &BTreeMap<VmxExit, ExitTime>,
     interrupts: u64,
 ) -> comfy_table::Table {
     let mut header = PERF_KVM_STAT_COLUMNS.to_vec();
@@ -164,7 +162,7 @@ fn exit_table(
     let total_ns: u64 = times.values().map(|time| time.total_ns).sum();
     let us = |ns: u64| format!("{:.2}us", f64_of(ns) / 1e3);
     let mut sorted: Vec<_> = rows.iter().filter(|(_, count)| **count > 0).collect();
-    sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.name().cmp(b.0.name())));
     for (reason, count) in sorted {
         let timed = times.get(reason).map(|time| {
             [
@@ -177,7 +175,7 @@ fn exit_table(
         let [time_share, min, max, avg] =
             timed.unwrap_or_else(|| ["-".into(), "-".into(), "-".into(), "-".into()]);
         table.add_row(vec![
-            reason.clone(),
+            reason.to_string(),
             count.to_string(),
             format!("{:.2}%", 100.0 * per(*count, total)),
             time_share,
@@ -193,7 +191,7 @@ fn exit_table(
 impl RunReport {
     /// Userspace exits by VMX reason (several `KVM_EXIT_*` reasons may
     /// share one), kicks that arrived before guest entry left out.
-    fn userspace_exits_by_vmx_reason(&self) -> BTreeMap<String, u64> {
+    fn userspace_exits_by_vmx_reason(&self) -> BTreeMap<VmxExit, u64> {
         let mut rows = BTreeMap::new();
         for &reason in UserspaceExit::ALL {
             let count = self
@@ -202,12 +200,10 @@ impl RunReport {
                 .get(&reason)
                 .copied()
                 .unwrap_or(0);
-            *rows
-                .entry(VmxExit::from(reason).name().to_string())
-                .or_insert(0) += count;
+            *rows.entry(VmxExit::from(reason)).or_insert(0) += count;
         }
         // Kicks that found the vCPU outside the guest made no exit.
-        let kicks = VmxExit::from(UserspaceExit::Interrupted).name().to_string();
+        let kicks = VmxExit::from(UserspaceExit::Interrupted);
         let counted: u64 = rows.values().sum();
         if let Some(value) = rows.get_mut(&kicks) {
             *value = value.saturating_sub(counted.saturating_sub(self.exits.userspace));
@@ -217,25 +213,28 @@ impl RunReport {
 
     /// The VMM's time on userspace exits by VMX reason, as the rows of
     /// `userspace_exits_by_vmx_reason` group them.
-    fn userspace_time_by_vmx_reason(&self) -> BTreeMap<String, ExitTime> {
-        let mut times: BTreeMap<String, ExitTime> = BTreeMap::new();
+    fn userspace_time_by_vmx_reason(&self) -> BTreeMap<VmxExit, ExitTime> {
+        let mut times: BTreeMap<VmxExit, ExitTime> = BTreeMap::new();
         for (&reason, time) in &self.exits.userspace_time {
-            let slot = times
-                .entry(VmxExit::from(reason).name().to_string())
-                .or_default();
+            let slot = times.entry(VmxExit::from(reason)).or_default();
             *slot = slot.merge(*time);
         }
         times
     }
 
     /// KVM's statistics that count no exit: emulations, injections, wake-ups.
-    fn other_kvm_stats(&self) -> BTreeMap<String, u64> {
+    fn other_kvm_stats(&self) -> BTreeMap<&str, u64> {
         let mut stats = BTreeMap::new();
         for vcpu in &self.exits.per_vcpu {
-            for (name, value) in &vcpu.kvm_stats {
-                if name != "exits" && exit_of_kvm_stat(name).is_none() {
-                    *stats.entry(name.clone()).or_insert(0) += value;
-                }
+            let read = vcpu
+                .kvm_stats
+                .read
+                .iter()
+                .filter(|(stat, _)| **stat != KvmStat::Exits && stat.exit().is_none())
+                .map(|(stat, value)| (stat.name(), value));
+            let unread = vcpu.kvm_stats.unread.iter();
+            for (name, value) in read.chain(unread.map(|(name, value)| (name.as_str(), value))) {
+                *stats.entry(name).or_insert(0) += value;
             }
         }
         stats
@@ -301,7 +300,7 @@ impl fmt::Display for RunReport {
             let mut table = text_table(&["statistic", "count", "per interrupt"]);
             for (name, count) in &other {
                 table.add_row(vec![
-                    name.clone(),
+                    name.to_string(),
                     count.to_string(),
                     format!("{:.3}", per(*count, self.interrupts)),
                 ]);

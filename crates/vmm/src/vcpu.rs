@@ -95,7 +95,10 @@ impl Vcpu {
     fn run_loop(&mut self, ctx: &VcpuContext) -> Result<(), VcpuError> {
         let cpu = self.index;
         let interrupt_error = |source| VcpuError::Interrupt { cpu, source };
-        // The vCPU fd, and so this mapping, outlives the loop.
+        // The vCPU fd, and so this mapping, outlives the loop. A pointer,
+        // not `get_kvm_run()` after the exit: kvm-ioctls' `VcpuExit`
+        // borrows the fd until the exit is served, and the interrupt
+        // controller must see the guest's CR8 (its TPR) before serving it.
         let kvm_run = std::ptr::from_mut(self.fd.get_kvm_run()).cast_const();
         while !ctx.control.should_stop() {
             ctx.interrupts

@@ -16,7 +16,7 @@ use dirq_vmm::config::{
     IrqSource, Irqchip, TimerMode,
 };
 use dirq_vmm::exec::HostExec;
-use dirq_vmm::exits::UserspaceExit;
+use dirq_vmm::exits::{KvmStat, UserspaceExit};
 use dirq_vmm::machine::MachineError;
 use dirq_vmm::testing::require_kvm;
 use dirq_vmm::trace::Tracing;
@@ -42,8 +42,8 @@ fn irq_latency(irqchip: Irqchip, inject: Inject, apic: ApicMode) -> BenchConfig 
     config
 }
 
-fn kernel_exits(report: &RunReport, reason: &str) -> u64 {
-    report.exits.by_reason.get(reason).copied().unwrap_or(0)
+fn kernel_exits(report: &RunReport, stat: KvmStat) -> u64 {
+    report.exits.by_reason.get(&stat).copied().unwrap_or(0)
 }
 
 #[test]
@@ -93,7 +93,8 @@ fn kernel_irqfd_delivers_without_userspace_exits() {
     assert_eq!(report.exits.userspace, 0, "{:?}", report.exits);
     // The guest halts between interrupts: one HLT exit each, or one
     // interrupt-window exit when the interrupt came before the halt.
-    let waits = kernel_exits(&report, "halt_exits") + kernel_exits(&report, "irq_window_exits");
+    let waits =
+        kernel_exits(&report, KvmStat::HaltExits) + kernel_exits(&report, KvmStat::IrqWindowExits);
     assert!(waits <= INTERRUPTS + 2, "{:?}", report.exits);
     let others = report.exits.total - waits;
     if report.guest_exec == GuestExec::Native {
@@ -109,9 +110,9 @@ fn kernel_irqfd_delivers_without_userspace_exits() {
             .exits
             .per_vcpu
             .iter()
-            .filter_map(|vcpu| vcpu.kvm_stats.get("pf_taken"))
+            .map(|vcpu| vcpu.kvm_stats.get(KvmStat::PfTaken))
             .sum();
-        let strays = kernel_exits(&report, "irq_exits") + page_faults + 2;
+        let strays = kernel_exits(&report, KvmStat::IrqExits) + page_faults + 2;
         assert!(
             others <= 2 * INTERRUPTS + eois + strays,
             "more than delivery, EOI and IRETQ exit: {:?}",
@@ -151,7 +152,7 @@ fn native_mode_runs_a_loop_without_emulation() {
             .whileloop()
             .expect("figures")
             .loaded_iterations;
-        (iterations, kernel_exits(&report, "insn_emulation"))
+        (iterations, kernel_exits(&report, KvmStat::InsnEmulation))
     };
     // A ratio, not a speed: how many iterations fit in 20 ms depends on
     // the host's load, but natively at most one instruction in a

@@ -8,6 +8,7 @@ use dirq_stats::f64_of;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Bench, BenchConfig, BenchParams, CommonSettings, GuestExec};
+use crate::exits::VmxExit;
 use crate::report::RunReport;
 
 pub mod halt;
@@ -71,11 +72,11 @@ fn run_each<T: Copy>(
 }
 
 /// The exits of `run` by KVM category, per interrupt it delivered.
-pub fn per_interrupt_by_category(run: &RunReport) -> BTreeMap<String, f64> {
+pub fn per_interrupt_by_category(run: &RunReport) -> BTreeMap<VmxExit, f64> {
     let interrupts = f64_of(run.interrupts.max(1));
     run.exits
         .by_category
         .iter()
-        .map(|(reason, count)| (reason.clone(), f64_of(*count) / interrupts))
+        .map(|(&reason, count)| (reason, f64_of(*count) / interrupts))
         .collect()
 }

@@ -12,6 +12,7 @@ use super::{per_interrupt_by_category, Settings};
 use crate::bench::{BenchError, BEST_PATH_HALT_POLL_NS};
 use crate::config::params::VioapicParams;
 use crate::config::{BenchConfig, BenchParams, HaltMode, VioapicLevel};
+use crate::exits::VmxExit;
 use crate::report::RunReport;
 use crate::results::ResultMismatch;
 
@@ -28,7 +29,7 @@ pub struct VioapicRow {
     pub exits_per_interrupt: f64,
     pub userspace_exits_per_interrupt: f64,
     /// Exits by KVM category (`mmio_exits`, `halt_exits`, ...), per interrupt.
-    pub exits_by_reason_per_interrupt: BTreeMap<String, f64>,
+    pub exits_by_reason_per_interrupt: BTreeMap<VmxExit, f64>,
     /// interrupts/s over the userspace level's.
     pub speedup_vs_userspace: f64,
     /// Why this host cannot run this level, with what it measured instead;

@@ -13,7 +13,6 @@ use serde::Serialize;
 
 use super::misses::{explain, MissExplained, TwinRates};
 use super::model::{Comparison, Metric};
-use crate::report::collect::exit_names::ExitReason;
 use crate::report::collect::plan::path_label;
 use crate::report::collect::real::RealCase;
 use crate::report::collect::spread::Spread;
@@ -39,12 +38,12 @@ fn per_handled_interrupt(run: &SimRun, rate_per_s: f64) -> Option<f64> {
 }
 
 /// A twin run's exits per handled interrupt by reason; empty without any.
-fn exits_per_interrupt_by_reason(run: &SimRun) -> BTreeMap<ExitReason, f64> {
+fn exits_per_interrupt_by_reason(run: &SimRun) -> BTreeMap<VmxExit, f64> {
     seconds_per_interrupt(run)
         .map(|per| {
             run.exits_by_reason_per_s
                 .iter()
-                .map(|(reason, rate)| (ExitReason::Vmx(*reason), rate * per))
+                .map(|(&reason, rate)| (reason, rate * per))
                 .collect()
         })
         .unwrap_or_default()
@@ -222,7 +221,7 @@ pub struct Extrapolated {
     /// prediction the model check compares; on the vanilla twin only.
     pub exits_per_interrupt_counted_here: Option<f64>,
     /// Empty when the run handled no interrupt.
-    pub exits_per_interrupt_by_reason: BTreeMap<ExitReason, f64>,
+    pub exits_per_interrupt_by_reason: BTreeMap<VmxExit, f64>,
     pub latency_p50_ns: Option<f64>,
     pub time_in_guest: f64,
     /// Host cores the VM's vCPUs keep busy: the busy fraction of their cores.

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 
 use dirq_stats::f64_of;
+use dirq_vmm::exits::VmxExit;
 use serde::Serialize;
 
 use crate::report::analyse::model::{Comparison, Metric};
-use crate::report::collect::exit_names::ExitReason;
 use crate::report::collect::real::RealCase;
 
 /// Below this share of the core, a time-in-guest figure is within a few
@@ -36,7 +36,7 @@ pub struct MissExplained {
 pub struct TwinRates {
     /// Simulated seconds per handled interrupt; none without any.
     pub seconds_per_interrupt: Option<f64>,
-    pub exits_per_interrupt_by_reason: BTreeMap<ExitReason, f64>,
+    pub exits_per_interrupt_by_reason: BTreeMap<VmxExit, f64>,
 }
 
 /// Interrupts a second a real case's device raised and its guest handled
@@ -84,13 +84,13 @@ impl Load {
 }
 
 /// "INTERRUPT_WINDOW 1.00, OTHER 2.00": exits per handled interrupt by
-/// reason, largest first.
-fn by_reason(per_interrupt: &BTreeMap<ExitReason, f64>) -> String {
-    let mut reasons: Vec<(&ExitReason, &f64)> = per_interrupt
+/// reason, largest first (equal ones by name).
+fn by_reason(per_interrupt: &BTreeMap<VmxExit, f64>) -> String {
+    let mut reasons: Vec<(&VmxExit, &f64)> = per_interrupt
         .iter()
         .filter(|(_, &count)| count >= 0.01)
         .collect();
-    reasons.sort_by(|a, b| b.1.total_cmp(a.1));
+    reasons.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.name().cmp(b.0.name())));
     if reasons.is_empty() {
         return "none".into();
     }
@@ -102,15 +102,15 @@ fn by_reason(per_interrupt: &BTreeMap<ExitReason, f64>) -> String {
 }
 
 /// The real case's exits per handled interrupt by reason, over all repeats.
-fn measured_by_reason(case: &RealCase) -> BTreeMap<ExitReason, f64> {
+fn measured_by_reason(case: &RealCase) -> BTreeMap<VmxExit, f64> {
     let interrupts: u64 = case.repeats.iter().map(|r| r.run.interrupts).sum();
     if interrupts == 0 {
         return BTreeMap::new();
     }
-    let mut exits: BTreeMap<ExitReason, u64> = BTreeMap::new();
+    let mut exits: BTreeMap<VmxExit, u64> = BTreeMap::new();
     for repeat in &case.repeats {
-        for (reason, count) in &repeat.run.exits.by_category {
-            *exits.entry(ExitReason::of(reason)).or_insert(0) += count;
+        for (&reason, count) in &repeat.run.exits.by_category {
+            *exits.entry(reason).or_insert(0) += count;
         }
     }
     exits
@@ -217,10 +217,10 @@ mod tests {
     fn twin(per_s: u64) -> TwinRates {
         TwinRates {
             seconds_per_interrupt: Some(1.0 / f64_of(per_s)),
-            exits_per_interrupt_by_reason: [("EXTERNAL_INTERRUPT", 1.0), ("MSR_WRITE", 1.0)]
-                .into_iter()
-                .map(|(reason, per)| (ExitReason::of(reason), per))
-                .collect(),
+            exits_per_interrupt_by_reason: BTreeMap::from([
+                (VmxExit::ExternalInterrupt, 1.0),
+                (VmxExit::MsrWrite, 1.0),
+            ]),
         }
     }
 

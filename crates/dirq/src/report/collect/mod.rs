@@ -2,7 +2,6 @@
 //! real benchmarks on /dev/kvm, their traces, the simulated twins and the
 //! built-in scenarios) and the collected data the later stages read.
 
-pub mod exit_names;
 #[cfg(test)]
 pub mod fixtures;
 pub mod plan;

@@ -105,7 +105,7 @@ impl RealCase {
             r.run
                 .exits
                 .by_category
-                .get(VmxExit::Hlt.name())
+                .get(&VmxExit::Hlt)
                 .is_some_and(|&count| count > 0)
         })
     }

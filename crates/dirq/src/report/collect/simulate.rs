@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use dirq_sim::policy::DesignKind;
 use dirq_sim::scenario::{self, NicCoalescing, RunGroup, Scenario, Transport, WorkloadKind};
 use dirq_sim::{run_scenario_with_progress, CostProfile, RunOptions};
+use dirq_vmm::exits::VmxExit;
 use indicatif::ProgressBar;
 
 use serde::Serialize;
@@ -100,7 +101,7 @@ pub struct ExitTimes {
 #[derive(Debug, Clone, Serialize)]
 pub struct TracedExits {
     pub process: String,
-    pub by_reason: BTreeMap<String, ExitTimes>,
+    pub by_reason: BTreeMap<VmxExit, ExitTimes>,
 }
 
 /// The exit slices of a trace, per process in process order.
@@ -125,11 +126,13 @@ pub fn traced_exits(trace: &serde_json::Value) -> Vec<TracedExits> {
         if event["cat"] != "exit" {
             continue;
         }
-        let (Some(name), Some(cost)) = (event["name"].as_str(), event["args"]["cost_ns"].as_u64())
-        else {
+        let (Some(reason), Some(cost)) = (
+            event["name"].as_str().and_then(VmxExit::from_name),
+            event["args"]["cost_ns"].as_u64(),
+        ) else {
             continue;
         };
-        let times = process.by_reason.entry(name.to_string()).or_default();
+        let times = process.by_reason.entry(reason).or_default();
         times.min_ns = if times.samples == 0 {
             cost
         } else {
@@ -190,7 +193,7 @@ mod tests {
         let exits = traced_exits(&trace);
         assert_eq!(exits.len(), 1, "the process without exits is left out");
         assert_eq!(exits[0].process, "did udp-rx");
-        let extint = &exits[0].by_reason["EXTERNAL_INTERRUPT"];
+        let extint = &exits[0].by_reason[&VmxExit::ExternalInterrupt];
         assert_eq!(
             (
                 extint.samples,
@@ -200,7 +203,7 @@ mod tests {
             ),
             (2, 400, 100, 300)
         );
-        assert_eq!(exits[0].by_reason["HLT"].samples, 1);
+        assert_eq!(exits[0].by_reason[&VmxExit::Hlt].samples, 1);
     }
 
     #[test]

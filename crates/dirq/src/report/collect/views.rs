@@ -14,10 +14,9 @@ use dirq_sim::vioapic::VioapicLevel;
 use dirq_sim::{Invariant, RunResult, ScenarioResult};
 use dirq_stats::{f64_of, ratio, LatencySummary};
 use dirq_vmm::exits::ExitTime;
-use dirq_vmm::exits::{UserspaceExit, VmxExit};
+use dirq_vmm::exits::{KvmStat, UserspaceExit, VmxExit};
 use dirq_vmm::report::{BenchResult, Bucket, RunReport};
 
-use crate::report::collect::exit_names::ExitReason;
 use crate::report::format::compact_number;
 
 /// `latency_ns` in both contracts (`dirq_stats::LatencySummary`).
@@ -251,10 +250,10 @@ impl SimScenario {
 pub struct RealExits {
     pub userspace: u64,
     #[serde(default)]
-    pub by_reason: BTreeMap<String, u64>,
+    pub by_reason: BTreeMap<KvmStat, u64>,
     /// The exits by VMX reason, summing to `total`.
     #[serde(default)]
-    pub by_category: BTreeMap<String, u64>,
+    pub by_category: BTreeMap<VmxExit, u64>,
     /// The VMM's own time on its exits, by the run loop's reason.
     #[serde(default)]
     pub userspace_time: BTreeMap<UserspaceExit, ExitTime>,
@@ -304,20 +303,20 @@ impl From<&RunReport> for RealRun {
 
 impl RealRun {
     /// A KVM stat of the run per delivered interrupt.
-    pub fn per_interrupt(&self, stat: &str) -> Option<f64> {
-        let count = self.exits.by_reason.get(stat)?;
+    pub fn per_interrupt(&self, stat: KvmStat) -> Option<f64> {
+        let count = self.exits.by_reason.get(&stat)?;
         (self.interrupts > 0).then(|| ratio(*count, self.interrupts))
     }
 
     /// Exits per delivered interrupt by VMX reason; empty without interrupts.
-    pub fn exits_per_interrupt_by_reason(&self) -> BTreeMap<ExitReason, f64> {
+    pub fn exits_per_interrupt_by_reason(&self) -> BTreeMap<VmxExit, f64> {
         if self.interrupts == 0 {
             return BTreeMap::new();
         }
         self.exits
             .by_category
             .iter()
-            .map(|(reason, count)| (ExitReason::of(reason), ratio(*count, self.interrupts)))
+            .map(|(&reason, count)| (reason, ratio(*count, self.interrupts)))
             .collect()
     }
 }
@@ -411,8 +410,8 @@ mod tests {
             total: 30,
             userspace: 10,
             kernel: 20,
-            by_reason: BTreeMap::from([("halt_exits".into(), 10), ("insn_emulation".into(), 4)]),
-            by_category: BTreeMap::from([("HLT".into(), 10), ("MSR_WRITE".into(), 20)]),
+            by_reason: BTreeMap::from([(KvmStat::HaltExits, 10), (KvmStat::InsnEmulation, 4)]),
+            by_category: BTreeMap::from([(VmxExit::Hlt, 10), (VmxExit::MsrWrite, 20)]),
             userspace_by_reason: BTreeMap::from([(UserspaceExit::Mmio, 10)]),
             userspace_time: BTreeMap::new(),
             vcpu_cpu_s: 0.5,

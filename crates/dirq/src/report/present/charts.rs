@@ -3,60 +3,44 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::collect::exit_names::ExitReason;
 use crate::report::present::data::{
     Axis, Cell, Chart, NamedValues, Scale, Series, SeriesKey, SeriesStyle, Spread, Table, TableRow,
     Unit,
 };
 use dirq_stats::{f64_of, ratio, round_u64};
-use dirq_vmm::exits::ExitTime;
+use dirq_vmm::exits::{ExitTime, VmxExit};
 use dirq_vmm::report::{Bucket, PERF_KVM_STAT_COLUMNS};
 
 use crate::report::collect::views::Latency;
 use crate::report::format::ns_to_us;
 
 /// Stacked bars of exit reasons, one bar per labelled entry. Reasons are
-/// ordered by their largest value so the big ones sit at the left.
-pub fn exit_bars<Reason: Clone + Into<ExitReason>>(
-    value_label: &str,
-    entries: &[(String, BTreeMap<Reason, f64>)],
-) -> Chart {
-    let entries: Vec<(&String, BTreeMap<ExitReason, f64>)> = entries
-        .iter()
-        .map(|(label, by_reason)| {
-            let by_reason = by_reason
-                .iter()
-                .map(|(reason, value)| (reason.clone().into(), *value))
-                .collect();
-            (label, by_reason)
-        })
-        .collect();
-    let mut peak_by_reason: BTreeMap<&ExitReason, f64> = BTreeMap::new();
-    for (_, by_reason) in &entries {
-        for (reason, value) in by_reason {
+/// ordered by their largest value so the big ones sit at the left (equal
+/// ones by name).
+pub fn exit_bars(value_label: &str, entries: &[(String, BTreeMap<VmxExit, f64>)]) -> Chart {
+    let mut peak_by_reason: BTreeMap<VmxExit, f64> = BTreeMap::new();
+    for (_, by_reason) in entries {
+        for (&reason, value) in by_reason {
             let peak = peak_by_reason.entry(reason).or_insert(0.0);
             *peak = peak.max(*value);
         }
     }
-    let mut reasons: Vec<(&ExitReason, f64)> = peak_by_reason
+    let mut reasons: Vec<(VmxExit, f64)> = peak_by_reason
         .into_iter()
         .filter(|(_, peak)| *peak > 0.0)
         .collect();
-    reasons.sort_by(|a, b| b.1.total_cmp(&a.1));
+    reasons.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.name().cmp(b.0.name())));
     Chart::Bars {
         value_label: value_label.to_string(),
-        categories: entries.iter().map(|(label, _)| (*label).clone()).collect(),
+        categories: entries.iter().map(|(label, _)| label.clone()).collect(),
         stacks: reasons
             .iter()
-            .map(|(reason, _)| NamedValues {
+            .map(|&(reason, _)| NamedValues {
                 name: reason.to_string(),
-                key: match reason {
-                    ExitReason::Vmx(exit) => SeriesKey::Exit(*exit),
-                    ExitReason::Unmapped(_) => SeriesKey::Variant,
-                },
+                key: SeriesKey::Exit(reason),
                 values: entries
                     .iter()
-                    .map(|(_, by_reason)| by_reason.get(*reason).copied().unwrap_or(0.0))
+                    .map(|(_, by_reason)| by_reason.get(&reason).copied().unwrap_or(0.0))
                     .collect(),
             })
             .collect(),
@@ -317,13 +301,13 @@ pub struct ExitStat {
 /// totals as the last row. Samples are the mean per run; times are pooled.
 pub fn perf_kvm_stat_table(
     title: String,
-    runs: &[BTreeMap<String, ExitStat>],
+    runs: &[BTreeMap<VmxExit, ExitStat>],
     unmeasured: &str,
 ) -> Table {
-    let mut reasons: Vec<&String> = runs.iter().flat_map(BTreeMap::keys).collect();
+    let mut reasons: Vec<VmxExit> = runs.iter().flat_map(BTreeMap::keys).copied().collect();
     reasons.sort();
     reasons.dedup();
-    let stats = |reason: &String| -> Vec<ExitStat> {
+    let stats = |reason: &VmxExit| -> Vec<ExitStat> {
         runs.iter()
             .map(|run| {
                 run.get(reason).copied().unwrap_or(ExitStat {
@@ -335,21 +319,21 @@ pub fn perf_kvm_stat_table(
     };
     let run_count = f64_of(u64::try_from(runs.len().max(1)).unwrap_or(u64::MAX));
     let mean_samples =
-        |reason: &String| stats(reason).iter().map(|s| f64_of(s.samples)).sum::<f64>() / run_count;
-    let pooled = |reason: &String| {
+        |reason: &VmxExit| stats(reason).iter().map(|s| f64_of(s.samples)).sum::<f64>() / run_count;
+    let pooled = |reason: &VmxExit| {
         stats(reason)
             .into_iter()
             .filter_map(|s| s.time)
             .reduce(ExitTime::merge)
     };
     let timed = reasons.iter().any(|reason| pooled(reason).is_some());
-    reasons.sort_by(|a, b| mean_samples(b).total_cmp(&mean_samples(a)).then(a.cmp(b)));
-    let all_samples: f64 = reasons.iter().map(|r| mean_samples(r)).sum();
-    let all_time: u64 = reasons
-        .iter()
-        .filter_map(|r| pooled(r))
-        .map(|t| t.total_ns)
-        .sum();
+    reasons.sort_by(|a, b| {
+        mean_samples(b)
+            .total_cmp(&mean_samples(a))
+            .then(a.name().cmp(b.name()))
+    });
+    let all_samples: f64 = reasons.iter().map(&mean_samples).sum();
+    let all_time: u64 = reasons.iter().filter_map(&pooled).map(|t| t.total_ns).sum();
     // Numbers printed as perf prints them.
     let us = |ns: f64| {
         let us = ns_to_us(ns);
@@ -385,7 +369,7 @@ pub fn perf_kvm_stat_table(
         .map(|reason| {
             let samples = mean_samples(reason);
             let mut cells = vec![
-                Cell::text((*reason).clone()),
+                Cell::text(reason.to_string()),
                 Cell::number(samples, Unit::Count).shown_as(round_u64(samples).to_string()),
             ];
             let per_run_samples = stats(reason).iter().map(|s| f64_of(s.samples)).collect();
@@ -449,14 +433,14 @@ mod tests {
             (
                 "vanilla".to_string(),
                 BTreeMap::from([
-                    (ExitReason::of("EXTERNAL_INTERRUPT"), 14_000.0),
-                    (ExitReason::of("MSR_WRITE"), 15_000.0),
-                    (ExitReason::of("HLT"), 0.0),
+                    (VmxExit::ExternalInterrupt, 14_000.0),
+                    (VmxExit::MsrWrite, 15_000.0),
+                    (VmxExit::Hlt, 0.0),
                 ]),
             ),
             (
                 "did".to_string(),
-                BTreeMap::from([(ExitReason::of("IO_INSTRUCTION"), 400.0)]),
+                BTreeMap::from([(VmxExit::IoInstruction, 400.0)]),
             ),
         ];
         let chart = exit_bars("exits/s", &entries);
@@ -527,12 +511,12 @@ mod tests {
     fn perf_table_pools_times_over_runs_with_their_spread_and_perfs_totals() {
         let runs = [
             BTreeMap::from([
-                ("MSR_WRITE".to_string(), timed(100, 300_000, 2_000, 9_000)),
-                ("HLT".to_string(), timed(100, 1_000_000, 5_000, 50_000)),
+                (VmxExit::MsrWrite, timed(100, 300_000, 2_000, 9_000)),
+                (VmxExit::Hlt, timed(100, 1_000_000, 5_000, 50_000)),
             ]),
             BTreeMap::from([
-                ("MSR_WRITE".to_string(), timed(100, 500_000, 1_000, 8_000)),
-                ("HLT".to_string(), timed(100, 1_000_000, 6_000, 40_000)),
+                (VmxExit::MsrWrite, timed(100, 500_000, 1_000, 8_000)),
+                (VmxExit::Hlt, timed(100, 1_000_000, 6_000, 40_000)),
             ]),
         ];
         let table = perf_kvm_stat_table("t".into(), &runs, "not measured");
@@ -571,8 +555,8 @@ mod tests {
             time: None,
         };
         let runs = [
-            BTreeMap::from([("OTHER".to_string(), count(90))]),
-            BTreeMap::from([("OTHER".to_string(), count(110))]),
+            BTreeMap::from([(VmxExit::Other, count(90))]),
+            BTreeMap::from([(VmxExit::Other, count(110))]),
         ];
         let table = perf_kvm_stat_table("t".into(), &runs, "not measured");
         assert_eq!(table.columns[2], "( +- x% )");

@@ -1006,7 +1006,7 @@ mod tests {
     #[test]
     fn designs_exit_reasons_and_variants_never_share_a_colour() {
         let designs: Vec<RGBColor> = DesignKind::ALL.into_iter().map(design_colour).collect();
-        let exits: Vec<RGBColor> = VmxExit::ALL.into_iter().map(exit_colour).collect();
+        let exits: Vec<RGBColor> = VmxExit::ALL.iter().copied().map(exit_colour).collect();
         let variants = colours(&[SeriesKey::Variant; 12]);
         let all: Vec<RGBColor> =
             [&designs[..], &exits[..], &variants[..], &[MEASURED_COLOUR]].concat();

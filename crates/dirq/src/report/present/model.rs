@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use dirq_vmm::exits::VmxExit;
+
 use crate::report::analyse::checks::ModelChecks;
 use crate::report::analyse::model::{scores, Comparison, Metric};
-use crate::report::collect::exit_names::ExitReason;
 use crate::report::collect::twins::TWIN_DURATION_MS;
 use crate::report::format::ns_to_us;
 use crate::report::present::charts::{exit_bars, exit_table};
@@ -217,13 +218,13 @@ fn hits_by_metric(comparisons: &[Comparison]) -> String {
 }
 
 /// A design and its predicted exits per interrupt by reason.
-type ExitsOfDesign = (String, BTreeMap<ExitReason, f64>);
+type ExitsOfDesign = (String, BTreeMap<VmxExit, f64>);
 
 /// Exits per interrupt to two decimals: what a figure can tell apart.
-fn rounded(by_reason: &BTreeMap<ExitReason, f64>) -> BTreeMap<ExitReason, f64> {
+fn rounded(by_reason: &BTreeMap<VmxExit, f64>) -> BTreeMap<VmxExit, f64> {
     by_reason
         .iter()
-        .map(|(reason, value)| (reason.clone(), (value * 100.0).round() / 100.0))
+        .map(|(&reason, value)| (reason, (value * 100.0).round() / 100.0))
         .collect()
 }
 

@@ -10,7 +10,6 @@ use dirq_stats::{f64_of, ratio};
 use dirq_vmm::config::Bench;
 use dirq_vmm::exits::VmxExit;
 
-use crate::report::collect::exit_names::ExitReason;
 use crate::report::collect::real::RealCase;
 use crate::report::collect::views::Latency;
 use crate::report::present::charts::{
@@ -20,7 +19,7 @@ use crate::report::present::charts::{
 use crate::report::present::data::{
     Axis, Cell, Figure, Scale, Section, SeriesKey, Spread, Table, TableRow, Unit,
 };
-use dirq_vmm::exits::INSN_EMULATION_STAT;
+use dirq_vmm::exits::KvmStat;
 
 /// Time in guest above 100% cannot be true.
 fn impossible_share(spread: &Spread) -> bool {
@@ -94,7 +93,7 @@ const UNMEASURED: &str = "not measured";
 /// no VM-EXIT samples on kvm_pvm), and those that returned to the VMM,
 /// timed by the run loop from KVM_RUN's return to the next KVM_RUN.
 fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
-    let counted: Vec<BTreeMap<String, ExitStat>> = case
+    let counted: Vec<BTreeMap<VmxExit, ExitStat>> = case
         .repeats
         .iter()
         .map(|r| {
@@ -102,9 +101,9 @@ fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
                 .exits
                 .by_category
                 .iter()
-                .map(|(reason, &samples)| {
+                .map(|(&reason, &samples)| {
                     (
-                        reason.clone(),
+                        reason,
                         ExitStat {
                             samples,
                             time: None,
@@ -114,18 +113,16 @@ fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
                 .collect()
         })
         .collect();
-    let returned: Vec<BTreeMap<String, ExitStat>> = case
+    let returned: Vec<BTreeMap<VmxExit, ExitStat>> = case
         .repeats
         .iter()
         .map(|r| {
-            let mut by_reason: BTreeMap<String, ExitStat> = BTreeMap::new();
+            let mut by_reason: BTreeMap<VmxExit, ExitStat> = BTreeMap::new();
             for (reason, time) in &r.run.exits.userspace_time {
-                let stat = by_reason
-                    .entry(VmxExit::from(*reason).name().to_string())
-                    .or_insert(ExitStat {
-                        samples: 0,
-                        time: None,
-                    });
+                let stat = by_reason.entry(VmxExit::from(*reason)).or_insert(ExitStat {
+                    samples: 0,
+                    time: None,
+                });
                 stat.samples += time.samples;
                 stat.time = Some(stat.time.map_or(*time, |t| t.merge(*time)));
             }
@@ -155,10 +152,10 @@ fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
 }
 
 fn exits_per_interrupt_figure(cases: &[&RealCase]) -> Option<Figure> {
-    let entries: Vec<(String, BTreeMap<ExitReason, f64>)> = cases
+    let entries: Vec<(String, BTreeMap<VmxExit, f64>)> = cases
         .iter()
         .map(|case| {
-            let mut reasons: Vec<ExitReason> = case
+            let mut reasons: Vec<VmxExit> = case
                 .repeats
                 .iter()
                 .flat_map(|r| r.run.exits_per_interrupt_by_reason().into_keys())
@@ -415,7 +412,7 @@ fn runs_table(cases: &[RealCase]) -> Table {
                             Unit::Count,
                         ),
                         Cell::spread(
-                            case.spread(|r| r.run.per_interrupt(INSN_EMULATION_STAT)),
+                            case.spread(|r| r.run.per_interrupt(KvmStat::InsnEmulation)),
                             Unit::Count,
                         ),
                         Cell::spread(case.p50().map(spread_us), Unit::Us),

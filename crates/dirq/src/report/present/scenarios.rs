@@ -324,7 +324,7 @@ pub fn traced_exits_section(exits: &[TracedExits], file: &str) -> Section {
             let run = process
                 .by_reason
                 .iter()
-                .map(|(reason, t)| {
+                .map(|(&reason, t)| {
                     let time = ExitTime {
                         samples: t.samples,
                         total_ns: t.total_ns,
@@ -335,7 +335,7 @@ pub fn traced_exits_section(exits: &[TracedExits], file: &str) -> Section {
                         samples: t.samples,
                         time: Some(time),
                     };
-                    (reason.clone(), stat)
+                    (reason, stat)
                 })
                 .collect();
             perf_kvm_stat_table(process.process.clone(), &[run], "not simulated")

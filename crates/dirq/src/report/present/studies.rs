@@ -4,13 +4,13 @@
 use std::collections::BTreeMap;
 
 use dirq_stats::f64_of;
+use dirq_vmm::exits::VmxExit;
 use dirq_vmm::studies::vioapic::VioapicTable;
 use dirq_vmm::studies::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable};
 
 use dirq_vmm::report::LatencySummary;
 
 use crate::report::analyse::studies::{failed, kernel_exits_per_command, measured};
-use crate::report::collect::exit_names::ExitReason;
 use crate::report::format::ns_to_us;
 use crate::report::present::charts::{exit_bars, latency_cpu_scatter};
 use crate::report::present::conclusions::and_list;
@@ -25,16 +25,14 @@ fn columns(names: &[&str]) -> Vec<String> {
 }
 
 fn vioapic_figure(table: &VioapicTable, command: &str) -> Figure {
-    let entries: Vec<(String, BTreeMap<ExitReason, f64>)> = table
+    let entries: Vec<(String, BTreeMap<VmxExit, f64>)> = table
         .rows
         .iter()
         .map(|row| {
-            let by_reason: BTreeMap<ExitReason, f64> = row
-                .exits_by_reason_per_interrupt
-                .iter()
-                .map(|(reason, value)| (ExitReason::of(reason), *value))
-                .collect();
-            (row.mode.to_string(), by_reason)
+            (
+                row.mode.to_string(),
+                row.exits_by_reason_per_interrupt.clone(),
+            )
         })
         .collect();
     let chart = exit_bars("exits per interrupt", &entries);
