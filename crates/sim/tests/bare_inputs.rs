@@ -91,7 +91,6 @@ fn eli_apache_bare_serves_11875_requests_per_s_in_0_337_ms() {
 }
 
 #[test]
-#[ignore = "cause 1 (receive interrupts per request): apachebench's segments leave as soon as what they answer arrives, so the handshake's ACK and the GET, and the last ACK, the FIN and the next SYN, each reach be2net's disarmed completion queue together and interrupt once; the bare run raises 45,710 interrupts/s, 33.6% below the given 68,851; nothing was fitted to either side"]
 fn eli_apache_bare_raises_68851_interrupts_per_s() {
     let run = bare("eli-2012", WorkloadKind::Apache);
     assert_within(run.interrupts_per_s, 68_851.0, 0.10, "interrupts/s");
