@@ -91,7 +91,6 @@ fn eli_apache_bare_serves_11875_requests_per_s_in_0_337_ms() {
 }
 
 #[test]
-#[ignore = "cause 1 (receive interrupts per request): since the per-byte costs moved each segment's arrival, fewer of the client's segments are taken in one poll of the unarmed event queue, and the bare run raises 79,750 interrupts/s, 15.8% above the given 68,851 (46,260 before); nothing was fitted to either side"]
 fn eli_apache_bare_raises_68851_interrupts_per_s() {
     let run = bare("eli-2012", WorkloadKind::Apache);
     assert_within(run.interrupts_per_s, 68_851.0, 0.10, "interrupts/s");

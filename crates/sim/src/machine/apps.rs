@@ -72,7 +72,8 @@ pub(super) enum ClientEvent {
     Offer { vm: u32 },
     /// A request reaches the server's NIC, or vhost.
     RequestArrival { vm: u32 },
-    /// The server's response reaches its client.
+    /// The server's response reaches its client (apache: apachebench
+    /// closes the response's connection).
     ResponseArrival { vm: u32 },
     /// A segment of apachebench's connection reaches the server.
     ConnectionSegment {
@@ -210,12 +211,14 @@ impl Machine {
                 }
                 _ => {
                     let response = self.response_bytes();
-                    let at = self.now + self.one_way_ns(response);
                     let vm = self.vcpus[vcpu].vm;
-                    fx.schedule(at, ClientEvent::ResponseArrival { vm: index_u32(vm) });
                     self.vf_sent(queues, self.now, response, fx);
                     if self.connection_per_request() {
+                        // Done when apachebench closes the connection.
                         self.response_sent(vm, response, fx);
+                    } else {
+                        let at = self.now + self.one_way_ns(response);
+                        fx.schedule(at, ClientEvent::ResponseArrival { vm: index_u32(vm) });
                     }
                 }
             },
@@ -239,12 +242,12 @@ impl Machine {
     }
 
     /// A client's request leaves for the server: on a new connection, its
-    /// SYN first.
+    /// SYN first (sent by the client's `connect`).
     pub(super) fn send_request(&mut self, vm: usize, fx: &mut Effects) {
         let vm32 = index_u32(vm);
         if self.connection_per_request() {
             let segment = super::http::Segment::Syn;
-            let at = self.now + self.one_way_ns(0);
+            let at = self.now + self.profile.network.tx_packet + self.one_way_ns(0);
             fx.schedule(at, ClientEvent::ConnectionSegment { vm: vm32, segment });
             return;
         }

@@ -6,6 +6,7 @@ use dirq_stats::f64_of;
 use super::itr::Throttle;
 use super::napi::Napi;
 use super::tcp::TcpFlow;
+use super::tx_completion::rx_disarms_on_interrupt;
 use super::*;
 use crate::scenario::NicCoalescing;
 
@@ -245,12 +246,16 @@ impl Machine {
     }
 
     /// The VF interrupts now: the waiting packets are signalled, the
-    /// throttle restarts, a pending timeout is dropped.
+    /// throttle restarts, a pending timeout is dropped; be2net's
+    /// completion queue disarms until NAPI completes
+    /// ([`rx_disarms_on_interrupt`]).
     pub(super) fn fire_vf_now(&mut self, queues: usize, fx: &mut Effects) {
         let now = self.now;
+        let disarms = rx_disarms_on_interrupt(self.profile.network.adaptive_coalescing);
         let pair = &mut self.queues[queues];
         pair.vf.since_interrupt = 0;
         pair.vf.first_unsignalled = None;
+        pair.vf.masked |= disarms;
         pair.throttle.fired(now);
         fx.cancel(Event::CoalesceTimeout {
             queues: index_u32(queues),

@@ -294,7 +294,11 @@ impl Machine {
     /// netperf's TCP sends what its application wrote, as far as the
     /// window allows: one TSO send per GSO buffer, cut into MSS frames by
     /// the NIC; the remote acknowledges each GRO merge of its polls
-    /// ([`RemoteReceiver`]).
+    /// ([`RemoteReceiver`]). A send of more than one segment is cut at a
+    /// whole number of segments and the rest waits for Nagle (Linux
+    /// 3.1's `tcp_write_xmit` limits it with `tcp_mss_split_point`,
+    /// which returns `needed - needed % mss_now` for the write queue's
+    /// tail): no sub-MSS frame trails a TSO send.
     pub(super) fn tso_send(&mut self, queues: usize, fx: &mut Effects) {
         let mss = self.mss();
         let network = &self.profile.network;
@@ -312,6 +316,11 @@ impl Machine {
                 // unacknowledged.
                 break;
             }
+            let bytes = if bytes > mss {
+                bytes - bytes % mss
+            } else {
+                bytes
+            };
             flow.buffered -= bytes;
             flow.sent(bytes);
             let start = now.max(flow.link_free_at);
@@ -437,6 +446,19 @@ mod tests {
         m.queues[0].tcp.buffered = 2 * m.mss();
         let fx = listed(&mut m, |m, fx| m.tso_send(0, fx));
         assert_eq!(fx.len(), 1, "two full frames: one ACK");
+    }
+
+    #[test]
+    fn a_tso_send_carries_whole_segments_and_leaves_the_rest_to_nagle() {
+        let mut m = built(WorkloadKind::Netperf, Transport::Sriov);
+        let mss = m.mss();
+        m.queues[0].tcp.buffered = 2 * mss + 100;
+        listed(&mut m, |m, fx| m.tso_send(0, fx));
+        assert_eq!(m.queues[0].tcp.in_flight(), 2 * mss);
+        assert_eq!(
+            m.queues[0].tcp.buffered, 100,
+            "held while data is in flight"
+        );
     }
 
     #[test]

@@ -32,6 +32,21 @@ use crate::profile::AdaptiveCoalescing;
 /// `tx_eq.cur_eqd`, microseconds).
 const BE2NET_TX_EQD_US: u64 = 96;
 
+/// Whether the VF's receive queue stops interrupting from the moment it
+/// interrupts until the driver's NAPI poll completes.
+/// - be2net (Linux 3.1): a completion queue posts an event to its event
+///   queue only while armed, and posting disarms it. The interrupt
+///   handler (`event_handle`) re-arms the event queue only; `be_poll_rx`
+///   re-arms the receive completion queue (`be_cq_notify(.., true, ..)`)
+///   when its poll completes, and otherwise "continue[s] with
+///   interrupts disabled". Frames that land in between add completions
+///   and no interrupt.
+/// - ixgbe/ixgbevf: the queue interrupts until the handler masks it
+///   (the guest's `MaskRx` step).
+pub(super) fn rx_disarms_on_interrupt(nic: AdaptiveCoalescing) -> bool {
+    nic == AdaptiveCoalescing::Be2netAic
+}
+
 /// A VF's event queues, each with its MSI-X vector and IRTE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum VfEventQueue {
@@ -257,6 +272,27 @@ mod tests {
             assert_eq!(fx, [scheduled(101_000, timeout)], "{design}");
             assert_eq!(m.checker.raised, 1, "{design}");
         }
+    }
+
+    #[test]
+    fn be2nets_receive_queue_interrupts_once_until_napi_completes() {
+        let mut m = be2net(DesignKind::Bare);
+        let deliveries = |fx: &[Effect]| {
+            fx.iter()
+                .filter(|effect| matches!(effect, Effect::DeliverPhysical { .. }))
+                .count()
+        };
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        assert_eq!(deliveries(&fx), 1);
+        // A frame before the handler has run adds a completion only.
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        assert_eq!(deliveries(&fx), 0);
+        // NAPI took both and completed: the next frame interrupts.
+        m.queues[0].vf.ring = 0;
+        listed(&mut m, |m, fx| m.napi_complete(0, fx));
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        assert_eq!(deliveries(&fx), 1);
+        assert!(!rx_disarms_on_interrupt(AdaptiveCoalescing::IxgbeItr));
     }
 
     #[test]
