@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 
 use dirq_stats::f64_of;
 
+use super::http::Apachebench;
 use super::sip::SIP_MESSAGE_BYTES;
 use super::*;
 use crate::profile::WorkloadCosts;
@@ -82,9 +83,22 @@ pub(super) enum ClientEvent {
     },
 }
 
+/// How a VM's clients send, fixed when they start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct ClientLink {
+    /// A request's way to the server, as one message.
+    pub(super) request_way_ns: u64,
+    /// With no offered load the clients send back to back: a freed
+    /// connection's next request leaves at once.
+    pub(super) back_to_back: bool,
+    /// apachebench's connection per request (apache over a VF).
+    pub(super) connection: Option<Apachebench>,
+}
+
 /// A VM's clients.
 #[derive(Clone, Debug, Default)]
 pub(super) struct ClientPool {
+    link: ClientLink,
     connections: u32,
     outstanding: u32,
     /// When each offered request waiting for a free connection was
@@ -96,16 +110,68 @@ pub(super) struct ClientPool {
 }
 
 impl ClientPool {
-    pub(super) fn new(connections: u32) -> ClientPool {
+    pub(super) fn new(connections: u32, link: ClientLink) -> ClientPool {
         ClientPool {
+            link,
             connections,
             ..ClientPool::default()
         }
     }
 
+    /// apachebench's connection, if each request opens one.
+    pub(super) fn connection(&self) -> Option<&Apachebench> {
+        self.link.connection.as_ref()
+    }
+
+    /// With no offered load, `vm`'s clients start at `now`: every
+    /// connection sends its first request.
+    pub(super) fn start_back_to_back(&mut self, vm: usize, now: u64, fx: &mut Effects) {
+        for _ in 0..self.connections {
+            self.offered(vm, now, fx);
+        }
+    }
+
+    /// A client of `vm` offers a request at `now`: it leaves now if a
+    /// connection is free, else waits for one.
+    pub(super) fn offered(&mut self, vm: usize, now: u64, fx: &mut Effects) {
+        if self.offer(now) {
+            self.send(vm, now, fx);
+        }
+    }
+
+    /// The oldest request's response reached its client at `now`: a
+    /// request waiting for the freed connection leaves (or, back to back,
+    /// the next one). The response time of the answered request.
+    pub(super) fn response_arrived(
+        &mut self,
+        vm: usize,
+        now: u64,
+        fx: &mut Effects,
+    ) -> Option<u64> {
+        let (latency, next) = self.answered(now, self.link.back_to_back);
+        if next {
+            self.send(vm, now, fx);
+        }
+        latency
+    }
+
+    /// A request of `vm`'s clients leaves at `now`: on a new connection,
+    /// its SYN first (sent by the client's `connect`).
+    fn send(&self, vm: usize, now: u64, fx: &mut Effects) {
+        if let Some(connection) = &self.link.connection {
+            connection.connect(vm, now, fx);
+            return;
+        }
+        let vm = index_u32(vm);
+        fx.schedule(
+            now + self.link.request_way_ns,
+            ClientEvent::RequestArrival { vm },
+        );
+    }
+
     /// A client offers a request at `now`: true if a connection is free
     /// and it leaves now.
-    pub(super) fn offer(&mut self, now: u64) -> bool {
+    fn offer(&mut self, now: u64) -> bool {
         if self.outstanding >= self.connections {
             self.waiting.push_back(now);
             return false;
@@ -118,7 +184,7 @@ impl ClientPool {
     /// The oldest request's response came back at `now`: its response
     /// time, and whether a request leaves now on the freed connection
     /// (one was waiting, or `back_to_back` clients send at once).
-    pub(super) fn answered(&mut self, now: u64, back_to_back: bool) -> (Option<u64>, bool) {
+    fn answered(&mut self, now: u64, back_to_back: bool) -> (Option<u64>, bool) {
         let latency = self.sent.pop_front().map(|sent| now - sent);
         self.outstanding = self.outstanding.saturating_sub(1);
         let offered = if back_to_back {
@@ -213,9 +279,11 @@ impl Machine {
                     let response = self.response_bytes();
                     let vm = self.vcpus[vcpu].vm;
                     self.vf_sent(queues, self.now, response, fx);
-                    if self.connection_per_request() {
+                    if let Some(&connection) = self.vms[vm].clients.connection() {
                         // Done when apachebench closes the connection.
-                        self.response_sent(vm, response, fx);
+                        let queues = self.first_queues(vm);
+                        self.vf_sent(queues, connection.fin_sent(self.now), 0, fx);
+                        connection.response_sent(vm, self.now, fx);
                     } else {
                         let at = self.now + self.one_way_ns(response);
                         fx.schedule(at, ClientEvent::ResponseArrival { vm: index_u32(vm) });
@@ -241,20 +309,6 @@ impl Machine {
         }
     }
 
-    /// A client's request leaves for the server: on a new connection, its
-    /// SYN first (sent by the client's `connect`).
-    pub(super) fn send_request(&mut self, vm: usize, fx: &mut Effects) {
-        let vm32 = index_u32(vm);
-        if self.connection_per_request() {
-            let segment = super::http::Segment::Syn;
-            let at = self.now + self.profile.network.tx_packet + self.one_way_ns(0);
-            fx.schedule(at, ClientEvent::ConnectionSegment { vm: vm32, segment });
-            return;
-        }
-        let at = self.now + self.one_way_ns(self.request_bytes());
-        fx.schedule(at, ClientEvent::RequestArrival { vm: vm32 });
-    }
-
     /// The request reaches the server's NIC, or vhost.
     pub(super) fn request_arrives(&mut self, vm: usize, fx: &mut Effects) {
         let queues = self.first_queues(vm);
@@ -266,27 +320,20 @@ impl Machine {
     }
 
     /// The response reaches its client.
-    pub(super) fn response_arrives(&mut self, vm: usize, fx: &mut Effects) {
-        let back_to_back = self.spec.offered_per_s.is_none();
-        let (latency, next) = self.vms[vm].clients.answered(self.now, back_to_back);
-        if let Some(latency) = latency {
+    fn response_arrives(&mut self, vm: usize, fx: &mut Effects) {
+        if let Some(latency) = self.vms[vm].clients.response_arrived(vm, self.now, fx) {
             self.counters.latencies.push(latency);
             self.counters.requests_done += 1;
-        }
-        if next {
-            self.send_request(vm, fx);
         }
     }
 
     /// An offered request (Poisson at the offered load).
-    pub(super) fn client_offers(&mut self, vm: usize, fx: &mut Effects) {
+    fn client_offers(&mut self, vm: usize, fx: &mut Effects) {
         self.schedule_offered(vm, fx);
-        if self.vms[vm].clients.offer(self.now) {
-            self.send_request(vm, fx);
-        }
+        self.vms[vm].clients.offered(vm, self.now, fx);
     }
 
-    pub(super) fn schedule_offered(&mut self, vm: usize, fx: &mut Effects) {
+    fn schedule_offered(&mut self, vm: usize, fx: &mut Effects) {
         let rate = f64_of(self.spec.offered_per_s.unwrap_or(0));
         self.schedule_poisson(rate, ClientEvent::Offer { vm: index_u32(vm) }, fx);
     }
@@ -294,26 +341,44 @@ impl Machine {
     /// The clients start: at the offered load, or every connection at once.
     pub(super) fn start_clients(&mut self, vm: usize, fx: &mut Effects) {
         let connections = self.spec.group.clients.unwrap_or(1);
-        self.vms[vm].clients = ClientPool::new(connections);
+        let link = ClientLink {
+            request_way_ns: self.one_way_ns(self.request_bytes()),
+            back_to_back: self.spec.offered_per_s.is_none(),
+            connection: self.connection_per_request().then(|| self.apachebench()),
+        };
+        self.vms[vm].clients = ClientPool::new(connections, link);
         if self.spec.offered_per_s.is_some() {
             self.schedule_offered(vm, fx);
             return;
         }
-        for _ in 0..connections {
-            if self.vms[vm].clients.offer(self.now) {
-                self.send_request(vm, fx);
-            }
-        }
+        self.vms[vm].clients.start_back_to_back(vm, self.now, fx);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixture::{listed_alone, scheduled};
     use super::*;
+
+    /// Requests reach the server 3 us after they leave.
+    const REQUEST_WAY_NS: u64 = 3_000;
+
+    fn pool(connections: u32, back_to_back: bool) -> ClientPool {
+        let link = ClientLink {
+            request_way_ns: REQUEST_WAY_NS,
+            back_to_back,
+            connection: None,
+        };
+        ClientPool::new(connections, link)
+    }
+
+    fn request_at(at: u64, vm: u32) -> Effect {
+        scheduled(at, ClientEvent::RequestArrival { vm })
+    }
 
     #[test]
     fn a_closed_loop_keeps_at_most_one_request_per_connection() {
-        let mut pool = ClientPool::new(2);
+        let mut pool = pool(2, false);
         assert!(pool.offer(0));
         assert!(pool.offer(10));
         assert!(!pool.offer(20));
@@ -330,9 +395,67 @@ mod tests {
 
     #[test]
     fn back_to_back_clients_send_again_at_once() {
-        let mut pool = ClientPool::new(1);
+        let mut pool = pool(1, true);
         assert!(pool.offer(0));
         assert_eq!(pool.answered(50, true), (Some(50), true));
         assert_eq!(pool.answered(80, true), (Some(30), true));
+    }
+
+    #[test]
+    fn back_to_back_clients_start_every_connection_and_resend_on_a_response() {
+        let mut pool = pool(2, true);
+        let fx = listed_alone(|fx| pool.start_back_to_back(1, 0, fx));
+        assert_eq!(
+            fx,
+            [request_at(REQUEST_WAY_NS, 1), request_at(REQUEST_WAY_NS, 1)]
+        );
+        let mut latency = None;
+        let fx = listed_alone(|fx| latency = pool.response_arrived(1, 20_000, fx));
+        assert_eq!(latency, Some(20_000));
+        assert_eq!(
+            fx,
+            [request_at(20_000 + REQUEST_WAY_NS, 1)],
+            "the next at once"
+        );
+    }
+
+    #[test]
+    fn an_offered_request_waits_for_a_connection_the_response_frees() {
+        let mut pool = pool(1, false);
+        let fx = listed_alone(|fx| pool.offered(0, 100, fx));
+        assert_eq!(fx, [request_at(100 + REQUEST_WAY_NS, 0)]);
+        let fx = listed_alone(|fx| pool.offered(0, 200, fx));
+        assert!(fx.is_empty(), "the one connection is busy: {fx:?}");
+        let mut latency = None;
+        let fx = listed_alone(|fx| latency = pool.response_arrived(0, 10_100, fx));
+        assert_eq!(latency, Some(10_000));
+        assert_eq!(fx, [request_at(10_100 + REQUEST_WAY_NS, 0)]);
+        // The waiting request's time counts from its offer.
+        let fx = listed_alone(|fx| latency = pool.response_arrived(0, 20_000, fx));
+        assert_eq!(latency, Some(19_800));
+        assert!(fx.is_empty(), "nothing more offered: {fx:?}");
+    }
+
+    #[test]
+    fn a_connection_per_request_opens_with_its_syn() {
+        let connection = Apachebench {
+            segment_way_ns: 2_000,
+            send_ns: 1_000,
+            ..Apachebench::default()
+        };
+        let link = ClientLink {
+            request_way_ns: REQUEST_WAY_NS,
+            back_to_back: true,
+            connection: Some(connection),
+        };
+        let mut pool = ClientPool::new(1, link);
+        let syn = |at| {
+            let segment = super::super::http::Segment::Syn;
+            scheduled(at, ClientEvent::ConnectionSegment { vm: 0, segment })
+        };
+        let fx = listed_alone(|fx| pool.start_back_to_back(0, 0, fx));
+        assert_eq!(fx, [syn(3_000)], "connect's send and the SYN's way");
+        let fx = listed_alone(|fx| pool.response_arrived(0, 50_000, fx));
+        assert_eq!(fx, [syn(53_000)]);
     }
 }

@@ -23,7 +23,7 @@
 //! response and the end of file the FIN brings: it closes, then opens the
 //! next connection, ab's `close_connection` calling `start_connect`), so
 //! those segments leave one wake-up and one send after what they answer
-//! ([`Machine::client_turn_ns`]). The client's kernel delays its ACK of
+//! ([`Apachebench::turn_ns`]). The client's kernel delays its ACK of
 //! the server's FIN (Linux's `tcp_fin` enters delayed-ACK mode) and ab's
 //! close comes first, so the ACK rides on the client's FIN. Over virtio
 //! (no scenario runs apache so) a request stays one message.
@@ -54,7 +54,89 @@ impl Segment {
 /// The segments in a VF ring, oldest first (a ring holds only counts).
 pub(super) type SegmentRing = VecDeque<Segment>;
 
+/// apachebench's timing, fixed for the run: what its connection's
+/// segments take on their way, and its own turn. It lists the segments
+/// the server's connection brings back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Apachebench {
+    /// A segment without payload, one way.
+    pub(super) segment_way_ns: u64,
+    /// The GET, one way.
+    pub(super) request_way_ns: u64,
+    /// The response, one way: its last frame's arrival.
+    pub(super) response_way_ns: u64,
+    /// The response on the server's wire: its FIN leaves after it.
+    pub(super) response_wire_ns: u64,
+    /// The response's first two frames' arrival, which the client's
+    /// kernel ACKs at once (RFC 5681 4.2).
+    pub(super) two_frames_ns: u64,
+    /// ab's `connect` sending the SYN.
+    pub(super) send_ns: u64,
+    /// ab's time from an event on its connection to the segment it sends
+    /// in answer: its thread, asleep in its poll, is woken (ASSUMED: as
+    /// the profile's thread wake-up, `host_ns.wakeup`) and its system
+    /// call sends the segment (`network.tx_packet`).
+    pub(super) turn_ns: u64,
+}
+
+impl Apachebench {
+    /// `vm`'s client opens a connection at `now`: its SYN.
+    pub(super) fn connect(&self, vm: usize, now: u64, fx: &mut Effects) {
+        let at = now + self.send_ns + self.segment_way_ns;
+        schedule_segment(vm, Segment::Syn, at, fx);
+    }
+
+    /// The server's stack answered `vm`'s SYN at `now`: the SYN-ACK brings
+    /// the client kernel's ACK and, once ab has run, its request.
+    pub(super) fn syn_answered(&self, vm: usize, now: u64, fx: &mut Effects) {
+        let syn_ack_arrives = now + self.segment_way_ns;
+        let ack_at = syn_ack_arrives + self.segment_way_ns;
+        let request_at = syn_ack_arrives + self.turn_ns + self.request_way_ns;
+        schedule_segment(vm, Segment::HandshakeAck, ack_at, fx);
+        schedule_segment(vm, Segment::Request, request_at, fx);
+    }
+
+    /// When the server's FIN leaves, for a response sent at `now`.
+    pub(super) fn fin_sent(&self, now: u64) -> u64 {
+        now + self.response_wire_ns
+    }
+
+    /// The server sent `vm` its response and its FIN at `now`: the
+    /// client's kernel ACKs the frames; ab reads the response and the end
+    /// of file, and closes: its FIN comes back, and the request is done.
+    pub(super) fn response_sent(&self, vm: usize, now: u64, fx: &mut Effects) {
+        let back = self.segment_way_ns;
+        schedule_segment(vm, Segment::DataAck, now + self.two_frames_ns + back, fx);
+        schedule_segment(vm, Segment::DataAck, now + self.response_way_ns + back, fx);
+        let end_of_file = (now + self.response_way_ns).max(self.fin_sent(now) + back);
+        let closed = end_of_file + self.turn_ns;
+        schedule_segment(vm, Segment::Fin, closed + back, fx);
+        let vm = index_u32(vm);
+        fx.schedule(closed, ClientEvent::ResponseArrival { vm });
+    }
+}
+
+fn schedule_segment(vm: usize, segment: Segment, at: u64, fx: &mut Effects) {
+    let vm = index_u32(vm);
+    fx.schedule(at, ClientEvent::ConnectionSegment { vm, segment });
+}
+
 impl Machine {
+    /// apachebench's timing on this run's link and profile.
+    pub(super) fn apachebench(&self) -> Apachebench {
+        let network = &self.profile.network;
+        let response = self.response_bytes();
+        Apachebench {
+            segment_way_ns: self.one_way_ns(0),
+            request_way_ns: self.one_way_ns(self.request_bytes()),
+            response_way_ns: self.one_way_ns(response),
+            response_wire_ns: self.frame_wire_ns(response),
+            two_frames_ns: self.frame_wire_ns(self.mss()) * 2 + self.profile.guest_ns.wire_one_way,
+            send_ns: network.tx_packet,
+            turn_ns: self.profile.host_ns.wakeup + network.tx_packet,
+        }
+    }
+
     /// A segment of `vm`'s client reaches the server's VF.
     pub(super) fn segment_arrives(&mut self, vm: usize, segment: Segment, fx: &mut Effects) {
         let queues = self.first_queues(vm);
@@ -80,28 +162,16 @@ impl Machine {
         network.rx_frame + network.rx_stack + answer + copy
     }
 
-    /// apachebench's time from an event on its connection to the segment
-    /// it sends in answer: its thread, asleep in its poll, is woken
-    /// (ASSUMED: as the profile's thread wake-up, `host_ns.wakeup`) and
-    /// its system call sends the segment (`network.tx_packet`).
-    pub(super) fn client_turn_ns(&self) -> u64 {
-        self.profile.host_ns.wakeup + self.profile.network.tx_packet
-    }
-
     /// NAPI took a connection's segment: the request goes to the socket;
-    /// the SYN-ACK brings the client's ACK and, once ab has run, its
-    /// request.
+    /// the stack answers a SYN (apachebench's part follows) and a FIN.
     pub(super) fn segment_taken(&mut self, queues: usize, fx: &mut Effects) {
         let vm = self.vm_of_queues(queues);
         match self.queues[queues].segments.pop_front() {
             Some(Segment::Request) => self.queues[queues].socket += 1,
             Some(Segment::Syn) => {
-                let syn_ack_arrives = self.now + self.one_way_ns(0);
-                let ack_at = syn_ack_arrives + self.one_way_ns(0);
-                let request_at =
-                    syn_ack_arrives + self.client_turn_ns() + self.one_way_ns(self.request_bytes());
-                self.schedule_segment(vm, Segment::HandshakeAck, ack_at, fx);
-                self.schedule_segment(vm, Segment::Request, request_at, fx);
+                if let Some(connection) = self.vms[vm].clients.connection() {
+                    connection.syn_answered(vm, self.now, fx);
+                }
                 // The SYN-ACK.
                 self.vf_sent(queues, self.now, 0, fx);
             }
@@ -110,35 +180,11 @@ impl Machine {
             Some(Segment::HandshakeAck | Segment::DataAck) | None => {}
         }
     }
-
-    /// The server sent its response and its FIN: the client's kernel
-    /// ACKs the frames; ab reads the response and the end of file, and
-    /// closes: its FIN comes back, and the request is done.
-    pub(super) fn response_sent(&mut self, vm: usize, response_bytes: u64, fx: &mut Effects) {
-        let fin_sent = self.now + self.frame_wire_ns(response_bytes);
-        self.vf_sent(self.first_queues(vm), fin_sent, 0, fx);
-        let mss = self.mss();
-        let back = self.one_way_ns(0);
-        let two_frames = self.frame_wire_ns(mss) * 2 + self.profile.guest_ns.wire_one_way;
-        let all = self.one_way_ns(response_bytes);
-        self.schedule_segment(vm, Segment::DataAck, self.now + two_frames + back, fx);
-        self.schedule_segment(vm, Segment::DataAck, self.now + all + back, fx);
-        let end_of_file = (self.now + all).max(fin_sent + back);
-        let closed = end_of_file + self.client_turn_ns();
-        self.schedule_segment(vm, Segment::Fin, closed + back, fx);
-        let vm = index_u32(vm);
-        fx.schedule(closed, ClientEvent::ResponseArrival { vm });
-    }
-
-    fn schedule_segment(&self, vm: usize, segment: Segment, at: u64, fx: &mut Effects) {
-        let vm = index_u32(vm);
-        fx.schedule(at, ClientEvent::ConnectionSegment { vm, segment });
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{listed, machine, running};
+    use super::super::fixture::{listed, listed_alone, machine, running, scheduled};
     use super::*;
     use crate::policy::DesignKind;
     use crate::scenario::HostShape;
@@ -149,27 +195,68 @@ mod tests {
         m
     }
 
-    /// The connection segments listed, with their arrival times.
-    fn segments(fx: &[Effect]) -> Vec<(u64, Segment)> {
-        fx.iter()
-            .filter_map(|effect| match effect {
-                Effect::Schedule {
-                    at,
-                    event:
-                        Event::Workload(WorkloadEvent::Clients(ClientEvent::ConnectionSegment {
-                            segment,
-                            ..
-                        })),
-                } => Some((*at, *segment)),
-                _ => None,
-            })
-            .collect()
+    /// Round figures, so that a test names the times it expects.
+    const AB: Apachebench = Apachebench {
+        segment_way_ns: 2_000,
+        request_way_ns: 2_500,
+        response_way_ns: 9_000,
+        response_wire_ns: 4_000,
+        two_frames_ns: 4_500,
+        send_ns: 1_000,
+        turn_ns: 7_000,
+    };
+
+    fn segment(at: u64, segment: Segment) -> Effect {
+        scheduled(at, ClientEvent::ConnectionSegment { vm: 1, segment })
     }
 
     #[test]
-    fn a_syn_brings_the_handshakes_ack_and_then_the_request() {
+    fn a_syn_answered_brings_the_handshakes_ack_then_abs_request() {
+        let fx = listed_alone(|fx| AB.syn_answered(1, 10_000, fx));
+        // The SYN-ACK arrives at 12,000: the kernel ACKs at once; the GET
+        // waits for ab to run and send.
+        let expected = [
+            segment(14_000, Segment::HandshakeAck),
+            segment(12_000 + 7_000 + 2_500, Segment::Request),
+        ];
+        assert_eq!(fx, expected);
+    }
+
+    #[test]
+    fn a_response_brings_two_acks_and_the_clients_fin_after_ab_closes() {
+        let fx = listed_alone(|fx| AB.response_sent(1, 100_000, fx));
+        // ab has the response at 109,000, the server's FIN at 106,000;
+        // it closes one turn later, at 116,000.
+        let expected = [
+            segment(100_000 + 4_500 + 2_000, Segment::DataAck),
+            segment(109_000 + 2_000, Segment::DataAck),
+            segment(116_000 + 2_000, Segment::Fin),
+            scheduled(116_000, ClientEvent::ResponseArrival { vm: 1 }),
+        ];
+        assert_eq!(fx, expected);
+    }
+
+    #[test]
+    fn a_late_fin_holds_abs_close() {
+        let late_fin = Apachebench {
+            response_wire_ns: 10_000,
+            ..AB
+        };
+        let fx = listed_alone(|fx| late_fin.response_sent(1, 0, fx));
+        // The FIN leaves at 10,000 and arrives at 12,000, after the data.
+        assert_eq!(fx[2], segment(12_000 + 7_000 + 2_000, Segment::Fin));
+        assert_eq!(
+            fx[3],
+            scheduled(19_000, ClientEvent::ResponseArrival { vm: 1 })
+        );
+    }
+
+    #[test]
+    fn the_stack_answers_a_syn_and_the_request_reaches_the_socket() {
         let mut m = apache();
         assert!(m.connection_per_request());
+        let connection = m.vms[0].clients.connection().copied();
+        assert_eq!(connection, Some(m.apachebench()));
         m.queues[0].segments.push_back(Segment::Syn);
         let network = m.profile.network.clone();
         let syn_work = m.segment_work_ns(0);
@@ -178,38 +265,12 @@ mod tests {
             network.rx_frame + network.rx_stack + network.tx_packet
         );
         let fx = listed(&mut m, |m, fx| m.segment_taken(0, fx));
-        let listed_segments = segments(&fx);
-        let kinds: Vec<Segment> = listed_segments.iter().map(|&(_, kind)| kind).collect();
-        assert_eq!(kinds, [Segment::HandshakeAck, Segment::Request]);
-        let (ack_at, request_at) = (listed_segments[0].0, listed_segments[1].0);
-        // The kernel ACKs at once; the GET waits for ab to run and send.
-        let request_way = m.one_way_ns(m.request_bytes()) - m.one_way_ns(0);
-        assert_eq!(request_at - ack_at, m.client_turn_ns() + request_way);
+        let ab = m.apachebench();
+        let handshake = listed_alone(|fx| ab.syn_answered(0, m.now, fx));
+        assert_eq!(fx[..2], handshake[..], "ab's part, then the SYN-ACK");
         assert_eq!(m.queues[0].socket, 0, "no request yet");
         m.queues[0].segments.push_back(Segment::Request);
         listed(&mut m, |m, fx| m.segment_taken(0, fx));
         assert_eq!(m.queues[0].socket, 1);
-    }
-
-    #[test]
-    fn a_response_brings_two_acks_and_the_clients_fin_after_ab_closes() {
-        let mut m = apache();
-        let fx = listed(&mut m, |m, fx| m.response_sent(0, 4_350, fx));
-        let listed_segments = segments(&fx);
-        let kinds: Vec<Segment> = listed_segments.iter().map(|&(_, kind)| kind).collect();
-        assert_eq!(kinds, [Segment::DataAck, Segment::DataAck, Segment::Fin]);
-        let times: Vec<u64> = listed_segments.iter().map(|&(at, _)| at).collect();
-        assert!(times.windows(2).all(|pair| pair[0] < pair[1]), "{times:?}");
-        // ab closes one turn after the response is in; its FIN follows.
-        let closed = fx.iter().find_map(|effect| match effect {
-            Effect::Schedule {
-                at,
-                event: Event::Workload(WorkloadEvent::Clients(ClientEvent::ResponseArrival { .. })),
-            } => Some(*at),
-            _ => None,
-        });
-        let response_in = m.one_way_ns(4_350);
-        assert_eq!(closed, Some(response_in + m.client_turn_ns()));
-        assert_eq!(times[2], response_in + m.client_turn_ns() + m.one_way_ns(0));
     }
 }
