@@ -249,45 +249,28 @@ impl Machine {
 
     /// An ACK reaches iperf's sender: the window opens and it sends on.
     pub(super) fn tcp_ack_arrives(&mut self, queues: usize, fx: &mut Effects) {
-        let flow = &mut self.queues[queues].tcp;
-        if let Some(bytes) = flow.acks.pop_front() {
-            let was_stalled = !flow.can_send_segment();
-            flow.acknowledged(bytes);
-            if was_stalled {
-                self.tcp_send(queues, fx);
-            }
-        }
+        let link = self.stream_link();
+        self.queues[queues]
+            .tcp
+            .ack_arrives(index_u32(queues), self.now, &link, fx);
     }
 
-    /// iperf's sender sends what the window allows: MSS frames back to
-    /// back at line rate over the link, or GSO buffers to vhost (PV). One
-    /// send is pending at most (a later one replaces it).
+    /// iperf's sender sends what the window allows ([`TcpFlow::send`]).
     pub(super) fn tcp_send(&mut self, queues: usize, fx: &mut Effects) {
-        let now = self.now;
-        let pair = index_u32(queues);
-        let flow = &mut self.queues[queues].tcp;
-        if flow.link_free_at > now {
-            // The link is still sending the previous frame.
-            fx.schedule(flow.link_free_at, TcpEvent::Send { queues: pair });
-            return;
-        }
-        if !flow.can_send_segment() {
-            return;
-        }
-        let segment = flow.segment_bytes;
-        flow.sent(segment);
-        match self.spec.group.transport {
-            Transport::Pv => {
-                self.backend_start(queues, BackendJob::RxPacket, fx);
-                fx.schedule(now, TcpEvent::Send { queues: pair });
-            }
-            _ => {
-                let on_wire = self.frame_wire_ns(segment);
-                self.queues[queues].tcp.link_free_at = now + on_wire;
-                let arrival = now + on_wire + self.profile.guest_ns.wire_one_way;
-                fx.schedule(arrival, TcpEvent::SegmentArrival { queues: pair });
-                fx.schedule(now + on_wire, TcpEvent::Send { queues: pair });
-            }
+        let link = self.stream_link();
+        self.queues[queues]
+            .tcp
+            .send(index_u32(queues), self.now, &link, fx);
+    }
+
+    /// The figures a stream's sender uses, fixed for the run.
+    fn stream_link(&self) -> StreamLink {
+        let network = &self.profile.network;
+        StreamLink {
+            wire_one_way_ns: self.profile.guest_ns.wire_one_way,
+            frame_overhead_bytes: network.frame_overhead_bytes,
+            link_mbps: network.link_mbps,
+            over_pv: self.spec.group.transport == Transport::Pv,
         }
     }
 
@@ -366,6 +349,70 @@ impl Machine {
     }
 }
 
+/// What a stream's sender puts its segments on, fixed for the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct StreamLink {
+    /// The link's one-way latency past serialization.
+    pub(super) wire_one_way_ns: u64,
+    pub(super) frame_overhead_bytes: u64,
+    pub(super) link_mbps: u64,
+    /// The sender is a host process handing GSO buffers to vhost (PV),
+    /// not a remote on the link.
+    pub(super) over_pv: bool,
+}
+
+impl StreamLink {
+    /// Serialization of one frame of `payload` bytes.
+    fn frame_wire_ns(&self, payload: u64) -> u64 {
+        wire_ns(payload, 1, self.frame_overhead_bytes, self.link_mbps)
+    }
+}
+
+/// iperf's sender, the flow's sending end: it owns its window and its
+/// link's timing, and lists what it sends.
+impl TcpFlow {
+    /// An ACK reaches the sender at `now`: the window opens and, if it
+    /// had stalled the sender, it sends on.
+    pub(super) fn ack_arrives(&mut self, pair: u32, now: u64, link: &StreamLink, fx: &mut Effects) {
+        if let Some(bytes) = self.acks.pop_front() {
+            let was_stalled = !self.can_send_segment();
+            self.acknowledged(bytes);
+            if was_stalled {
+                self.send(pair, now, link, fx);
+            }
+        }
+    }
+
+    /// The sender sends what the window allows at `now`: MSS frames back
+    /// to back at line rate over the link, or GSO buffers to vhost (PV).
+    /// One send is pending at most (a later one replaces it).
+    pub(super) fn send(&mut self, pair: u32, now: u64, link: &StreamLink, fx: &mut Effects) {
+        if self.link_free_at > now {
+            // The link is still sending the previous frame.
+            fx.schedule(self.link_free_at, TcpEvent::Send { queues: pair });
+            return;
+        }
+        if !self.can_send_segment() {
+            return;
+        }
+        let segment = self.segment_bytes;
+        self.sent(segment);
+        if link.over_pv {
+            fx.push(Effect::BackendStart {
+                queues: pair as usize,
+                job: BackendJob::RxPacket,
+            });
+            fx.schedule(now, TcpEvent::Send { queues: pair });
+        } else {
+            let on_wire = link.frame_wire_ns(segment);
+            self.link_free_at = now + on_wire;
+            let arrival = now + on_wire + link.wire_one_way_ns;
+            fx.schedule(arrival, TcpEvent::SegmentArrival { queues: pair });
+            fx.schedule(now + on_wire, TcpEvent::Send { queues: pair });
+        }
+    }
+}
+
 /// TCP's payload per frame: the MTU less the IP and TCP headers (the
 /// profile's frame overhead less Ethernet's own framing).
 fn mss(network: &NetworkCosts) -> u64 {
@@ -396,7 +443,7 @@ pub(super) fn tcp_flow(network: &NetworkCosts, transport: Transport) -> TcpFlow 
 mod tests {
     use dirq_stats::f64_of;
 
-    use super::super::fixture::{did_run, listed, scheduled, shaped};
+    use super::super::fixture::{did_run, listed, listed_alone, scheduled, shaped};
     use super::*;
     use crate::policy::DesignKind;
     use crate::scenario::{NicCoalescing, RunGroup};
@@ -474,6 +521,72 @@ mod tests {
         let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));
         assert_eq!(fx, [scheduled(on_wire, send)]);
         assert_eq!(m.queues[0].tcp.in_flight(), m.mss());
+    }
+
+    /// A 10 Gb/s link, 100 ns one way, 38 bytes of framing.
+    const LINK: StreamLink = StreamLink {
+        wire_one_way_ns: 100,
+        frame_overhead_bytes: 38,
+        link_mbps: 10_000,
+        over_pv: false,
+    };
+
+    /// A flow of 1,000-byte segments and a two-segment window.
+    fn two_segment_flow() -> TcpFlow {
+        TcpFlow::new(2_000, 1_000, 2_000)
+    }
+
+    #[test]
+    fn an_ack_that_opens_a_stalled_window_lists_the_next_send() {
+        let mut flow = two_segment_flow();
+        flow.sent(2_000);
+        flow.acks.push_back(1_000);
+        let fx = listed_alone(|fx| flow.ack_arrives(3, 5_000, &LINK, fx));
+        // 1,038 bytes at 10 Gb/s: 830.4 ns, rounded up.
+        let on_wire = LINK.frame_wire_ns(1_000);
+        assert_eq!(on_wire, 831);
+        let frame = TcpEvent::SegmentArrival { queues: 3 };
+        let send = TcpEvent::Send { queues: 3 };
+        assert_eq!(
+            fx,
+            [
+                scheduled(5_000 + on_wire + 100, frame),
+                scheduled(5_000 + on_wire, send)
+            ]
+        );
+        assert_eq!(flow.in_flight(), 2_000);
+        assert_eq!(flow.link_free_at, 5_000 + on_wire);
+    }
+
+    #[test]
+    fn an_ack_into_an_open_window_lists_nothing() {
+        let mut flow = two_segment_flow();
+        flow.sent(1_000);
+        flow.acks.push_back(1_000);
+        let fx = listed_alone(|fx| flow.ack_arrives(0, 0, &LINK, fx));
+        assert!(fx.is_empty(), "the pending send goes on its own");
+        assert_eq!(flow.in_flight(), 0);
+        assert_eq!(flow.acked_bytes, 1_000);
+        let fx = listed_alone(|fx| flow.ack_arrives(0, 0, &LINK, fx));
+        assert!(fx.is_empty(), "no ACK on its way");
+    }
+
+    #[test]
+    fn over_pv_the_sender_hands_each_buffer_to_vhost_and_sends_on() {
+        let link = StreamLink {
+            over_pv: true,
+            ..LINK
+        };
+        let mut flow = two_segment_flow();
+        let fx = listed_alone(|fx| flow.send(2, 700, &link, fx));
+        let vhost = Effect::BackendStart {
+            queues: 2,
+            job: BackendJob::RxPacket,
+        };
+        assert_eq!(fx, [vhost, scheduled(700, TcpEvent::Send { queues: 2 })]);
+        flow.send(2, 700, &link, &mut Effects::default());
+        let fx = listed_alone(|fx| flow.send(2, 700, &link, fx));
+        assert!(fx.is_empty(), "the window is full");
     }
 
     #[test]
