@@ -270,78 +270,31 @@ impl Machine {
             wire_one_way_ns: self.profile.guest_ns.wire_one_way,
             frame_overhead_bytes: network.frame_overhead_bytes,
             link_mbps: network.link_mbps,
+            mss: mss(network),
+            gso_bytes: network.gso_bytes,
             over_pv: self.spec.group.transport == Transport::Pv,
         }
     }
 
-    /// netperf's TCP sends what its application wrote, as far as the
-    /// window allows: one TSO send per GSO buffer, cut into MSS frames by
-    /// the NIC; the remote acknowledges each GRO merge of its polls
-    /// ([`RemoteReceiver`]). A send of more than one segment is cut at a
-    /// whole number of segments and the rest waits for Nagle (Linux
-    /// 3.1's `tcp_write_xmit` limits it with `tcp_mss_split_point`,
-    /// which returns `needed - needed % mss_now` for the write queue's
-    /// tail): no sub-MSS frame trails a TSO send.
+    /// netperf's TCP sends what its application wrote
+    /// ([`TcpFlow::tso_send`]); each send's completion is the VF's.
     pub(super) fn tso_send(&mut self, queues: usize, fx: &mut Effects) {
-        let mss = self.mss();
-        let network = &self.profile.network;
-        let (overhead, link) = (network.frame_overhead_bytes, network.link_mbps);
-        let gso = network.gso_bytes;
-        let wire_one_way = self.profile.guest_ns.wire_one_way;
-        let now = self.now;
+        let link = self.stream_link();
         let pair = &mut self.queues[queues];
-        let mut sends = Vec::new();
-        loop {
-            let flow = &mut pair.tcp;
-            let bytes = flow.buffered.min(flow.room()).min(gso);
-            if bytes == 0 || (bytes < mss && flow.in_flight() > 0) {
-                // Nagle (RFC 896): a partial segment waits while data is
-                // unacknowledged.
-                break;
-            }
-            let bytes = if bytes > mss {
-                bytes - bytes % mss
-            } else {
-                bytes
-            };
-            flow.buffered -= bytes;
-            flow.sent(bytes);
-            let start = now.max(flow.link_free_at);
-            sends.push((start, bytes));
-            let frames = bytes.div_ceil(mss);
-            flow.link_free_at = start + wire_ns(bytes, frames, overhead, link);
-            for frame in 1..=frames {
-                let through = bytes.min(frame * mss);
-                let payload = through - (frame - 1) * mss;
-                let arrival = start + wire_ns(through, frame, overhead, link) + wire_one_way;
-                if let Some(poll_at) = pair.remote.frame(arrival, payload) {
-                    fx.schedule(
-                        poll_at,
-                        TcpEvent::RemotePoll {
-                            queues: index_u32(queues),
-                        },
-                    );
-                }
-            }
-        }
+        let sends = pair
+            .tcp
+            .tso_send(&mut pair.remote, index_u32(queues), self.now, &link, fx);
         for (start, bytes) in sends {
             self.vf_sent(queues, start, bytes, fx);
         }
     }
 
-    /// netperf's remote polls: its ACKs leave for the guest's VF.
+    /// netperf's remote polls ([`TcpFlow::remote_polls`]).
     pub(super) fn remote_poll(&mut self, queues: usize, fx: &mut Effects) {
-        let arrival = self.now + self.profile.guest_ns.wire_one_way;
+        let link = self.stream_link();
         let pair = &mut self.queues[queues];
-        for covered in pair.remote.poll(self.now) {
-            pair.tcp.acks.push_back(covered);
-            fx.schedule(
-                arrival,
-                TcpEvent::AckArrival {
-                    queues: index_u32(queues),
-                },
-            );
-        }
+        pair.tcp
+            .remote_polls(&mut pair.remote, index_u32(queues), self.now, &link, fx);
     }
 
     pub(super) fn mss(&self) -> u64 {
@@ -356,6 +309,8 @@ pub(super) struct StreamLink {
     pub(super) wire_one_way_ns: u64,
     pub(super) frame_overhead_bytes: u64,
     pub(super) link_mbps: u64,
+    pub(super) mss: u64,
+    pub(super) gso_bytes: u64,
     /// The sender is a host process handing GSO buffers to vhost (PV),
     /// not a remote on the link.
     pub(super) over_pv: bool,
@@ -368,8 +323,8 @@ impl StreamLink {
     }
 }
 
-/// iperf's sender, the flow's sending end: it owns its window and its
-/// link's timing, and lists what it sends.
+/// The flow's sending end (iperf's remote, netperf's guest): it owns its
+/// window and its link's timing, and lists what it sends.
 impl TcpFlow {
     /// An ACK reaches the sender at `now`: the window opens and, if it
     /// had stalled the sender, it sends on.
@@ -409,6 +364,73 @@ impl TcpFlow {
             let arrival = now + on_wire + link.wire_one_way_ns;
             fx.schedule(arrival, TcpEvent::SegmentArrival { queues: pair });
             fx.schedule(now + on_wire, TcpEvent::Send { queues: pair });
+        }
+    }
+
+    /// netperf's TCP sends what its application wrote, as far as the
+    /// window allows: one TSO send per GSO buffer, cut into MSS frames by
+    /// the NIC; the `remote` acknowledges each GRO merge of its polls
+    /// ([`RemoteReceiver`]). A send of more than one segment is cut at a
+    /// whole number of segments and the rest waits for Nagle (Linux
+    /// 3.1's `tcp_write_xmit` limits it with `tcp_mss_split_point`,
+    /// which returns `needed - needed % mss_now` for the write queue's
+    /// tail): no sub-MSS frame trails a TSO send. Returns each send's
+    /// start and bytes.
+    pub(super) fn tso_send(
+        &mut self,
+        remote: &mut RemoteReceiver,
+        pair: u32,
+        now: u64,
+        link: &StreamLink,
+        fx: &mut Effects,
+    ) -> Vec<(u64, u64)> {
+        let (mss, overhead, rate) = (link.mss, link.frame_overhead_bytes, link.link_mbps);
+        let mut sends = Vec::new();
+        loop {
+            let bytes = self.buffered.min(self.room()).min(link.gso_bytes);
+            if bytes == 0 || (bytes < mss && self.in_flight() > 0) {
+                // Nagle (RFC 896): a partial segment waits while data is
+                // unacknowledged.
+                break;
+            }
+            let bytes = if bytes > mss {
+                bytes - bytes % mss
+            } else {
+                bytes
+            };
+            self.buffered -= bytes;
+            self.sent(bytes);
+            let start = now.max(self.link_free_at);
+            sends.push((start, bytes));
+            let frames = bytes.div_ceil(mss);
+            self.link_free_at = start + wire_ns(bytes, frames, overhead, rate);
+            for frame in 1..=frames {
+                let through = bytes.min(frame * mss);
+                let payload = through - (frame - 1) * mss;
+                let arrival =
+                    start + wire_ns(through, frame, overhead, rate) + link.wire_one_way_ns;
+                if let Some(poll_at) = remote.frame(arrival, payload) {
+                    fx.schedule(poll_at, TcpEvent::RemotePoll { queues: pair });
+                }
+            }
+        }
+        sends
+    }
+
+    /// netperf's `remote` polls at `now`: its ACKs leave for the guest's
+    /// VF.
+    pub(super) fn remote_polls(
+        &mut self,
+        remote: &mut RemoteReceiver,
+        pair: u32,
+        now: u64,
+        link: &StreamLink,
+        fx: &mut Effects,
+    ) {
+        let arrival = now + link.wire_one_way_ns;
+        for covered in remote.poll(now) {
+            self.acks.push_back(covered);
+            fx.schedule(arrival, TcpEvent::AckArrival { queues: pair });
         }
     }
 }
@@ -528,6 +550,8 @@ mod tests {
         wire_one_way_ns: 100,
         frame_overhead_bytes: 38,
         link_mbps: 10_000,
+        mss: 1_000,
+        gso_bytes: 2_000,
         over_pv: false,
     };
 
@@ -587,6 +611,29 @@ mod tests {
         flow.send(2, 700, &link, &mut Effects::default());
         let fx = listed_alone(|fx| flow.send(2, 700, &link, fx));
         assert!(fx.is_empty(), "the window is full");
+    }
+
+    #[test]
+    fn a_tso_send_lists_the_remotes_polls_and_its_acks_come_back() {
+        let mut flow = TcpFlow::new(4_000, 1_000, 2_000);
+        // The remote's NIC interrupts at most every 32 us.
+        let mode = super::super::itr::ItrMode::Fixed {
+            interval_ns: 32_000,
+        };
+        let mut remote = RemoteReceiver::new(mode, 2_000, 1_000);
+        flow.buffered = 2_500;
+        let mut sends = Vec::new();
+        let fx = listed_alone(|fx| sends = flow.tso_send(&mut remote, 1, 0, &LINK, fx));
+        assert_eq!(sends, [(0, 2_000)], "one GSO buffer; the rest waits");
+        assert_eq!(flow.buffered, 500);
+        // Frame 1 lands at 831 + 100 ns and fires at once; frame 2, at
+        // 1,661 + 100 ns, waits out the throttle.
+        let poll = TcpEvent::RemotePoll { queues: 1 };
+        assert_eq!(fx, [scheduled(931, poll), scheduled(32_931, poll)]);
+        let fx = listed_alone(|fx| flow.remote_polls(&mut remote, 1, 931, &LINK, fx));
+        let ack = TcpEvent::AckArrival { queues: 1 };
+        assert_eq!(fx, [scheduled(1_031, ack)]);
+        assert_eq!(flow.acks, [1_000]);
     }
 
     #[test]
