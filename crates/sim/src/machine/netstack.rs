@@ -214,25 +214,20 @@ impl Machine {
         }
     }
 
-    /// The receiving guest's ACK for `bytes` leaves: through the VF's
-    /// doorbell (no exit) over the link, or through virtio to vhost.
+    /// The receiving guest's ACK for `bytes` leaves
+    /// ([`TcpFlow::ack_sent`]); over the VF its completion is the VF's.
     fn send_ack(&mut self, vcpu: usize, kind: RxQueueKind, bytes: u64, fx: &mut Effects) {
         let queues = self.vcpus[vcpu].queues;
-        self.queues[queues].tcp.acks.push_back(bytes);
-        match kind {
-            RxQueueKind::Vf => {
-                fx.schedule(
-                    self.now + self.profile.guest_ns.wire_one_way + self.frame_wire_ns(ACK_BYTES),
-                    TcpEvent::Ack {
-                        queues: index_u32(queues),
-                    },
-                );
-                self.vf_sent(queues, self.now, ACK_BYTES, fx);
-            }
-            RxQueueKind::Virtio => {
-                self.virtio_kick(vcpu, fx);
-                self.backend_start(queues, BackendJob::TxAck, fx);
-            }
+        let link = self.stream_link();
+        let path = match kind {
+            RxQueueKind::Vf => AckPath::Vf,
+            RxQueueKind::Virtio => AckPath::Virtio { vcpu },
+        };
+        self.queues[queues]
+            .tcp
+            .ack_sent(index_u32(queues), path, bytes, self.now, &link, fx);
+        if kind == RxQueueKind::Vf {
+            self.vf_sent(queues, self.now, ACK_BYTES, fx);
         }
     }
 
@@ -323,9 +318,44 @@ impl StreamLink {
     }
 }
 
+/// The way the receiving guest's ACK leaves: through the VF's doorbell
+/// (no exit) over the link, or through `vcpu`'s virtio kick to vhost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AckPath {
+    Vf,
+    Virtio { vcpu: usize },
+}
+
 /// The flow's sending end (iperf's remote, netperf's guest): it owns its
 /// window and its link's timing, and lists what it sends.
 impl TcpFlow {
+    /// The receiving guest (iperf's) acknowledges `bytes` at `now` along
+    /// `path`.
+    pub(super) fn ack_sent(
+        &mut self,
+        pair: u32,
+        path: AckPath,
+        bytes: u64,
+        now: u64,
+        link: &StreamLink,
+        fx: &mut Effects,
+    ) {
+        self.acks.push_back(bytes);
+        match path {
+            AckPath::Vf => {
+                let at = now + link.wire_one_way_ns + link.frame_wire_ns(ACK_BYTES);
+                fx.schedule(at, TcpEvent::Ack { queues: pair });
+            }
+            AckPath::Virtio { vcpu } => {
+                fx.push(Effect::VirtioKick(vcpu));
+                fx.push(Effect::BackendStart {
+                    queues: pair as usize,
+                    job: BackendJob::TxAck,
+                });
+            }
+        }
+    }
+
     /// An ACK reaches the sender at `now`: the window opens and, if it
     /// had stalled the sender, it sends on.
     pub(super) fn ack_arrives(&mut self, pair: u32, now: u64, link: &StreamLink, fx: &mut Effects) {
@@ -611,6 +641,23 @@ mod tests {
         flow.send(2, 700, &link, &mut Effects::default());
         let fx = listed_alone(|fx| flow.send(2, 700, &link, fx));
         assert!(fx.is_empty(), "the window is full");
+    }
+
+    #[test]
+    fn the_receivers_ack_goes_over_the_link_or_through_vhost() {
+        let mut flow = two_segment_flow();
+        let fx = listed_alone(|fx| flow.ack_sent(2, AckPath::Vf, 2_000, 400, &LINK, fx));
+        // 38 bytes of framing at 10 Gb/s: 30.4 ns, rounded up.
+        let ack = TcpEvent::Ack { queues: 2 };
+        assert_eq!(fx, [scheduled(400 + 100 + 31, ack)]);
+        let path = AckPath::Virtio { vcpu: 1 };
+        let fx = listed_alone(|fx| flow.ack_sent(2, path, 1_000, 400, &LINK, fx));
+        let vhost = Effect::BackendStart {
+            queues: 2,
+            job: BackendJob::TxAck,
+        };
+        assert_eq!(fx, [Effect::VirtioKick(1), vhost]);
+        assert_eq!(flow.acks, [2_000, 1_000], "on their way, oldest first");
     }
 
     #[test]
