@@ -16,14 +16,16 @@
 //! serves, what it learns of the vCPUs its guest's IPIs reached, and
 //! hands a workload event to its module; no other module asks which
 //! workload runs. SIP, cyclictest, fio, l2fwd, the rr remote, ipi,
-//! ipi-call and memcached's and apache's clients are types that own
-//! their state (`Sip`, `Cyclictest`, `Fio`, `L2fwd`, `Remote`, `Ipi`,
-//! `IpiCall`, `apps::ClientPool` with apache's `http::Apachebench`;
-//! udp-rx has none, only `udp_rx::rings`): their methods take the few
-//! inputs they read (the time, the rng, a ring, a path or link fixed at
-//! start), change only their own state, and list effects or return a
-//! figure, so a test builds one alone; `workload` (and `apps` for the
-//! clients) holds the thin adapters that gather those inputs.
+//! ipi-call, memcached's and apache's clients and iperf's and netperf's
+//! TCP senders are types that own their state (`Sip`, `Cyclictest`,
+//! `Fio`, `L2fwd`, `Remote`, `Ipi`, `IpiCall`, `apps::ClientPool` with
+//! apache's `http::Apachebench`, each queue pair's `tcp::TcpFlow` with
+//! netperf's `RemoteReceiver`; udp-rx has none, only `udp_rx::rings`):
+//! their methods take the few inputs they read (the time, the rng, a
+//! ring, a path or link fixed at start), change only their own state,
+//! and list effects or return a figure, so a test builds one alone;
+//! `workload` (and `apps` for the clients, `netstack` for the TCP
+//! senders) holds the thin adapters that gather those inputs.
 //! Each module changes its own state and lists [`Effect`]s for the
 //! engine instead of calling another (a guest's ICR write too: `Ipi` and
 //! `IpiCall` list `Effect::WriteIcr`), as a `dirq_arch::lapic::Lapic`
@@ -44,7 +46,7 @@
 //!      |                   +-- Event::Workload(WorkloadEvent) --> |
 //!      |                         an adapter hands it to the type: |
 //!      |                         Sip, L2fwd, Remote, IpiCall,     |
-//!      |                         ClientPool; or netstack (Machine)|
+//!      |                         ClientPool, TcpFlow              |
 //!      |                   WorkloadModel (once per run): programs,|
 //!      |                     handlers, start, study results of    |
 //!      |                     udp_rx, cyclictest, fio, ipi, ...    |

@@ -214,25 +214,20 @@ impl Machine {
         }
     }
 
-    /// The receiving guest's ACK for `bytes` leaves: through the VF's
-    /// doorbell (no exit) over the link, or through virtio to vhost.
+    /// The receiving guest's ACK for `bytes` leaves
+    /// ([`TcpFlow::ack_sent`]); over the VF its completion is the VF's.
     fn send_ack(&mut self, vcpu: usize, kind: RxQueueKind, bytes: u64, fx: &mut Effects) {
         let queues = self.vcpus[vcpu].queues;
-        self.queues[queues].tcp.acks.push_back(bytes);
-        match kind {
-            RxQueueKind::Vf => {
-                fx.schedule(
-                    self.now + self.profile.guest_ns.wire_one_way + self.frame_wire_ns(ACK_BYTES),
-                    TcpEvent::Ack {
-                        queues: index_u32(queues),
-                    },
-                );
-                self.vf_sent(queues, self.now, ACK_BYTES, fx);
-            }
-            RxQueueKind::Virtio => {
-                self.virtio_kick(vcpu, fx);
-                self.backend_start(queues, BackendJob::TxAck, fx);
-            }
+        let link = self.stream_link();
+        let path = match kind {
+            RxQueueKind::Vf => AckPath::Vf,
+            RxQueueKind::Virtio => AckPath::Virtio { vcpu },
+        };
+        self.queues[queues]
+            .tcp
+            .ack_sent(index_u32(queues), path, bytes, self.now, &link, fx);
+        if kind == RxQueueKind::Vf {
+            self.vf_sent(queues, self.now, ACK_BYTES, fx);
         }
     }
 
@@ -249,69 +244,181 @@ impl Machine {
 
     /// An ACK reaches iperf's sender: the window opens and it sends on.
     pub(super) fn tcp_ack_arrives(&mut self, queues: usize, fx: &mut Effects) {
-        let flow = &mut self.queues[queues].tcp;
-        if let Some(bytes) = flow.acks.pop_front() {
-            let was_stalled = !flow.can_send_segment();
-            flow.acknowledged(bytes);
-            if was_stalled {
-                self.tcp_send(queues, fx);
+        let link = self.stream_link();
+        self.queues[queues]
+            .tcp
+            .ack_arrives(index_u32(queues), self.now, &link, fx);
+    }
+
+    /// iperf's sender sends what the window allows ([`TcpFlow::send`]).
+    pub(super) fn tcp_send(&mut self, queues: usize, fx: &mut Effects) {
+        let link = self.stream_link();
+        self.queues[queues]
+            .tcp
+            .send(index_u32(queues), self.now, &link, fx);
+    }
+
+    /// The figures a stream's sender uses, fixed for the run.
+    fn stream_link(&self) -> StreamLink {
+        let network = &self.profile.network;
+        StreamLink {
+            wire_one_way_ns: self.profile.guest_ns.wire_one_way,
+            frame_overhead_bytes: network.frame_overhead_bytes,
+            link_mbps: network.link_mbps,
+            mss: mss(network),
+            gso_bytes: network.gso_bytes,
+            over_pv: self.spec.group.transport == Transport::Pv,
+        }
+    }
+
+    /// netperf's TCP sends what its application wrote
+    /// ([`TcpFlow::tso_send`]); each send's completion is the VF's.
+    pub(super) fn tso_send(&mut self, queues: usize, fx: &mut Effects) {
+        let link = self.stream_link();
+        let pair = &mut self.queues[queues];
+        let sends = pair
+            .tcp
+            .tso_send(&mut pair.remote, index_u32(queues), self.now, &link, fx);
+        for (start, bytes) in sends {
+            self.vf_sent(queues, start, bytes, fx);
+        }
+    }
+
+    /// netperf's remote polls ([`TcpFlow::remote_polls`]).
+    pub(super) fn remote_poll(&mut self, queues: usize, fx: &mut Effects) {
+        let link = self.stream_link();
+        let pair = &mut self.queues[queues];
+        pair.tcp
+            .remote_polls(&mut pair.remote, index_u32(queues), self.now, &link, fx);
+    }
+
+    pub(super) fn mss(&self) -> u64 {
+        mss(&self.profile.network)
+    }
+}
+
+/// What a stream's sender puts its segments on, fixed for the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct StreamLink {
+    /// The link's one-way latency past serialization.
+    pub(super) wire_one_way_ns: u64,
+    pub(super) frame_overhead_bytes: u64,
+    pub(super) link_mbps: u64,
+    pub(super) mss: u64,
+    pub(super) gso_bytes: u64,
+    /// The sender is a host process handing GSO buffers to vhost (PV),
+    /// not a remote on the link.
+    pub(super) over_pv: bool,
+}
+
+impl StreamLink {
+    /// Serialization of one frame of `payload` bytes.
+    fn frame_wire_ns(&self, payload: u64) -> u64 {
+        wire_ns(payload, 1, self.frame_overhead_bytes, self.link_mbps)
+    }
+}
+
+/// The way the receiving guest's ACK leaves: through the VF's doorbell
+/// (no exit) over the link, or through `vcpu`'s virtio kick to vhost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AckPath {
+    Vf,
+    Virtio { vcpu: usize },
+}
+
+/// The flow's sending end (iperf's remote, netperf's guest): it owns its
+/// window and its link's timing, and lists what it sends.
+impl TcpFlow {
+    /// The receiving guest (iperf's) acknowledges `bytes` at `now` along
+    /// `path`.
+    pub(super) fn ack_sent(
+        &mut self,
+        pair: u32,
+        path: AckPath,
+        bytes: u64,
+        now: u64,
+        link: &StreamLink,
+        fx: &mut Effects,
+    ) {
+        self.acks.push_back(bytes);
+        match path {
+            AckPath::Vf => {
+                let at = now + link.wire_one_way_ns + link.frame_wire_ns(ACK_BYTES);
+                fx.schedule(at, TcpEvent::Ack { queues: pair });
+            }
+            AckPath::Virtio { vcpu } => {
+                fx.push(Effect::VirtioKick(vcpu));
+                fx.push(Effect::BackendStart {
+                    queues: pair as usize,
+                    job: BackendJob::TxAck,
+                });
             }
         }
     }
 
-    /// iperf's sender sends what the window allows: MSS frames back to
-    /// back at line rate over the link, or GSO buffers to vhost (PV). One
-    /// send is pending at most (a later one replaces it).
-    pub(super) fn tcp_send(&mut self, queues: usize, fx: &mut Effects) {
-        let now = self.now;
-        let pair = index_u32(queues);
-        let flow = &mut self.queues[queues].tcp;
-        if flow.link_free_at > now {
+    /// An ACK reaches the sender at `now`: the window opens and, if it
+    /// had stalled the sender, it sends on.
+    pub(super) fn ack_arrives(&mut self, pair: u32, now: u64, link: &StreamLink, fx: &mut Effects) {
+        if let Some(bytes) = self.acks.pop_front() {
+            let was_stalled = !self.can_send_segment();
+            self.acknowledged(bytes);
+            if was_stalled {
+                self.send(pair, now, link, fx);
+            }
+        }
+    }
+
+    /// The sender sends what the window allows at `now`: MSS frames back
+    /// to back at line rate over the link, or GSO buffers to vhost (PV).
+    /// One send is pending at most (a later one replaces it).
+    pub(super) fn send(&mut self, pair: u32, now: u64, link: &StreamLink, fx: &mut Effects) {
+        if self.link_free_at > now {
             // The link is still sending the previous frame.
-            fx.schedule(flow.link_free_at, TcpEvent::Send { queues: pair });
+            fx.schedule(self.link_free_at, TcpEvent::Send { queues: pair });
             return;
         }
-        if !flow.can_send_segment() {
+        if !self.can_send_segment() {
             return;
         }
-        let segment = flow.segment_bytes;
-        flow.sent(segment);
-        match self.spec.group.transport {
-            Transport::Pv => {
-                self.backend_start(queues, BackendJob::RxPacket, fx);
-                fx.schedule(now, TcpEvent::Send { queues: pair });
-            }
-            _ => {
-                let on_wire = self.frame_wire_ns(segment);
-                self.queues[queues].tcp.link_free_at = now + on_wire;
-                let arrival = now + on_wire + self.profile.guest_ns.wire_one_way;
-                fx.schedule(arrival, TcpEvent::SegmentArrival { queues: pair });
-                fx.schedule(now + on_wire, TcpEvent::Send { queues: pair });
-            }
+        let segment = self.segment_bytes;
+        self.sent(segment);
+        if link.over_pv {
+            fx.push(Effect::BackendStart {
+                queues: pair as usize,
+                job: BackendJob::RxPacket,
+            });
+            fx.schedule(now, TcpEvent::Send { queues: pair });
+        } else {
+            let on_wire = link.frame_wire_ns(segment);
+            self.link_free_at = now + on_wire;
+            let arrival = now + on_wire + link.wire_one_way_ns;
+            fx.schedule(arrival, TcpEvent::SegmentArrival { queues: pair });
+            fx.schedule(now + on_wire, TcpEvent::Send { queues: pair });
         }
     }
 
     /// netperf's TCP sends what its application wrote, as far as the
     /// window allows: one TSO send per GSO buffer, cut into MSS frames by
-    /// the NIC; the remote acknowledges each GRO merge of its polls
+    /// the NIC; the `remote` acknowledges each GRO merge of its polls
     /// ([`RemoteReceiver`]). A send of more than one segment is cut at a
     /// whole number of segments and the rest waits for Nagle (Linux
     /// 3.1's `tcp_write_xmit` limits it with `tcp_mss_split_point`,
     /// which returns `needed - needed % mss_now` for the write queue's
-    /// tail): no sub-MSS frame trails a TSO send.
-    pub(super) fn tso_send(&mut self, queues: usize, fx: &mut Effects) {
-        let mss = self.mss();
-        let network = &self.profile.network;
-        let (overhead, link) = (network.frame_overhead_bytes, network.link_mbps);
-        let gso = network.gso_bytes;
-        let wire_one_way = self.profile.guest_ns.wire_one_way;
-        let now = self.now;
-        let pair = &mut self.queues[queues];
+    /// tail): no sub-MSS frame trails a TSO send. Returns each send's
+    /// start and bytes.
+    pub(super) fn tso_send(
+        &mut self,
+        remote: &mut RemoteReceiver,
+        pair: u32,
+        now: u64,
+        link: &StreamLink,
+        fx: &mut Effects,
+    ) -> Vec<(u64, u64)> {
+        let (mss, overhead, rate) = (link.mss, link.frame_overhead_bytes, link.link_mbps);
         let mut sends = Vec::new();
         loop {
-            let flow = &mut pair.tcp;
-            let bytes = flow.buffered.min(flow.room()).min(gso);
-            if bytes == 0 || (bytes < mss && flow.in_flight() > 0) {
+            let bytes = self.buffered.min(self.room()).min(link.gso_bytes);
+            if bytes == 0 || (bytes < mss && self.in_flight() > 0) {
                 // Nagle (RFC 896): a partial segment waits while data is
                 // unacknowledged.
                 break;
@@ -321,48 +428,40 @@ impl Machine {
             } else {
                 bytes
             };
-            flow.buffered -= bytes;
-            flow.sent(bytes);
-            let start = now.max(flow.link_free_at);
+            self.buffered -= bytes;
+            self.sent(bytes);
+            let start = now.max(self.link_free_at);
             sends.push((start, bytes));
             let frames = bytes.div_ceil(mss);
-            flow.link_free_at = start + wire_ns(bytes, frames, overhead, link);
+            self.link_free_at = start + wire_ns(bytes, frames, overhead, rate);
             for frame in 1..=frames {
                 let through = bytes.min(frame * mss);
                 let payload = through - (frame - 1) * mss;
-                let arrival = start + wire_ns(through, frame, overhead, link) + wire_one_way;
-                if let Some(poll_at) = pair.remote.frame(arrival, payload) {
-                    fx.schedule(
-                        poll_at,
-                        TcpEvent::RemotePoll {
-                            queues: index_u32(queues),
-                        },
-                    );
+                let arrival =
+                    start + wire_ns(through, frame, overhead, rate) + link.wire_one_way_ns;
+                if let Some(poll_at) = remote.frame(arrival, payload) {
+                    fx.schedule(poll_at, TcpEvent::RemotePoll { queues: pair });
                 }
             }
         }
-        for (start, bytes) in sends {
-            self.vf_sent(queues, start, bytes, fx);
-        }
+        sends
     }
 
-    /// netperf's remote polls: its ACKs leave for the guest's VF.
-    pub(super) fn remote_poll(&mut self, queues: usize, fx: &mut Effects) {
-        let arrival = self.now + self.profile.guest_ns.wire_one_way;
-        let pair = &mut self.queues[queues];
-        for covered in pair.remote.poll(self.now) {
-            pair.tcp.acks.push_back(covered);
-            fx.schedule(
-                arrival,
-                TcpEvent::AckArrival {
-                    queues: index_u32(queues),
-                },
-            );
+    /// netperf's `remote` polls at `now`: its ACKs leave for the guest's
+    /// VF.
+    pub(super) fn remote_polls(
+        &mut self,
+        remote: &mut RemoteReceiver,
+        pair: u32,
+        now: u64,
+        link: &StreamLink,
+        fx: &mut Effects,
+    ) {
+        let arrival = now + link.wire_one_way_ns;
+        for covered in remote.poll(now) {
+            self.acks.push_back(covered);
+            fx.schedule(arrival, TcpEvent::AckArrival { queues: pair });
         }
-    }
-
-    pub(super) fn mss(&self) -> u64 {
-        mss(&self.profile.network)
     }
 }
 
@@ -396,7 +495,7 @@ pub(super) fn tcp_flow(network: &NetworkCosts, transport: Transport) -> TcpFlow 
 mod tests {
     use dirq_stats::f64_of;
 
-    use super::super::fixture::{did_run, listed, scheduled, shaped};
+    use super::super::fixture::{did_run, listed, listed_alone, scheduled, shaped};
     use super::*;
     use crate::policy::DesignKind;
     use crate::scenario::{NicCoalescing, RunGroup};
@@ -474,6 +573,114 @@ mod tests {
         let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));
         assert_eq!(fx, [scheduled(on_wire, send)]);
         assert_eq!(m.queues[0].tcp.in_flight(), m.mss());
+    }
+
+    /// A 10 Gb/s link, 100 ns one way, 38 bytes of framing.
+    const LINK: StreamLink = StreamLink {
+        wire_one_way_ns: 100,
+        frame_overhead_bytes: 38,
+        link_mbps: 10_000,
+        mss: 1_000,
+        gso_bytes: 2_000,
+        over_pv: false,
+    };
+
+    /// A flow of 1,000-byte segments and a two-segment window.
+    fn two_segment_flow() -> TcpFlow {
+        TcpFlow::new(2_000, 1_000, 2_000)
+    }
+
+    #[test]
+    fn an_ack_that_opens_a_stalled_window_lists_the_next_send() {
+        let mut flow = two_segment_flow();
+        flow.sent(2_000);
+        flow.acks.push_back(1_000);
+        let fx = listed_alone(|fx| flow.ack_arrives(3, 5_000, &LINK, fx));
+        // 1,038 bytes at 10 Gb/s: 830.4 ns, rounded up.
+        let on_wire = LINK.frame_wire_ns(1_000);
+        assert_eq!(on_wire, 831);
+        let frame = TcpEvent::SegmentArrival { queues: 3 };
+        let send = TcpEvent::Send { queues: 3 };
+        assert_eq!(
+            fx,
+            [
+                scheduled(5_000 + on_wire + 100, frame),
+                scheduled(5_000 + on_wire, send)
+            ]
+        );
+        assert_eq!(flow.in_flight(), 2_000);
+        assert_eq!(flow.link_free_at, 5_000 + on_wire);
+    }
+
+    #[test]
+    fn an_ack_into_an_open_window_lists_nothing() {
+        let mut flow = two_segment_flow();
+        flow.sent(1_000);
+        flow.acks.push_back(1_000);
+        let fx = listed_alone(|fx| flow.ack_arrives(0, 0, &LINK, fx));
+        assert!(fx.is_empty(), "the pending send goes on its own");
+        assert_eq!(flow.in_flight(), 0);
+        assert_eq!(flow.acked_bytes, 1_000);
+        let fx = listed_alone(|fx| flow.ack_arrives(0, 0, &LINK, fx));
+        assert!(fx.is_empty(), "no ACK on its way");
+    }
+
+    #[test]
+    fn over_pv_the_sender_hands_each_buffer_to_vhost_and_sends_on() {
+        let link = StreamLink {
+            over_pv: true,
+            ..LINK
+        };
+        let mut flow = two_segment_flow();
+        let fx = listed_alone(|fx| flow.send(2, 700, &link, fx));
+        let vhost = Effect::BackendStart {
+            queues: 2,
+            job: BackendJob::RxPacket,
+        };
+        assert_eq!(fx, [vhost, scheduled(700, TcpEvent::Send { queues: 2 })]);
+        flow.send(2, 700, &link, &mut Effects::default());
+        let fx = listed_alone(|fx| flow.send(2, 700, &link, fx));
+        assert!(fx.is_empty(), "the window is full");
+    }
+
+    #[test]
+    fn the_receivers_ack_goes_over_the_link_or_through_vhost() {
+        let mut flow = two_segment_flow();
+        let fx = listed_alone(|fx| flow.ack_sent(2, AckPath::Vf, 2_000, 400, &LINK, fx));
+        // 38 bytes of framing at 10 Gb/s: 30.4 ns, rounded up.
+        let ack = TcpEvent::Ack { queues: 2 };
+        assert_eq!(fx, [scheduled(400 + 100 + 31, ack)]);
+        let path = AckPath::Virtio { vcpu: 1 };
+        let fx = listed_alone(|fx| flow.ack_sent(2, path, 1_000, 400, &LINK, fx));
+        let vhost = Effect::BackendStart {
+            queues: 2,
+            job: BackendJob::TxAck,
+        };
+        assert_eq!(fx, [Effect::VirtioKick(1), vhost]);
+        assert_eq!(flow.acks, [2_000, 1_000], "on their way, oldest first");
+    }
+
+    #[test]
+    fn a_tso_send_lists_the_remotes_polls_and_its_acks_come_back() {
+        let mut flow = TcpFlow::new(4_000, 1_000, 2_000);
+        // The remote's NIC interrupts at most every 32 us.
+        let mode = super::super::itr::ItrMode::Fixed {
+            interval_ns: 32_000,
+        };
+        let mut remote = RemoteReceiver::new(mode, 2_000, 1_000);
+        flow.buffered = 2_500;
+        let mut sends = Vec::new();
+        let fx = listed_alone(|fx| sends = flow.tso_send(&mut remote, 1, 0, &LINK, fx));
+        assert_eq!(sends, [(0, 2_000)], "one GSO buffer; the rest waits");
+        assert_eq!(flow.buffered, 500);
+        // Frame 1 lands at 831 + 100 ns and fires at once; frame 2, at
+        // 1,661 + 100 ns, waits out the throttle.
+        let poll = TcpEvent::RemotePoll { queues: 1 };
+        assert_eq!(fx, [scheduled(931, poll), scheduled(32_931, poll)]);
+        let fx = listed_alone(|fx| flow.remote_polls(&mut remote, 1, 931, &LINK, fx));
+        let ack = TcpEvent::AckArrival { queues: 1 };
+        assert_eq!(fx, [scheduled(1_031, ack)]);
+        assert_eq!(flow.acks, [1_000]);
     }
 
     #[test]
