@@ -148,7 +148,7 @@ impl ClientPool {
         now: u64,
         fx: &mut Effects,
     ) -> Option<u64> {
-        let (latency, next) = self.answered(now, self.link.back_to_back);
+        let (latency, next) = self.answered(now);
         if next {
             self.send(vm, now, fx);
         }
@@ -183,11 +183,11 @@ impl ClientPool {
 
     /// The oldest request's response came back at `now`: its response
     /// time, and whether a request leaves now on the freed connection
-    /// (one was waiting, or `back_to_back` clients send at once).
-    fn answered(&mut self, now: u64, back_to_back: bool) -> (Option<u64>, bool) {
+    /// (one was waiting, or back-to-back clients send at once).
+    fn answered(&mut self, now: u64) -> (Option<u64>, bool) {
         let latency = self.sent.pop_front().map(|sent| now - sent);
         self.outstanding = self.outstanding.saturating_sub(1);
-        let offered = if back_to_back {
+        let offered = if self.link.back_to_back {
             Some(now)
         } else {
             self.waiting.pop_front()
@@ -322,8 +322,7 @@ impl Machine {
     /// The response reaches its client.
     fn response_arrives(&mut self, vm: usize, fx: &mut Effects) {
         if let Some(latency) = self.vms[vm].clients.response_arrived(vm, self.now, fx) {
-            self.counters.latencies.push(latency);
-            self.counters.requests_done += 1;
+            self.counters.request_done(latency);
         }
     }
 
@@ -385,11 +384,11 @@ mod tests {
         assert_eq!(pool.outstanding, 2);
         // The oldest is answered first; the waiting request takes its
         // connection, timed from its offer.
-        assert_eq!(pool.answered(100, false), (Some(100), true));
+        assert_eq!(pool.answered(100), (Some(100), true));
         assert_eq!(pool.outstanding, 2);
-        assert_eq!(pool.answered(150, false), (Some(140), false));
+        assert_eq!(pool.answered(150), (Some(140), false));
         assert_eq!(pool.sent.front(), Some(&20), "offered at 20, sent at 100");
-        assert_eq!(pool.answered(300, false), (Some(280), false));
+        assert_eq!(pool.answered(300), (Some(280), false));
         assert_eq!(pool.outstanding, 0);
     }
 
@@ -397,8 +396,8 @@ mod tests {
     fn back_to_back_clients_send_again_at_once() {
         let mut pool = pool(1, true);
         assert!(pool.offer(0));
-        assert_eq!(pool.answered(50, true), (Some(50), true));
-        assert_eq!(pool.answered(80, true), (Some(30), true));
+        assert_eq!(pool.answered(50), (Some(50), true));
+        assert_eq!(pool.answered(80), (Some(30), true));
     }
 
     #[test]

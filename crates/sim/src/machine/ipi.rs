@@ -60,8 +60,7 @@ impl Ipi {
     /// A target's handler runs at `now`: one IPI's latency.
     pub(super) fn record_latency(&mut self, vcpu: usize, now: u64, counters: &mut Counters) {
         if let Some(sent) = self.take_sent(vcpu) {
-            counters.latencies.push(now - sent);
-            counters.requests_done += 1;
+            counters.request_done(now - sent);
         }
     }
 }

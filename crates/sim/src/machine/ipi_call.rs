@@ -172,8 +172,7 @@ impl Machine {
             CallEvent::Done { vm } => {
                 let vm = vm as usize;
                 let latency = self.ipi_call.finish(vm, self.now);
-                self.counters.latencies.push(latency);
-                self.counters.requests_done += 1;
+                self.counters.request_done(latency);
                 let caller = self.vms[vm].vcpus[0];
                 if self.in_guest(caller) {
                     fx.push(Effect::Poke(caller));
