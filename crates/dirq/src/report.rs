@@ -559,7 +559,7 @@ fn run_simulations(
         .raw
         .insert("sim_scenarios".into(), serde_json::Value::Array(raws));
 
-    let designs = dirq_sim::policy::DesignKind::ALL.len() as u64;
+    let designs = dirq_sim::design::DesignKind::ALL.len() as u64;
     let trace = steps.run(Step::Trace, designs, |bar| {
         simulate::write_design_trace(traces_dir, seed, bar)
     });

@@ -84,9 +84,9 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             let scenario = scenario::builtin(name)?;
             let summary = scenario.description.lines().next().unwrap_or_default();
             let mut designs: Vec<&str> = Vec::new();
-            for policy in scenario.runs.iter().flat_map(|group| &group.policies) {
-                if !designs.contains(&policy.name()) {
-                    designs.push(policy.name());
+            for design in scenario.runs.iter().flat_map(|group| &group.designs) {
+                if !designs.contains(&design.name()) {
+                    designs.push(design.name());
                 }
             }
             listing += &format!(
@@ -266,7 +266,7 @@ fn run_text(run: &RunResult) -> String {
         .iter()
         .map(|(key, value)| format!("{key}={value}"))
         .collect();
-    let mut text = format!("\n== {} [{}]\n", run.policy, params.join(" "));
+    let mut text = format!("\n== {} [{}]\n", run.design, params.join(" "));
     text += &format!(
         "  exits/s {:>12.0}   time in guest {:>7.2} %   cpu busy {:>7.2} %\n",
         run.exits_per_s,
@@ -295,7 +295,7 @@ fn run_text(run: &RunResult) -> String {
         );
     }
     // The figures of the paper the scenario reproduces, whichever it reports.
-    if let Ok(serde_json::Value::Object(paper)) = serde_json::to_value(&run.study) {
+    if let Ok(serde_json::Value::Object(paper)) = serde_json::to_value(&run.figures) {
         if !paper.is_empty() {
             let figures: Vec<String> = paper
                 .iter()

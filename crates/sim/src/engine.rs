@@ -1,5 +1,5 @@
 //! The discrete-event engine every simulation runs on: the x86 machine
-//! (`crate::machine`) and the Loongson VIOAPIC study's core
+//! (`crate::machine`) and the Loongson VIOAPIC paper's core
 //! (`crate::vioapic`) are [`Model`]s, and [`run`] pops their events in
 //! time order and hands each to its model until the run's end.
 

@@ -1,5 +1,5 @@
 //! `dirq-sim`: a deterministic discrete-event simulator of a virtualized
-//! server, comparing interrupt-delivery policies (vanilla KVM, APICv, ELI,
+//! server, comparing interrupt-delivery designs (vanilla KVM, APICv, ELI,
 //! DID and a broken naive design) on the `dirq_arch` hardware models.
 //!
 //! ```no_run
@@ -10,10 +10,10 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod design;
 mod engine;
 mod machine;
 pub mod metrics;
-pub mod policy;
 pub mod profile;
 mod qos;
 mod queue;
@@ -38,7 +38,7 @@ pub use profile::CostProfile;
 pub use scenario::Scenario;
 
 use machine::{index_u32, Machine};
-use metrics::{InterruptCounts, StudyResults, Throughput, ThroughputUnit};
+use metrics::{InterruptCounts, Throughput, ThroughputUnit, WorkloadFigures};
 use scenario::{RunSpec, WorkloadKind};
 use trace::{Trace, TraceFile};
 
@@ -55,7 +55,7 @@ pub enum SimError {
 pub struct RunOptions {
     pub seed: u64,
     /// Overrides the scenario's built-in profile (x86 scenarios; the
-    /// Loongson VIOAPIC study always runs on `loongson-2019`).
+    /// Loongson VIOAPIC paper always runs on `loongson-2019`).
     pub profile: Option<CostProfile>,
     /// Collect a Chrome/Perfetto trace.
     pub trace: bool,
@@ -173,7 +173,7 @@ pub fn run_selected(
             continue;
         };
         if let (Some(file), Some(trace)) = (trace_file.as_mut(), trace) {
-            let label = format!("{} {}", run.policy, spec_label(spec));
+            let label = format!("{} {}", run.design, spec_label(spec));
             file.add_run(
                 index_u32(index),
                 &label,
@@ -252,7 +252,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         params.insert("dropped_packets".into(), dropped.into());
     }
     RunResult {
-        policy: spec.policy,
+        design: spec.design,
         params,
         exits_per_s: f64_of(total_exits) / seconds,
         interrupts_per_s: f64_of(machine.checker.raised) / seconds,
@@ -262,11 +262,11 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         latency_ns: LatencySummary::from_samples_ns(&counters.latencies),
         throughput: throughput(spec, counters, seconds),
         invariant_violations,
-        study: StudyResults {
+        figures: WorkloadFigures {
             timer_irqs_in_host_mode: spec
                 .has_guest_timer()
                 .then_some(counters.timer_irqs_in_host_mode),
-            ..machine.study_results()
+            ..machine.workload_figures()
         },
         interrupts: InterruptCounts {
             raised: machine.checker.raised,

@@ -1,5 +1,5 @@
 //! The x86 machine, a model on the simulator's engine (`crate::engine`,
-//! which also runs the VIOAPIC study's core): dispatch and the one place
+//! which also runs the VIOAPIC paper's core): dispatch and the one place
 //! that applies effects. Its parts live in the submodules: the hardware
 //! (`devices`: NIC rings, coalescing, vhost, the guest's IPIs through the
 //! ICR and `dirq_arch::bus`; `tx_completion`: the VF's transmit event
@@ -30,8 +30,8 @@
 //! engine instead of calling another (a guest's ICR write too: `Ipi` and
 //! `IpiCall` list `Effect::WriteIcr`), as a `dirq_arch::lapic::Lapic`
 //! returns bus messages. A design's behaviour is its table
-//! (`crate::policy::<design>`) plus the types of
-//! `crate::policy::mechanism` the table names; the machine calls them and
+//! (`crate::design::<design>`) plus the types of
+//! `crate::design::mechanism` the table names; the machine calls them and
 //! never branches on a table field. The mechanisms carry the decisions
 //! out on the hardware models of `dirq_arch` (every physical LAPIC and
 //! every vCPU's virtual LAPIC is a `dirq_arch::lapic::Lapic`; VMCS, IOMMU
@@ -52,7 +52,7 @@
 //!      |                     udp_rx, cyclictest, fio, ipi, ...    |
 //!      |                                  |  calls the design's   |
 //!      |                                  v  mechanisms           |
-//!      |                   policy::mechanism::{injection, signal, |
+//!      |                   design::mechanism::{injection, signal, |
 //!      |                     timer, host_tick, host_interrupt,    |
 //!      |                     preemption, irte, vmcs}              |
 //!      |                     state: InjectionState, TimerState    |
@@ -121,14 +121,14 @@ use dirq_arch::msi::{MsiMessage, RemappableMsi};
 use dirq_arch::posted::PostedInterruptDescriptor;
 use dirq_arch::vmcs::{MsrWriteAction, CPU_INTERRUPT_WINDOW_EXITING};
 
+use crate::design::mechanism::injection::InjectionState;
+use crate::design::mechanism::posting::PostSource;
+use crate::design::mechanism::signal::{Signal, Whereabouts};
+use crate::design::mechanism::timer::{TimerEffect, TimerEffects, TimerState};
+use crate::design::mechanism::VcpuHardware;
+use crate::design::{msrs, Design, VfRoute, NOT_PRESENT_EXCEPTION};
 use crate::engine;
 use crate::metrics::ExitReason;
-use crate::policy::mechanism::injection::InjectionState;
-use crate::policy::mechanism::posting::PostSource;
-use crate::policy::mechanism::signal::{Signal, Whereabouts};
-use crate::policy::mechanism::timer::{TimerEffect, TimerEffects, TimerState};
-use crate::policy::mechanism::VcpuHardware;
-use crate::policy::{msrs, Design, VfRoute, NOT_PRESENT_EXCEPTION};
 use crate::profile::CostProfile;
 use crate::queue::{EventQueue, Keyed};
 use crate::rng::Rng;
@@ -140,7 +140,7 @@ use crate::SimError;
 use apps::ClientEvent;
 pub(crate) use checker::Checker;
 use cyclictest::Cyclictest;
-use devices::{vf_requester, BackendJob, QueuePair, RxQueue, RxQueueKind};
+use devices::{vf_requester, BackendJob, QueuePair, Ring, RxRing};
 use effects::{Effect, Effects};
 use fio::Fio;
 use guest::{Frame, TimerWrite};
@@ -154,7 +154,7 @@ use rr::{Remote, RemoteEvent};
 use sip::SipEvent;
 pub(crate) use state::Counters;
 use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
-use tx_completion::{TxEventQueue, VfEventQueue};
+use tx_completion::{TxEq, VfVector};
 use workload::{WorkloadEvent, WorkloadModel};
 
 // Guest vectors (what the guest OS programmed), in Linux's layout.
@@ -220,22 +220,22 @@ impl Clock for At {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Event {
     PacketArrival {
-        queues: u32,
-        kind: RxQueueKind,
+        pair: u32,
+        kind: Ring,
     },
     CoalesceTimeout {
-        queues: u32,
+        pair: u32,
     },
     /// The VF posts a transmit completion (`tx_completion`).
     TxCompletion {
-        queues: u32,
+        pair: u32,
     },
     /// The transmit event queue's delay has passed.
     TxCoalesceTimeout {
-        queues: u32,
+        pair: u32,
     },
     BackendDone {
-        queues: u32,
+        pair: u32,
         job: BackendJob,
     },
     HostDone {
@@ -285,14 +285,14 @@ const CANCELLABLE_KINDS: usize = 8;
 impl Keyed for Event {
     fn key(&self) -> Option<usize> {
         let (kind, id) = match *self {
-            Event::CoalesceTimeout { queues } => (0, queues),
+            Event::CoalesceTimeout { pair } => (0, pair),
             Event::HostDone { core } => (1, core),
             Event::GuestStep { vcpu } => (2, vcpu),
             Event::PhysicalTimer { core } => (3, core),
             Event::HostTimer { vcpu } => (4, vcpu),
             Event::SliceEnd { core } => (5, core),
-            Event::Workload(WorkloadEvent::Tcp(TcpEvent::Send { queues })) => (6, queues),
-            Event::TxCoalesceTimeout { queues } => (7, queues),
+            Event::Workload(WorkloadEvent::Tcp(TcpEvent::Send { pair })) => (6, pair),
+            Event::TxCoalesceTimeout { pair } => (7, pair),
             _ => return None,
         };
         Some(id as usize * CANCELLABLE_KINDS + kind)
@@ -343,7 +343,7 @@ pub(crate) struct Machine {
     cores: Vec<Core>,
     vcpus: Vec<Vcpu>,
     vms: Vec<Vm>,
-    queues: Vec<QueuePair>,
+    pairs: Vec<QueuePair>,
     iommu: InterruptRemappingTable,
     pub(crate) counters: Counters,
     /// The VoIP run's calls (empty for other workloads).
@@ -367,7 +367,7 @@ pub(crate) struct Machine {
 impl Machine {
     /// The queue pair and event queue whose VF MSI-X vector a host
     /// vector on `core` is.
-    fn host_vf_queues(&self, core: usize, vector: u8) -> Option<(usize, VfEventQueue)> {
+    fn host_vf_vector(&self, core: usize, vector: u8) -> Option<(usize, VfVector)> {
         let index = vector.checked_sub(HOST_VF_VECTOR_BASE)?;
         self.cores[core].vf_vectors.get(usize::from(index)).copied()
     }
@@ -436,11 +436,11 @@ impl Machine {
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
             Effect::VirtioKick(vcpu) => self.virtio_kick(vcpu, fx),
             Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
-            Effect::RxPacket { queues, queue } => self.rx_packet(queues, queue, fx),
-            Effect::BackendStart { queues, job } => self.backend_start(queues, job, fx),
+            Effect::RxPacket { pair, queue } => self.rx_packet(pair, queue, fx),
+            Effect::BackendStart { pair, job } => self.backend_start(pair, job, fx),
             Effect::PacketTaken { vcpu, queue } => self.packet_taken(vcpu, queue, fx),
-            Effect::NapiComplete { queues } => self.napi_complete(queues, fx),
-            Effect::TxReaped { queues } => self.tx_reaped(queues, fx),
+            Effect::NapiComplete { pair } => self.napi_complete(pair, fx),
+            Effect::TxReaped { pair } => self.tx_reaped(pair, fx),
             Effect::Poke(vcpu) => {
                 self.suspend(vcpu, fx);
                 self.run_guest(vcpu, fx);
@@ -462,11 +462,11 @@ impl Machine {
 
     fn dispatch(&mut self, event: Event, fx: &mut Effects) {
         match event {
-            Event::PacketArrival { queues, kind } => self.packet_arrival(queues as usize, kind, fx),
-            Event::CoalesceTimeout { queues } => self.maybe_fire_vf(queues as usize, true, fx),
-            Event::TxCompletion { queues } => self.tx_completed(queues as usize, fx),
-            Event::TxCoalesceTimeout { queues } => self.maybe_fire_tx(queues as usize, fx),
-            Event::BackendDone { queues, job } => self.backend_done(queues as usize, job, fx),
+            Event::PacketArrival { pair, kind } => self.packet_arrival(pair as usize, kind, fx),
+            Event::CoalesceTimeout { pair } => self.maybe_fire_vf(pair as usize, true, fx),
+            Event::TxCompletion { pair } => self.tx_completed(pair as usize, fx),
+            Event::TxCoalesceTimeout { pair } => self.maybe_fire_tx(pair as usize, fx),
+            Event::BackendDone { pair, job } => self.backend_done(pair as usize, job, fx),
             Event::HostDone { core } => {
                 let core = core as usize;
                 if self.cores[core].mode == Mode::Host {
@@ -523,7 +523,7 @@ impl Machine {
     /// Re-evaluates DID's timer invariant for `core` after its LAPIC timer,
     /// its timer owner or its current vCPU changed.
     fn recheck_timer_ownership(&mut self, core: usize) {
-        if core == HOUSEKEEPING_CORE || !self.design.timer_path.physical_timer_has_owner() {
+        if core == HOUSEKEEPING_CORE || !self.design.guest_timer.physical_timer_has_owner() {
             return;
         }
         let c = &mut self.cores[core];
@@ -542,7 +542,7 @@ impl Machine {
                 let held = self.vms[vm].vcpus.iter().any(|&vcpu| {
                     let v = &self.vcpus[vcpu];
                     let lapic = &self.cores[v.home_core].lapic;
-                    let pair = &self.queues[v.queues];
+                    let pair = &self.pairs[v.pair];
                     let host_form = match vector {
                         GUEST_VF_VECTOR => Some(pair.vf_host_vector),
                         GUEST_VF_TX_VECTOR => pair.tx_eq.map(|eq| eq.host_vector),
@@ -603,7 +603,7 @@ impl Machine {
         self.apply(&mut fx);
         self.fx = fx;
         self.counters.spin_ns = self.vcpus.iter().map(|v| v.spin_ns).sum();
-        self.counters.acked_bytes = self.queues.iter().map(|q| q.tcp.acked_bytes).sum();
+        self.counters.acked_bytes = self.pairs.iter().map(|q| q.tcp.acked_bytes).sum();
         self.count_lost();
         self.count_unwoken_sleepers();
     }
@@ -618,9 +618,9 @@ impl Machine {
     }
 
     pub(crate) fn dropped_packets(&self) -> u64 {
-        self.queues
+        self.pairs
             .iter()
-            .map(|queues| queues.vf.dropped + queues.virtio.dropped)
+            .map(|pair| pair.vf.dropped + pair.virtio.dropped)
             .sum()
     }
 }

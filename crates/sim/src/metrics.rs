@@ -7,7 +7,7 @@ use dirq_arch::exit::VmxExit;
 use dirq_stats::LatencySummary;
 use serde::{Deserialize, Serialize};
 
-use crate::policy::DesignKind;
+use crate::design::DesignKind;
 
 /// The simulator's exit classes: each is one VMX exit (what the output
 /// names it, [`ExitReason::vmx`]) with a service time of its own, so NMI
@@ -149,14 +149,14 @@ impl TryFrom<String> for ThroughputUnit {
     }
 }
 
-/// One policy run of one scenario point.
+/// One design run of one scenario point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
-    pub policy: DesignKind,
+    pub design: DesignKind,
     pub params: BTreeMap<String, serde_json::Value>,
     pub exits_per_s: f64,
     /// Interrupts raised per second (the checker's `raised` over the run):
-    /// the studies' "interrupts/s". Absent from results written before it
+    /// the papers' "interrupts/s". Absent from results written before it
     /// existed, read as 0.
     #[serde(default)]
     pub interrupts_per_s: f64,
@@ -170,9 +170,9 @@ pub struct RunResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throughput: Option<Throughput>,
     pub invariant_violations: BTreeMap<Invariant, u64>,
-    /// Results particular to one study, beside the common fields.
+    /// Results particular to one workload, beside the common fields.
     #[serde(flatten)]
-    pub study: StudyResults,
+    pub figures: WorkloadFigures,
     /// Interrupts the checker followed: raised, handled, coalesced.
     pub interrupts: InterruptCounts,
     pub events: u64,
@@ -181,17 +181,17 @@ pub struct RunResult {
     pub wall_s: f64,
 }
 
-/// The figures one study reports that the others do not; absent from a
+/// The figures one workload reports that the others do not; absent from a
 /// run's JSON unless its workload measures them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct StudyResults {
+pub struct WorkloadFigures {
     /// Loongson VIOAPIC: host cycles per delivered interrupt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cycles_per_interrupt: Option<f64>,
     /// Loongson VIOAPIC: seconds for one million interrupts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds_per_million: Option<f64>,
-    /// IPI study: seconds for the benchmark's 100,000 calls.
+    /// IPI paper: seconds for the benchmark's 100,000 calls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total_s: Option<f64>,
     /// VoIP: calls per setup-latency bucket (`<10`, `10-100`, `100-200`,

@@ -304,7 +304,7 @@ pub const ELI_2012_TOML: &str = include_str!("../../../profiles/eli-2012.toml");
 pub const IPI_2019_TOML: &str = include_str!("../../../profiles/ipi-2019.toml");
 
 /// The profiles compiled into the binary; a scenario names the one its
-/// study's testbed has (`profile = "ipi-2019"`), did-2015 by default.
+/// paper's testbed has (`profile = "ipi-2019"`), did-2015 by default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BuiltinProfile {
     #[default]

@@ -1,10 +1,10 @@
-//! Scenarios: which workloads to run under which policies on which host.
+//! Scenarios: which workloads to run under which designs on which host.
 //! Built-in scenarios are the TOML files in `scenarios/`, embedded.
 //!
 //! A scenario is a name, a description, `duration_ms`, the NIC's coalescing,
 //! optionally the cost `profile` it runs on (a built-in profile's name or a
 //! file's path; did-2015 by default) and a list of `[[runs]]` groups. A group runs one workload under each of
-//! its `policies`, at each of its `rates_pps`, on its `host`; the other keys
+//! its `designs`, at each of its `rates_pps`, on its `host`; the other keys
 //! are the [`RunGroup`] fields.
 //!
 //! A group may also sweep one more parameter over a list of values: it then
@@ -14,14 +14,14 @@
 //! ```toml
 //! [[runs]]
 //! workload = "udp-rx"
-//! policies = ["vanilla", "did"]
+//! designs = ["vanilla", "did"]
 //! rates_pps = [100000]
 //! sweep = { parameter = "vms", values = [1, 2, 4, 8] }
 //! host = { cores = 9, vms = 1, vcpus_per_vm = 1 }
 //! ```
 //!
-//! Runs expand group by group, swept value by value, rate by rate, policy
-//! by policy; each run's `params` in the results names the value it ran.
+//! Runs expand group by group, swept value by value, rate by rate, design
+//! by design; each run's `params` in the results names the value it ran.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,7 +29,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::policy::DesignKind;
+use crate::design::DesignKind;
 use crate::profile::BuiltinProfile;
 pub use crate::vioapic::VioapicLevel;
 
@@ -85,10 +85,10 @@ pub enum InvalidScenario {
         "each guest core can give at most {HOST_VECTORS_PER_CORE} VF MSI-X vectors ({VF_MSIX_VECTORS} per receive queue) a host vector"
     )]
     HostVectorsPerCore,
-    #[error("at most {MAX_QUEUES} receive queues in all (the IRTE handle is 16 bits)")]
+    #[error("at most {MAX_QUEUES} receive pair in all (the IRTE handle is 16 bits)")]
     Queues,
-    #[error("the {0:?} group lists no policies")]
-    NoPolicies(WorkloadKind),
+    #[error("the {0:?} group lists no designs")]
+    NoDesigns(WorkloadKind),
     #[error("{0:?} needs rates_pps")]
     NeedsRates(WorkloadKind),
     #[error("rates_pps must be 1..={MAX_RATE_PPS}")]
@@ -168,12 +168,15 @@ impl Default for HostShape {
     }
 }
 
-/// One group of runs: a workload under each listed policy, at each rate.
+/// One group of runs: a workload under each listed design, at each rate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunGroup {
     pub workload: WorkloadKind,
-    pub policies: Vec<DesignKind>,
+    /// The designs the workload runs under (`policies`, the key's old
+    /// name, still reads).
+    #[serde(alias = "policies")]
+    pub designs: Vec<DesignKind>,
     /// Packet rates for udp-rx and whileloop (and the SR-IOV part of
     /// `transport = "both"`).
     #[serde(default)]
@@ -256,7 +259,7 @@ pub struct Scenario {
     pub duration_ms: u64,
     #[serde(default)]
     pub nic: NicCoalescing,
-    /// The built-in cost profile of the study's testbed (unless the run
+    /// The built-in cost profile of the paper's testbed (unless the run
     /// is given one).
     #[serde(default)]
     pub profile: BuiltinProfile,
@@ -266,7 +269,7 @@ pub struct Scenario {
 /// One fully specified run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunSpec {
-    pub policy: DesignKind,
+    pub design: DesignKind,
     pub workload: WorkloadKind,
     pub rate_pps: Option<u64>,
     pub group: RunGroup,
@@ -357,10 +360,10 @@ pub const HOST_VECTORS_PER_CORE: u32 = 0x80;
 
 impl RunGroup {
     /// A group with every optional setting at its default.
-    pub fn new(workload: WorkloadKind, policies: Vec<DesignKind>) -> RunGroup {
+    pub fn new(workload: WorkloadKind, designs: Vec<DesignKind>) -> RunGroup {
         RunGroup {
             workload,
-            policies,
+            designs,
             rates_pps: Vec::new(),
             transport: Transport::default(),
             idle: IdleMode::default(),
@@ -417,8 +420,8 @@ impl RunGroup {
         {
             return Err(InvalidScenario::HostVectorsPerCore);
         }
-        if self.policies.is_empty() {
-            return Err(InvalidScenario::NoPolicies(self.workload));
+        if self.designs.is_empty() {
+            return Err(InvalidScenario::NoDesigns(self.workload));
         }
         let needs_rate = matches!(self.workload, WorkloadKind::UdpRx | WorkloadKind::Whileloop);
         if needs_rate && self.rates_pps.is_empty() {
@@ -499,7 +502,7 @@ impl Scenario {
             .try_for_each(|group| group.validate())
     }
 
-    /// Every run, in order: group by group, rate by rate, policy by policy.
+    /// Every run, in order: group by group, rate by rate, design by design.
     pub fn expand(&self) -> Vec<RunSpec> {
         let mut specs = Vec::new();
         for group in self.runs.iter().flat_map(RunGroup::swept) {
@@ -509,9 +512,9 @@ impl Scenario {
                 group.rates_pps.iter().copied().map(Some).collect()
             };
             for rate_pps in rates {
-                for &policy in &group.policies {
+                for &design in &group.designs {
                     specs.push(RunSpec {
-                        policy,
+                        design,
                         workload: group.workload,
                         rate_pps,
                         group: group.clone(),

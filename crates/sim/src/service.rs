@@ -1,4 +1,4 @@
-//! Service-time distributions: a study publishes a mean (an exit's service
+//! Service-time distributions: a paper publishes a mean (an exit's service
 //! time, the bare-metal invocation latency); the profile states the shape
 //! around it, so that latency has a real distribution (p50 < p99 < max).
 //! Every draw comes from the run's seeded [`Rng`], so a run stays a pure

@@ -1,13 +1,13 @@
 //! Each built-in scenario's bare-metal run reproduces the bare-metal
-//! figures its study gives as inputs (docs/calibration.md): within 10% for
+//! figures its paper gives as inputs (docs/calibration.md): within 10% for
 //! rates, throughput and latency, 5% for VoIP's <10 ms bucket and call
 //! rate. A figure the model cannot reproduce yet is an ignored test whose
 //! reason names the cause (issue 21) and the figure the run gives.
 
 use std::sync::OnceLock;
 
+use dirq_sim::design::DesignKind;
 use dirq_sim::metrics::RunResult;
-use dirq_sim::policy::DesignKind;
 use dirq_sim::scenario::{self, WorkloadKind};
 use dirq_sim::{run_scenario, RunOptions};
 use dirq_stats::f64_of;
@@ -17,9 +17,9 @@ fn bare_runs(name: &str) -> Vec<RunResult> {
     let mut scenario = scenario::builtin(name).expect("built-in");
     scenario
         .runs
-        .retain(|group| group.sweep.is_none() && group.policies.contains(&DesignKind::Bare));
+        .retain(|group| group.sweep.is_none() && group.designs.contains(&DesignKind::Bare));
     for group in &mut scenario.runs {
-        group.policies = vec![DesignKind::Bare];
+        group.designs = vec![DesignKind::Bare];
     }
     let options = RunOptions {
         seed: 1,
@@ -120,7 +120,7 @@ fn did_cyclictest_bare_invocation_latency_is_2_us() {
 fn did_voip_bare_places_90_9_calls_per_s() {
     let run = bare("did-voip", WorkloadKind::Sip);
     assert_within(
-        run.study.call_rate.expect("a call rate"),
+        run.figures.call_rate.expect("a call rate"),
         90.9,
         0.05,
         "calls/s",
@@ -130,7 +130,7 @@ fn did_voip_bare_places_90_9_calls_per_s() {
 #[test]
 fn did_voip_bare_setup_buckets_are_9485_112_147_256() {
     let run = bare("did-voip", WorkloadKind::Sip);
-    let buckets = run.study.setup_ms_buckets.expect("setup buckets");
+    let buckets = run.figures.setup_ms_buckets.expect("setup buckets");
     assert_within(f64_of(buckets["<10"]), 9_485.0, 0.05, "<10 ms calls");
     for (bucket, given) in [("10-100", 112.0), ("100-200", 147.0), (">200", 256.0)] {
         assert_within(f64_of(buckets[bucket]), given, 0.10, bucket);
@@ -140,7 +140,7 @@ fn did_voip_bare_setup_buckets_are_9485_112_147_256() {
 #[test]
 fn did_voip_bare_retransmits_79_invites() {
     let run = bare("did-voip", WorkloadKind::Sip);
-    let retransmissions = run.study.invite_retransmissions.expect("a count");
+    let retransmissions = run.figures.invite_retransmissions.expect("a count");
     assert_within(
         f64_of(retransmissions),
         79.0,

@@ -48,7 +48,7 @@ pub(super) const NO_SERVICE: Service = Service {
     connection_per_request: false,
 };
 
-/// ASSUMED: a get with a 64-byte key and a 1 KiB value (the ELI study's
+/// ASSUMED: a get with a 64-byte key and a 1 KiB value (the ELI paper's
 /// memslap sizes).
 pub(super) const MEMCACHED: Service = Service {
     request_bytes: 100,
@@ -219,7 +219,7 @@ impl Machine {
     /// The application's next piece of work, taken now: its length, or
     /// None when there is nothing to do.
     pub(super) fn app_work(&mut self, vcpu: usize, app: App) -> Option<u64> {
-        let queues = self.vcpus[vcpu].queues;
+        let pair = self.vcpus[vcpu].pair;
         let network = &self.profile.network;
         let workloads = &self.profile.workloads;
         match app {
@@ -231,11 +231,11 @@ impl Machine {
                 Some(self.profile.workloads.sip_message + relay)
             }
             App::Serve => {
-                let pair = &mut self.queues[queues];
-                if pair.socket == 0 {
+                let queue_pair = &mut self.pairs[pair];
+                if queue_pair.socket == 0 {
                     return None;
                 }
-                pair.socket -= 1;
+                queue_pair.socket -= 1;
                 let work = (self.workload.service.work)(workloads);
                 let response = self.response_bytes();
                 // Without keep-alive apache closes the connection: a FIN.
@@ -248,7 +248,7 @@ impl Machine {
             }
             App::StreamWrite => {
                 let bytes = self.message_bytes();
-                if !self.queues[queues].tcp.may_write(bytes) {
+                if !self.pairs[pair].tcp.may_write(bytes) {
                     return None;
                 }
                 let cycles = self.spec.group.compute_cycles_per_byte.unwrap_or(0) * bytes;
@@ -259,30 +259,30 @@ impl Machine {
                 Some(workloads.stream_message + compute + self.copy_ns(bytes) + send)
             }
             App::PollMode => {
-                let ring = &mut self.queues[queues].vf;
-                self.l2fwd.take(queues, ring, workloads.l2fwd_packet)
+                let ring = &mut self.pairs[pair].vf;
+                self.l2fwd.take(pair, ring, workloads.l2fwd_packet)
             }
         }
     }
 
     /// The application finished a piece of work.
     pub(super) fn app_done(&mut self, vcpu: usize, app: App, fx: &mut Effects) {
-        let queues = self.vcpus[vcpu].queues;
+        let pair = self.vcpus[vcpu].pair;
         match app {
             App::Relay => self.sip.handled(vcpu, self.now, fx),
             App::Serve => match self.spec.group.transport {
                 Transport::Pv => {
                     self.virtio_kick(vcpu, fx);
-                    self.backend_start(queues, BackendJob::TxResponse, fx);
+                    self.backend_start(pair, BackendJob::TxResponse, fx);
                 }
                 _ => {
                     let response = self.response_bytes();
                     let vm = self.vcpus[vcpu].vm;
-                    self.vf_sent(queues, self.now, response, fx);
+                    self.vf_sent(pair, self.now, response, fx);
                     if let Some(&connection) = self.vms[vm].clients.connection() {
                         // Done when apachebench closes the connection.
-                        let queues = self.first_queues(vm);
-                        self.vf_sent(queues, connection.fin_sent(self.now), 0, fx);
+                        let pair = self.first_pair(vm);
+                        self.vf_sent(pair, connection.fin_sent(self.now), 0, fx);
                         connection.response_sent(vm, self.now, fx);
                     } else {
                         let at = self.now + self.one_way_ns(response);
@@ -291,10 +291,10 @@ impl Machine {
                 }
             },
             App::StreamWrite => {
-                self.queues[queues].tcp.buffered += self.message_bytes();
-                self.tso_send(queues, fx);
+                self.pairs[pair].tcp.buffered += self.message_bytes();
+                self.tso_send(pair, fx);
             }
-            App::PollMode => self.counters.packets_processed += self.l2fwd.forwarded(queues),
+            App::PollMode => self.counters.packets_processed += self.l2fwd.forwarded(pair),
         }
     }
 
@@ -311,11 +311,11 @@ impl Machine {
 
     /// The request reaches the server's NIC, or vhost.
     pub(super) fn request_arrives(&mut self, vm: usize, fx: &mut Effects) {
-        let queues = self.first_queues(vm);
+        let pair = self.first_pair(vm);
         match self.spec.group.transport {
             Transport::Pv if self.pv_peer_on_wire() => self.host_nic_receive(vm, fx),
-            Transport::Pv => self.backend_start(queues, BackendJob::RxPacket, fx),
-            _ => self.rx_packet(queues, RxQueueKind::Vf, fx),
+            Transport::Pv => self.backend_start(pair, BackendJob::RxPacket, fx),
+            _ => self.rx_packet(pair, Ring::Vf, fx),
         }
     }
 

@@ -17,8 +17,8 @@ impl Machine {
 
     /// The VM and guest vector a physical vector on `core` stands for.
     pub(super) fn physical_owner(&self, core: usize, vector: u8) -> Option<(usize, u8)> {
-        if let Some((queues, queue)) = self.host_vf_queues(core, vector) {
-            return Some((self.vm_of_queues(queues), queue.guest_vector()));
+        if let Some((pair, queue)) = self.host_vf_vector(core, vector) {
+            return Some((self.vm_of_pair(pair), queue.guest_vector()));
         }
         if is_guest_vector(vector) {
             return self.cores[core]
@@ -183,13 +183,13 @@ impl Machine {
 mod tests {
     use super::super::fixture::{exit_of, listed, running, scheduled, single};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
 
     #[test]
     fn vanillas_vf_interrupt_in_guest_mode_exits() {
         let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
-        let vector = m.queues[0].vf_host_vector;
+        let vector = m.pairs[0].vf_host_vector;
         let fx = listed(&mut m, |m, fx| m.deliver_physical(1, vector, fx));
         assert_eq!(fx, [exit_of(&m, 0, ExitReason::ExternalInterrupt)]);
         assert!(m.cores[1].lapic.irr().contains(vector));

@@ -35,7 +35,7 @@ pub(super) fn vf_requester(vm: usize) -> u16 {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum RxQueueKind {
+pub(super) enum Ring {
     Vf,
     Virtio,
 }
@@ -52,7 +52,7 @@ pub(super) enum BackendJob {
 }
 
 #[derive(Clone, Default)]
-pub(super) struct RxQueue {
+pub(super) struct RxRing {
     pub(super) ring: u32,
     pub(super) since_interrupt: u32,
     pub(super) first_unsignalled: Option<u64>,
@@ -66,14 +66,14 @@ pub(super) struct RxQueue {
 /// and IRTE (the pair's index is the IRTE handle), and a virtio queue.
 pub(super) struct QueuePair {
     pub(super) owner: usize,
-    pub(super) vf: RxQueue,
-    pub(super) virtio: RxQueue,
+    pub(super) vf: RxRing,
+    pub(super) virtio: RxRing,
     /// The VF MSI-X vector's host vector on the owner's home core.
     pub(super) vf_host_vector: u8,
     /// The VF's interrupt throttling (all but the UDP receive workloads).
     pub(super) throttle: Throttle,
     /// The VF's transmit event queue, if its driver gives it one.
-    pub(super) tx_eq: Option<TxEventQueue>,
+    pub(super) tx_eq: Option<TxEq>,
     /// The TCP flow over this queue pair (iperf, netperf).
     pub(super) tcp: TcpFlow,
     /// netperf's remote receiver.
@@ -85,10 +85,10 @@ pub(super) struct QueuePair {
 }
 
 impl QueuePair {
-    pub(super) fn rx(&mut self, kind: RxQueueKind) -> &mut RxQueue {
+    pub(super) fn rx(&mut self, kind: Ring) -> &mut RxRing {
         match kind {
-            RxQueueKind::Vf => &mut self.vf,
-            RxQueueKind::Virtio => &mut self.virtio,
+            Ring::Vf => &mut self.vf,
+            Ring::Virtio => &mut self.virtio,
         }
     }
 }
@@ -104,7 +104,7 @@ pub(super) enum Coalescing {
     Fire,
 }
 
-impl RxQueue {
+impl RxRing {
     /// A packet lands in the ring at `now`: false if the ring is full and
     /// the packet is dropped.
     pub(super) fn receive(&mut self, now: u64) -> bool {
@@ -158,90 +158,90 @@ impl Machine {
         self.spec.rate_pps.map_or(0.0, f64_of)
     }
 
-    pub(super) fn schedule_packet(&mut self, queues: usize, kind: RxQueueKind, fx: &mut Effects) {
-        let queues = index_u32(queues);
-        let arrival = Event::PacketArrival { queues, kind };
+    pub(super) fn schedule_packet(&mut self, pair: usize, kind: Ring, fx: &mut Effects) {
+        let pair = index_u32(pair);
+        let arrival = Event::PacketArrival { pair, kind };
         self.schedule_poisson(self.packet_rate(), arrival, fx);
     }
 
     /// The VM a queue pair belongs to.
-    pub(super) fn vm_of_queues(&self, queues: usize) -> usize {
-        self.vcpus[self.queues[queues].owner].vm
+    pub(super) fn vm_of_pair(&self, pair: usize) -> usize {
+        self.vcpus[self.pairs[pair].owner].vm
     }
 
     /// The queue pair of a VM's vCPU 0: block requests and netperf's flow.
-    pub(super) fn first_queues(&self, vm: usize) -> usize {
-        self.vcpus[self.vms[vm].vcpus[0]].queues
+    pub(super) fn first_pair(&self, vm: usize) -> usize {
+        self.vcpus[self.vms[vm].vcpus[0]].pair
     }
 
-    pub(super) fn rx_queue_of(&self, vector: Option<u8>) -> RxQueueKind {
+    pub(super) fn rx_queue_of(&self, vector: Option<u8>) -> Ring {
         match vector {
-            Some(GUEST_VIRTIO_VECTOR) => RxQueueKind::Virtio,
-            _ => RxQueueKind::Vf,
+            Some(GUEST_VIRTIO_VECTOR) => Ring::Virtio,
+            _ => Ring::Vf,
         }
     }
 
-    pub(super) fn packet_arrival(&mut self, queues: usize, kind: RxQueueKind, fx: &mut Effects) {
-        self.schedule_packet(queues, kind, fx);
+    pub(super) fn packet_arrival(&mut self, pair: usize, kind: Ring, fx: &mut Effects) {
+        self.schedule_packet(pair, kind, fx);
         match kind {
-            RxQueueKind::Vf => self.rx_packet(queues, RxQueueKind::Vf, fx),
-            RxQueueKind::Virtio => self.backend_start(queues, BackendJob::RxPacket, fx),
+            Ring::Vf => self.rx_packet(pair, Ring::Vf, fx),
+            Ring::Virtio => self.backend_start(pair, BackendJob::RxPacket, fx),
         }
     }
 
     /// A packet lands in a receive ring.
-    pub(super) fn rx_packet(&mut self, queues: usize, kind: RxQueueKind, fx: &mut Effects) {
-        if !self.queues[queues].rx(kind).receive(self.now) {
+    pub(super) fn rx_packet(&mut self, pair: usize, kind: Ring, fx: &mut Effects) {
+        if !self.pairs[pair].rx(kind).receive(self.now) {
             return;
         }
         match kind {
-            RxQueueKind::Vf => {
+            Ring::Vf => {
                 let bytes = self.frame_bytes();
-                self.queues[queues].throttle.received(self.now, bytes);
-                self.maybe_fire_vf(queues, false, fx);
+                self.pairs[pair].throttle.received(self.now, bytes);
+                self.maybe_fire_vf(pair, false, fx);
             }
-            RxQueueKind::Virtio => self.signal_virtio(queues, fx),
+            Ring::Virtio => self.signal_virtio(pair, fx),
         }
     }
 
     /// vhost signals the guest for a virtio queue it has not yet signalled
     /// and the driver has unmasked.
-    pub(super) fn signal_virtio(&mut self, queues: usize, fx: &mut Effects) {
-        let rx = &mut self.queues[queues].virtio;
+    pub(super) fn signal_virtio(&mut self, pair: usize, fx: &mut Effects) {
+        let rx = &mut self.pairs[pair].virtio;
         if !rx.masked && !rx.signalled {
             rx.signalled = true;
-            self.raise(self.vm_of_queues(queues), GUEST_VIRTIO_VECTOR);
+            self.raise(self.vm_of_pair(pair), GUEST_VIRTIO_VECTOR);
             fx.push(Effect::SignalVirtual {
-                vcpu: self.queues[queues].owner,
+                vcpu: self.pairs[pair].owner,
                 vector: GUEST_VIRTIO_VECTOR,
             });
         }
     }
 
     /// The VF queue's coalescing decision, carried out.
-    pub(super) fn maybe_fire_vf(&mut self, queues: usize, timed_out: bool, fx: &mut Effects) {
+    pub(super) fn maybe_fire_vf(&mut self, pair: usize, timed_out: bool, fx: &mut Effects) {
         let timeout = Event::CoalesceTimeout {
-            queues: index_u32(queues),
+            pair: index_u32(pair),
         };
         let armed = fx.is_pending(timeout);
         let now = self.now;
         let decision = if self.fitted_coalescing() {
-            self.queues[queues]
+            self.pairs[pair]
                 .vf
                 .coalesce(now, self.spec.nic, timed_out, armed)
         } else {
-            let pair = &mut self.queues[queues];
-            let rx = &pair.vf;
+            let queue_pair = &mut self.pairs[pair];
+            let rx = &queue_pair.vf;
             if rx.masked || rx.ring == 0 || rx.since_interrupt == 0 {
                 Coalescing::Wait
             } else {
-                pair.throttle.decide(now, armed)
+                queue_pair.throttle.decide(now, armed)
             }
         };
         match decision {
             Coalescing::Wait => {}
             Coalescing::ArmTimeout(at) => fx.schedule(at, timeout),
-            Coalescing::Fire => self.fire_vf_now(queues, fx),
+            Coalescing::Fire => self.fire_vf_now(pair, fx),
         }
     }
 
@@ -249,28 +249,28 @@ impl Machine {
     /// throttle restarts, a pending timeout is dropped; be2net's
     /// completion queue disarms until NAPI completes
     /// ([`rx_disarms_on_interrupt`]).
-    pub(super) fn fire_vf_now(&mut self, queues: usize, fx: &mut Effects) {
+    pub(super) fn fire_vf_now(&mut self, pair: usize, fx: &mut Effects) {
         let now = self.now;
         let disarms = rx_disarms_on_interrupt(self.profile.network.adaptive_coalescing);
-        let pair = &mut self.queues[queues];
-        pair.vf.since_interrupt = 0;
-        pair.vf.first_unsignalled = None;
-        pair.vf.masked |= disarms;
-        pair.throttle.fired(now);
+        let queue_pair = &mut self.pairs[pair];
+        queue_pair.vf.since_interrupt = 0;
+        queue_pair.vf.first_unsignalled = None;
+        queue_pair.vf.masked |= disarms;
+        queue_pair.throttle.fired(now);
         fx.cancel(Event::CoalesceTimeout {
-            queues: index_u32(queues),
+            pair: index_u32(pair),
         });
-        self.fire_vf_msi(queues, VfEventQueue::Rx, fx);
+        self.fire_vf_msi(pair, VfVector::Rx, fx);
     }
 
     /// The VF writes `queue`'s MSI-X message; the IOMMU remaps it.
-    pub(super) fn fire_vf_msi(&mut self, queues: usize, queue: VfEventQueue, fx: &mut Effects) {
-        let handle = queue.irte_handle(queues, self.queues.len());
+    pub(super) fn fire_vf_msi(&mut self, pair: usize, queue: VfVector, fx: &mut Effects) {
+        let handle = queue.irte_handle(pair, self.pairs.len());
         let message = MsiMessage::compose_remappable(&RemappableMsi {
             handle: u16::try_from(handle).expect("MAX_QUEUES keeps handles in 16 bits"),
             subhandle: None,
         });
-        let vm = self.vm_of_queues(queues);
+        let vm = self.vm_of_pair(pair);
         let Ok(remapped) = self.iommu.remap(&message, vf_requester(vm)) else {
             // Blocked requests are counted by the IOMMU model.
             return;
@@ -287,7 +287,7 @@ impl Machine {
                         Effect::Nmi {
                             core,
                             message: NmiMessage::AssignedInterrupt {
-                                queues: index_u32(queues),
+                                pair: index_u32(pair),
                                 vector: queue.guest_vector(),
                             },
                         }
@@ -307,8 +307,8 @@ impl Machine {
 
     /// A buffer for the VM's vhost worker (`virtio`): taken in a pass
     /// over its queue.
-    pub(super) fn backend_start(&mut self, queues: usize, job: BackendJob, fx: &mut Effects) {
-        self.vhost_add(queues, job, fx);
+    pub(super) fn backend_start(&mut self, pair: usize, job: BackendJob, fx: &mut Effects) {
+        self.vhost_add(pair, job, fx);
     }
 
     /// vhost's work for one buffer in a pass: its own, the copy, a block
@@ -327,31 +327,31 @@ impl Machine {
     /// vhost used a buffer: its effect (a TX frame's host-side work, run
     /// on vhost's thread, may queue more work), then the worker's pass
     /// goes on.
-    pub(super) fn backend_done(&mut self, queues: usize, job: BackendJob, fx: &mut Effects) {
+    pub(super) fn backend_done(&mut self, pair: usize, job: BackendJob, fx: &mut Effects) {
         match job {
-            BackendJob::RxPacket => self.rx_packet(queues, RxQueueKind::Virtio, fx),
+            BackendJob::RxPacket => self.rx_packet(pair, Ring::Virtio, fx),
             BackendJob::TxPacket => fx.schedule(
                 self.now + self.past_bridge_ns(self.frame_bytes()),
                 RemoteEvent::Request {
-                    vm: index_u32(self.vm_of_queues(queues)),
+                    vm: index_u32(self.vm_of_pair(pair)),
                 },
             ),
             BackendJob::TxResponse => fx.schedule(
                 self.now + self.past_bridge_ns(self.response_bytes()),
                 ClientEvent::ResponseArrival {
-                    vm: index_u32(self.vm_of_queues(queues)),
+                    vm: index_u32(self.vm_of_pair(pair)),
                 },
             ),
-            BackendJob::TxAck => self.tcp_ack_arrives(queues, fx),
+            BackendJob::TxAck => self.tcp_ack_arrives(pair, fx),
             BackendJob::BlockRead => {
-                self.raise(self.vm_of_queues(queues), GUEST_VIRTIO_VECTOR);
+                self.raise(self.vm_of_pair(pair), GUEST_VIRTIO_VECTOR);
                 fx.push(Effect::SignalVirtual {
-                    vcpu: self.queues[queues].owner,
+                    vcpu: self.pairs[pair].owner,
                     vector: GUEST_VIRTIO_VECTOR,
                 });
             }
         }
-        self.vhost_take_next(self.vm_of_queues(queues), self.now, fx);
+        self.vhost_take_next(self.vm_of_pair(pair), self.now, fx);
     }
 
     /// A virtio notify: a port write that exits under every hypervisor,
@@ -453,7 +453,7 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, one_vm, running, scheduled, shaped, single};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
     use crate::scenario::{HostShape, IpiMode, NicCoalescing, QueueOwners, RunGroup};
     use dirq_arch::interrupt::Destination;
     use dirq_arch::lapic::x2apic_icr;
@@ -463,35 +463,35 @@ mod tests {
         let mut m = single(DesignKind::Vanilla);
         running(&mut m, 0);
         m.now = 1_000;
-        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, Ring::Vf, fx));
         let at = 1_000 + m.spec.nic.interrupt_timeout_ns;
-        assert_eq!(fx, [scheduled(at, Event::CoalesceTimeout { queues: 0 })]);
-        assert_eq!(m.queues[0].vf.ring, 1);
+        assert_eq!(fx, [scheduled(at, Event::CoalesceTimeout { pair: 0 })]);
+        assert_eq!(m.pairs[0].vf.ring, 1);
     }
 
     #[test]
     fn the_threshold_packet_fires_the_msi_through_the_irte() {
-        for (policy, vector) in [
+        for (design, vector) in [
             (DesignKind::Vanilla, None),
             (DesignKind::Did, Some(GUEST_VF_VECTOR)),
         ] {
-            let mut m = single(policy);
+            let mut m = single(design);
             running(&mut m, 0);
-            let vector = vector.unwrap_or(m.queues[0].vf_host_vector);
+            let vector = vector.unwrap_or(m.pairs[0].vf_host_vector);
             let threshold = m.spec.nic.packets_per_interrupt;
-            m.queues[0].vf.ring = threshold - 1;
-            m.queues[0].vf.since_interrupt = threshold - 1;
-            let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
-            let timeout = Event::CoalesceTimeout { queues: 0 };
+            m.pairs[0].vf.ring = threshold - 1;
+            m.pairs[0].vf.since_interrupt = threshold - 1;
+            let fx = listed(&mut m, |m, fx| m.rx_packet(0, Ring::Vf, fx));
+            let timeout = Event::CoalesceTimeout { pair: 0 };
             assert_eq!(
                 fx,
                 [
                     Effect::Cancel(timeout),
                     Effect::DeliverPhysical { core: 1, vector }
                 ],
-                "{policy}"
+                "{design}"
             );
-            assert_eq!(m.queues[0].vf.since_interrupt, 0);
+            assert_eq!(m.pairs[0].vf.since_interrupt, 0);
         }
     }
 
@@ -500,9 +500,9 @@ mod tests {
         let mut m = single(DesignKind::Did);
         m.cores[1].current = None;
         m.retarget_vf(0);
-        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, VfEventQueue::Rx, fx));
+        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, VfVector::Rx, fx));
         let message = NmiMessage::AssignedInterrupt {
-            queues: 0,
+            pair: 0,
             vector: GUEST_VF_VECTOR,
         };
         assert_eq!(fx, [Effect::Nmi { core: 1, message }]);
@@ -515,7 +515,7 @@ mod tests {
 
     #[test]
     fn coalescing_arms_once_fires_at_the_threshold_and_stays_quiet_masked() {
-        let mut rx = RxQueue::default();
+        let mut rx = RxRing::default();
         assert!(rx.receive(100));
         assert_eq!(
             rx.coalesce(100, NIC, false, false),
@@ -533,7 +533,7 @@ mod tests {
 
     #[test]
     fn a_timeout_fires_below_the_threshold_and_late_arming_is_now() {
-        let mut rx = RxQueue::default();
+        let mut rx = RxRing::default();
         assert!(rx.receive(100));
         assert_eq!(rx.coalesce(1_100, NIC, true, false), Coalescing::Fire);
         assert!(rx.receive(2_000));
@@ -546,10 +546,10 @@ mod tests {
     #[test]
     fn a_full_ring_drops_the_packet() {
         let mut m = single(DesignKind::Vanilla);
-        m.queues[0].vf.ring = RX_RING_SIZE;
-        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        m.pairs[0].vf.ring = RX_RING_SIZE;
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, Ring::Vf, fx));
         assert!(fx.is_empty());
-        assert_eq!(m.queues[0].vf.dropped, 1);
+        assert_eq!(m.pairs[0].vf.dropped, 1);
     }
 
     #[test]
@@ -558,7 +558,7 @@ mod tests {
         let job = BackendJob::RxPacket;
         let per_buffer = m.backend_service_ns(job);
         let wakeup = m.profile.host_ns.virtio_backend_wakeup;
-        let done = |at| scheduled(at, Event::BackendDone { queues: 0, job });
+        let done = |at| scheduled(at, Event::BackendDone { pair: 0, job });
         let fx = listed(&mut m, |m, fx| {
             m.backend_start(0, job, fx);
             m.backend_start(0, job, fx);
@@ -601,7 +601,7 @@ mod tests {
         group.queue_owners = QueueOwners::EveryVcpu;
         group.with_timer = true;
         let mut m = shaped(RunSpec {
-            policy: DesignKind::Did,
+            design: DesignKind::Did,
             workload: WorkloadKind::UdpRx,
             rate_pps: None,
             group,
@@ -609,14 +609,14 @@ mod tests {
             duration_ns: 10_000_000,
             offered_per_s: None,
         });
-        assert_eq!(m.queues.len(), 2);
+        assert_eq!(m.pairs.len(), 2);
         for vcpu in 0..2 {
-            assert_eq!(m.queues[m.vcpus[vcpu].queues].owner, vcpu);
+            assert_eq!(m.pairs[m.vcpus[vcpu].pair].owner, vcpu);
             // Each owner's guest timer is armed.
             assert!(m.cyclictest.ticks(vcpu));
             running(&mut m, vcpu);
         }
-        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(1, VfEventQueue::Rx, fx));
+        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(1, VfVector::Rx, fx));
         let vector = GUEST_VF_VECTOR;
         let core = m.vcpus[1].home_core;
         assert_eq!(core, 2);

@@ -32,7 +32,7 @@ pub(super) enum Effect {
     SubmitBlock(usize),
     /// A housekeeping access (`periodic`).
     DeviceAccess(usize),
-    /// A callee finished the IPI study's function (`ipi_call`).
+    /// A callee finished the IPI paper's function (`ipi_call`).
     CompleteCall(usize),
     /// The guest writes `icr` on `vcpu`'s vLAPIC (the x2APIC ICR MSR): the
     /// VM's APIC bus routes the IPI and the design's IPI sender sends it
@@ -47,33 +47,33 @@ pub(super) enum Effect {
     VirtioKick(usize),
     NetperfRespond {
         vcpu: usize,
-        queue: RxQueueKind,
+        queue: Ring,
     },
     /// A packet lands in the queue pair's `queue` ring (a workload's
     /// message reached the VF).
     RxPacket {
-        queues: usize,
-        queue: RxQueueKind,
+        pair: usize,
+        queue: Ring,
     },
     /// The VM's vhost worker takes `job` (a message for a PV guest).
     BackendStart {
-        queues: usize,
+        pair: usize,
         job: BackendJob,
     },
     /// NAPI took a packet from the ring: the workload's part.
     PacketTaken {
         vcpu: usize,
-        queue: RxQueueKind,
+        queue: Ring,
     },
     /// The VF queue's NAPI poll is over: unmask, signal what it left
     /// behind.
     NapiComplete {
-        queues: usize,
+        pair: usize,
     },
     /// The guest's transmit poll reaped the completions and re-armed the
     /// transmit event queue (`tx_completion`).
     TxReaped {
-        queues: usize,
+        pair: usize,
     },
     /// Stop the vCPU's background spin and run its guest again (a
     /// poll-mode driver sees new packets).

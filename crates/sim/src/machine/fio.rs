@@ -31,10 +31,10 @@ pub(super) struct Fio {
 impl Fio {
     /// `vm`'s fio submits a read at `now` to the virtio backend of its
     /// queue pair `queues`.
-    pub(super) fn submit(&mut self, vm: usize, queues: usize, now: u64, fx: &mut Effects) {
+    pub(super) fn submit(&mut self, vm: usize, pair: usize, now: u64, fx: &mut Effects) {
         self.submitted_at.replace(vm, now);
         fx.push(Effect::BackendStart {
-            queues,
+            pair,
             job: BackendJob::BlockRead,
         });
     }
@@ -57,7 +57,7 @@ mod tests {
         assert_eq!(fio.completed(1, 50), None, "nothing outstanding");
         let fx = listed_alone(|fx| fio.submit(1, 3, 100, fx));
         let read = Effect::BackendStart {
-            queues: 3,
+            pair: 3,
             job: BackendJob::BlockRead,
         };
         assert_eq!(fx, [read], "the read goes to the VM's backend");

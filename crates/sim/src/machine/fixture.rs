@@ -4,15 +4,15 @@
 
 use super::guest::SPIN;
 use super::*;
-use crate::policy::DesignKind;
+use crate::design::DesignKind;
 use crate::scenario::{HostShape, NicCoalescing, RunGroup};
 
-/// A machine of `host`'s shape under `policy`, no packets (rate 0).
-pub(super) fn machine(policy: DesignKind, workload: WorkloadKind, host: HostShape) -> Machine {
-    let mut group = RunGroup::new(workload, vec![policy]);
+/// A machine of `host`'s shape under `design`, no packets (rate 0).
+pub(super) fn machine(design: DesignKind, workload: WorkloadKind, host: HostShape) -> Machine {
+    let mut group = RunGroup::new(workload, vec![design]);
     group.host = host;
     shaped(RunSpec {
-        policy,
+        design,
         workload,
         rate_pps: None,
         group,
@@ -32,7 +32,7 @@ pub(super) fn did_run(
     let mut group = RunGroup::new(workload, vec![DesignKind::Did]);
     adapt(&mut group);
     shaped(RunSpec {
-        policy: DesignKind::Did,
+        design: DesignKind::Did,
         workload,
         rate_pps: None,
         group,
@@ -72,21 +72,21 @@ pub(super) fn shaped_with(spec: RunSpec, adapt: impl FnOnce(&mut CostProfile)) -
 }
 
 /// One VM of `vcpus` vCPUs, each on its own core, running `workload`
-/// under `policy`; vCPU 0 runs.
-pub(super) fn one_vm(policy: DesignKind, workload: WorkloadKind, vcpus: u32) -> Machine {
+/// under `design`; vCPU 0 runs.
+pub(super) fn one_vm(design: DesignKind, workload: WorkloadKind, vcpus: u32) -> Machine {
     let host = HostShape {
         cores: vcpus + 1,
         vms: 1,
         vcpus_per_vm: vcpus,
     };
-    let mut m = machine(policy, workload, host);
+    let mut m = machine(design, workload, host);
     running(&mut m, 0);
     m
 }
 
 /// One VM with one vCPU on core 1.
-pub(super) fn single(policy: DesignKind) -> Machine {
-    machine(policy, WorkloadKind::UdpRx, HostShape::default())
+pub(super) fn single(design: DesignKind) -> Machine {
+    machine(design, WorkloadKind::UdpRx, HostShape::default())
 }
 
 /// `vcpu` runs in guest mode on its home core, spinning in its background

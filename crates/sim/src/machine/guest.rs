@@ -219,8 +219,8 @@ impl Machine {
                 }
                 Step::PollRx => {
                     let kind = self.rx_queue_of(frame.vector);
-                    let queues = self.vcpus[vcpu].queues;
-                    let rx = self.queues[queues].rx(kind);
+                    let pair = self.vcpus[vcpu].pair;
+                    let rx = self.pairs[pair].rx(kind);
                     if !rx.napi.may_take(rx.ring) {
                         self.advance(vcpu);
                         continue;
@@ -246,8 +246,8 @@ impl Machine {
                 }
                 Step::MaskRx => {
                     let kind = self.rx_queue_of(frame.vector);
-                    let queues = self.vcpus[vcpu].queues;
-                    let rx = self.queues[queues].rx(kind);
+                    let pair = self.vcpus[vcpu].pair;
+                    let rx = self.pairs[pair].rx(kind);
                     rx.masked = true;
                     rx.napi.start_poll();
                     self.advance(vcpu);
@@ -255,21 +255,21 @@ impl Machine {
                 }
                 Step::UnmaskRx => {
                     let kind = self.rx_queue_of(frame.vector);
-                    let queues = self.vcpus[vcpu].queues;
-                    let rx = self.queues[queues].rx(kind);
+                    let pair = self.vcpus[vcpu].pair;
+                    let rx = self.pairs[pair].rx(kind);
                     if rx.ring == 0 {
                         rx.unmask();
                         self.advance(vcpu);
                         continue;
                     }
                     // The poll used its weight.
-                    if kind == RxQueueKind::Virtio {
+                    if kind == Ring::Virtio {
                         rx.napi.start_poll();
                         self.poll_again(vcpu);
                         continue;
                     }
                     self.advance(vcpu);
-                    fx.push(Effect::NapiComplete { queues });
+                    fx.push(Effect::NapiComplete { pair });
                     fx.push(Effect::RunGuest(vcpu));
                     return;
                 }
@@ -299,7 +299,7 @@ impl Machine {
                     continue;
                 }
                 Step::ReapTx => Effect::TxReaped {
-                    queues: self.vcpus[vcpu].queues,
+                    pair: self.vcpus[vcpu].pair,
                 },
                 Step::DeviceAccess => Effect::DeviceAccess(vcpu),
                 Step::StartCall => {
@@ -417,8 +417,8 @@ impl Machine {
         if let Step::PollRx = frame.program[frame.pc] {
             // One packet done; the step repeats until the ring is empty.
             let queue = self.rx_queue_of(frame.vector);
-            let queues = self.vcpus[vcpu].queues;
-            let rx = self.queues[queues].rx(queue);
+            let pair = self.vcpus[vcpu].pair;
+            let rx = self.pairs[pair].rx(queue);
             rx.ring = rx.ring.saturating_sub(1);
             rx.napi.took();
             self.counters.packets_processed += 1;
@@ -485,8 +485,8 @@ impl Machine {
 mod tests {
     use super::super::fixture::{applied, exit_of, in_handler, listed, running, scheduled, single};
     use super::*;
+    use crate::design::DesignKind;
     use crate::metrics::Invariant;
-    use crate::policy::DesignKind;
 
     #[test]
     fn an_eoi_step_hands_over_to_the_eoi_and_runs_on_after_it() {

@@ -90,8 +90,8 @@ impl Machine {
         for message in mailbox {
             extra_ns += self.host_irq_cost(core);
             match message {
-                NmiMessage::AssignedInterrupt { queues, vector } => fx.push(Effect::QueueVirtual {
-                    vcpu: self.queues[queues as usize].owner,
+                NmiMessage::AssignedInterrupt { pair, vector } => fx.push(Effect::QueueVirtual {
+                    vcpu: self.pairs[pair as usize].owner,
                     vector,
                 }),
                 NmiMessage::SliceEnd => self.cores[core].slice_due = true,
@@ -144,11 +144,11 @@ impl Machine {
         if let Some(trace) = &mut self.trace {
             trace.instant(core, self.now, "host-irq", vector);
         }
-        if let Some((queues, queue)) = self.host_vf_queues(core, vector) {
+        if let Some((pair, queue)) = self.host_vf_vector(core, vector) {
             // KVM's handler for the assigned device: inject the guest
             // vector into the queue's owner.
             fx.push(Effect::QueueVirtual {
-                vcpu: self.queues[queues].owner,
+                vcpu: self.pairs[pair].owner,
                 vector: queue.guest_vector(),
             });
             return;
@@ -268,7 +268,7 @@ impl Machine {
 
     /// The route of `vcpu`'s VF event queue whose host vector is
     /// `host_vector`.
-    pub(super) fn vf_route(&self, vcpu: usize, queue: VfEventQueue, host_vector: u8) -> VfRoute {
+    pub(super) fn vf_route(&self, vcpu: usize, queue: VfVector, host_vector: u8) -> VfRoute {
         let v = &self.vcpus[vcpu];
         let running = self.cores[v.home_core].current == Some(vcpu);
         VfRoute {
@@ -285,14 +285,14 @@ impl Machine {
     /// owns one, at where the vCPU is now. Returns the host time the
     /// changed entries cost.
     pub(super) fn retarget_vf(&mut self, vcpu: usize) -> u64 {
-        let queues = self.vcpus[vcpu].queues;
-        let pair = &self.queues[queues];
-        if pair.owner != vcpu {
+        let pair = self.vcpus[vcpu].pair;
+        let queue_pair = &self.pairs[pair];
+        if queue_pair.owner != vcpu {
             return 0;
         }
-        let tx = pair.tx_eq.map(|eq| (VfEventQueue::Tx, eq.host_vector));
+        let tx = queue_pair.tx_eq.map(|eq| (VfVector::Tx, eq.host_vector));
         let mut ns = 0;
-        for (queue, host_vector) in [(VfEventQueue::Rx, pair.vf_host_vector)]
+        for (queue, host_vector) in [(VfVector::Rx, queue_pair.vf_host_vector)]
             .into_iter()
             .chain(tx)
         {
@@ -300,7 +300,7 @@ impl Machine {
                 .design
                 .vf_irte
                 .irte(&self.vf_route(vcpu, queue, host_vector));
-            let handle = queue.irte_handle(queues, self.queues.len());
+            let handle = queue.irte_handle(pair, self.pairs.len());
             if self.iommu.entry(handle) != Some(&irte) {
                 // The table has an entry per event queue.
                 let _ = self.iommu.set_entry(handle, irte);
@@ -314,7 +314,7 @@ impl Machine {
     pub(super) fn schedule_in(&mut self, vcpu: usize, fx: &mut Effects) -> u64 {
         let irte_ns = self.retarget_vf(vcpu);
         self.vcpus[vcpu].hw.pid.suppress = false;
-        let (timer, timer_ns) = self.design.timer_path.schedule_in(
+        let (timer, timer_ns) = self.design.guest_timer.schedule_in(
             &mut self.vcpus[vcpu].timer,
             self.now,
             &self.profile.design_work_ns,
@@ -336,7 +336,7 @@ impl Machine {
             .then(|| self.cores[core].lapic.timer_deadline_ns());
         let (timer, timer_ns) = self
             .design
-            .timer_path
+            .guest_timer
             .schedule_out(owned_deadline, &self.profile.design_work_ns);
         Self::list_timer_effects(vcpu, timer, fx);
         ns + timer_ns
@@ -354,17 +354,17 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, machine, running, scheduled, single};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
     use crate::scenario::HostShape;
 
     /// Two single-vCPU VMs sharing core 1.
-    fn shared_core(policy: DesignKind) -> Machine {
+    fn shared_core(design: DesignKind) -> Machine {
         let host = HostShape {
             cores: 2,
             vms: 2,
             vcpus_per_vm: 1,
         };
-        let mut m = machine(policy, WorkloadKind::UdpRx, host);
+        let mut m = machine(design, WorkloadKind::UdpRx, host);
         running(&mut m, 0);
         m.vcpus[1].state = VcpuState::Runnable;
         m.cores[1].mode = Mode::Host;
@@ -399,7 +399,7 @@ mod tests {
         running(&mut m, 0);
         m.cores[1].mode = Mode::Host;
         m.cores[1].nmi_mailbox.push(NmiMessage::AssignedInterrupt {
-            queues: 0,
+            pair: 0,
             vector: GUEST_VF_VECTOR,
         });
         let fx = listed(&mut m, |m, fx| m.host_done(1, fx));

@@ -1,5 +1,5 @@
 //! apachebench's connections: without keep-alive (ab's default, and the
-//! ELI study's runs) every request opens a TCP connection of its own and
+//! ELI paper's runs) every request opens a TCP connection of its own and
 //! the server closes it after the response, so each request brings the
 //! server six segments, not one:
 //!
@@ -139,18 +139,18 @@ impl Machine {
 
     /// A segment of `vm`'s client reaches the server's VF.
     pub(super) fn segment_arrives(&mut self, vm: usize, segment: Segment, fx: &mut Effects) {
-        let queues = self.first_queues(vm);
-        if self.queues[queues].vf.ring < RX_RING_SIZE {
-            self.queues[queues].segments.push_back(segment);
+        let pair = self.first_pair(vm);
+        if self.pairs[pair].vf.ring < RX_RING_SIZE {
+            self.pairs[pair].segments.push_back(segment);
         }
-        self.rx_packet(queues, RxQueueKind::Vf, fx);
+        self.rx_packet(pair, Ring::Vf, fx);
     }
 
     /// The guest's stack work for the segment NAPI takes next: a SYN and
     /// a FIN are answered from the stack.
-    pub(super) fn segment_work_ns(&self, queues: usize) -> u64 {
+    pub(super) fn segment_work_ns(&self, pair: usize) -> u64 {
         let network = &self.profile.network;
-        let segment = self.queues[queues].segments.front().copied();
+        let segment = self.pairs[pair].segments.front().copied();
         let answer = match segment {
             Some(segment) if segment.answered_by_stack() => network.tx_packet,
             _ => 0,
@@ -164,19 +164,19 @@ impl Machine {
 
     /// NAPI took a connection's segment: the request goes to the socket;
     /// the stack answers a SYN (apachebench's part follows) and a FIN.
-    pub(super) fn segment_taken(&mut self, queues: usize, fx: &mut Effects) {
-        let vm = self.vm_of_queues(queues);
-        match self.queues[queues].segments.pop_front() {
-            Some(Segment::Request) => self.queues[queues].socket += 1,
+    pub(super) fn segment_taken(&mut self, pair: usize, fx: &mut Effects) {
+        let vm = self.vm_of_pair(pair);
+        match self.pairs[pair].segments.pop_front() {
+            Some(Segment::Request) => self.pairs[pair].socket += 1,
             Some(Segment::Syn) => {
                 if let Some(connection) = self.vms[vm].clients.connection() {
                     connection.syn_answered(vm, self.now, fx);
                 }
                 // The SYN-ACK.
-                self.vf_sent(queues, self.now, 0, fx);
+                self.vf_sent(pair, self.now, 0, fx);
             }
             // The stack's ACK of the client's FIN.
-            Some(Segment::Fin) => self.vf_sent(queues, self.now, 0, fx),
+            Some(Segment::Fin) => self.vf_sent(pair, self.now, 0, fx),
             Some(Segment::HandshakeAck | Segment::DataAck) | None => {}
         }
     }
@@ -186,7 +186,7 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, listed_alone, machine, running, scheduled};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
     use crate::scenario::HostShape;
 
     fn apache() -> Machine {
@@ -257,7 +257,7 @@ mod tests {
         assert!(m.connection_per_request());
         let connection = m.vms[0].clients.connection().copied();
         assert_eq!(connection, Some(m.apachebench()));
-        m.queues[0].segments.push_back(Segment::Syn);
+        m.pairs[0].segments.push_back(Segment::Syn);
         let network = m.profile.network.clone();
         let syn_work = m.segment_work_ns(0);
         assert_eq!(
@@ -268,9 +268,9 @@ mod tests {
         let ab = m.apachebench();
         let handshake = listed_alone(|fx| ab.syn_answered(0, m.now, fx));
         assert_eq!(fx[..2], handshake[..], "ab's part, then the SYN-ACK");
-        assert_eq!(m.queues[0].socket, 0, "no request yet");
-        m.queues[0].segments.push_back(Segment::Request);
+        assert_eq!(m.pairs[0].socket, 0, "no request yet");
+        m.pairs[0].segments.push_back(Segment::Request);
         listed(&mut m, |m, fx| m.segment_taken(0, fx));
-        assert_eq!(m.queues[0].socket, 1);
+        assert_eq!(m.pairs[0].socket, 1);
     }
 }

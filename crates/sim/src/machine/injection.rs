@@ -143,8 +143,8 @@ mod tests {
     use super::super::fixture::{exit_of, in_handler, listed, running, single};
     use super::super::guest::HALT_LOOP;
     use super::*;
+    use crate::design::DesignKind;
     use crate::metrics::Invariant;
-    use crate::policy::DesignKind;
 
     /// The running vCPU 0 is in the handler of a classically injected
     /// `vector`: in service in its software LAPIC.

@@ -1,4 +1,4 @@
-//! The IPI study's benchmark: vCPU 0 calls a function on other vCPUs and
+//! The IPI paper's benchmark: vCPU 0 calls a function on other vCPUs and
 //! spins until every callee has run it (Linux's smp_call_function_single
 //! and _many with wait), call after call. The caller's ICR writes exit
 //! under every hypervisor here; in x2APIC cluster mode one write reaches
@@ -9,7 +9,7 @@
 
 use super::guest::{Step, Work};
 use super::*;
-use crate::metrics::StudyResults;
+use crate::metrics::WorkloadFigures;
 use dirq_arch::interrupt::Destination;
 use dirq_arch::lapic::x2apic_icr;
 
@@ -132,8 +132,8 @@ impl IpiCall {
     }
 
     /// The benchmark's total time: its calls at the simulated mean.
-    pub(super) fn results(calls: &Counters) -> StudyResults {
-        StudyResults {
+    pub(super) fn results(calls: &Counters) -> WorkloadFigures {
+        WorkloadFigures {
             total_s: (calls.requests_done > 0).then(|| {
                 let mean_ns =
                     dirq_stats::ratio(calls.latencies.iter().sum::<u64>(), calls.requests_done);
@@ -186,13 +186,13 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, running, scheduled, shaped};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
     use crate::scenario::{HostShape, IpiTarget, NicCoalescing, RunGroup};
 
-    /// A VM of `vcpus` vCPUs, one per core, under `policy`, calling
+    /// A VM of `vcpus` vCPUs, one per core, under `design`, calling
     /// `target`, idle vCPUs in `idle` mode.
-    fn calls(policy: DesignKind, vcpus: u32, target: IpiTarget, idle: IdleMode) -> Machine {
-        let mut group = RunGroup::new(WorkloadKind::IpiCall, vec![policy]);
+    fn calls(design: DesignKind, vcpus: u32, target: IpiTarget, idle: IdleMode) -> Machine {
+        let mut group = RunGroup::new(WorkloadKind::IpiCall, vec![design]);
         group.host = HostShape {
             cores: vcpus + 1,
             vms: 1,
@@ -201,7 +201,7 @@ mod tests {
         group.target = target;
         group.idle = idle;
         shaped(RunSpec {
-            policy,
+            design,
             workload: WorkloadKind::IpiCall,
             rate_pps: None,
             group,

@@ -10,11 +10,11 @@
 //!   class (8,000/s), moving towards the new class's interval by
 //!   exponential smoothing;
 //! - be2net (the ELI testbed's Emulex OneConnect; its 96 us maximum is the
-//!   study's), from the receive frame rate (`be_rx_eqd_update`): a delay
+//!   paper's), from the receive frame rate (`be_rx_eqd_update`): a delay
 //!   of (frames/s / 110,000) x 8 us, at most 96, and none below 10. The
 //!   driver measures over a second; a run here lasts 100 ms, so the rate
 //!   is measured over 10 ms (ASSUMED: steady traffic gives the same rate,
-//!   and the study's minutes-long runs were at that steady state).
+//!   and the paper's minutes-long runs were at that steady state).
 //!
 //! The UDP receive workloads keep the coalescing fitted to them
 //! (`scenario::NicCoalescing`, see scenarios/did-udp-rx.toml); every other

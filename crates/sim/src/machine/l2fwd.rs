@@ -15,7 +15,7 @@ const L2FWD_FRAME_WIRE_BYTES: u64 = 128 + 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum PmdEvent {
     /// A burst of frames for the poll-mode driver.
-    Burst { queues: u32 },
+    Burst { pair: u32 },
 }
 
 /// l2fwd's own state: the generator's gap between bursts, and per queue
@@ -30,19 +30,13 @@ impl L2fwd {
     /// The driver of queue pair `queues` starts on a link of `link_mbps`:
     /// it keeps its `vf` ring's interrupt masked, and the generator sends
     /// it a burst at once.
-    pub(super) fn start(
-        &mut self,
-        queues: usize,
-        link_mbps: u64,
-        vf: &mut RxQueue,
-        fx: &mut Effects,
-    ) {
+    pub(super) fn start(&mut self, pair: usize, link_mbps: u64, vf: &mut RxRing, fx: &mut Effects) {
         self.burst_gap_ns = (u64::from(PMD_BURST) * L2FWD_FRAME_WIRE_BYTES * 8 * 1_000) / link_mbps;
         vf.masked = true;
         fx.schedule(
             0,
             PmdEvent::Burst {
-                queues: index_u32(queues),
+                pair: index_u32(pair),
             },
         );
     }
@@ -52,16 +46,16 @@ impl L2fwd {
     /// its empty ring (`spinning`, its vCPU) is poked to take them at once.
     pub(super) fn burst(
         &self,
-        queues: usize,
+        pair: usize,
         now: u64,
-        vf: &mut RxQueue,
+        vf: &mut RxRing,
         spinning: Option<usize>,
         fx: &mut Effects,
     ) {
         fx.schedule(
             now + self.burst_gap_ns,
             PmdEvent::Burst {
-                queues: index_u32(queues),
+                pair: index_u32(pair),
             },
         );
         for _ in 0..PMD_BURST {
@@ -76,8 +70,8 @@ impl L2fwd {
     /// frame, None when the ring is empty.
     pub(super) fn take(
         &mut self,
-        queues: usize,
-        ring: &mut RxQueue,
+        pair: usize,
+        ring: &mut RxRing,
         per_frame_ns: u64,
     ) -> Option<u64> {
         let burst = ring.ring.min(PMD_BURST);
@@ -85,17 +79,17 @@ impl L2fwd {
             return None;
         }
         ring.ring -= burst;
-        if queues >= self.forwarding.len() {
-            self.forwarding.resize(queues + 1, 0);
+        if pair >= self.forwarding.len() {
+            self.forwarding.resize(pair + 1, 0);
         }
-        self.forwarding[queues] = burst;
+        self.forwarding[pair] = burst;
         Some(u64::from(burst) * per_frame_ns)
     }
 
     /// The driver's burst left: how many frames it forwarded.
-    pub(super) fn forwarded(&mut self, queues: usize) -> u64 {
+    pub(super) fn forwarded(&mut self, pair: usize) -> u64 {
         self.forwarding
-            .get_mut(queues)
+            .get_mut(pair)
             .map_or(0, |burst| u64::from(std::mem::take(burst)))
     }
 }
@@ -105,7 +99,7 @@ mod tests {
     use super::super::apps::App;
     use super::super::fixture::{listed, listed_alone, machine, running, scheduled};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
     use crate::scenario::HostShape;
 
     #[test]
@@ -114,7 +108,7 @@ mod tests {
         running(&mut m, 0);
         assert_eq!(m.app_work(0, App::PollMode), None, "an empty ring: spin");
         m.vcpus[0].spin_since = Some(0);
-        let burst = PmdEvent::Burst { queues: 0 };
+        let burst = PmdEvent::Burst { pair: 0 };
         let fx = listed(&mut m, |m, fx| {
             m.workload_event(WorkloadEvent::Pmd(burst), fx)
         });
@@ -122,7 +116,7 @@ mod tests {
         let per_packet = m.profile.workloads.l2fwd_packet;
         let work = m.app_work(0, App::PollMode);
         assert_eq!(work, Some(u64::from(PMD_BURST) * per_packet));
-        assert_eq!(m.queues[0].vf.ring, 0);
+        assert_eq!(m.pairs[0].vf.ring, 0);
         assert_eq!(m.counters.packets_processed, 0, "counted once forwarded");
         listed(&mut m, |m, fx| m.app_done(0, App::PollMode, fx));
         assert_eq!(m.counters.packets_processed, u64::from(PMD_BURST));
@@ -131,13 +125,13 @@ mod tests {
     #[test]
     fn the_generator_sends_bursts_at_line_rate_and_pokes_only_a_spinning_driver() {
         let mut l2fwd = L2fwd::default();
-        let mut vf = RxQueue::default();
+        let mut vf = RxRing::default();
         let start = listed_alone(|fx| l2fwd.start(4, 10_000, &mut vf, fx));
         assert!(vf.masked, "the driver polls");
-        assert_eq!(start, [scheduled(0, PmdEvent::Burst { queues: 4 })]);
+        assert_eq!(start, [scheduled(0, PmdEvent::Burst { pair: 4 })]);
         // 32 frames of 148 bytes on the wire at 10 Gb/s.
         let gap = 32 * 148 * 8 / 10;
-        let next = scheduled(1_000 + gap, PmdEvent::Burst { queues: 4 });
+        let next = scheduled(1_000 + gap, PmdEvent::Burst { pair: 4 });
         let fx = listed_alone(|fx| l2fwd.burst(4, 1_000, &mut vf, None, fx));
         assert_eq!(fx, [next]);
         assert_eq!(vf.ring, PMD_BURST);

@@ -3,7 +3,7 @@
 //! device's weight of packets. A poll that takes fewer than its weight
 //! drained the ring: the driver completes NAPI and unmasks the interrupt.
 //!
-//! ASSUMED, as the DID study reads it (a lower weight, more interrupts): a
+//! ASSUMED, as the DID paper reads it (a lower weight, more interrupts): a
 //! poll that used its whole weight also completes and unmasks, and the
 //! driver re-arms the queue with a software-triggered interrupt for the
 //! packets it left (an EICS write, as ixgbe's `ixgbe_irq_rearm_queues`
@@ -55,11 +55,11 @@ impl Machine {
     /// The VF queue's poll is over: unmask the queue, and signal at once
     /// for what the poll left behind. (virtio-net's poll never completes
     /// with packets left: `PollRx` goes on, see `machine::virtio`.)
-    pub(super) fn napi_complete(&mut self, queues: usize, fx: &mut Effects) {
-        let rx = &mut self.queues[queues].vf;
+    pub(super) fn napi_complete(&mut self, pair: usize, fx: &mut Effects) {
+        let rx = &mut self.pairs[pair].vf;
         rx.unmask();
         if rx.ring > 0 {
-            self.fire_vf_now(queues, fx);
+            self.fire_vf_now(pair, fx);
         }
     }
 }
@@ -68,7 +68,7 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, running, single};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
 
     #[test]
     fn a_poll_stops_at_its_weight_or_an_empty_ring() {
@@ -87,12 +87,12 @@ mod tests {
     fn completing_with_packets_left_interrupts_again() {
         let mut m = single(DesignKind::Did);
         running(&mut m, 0);
-        let rx = &mut m.queues[0].vf;
+        let rx = &mut m.pairs[0].vf;
         rx.masked = true;
         rx.ring = 3;
         let fx = listed(&mut m, |m, fx| m.napi_complete(0, fx));
-        assert!(!m.queues[0].vf.masked);
-        let timeout = Event::CoalesceTimeout { queues: 0 };
+        assert!(!m.pairs[0].vf.masked);
+        let timeout = Event::CoalesceTimeout { pair: 0 };
         let vector = GUEST_VF_VECTOR;
         assert_eq!(
             fx,
@@ -103,8 +103,8 @@ mod tests {
             "the leftovers are signalled at once"
         );
         // An empty ring: unmasked, nothing to signal.
-        m.queues[0].vf.ring = 0;
-        m.queues[0].vf.masked = true;
+        m.pairs[0].vf.ring = 0;
+        m.pairs[0].vf.masked = true;
         let fx = listed(&mut m, |m, fx| m.napi_complete(0, fx));
         assert!(fx.is_empty());
     }

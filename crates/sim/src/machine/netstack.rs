@@ -26,15 +26,15 @@ const DEFAULT_MESSAGE_BYTES: u64 = 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum TcpEvent {
     /// iperf's sender may put its next segment on the wire.
-    Send { queues: u32 },
+    Send { pair: u32 },
     /// A TCP segment reaches the VF.
-    SegmentArrival { queues: u32 },
+    SegmentArrival { pair: u32 },
     /// A TCP ACK reaches iperf's sender.
-    Ack { queues: u32 },
+    Ack { pair: u32 },
     /// A remote's TCP ACK reaches the VF (netperf).
-    AckArrival { queues: u32 },
+    AckArrival { pair: u32 },
     /// netperf's remote receiver polls its NIC and acknowledges.
-    RemotePoll { queues: u32 },
+    RemotePoll { pair: u32 },
 }
 
 /// What a packet the guest receives is to the run's workload
@@ -157,10 +157,10 @@ impl Machine {
     /// The guest's work for the packet NAPI takes next from `vcpu`'s ring.
     pub(super) fn rx_work_ns(&self, vcpu: usize) -> u64 {
         let network = &self.profile.network;
-        let queues = self.vcpus[vcpu].queues;
+        let pair = self.vcpus[vcpu].pair;
         match self.workload.received {
             Received::StreamSegment => {
-                let flow = &self.queues[queues].tcp;
+                let flow = &self.pairs[pair].tcp;
                 // The stack's work and the ACK once per GRO batch.
                 let batch = if flow.starts_batch() {
                     network.rx_stack + network.tx_packet
@@ -175,7 +175,7 @@ impl Machine {
             Received::Transaction => {
                 self.profile.guest_ns.request_work + 2 * self.copy_ns(self.message_bytes())
             }
-            Received::Request if self.connection_per_request() => self.segment_work_ns(queues),
+            Received::Request if self.connection_per_request() => self.segment_work_ns(pair),
             Received::Request | Received::SipMessage => {
                 network.rx_frame + network.rx_stack + self.copy_ns(self.frame_bytes())
             }
@@ -185,30 +185,30 @@ impl Machine {
 
     /// NAPI took a packet from `kind`'s ring: what the workload does with
     /// it.
-    pub(super) fn packet_taken(&mut self, vcpu: usize, kind: RxQueueKind, fx: &mut Effects) {
-        let queues = self.vcpus[vcpu].queues;
+    pub(super) fn packet_taken(&mut self, vcpu: usize, kind: Ring, fx: &mut Effects) {
+        let pair = self.vcpus[vcpu].pair;
         match self.workload.received {
             Received::Transaction => {
                 fx.push(Effect::NetperfRespond { vcpu, queue: kind });
             }
             Received::StreamSegment => {
-                let rx = self.queues[queues].rx(kind);
+                let rx = self.pairs[pair].rx(kind);
                 let last_in_poll = !rx.napi.may_take(rx.ring);
-                if let Some(bytes) = self.queues[queues].tcp.received(last_in_poll) {
+                if let Some(bytes) = self.pairs[pair].tcp.received(last_in_poll) {
                     self.send_ack(vcpu, kind, bytes, fx);
                 }
             }
             Received::StreamAck => {
-                let flow = &mut self.queues[queues].tcp;
+                let flow = &mut self.pairs[pair].tcp;
                 if let Some(bytes) = flow.acks.pop_front() {
                     flow.acknowledged(bytes);
                 }
-                self.tso_send(queues, fx);
+                self.tso_send(pair, fx);
             }
             Received::Request if self.connection_per_request() => {
-                self.segment_taken(queues, fx);
+                self.segment_taken(pair, fx);
             }
-            Received::Request => self.queues[queues].socket += 1,
+            Received::Request => self.pairs[pair].socket += 1,
             Received::SipMessage => self.sip.packet_taken(),
             Received::Datagram => {}
         }
@@ -216,46 +216,46 @@ impl Machine {
 
     /// The receiving guest's ACK for `bytes` leaves
     /// ([`TcpFlow::ack_sent`]); over the VF its completion is the VF's.
-    fn send_ack(&mut self, vcpu: usize, kind: RxQueueKind, bytes: u64, fx: &mut Effects) {
-        let queues = self.vcpus[vcpu].queues;
+    fn send_ack(&mut self, vcpu: usize, kind: Ring, bytes: u64, fx: &mut Effects) {
+        let pair = self.vcpus[vcpu].pair;
         let link = self.stream_link();
         let path = match kind {
-            RxQueueKind::Vf => AckPath::Vf,
-            RxQueueKind::Virtio => AckPath::Virtio { vcpu },
+            Ring::Vf => AckPath::Vf,
+            Ring::Virtio => AckPath::Virtio { vcpu },
         };
-        self.queues[queues]
+        self.pairs[pair]
             .tcp
-            .ack_sent(index_u32(queues), path, bytes, self.now, &link, fx);
-        if kind == RxQueueKind::Vf {
-            self.vf_sent(queues, self.now, ACK_BYTES, fx);
+            .ack_sent(index_u32(pair), path, bytes, self.now, &link, fx);
+        if kind == Ring::Vf {
+            self.vf_sent(pair, self.now, ACK_BYTES, fx);
         }
     }
 
     pub(super) fn tcp_event(&mut self, event: TcpEvent, fx: &mut Effects) {
         match event {
-            TcpEvent::Send { queues } => self.tcp_send(queues as usize, fx),
-            TcpEvent::SegmentArrival { queues } | TcpEvent::AckArrival { queues } => {
-                self.rx_packet(queues as usize, RxQueueKind::Vf, fx)
+            TcpEvent::Send { pair } => self.tcp_send(pair as usize, fx),
+            TcpEvent::SegmentArrival { pair } | TcpEvent::AckArrival { pair } => {
+                self.rx_packet(pair as usize, Ring::Vf, fx)
             }
-            TcpEvent::Ack { queues } => self.tcp_ack_arrives(queues as usize, fx),
-            TcpEvent::RemotePoll { queues } => self.remote_poll(queues as usize, fx),
+            TcpEvent::Ack { pair } => self.tcp_ack_arrives(pair as usize, fx),
+            TcpEvent::RemotePoll { pair } => self.remote_poll(pair as usize, fx),
         }
     }
 
     /// An ACK reaches iperf's sender: the window opens and it sends on.
-    pub(super) fn tcp_ack_arrives(&mut self, queues: usize, fx: &mut Effects) {
+    pub(super) fn tcp_ack_arrives(&mut self, pair: usize, fx: &mut Effects) {
         let link = self.stream_link();
-        self.queues[queues]
+        self.pairs[pair]
             .tcp
-            .ack_arrives(index_u32(queues), self.now, &link, fx);
+            .ack_arrives(index_u32(pair), self.now, &link, fx);
     }
 
     /// iperf's sender sends what the window allows ([`TcpFlow::send`]).
-    pub(super) fn tcp_send(&mut self, queues: usize, fx: &mut Effects) {
+    pub(super) fn tcp_send(&mut self, pair: usize, fx: &mut Effects) {
         let link = self.stream_link();
-        self.queues[queues]
+        self.pairs[pair]
             .tcp
-            .send(index_u32(queues), self.now, &link, fx);
+            .send(index_u32(pair), self.now, &link, fx);
     }
 
     /// The figures a stream's sender uses, fixed for the run.
@@ -273,23 +273,25 @@ impl Machine {
 
     /// netperf's TCP sends what its application wrote
     /// ([`TcpFlow::tso_send`]); each send's completion is the VF's.
-    pub(super) fn tso_send(&mut self, queues: usize, fx: &mut Effects) {
+    pub(super) fn tso_send(&mut self, pair: usize, fx: &mut Effects) {
         let link = self.stream_link();
-        let pair = &mut self.queues[queues];
-        let sends = pair
-            .tcp
-            .tso_send(&mut pair.remote, index_u32(queues), self.now, &link, fx);
+        let queue_pair = &mut self.pairs[pair];
+        let sends =
+            queue_pair
+                .tcp
+                .tso_send(&mut queue_pair.remote, index_u32(pair), self.now, &link, fx);
         for (start, bytes) in sends {
-            self.vf_sent(queues, start, bytes, fx);
+            self.vf_sent(pair, start, bytes, fx);
         }
     }
 
     /// netperf's remote polls ([`TcpFlow::remote_polls`]).
-    pub(super) fn remote_poll(&mut self, queues: usize, fx: &mut Effects) {
+    pub(super) fn remote_poll(&mut self, pair: usize, fx: &mut Effects) {
         let link = self.stream_link();
-        let pair = &mut self.queues[queues];
-        pair.tcp
-            .remote_polls(&mut pair.remote, index_u32(queues), self.now, &link, fx);
+        let queue_pair = &mut self.pairs[pair];
+        queue_pair
+            .tcp
+            .remote_polls(&mut queue_pair.remote, index_u32(pair), self.now, &link, fx);
     }
 
     pub(super) fn mss(&self) -> u64 {
@@ -344,12 +346,12 @@ impl TcpFlow {
         match path {
             AckPath::Vf => {
                 let at = now + link.wire_one_way_ns + link.frame_wire_ns(ACK_BYTES);
-                fx.schedule(at, TcpEvent::Ack { queues: pair });
+                fx.schedule(at, TcpEvent::Ack { pair });
             }
             AckPath::Virtio { vcpu } => {
                 fx.push(Effect::VirtioKick(vcpu));
                 fx.push(Effect::BackendStart {
-                    queues: pair as usize,
+                    pair: pair as usize,
                     job: BackendJob::TxAck,
                 });
             }
@@ -374,7 +376,7 @@ impl TcpFlow {
     pub(super) fn send(&mut self, pair: u32, now: u64, link: &StreamLink, fx: &mut Effects) {
         if self.link_free_at > now {
             // The link is still sending the previous frame.
-            fx.schedule(self.link_free_at, TcpEvent::Send { queues: pair });
+            fx.schedule(self.link_free_at, TcpEvent::Send { pair });
             return;
         }
         if !self.can_send_segment() {
@@ -384,16 +386,16 @@ impl TcpFlow {
         self.sent(segment);
         if link.over_pv {
             fx.push(Effect::BackendStart {
-                queues: pair as usize,
+                pair: pair as usize,
                 job: BackendJob::RxPacket,
             });
-            fx.schedule(now, TcpEvent::Send { queues: pair });
+            fx.schedule(now, TcpEvent::Send { pair });
         } else {
             let on_wire = link.frame_wire_ns(segment);
             self.link_free_at = now + on_wire;
             let arrival = now + on_wire + link.wire_one_way_ns;
-            fx.schedule(arrival, TcpEvent::SegmentArrival { queues: pair });
-            fx.schedule(now + on_wire, TcpEvent::Send { queues: pair });
+            fx.schedule(arrival, TcpEvent::SegmentArrival { pair });
+            fx.schedule(now + on_wire, TcpEvent::Send { pair });
         }
     }
 
@@ -440,7 +442,7 @@ impl TcpFlow {
                 let arrival =
                     start + wire_ns(through, frame, overhead, rate) + link.wire_one_way_ns;
                 if let Some(poll_at) = remote.frame(arrival, payload) {
-                    fx.schedule(poll_at, TcpEvent::RemotePoll { queues: pair });
+                    fx.schedule(poll_at, TcpEvent::RemotePoll { pair });
                 }
             }
         }
@@ -460,7 +462,7 @@ impl TcpFlow {
         let arrival = now + link.wire_one_way_ns;
         for covered in remote.poll(now) {
             self.acks.push_back(covered);
-            fx.schedule(arrival, TcpEvent::AckArrival { queues: pair });
+            fx.schedule(arrival, TcpEvent::AckArrival { pair });
         }
     }
 }
@@ -497,12 +499,12 @@ mod tests {
 
     use super::super::fixture::{did_run, listed, listed_alone, scheduled, shaped};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
     use crate::scenario::{NicCoalescing, RunGroup};
 
-    fn run(policy: DesignKind, group: RunGroup, ms: u64) -> Machine {
+    fn run(design: DesignKind, group: RunGroup, ms: u64) -> Machine {
         let mut m = shaped(RunSpec {
-            policy,
+            design,
             workload: group.workload,
             rate_pps: None,
             group,
@@ -527,7 +529,7 @@ mod tests {
         let mut m = built(WorkloadKind::Iperf, Transport::Sriov);
         let network = m.profile.network.clone();
         let first = m.rx_work_ns(0);
-        m.queues[0].tcp.received(false);
+        m.pairs[0].tcp.received(false);
         let next = m.rx_work_ns(0);
         assert_eq!(first - next, network.rx_stack + network.tx_packet);
     }
@@ -535,14 +537,14 @@ mod tests {
     #[test]
     fn nagle_holds_back_a_partial_segment_while_data_is_in_flight() {
         let mut m = built(WorkloadKind::Netperf, Transport::Sriov);
-        m.queues[0].tcp.buffered = 256;
+        m.pairs[0].tcp.buffered = 256;
         let fx = listed(&mut m, |m, fx| m.tso_send(0, fx));
         assert_eq!(fx.len(), 1, "nothing in flight: the write goes at once");
-        assert_eq!(m.queues[0].tcp.in_flight(), 256);
-        m.queues[0].tcp.buffered = 256;
+        assert_eq!(m.pairs[0].tcp.in_flight(), 256);
+        m.pairs[0].tcp.buffered = 256;
         let fx = listed(&mut m, |m, fx| m.tso_send(0, fx));
         assert!(fx.is_empty(), "a partial segment waits for the ACK");
-        m.queues[0].tcp.buffered = 2 * m.mss();
+        m.pairs[0].tcp.buffered = 2 * m.mss();
         let fx = listed(&mut m, |m, fx| m.tso_send(0, fx));
         assert_eq!(fx.len(), 1, "two full frames: one ACK");
     }
@@ -551,13 +553,10 @@ mod tests {
     fn a_tso_send_carries_whole_segments_and_leaves_the_rest_to_nagle() {
         let mut m = built(WorkloadKind::Netperf, Transport::Sriov);
         let mss = m.mss();
-        m.queues[0].tcp.buffered = 2 * mss + 100;
+        m.pairs[0].tcp.buffered = 2 * mss + 100;
         listed(&mut m, |m, fx| m.tso_send(0, fx));
-        assert_eq!(m.queues[0].tcp.in_flight(), 2 * mss);
-        assert_eq!(
-            m.queues[0].tcp.buffered, 100,
-            "held while data is in flight"
-        );
+        assert_eq!(m.pairs[0].tcp.in_flight(), 2 * mss);
+        assert_eq!(m.pairs[0].tcp.buffered, 100, "held while data is in flight");
     }
 
     #[test]
@@ -566,13 +565,13 @@ mod tests {
         let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));
         let on_wire = m.frame_wire_ns(m.mss());
         let arrival = on_wire + m.profile.guest_ns.wire_one_way;
-        let send = TcpEvent::Send { queues: 0 };
-        let frame = TcpEvent::SegmentArrival { queues: 0 };
+        let send = TcpEvent::Send { pair: 0 };
+        let frame = TcpEvent::SegmentArrival { pair: 0 };
         assert_eq!(fx, [scheduled(arrival, frame), scheduled(on_wire, send)]);
         // An ACK's send while the frame is on the wire only re-arms.
         let fx = listed(&mut m, |m, fx| m.tcp_send(0, fx));
         assert_eq!(fx, [scheduled(on_wire, send)]);
-        assert_eq!(m.queues[0].tcp.in_flight(), m.mss());
+        assert_eq!(m.pairs[0].tcp.in_flight(), m.mss());
     }
 
     /// A 10 Gb/s link, 100 ns one way, 38 bytes of framing.
@@ -599,8 +598,8 @@ mod tests {
         // 1,038 bytes at 10 Gb/s: 830.4 ns, rounded up.
         let on_wire = LINK.frame_wire_ns(1_000);
         assert_eq!(on_wire, 831);
-        let frame = TcpEvent::SegmentArrival { queues: 3 };
-        let send = TcpEvent::Send { queues: 3 };
+        let frame = TcpEvent::SegmentArrival { pair: 3 };
+        let send = TcpEvent::Send { pair: 3 };
         assert_eq!(
             fx,
             [
@@ -634,10 +633,10 @@ mod tests {
         let mut flow = two_segment_flow();
         let fx = listed_alone(|fx| flow.send(2, 700, &link, fx));
         let vhost = Effect::BackendStart {
-            queues: 2,
+            pair: 2,
             job: BackendJob::RxPacket,
         };
-        assert_eq!(fx, [vhost, scheduled(700, TcpEvent::Send { queues: 2 })]);
+        assert_eq!(fx, [vhost, scheduled(700, TcpEvent::Send { pair: 2 })]);
         flow.send(2, 700, &link, &mut Effects::default());
         let fx = listed_alone(|fx| flow.send(2, 700, &link, fx));
         assert!(fx.is_empty(), "the window is full");
@@ -648,12 +647,12 @@ mod tests {
         let mut flow = two_segment_flow();
         let fx = listed_alone(|fx| flow.ack_sent(2, AckPath::Vf, 2_000, 400, &LINK, fx));
         // 38 bytes of framing at 10 Gb/s: 30.4 ns, rounded up.
-        let ack = TcpEvent::Ack { queues: 2 };
+        let ack = TcpEvent::Ack { pair: 2 };
         assert_eq!(fx, [scheduled(400 + 100 + 31, ack)]);
         let path = AckPath::Virtio { vcpu: 1 };
         let fx = listed_alone(|fx| flow.ack_sent(2, path, 1_000, 400, &LINK, fx));
         let vhost = Effect::BackendStart {
-            queues: 2,
+            pair: 2,
             job: BackendJob::TxAck,
         };
         assert_eq!(fx, [Effect::VirtioKick(1), vhost]);
@@ -675,10 +674,10 @@ mod tests {
         assert_eq!(flow.buffered, 500);
         // Frame 1 lands at 831 + 100 ns and fires at once; frame 2, at
         // 1,661 + 100 ns, waits out the throttle.
-        let poll = TcpEvent::RemotePoll { queues: 1 };
+        let poll = TcpEvent::RemotePoll { pair: 1 };
         assert_eq!(fx, [scheduled(931, poll), scheduled(32_931, poll)]);
         let fx = listed_alone(|fx| flow.remote_polls(&mut remote, 1, 931, &LINK, fx));
-        let ack = TcpEvent::AckArrival { queues: 1 };
+        let ack = TcpEvent::AckArrival { pair: 1 };
         assert_eq!(fx, [scheduled(1_031, ack)]);
         assert_eq!(flow.acks, [1_000]);
     }
@@ -700,7 +699,7 @@ mod tests {
             let mut group = RunGroup::new(WorkloadKind::UdpRx, vec![DesignKind::Vanilla]);
             group.napi_weight = Some(weight);
             let mut m = shaped(RunSpec {
-                policy: DesignKind::Vanilla,
+                design: DesignKind::Vanilla,
                 workload: WorkloadKind::UdpRx,
                 rate_pps: Some(600_000),
                 group,

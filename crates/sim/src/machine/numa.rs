@@ -22,7 +22,7 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, running, shaped};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
     use crate::profile::BuiltinProfile;
     use crate::scenario::{HostShape, NicCoalescing, RunGroup};
 
@@ -36,7 +36,7 @@ mod tests {
         };
         group.numa_nodes = 2;
         let mut m = shaped(RunSpec {
-            policy: DesignKind::Apicv,
+            design: DesignKind::Apicv,
             workload: WorkloadKind::Ipi,
             rate_pps: None,
             group,

@@ -209,7 +209,7 @@ impl Machine {
 mod tests {
     use super::super::fixture::{applied, exit_of, listed, running, single};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
 
     #[test]
     fn accesses_come_port_io_first_and_run_out() {
@@ -222,15 +222,15 @@ mod tests {
 
     #[test]
     fn vanilla_ticks_on_guest_cores_did_and_bare_do_not() {
-        for (policy, ticks) in [
+        for (design, ticks) in [
             (DesignKind::Vanilla, true),
             (DesignKind::Apicv, true),
             (DesignKind::Eli, true),
             (DesignKind::Did, false),
             (DesignKind::Bare, false),
         ] {
-            let m = single(policy);
-            assert_eq!(m.ticks_on_guest_cores(), ticks, "{policy}");
+            let m = single(design);
+            assert_eq!(m.ticks_on_guest_cores(), ticks, "{design}");
         }
     }
 

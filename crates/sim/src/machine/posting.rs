@@ -6,7 +6,7 @@
 //! write exits is its `IpiSender`.
 
 use super::*;
-use crate::policy::mechanism::posting::{PostSignal, PostSource, PostTarget};
+use crate::design::mechanism::posting::{PostSignal, PostSource, PostTarget};
 
 impl Machine {
     /// Whether `vcpu` is its core's current vCPU and runnable (AVIC's
@@ -109,13 +109,13 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, one_vm, running, single};
     use super::*;
+    use crate::design::DesignKind;
     use crate::metrics::Invariant;
-    use crate::policy::DesignKind;
     use crate::scenario::IpiMode;
 
     /// vCPU 0 blocked in HLT on core 1, its core asleep.
-    fn blocked(policy: DesignKind) -> Machine {
-        let mut m = single(policy);
+    fn blocked(design: DesignKind) -> Machine {
+        let mut m = single(design);
         running(&mut m, 0);
         m.halt(0);
         m.cores[1].mode = Mode::Idle;
@@ -126,7 +126,7 @@ mod tests {
     fn a_posted_irte_notifies_a_running_vcpu_without_a_host_vector() {
         let mut m = single(DesignKind::ApicvPi);
         running(&mut m, 0);
-        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, VfEventQueue::Rx, fx));
+        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, VfVector::Rx, fx));
         let notification = Effect::DeliverPhysical {
             core: 1,
             vector: POSTED_NOTIFICATION_VECTOR,
@@ -139,7 +139,7 @@ mod tests {
     fn a_post_to_a_blocked_vcpu_sends_the_wakeup_vector_whose_handler_wakes_it() {
         let mut m = blocked(DesignKind::ApicvPi);
         assert_eq!(m.vcpus[0].state, VcpuState::Halted);
-        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, VfEventQueue::Rx, fx));
+        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, VfVector::Rx, fx));
         let wakeup = Effect::DeliverPhysical {
             core: 1,
             vector: POSTED_WAKEUP_VECTOR,
@@ -163,7 +163,7 @@ mod tests {
     fn a_post_suppressed_by_sn_waits_in_pir_for_the_next_entry() {
         let mut m = single(DesignKind::ApicvPi);
         m.vcpus[0].hw.pid.suppress = true;
-        assert!(listed(&mut m, |m, fx| m.fire_vf_msi(0, VfEventQueue::Rx, fx)).is_empty());
+        assert!(listed(&mut m, |m, fx| m.fire_vf_msi(0, VfVector::Rx, fx)).is_empty());
         m.prepare_entry(0);
         assert!(m.vcpus[0].hw.vlapic.irr().contains(GUEST_VF_VECTOR));
         assert_eq!(m.checker.violations_of(Invariant::Lost), 0);
@@ -174,7 +174,7 @@ mod tests {
         // The bug the check is for: SN cleared at entry without syncing PIR.
         let mut m = single(DesignKind::ApicvPi);
         m.vcpus[0].hw.pid.suppress = true;
-        listed(&mut m, |m, fx| m.fire_vf_msi(0, VfEventQueue::Rx, fx));
+        listed(&mut m, |m, fx| m.fire_vf_msi(0, VfVector::Rx, fx));
         let pir = m.vcpus[0].hw.pid.pir;
         m.checker.entered(0, &pir);
         assert_eq!(m.checker.violations_of(Invariant::Lost), 1);
@@ -185,7 +185,7 @@ mod tests {
         // The bug the check is for: a blocked vCPU left with SN set.
         let mut m = blocked(DesignKind::ApicvPi);
         m.vcpus[0].hw.pid.suppress = true;
-        listed(&mut m, |m, fx| m.fire_vf_msi(0, VfEventQueue::Rx, fx));
+        listed(&mut m, |m, fx| m.fire_vf_msi(0, VfVector::Rx, fx));
         m.count_unwoken_sleepers();
         assert_eq!(m.checker.violations_of(Invariant::Lost), 1);
     }
@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn avic_logs_a_device_post_for_a_sleeper_and_the_ga_log_handler_wakes_it() {
         let mut m = blocked(DesignKind::Avic);
-        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, VfEventQueue::Rx, fx));
+        let fx = listed(&mut m, |m, fx| m.fire_vf_msi(0, VfVector::Rx, fx));
         let ga_log = Effect::DeliverPhysical {
             core: HOUSEKEEPING_CORE,
             vector: GA_LOG_VECTOR,
@@ -206,14 +206,14 @@ mod tests {
     #[test]
     fn ipiv_posts_a_unicast_with_no_exit_and_avic_exits_for_a_sleeping_target() {
         let icr = IpiMode::Unicast.icr(GUEST_IPI_VECTOR);
-        for (policy, exits) in [(DesignKind::ApicvPiIpiv, false), (DesignKind::Avic, true)] {
-            let mut m = one_vm(policy, WorkloadKind::Ipi, 2);
+        for (design, exits) in [(DesignKind::ApicvPiIpiv, false), (DesignKind::Avic, true)] {
+            let mut m = one_vm(design, WorkloadKind::Ipi, 2);
             m.vcpus[1].state = VcpuState::Halted;
             let fx = listed(&mut m, |m, fx| m.send_guest_ipis(0, icr, &[1], fx));
             let exit = fx
                 .iter()
                 .any(|effect| matches!(effect, Effect::Exit { .. }));
-            assert_eq!(exit, exits, "{policy}");
+            assert_eq!(exit, exits, "{design}");
             let posted = fx.iter().any(|effect| {
                 matches!(
                     effect,
@@ -223,7 +223,7 @@ mod tests {
                     }
                 )
             });
-            assert!(posted, "{policy}: {fx:?}");
+            assert!(posted, "{design}: {fx:?}");
         }
     }
 }

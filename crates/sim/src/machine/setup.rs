@@ -41,7 +41,7 @@ impl Machine {
         seed: u64,
         trace: bool,
     ) -> Result<Machine, SimError> {
-        let design = spec.policy.design();
+        let design = spec.design.table();
         let host = spec.group.host;
         let core_count = host.cores as usize;
         let mut cores = Vec::with_capacity(core_count);
@@ -67,7 +67,7 @@ impl Machine {
         }
         let mut vcpus = Vec::new();
         let mut vms = Vec::new();
-        let mut queues = Vec::new();
+        let mut pairs = Vec::new();
         let owners_per_vm = spec.group.queue_owners.per_vm(host.vcpus_per_vm) as usize;
         let workload = WorkloadModel::of(spec.workload);
         let napi_weight = spec
@@ -108,39 +108,39 @@ impl Machine {
                     spin_ns: 0,
                     halt_requested: false,
                     // Set below, once the VM's queue pairs exist.
-                    queues: 0,
+                    pair: 0,
                     housekeeping: Accesses::default(),
                 });
                 cores[home_core].runqueue.push(id);
                 cores[home_core].hosts_vcpus = true;
                 ids.push(id);
             }
-            let first_queues = queues.len();
+            let first_pair = pairs.len();
             for (index, &owner) in ids.iter().enumerate() {
                 if index >= owners_per_vm {
-                    vcpus[owner].queues = first_queues;
+                    vcpus[owner].pair = first_pair;
                     continue;
                 }
                 // Validation keeps every core within its vector range.
                 let vf_core = &mut cores[vcpus[owner].home_core];
-                let mut allocate = |queue: VfEventQueue| {
+                let mut allocate = |queue: VfVector| {
                     let vector = HOST_VF_VECTOR_BASE
                         + u8::try_from(vf_core.vf_vectors.len())
                             .expect("at most HOST_VECTORS_PER_CORE");
-                    vf_core.vf_vectors.push((queues.len(), queue));
+                    vf_core.vf_vectors.push((pairs.len(), queue));
                     vector
                 };
-                let vf_host_vector = allocate(VfEventQueue::Rx);
-                let tx_eq = TxEventQueue::of(profile.network.adaptive_coalescing, || {
-                    allocate(VfEventQueue::Tx)
+                let vf_host_vector = allocate(VfVector::Rx);
+                let tx_eq = TxEq::of(profile.network.adaptive_coalescing, || {
+                    allocate(VfVector::Tx)
                 });
-                vcpus[owner].queues = queues.len();
-                let rx = |weight| RxQueue {
+                vcpus[owner].pair = pairs.len();
+                let rx = |weight| RxRing {
                     napi: Napi::with_weight(weight),
-                    ..RxQueue::default()
+                    ..RxRing::default()
                 };
                 let virtio_weight = spec.group.napi_weight.unwrap_or(VIRTIO_NET_NAPI_WEIGHT);
-                queues.push(QueuePair {
+                pairs.push(QueuePair {
                     owner,
                     vf: rx(napi_weight),
                     virtio: rx(virtio_weight),
@@ -176,9 +176,9 @@ impl Machine {
             vms,
             // An entry per VF event queue (`VfEventQueue::irte_handle`).
             iommu: InterruptRemappingTable::new(index_u32(
-                queues.len() * crate::scenario::VF_MSIX_VECTORS as usize,
+                pairs.len() * crate::scenario::VF_MSIX_VECTORS as usize,
             )),
-            queues,
+            pairs,
             counters: Counters::default(),
             sip: Default::default(),
             l2fwd: L2fwd::default(),

@@ -2,7 +2,7 @@
 //! fixed rate, the back-to-back user agent in the VM relays each call to
 //! SIPp's UAS on the host. Every message the B2BUA receives costs it
 //! `workloads.sip_message` of CPU. The call flow (RFC 3261 and the DID
-//! study): the B2BUA answers an INVITE with 100 Trying and relays it; the
+//! paper): the B2BUA answers an INVITE with 100 Trying and relays it; the
 //! UAS rings, sending 180 Ringing at once, and answers with 200 OK when
 //! the ringing ends; the UAC's ACK goes through to the UAS; BYE and its
 //! 200 OK end the call. A call's setup latency runs from the UAC's first
@@ -15,7 +15,7 @@
 //! T1, doubling up to T2 = 4 s, for at most 64 T1). A message that finds
 //! the guest's receive ring full is lost.
 //!
-//! The bare-metal testbed's own spread is a workload input (the study's
+//! The bare-metal testbed's own spread is a workload input (the paper's
 //! bare row, docs/calibration.md): how long the UAS rings, and which of
 //! the UAC's INVITEs the testbed loses, follow it (see [`BareTestbed`]).
 //! Everything a VM adds on top is the model's.
@@ -33,7 +33,7 @@ const T2_NS: u64 = 4_000_000_000;
 /// Timer B: the INVITE transaction gives up after 64 T1 (and a UAS stops
 /// retransmitting its 200 OK as late, 13.3.1.4).
 const TIMER_B_NS: u64 = 64 * T1_NS;
-/// The call-placing rate and hold time of the DID study's SIPp run.
+/// The call-placing rate and hold time of the DID paper's SIPp run.
 const CALLS_PER_S: u64 = 100;
 const HOLD_NS: u64 = 10_000_000_000;
 /// A SIP message's payload, bytes (ASSUMED: a typical INVITE with SDP).
@@ -46,7 +46,7 @@ const BUCKETS: [(u64, &str); 4] = [
     (u64::MAX, ">200"),
 ];
 
-/// The bare-metal row of the DID study's VoIP run (a workload input):
+/// The bare-metal row of the DID paper's VoIP run (a workload input):
 /// calls per setup-latency bucket and the UAC's INVITE retransmissions,
 /// of 10,000 calls.
 const BARE_BUCKET_CALLS: [u64; 4] = [9_485, 112, 147, 256];
@@ -55,7 +55,7 @@ const BARE_CALLS: u64 = 10_000;
 /// How long the UAS rings for a call of each bucket, ms: at once for the
 /// <10 bucket (SIPp's UAS answers without a pause), uniform over the
 /// bucket for the others; the >200 bucket's upper end, 500 ms (T1), is
-/// ASSUMED (the study gives none).
+/// ASSUMED (the paper gives none).
 const RING_MS: [(u64, u64); 4] = [(0, 0), (10, 100), (100, 200), (200, 500)];
 
 /// The bare testbed's spread, drawn as low-discrepancy (Weyl) sequences
@@ -156,17 +156,17 @@ struct Call {
 /// queue pair, the guest's receive ring for SIP (the VF's, or virtio's,
 /// PV), and a message's one-way time between SIPp and the B2BUA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct SipPath {
-    pub(super) queues: usize,
-    pub(super) ring: RxQueueKind,
+pub(super) struct SipLink {
+    pub(super) pair: usize,
+    pub(super) ring: Ring,
     pub(super) one_way_ns: u64,
 }
 
-impl Default for SipPath {
+impl Default for SipLink {
     fn default() -> Self {
-        SipPath {
-            queues: 0,
-            ring: RxQueueKind::Vf,
+        SipLink {
+            pair: 0,
+            ring: Ring::Vf,
             one_way_ns: 0,
         }
     }
@@ -177,7 +177,7 @@ impl Default for SipPath {
 /// message's next hop as an event, a packet for the ring, a virtio kick.
 #[derive(Debug, Default)]
 pub(super) struct Sip {
-    path: SipPath,
+    path: SipLink,
     calls: Vec<Call>,
     /// Messages in the guest's receive ring, oldest first, then in the
     /// B2BUA's socket.
@@ -233,8 +233,8 @@ impl Sip {
     }
 
     /// VoIP's figures.
-    pub(super) fn results(&self) -> crate::metrics::StudyResults {
-        crate::metrics::StudyResults {
+    pub(super) fn results(&self) -> crate::metrics::WorkloadFigures {
+        crate::metrics::WorkloadFigures {
             setup_ms_buckets: Some(self.buckets()),
             call_rate: Some(self.call_rate()),
             invite_retransmissions: Some(self.retransmissions()),
@@ -243,12 +243,12 @@ impl Sip {
     }
 
     /// The queue pair and the ring SIP's messages arrive on.
-    pub(super) fn ring(&self) -> (usize, RxQueueKind) {
-        (self.path.queues, self.path.ring)
+    pub(super) fn ring(&self) -> (usize, Ring) {
+        (self.path.pair, self.path.ring)
     }
 
     /// SIPp starts placing the calls of a run of `duration_ns` over `path`.
-    pub(super) fn start(&mut self, duration_ns: u64, path: SipPath, fx: &mut Effects) {
+    pub(super) fn start(&mut self, duration_ns: u64, path: SipLink, fx: &mut Effects) {
         let calls = Sip::calls_for(duration_ns);
         self.path = path;
         self.calls = vec![Call::default(); calls as usize];
@@ -354,14 +354,11 @@ impl Sip {
             return;
         }
         self.in_ring.push_back(message);
-        let SipPath { queues, ring, .. } = self.path;
+        let SipLink { pair, ring, .. } = self.path;
         fx.push(match ring {
-            RxQueueKind::Vf => Effect::RxPacket {
-                queues,
-                queue: ring,
-            },
-            RxQueueKind::Virtio => Effect::BackendStart {
-                queues,
+            Ring::Vf => Effect::RxPacket { pair, queue: ring },
+            Ring::Virtio => Effect::BackendStart {
+                pair,
                 job: BackendJob::RxPacket,
             },
         });
@@ -386,7 +383,7 @@ impl Sip {
         let Some(SipMessage { call, kind }) = self.serving.take() else {
             return;
         };
-        if self.path.ring == RxQueueKind::Virtio {
+        if self.path.ring == Ring::Virtio {
             fx.push(Effect::VirtioKick(vcpu));
         }
         let to_peer = now + self.path.one_way_ns;
@@ -528,10 +525,10 @@ mod tests {
     const ONE_WAY_NS: u64 = 30_000;
 
     /// VoIP's state alone, over `ring` of queue pair 2, with `calls` placed.
-    fn sip(ring: RxQueueKind, calls: usize) -> Sip {
+    fn sip(ring: Ring, calls: usize) -> Sip {
         Sip {
-            path: SipPath {
-                queues: 2,
+            path: SipLink {
+                pair: 2,
                 ring,
                 one_way_ns: ONE_WAY_NS,
             },
@@ -546,7 +543,7 @@ mod tests {
 
     #[test]
     fn a_message_that_finds_the_ring_full_is_lost_and_one_that_fits_is_queued() {
-        let mut sip = sip(RxQueueKind::Vf, 1);
+        let mut sip = sip(Ring::Vf, 1);
         let invite = arrival(0, SipKind::Invite);
         let fx = listed_alone(|fx| sip.handle(invite, 0, true, fx));
         assert!(fx.is_empty(), "{fx:?}");
@@ -554,8 +551,8 @@ mod tests {
         assert!(!sip.take(), "nothing reached the socket");
         let fx = listed_alone(|fx| sip.handle(invite, 0, false, fx));
         let packet = Effect::RxPacket {
-            queues: 2,
-            queue: RxQueueKind::Vf,
+            pair: 2,
+            queue: Ring::Vf,
         };
         assert_eq!(fx, [packet]);
         sip.packet_taken();
@@ -571,10 +568,10 @@ mod tests {
 
     #[test]
     fn over_virtio_a_message_goes_to_vhost_and_its_relay_kicks() {
-        let mut sip = sip(RxQueueKind::Virtio, 1);
+        let mut sip = sip(Ring::Virtio, 1);
         let fx = listed_alone(|fx| sip.handle(arrival(0, SipKind::Bye), 0, false, fx));
         let to_vhost = Effect::BackendStart {
-            queues: 2,
+            pair: 2,
             job: BackendJob::RxPacket,
         };
         assert_eq!(fx, [to_vhost]);
@@ -593,7 +590,7 @@ mod tests {
 
     #[test]
     fn the_b2bua_relays_an_invite_both_ways_and_a_repeated_ok_after_the_ack_itself() {
-        let mut sip = sip(RxQueueKind::Vf, 1);
+        let mut sip = sip(Ring::Vf, 1);
         let relayed = |sip: &mut Sip, kind| {
             listed_alone(|fx| sip.handle(arrival(0, kind), 0, false, fx));
             sip.packet_taken();
@@ -633,7 +630,7 @@ mod tests {
 
     #[test]
     fn an_unanswered_invite_goes_again_and_an_answered_one_does_not() {
-        let mut sip = sip(RxQueueKind::Vf, 1);
+        let mut sip = sip(Ring::Vf, 1);
         let fx = listed_alone(|fx| sip.handle(SipEvent::Call { call: 0 }, 0, false, fx));
         assert_eq!(fx.len(), 2, "the INVITE and timer A: {fx:?}");
         let timer_a = |interval| SipEvent::TimerA { call: 0, interval };
@@ -657,7 +654,7 @@ mod tests {
 
     #[test]
     fn the_uac_measures_the_setup_once_acks_and_hangs_up_after_the_hold() {
-        let mut sip = sip(RxQueueKind::Vf, 1);
+        let mut sip = sip(Ring::Vf, 1);
         listed_alone(|fx| sip.handle(SipEvent::Call { call: 0 }, 1_000, false, fx));
         let ok = SipEvent::Uac {
             call: 0,
@@ -685,7 +682,7 @@ mod tests {
 
     #[test]
     fn the_uas_rings_with_180_before_its_200_ok_and_rings_once() {
-        let mut sip = sip(RxQueueKind::Vf, 1);
+        let mut sip = sip(Ring::Vf, 1);
         let invite = SipEvent::Uas {
             call: 0,
             kind: SipKind::Invite,
@@ -706,9 +703,9 @@ mod tests {
     #[test]
     fn sipp_places_a_call_every_ten_ms() {
         let mut sip = Sip::default();
-        let path = SipPath {
+        let path = SipLink {
             one_way_ns: ONE_WAY_NS,
-            ..SipPath::default()
+            ..SipLink::default()
         };
         let fx = listed_alone(|fx| sip.start(HOLD_NS + 30_000_000, path, fx));
         assert_eq!(
@@ -718,7 +715,7 @@ mod tests {
                 scheduled(at, SipEvent::Call { call })
             })
         );
-        assert_eq!(sip.ring(), (0, RxQueueKind::Vf));
+        assert_eq!(sip.ring(), (0, Ring::Vf));
     }
 
     #[test]

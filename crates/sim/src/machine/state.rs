@@ -16,7 +16,7 @@ pub(super) enum NmiMessage {
     /// A VF's event queue interrupted while its VM was not running; the
     /// guest vector it carries.
     AssignedInterrupt {
-        queues: u32,
+        pair: u32,
         vector: u8,
     },
     SliceEnd,
@@ -50,7 +50,7 @@ pub(super) struct Core {
     pub(super) hosts_vcpus: bool,
     /// The VF event queues (queue pair, queue) whose host vectors this
     /// core allocated, in vector order from `HOST_VF_VECTOR_BASE`.
-    pub(super) vf_vectors: Vec<(usize, VfEventQueue)>,
+    pub(super) vf_vectors: Vec<(usize, VfVector)>,
 }
 
 impl AsRef<Lapic> for Core {
@@ -87,7 +87,7 @@ pub(super) struct Vcpu {
     pub(super) halt_requested: bool,
     /// The queue pair this vCPU's driver polls: its own, or (if it owns
     /// none) its VM's first.
-    pub(super) queues: usize,
+    pub(super) pair: usize,
     /// The accesses the running housekeeping pass has still to make.
     pub(super) housekeeping: Accesses,
 }

@@ -50,7 +50,7 @@ impl Machine {
         let current_here = self.cores[core].current == Some(vcpu);
         let effect = self
             .design
-            .timer_path
+            .guest_timer
             .program(deadline, self.now, current_here);
         self.apply_timer_effect(vcpu, effect, fx);
     }
@@ -58,7 +58,7 @@ impl Machine {
     pub(super) fn cancel_guest_timer(&mut self, vcpu: usize, fx: &mut Effects) {
         let core = self.vcpus[vcpu].home_core;
         let owns_physical = self.cores[core].timer_owner == Some(vcpu);
-        let effects = self.design.timer_path.cancel(owns_physical);
+        let effects = self.design.guest_timer.cancel(owns_physical);
         self.apply_timer_effects(vcpu, effects, fx);
     }
 
@@ -172,7 +172,7 @@ impl Machine {
     pub(super) fn host_timer(&mut self, vcpu: usize, fx: &mut Effects) {
         let fired = self
             .design
-            .timer_path
+            .guest_timer
             .host_timer_fired(&mut self.vcpus[vcpu].timer);
         if let Some(effect) = fired {
             self.apply_timer_effect(vcpu, effect, fx);
@@ -202,7 +202,7 @@ impl Machine {
             if self.vcpus[vcpu].hw.vlapic.expire_timer(&clock) {
                 self.cores[core].timer_work_ns += self
                     .design
-                    .timer_path
+                    .guest_timer
                     .expiry_host_ns(&self.profile.design_work_ns);
                 self.raise(vm, GUEST_TIMER_VECTOR);
                 if already {
@@ -220,7 +220,7 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, running, scheduled, single};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
 
     const DEADLINE: u64 = 5_000;
 

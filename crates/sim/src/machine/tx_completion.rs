@@ -2,7 +2,7 @@
 //! each packet the guest sent, once it is on the wire, as a completion
 //! the driver reaps to free the buffer. How that is signalled is the
 //! driver's choice:
-//! - be2net of the ELI study's time (Linux 3.1's `drivers/net/benet/`):
+//! - be2net of the ELI paper's time (Linux 3.1's `drivers/net/benet/`):
 //!   `be_tx_queues_create` gives the transmit completion queues an event
 //!   queue of their own, `tx_eq`, created with a fixed delay
 //!   (`cur_eqd = 96`, `enable_aic = false`: `be_rx_eqd_update` adapts the
@@ -49,33 +49,33 @@ pub(super) fn rx_disarms_on_interrupt(nic: AdaptiveCoalescing) -> bool {
 
 /// A VF's event queues, each with its MSI-X vector and IRTE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum VfEventQueue {
+pub(super) enum VfVector {
     Rx,
     Tx,
 }
 
-impl VfEventQueue {
+impl VfVector {
     /// The guest vector the guest's driver gave the queue's MSI-X entry.
     pub(super) fn guest_vector(self) -> u8 {
         match self {
-            VfEventQueue::Rx => GUEST_VF_VECTOR,
-            VfEventQueue::Tx => GUEST_VF_TX_VECTOR,
+            VfVector::Rx => GUEST_VF_VECTOR,
+            VfVector::Tx => GUEST_VF_TX_VECTOR,
         }
     }
 
     /// The queue's IRTE handle: the receive queues' come first, one per
     /// queue pair, then the transmit queues'.
-    pub(super) fn irte_handle(self, queues: usize, queue_pairs: usize) -> u32 {
+    pub(super) fn irte_handle(self, pair: usize, queue_pairs: usize) -> u32 {
         match self {
-            VfEventQueue::Rx => index_u32(queues),
-            VfEventQueue::Tx => index_u32(queue_pairs + queues),
+            VfVector::Rx => index_u32(pair),
+            VfVector::Tx => index_u32(queue_pairs + pair),
         }
     }
 }
 
 /// A VF's transmit event queue (be2net's `tx_eq`).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct TxEventQueue {
+pub(super) struct TxEq {
     /// The queue's MSI-X vector's host vector on its owner's home core.
     pub(super) host_vector: u8,
     /// Completions posted since the last interrupt or reap.
@@ -86,15 +86,12 @@ pub(super) struct TxEventQueue {
     throttle: Throttle,
 }
 
-impl TxEventQueue {
+impl TxEq {
     /// The transmit event queue of `nic`'s driver, if it has one, its
     /// host vector allocated by `host_vector`.
-    pub(super) fn of(
-        nic: AdaptiveCoalescing,
-        host_vector: impl FnOnce() -> u8,
-    ) -> Option<TxEventQueue> {
+    pub(super) fn of(nic: AdaptiveCoalescing, host_vector: impl FnOnce() -> u8) -> Option<TxEq> {
         match nic {
-            AdaptiveCoalescing::Be2netAic => Some(TxEventQueue {
+            AdaptiveCoalescing::Be2netAic => Some(TxEq {
                 host_vector: host_vector(),
                 unsignalled: 0,
                 armed: true,
@@ -132,8 +129,8 @@ impl Machine {
     /// The guest's driver handed the VF `bytes` to send in one buffer
     /// (its frames are cut by the NIC): its completion is posted when the
     /// last frame has left, the link being free from `start`.
-    pub(super) fn vf_sent(&self, queues: usize, start: u64, bytes: u64, fx: &mut Effects) {
-        if self.queues[queues].tx_eq.is_none() {
+    pub(super) fn vf_sent(&self, pair: usize, start: u64, bytes: u64, fx: &mut Effects) {
+        if self.pairs[pair].tx_eq.is_none() {
             return;
         }
         let network = &self.profile.network;
@@ -147,27 +144,27 @@ impl Machine {
         fx.schedule(
             start + on_wire,
             Event::TxCompletion {
-                queues: index_u32(queues),
+                pair: index_u32(pair),
             },
         );
     }
 
     /// A completion lands in the transmit completion queue.
-    pub(super) fn tx_completed(&mut self, queues: usize, fx: &mut Effects) {
-        if let Some(eq) = self.queues[queues].tx_eq.as_mut() {
+    pub(super) fn tx_completed(&mut self, pair: usize, fx: &mut Effects) {
+        if let Some(eq) = self.pairs[pair].tx_eq.as_mut() {
             eq.unsignalled += 1;
-            self.maybe_fire_tx(queues, fx);
+            self.maybe_fire_tx(pair, fx);
         }
     }
 
     /// The transmit event queue's decision, carried out.
-    pub(super) fn maybe_fire_tx(&mut self, queues: usize, fx: &mut Effects) {
+    pub(super) fn maybe_fire_tx(&mut self, pair: usize, fx: &mut Effects) {
         let timeout = Event::TxCoalesceTimeout {
-            queues: index_u32(queues),
+            pair: index_u32(pair),
         };
         let armed = fx.is_pending(timeout);
         let now = self.now;
-        let Some(eq) = self.queues[queues].tx_eq.as_mut() else {
+        let Some(eq) = self.pairs[pair].tx_eq.as_mut() else {
             return;
         };
         match eq.decide(now, armed) {
@@ -176,16 +173,16 @@ impl Machine {
             Coalescing::Fire => {
                 eq.fired(now);
                 fx.cancel(timeout);
-                self.fire_vf_msi(queues, VfEventQueue::Tx, fx);
+                self.fire_vf_msi(pair, VfVector::Tx, fx);
             }
         }
     }
 
     /// The guest's poll reaped the completions and re-armed the queue.
-    pub(super) fn tx_reaped(&mut self, queues: usize, fx: &mut Effects) {
-        if let Some(eq) = self.queues[queues].tx_eq.as_mut() {
+    pub(super) fn tx_reaped(&mut self, pair: usize, fx: &mut Effects) {
+        if let Some(eq) = self.pairs[pair].tx_eq.as_mut() {
             eq.reaped();
-            self.maybe_fire_tx(queues, fx);
+            self.maybe_fire_tx(pair, fx);
         }
     }
 }
@@ -194,16 +191,16 @@ impl Machine {
 mod tests {
     use super::super::fixture::{listed, running, scheduled, shaped_with};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
     use crate::scenario::{NicCoalescing, RunGroup};
 
     /// A netperf machine whose NIC is be2net's, vCPU 0 running.
-    fn be2net(policy: DesignKind) -> Machine {
+    fn be2net(design: DesignKind) -> Machine {
         let spec = RunSpec {
-            policy,
+            design,
             workload: WorkloadKind::Netperf,
             rate_pps: None,
-            group: RunGroup::new(WorkloadKind::Netperf, vec![policy]),
+            group: RunGroup::new(WorkloadKind::Netperf, vec![design]),
             nic: NicCoalescing::FITTED,
             duration_ns: 10_000_000,
             offered_per_s: None,
@@ -215,13 +212,13 @@ mod tests {
         m
     }
 
-    fn be2net_queue() -> TxEventQueue {
-        TxEventQueue::of(AdaptiveCoalescing::Be2netAic, || 0x61).expect("be2net has one")
+    fn be2net_queue() -> TxEq {
+        TxEq::of(AdaptiveCoalescing::Be2netAic, || 0x61).expect("be2net has one")
     }
 
     #[test]
     fn only_be2net_has_a_transmit_event_queue() {
-        assert!(TxEventQueue::of(AdaptiveCoalescing::IxgbeItr, || 0x61).is_none());
+        assert!(TxEq::of(AdaptiveCoalescing::IxgbeItr, || 0x61).is_none());
         assert_eq!(be2net_queue().host_vector, 0x61);
     }
 
@@ -246,15 +243,15 @@ mod tests {
     fn a_completion_raises_the_tx_vector_through_the_designs_irte() {
         for design in [DesignKind::Bare, DesignKind::Eli, DesignKind::Vanilla] {
             let mut m = be2net(design);
-            let host_vector = m.queues[0].tx_eq.map(|eq| eq.host_vector);
-            assert_ne!(host_vector, Some(m.queues[0].vf_host_vector));
+            let host_vector = m.pairs[0].tx_eq.map(|eq| eq.host_vector);
+            assert_ne!(host_vector, Some(m.pairs[0].vf_host_vector));
             let vector = match design {
                 DesignKind::Vanilla => host_vector.expect("a TX event queue"),
                 _ => GUEST_VF_TX_VECTOR,
             };
             m.now = 5_000;
             let fx = listed(&mut m, |m, fx| m.tx_completed(0, fx));
-            let timeout = Event::TxCoalesceTimeout { queues: 0 };
+            let timeout = Event::TxCoalesceTimeout { pair: 0 };
             assert_eq!(
                 fx,
                 [
@@ -282,15 +279,15 @@ mod tests {
                 .filter(|effect| matches!(effect, Effect::DeliverPhysical { .. }))
                 .count()
         };
-        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, Ring::Vf, fx));
         assert_eq!(deliveries(&fx), 1);
         // A frame before the handler has run adds a completion only.
-        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, Ring::Vf, fx));
         assert_eq!(deliveries(&fx), 0);
         // NAPI took both and completed: the next frame interrupts.
-        m.queues[0].vf.ring = 0;
+        m.pairs[0].vf.ring = 0;
         listed(&mut m, |m, fx| m.napi_complete(0, fx));
-        let fx = listed(&mut m, |m, fx| m.rx_packet(0, RxQueueKind::Vf, fx));
+        let fx = listed(&mut m, |m, fx| m.rx_packet(0, Ring::Vf, fx));
         assert_eq!(deliveries(&fx), 1);
         assert!(!rx_disarms_on_interrupt(AdaptiveCoalescing::IxgbeItr));
     }
@@ -302,9 +299,9 @@ mod tests {
         let fx = listed(&mut m, |m, fx| m.vf_sent(0, 1_000, 2 * mss, fx));
         let network = &m.profile.network;
         let on_wire = wire_ns(2 * mss, 2, network.frame_overhead_bytes, network.link_mbps);
-        let completion = Event::TxCompletion { queues: 0 };
+        let completion = Event::TxCompletion { pair: 0 };
         assert_eq!(fx, [scheduled(1_000 + on_wire, completion)]);
-        m.queues[0].tx_eq = None;
+        m.pairs[0].tx_eq = None;
         assert!(listed(&mut m, |m, fx| m.vf_sent(0, 0, mss, fx)).is_empty());
     }
 }

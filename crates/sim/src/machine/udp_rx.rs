@@ -11,11 +11,11 @@ use super::*;
 /// virtio. Whileloop's receive comes over it too (SR-IOV unless the
 /// group says otherwise, as the DID paper's loop ran), so a twin of a
 /// virtio run uses virtio.
-pub(super) fn rings(transport: Transport) -> &'static [RxQueueKind] {
+pub(super) fn rings(transport: Transport) -> &'static [Ring] {
     match transport {
-        Transport::Sriov => &[RxQueueKind::Vf],
-        Transport::Pv => &[RxQueueKind::Virtio],
-        Transport::Both => &[RxQueueKind::Vf, RxQueueKind::Virtio],
+        Transport::Sriov => &[Ring::Vf],
+        Transport::Pv => &[Ring::Virtio],
+        Transport::Both => &[Ring::Vf, Ring::Virtio],
     }
 }
 
@@ -23,16 +23,16 @@ pub(super) fn rings(transport: Transport) -> &'static [RxQueueKind] {
 mod tests {
     use super::super::fixture::{listed, shaped};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
     use crate::scenario::{NicCoalescing, RunGroup};
 
     /// The queues whose first packets a whileloop over `transport` schedules.
-    fn first_arrivals(transport: Transport) -> Vec<RxQueueKind> {
+    fn first_arrivals(transport: Transport) -> Vec<Ring> {
         let mut group = RunGroup::new(WorkloadKind::Whileloop, vec![DesignKind::Vanilla]);
         group.transport = transport;
         group.rates_pps = vec![10_000];
         let mut machine = shaped(RunSpec {
-            policy: DesignKind::Vanilla,
+            design: DesignKind::Vanilla,
             workload: WorkloadKind::Whileloop,
             rate_pps: Some(10_000),
             group,
@@ -54,12 +54,9 @@ mod tests {
 
     #[test]
     fn each_transport_names_its_rings() {
-        assert_eq!(rings(Transport::Sriov), [RxQueueKind::Vf]);
-        assert_eq!(rings(Transport::Pv), [RxQueueKind::Virtio]);
-        assert_eq!(
-            rings(Transport::Both),
-            [RxQueueKind::Vf, RxQueueKind::Virtio]
-        );
+        assert_eq!(rings(Transport::Sriov), [Ring::Vf]);
+        assert_eq!(rings(Transport::Pv), [Ring::Virtio]);
+        assert_eq!(rings(Transport::Both), [Ring::Vf, Ring::Virtio]);
     }
 
     #[test]

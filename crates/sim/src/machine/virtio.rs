@@ -52,18 +52,18 @@ pub(super) const VIRTIO_NET_NAPI_WEIGHT: u32 = 128;
 
 /// A virtqueue the worker serves, each with a work item of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum VhostQueue {
+pub(super) enum Virtqueue {
     Rx,
     Tx,
     Block,
 }
 
-impl VhostQueue {
-    fn of(job: BackendJob) -> VhostQueue {
+impl Virtqueue {
+    fn of(job: BackendJob) -> Virtqueue {
         match job {
-            BackendJob::RxPacket => VhostQueue::Rx,
-            BackendJob::TxPacket | BackendJob::TxResponse | BackendJob::TxAck => VhostQueue::Tx,
-            BackendJob::BlockRead => VhostQueue::Block,
+            BackendJob::RxPacket => Virtqueue::Rx,
+            BackendJob::TxPacket | BackendJob::TxResponse | BackendJob::TxAck => Virtqueue::Tx,
+            BackendJob::BlockRead => Virtqueue::Block,
         }
     }
 
@@ -77,11 +77,11 @@ impl VhostQueue {
 #[derive(Clone, Debug)]
 pub(super) struct Vhost {
     /// The queue whose pass runs; None while the worker sleeps.
-    running: Option<VhostQueue>,
+    running: Option<Virtqueue>,
     /// Bytes the running pass has moved.
     pass_bytes: u64,
     /// Work queued behind the running pass (`dev->work_list`).
-    work_list: VecDeque<VhostQueue>,
+    work_list: VecDeque<Virtqueue>,
     /// Each queue's buffers no pass has taken yet, oldest first, with the
     /// queue pair they came from.
     waiting: [VecDeque<(usize, BackendJob)>; 3],
@@ -112,12 +112,12 @@ impl Vhost {
     /// A buffer reaches `job`'s queue: whether the worker must wake for
     /// it (it slept). A TX buffer passes `avail_event`, so the next one
     /// does not kick until a TX pass ends.
-    fn add(&mut self, queues: usize, job: BackendJob) -> bool {
-        let queue = VhostQueue::of(job);
-        if queue == VhostQueue::Tx {
+    fn add(&mut self, pair: usize, job: BackendJob) -> bool {
+        let queue = Virtqueue::of(job);
+        if queue == Virtqueue::Tx {
             self.tx_notify = false;
         }
-        self.waiting[queue.index()].push_back((queues, job));
+        self.waiting[queue.index()].push_back((pair, job));
         if self.running == Some(queue) || self.work_list.contains(&queue) {
             return false;
         }
@@ -137,7 +137,7 @@ impl Vhost {
                 self.work_list.push_back(queue);
             } else if let Some(buffer) = waiting.pop_front() {
                 return Some(buffer);
-            } else if queue == VhostQueue::Tx {
+            } else if queue == Virtqueue::Tx {
                 self.tx_notify = true;
             }
         }
@@ -148,7 +148,7 @@ impl Vhost {
                 self.running = Some(queue);
                 return Some(buffer);
             }
-            if queue == VhostQueue::Tx {
+            if queue == Virtqueue::Tx {
                 self.tx_notify = true;
             }
         }
@@ -164,7 +164,7 @@ impl Vhost {
 impl BackendJob {
     /// Whether the job is a guest TX buffer (the TX ring's notifications).
     pub(super) fn is_guest_tx(self) -> bool {
-        VhostQueue::of(self) == VhostQueue::Tx
+        Virtqueue::of(self) == Virtqueue::Tx
     }
 }
 
@@ -202,9 +202,9 @@ impl Machine {
             Coalescing::Fire => {
                 vhost.nic_throttle.fired(now);
                 let frames = std::mem::take(&mut vhost.nic_ring);
-                let queues = self.first_queues(vm);
+                let pair = self.first_pair(vm);
                 for _ in 0..frames {
-                    self.backend_start(queues, BackendJob::RxPacket, fx);
+                    self.backend_start(pair, BackendJob::RxPacket, fx);
                 }
             }
         }
@@ -218,9 +218,9 @@ impl Machine {
 
     /// A buffer reaches the VM's vhost worker (`backend_start`): a
     /// sleeping worker wakes and starts a pass at once.
-    pub(super) fn vhost_add(&mut self, queues: usize, job: BackendJob, fx: &mut Effects) {
-        let vm = self.vm_of_queues(queues);
-        if self.vms[vm].vhost.add(queues, job) {
+    pub(super) fn vhost_add(&mut self, pair: usize, job: BackendJob, fx: &mut Effects) {
+        let vm = self.vm_of_pair(pair);
+        if self.vms[vm].vhost.add(pair, job) {
             let wakeup = self.profile.host_ns.virtio_backend_wakeup;
             self.vhost_take_next(vm, self.now + wakeup, fx);
         }
@@ -228,7 +228,7 @@ impl Machine {
 
     /// The worker takes its next buffer at `at`, or sleeps.
     pub(super) fn vhost_take_next(&mut self, vm: usize, at: u64, fx: &mut Effects) {
-        let Some((queues, job)) = self.vms[vm].vhost.next_buffer() else {
+        let Some((pair, job)) = self.vms[vm].vhost.next_buffer() else {
             return;
         };
         self.vms[vm].vhost.pass_bytes += self.backend_bytes(job);
@@ -236,7 +236,7 @@ impl Machine {
         fx.schedule(
             done,
             Event::BackendDone {
-                queues: index_u32(queues),
+                pair: index_u32(pair),
                 job,
             },
         );
@@ -324,10 +324,8 @@ mod tests {
             + host.virtio_backend_per_request
             + m.copy_ns(m.message_bytes())
             + m.profile.network.bridge_one_way;
-        let fx = listed(&mut m, |m, fx| {
-            m.netperf_respond(0, RxQueueKind::Virtio, fx)
-        });
-        assert!(fx.contains(&scheduled(pass, Event::BackendDone { queues: 0, job })));
+        let fx = listed(&mut m, |m, fx| m.netperf_respond(0, Ring::Virtio, fx));
+        assert!(fx.contains(&scheduled(pass, Event::BackendDone { pair: 0, job })));
         m.now = pass;
         let fx = listed(&mut m, |m, fx| m.backend_done(0, job, fx));
         assert_eq!(fx, [scheduled(pass, RemoteEvent::Request { vm: 0 })]);
@@ -338,17 +336,17 @@ mod tests {
         use super::super::fixture::in_handler;
         use super::super::guest::{Step, RX_HANDLER};
         let mut m = over_pv(WorkloadKind::Iperf, 1_000_000, |_| {});
-        assert_eq!(m.queues[0].virtio.napi.weight, VIRTIO_NET_NAPI_WEIGHT);
+        assert_eq!(m.pairs[0].virtio.napi.weight, VIRTIO_NET_NAPI_WEIGHT);
         let unmask = RX_HANDLER
             .iter()
             .position(|step| matches!(step, Step::UnmaskRx))
             .expect("the handler unmasks");
         in_handler(&mut m, 0, RX_HANDLER, unmask, GUEST_VIRTIO_VECTOR);
-        let rx = &mut m.queues[0].virtio;
+        let rx = &mut m.pairs[0].virtio;
         rx.masked = true;
         rx.ring = 1;
         let fx = listed(&mut m, |m, fx| m.run_guest(0, fx));
-        assert!(m.queues[0].virtio.masked, "callbacks stay off");
+        assert!(m.pairs[0].virtio.masked, "callbacks stay off");
         assert!(!fx
             .iter()
             .any(|effect| matches!(effect, Effect::SignalVirtual { .. })));
@@ -363,7 +361,7 @@ mod tests {
         });
         let rx_jobs = |fx: &[Effect]| {
             let job = BackendJob::RxPacket;
-            let done = Event::BackendDone { queues: 0, job };
+            let done = Event::BackendDone { pair: 0, job };
             fx.iter()
                 .filter(|effect| matches!(effect, Effect::Schedule { event, .. } if *event == done))
                 .count()
@@ -382,7 +380,7 @@ mod tests {
         m.now = 50_000;
         let fx = listed(&mut m, |m, fx| m.host_nic_timeout(0, fx));
         assert_eq!(rx_jobs(&fx), 0);
-        assert_eq!(m.vms[0].vhost.waiting[VhostQueue::Rx.index()].len(), 2);
+        assert_eq!(m.vms[0].vhost.waiting[Virtqueue::Rx.index()].len(), 2);
     }
 
     #[test]
@@ -394,14 +392,10 @@ mod tests {
             reason: ExitReason::IoInstruction,
             service_ns: m.profile.virtio_notify_cost(),
         };
-        let fx = listed(&mut m, |m, fx| {
-            m.netperf_respond(0, RxQueueKind::Virtio, fx)
-        });
+        let fx = listed(&mut m, |m, fx| m.netperf_respond(0, Ring::Virtio, fx));
         assert_eq!(fx[0], kick);
         // The first response is not used yet: the second adds no kick.
-        let fx = listed(&mut m, |m, fx| {
-            m.netperf_respond(0, RxQueueKind::Virtio, fx)
-        });
+        let fx = listed(&mut m, |m, fx| m.netperf_respond(0, Ring::Virtio, fx));
         assert!(!fx.contains(&kick));
         // A busy worker on the RX side alone does not hold the kick back.
         m.vms[0].vhost = worker();

@@ -12,9 +12,9 @@ use super::ipi::{IPI_HANDLER, IPI_SENDER};
 use super::ipi_call::{CALL_HANDLER, IPI_CALLER};
 use super::netstack::Received;
 use super::rr::RemoteLink;
-use super::sip::{SipPath, SIP_MESSAGE_BYTES};
+use super::sip::{SipLink, SIP_MESSAGE_BYTES};
 use super::*;
-use crate::metrics::StudyResults;
+use crate::metrics::WorkloadFigures;
 
 /// What the machine asks of the workload a run names: the programs its
 /// vCPUs run, its interrupt handlers, its first events and its own
@@ -48,7 +48,7 @@ pub(super) struct WorkloadModel {
     /// ([`Machine::pv_peer_on_wire`]).
     pub(super) pv_peer_on_wire: bool,
     /// Its figures beyond the common ones.
-    study_results: fn(&Machine) -> StudyResults,
+    workload_figures: fn(&Machine) -> WorkloadFigures,
 }
 
 /// A workload that only receives what the group's devices and timer send.
@@ -64,16 +64,16 @@ const BACKGROUND_ONLY: WorkloadModel = WorkloadModel {
     fitted_coalescing: false,
     service: NO_SERVICE,
     pv_peer_on_wire: false,
-    study_results: |_| StudyResults::default(),
+    workload_figures: |_| WorkloadFigures::default(),
 };
 
 /// udp-rx's and whileloop's first packet on each owner's queue pair, on
 /// each ring of the group's transport.
 fn start_receive(m: &mut Machine, _vm: usize, owners: &[usize], fx: &mut Effects) {
     for &owner in owners {
-        let queues = m.vcpus[owner].queues;
+        let pair = m.vcpus[owner].pair;
         for &ring in super::udp_rx::rings(m.spec.group.transport) {
-            m.schedule_packet(queues, ring, fx);
+            m.schedule_packet(pair, ring, fx);
         }
     }
 }
@@ -122,7 +122,7 @@ impl WorkloadModel {
             },
             WorkloadKind::Fio => WorkloadModel {
                 device_handler: BLOCK_HANDLER,
-                start: |m, vm, _, fx| m.fio.submit(vm, m.first_queues(vm), m.now, fx),
+                start: |m, vm, _, fx| m.fio.submit(vm, m.first_pair(vm), m.now, fx),
                 ..base
             },
             WorkloadKind::Ipi => WorkloadModel {
@@ -134,7 +134,7 @@ impl WorkloadModel {
                 lead: Some(IPI_CALLER),
                 ipi_handler: CALL_HANDLER,
                 ipi_sent: |m, caller, targets| m.ipi_call.sent(m.vcpus[caller].vm, targets.len()),
-                study_results: |m| IpiCall::results(&m.counters),
+                workload_figures: |m| IpiCall::results(&m.counters),
                 ..base
             },
             WorkloadKind::Memcached => WorkloadModel {
@@ -157,9 +157,8 @@ impl WorkloadModel {
                 start: |m, _, owners, fx| {
                     let link_mbps = m.profile.network.link_mbps;
                     for &owner in owners {
-                        let queues = m.vcpus[owner].queues;
-                        m.l2fwd
-                            .start(queues, link_mbps, &mut m.queues[queues].vf, fx);
+                        let pair = m.vcpus[owner].pair;
+                        m.l2fwd.start(pair, link_mbps, &mut m.pairs[pair].vf, fx);
                     }
                 },
                 ..base
@@ -168,7 +167,7 @@ impl WorkloadModel {
                 background: Some(SIP_RELAY),
                 start: |m, _, _, fx| m.start_calls(fx),
                 received: Received::SipMessage,
-                study_results: |m| m.sip.results(),
+                workload_figures: |m| m.sip.results(),
                 ..base
             },
         }
@@ -261,15 +260,15 @@ impl Machine {
     }
 
     /// The workload's own figures.
-    pub(crate) fn study_results(&self) -> StudyResults {
-        (self.workload.study_results)(self)
+    pub(crate) fn workload_figures(&self) -> WorkloadFigures {
+        (self.workload.workload_figures)(self)
     }
 
     /// iperf: each owner's TCP stream starts sending.
     fn start_streams(&mut self, owners: &[usize], fx: &mut Effects) {
         for &owner in owners {
-            let queues = index_u32(self.vcpus[owner].queues);
-            fx.schedule(0, TcpEvent::Send { queues });
+            let pair = index_u32(self.vcpus[owner].pair);
+            fx.schedule(0, TcpEvent::Send { pair });
         }
     }
 
@@ -287,11 +286,13 @@ impl Machine {
             }
             WorkloadEvent::Tcp(event) => self.tcp_event(event, fx),
             WorkloadEvent::Clients(event) => self.client_event(event, fx),
-            WorkloadEvent::Pmd(PmdEvent::Burst { queues }) => {
-                let pair = &mut self.queues[queues as usize];
-                let spinning = self.vcpus[pair.owner].spin_since.map(|_| pair.owner);
+            WorkloadEvent::Pmd(PmdEvent::Burst { pair }) => {
+                let queue_pair = &mut self.pairs[pair as usize];
+                let spinning = self.vcpus[queue_pair.owner]
+                    .spin_since
+                    .map(|_| queue_pair.owner);
                 self.l2fwd
-                    .burst(queues as usize, self.now, &mut pair.vf, spinning, fx);
+                    .burst(pair as usize, self.now, &mut queue_pair.vf, spinning, fx);
             }
             WorkloadEvent::Sip(event) => self.sip_event(event, fx),
         }
@@ -300,16 +301,16 @@ impl Machine {
     /// netperf-rr's and udp-rr's guest answered on `vcpu`: the response
     /// leaves through virtio to vhost, or through the VF's doorbell (a
     /// passed-through MMIO write) for the remote.
-    pub(super) fn netperf_respond(&mut self, vcpu: usize, kind: RxQueueKind, fx: &mut Effects) {
-        let queues = self.vcpus[vcpu].queues;
+    pub(super) fn netperf_respond(&mut self, vcpu: usize, kind: Ring, fx: &mut Effects) {
+        let pair = self.vcpus[vcpu].pair;
         match kind {
-            RxQueueKind::Virtio => {
+            Ring::Virtio => {
                 self.virtio_kick(vcpu, fx);
-                self.backend_start(queues, BackendJob::TxPacket, fx);
+                self.backend_start(pair, BackendJob::TxPacket, fx);
             }
-            RxQueueKind::Vf => {
+            Ring::Vf => {
                 self.remote.response_sent(self.vcpus[vcpu].vm, self.now, fx);
-                self.vf_sent(queues, self.now, self.message_bytes(), fx);
+                self.vf_sent(pair, self.now, self.message_bytes(), fx);
             }
         }
     }
@@ -317,17 +318,17 @@ impl Machine {
     /// fio's submission from `vcpu`: the read, then the virtio notify.
     pub(super) fn guest_submit_block(&mut self, vcpu: usize, fx: &mut Effects) {
         let vm = self.vcpus[vcpu].vm;
-        self.fio.submit(vm, self.first_queues(vm), self.now, fx);
+        self.fio.submit(vm, self.first_pair(vm), self.now, fx);
         self.io_notify(vcpu, fx);
     }
 
     /// SIPp starts over the path of the VM's first queue pair.
     fn start_calls(&mut self, fx: &mut Effects) {
-        let path = SipPath {
-            queues: self.first_queues(0),
+        let path = SipLink {
+            pair: self.first_pair(0),
             ring: match self.spec.group.transport {
-                Transport::Pv => RxQueueKind::Virtio,
-                _ => RxQueueKind::Vf,
+                Transport::Pv => Ring::Virtio,
+                _ => Ring::Vf,
             },
             one_way_ns: self.one_way_ns(SIP_MESSAGE_BYTES),
         };
@@ -337,8 +338,8 @@ impl Machine {
     /// A VoIP event, handed the time and whether SIP's ring is full; a
     /// call's setup latency is the run's.
     fn sip_event(&mut self, event: SipEvent, fx: &mut Effects) {
-        let (queues, ring) = self.sip.ring();
-        let ring_full = self.queues[queues].rx(ring).ring >= RX_RING_SIZE;
+        let (pair, ring) = self.sip.ring();
+        let ring_full = self.pairs[pair].rx(ring).ring >= RX_RING_SIZE;
         if let Some(setup) = self.sip.handle(event, self.now, ring_full, fx) {
             self.counters.latencies.push(setup);
         }

@@ -132,7 +132,7 @@ mod tests {
             duration_ms = 600000
             [[runs]]
             workload = "udp-rx"
-            policies = ["vanilla"]
+            designs = ["vanilla"]
             rates_pps = [100000000]
             host = { cores = 1024, vms = 64, vcpus_per_vm = 1 }
         "#;

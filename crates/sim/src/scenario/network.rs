@@ -70,7 +70,7 @@ impl RunGroup {
 mod tests {
     use super::super::builtin;
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
 
     #[test]
     fn a_scenario_selects_its_profile_by_name_and_defaults_to_did_2015() {

@@ -138,7 +138,7 @@ mod tests {
             description = "sweep"
             [[runs]]
             workload = "udp-rx"
-            policies = ["vanilla", "did"]
+            designs = ["vanilla", "did"]
             rates_pps = [1000, 2000]
             host = {{ cores = 9, vms = 1, vcpus_per_vm = 1 }}
             {sweep}
@@ -147,17 +147,17 @@ mod tests {
     }
 
     #[test]
-    fn a_sweep_expands_value_by_value_then_rate_then_policy() {
+    fn a_sweep_expands_value_by_value_then_rate_then_design() {
         let scenario =
             scenario(r#"sweep = { parameter = "vms", values = [2, 8] }"#).expect("sweep parses");
         let runs: Vec<(u32, Option<u64>, String)> = scenario
             .expand()
             .iter()
-            .map(|spec| (spec.group.host.vms, spec.rate_pps, spec.policy.to_string()))
+            .map(|spec| (spec.group.host.vms, spec.rate_pps, spec.design.to_string()))
             .collect();
         let expected = [2, 8].iter().flat_map(|&vms| {
             [1000, 2000].iter().flat_map(move |&rate| {
-                ["vanilla", "did"].map(|policy| (vms, Some(rate), policy.to_string()))
+                ["vanilla", "did"].map(|design| (vms, Some(rate), design.to_string()))
             })
         });
         assert_eq!(runs, expected.collect::<Vec<_>>());

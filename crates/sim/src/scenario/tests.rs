@@ -38,11 +38,11 @@ fn a_scenario_built_as_a_value_is_validated() {
         scenario.validate(),
         Err(InvalidScenario::HostVectorsPerCore)
     );
-    scenario.runs[0].policies.clear();
+    scenario.runs[0].designs.clear();
     scenario.runs[0].host.cores = 256;
     assert_eq!(
         scenario.validate(),
-        Err(InvalidScenario::NoPolicies(WorkloadKind::Cyclictest))
+        Err(InvalidScenario::NoDesigns(WorkloadKind::Cyclictest))
     );
 }
 
@@ -59,7 +59,7 @@ fn the_halting_idle_mode_is_named_halt_and_still_read_as_hlt() {
 fn vioapic_takes_a_level_and_no_other_workload_beside_it() {
     let vioapic = |level: &str, more: &str| {
         Scenario::from_toml(&format!(
-            "name = \"v\"\ndescription = \"v\"\n[[runs]]\nworkload = \"vioapic\"\npolicies = [\"vanilla\"]\n{level}\n{more}"
+            "name = \"v\"\ndescription = \"v\"\n[[runs]]\nworkload = \"vioapic\"\ndesigns = [\"vanilla\"]\n{level}\n{more}"
         ))
     };
     let params = vioapic("level = \"ro-page\"", "").expect("valid").expand()[0].params();
@@ -68,7 +68,7 @@ fn vioapic_takes_a_level_and_no_other_workload_beside_it() {
         vioapic("", ""),
         Err(ScenarioError::Invalid(InvalidScenario::Level))
     ));
-    let beside = "[[runs]]\nworkload = \"cyclictest\"\npolicies = [\"did\"]";
+    let beside = "[[runs]]\nworkload = \"cyclictest\"\ndesigns = [\"did\"]";
     assert!(matches!(
         vioapic("level = \"pv\"", beside),
         Err(ScenarioError::Invalid(InvalidScenario::MixedTestbeds))
@@ -76,13 +76,27 @@ fn vioapic_takes_a_level_and_no_other_workload_beside_it() {
 }
 
 #[test]
-fn udp_rx_expands_rates_times_policies() {
+fn a_group_names_its_designs_and_the_old_key_still_reads() {
+    let group = |key: &str| {
+        Scenario::from_toml(&format!(
+            "name = \"g\"\ndescription = \"g\"\n[[runs]]\nworkload = \"cyclictest\"\n{key} = [\"vanilla\", \"did\"]"
+        ))
+        .map(|scenario| scenario.runs[0].designs.clone())
+    };
+    let both = vec![DesignKind::Vanilla, DesignKind::Did];
+    assert_eq!(group("designs").expect("the key"), both);
+    assert_eq!(group("policies").expect("the old key"), both);
+    assert!(group("layouts").is_err(), "an unknown key");
+}
+
+#[test]
+fn udp_rx_expands_rates_times_designs() {
     let scenario = builtin("did-udp-rx").unwrap();
     let group = &scenario.runs[0];
     assert_eq!(group.rates_pps.len(), 4);
     assert_eq!(
         scenario.expand().len(),
-        group.rates_pps.len() * group.policies.len()
+        group.rates_pps.len() * group.designs.len()
     );
 }
 
@@ -121,7 +135,7 @@ fn bad_inputs_are_errors_not_panics() {
         description = "x"
         [[runs]]
         workload = "udp-rx"
-        policies = ["did"]
+        designs = ["did"]
     "#;
     assert!(matches!(
         Scenario::from_toml(no_rate),

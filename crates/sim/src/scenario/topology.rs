@@ -1,11 +1,11 @@
 //! Where a run's vCPUs sit: the host's NUMA nodes, each vCPU's home core,
-//! and the IPI study's callees.
+//! and the IPI paper's callees.
 
 use serde::{Deserialize, Serialize};
 
 use super::RunGroup;
 
-/// Whom the IPI study's caller calls (vCPU 0 is the caller).
+/// Whom the IPI paper's caller calls (vCPU 0 is the caller).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IpiTarget {
@@ -50,7 +50,7 @@ impl RunGroup {
 mod tests {
     use super::super::{HostShape, InvalidScenario, WorkloadKind};
     use super::*;
-    use crate::policy::DesignKind;
+    use crate::design::DesignKind;
 
     #[test]
     fn call_targets_follow_the_numa_nodes() {

@@ -26,16 +26,16 @@ pub enum WorkloadKind {
     Ipi,
     /// An idle VM: only background exits.
     Idle,
-    /// The IPI study's benchmark: vCPU 0 calls a function on `target` and
+    /// The IPI paper's benchmark: vCPU 0 calls a function on `target` and
     /// waits for its completion (smp_call_function_single/many), call
     /// after call.
     IpiCall,
-    /// The Loongson VIOAPIC study: back-to-back level-triggered device
+    /// The Loongson VIOAPIC paper: back-to-back level-triggered device
     /// interrupts on one core, the controller at `level`.
     Vioapic,
     /// netperf TCP stream: the guest sends `message_bytes` writes over TCP.
     Netperf,
-    /// netperf UDP request/response (netperf-rr by the ELI study's name);
+    /// netperf UDP request/response (netperf-rr by the ELI paper's name);
     /// latency is the full round trip, 1 / transactions per second, as
     /// netperf's UDP_RR defines it.
     UdpRr,

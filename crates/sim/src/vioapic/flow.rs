@@ -1,6 +1,6 @@
 //! The guest's response to one level-triggered interrupt in the 7A
 //! interrupt flow, and where each of its register accesses lands at each
-//! level of the VIOAPIC study (docs/mechanisms.md section 6).
+//! level of the VIOAPIC paper (docs/mechanisms.md section 6).
 //!
 //! Steps (A), (B) and (D) make eight accesses to the controller, around
 //! the device's own register access in step (C):
@@ -24,7 +24,7 @@
 //!   the three writes exit to the kernel;
 //! - `pv`: IRR, ISR and MASK live in a page the guest shares, so the reads
 //!   are memory accesses and the mask and acknowledge writes stores under
-//!   the page's lock; only the UNMASK write exits to the kernel (the study:
+//!   the page's lock; only the UNMASK write exits to the kernel (the paper:
 //!   only unmasking needs to trap into KVM, which must re-evaluate the
 //!   line).
 //!

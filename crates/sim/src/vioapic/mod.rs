@@ -1,4 +1,4 @@
-//! The Loongson VIOAPIC study (docs/mechanisms.md section 6): one core,
+//! The Loongson VIOAPIC paper (docs/mechanisms.md section 6): one core,
 //! host and guest on it, a virtual device raising level-triggered
 //! interrupts back to back through a `dirq_arch::vioapic` controller, and
 //! the guest answering each with the 7A flow ([`flow::FLOW`]) whose
@@ -22,7 +22,7 @@ pub use profile::{LoongsonProfile, VioapicCycles};
 
 use crate::engine;
 use crate::metrics::{
-    InterruptCounts, Invariant, RunResult, StudyResults, Throughput, ThroughputUnit,
+    InterruptCounts, Invariant, RunResult, Throughput, ThroughputUnit, WorkloadFigures,
 };
 use crate::queue::{EventQueue, Keyed};
 use crate::scenario::{RunSpec, Scenario, WorkloadKind};
@@ -33,7 +33,7 @@ const LINE: u32 = 0;
 const LINE_BIT: u32 = 1 << LINE;
 const DEVICE_VECTOR: u8 = 0x40;
 /// Step (C): the device is emulated in the userspace VMM at every level
-/// (assumed: the study moves only the controller).
+/// (assumed: the paper moves only the controller).
 const DEVICE_LANDING: Landing = Landing::Userspace;
 /// A trapped register access is a guest-physical access the host left
 /// unmapped: the Loongson VZ core's TLB exit, VMX's EPT violation.
@@ -407,7 +407,7 @@ impl<'a> Loongson<'a> {
             })
             .collect();
         RunResult {
-            policy: spec.policy,
+            design: spec.design,
             params: spec.params(),
             exits_per_s,
             interrupts_per_s: f64_of(counts.raised) / seconds,
@@ -420,12 +420,12 @@ impl<'a> Loongson<'a> {
                 unit: ThroughputUnit::InterruptsPerS,
             }),
             invariant_violations,
-            study: StudyResults {
+            figures: WorkloadFigures {
                 cycles_per_interrupt: Some(cycles_per_interrupt),
-                // The study measures a million interrupts; the run
+                // The paper measures a million interrupts; the run
                 // completes fewer, each costing the same, and scales.
                 seconds_per_million: Some(cycles_per_interrupt * 1e6 / f64_of(self.profile.cpu_hz)),
-                ..StudyResults::default()
+                ..WorkloadFigures::default()
             },
             interrupts: InterruptCounts {
                 raised: counts.raised,

@@ -1,4 +1,4 @@
-//! The `loongson-2019` cost profile: the Loongson VIOAPIC study's testbed
+//! The `loongson-2019` cost profile: the Loongson VIOAPIC paper's testbed
 //! (`profiles/loongson-2019.toml`, every value's provenance there).
 
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,7 @@
 //! The Loongson VIOAPIC run's mechanisms, asserted on its counts.
 use super::flow::{trapped_accesses, Access};
 use super::*;
-use crate::policy::DesignKind;
+use crate::design::DesignKind;
 use crate::scenario::{builtin, RunGroup, Scenario};
 
 fn spec(level: VioapicLevel) -> RunSpec {
@@ -61,12 +61,12 @@ fn an_interrupt_costs_injection_plus_its_steps_where_they_land() {
         let expected = profile.cycles.injection + steps;
         let result = run(level);
         assert_eq!(
-            result.study.cycles_per_interrupt,
+            result.figures.cycles_per_interrupt,
             Some(f64_of(expected)),
             "{level:?}"
         );
         let million = f64_of(expected) * 1e6 / f64_of(profile.cpu_hz);
-        assert!((result.study.seconds_per_million.unwrap() - million).abs() < 1e-9);
+        assert!((result.figures.seconds_per_million.unwrap() - million).abs() < 1e-9);
     }
 }
 
@@ -74,7 +74,7 @@ fn an_interrupt_costs_injection_plus_its_steps_where_they_land() {
 fn the_userspace_level_reproduces_its_measured_response() {
     // The calibration input the handler's work is derived from.
     let cycles = run(VioapicLevel::Userspace)
-        .study
+        .figures
         .cycles_per_interrupt
         .unwrap();
     assert!((cycles - 91_769.0).abs() <= 3.0, "{cycles}");

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use dirq_sim::policy::DesignKind;
+use dirq_sim::design::DesignKind;
 use dirq_stats::f64_of;
 use dirq_vmm::config::{BenchConfig, BenchParams, GuestExec, GuestIdle, Irqchip};
 use dirq_vmm::exits::VmxExit;
@@ -208,13 +208,13 @@ impl Measured {
     }
 }
 
-/// One twin under one policy, for the extrapolation.
+/// One twin under one design, for the extrapolation.
 #[derive(Debug, Clone, Serialize)]
 pub struct Extrapolated {
     pub workload: String,
     /// The real bench the workload's twin stands for.
     pub bench: String,
-    pub policy: DesignKind,
+    pub design: DesignKind,
     /// Every exit counted, as on a VT-x host with this host's costs.
     pub exits_per_interrupt: Option<f64>,
     /// As this host's KVM counts them (kvm_pvm's own traps included): the
@@ -233,16 +233,16 @@ pub struct Extrapolated {
 impl Extrapolated {
     fn new(
         workload: String,
-        policy: DesignKind,
+        design: DesignKind,
         run: &SimRun,
         case: &RealCase,
         statistic: ExitStatistic,
     ) -> Self {
-        let vanilla = policy == DesignKind::Vanilla;
+        let vanilla = design == DesignKind::Vanilla;
         Self {
             workload,
             bench: case.config.bench().name().to_string(),
-            policy,
+            design,
             exits_per_interrupt: exits_per_interrupt(run),
             exits_per_interrupt_counted_here: vanilla
                 .then(|| statistic.exits_per_interrupt(run, &case.config))
@@ -294,14 +294,14 @@ pub fn check(cases: &[RealCase], twins: &[CaseTwin], statistic: ExitStatistic) -
             CaseTwin::Simulated { runs, extrapolated } => (runs, *extrapolated),
         };
         for twin_run in runs {
-            let policy = twin_run.policy;
+            let design = twin_run.design;
             let run = match &twin_run.outcome {
                 Ok(run) => run,
                 Err(err) => {
                     checks.failures.push(StepFailure {
                         configuration: format!(
                             "the twin of {configuration} under {}",
-                            policy.name()
+                            design.name()
                         ),
                         reason: format!("{err:#}"),
                         command: Some(case.command.clone()),
@@ -309,7 +309,7 @@ pub fn check(cases: &[RealCase], twins: &[CaseTwin], statistic: ExitStatistic) -
                     continue;
                 }
             };
-            if policy == DesignKind::Vanilla {
+            if design == DesignKind::Vanilla {
                 let comparisons = compare(case, run, statistic);
                 let predicted = TwinRates {
                     seconds_per_interrupt: seconds_per_interrupt(run),
@@ -326,7 +326,7 @@ pub fn check(cases: &[RealCase], twins: &[CaseTwin], statistic: ExitStatistic) -
             if extrapolated {
                 checks.extrapolation.push(Extrapolated::new(
                     workload_name(&case.config),
-                    policy,
+                    design,
                     run,
                     case,
                     statistic,
@@ -392,9 +392,9 @@ mod tests {
             .comparisons
             .iter()
             .any(|c| c.metric == Metric::LatencyP50Ns && c.measured == 40_000.0));
-        let policies: Vec<DesignKind> = checks.extrapolation.iter().map(|e| e.policy).collect();
+        let designs: Vec<DesignKind> = checks.extrapolation.iter().map(|e| e.design).collect();
         assert_eq!(
-            policies,
+            designs,
             [
                 DesignKind::Vanilla,
                 DesignKind::Apicv,
@@ -402,11 +402,11 @@ mod tests {
                 DesignKind::Did
             ]
         );
-        let exits_of = |policy: DesignKind| {
+        let exits_of = |design: DesignKind| {
             checks
                 .extrapolation
                 .iter()
-                .find(|e| e.policy == policy)
+                .find(|e| e.design == design)
                 .and_then(|e| e.exits_per_interrupt)
                 .expect("predicted")
         };
@@ -450,7 +450,7 @@ mod tests {
         // and the EOI; no HLT.
         let handled = 1_000 * TWIN_DURATION_MS / 1_000;
         let run: SimRun = serde_json::from_value(serde_json::json!({
-            "policy": "vanilla",
+            "design": "vanilla",
             "exits_per_s": 2_000.0,
             "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": 1_000.0, "MSR_WRITE": 1_000.0},
             "time_in_guest": 0.99,
@@ -488,7 +488,7 @@ mod tests {
     fn vanilla_twin(exits_per_interrupt: f64) -> SimRun {
         let handled = TWIN_DURATION_MS;
         serde_json::from_value(serde_json::json!({
-            "policy": "vanilla",
+            "design": "vanilla",
             "exits_per_s": exits_per_interrupt * 1_000.0,
             "exits_by_reason_per_s": {
                 "HLT": 1_000.0,
@@ -507,11 +507,11 @@ mod tests {
         let twins = [CaseTwin::Simulated {
             runs: vec![
                 TwinRun {
-                    policy: DesignKind::Vanilla,
+                    design: DesignKind::Vanilla,
                     outcome: Ok(vanilla_twin(1.5)),
                 },
                 TwinRun {
-                    policy: DesignKind::Did,
+                    design: DesignKind::Did,
                     outcome: Err(anyhow::anyhow!("the simulator refused")),
                 },
             ],
@@ -531,14 +531,14 @@ mod tests {
         };
         assert!(failure.configuration.ends_with("under did"), "{failure:?}");
         assert!(failure.reason.contains("refused"), "{failure:?}");
-        let policies: Vec<DesignKind> = checks.extrapolation.iter().map(|e| e.policy).collect();
-        assert_eq!(policies, [DesignKind::Vanilla]);
+        let designs: Vec<DesignKind> = checks.extrapolation.iter().map(|e| e.design).collect();
+        assert_eq!(designs, [DesignKind::Vanilla]);
         assert!(checks.extrapolation[0].measured.is_some());
 
         // Within 20%, nothing to explain; not extrapolated, nothing kept.
         let twins = [CaseTwin::Simulated {
             runs: vec![TwinRun {
-                policy: DesignKind::Vanilla,
+                design: DesignKind::Vanilla,
                 outcome: Ok(vanilla_twin(2.8)),
             }],
             extrapolated: false,

@@ -3,7 +3,7 @@
 //! and how a design's predicted change against vanilla groups over the
 //! workloads of one bench.
 
-use dirq_sim::policy::DesignKind;
+use dirq_sim::design::DesignKind;
 use dirq_vmm::config::{Bench, GuestIdle, Irqchip};
 
 use crate::report::analyse::checks::Extrapolated;
@@ -158,7 +158,7 @@ pub fn find<'a>(
 ) -> Option<&'a Extrapolated> {
     extrapolation
         .iter()
-        .find(|e| e.workload == workload && e.policy == design)
+        .find(|e| e.workload == workload && e.design == design)
 }
 
 /// `design`'s relative change against vanilla in what `pick` reads, per
@@ -213,9 +213,9 @@ pub fn at_top_rate(scenario: &SimScenario) -> Option<AtTopRate<'_>> {
         if at_top
             && !time_in_guest
                 .iter()
-                .any(|(design, _)| *design == run.policy)
+                .any(|(design, _)| *design == run.design)
         {
-            time_in_guest.push((run.policy, run.time_in_guest));
+            time_in_guest.push((run.design, run.time_in_guest));
         }
     }
     (time_in_guest.len() > 1).then_some(AtTopRate {
@@ -323,8 +323,8 @@ mod tests {
 
     #[test]
     fn the_top_rate_keeps_each_designs_first_run_there() {
-        let run = |policy: &str, rate: u64, share: f64| {
-            serde_json::json!({"policy": policy, "params": {"rate_pps": rate},
+        let run = |design: &str, rate: u64, share: f64| {
+            serde_json::json!({"design": design, "params": {"rate_pps": rate},
                                "exits_per_s": 1.0, "time_in_guest": share})
         };
         let scenario: SimScenario = serde_json::from_value(serde_json::json!({

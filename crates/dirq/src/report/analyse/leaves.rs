@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use dirq_arch::exit::VmxExit;
-use dirq_sim::policy::DesignKind;
+use dirq_sim::design::DesignKind;
 use dirq_sim::scenario::{IdleMode, WorkloadKind};
 
 use crate::report::collect::views::{SimRun, SimScenario};
@@ -111,7 +111,7 @@ fn exits_per_interrupt(run: &SimRun) -> Option<ExitsPerInterrupt> {
 pub fn what_each_design_leaves(result: &SimScenario) -> DesignLeaves {
     let designs: Vec<DesignKind> = DesignKind::ALL
         .into_iter()
-        .filter(|design| result.runs.iter().any(|run| run.policy == *design))
+        .filter(|design| result.runs.iter().any(|run| run.design == *design))
         .collect();
     let kinds = InterruptKind::ALL
         .into_iter()
@@ -128,7 +128,7 @@ pub fn what_each_design_leaves(result: &SimScenario) -> DesignLeaves {
                 .iter()
                 .map(|design| {
                     runs.iter()
-                        .find(|run| run.policy == *design)
+                        .find(|run| run.design == *design)
                         .and_then(|run| exits_per_interrupt(run))
                 })
                 .collect();
@@ -143,7 +143,7 @@ mod tests {
     use super::*;
 
     fn run(
-        policy: &str,
+        design: &str,
         workload: &str,
         idle: Option<&str>,
         exits: &[(&str, f64)],
@@ -158,7 +158,7 @@ mod tests {
             params["idle"] = idle.into();
         }
         serde_json::json!({
-            "policy": policy,
+            "design": design,
             "params": params,
             "exits_per_s": total,
             "interrupts_per_s": 1000.0,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use dirq_sim::policy::DesignKind;
+use dirq_sim::design::DesignKind;
 use dirq_sim::scenario::{self, NicCoalescing, RunGroup, Scenario, Transport, WorkloadKind};
 use dirq_sim::{run_scenario_with_progress, CostProfile, RunOptions};
 use dirq_vmm::exits::VmxExit;
@@ -68,7 +68,7 @@ pub fn run(
 /// The trace's file in `traces/`.
 pub const TRACE_FILE: &str = "designs.json";
 
-/// The workload the trace shows under every policy: SR-IOV and virtio
+/// The workload the trace shows under every design: SR-IOV and virtio
 /// traffic plus the guest timer, so device, virtual and timer interrupts
 /// all appear; 10 ms holds ten timer ticks, past the start-up.
 fn trace_scenario() -> Result<Scenario> {
@@ -176,8 +176,8 @@ mod tests {
     #[test]
     fn the_trace_runs_every_design() {
         let scenario = trace_scenario().expect("trace scenario parses");
-        let policies: Vec<DesignKind> = scenario.expand().iter().map(|run| run.policy).collect();
-        assert_eq!(policies, DesignKind::ALL);
+        let designs: Vec<DesignKind> = scenario.expand().iter().map(|run| run.design).collect();
+        assert_eq!(designs, DesignKind::ALL);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! `analyse::checks` compares and extrapolates.
 
 use anyhow::{Context, Result};
-use dirq_sim::policy::DesignKind;
+use dirq_sim::design::DesignKind;
 use dirq_sim::scenario::{
     HostShape, IdleMode, IpiMode, RunGroup, Scenario, Transport, WorkloadKind, MAX_IPI_RATE_PER_S,
 };
@@ -38,7 +38,7 @@ pub enum NoTwin {
 
 /// A real run's simulated twin: a one-group scenario and the path's costs.
 struct Twin {
-    /// The scenario's one group, without `policies`.
+    /// The scenario's one group, without `designs`.
     group: RunGroup,
     profile: CostProfile,
 }
@@ -153,10 +153,10 @@ pub fn twin_vcpus(config: &BenchConfig) -> u32 {
     }
 }
 
-/// The one-run scenario of a twin under one policy.
-fn twin_scenario(twin: &Twin, policy: DesignKind) -> Result<Scenario> {
+/// The one-run scenario of a twin under one design.
+fn twin_scenario(twin: &Twin, design: DesignKind) -> Result<Scenario> {
     let mut group = twin.group.clone();
-    group.policies = vec![policy];
+    group.designs = vec![design];
     let scenario = Scenario {
         name: "twin".into(),
         description: "simulated twin of a real run".into(),
@@ -169,9 +169,9 @@ fn twin_scenario(twin: &Twin, policy: DesignKind) -> Result<Scenario> {
     Ok(scenario)
 }
 
-/// One simulated twin run under one policy.
-fn simulate(twin: &Twin, policy: DesignKind, seed: u64) -> Result<SimRun> {
-    let scenario = twin_scenario(twin, policy)?;
+/// One simulated twin run under one design.
+fn simulate(twin: &Twin, design: DesignKind, seed: u64) -> Result<SimRun> {
+    let scenario = twin_scenario(twin, design)?;
     let options = dirq_sim::RunOptions {
         seed,
         profile: Some(twin.profile.clone()),
@@ -186,9 +186,9 @@ fn simulate(twin: &Twin, policy: DesignKind, seed: u64) -> Result<SimRun> {
     Ok(SimRun::from(run))
 }
 
-/// One twin run under one policy, or why the simulator could not run it.
+/// One twin run under one design, or why the simulator could not run it.
 pub struct TwinRun {
-    pub policy: DesignKind,
+    pub design: DesignKind,
     pub outcome: Result<SimRun>,
 }
 
@@ -235,9 +235,9 @@ pub fn run_twins(
                     let others: &[DesignKind] = if extrapolate { &EXTRAPOLATED } else { &[] };
                     let runs = std::iter::once(&DesignKind::Vanilla)
                         .chain(others)
-                        .map(|&policy| TwinRun {
-                            policy,
-                            outcome: simulate(&twin, policy, seed),
+                        .map(|&design| TwinRun {
+                            design,
+                            outcome: simulate(&twin, design, seed),
                         })
                         .collect();
                     CaseTwin::Simulated {
@@ -328,7 +328,7 @@ mod tests {
             let twin = twin(&case(config), &base, &costs).expect("has a twin");
             let text = format!(
                 "name = \"twin\"\ndescription = \"simulated twin of a real run\"\n\
-                 duration_ms = {TWIN_DURATION_MS}\n[[runs]]\npolicies = [\"did\"]\n{group}"
+                 duration_ms = {TWIN_DURATION_MS}\n[[runs]]\ndesigns = [\"did\"]\n{group}"
             );
             assert_eq!(
                 twin_scenario(&twin, DesignKind::Did).expect("valid"),

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use dirq_sim::metrics::{StudyResults, Throughput};
-use dirq_sim::policy::DesignKind;
+use dirq_sim::design::DesignKind;
+use dirq_sim::metrics::{Throughput, WorkloadFigures};
 use dirq_sim::vioapic::VioapicLevel;
 use dirq_sim::{Invariant, RunResult, ScenarioResult};
 use dirq_stats::{f64_of, ratio, LatencySummary};
@@ -51,7 +51,7 @@ impl From<&LatencySummary> for Latency {
 /// One run of `dirq sim --json`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct SimRun {
-    pub policy: DesignKind,
+    pub design: DesignKind,
     #[serde(default)]
     pub params: serde_json::Map<String, serde_json::Value>,
     pub exits_per_s: f64,
@@ -78,9 +78,9 @@ pub struct SimRun {
     #[serde(default)]
     pub wall_s: f64,
     /// The figures particular to one paper's experiment (`dirq_sim`'s
-    /// `StudyResults`), absent from the other scenarios' runs.
+    /// `WorkloadFigures`), absent from the other scenarios' runs.
     #[serde(flatten)]
-    pub paper: StudyResults,
+    pub paper: WorkloadFigures,
     /// `latency_ns.histogram`, taken from the typed run or, for a
     /// fabricated one, the JSON by [`SimScenario::from_raw`].
     #[serde(skip)]
@@ -90,7 +90,7 @@ pub struct SimRun {
 impl From<&RunResult> for SimRun {
     fn from(run: &RunResult) -> Self {
         SimRun {
-            policy: run.policy,
+            design: run.design,
             params: run
                 .params
                 .iter()
@@ -109,7 +109,7 @@ impl From<&RunResult> for SimRun {
             }),
             events: run.events,
             wall_s: run.wall_s,
-            paper: run.study.clone(),
+            paper: run.figures.clone(),
             latency_histogram: run
                 .latency_ns
                 .as_ref()
@@ -135,10 +135,10 @@ impl SimRun {
         self.throughput.as_ref().map(|throughput| throughput.value)
     }
 
-    /// "vanilla · 100K pps": the policy and the parameters named in `keys`
+    /// "vanilla · 100K pps": the design and the parameters named in `keys`
     /// (those that tell the runs of one scenario apart).
     pub fn label(&self, keys: &[String]) -> String {
-        let mut parts = vec![self.policy.name().to_string()];
+        let mut parts = vec![self.design.name().to_string()];
         for key in keys {
             if let Some(value) = self.params.get(key) {
                 parts.push(param_text(key, value));
@@ -328,7 +328,7 @@ mod tests {
     #[test]
     fn sim_run_reads_the_documented_contract_and_labels_itself() {
         let run: SimRun = serde_json::from_value(serde_json::json!({
-            "policy": "vanilla",
+            "design": "vanilla",
             "params": {"rate_pps": 250000},
             "exits_per_s": 62000.0,
             "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": 31000.0, "MSR_WRITE": 31000.0, "EXCEPTION_NMI": 3.0},
@@ -358,11 +358,11 @@ mod tests {
         let scenario: SimScenario = serde_json::from_value(serde_json::json!({
             "scenario": "x",
             "runs": [
-                {"policy": "vanilla", "params": {"workload": "udp-rx", "rate_pps": 100000},
+                {"design": "vanilla", "params": {"workload": "udp-rx", "rate_pps": 100000},
                  "exits_per_s": 1.0, "time_in_guest": 1.0},
-                {"policy": "did", "params": {"workload": "udp-rx", "rate_pps": 600000},
+                {"design": "did", "params": {"workload": "udp-rx", "rate_pps": 600000},
                  "exits_per_s": 1.0, "time_in_guest": 1.0},
-                {"policy": "did", "params": {"rate_pps": 600000},
+                {"design": "did", "params": {"rate_pps": 600000},
                  "exits_per_s": 1.0, "time_in_guest": 1.0}
             ]
         }))

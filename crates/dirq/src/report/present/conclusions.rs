@@ -2,7 +2,7 @@
 //! numbers, and the design x workload pivots they come from (measured and
 //! predicted side by side).
 
-use dirq_sim::policy::DesignKind;
+use dirq_sim::design::DesignKind;
 use dirq_vmm::config::GuestIdle;
 use dirq_vmm::probe::ProbeReport;
 
@@ -620,12 +620,12 @@ mod tests {
     use crate::report::analyse::checks::Measured;
     use std::collections::BTreeMap;
 
-    fn extrapolated(workload: &str, policy: DesignKind, exits: f64, p50: f64) -> Extrapolated {
-        let vanilla = policy == DesignKind::Vanilla;
+    fn extrapolated(workload: &str, design: DesignKind, exits: f64, p50: f64) -> Extrapolated {
+        let vanilla = design == DesignKind::Vanilla;
         Extrapolated {
             workload: workload.into(),
             bench: workload.split(' ').next().unwrap_or(workload).into(),
-            policy,
+            design,
             exits_per_interrupt: Some(exits),
             // kvm_pvm's two traps on top, as the model check counts.
             exits_per_interrupt_counted_here: vanilla.then_some(exits + 2.0),

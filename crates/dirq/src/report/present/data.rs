@@ -5,8 +5,8 @@
 use dirq_stats::f64_of;
 use serde::Serialize;
 
+use dirq_sim::design::DesignKind;
 use dirq_sim::metrics::ThroughputUnit;
-use dirq_sim::policy::DesignKind;
 use dirq_vmm::exits::VmxExit;
 
 pub use crate::report::collect::spread::Spread;

@@ -6,7 +6,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use dirq_sim::policy::DesignKind;
+use dirq_sim::design::DesignKind;
 use dirq_stats::round_u64;
 use dirq_vmm::exits::VmxExit;
 

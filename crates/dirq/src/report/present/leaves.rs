@@ -73,7 +73,7 @@ mod tests {
     use super::*;
     use crate::report::analyse::leaves::{ExitsPerInterrupt, InterruptKind};
     use dirq_arch::exit::VmxExit;
-    use dirq_sim::policy::DesignKind;
+    use dirq_sim::design::DesignKind;
 
     #[test]
     fn one_row_per_reason_and_a_total_per_kind_with_typed_cells() {

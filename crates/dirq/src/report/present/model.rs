@@ -246,7 +246,7 @@ pub fn extrapolation_section(checks: &ModelChecks, profile_file: &str) -> Option
             .filter(|other| other.workload == e.workload)
             .map(|other| {
                 (
-                    other.policy.name().to_string(),
+                    other.design.name().to_string(),
                     rounded(&other.exits_per_interrupt_by_reason),
                 )
             })

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use dirq_sim::policy::DesignKind;
+use dirq_sim::design::DesignKind;
 use dirq_sim::vioapic::VioapicLevel;
 use dirq_vmm::exits::VmxExit;
 
@@ -248,7 +248,7 @@ fn udp_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let entries: Vec<(String, BTreeMap<VmxExit, f64>)> = runs
         .iter()
         .map(|run| {
-            let label = format!("{} · {}", rate_text(run), run.policy.name());
+            let label = format!("{} · {}", rate_text(run), run.design.name());
             (label, run.exits_by_reason_per_s.clone())
         })
         .collect();
@@ -294,8 +294,8 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
                 .filter(|b| b.count > 0)
                 .map(|b| [ns_to_us(f64_of(b.le_ns)), ratio(b.count, *samples) * 100.0])
                 .collect();
-            Series::new(run.policy.name(), SeriesStyle::Line, points)
-                .keyed(SeriesKey::Design(run.policy))
+            Series::new(run.design.name(), SeriesStyle::Line, points)
+                .keyed(SeriesKey::Design(run.design))
         })
         .collect();
     let chart = Chart::Xy {
@@ -317,7 +317,7 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
                 Cell::maybe(run.latency_ns.as_ref().map(|l| ns_to_us(pick(l))), Unit::Us)
             };
             vec![
-                Cell::text(run.policy.name()),
+                Cell::text(run.design.name()),
                 Cell::count(*samples),
                 latency(|l| l.mean),
                 latency(|l| l.p50),
@@ -350,14 +350,14 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
 
 /// The memcached table's row names: the design on its transport.
 fn memcached_configuration(run: &SimRun) -> String {
-    match (run.policy, param(run, "transport")) {
+    match (run.design, param(run, "transport")) {
         (DesignKind::Bare, _) => "bare".into(),
         (DesignKind::Vanilla, Some("pv")) => "PV".into(),
         (DesignKind::Did, Some("pv")) => "PV-DID".into(),
         (DesignKind::Vanilla, Some("sriov")) => "SR-IOV".into(),
         (DesignKind::Did, Some("sriov")) => "SR-IOV-DID".into(),
-        (policy, Some(transport)) => format!("{policy} · {transport}"),
-        (policy, None) => policy.name().into(),
+        (design, Some(transport)) => format!("{design} · {transport}"),
+        (design, None) => design.name().into(),
     }
 }
 
@@ -376,12 +376,12 @@ fn memcached_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
     let bare = result
         .runs
         .iter()
-        .find(|run| run.policy == DesignKind::Bare)
+        .find(|run| run.design == DesignKind::Bare)
         .and_then(SimRun::throughput_value);
     let rows: Vec<(String, DesignKind, f64, &SimRun)> = result
         .runs
         .iter()
-        .filter_map(|run| Some((label(run), run.policy, run.throughput_value()?, run)))
+        .filter_map(|run| Some((label(run), run.design, run.throughput_value()?, run)))
         .collect();
     if rows.is_empty() {
         return Vec::new();
@@ -501,8 +501,8 @@ fn voip_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
 }
 
 /// The ELI table's column names for the designs it compares.
-fn eli_design(policy: DesignKind) -> String {
-    match policy {
+fn eli_design(design: DesignKind) -> String {
+    match design {
         DesignKind::Vanilla => "baseline".into(),
         DesignKind::EliDelivery => "ELI delivery only".into(),
         DesignKind::Eli => "ELI".into(),
@@ -538,16 +538,16 @@ fn eli_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
             .collect();
         let bare = runs
             .iter()
-            .find(|run| run.policy == DesignKind::Bare)
+            .find(|run| run.design == DesignKind::Bare)
             .and_then(|run| run.throughput_value());
         for run in runs {
             let Some(value) = run.throughput_value() else {
                 continue;
             };
             let share = bare.filter(|bare| *bare > 0.0).map(|bare| value / bare);
-            let label = format!("{workload} · {}", eli_design(run.policy));
+            let label = format!("{workload} · {}", eli_design(run.design));
             if let Some(share) = share {
-                bars.push((label.clone(), run.policy, share * 100.0));
+                bars.push((label.clone(), run.design, share * 100.0));
             }
             rows.push(vec![
                 Cell::text(label),
@@ -630,14 +630,14 @@ fn vioapic_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
 }
 
 fn ipi_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> {
-    let policies_vary = result
+    let designs_vary = result
         .runs
         .iter()
-        .any(|run| run.policy != result.runs[0].policy);
+        .any(|run| run.design != result.runs[0].design);
     let label = |run: &SimRun| {
         let mut parts = vec![param(run, "target").unwrap_or("?").to_string()];
-        if policies_vary {
-            parts.push(run.policy.name().to_string());
+        if designs_vary {
+            parts.push(run.design.name().to_string());
         }
         parts.join(" · ")
     };
@@ -703,9 +703,9 @@ mod tests {
     use crate::report::present::figures::render_svg;
     use serde_json::{json, Value};
 
-    fn run(policy: &str, params: Value, extra: Value) -> Value {
+    fn run(design: &str, params: Value, extra: Value) -> Value {
         let mut run = json!({
-            "policy": policy, "params": params, "exits_per_s": 1000.0,
+            "design": design, "params": params, "exits_per_s": 1000.0,
             "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": 600.0, "MSR_WRITE": 400.0},
             "time_in_guest": 0.9, "cpu_busy": 0.5, "events": 10, "wall_s": 0.01
         });

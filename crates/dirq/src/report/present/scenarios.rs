@@ -3,7 +3,7 @@
 
 use crate::report::collect::simulate::TracedExits;
 use crate::report::collect::views::{Latency, SimRun, SimScenario};
-use dirq_sim::policy::DesignKind;
+use dirq_sim::design::DesignKind;
 
 use crate::report::format::ns_to_us;
 use crate::report::present::charts::{
@@ -54,7 +54,7 @@ pub fn scenario_section(
         .iter()
         .filter_map(|run| {
             Some(LinePoint {
-                group: run.policy.name().to_string(),
+                group: run.design.name().to_string(),
                 x: run.rate()?.1,
                 y: Spread::of([run.time_in_guest])?,
             })
@@ -128,10 +128,10 @@ fn latency_figures(
     if measured.is_empty() {
         return Vec::new();
     }
-    let mut policies: Vec<DesignKind> = measured.iter().map(|(r, _, _)| r.policy).collect();
-    policies.sort_unstable();
-    policies.dedup();
-    let one_run_per_design = policies.len() == measured.len();
+    let mut designs: Vec<DesignKind> = measured.iter().map(|(r, _, _)| r.design).collect();
+    designs.sort_unstable();
+    designs.dedup();
+    let one_run_per_design = designs.len() == measured.len();
     let varying = result.varying_params();
     let numeric = varying.iter().find(|key| {
         measured.iter().all(|(run, _, _)| {
@@ -182,7 +182,7 @@ fn latency_figures(
                     .iter()
                     .map(|(run, label, latency)| {
                         let key = if one_run_per_design {
-                            SeriesKey::Design(run.policy)
+                            SeriesKey::Design(run.design)
                         } else {
                             SeriesKey::Variant
                         };
@@ -229,12 +229,12 @@ fn latency_against(
         let Some(x) = run.params.get(x_key).and_then(serde_json::Value::as_f64) else {
             continue;
         };
-        let position = match series.iter().position(|s| s.name == run.policy.name()) {
+        let position = match series.iter().position(|s| s.name == run.design.name()) {
             Some(position) => position,
             None => {
                 series.push(
-                    Series::new(run.policy.name(), SeriesStyle::Line, Vec::new())
-                        .keyed(SeriesKey::Design(run.policy)),
+                    Series::new(run.design.name(), SeriesStyle::Line, Vec::new())
+                        .keyed(SeriesKey::Design(run.design)),
                 );
                 series.len() - 1
             }
@@ -369,9 +369,9 @@ mod tests {
     use super::*;
     use crate::report::present::data::Chart;
 
-    fn run(policy: &str, rate: f64, extint: f64, guest: f64, latency: bool) -> serde_json::Value {
+    fn run(design: &str, rate: f64, extint: f64, guest: f64, latency: bool) -> serde_json::Value {
         let mut value = serde_json::json!({
-            "policy": policy,
+            "design": design,
             "params": {"rate_pps": rate},
             "exits_per_s": extint,
             "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": extint},
@@ -442,16 +442,16 @@ mod tests {
 
     #[test]
     fn many_runs_of_few_designs_become_one_small_multiple_per_setting() {
-        let sized = |policy: &str, transport: &str, bytes: f64, p50: f64| {
-            let mut value = run(policy, 1000.0, 0.0, 0.9, true);
+        let sized = |design: &str, transport: &str, bytes: f64, p50: f64| {
+            let mut value = run(design, 1000.0, 0.0, 0.9, true);
             value["params"] = serde_json::json!({"transport": transport, "message_bytes": bytes});
             value["latency_ns"]["p50"] = serde_json::json!(p50);
             value
         };
         let mut runs = Vec::new();
         for bytes in [32.0, 64.0, 128.0] {
-            for (policy, transport) in [("vanilla", "sriov"), ("did", "sriov"), ("vanilla", "pv")] {
-                runs.push(sized(policy, transport, bytes, bytes * 100.0));
+            for (design, transport) in [("vanilla", "sriov"), ("did", "sriov"), ("vanilla", "pv")] {
+                runs.push(sized(design, transport, bytes, bytes * 100.0));
             }
         }
         let result: SimScenario =

@@ -3,8 +3,8 @@
 //! through the VMCS.
 
 use super::{
-    Design, DesignKind, HostInterrupts, HostTick, Injection, IpiSender, IrteRule, Posting,
-    Preemption, TimerPath, VirtualSignal, VmcsControls,
+    Design, DesignKind, GuestTimer, HostInterrupts, HostTick, Injection, IpiSender, IrteRule,
+    Posting, Preemption, VirtualSignal, VmcsControls,
 };
 
 pub const VANILLA: Design = Design {
@@ -13,7 +13,7 @@ pub const VANILLA: Design = Design {
     vf_irte: IrteRule::ToHost,
     injection: Injection::Classic { mode: None },
     virtual_signal: VirtualSignal::KickAndInject,
-    timer_path: TimerPath::HostHrtimer,
+    guest_timer: GuestTimer::HostHrtimer,
     host_tick: HostTick::GuestCores,
     host_interrupts: HostInterrupts::Vector,
     preemption: Preemption::Anytime,

@@ -10,7 +10,7 @@
 //! | `irte.rs`           | `vf_irte`               | where a VF's MSI goes                           |
 //! | `injection.rs`      | `injection`             | how a queued virtual interrupt enters the guest |
 //! | `signal.rs`         | `virtual_signal`        | how a sender signals a vCPU                     |
-//! | `timer.rs`          | `timer_path`            | where the guest's LAPIC timer lives             |
+//! | `timer.rs`          | `guest_timer`           | where the guest's LAPIC timer lives             |
 //! | `host_tick.rs`      | `host_tick`             | where the host's scheduler tick runs            |
 //! | `host_interrupt.rs` | `host_interrupts`       | how host IPIs reach a core running a guest      |
 //! | `preemption.rs`     | `preemption`            | when a time slice may end                       |

@@ -6,7 +6,7 @@
 use dirq_arch::ipi_virtualization::{ipiv_virtualizes, AvicIpi};
 use dirq_arch::vmcs::{MsrWriteAction, Vmcs};
 
-use crate::policy::msrs;
+use crate::design::msrs;
 
 /// Who sends a guest's IPI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

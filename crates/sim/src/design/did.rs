@@ -13,8 +13,8 @@
 //! whatever the physical ISR holds, or nothing.
 
 use super::{
-    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, IpiSender, IrteRule, Posting,
-    Preemption, TimerPath, VirtualSignal, VmcsControls,
+    msrs, Design, DesignKind, GuestTimer, HostInterrupts, HostTick, Injection, IpiSender, IrteRule,
+    Posting, Preemption, VirtualSignal, VmcsControls,
 };
 
 pub const DID: Design = Design {
@@ -27,7 +27,7 @@ pub const DID: Design = Design {
     vf_irte: IrteRule::DirectOrNmi,
     injection: Injection::SelfIpi,
     virtual_signal: VirtualSignal::DirectIpi,
-    timer_path: TimerPath::PassThrough,
+    guest_timer: GuestTimer::PassThrough,
     host_tick: HostTick::HousekeepingCore,
     host_interrupts: HostInterrupts::Nmi,
     preemption: Preemption::AfterGuestHandlers,

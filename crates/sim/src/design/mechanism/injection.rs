@@ -11,7 +11,7 @@ use dirq_arch::vectors::VectorSet;
 use dirq_arch::vmcs::{Vmcs, CPU_INTERRUPT_WINDOW_EXITING, PIN_EXTERNAL_INTERRUPT_EXITING};
 
 use super::VcpuHardware;
-use crate::policy::msrs;
+use crate::design::msrs;
 use crate::profile::DesignWorkNs;
 
 /// How a virtual interrupt queued for a vCPU enters the guest.

@@ -4,8 +4,8 @@
 //! LAPIC to the OS, and HLT halts the core itself.
 
 use super::{
-    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, IpiSender, IrteRule, Posting,
-    Preemption, TimerPath, VirtualSignal, VmcsControls,
+    msrs, Design, DesignKind, GuestTimer, HostInterrupts, HostTick, Injection, IpiSender, IrteRule,
+    Posting, Preemption, VirtualSignal, VmcsControls,
 };
 
 pub const BARE: Design = Design {
@@ -22,7 +22,7 @@ pub const BARE: Design = Design {
     vf_irte: IrteRule::DirectOrNmi,
     injection: Injection::SelfIpi,
     virtual_signal: VirtualSignal::Native,
-    timer_path: TimerPath::PassThrough,
+    guest_timer: GuestTimer::PassThrough,
     // No host: nothing ticks on the cores the OS runs on.
     host_tick: HostTick::HousekeepingCore,
     host_interrupts: HostInterrupts::Vector,

@@ -8,7 +8,7 @@ use dirq_arch::vmcs::{
     SECONDARY_VIRTUALIZE_X2APIC, SECONDARY_VIRTUAL_INTERRUPT_DELIVERY,
 };
 
-use crate::policy::NOT_PRESENT_EXCEPTION;
+use crate::design::NOT_PRESENT_EXCEPTION;
 
 /// The VMCS controls a design sets, as named facts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 //! host interrupt (EXTERNAL_INTERRUPT) that the host then posts; timer writes exit.
 
 use super::{
-    Design, DesignKind, HostInterrupts, HostTick, Injection, IpiSender, IrteRule, Posting,
-    Preemption, TimerPath, VirtualSignal, VmcsControls,
+    Design, DesignKind, GuestTimer, HostInterrupts, HostTick, Injection, IpiSender, IrteRule,
+    Posting, Preemption, VirtualSignal, VmcsControls,
 };
 
 pub const APICV: Design = Design {
@@ -16,7 +16,7 @@ pub const APICV: Design = Design {
     vf_irte: IrteRule::ToHost,
     injection: Injection::Posted,
     virtual_signal: VirtualSignal::Posted,
-    timer_path: TimerPath::HostHrtimer,
+    guest_timer: GuestTimer::HostHrtimer,
     host_tick: HostTick::GuestCores,
     host_interrupts: HostInterrupts::Vector,
     preemption: Preemption::Anytime,

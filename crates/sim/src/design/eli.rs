@@ -8,8 +8,8 @@
 //! ELI traps every EOI.
 
 use super::{
-    msrs, Design, DesignKind, HostInterrupts, HostTick, Injection, InjectionMode, IpiSender,
-    IrteRule, Posting, Preemption, TimerPath, VirtualSignal, VmcsControls,
+    msrs, Design, DesignKind, GuestTimer, HostInterrupts, HostTick, Injection, InjectionMode,
+    IpiSender, IrteRule, Posting, Preemption, VirtualSignal, VmcsControls,
 };
 
 /// ELI's VMCS: physical interrupts through the guest IDT, the shadow IDT,
@@ -31,7 +31,7 @@ pub const ELI: Design = Design {
         mode: Some(InjectionMode { traps_eoi: true }),
     },
     virtual_signal: VirtualSignal::KickAndInject,
-    timer_path: TimerPath::HostHrtimer,
+    guest_timer: GuestTimer::HostHrtimer,
     host_tick: HostTick::GuestCores,
     host_interrupts: HostInterrupts::Vector,
     preemption: Preemption::AfterGuestHandlers,

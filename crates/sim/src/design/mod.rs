@@ -30,7 +30,7 @@ pub use mechanism::irte::{IrteRule, VfRoute};
 pub use mechanism::posting::Posting;
 pub use mechanism::preemption::Preemption;
 pub use mechanism::signal::VirtualSignal;
-pub use mechanism::timer::TimerPath;
+pub use mechanism::timer::GuestTimer;
 pub use mechanism::vmcs::VmcsControls;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -78,7 +78,7 @@ impl DesignKind {
     }
 
     /// The design's table.
-    pub fn design(self) -> &'static Design {
+    pub fn table(self) -> &'static Design {
         match self {
             DesignKind::Bare => &bare::BARE,
             DesignKind::Vanilla => &vanilla::VANILLA,
@@ -111,7 +111,7 @@ pub struct Design {
     pub vf_irte: IrteRule,
     pub injection: Injection,
     pub virtual_signal: VirtualSignal,
-    pub timer_path: TimerPath,
+    pub guest_timer: GuestTimer,
     /// Where the host's scheduler tick runs.
     pub host_tick: HostTick,
     /// How host IPIs and hypervisor ticks reach a core that runs a guest.
@@ -144,13 +144,13 @@ mod tests {
     #[test]
     fn every_kind_names_its_own_table() {
         for kind in DesignKind::ALL {
-            assert_eq!(kind.design().kind, kind);
+            assert_eq!(kind.table().kind, kind);
         }
     }
 
     #[test]
     fn bare_metal_vmcs_exits_on_nothing() {
-        let vmcs = DesignKind::Bare.design().vmcs.build();
+        let vmcs = DesignKind::Bare.table().vmcs.build();
         assert!(!vmcs.external_interrupt_exits() && !vmcs.nmi_exits() && !vmcs.hlt_exits());
         assert!(!vmcs.io_exits() && !vmcs.ept_enabled());
         for msr in [msrs::EOI, msrs::TMICT, msrs::ICR] {
@@ -167,7 +167,7 @@ mod tests {
             DesignKind::Avic,
         ];
         for kind in DesignKind::ALL {
-            let virtualized = kind.design().vmcs.build().msr_write(msrs::EOI)
+            let virtualized = kind.table().vmcs.build().msr_write(msrs::EOI)
                 == MsrWriteAction::VirtualizedApicWrite;
             assert_eq!(virtualized, apic_virtualizing.contains(&kind), "{kind:?}");
         }
@@ -178,7 +178,7 @@ mod tests {
     #[test]
     fn todays_designs_post_in_hardware_and_the_studies_designs_do_not() {
         for kind in DesignKind::ALL {
-            let design = kind.design();
+            let design = kind.table();
             let today = matches!(
                 kind,
                 DesignKind::ApicvPi | DesignKind::ApicvPiIpiv | DesignKind::Avic
@@ -192,7 +192,7 @@ mod tests {
 
     /// The injection mode `kind`'s table names.
     fn injection_mode(kind: DesignKind) -> InjectionMode {
-        match kind.design().injection {
+        match kind.table().injection {
             Injection::Classic { mode: Some(mode) } => mode,
             other => panic!("{kind} has no injection mode: {other:?}"),
         }
@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn eli_injection_mode_traps_and_releases_the_eoi() {
         let mode = injection_mode(DesignKind::Eli);
-        let mut vmcs = DesignKind::Eli.design().vmcs.build();
+        let mut vmcs = DesignKind::Eli.table().vmcs.build();
         assert_eq!(vmcs.msr_write(msrs::EOI), MsrWriteAction::PassThrough);
         mode.set(&mut vmcs, true);
         assert!(vmcs.external_interrupt_exits());
@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn eli_delivery_only_keeps_the_eoi_trapped() {
-        let design = DesignKind::EliDelivery.design();
+        let design = DesignKind::EliDelivery.table();
         let mut vmcs = design.vmcs.build();
         injection_mode(DesignKind::EliDelivery).set(&mut vmcs, false);
         assert_eq!(vmcs.msr_write(msrs::EOI), MsrWriteAction::Exit);
@@ -224,11 +224,11 @@ mod tests {
     #[test]
     fn the_host_tick_runs_where_the_host_timers_live() {
         for kind in DesignKind::ALL {
-            let design = kind.design();
+            let design = kind.table();
             let on_guest_cores = design.host_tick == HostTick::GuestCores;
             assert_eq!(
                 on_guest_cores,
-                design.timer_path == TimerPath::HostHrtimer,
+                design.guest_timer == GuestTimer::HostHrtimer,
                 "{kind}"
             );
         }

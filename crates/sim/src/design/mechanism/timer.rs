@@ -12,7 +12,7 @@ use crate::profile::DesignWorkNs;
 
 /// Where a vCPU's LAPIC timer lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimerPath {
+pub enum GuestTimer {
     /// TMICT writes exit; KVM emulates the timer with a host hrtimer whose
     /// expiry is a host interrupt on the vCPU's core.
     HostHrtimer,
@@ -66,15 +66,15 @@ fn count_until(deadline: u64, now: u64) -> u64 {
     deadline.saturating_sub(now).max(1)
 }
 
-impl TimerPath {
+impl GuestTimer {
     /// The guest programs its timer for `deadline`; `current_here` says
     /// whether its vCPU is its core's current one.
     pub(crate) fn program(self, deadline: u64, now: u64, current_here: bool) -> TimerEffect {
         let count = count_until(deadline, now);
         match self {
-            TimerPath::HostHrtimer => TimerEffect::Software { count },
-            TimerPath::PassThrough if current_here => TimerEffect::Physical { count },
-            TimerPath::PassThrough => TimerEffect::Park(deadline),
+            GuestTimer::HostHrtimer => TimerEffect::Software { count },
+            GuestTimer::PassThrough if current_here => TimerEffect::Physical { count },
+            GuestTimer::PassThrough => TimerEffect::Park(deadline),
         }
     }
 
@@ -82,8 +82,8 @@ impl TimerPath {
     /// owns its core's physical timer.
     pub(crate) fn cancel(self, owns_physical: bool) -> TimerEffects {
         match self {
-            TimerPath::HostHrtimer => [Some(TimerEffect::Software { count: 0 }), None],
-            TimerPath::PassThrough => [
+            GuestTimer::HostHrtimer => [Some(TimerEffect::Software { count: 0 }), None],
+            GuestTimer::PassThrough => [
                 owns_physical.then_some(TimerEffect::StopPhysical),
                 Some(TimerEffect::Unpark),
             ],
@@ -93,8 +93,8 @@ impl TimerPath {
     /// The vCPU's host-side timer fired: KVM's hrtimer, or the parked one.
     pub(crate) fn host_timer_fired(self, state: &mut TimerState) -> Option<TimerEffect> {
         match self {
-            TimerPath::HostHrtimer => Some(TimerEffect::HostInterrupt),
-            TimerPath::PassThrough => state.parked.take().map(|_| TimerEffect::InjectTimer),
+            GuestTimer::HostHrtimer => Some(TimerEffect::HostInterrupt),
+            GuestTimer::PassThrough => state.parked.take().map(|_| TimerEffect::InjectTimer),
         }
     }
 
@@ -107,7 +107,7 @@ impl TimerPath {
         costs: &DesignWorkNs,
     ) -> (TimerEffects, u64) {
         match (self, state.parked.take()) {
-            (TimerPath::PassThrough, Some(deadline)) => (
+            (GuestTimer::PassThrough, Some(deadline)) => (
                 [
                     Some(TimerEffect::Unpark),
                     Some(TimerEffect::Physical {
@@ -129,7 +129,7 @@ impl TimerPath {
         costs: &DesignWorkNs,
     ) -> (TimerEffects, u64) {
         match (self, owned_deadline) {
-            (TimerPath::PassThrough, Some(deadline)) => (
+            (GuestTimer::PassThrough, Some(deadline)) => (
                 [
                     Some(TimerEffect::StopPhysical),
                     Some(deadline.map_or(TimerEffect::Unpark, TimerEffect::Park)),
@@ -147,17 +147,17 @@ impl TimerPath {
     /// reaches the guest with none of them.
     pub(crate) fn expiry_host_ns(self, costs: &DesignWorkNs) -> u64 {
         match self {
-            TimerPath::HostHrtimer => {
+            GuestTimer::HostHrtimer => {
                 costs.hrtimer_callback + costs.vcpu_kick + costs.timer_injection
             }
-            TimerPath::PassThrough => 0,
+            GuestTimer::PassThrough => 0,
         }
     }
 
     /// Whether a core's physical timer belongs to one vCPU, which the
     /// checker then holds to its current one.
     pub(crate) fn physical_timer_has_owner(self) -> bool {
-        self == TimerPath::PassThrough
+        self == GuestTimer::PassThrough
     }
 }
 
@@ -177,57 +177,57 @@ mod tests {
 
     #[test]
     fn kvm_pays_callback_kick_and_injection_per_expiry_and_did_none() {
-        assert_eq!(TimerPath::HostHrtimer.expiry_host_ns(&COSTS), 222_000);
-        assert_eq!(TimerPath::PassThrough.expiry_host_ns(&COSTS), 0);
+        assert_eq!(GuestTimer::HostHrtimer.expiry_host_ns(&COSTS), 222_000);
+        assert_eq!(GuestTimer::PassThrough.expiry_host_ns(&COSTS), 0);
     }
 
     #[test]
     fn kvm_programs_and_stops_the_software_timer() {
-        let path = TimerPath::HostHrtimer;
+        let timer = GuestTimer::HostHrtimer;
         assert_eq!(
-            path.program(500, 200, true),
+            timer.program(500, 200, true),
             TimerEffect::Software { count: 300 }
         );
         assert_eq!(
-            path.cancel(false),
+            timer.cancel(false),
             [Some(TimerEffect::Software { count: 0 }), None]
         );
         let mut state = TimerState::default();
         assert_eq!(
-            path.host_timer_fired(&mut state),
+            timer.host_timer_fired(&mut state),
             Some(TimerEffect::HostInterrupt)
         );
         assert_eq!(
-            path.schedule_out(Some(Some(500)), &COSTS),
+            timer.schedule_out(Some(Some(500)), &COSTS),
             ([None, None], 0)
         );
     }
 
     #[test]
     fn did_programs_the_physical_timer_or_parks_it() {
-        let path = TimerPath::PassThrough;
+        let timer = GuestTimer::PassThrough;
         assert_eq!(
-            path.program(500, 200, true),
+            timer.program(500, 200, true),
             TimerEffect::Physical { count: 300 }
         );
-        assert_eq!(path.program(500, 200, false), TimerEffect::Park(500));
+        assert_eq!(timer.program(500, 200, false), TimerEffect::Park(500));
         assert_eq!(
-            path.program(100, 200, true),
+            timer.program(100, 200, true),
             TimerEffect::Physical { count: 1 },
             "past"
         );
-        let cancel = path.cancel(true);
+        let cancel = timer.cancel(true);
         assert_eq!(
             cancel,
             [Some(TimerEffect::StopPhysical), Some(TimerEffect::Unpark)]
         );
-        assert_eq!(path.cancel(false)[0], None);
+        assert_eq!(timer.cancel(false)[0], None);
     }
 
     #[test]
     fn did_migrates_the_timer_at_each_reschedule_and_injects_a_parked_expiry() {
-        let path = TimerPath::PassThrough;
-        let (out, ns) = path.schedule_out(Some(Some(900)), &COSTS);
+        let timer = GuestTimer::PassThrough;
+        let (out, ns) = timer.schedule_out(Some(Some(900)), &COSTS);
         assert_eq!(
             out,
             [
@@ -237,22 +237,22 @@ mod tests {
         );
         assert_eq!(ns, 100);
         assert_eq!(
-            path.schedule_out(None, &COSTS),
+            timer.schedule_out(None, &COSTS),
             ([None, None], 0),
             "not its timer"
         );
         let mut state = TimerState::default();
         state.park(Some(900));
-        let (back, ns) = path.schedule_in(&mut state, 400, &COSTS);
+        let (back, ns) = timer.schedule_in(&mut state, 400, &COSTS);
         let physical = TimerEffect::Physical { count: 500 };
         assert_eq!(back, [Some(TimerEffect::Unpark), Some(physical)]);
         assert_eq!(ns, 100);
-        assert_eq!(path.host_timer_fired(&mut state), None, "unparked");
+        assert_eq!(timer.host_timer_fired(&mut state), None, "unparked");
         state.park(Some(900));
         assert_eq!(
-            path.host_timer_fired(&mut state),
+            timer.host_timer_fired(&mut state),
             Some(TimerEffect::InjectTimer)
         );
-        assert_eq!(path.host_timer_fired(&mut state), None, "fired once");
+        assert_eq!(timer.host_timer_fired(&mut state), None, "fired once");
     }
 }

@@ -1,9 +1,9 @@
-//! Each policy's exit behaviour, the invariant checker, determinism and the
+//! Each design's exit behaviour, the invariant checker, determinism and the
 //! calibration target, asserted on exit counts (never on wall time).
 
 use dirq_arch::exit::VmxExit;
+use dirq_sim::design::DesignKind;
 use dirq_sim::metrics::{Invariant, RunResult, ScenarioResult};
-use dirq_sim::policy::DesignKind;
 use dirq_sim::scenario::{self, Scenario};
 use dirq_sim::{run_scenario, CostProfile, RunOptions};
 use dirq_stats::f64_of;
@@ -54,7 +54,7 @@ fn assert_clean(run: &RunResult) {
     assert!(
         dirty.is_empty(),
         "{} {:?}: {dirty:?}",
-        run.policy,
+        run.design,
         run.params
     );
 }
@@ -65,7 +65,7 @@ fn did_sriov_interrupt_to_running_vm_causes_no_exit() {
         r#"
         [[runs]]
         workload = "udp-rx"
-        policies = ["did"]
+        designs = ["did"]
         rates_pps = [300000]
     "#,
     );
@@ -81,7 +81,7 @@ fn vanilla_sriov_interrupt_exits_extint_then_msrwr_for_the_eoi() {
         duration_ms = 20
         [[runs]]
         workload = "udp-rx"
-        policies = ["vanilla"]
+        designs = ["vanilla"]
         rates_pps = [100000]
     "#;
     let output = run_with(&scenario(body), quiet_profile(), true);
@@ -114,12 +114,12 @@ fn eli_virtual_interrupt_uses_injection_mode_until_its_eoi() {
         [[runs]]
         workload = "udp-rx"
         transport = "pv"
-        policies = ["eli"]
+        designs = ["eli"]
         rates_pps = [50000]
         [[runs]]
         workload = "udp-rx"
         transport = "sriov"
-        policies = ["eli"]
+        designs = ["eli"]
         rates_pps = [50000]
     "#,
     );
@@ -144,7 +144,7 @@ fn eli_delivery_traps_every_eoi_but_delivers_directly() {
         r#"
         [[runs]]
         workload = "udp-rx"
-        policies = ["eli-delivery"]
+        designs = ["eli-delivery"]
         rates_pps = [100000]
     "#,
     );
@@ -164,12 +164,12 @@ fn apicv_posts_virtual_interrupts_and_virtualizes_their_eoi() {
         [[runs]]
         workload = "udp-rx"
         transport = "pv"
-        policies = ["apicv"]
+        designs = ["apicv"]
         rates_pps = [100000]
         [[runs]]
         workload = "udp-rx"
         transport = "sriov"
-        policies = ["apicv"]
+        designs = ["apicv"]
         rates_pps = [100000]
     "#,
     );
@@ -198,7 +198,7 @@ fn fio_request_costs_three_msr_writes_and_one_io_exit_under_vanilla() {
         duration_ms = 100
         [[runs]]
         workload = "fio"
-        policies = ["vanilla", "did"]
+        designs = ["vanilla", "did"]
     "#,
     );
     let (vanilla, did) = (&result.runs[0], &result.runs[1]);
@@ -219,7 +219,7 @@ fn cyclictest_timer_exits_under_vanilla_not_under_did() {
         r#"
         [[runs]]
         workload = "cyclictest"
-        policies = ["bare", "vanilla", "did"]
+        designs = ["bare", "vanilla", "did"]
     "#,
     );
     let [bare, vanilla, did] = [&result.runs[0], &result.runs[1], &result.runs[2]];
@@ -242,18 +242,18 @@ fn ipi_idle_modes_trade_halt_exits() {
         [[runs]]
         workload = "ipi"
         idle = "hlt"
-        policies = ["vanilla"]
+        designs = ["vanilla"]
         host = { cores = 3, vms = 1, vcpus_per_vm = 2 }
         [[runs]]
         workload = "ipi"
         idle = "poll"
-        policies = ["vanilla"]
+        designs = ["vanilla"]
         host = { cores = 3, vms = 1, vcpus_per_vm = 2 }
         [[runs]]
         workload = "ipi"
         idle = "hlt"
         ipi_mode = "broadcast"
-        policies = ["did"]
+        designs = ["did"]
         host = { cores = 4, vms = 1, vcpus_per_vm = 3 }
     "#,
     );
@@ -289,7 +289,7 @@ fn idle_vm_takes_only_background_io_and_ept_exits_and_vanillas_host_tick() {
         duration_ms = 10000
         [[runs]]
         workload = "idle"
-        policies = ["vanilla", "did"]
+        designs = ["vanilla", "did"]
     "#,
     );
     let profile = CostProfile::did_2015();
@@ -298,7 +298,7 @@ fn idle_vm_takes_only_background_io_and_ept_exits_and_vanillas_host_tick() {
         let background = exits(run, VmxExit::IoInstruction) + exits(run, VmxExit::EptViolation);
         // The host tick stays on vanilla's guest core; DID moved it away.
         let tick = exits(run, VmxExit::ExternalInterrupt);
-        let expected_tick = match run.policy {
+        let expected_tick = match run.design {
             DesignKind::Vanilla => f64_of(profile.host_tick.hz),
             _ => 0.0,
         };
@@ -316,14 +316,14 @@ const MIXED: &str = r#"
     transport = "both"
     with_timer = true
     nested_interrupts = true
-    policies = ["naive-direct-eoi", "eli", "did"]
+    designs = ["naive-direct-eoi", "eli", "did"]
     rates_pps = [300000]
     [[runs]]
     workload = "udp-rx"
     transport = "both"
     with_timer = true
     nested_interrupts = true
-    policies = ["naive-direct-eoi", "eli", "did"]
+    designs = ["naive-direct-eoi", "eli", "did"]
     rates_pps = [40000]
     host = { cores = 5, vms = 8, vcpus_per_vm = 1 }
 "#;
@@ -333,7 +333,7 @@ fn naive_direct_eoi_breaks_priority_and_eoi_while_eli_and_did_hold() {
     let scenario = scenario(&format!("duration_ms = 3500\n{MIXED}"));
     let result = run_with(&scenario, CostProfile::did_2015(), false).result;
     for run in &result.runs {
-        if run.policy == DesignKind::NaiveDirectEoi {
+        if run.design == DesignKind::NaiveDirectEoi {
             assert!(
                 violations(run, Invariant::PriorityInversion) > 0,
                 "{:?}",
@@ -345,18 +345,18 @@ fn naive_direct_eoi_breaks_priority_and_eoi_while_eli_and_did_hold() {
             assert_clean(run);
         }
     }
-    for policy in [DesignKind::Eli, DesignKind::Did] {
+    for design in [DesignKind::Eli, DesignKind::Did] {
         let handled: u64 = result
             .runs
             .iter()
-            .filter(|run| run.policy == policy)
+            .filter(|run| run.design == design)
             .map(|run| run.interrupts.handled)
             .sum();
-        assert!(handled > 1_000_000, "{policy} handled only {handled}");
+        assert!(handled > 1_000_000, "{design} handled only {handled}");
     }
     // The overcommitted runs time-slice: DID's NMI path is exercised.
     let did_overcommitted = &result.runs[5];
-    assert_eq!(did_overcommitted.policy, DesignKind::Did);
+    assert_eq!(did_overcommitted.design, DesignKind::Did);
     assert!(exits(did_overcommitted, VmxExit::ExceptionNmi) > 0.0);
 }
 
@@ -392,13 +392,13 @@ fn did_udp_rx_meets_the_calibration_tolerance() {
         (90e3, 0.8330),
         (118e3, 0.8042),
     ];
-    // One chunk of runs per rate, one run per policy; the calibration
+    // One chunk of runs per rate, one run per design; the calibration
     // targets are vanilla's and DID's.
-    let policies = scenario.runs[0].policies.len();
-    let chunks = result.runs.chunks(policies);
+    let designs = scenario.runs[0].designs.len();
+    let chunks = result.runs.chunks(designs);
     assert_eq!(chunks.len(), vanilla_targets.len());
     for (runs, (exit_target, guest_target)) in chunks.zip(vanilla_targets) {
-        let of = |policy| runs.iter().find(|run| run.policy == policy);
+        let of = |design| runs.iter().find(|run| run.design == design);
         let (Some(vanilla), Some(did)) = (of(DesignKind::Vanilla), of(DesignKind::Did)) else {
             panic!("vanilla and did at every rate");
         };
@@ -422,7 +422,7 @@ fn a_profile_override_changes_the_prediction() {
         r#"
         [[runs]]
         workload = "udp-rx"
-        policies = ["vanilla"]
+        designs = ["vanilla"]
         rates_pps = [250000]
     "#,
     );
@@ -434,14 +434,14 @@ fn a_profile_override_changes_the_prediction() {
 }
 
 #[test]
-fn every_builtin_scenario_runs_clean_for_correct_policies() {
+fn every_builtin_scenario_runs_clean_for_correct_designs() {
     for name in scenario::builtin_names() {
         let scenario = scenario::builtin(name).expect("built-in");
         let result = run_with(&scenario, CostProfile::did_2015(), false).result;
         assert_eq!(result.runs.len(), scenario.expand().len());
         for run in &result.runs {
             assert!(run.events > 0);
-            if run.policy == DesignKind::NaiveDirectEoi {
+            if run.design == DesignKind::NaiveDirectEoi {
                 // The broken design is in the built-in set to be caught:
                 // both Fig. 3 cases.
                 assert!(
@@ -464,7 +464,7 @@ fn every_vcpu_owning_queues_and_timers_multiplies_the_interrupts_and_stays_clean
         duration_ms = 50
         [[runs]]
         workload = "udp-rx"
-        policies = ["eli", "did"]
+        designs = ["eli", "did"]
         rates_pps = [50000]
         with_timer = true
         queue_owners = "{owners}"
@@ -477,7 +477,7 @@ fn every_vcpu_owning_queues_and_timers_multiplies_the_interrupts_and_stays_clean
     for (one, all) in first.runs.iter().zip(&every.runs) {
         assert_clean(all);
         let ratio = f64_of(all.interrupts.handled) / f64_of(one.interrupts.handled);
-        assert!((3.5..4.5).contains(&ratio), "{}: {ratio}", all.policy);
+        assert!((3.5..4.5).contains(&ratio), "{}: {ratio}", all.design);
         assert_eq!(all.params["queue_owners"], "every-vcpu");
     }
 }
@@ -491,7 +491,7 @@ fn a_run_reports_interrupts_raised_per_second() {
         duration_ms = 100
         [[runs]]
         workload = "udp-rx"
-        policies = ["vanilla", "did"]
+        designs = ["vanilla", "did"]
         rates_pps = [300000]
     "#,
     );
@@ -513,14 +513,14 @@ fn todays_designs_hold_the_invariants_where_naive_direct_eoi_breaks_them() {
     let scenario = scenario(&format!("duration_ms = 1000\n{body}"));
     let result = run_with(&scenario, CostProfile::did_2015(), false).result;
     for run in &result.runs {
-        if run.policy == DesignKind::NaiveDirectEoi {
+        if run.design == DesignKind::NaiveDirectEoi {
             // Fig. 3's two cases: an EOI with nothing in service, and a
             // premature completion that lets a lower class in.
             assert!(violations(run, Invariant::EoiNothingInService) > 0);
             assert!(violations(run, Invariant::PriorityInversion) > 0);
         } else {
             assert_clean(run);
-            assert!(run.interrupts.handled > 10_000, "{}", run.policy);
+            assert!(run.interrupts.handled > 10_000, "{}", run.design);
         }
     }
 }
@@ -533,19 +533,19 @@ fn posting_removes_the_device_exit_and_ipiv_the_icr_exit() {
         [[runs]]
         workload = "udp-rx"
         transport = "sriov"
-        policies = ["apicv", "apicv-pi", "avic"]
+        designs = ["apicv", "apicv-pi", "avic"]
         rates_pps = [100000]
         [[runs]]
         workload = "ipi"
         ipi_mode = "unicast"
         idle = "poll"
-        policies = ["apicv-pi", "apicv-pi-ipiv", "avic"]
+        designs = ["apicv-pi", "apicv-pi-ipiv", "avic"]
         host = { cores = 3, vms = 1, vcpus_per_vm = 2 }
         [[runs]]
         workload = "ipi"
         ipi_mode = "unicast"
         idle = "hlt"
-        policies = ["apicv-pi-ipiv", "avic"]
+        designs = ["apicv-pi-ipiv", "avic"]
         host = { cores = 3, vms = 1, vcpus_per_vm = 2 }
         "#,
     );
@@ -561,7 +561,7 @@ fn posting_removes_the_device_exit_and_ipiv_the_icr_exit() {
             exits(run, VmxExit::ExternalInterrupt),
             0.0,
             "{}",
-            run.policy
+            run.design
         );
         assert_clean(run);
     }
@@ -569,7 +569,7 @@ fn posting_removes_the_device_exit_and_ipiv_the_icr_exit() {
     // AVIC.
     assert!(exits(ipi_pi, VmxExit::MsrWrite) > 0.9 * ipi_pi.interrupts_per_s);
     for run in [ipi_ipiv, ipi_avic] {
-        assert_eq!(exits(run, VmxExit::MsrWrite), 0.0, "{}", run.policy);
+        assert_eq!(exits(run, VmxExit::MsrWrite), 0.0, "{}", run.design);
     }
     // To a halted vCPU: IPIv still posts (the wake-up vector wakes it);
     // AVIC's write ends in AVIC_INCOMPLETE_IPI, counted as MSR_WRITE.
