@@ -10,7 +10,7 @@ use dirq_arch::ipi_virtualization::AvicIpi;
 use dirq_arch::vmcs::MsrWriteAction;
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{
+use crate::design::{
     msrs, Design, DesignKind, HostTick, Injection, InjectionMode, IpiSender, IrteRule, TimerPath,
     VirtualSignal,
 };
