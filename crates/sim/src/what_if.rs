@@ -11,7 +11,7 @@ use dirq_arch::vmcs::MsrWriteAction;
 use serde::{Deserialize, Serialize};
 
 use crate::design::{
-    msrs, Design, DesignKind, HostTick, Injection, InjectionMode, IpiSender, IrteRule, TimerPath,
+    msrs, Design, DesignKind, GuestTimer, HostTick, Injection, InjectionMode, IpiSender, IrteRule,
     VirtualSignal,
 };
 
@@ -100,7 +100,7 @@ pub fn fate(design: &Design, cause: &ExitCause, vm: VmFacts) -> Fate {
         ExitCause::TimerProgramming { msr } => {
             Fate::of(vmcs.msr_write(msr) == MsrWriteAction::Exit)
         }
-        ExitCause::TimerExpiry => Fate::of(design.timer_path == TimerPath::HostHrtimer),
+        ExitCause::TimerExpiry => Fate::of(design.guest_timer == GuestTimer::HostHrtimer),
         ExitCause::IpiSend {
             icr,
             every_target_running,
@@ -125,7 +125,7 @@ pub fn fate(design: &Design, cause: &ExitCause, vm: VmFacts) -> Fate {
         }
         ExitCause::HostTimer => Fate::of(
             design.host_tick != HostTick::HousekeepingCore
-                || design.timer_path != TimerPath::PassThrough,
+                || design.guest_timer != GuestTimer::PassThrough,
         ),
         // Another device's interrupt exits under every design (as an NMI
         // under DID, a #NP under ELI); an assigned device's does not where
@@ -231,7 +231,7 @@ pub fn savings(
 ) -> Vec<Saving> {
     DESIGNS
         .iter()
-        .map(|&kind| saving(kind.design(), exits, vm, costs, seconds))
+        .map(|&kind| saving(kind.table(), exits, vm, costs, seconds))
         .collect()
 }
 
@@ -312,7 +312,7 @@ mod tests {
         DESIGNS
             .iter()
             .chain(&[DesignKind::Vanilla])
-            .map(|&kind| (kind, fate(kind.design(), &cause, NO_VFIO)))
+            .map(|&kind| (kind, fate(kind.table(), &cause, NO_VFIO)))
             .collect()
     }
 
@@ -342,7 +342,7 @@ mod tests {
             },
         ] {
             assert_eq!(
-                fate(Vanilla.design(), &cause, NO_VFIO),
+                fate(Vanilla.table(), &cause, NO_VFIO),
                 Fate::Stays,
                 "{cause:?}"
             );
@@ -369,7 +369,7 @@ mod tests {
             trigger: None,
         };
         assert_eq!(
-            fate(Apicv.design(), &unseen, NO_VFIO),
+            fate(Apicv.table(), &unseen, NO_VFIO),
             Fate::Undecided(Unknown::EoiTrigger)
         );
     }
@@ -380,7 +380,7 @@ mod tests {
             completes,
             trigger: Some(TriggerMode::Edge),
         };
-        let eli = Eli.design();
+        let eli = Eli.table();
         assert_eq!(
             fate(eli, &eoi(InterruptSource::AssignedDevice), NO_VFIO),
             Fate::Removed
@@ -428,7 +428,7 @@ mod tests {
         assert_eq!(removed_by(send(Some(true))), vec![ApicvPiIpiv, Avic]);
         assert_eq!(removed_by(send(Some(false))), vec![ApicvPiIpiv]);
         assert_eq!(
-            fate(Avic.design(), &send(None), NO_VFIO),
+            fate(Avic.table(), &send(None), NO_VFIO),
             Fate::Undecided(Unknown::TargetRunning)
         );
         let broadcast = x2apic_icr(
@@ -447,7 +447,7 @@ mod tests {
             icr: init,
             every_target_running: None,
         };
-        assert_eq!(fate(Avic.design(), &init, NO_VFIO), Fate::Stays);
+        assert_eq!(fate(Avic.table(), &init, NO_VFIO), Fate::Stays);
     }
 
     #[test]
@@ -493,19 +493,19 @@ mod tests {
             assigned_devices: true,
         };
         assert_eq!(
-            fate(Vanilla.design(), &ExitCause::HostDeviceInterrupt, vfio),
+            fate(Vanilla.table(), &ExitCause::HostDeviceInterrupt, vfio),
             Fate::Stays
         );
         assert_eq!(
-            fate(Apicv.design(), &ExitCause::HostDeviceInterrupt, vfio),
+            fate(Apicv.table(), &ExitCause::HostDeviceInterrupt, vfio),
             Fate::Stays
         );
         assert_eq!(
-            fate(Did.design(), &ExitCause::HostDeviceInterrupt, vfio),
+            fate(Did.table(), &ExitCause::HostDeviceInterrupt, vfio),
             Fate::Undecided(Unknown::AssignedOrEmulated)
         );
         assert_eq!(
-            fate(Did.design(), &ExitCause::ExternalInterrupt, NO_VFIO),
+            fate(Did.table(), &ExitCause::ExternalInterrupt, NO_VFIO),
             Fate::Undecided(Unknown::HostVector)
         );
     }
