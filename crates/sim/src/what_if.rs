@@ -46,6 +46,8 @@ pub enum Unknown {
     TargetRunning,
     /// An external-interrupt exit whose host vector the backend hides.
     HostVector,
+    /// An MSR access KVM handed to the VMM: which MSR is not traced.
+    MsrIndex,
 }
 
 impl Unknown {
@@ -58,6 +60,10 @@ impl Unknown {
             Unknown::TargetRunning => "whether the IPI's target vCPU was running was not seen",
             Unknown::HostVector => {
                 "the backend does not report an external-interrupt exit's host vector"
+            }
+            Unknown::MsrIndex => {
+                "the MSR of an access KVM handed to the VMM is not traced (with a userspace \
+                 irqchip, EOI and timer writes are such accesses)"
             }
         }
     }
@@ -118,6 +124,7 @@ pub fn fate(design: &Design, cause: &ExitCause, vm: VmFacts) -> Fate {
             Fate::of(vmcs.msr_write(msr) == MsrWriteAction::Exit)
         }
         ExitCause::OtherMsr { msr, write: false } => Fate::of(vmcs.msr_read_exits(msr)),
+        ExitCause::UntracedMsr { .. } => Fate::Undecided(Unknown::MsrIndex),
         // A kick only interrupts the guest where the virtual interrupt is
         // not posted or sent as a physical IPI with the guest's vector.
         ExitCause::InterruptDelivery => {

@@ -16,7 +16,7 @@ use dirq_vmm::observe::vm::VmId;
 use dirq_vmm::observe::{ObserveError, Observer, Target};
 use serde::Deserialize;
 
-pub use record::Record;
+pub use record::{Record, Symbols};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -40,6 +40,10 @@ pub struct Args {
     /// Watch every VM of this VMM process (QEMU, Firecracker, cloud-hypervisor, crosvm, dirq run).
     #[arg(long, short = 'p', conflicts_with_all = ["vm", "all"])]
     pid: Option<u32>,
+    /// With --pid: wait up to this many seconds for the process to create its VM (a VMM just
+    /// started), 0-600.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_wait, requires = "pid")]
+    wait: f64,
     /// Watch one VM, named <pid>-<fd> as debugfs names it (kvm/<pid>-<fd>).
     #[arg(long, value_parser = parse_vm, conflicts_with = "all")]
     vm: Option<VmId>,
@@ -78,6 +82,14 @@ pub struct Args {
 fn parse_vm(text: &str) -> Result<VmId, String> {
     text.parse()
         .map_err(|error: dirq_vmm::observe::vm::VmError| error.to_string())
+}
+
+fn parse_wait(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text.parse().map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if !(0.0..=600.0).contains(&seconds) {
+        return Err(format!("{seconds} s is outside 0-600"));
+    }
+    Ok(seconds)
 }
 
 fn parse_duration(text: &str) -> Result<f64, String> {
@@ -147,18 +159,19 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         return show(&record, &args, started);
     }
     // Inputs first: a bad file fails before any watching.
-    let symbols = args
-        .symbols
-        .as_deref()
-        .map(|path| SymbolMap::load(path).map(|map| (path.to_path_buf(), map)))
-        .transpose()
-        .map_err(Error::from)?;
+    let symbols = Symbols::new(
+        args.symbols
+            .as_deref()
+            .map(|path| SymbolMap::load(path).map(|map| (path.to_path_buf(), map)))
+            .transpose()
+            .map_err(Error::from)?,
+    );
     let saved_costs = args.probe.as_deref().map(read_probe).transpose()?;
     if let Some(path) = &args.record {
         crate::output::check_writable(path)?;
     }
     let target = match (args.pid, args.vm) {
-        (Some(pid), _) => Target::Process(pid),
+        (Some(pid), _) => Target::Process(pid, Duration::from_secs_f64(args.wait)),
         (None, Some(vm)) => Target::Vm(vm),
         (None, None) => Target::All,
     };
@@ -180,7 +193,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             next_refresh += REFRESH;
             observer.refresh();
             if live {
-                let record = Record::from(observer.observation(), None, symbol_ref(&symbols));
+                let record = Record::from(observer.observation(), None, &symbols);
                 crate::output::print(&format!("\x1b[H\x1b[2J{}", text::live(&record)))?;
             }
             if let Some(bar) = &bar {
@@ -211,16 +224,12 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         None if !args.no_probe && Record::needs_costs(&observation) => measure_costs(),
         None => None,
     };
-    let record = Record::from(observation, costs, symbol_ref(&symbols));
+    let record = Record::from(observation, costs, &symbols);
     if let Some(path) = &args.record {
         let json = crate::report::meta::document_json(&record, started, None)?;
         crate::output::write_atomic(path, json.as_bytes())?;
     }
     show(&record, &args, started)
-}
-
-fn symbol_ref(symbols: &Option<(PathBuf, SymbolMap)>) -> Option<(&Path, &SymbolMap)> {
-    symbols.as_ref().map(|(path, map)| (path.as_path(), map))
 }
 
 fn show(record: &Record, args: &Args, started: time::OffsetDateTime) -> anyhow::Result<()> {

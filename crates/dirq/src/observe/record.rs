@@ -62,16 +62,44 @@ pub struct SimulatorInputs {
     pub missing: Vec<String>,
 }
 
+/// The symbols hot spots are named with: the map the user gave, for every
+/// VM; else, for a VM dirq's own `run` runs, the guest kernel embedded in
+/// this binary (kept only where it names the hot spots: `run --kernel`
+/// boots another).
+pub struct Symbols {
+    pub given: Option<(PathBuf, SymbolMap)>,
+    dirq_guest: SymbolMap,
+}
+
+/// The label of the embedded guest kernel's map.
+const DIRQ_GUEST: &str = "dirq's guest kernel (embedded in this binary)";
+
+impl Symbols {
+    pub fn new(given: Option<(PathBuf, SymbolMap)>) -> Symbols {
+        Symbols {
+            given,
+            dirq_guest: SymbolMap::from_elf(dirq_vmm::abi::GUEST_ELF),
+        }
+    }
+
+    fn for_vm(&self, vmm: &str) -> Option<(&Path, &SymbolMap, bool)> {
+        match &self.given {
+            Some((path, map)) => Some((path.as_path(), map, false)),
+            None if vmm == "dirq" => Some((Path::new(DIRQ_GUEST), &self.dirq_guest, true)),
+            None => None,
+        }
+    }
+}
+
 impl Record {
-    pub fn from(
-        observation: Observation,
-        costs: Option<Costs>,
-        symbols: Option<(&Path, &SymbolMap)>,
-    ) -> Record {
+    pub fn from(observation: Observation, costs: Option<Costs>, symbols: &Symbols) -> Record {
         let vms = observation
             .vms
             .into_iter()
-            .map(|seen| analyse(seen, costs.as_ref(), symbols))
+            .map(|seen| {
+                let symbols = symbols.for_vm(&seen.vmm);
+                analyse(seen, costs.as_ref(), symbols)
+            })
             .collect();
         Record {
             duration_s: observation.duration_s,
@@ -94,7 +122,7 @@ impl Record {
 fn analyse(
     seen: VmObservation,
     costs: Option<&Costs>,
-    symbols: Option<(&Path, &SymbolMap)>,
+    symbols: Option<(&Path, &SymbolMap, bool)>,
 ) -> ObservedVm {
     let exits: Vec<ObservedExits> = seen
         .causes
@@ -112,7 +140,7 @@ fn analyse(
     };
     let what_if = what_if::savings(&exits, facts, costs.map(|c| c.floors), seen.observed_s);
     let (names, symbol_fit) = match symbols {
-        Some((file, map)) => {
+        Some((file, map, automatic)) => {
             let names: BTreeMap<u64, String> = seen
                 .hot_spots
                 .iter()
@@ -123,7 +151,11 @@ fn analyse(
                 named: names.len(),
                 of: seen.hot_spots.len(),
             };
-            (names, Some(fit))
+            if automatic && fit.warning().is_some() {
+                (BTreeMap::new(), None)
+            } else {
+                (names, Some(fit))
+            }
         }
         None => (BTreeMap::new(), None),
     };

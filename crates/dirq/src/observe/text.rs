@@ -364,6 +364,9 @@ pub fn render(record: &Record, top: usize) -> String {
         if sources.lost > 0 { " (figures from the trace are short by as much)" } else { "" },
         sources.unattributed
     );
+    for (tracepoint, why) in &sources.disabled {
+        let _ = writeln!(text, "{tracepoint} turned off while watching: {why}");
+    }
     if let Some(error) = &sources.trace_error {
         let _ = writeln!(text, "tracepoints unreadable: {error}");
     }

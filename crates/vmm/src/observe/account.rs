@@ -201,6 +201,10 @@ enum Opened {
     },
     /// An instruction KVM emulated (kvm_pvm: each trap is one).
     Trap { mnemonic: &'static str },
+    /// An access KVM traced with no exit or trap around it (a guest run by
+    /// the instruction emulator, where every instruction is emulated): the
+    /// exit it would be where the guest runs on hardware.
+    Access,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -248,6 +252,7 @@ pub struct VmAccount {
     pub halts: HaltTally,
     pub userspace_exits: BTreeMap<String, u64>,
     pub events: u64,
+    emulated_execution: bool,
     pub first_ns: Option<u64>,
     pub last_ns: u64,
 }
@@ -308,6 +313,7 @@ impl VmAccount {
             // A raise is accepted in the same call; anything else ends it.
             self.raised.remove(&tid);
         }
+        self.open_access(tid, traced, names);
         match traced.event {
             KvmEvent::Exit {
                 vcpu,
@@ -340,12 +346,13 @@ impl VmAccount {
                 self.close(tid, traced.time_ns, names);
             }
             KvmEvent::EmulateInsn { rip, len, insn, .. } => {
-                // Under VT-x an emulation runs inside an exit it belongs to.
-                if self
+                // Under VT-x an emulation runs inside an exit it belongs to;
+                // a guest the emulator runs has every instruction emulated.
+                let inside_exit = self
                     .open
                     .get(&tid)
-                    .is_some_and(|open| matches!(open.opened, Opened::Exit { .. }))
-                {
+                    .is_some_and(|open| matches!(open.opened, Opened::Exit { .. }));
+                if inside_exit || self.emulated_execution {
                     return;
                 }
                 self.close(tid, traced.time_ns, names);
@@ -378,8 +385,10 @@ impl VmAccount {
             }
             KvmEvent::Mmio { write, .. } => self.fact(tid, |facts| facts.mmio = Some(write)),
             KvmEvent::UserspaceExit { reason, errno } => {
-                let name = if errno < 0 {
-                    "restart or error".to_string()
+                let name = if errno == -libc::EINTR {
+                    "EINTR (a signal: the VMM's kick)".to_string()
+                } else if errno < 0 {
+                    format!("error {errno}")
                 } else {
                     names
                         .userspace_exit_name(reason)
@@ -459,6 +468,80 @@ impl VmAccount {
         }
     }
 
+    /// Opens a pseudo-exit for an access no exit or trap encloses, and
+    /// closes one that a second access of the same kind, or any event that
+    /// is no access, ends.
+    fn open_access(&mut self, tid: u32, traced: &Traced, names: &dyn ExitNames) {
+        let open_access = self.open.get(&tid).filter(|open| matches!(open.opened, Opened::Access));
+        // Each access is a pseudo-exit of its own, but an x2APIC register
+        // access is traced twice: kvm_msr, then kvm_apic.
+        let facts = open_access.map(|open| open.facts);
+        let has_access = facts.is_some_and(|f| f.msr.is_some() || f.apic.is_some() || f.pio.is_some() || f.mmio.is_some());
+        let starts = match traced.event {
+            KvmEvent::Apic { .. } => Some(has_access && !facts.is_some_and(|f| f.msr.is_some() && f.apic.is_none())),
+            KvmEvent::Msr { .. } | KvmEvent::Pio { .. } | KvmEvent::Mmio { .. } => Some(has_access),
+            // Parts of an access, or no part of the guest's run.
+            KvmEvent::Eoi { .. }
+            | KvmEvent::ApicIpi { .. }
+            | KvmEvent::UserspaceExit { .. }
+            | KvmEvent::AcceptIrq { .. }
+            | KvmEvent::MsiSetIrq { .. }
+            | KvmEvent::SetIrq { .. }
+            | KvmEvent::IoapicSetIrq { .. }
+            | KvmEvent::InjectVirq { .. }
+            | KvmEvent::PvEoi { .. }
+            | KvmEvent::HaltPollNs { .. } => return,
+            KvmEvent::Exit { .. }
+            | KvmEvent::Entry { .. }
+            | KvmEvent::EmulateInsn { .. }
+            | KvmEvent::VcpuWakeup { .. } => None,
+        };
+        let open_elsewhere = self.open.contains_key(&tid) && open_access.is_none();
+        match starts {
+            // An access inside an exit or a trap belongs to it.
+            Some(_) if open_elsewhere => {}
+            Some(again) => {
+                if again {
+                    self.close(tid, traced.time_ns, names);
+                }
+                self.open.entry(tid).or_insert(OpenExit {
+                    start_ns: traced.time_ns,
+                    rip: 0,
+                    opened: Opened::Access,
+                    facts: Facts::default(),
+                });
+            }
+            None if open_access.is_some() => self.close(tid, traced.time_ns, names),
+            None => {}
+        }
+    }
+
+    /// The guest runs under KVM's instruction emulator: its traps are its
+    /// instructions, not exits. What they were counted as is dropped, and
+    /// its accesses count alone from now on.
+    pub fn mark_emulated_execution(&mut self) {
+        self.emulated_execution = true;
+        self.open.retain(|_, open| !matches!(open.opened, Opened::Trap { .. }));
+        self.causes.clear();
+        self.traps.clear();
+        self.hot_spots.clear();
+        self.hot_spots_dropped = 0;
+        self.halts.halts = 0;
+    }
+
+    /// Whether traps were found to be emulated instructions.
+    pub fn emulated_execution(&self) -> bool {
+        self.emulated_execution
+    }
+
+    /// Instructions KVM emulated, counted so far, and of them the ordinary
+    /// ones (no privileged instruction, no memory access): a guest whose
+    /// ordinary instructions are emulated runs under the emulator.
+    pub fn traps_total(&self) -> (u64, u64) {
+        let ordinary = self.traps.get("other").copied().unwrap_or(0);
+        (self.traps.values().sum(), ordinary)
+    }
+
     fn fact(&mut self, tid: u32, set: impl FnOnce(&mut Facts)) {
         if let Some(open) = self.open.get_mut(&tid) {
             set(&mut open.facts);
@@ -503,8 +586,8 @@ impl VmAccount {
         if let Some(exit) = self.open.remove(&tid) {
             let elapsed = match exit.opened {
                 Opened::Exit { .. } => Some(now.saturating_sub(exit.start_ns)),
-                // A trap's end is not traced: its time is not known.
-                Opened::Trap { .. } => None,
+                // A trap's or an access's end is not traced.
+                Opened::Trap { .. } | Opened::Access => None,
             };
             self.tally(tid, exit, elapsed, names);
         }
@@ -545,6 +628,7 @@ impl VmAccount {
                 *self.traps.entry(mnemonic).or_insert(0) += 1;
                 (self.trap_cause(mnemonic, &exit.facts), Some(mnemonic))
             }
+            Opened::Access => (self.trap_cause("", &exit.facts), None),
         };
         if cause.class() == ExitClass::Hlt {
             self.halts.halts += 1;
@@ -557,6 +641,10 @@ impl VmAccount {
         tally.to_userspace += u64::from(exit.facts.userspace);
         if let Some(ns) = elapsed {
             tally.time.add(ns);
+        }
+        if matches!(exit.opened, Opened::Access) {
+            // No instruction address was traced.
+            return;
         }
         if self.hot_spots.len() >= HOT_SPOTS_KEPT && !self.hot_spots.contains_key(&exit.rip) {
             self.hot_spots_dropped += 1;
@@ -672,10 +760,12 @@ impl VmAccount {
     }
 
     fn trap_cause(&mut self, mnemonic: &str, facts: &Facts) -> ExitCause {
-        match self.access_cause(facts) {
-            Some(cause) => cause,
-            None if mnemonic == "hlt" => ExitCause::Hlt,
-            None => ExitCause::Other,
+        match (self.access_cause(facts), mnemonic) {
+            (Some(cause), _) => cause,
+            (None, "hlt") => ExitCause::Hlt,
+            (None, "wrmsr") => ExitCause::UntracedMsr { write: true },
+            (None, "rdmsr") => ExitCause::UntracedMsr { write: false },
+            (None, _) => ExitCause::Other,
         }
     }
 }
@@ -1167,6 +1257,49 @@ mod tests {
             script.account.vectors[&0x42].accepted[&SourceKind::Local],
             1
         );
+    }
+
+    #[test]
+    fn accesses_no_exit_encloses_count_as_the_exits_they_would_be() {
+        let mut script = Script::new(false);
+        let icr = u64::try_from(APIC_ICR_LOW).unwrap();
+        let eoi = u64::try_from(APIC_EOI).unwrap();
+        script
+            .at(0, VCPU0, Tracepoint::KvmPio, &[("rw", 0), ("port", 0xE0)])
+            .at(1, VCPU0, Tracepoint::KvmPio, &[("rw", 0), ("port", 0xE0)])
+            .at(1, VCPU0, Tracepoint::KvmApic, &[("rw", 1), ("reg", icr), ("val", 0x4_0041)])
+            .at(1, VCPU0, Tracepoint::KvmApicIpi, &[("icr_low", 0x4_0041)])
+            .at(1, VCPU0, Tracepoint::KvmApicAcceptIrq, &[("apicid", 0), ("vec", 0x41)])
+            .at(1, VCPU0, Tracepoint::KvmApic, &[("rw", 1), ("reg", eoi)])
+            .at(1, VCPU0, Tracepoint::KvmEoi, &[("apicid", 0), ("vector", u64::from(u32::MAX))]);
+        script.account.finish(&script.decoder);
+        assert_eq!(script.cause(ExitCause::PortIo { port: 0xE0, write: false }).count, 2);
+        let send = ExitCause::IpiSend { icr: 0x4_0041, every_target_running: None };
+        assert_eq!(script.cause(send).count, 1);
+        let completes = ExitCause::EoiWrite { completes: InterruptSource::Unknown, trigger: None };
+        assert_eq!(script.cause(completes).count, 1);
+        assert_eq!(script.account.vectors[&0x41].accepted[&SourceKind::Ipi], 1);
+        assert_eq!(script.account.eois_with_none_in_service, 1);
+        assert_eq!(script.account.hot_spots().count(), 0, "no instruction address");
+    }
+
+    #[test]
+    fn an_emulated_guests_instructions_are_not_counted_as_its_exits() {
+        let mut script = Script::new(false);
+        script
+            .at(0, VCPU0, Tracepoint::KvmEmulateInsn, &[("rip", 0x10), ("len", 1), ("insn", 0x90)])
+            .at(1, VCPU0, Tracepoint::KvmEmulateInsn, &[("rip", 0x11), ("len", 1), ("insn", 0xE5)]);
+        assert_eq!(script.account.traps_total(), (1, 1));
+        script.account.mark_emulated_execution();
+        script
+            .at(1, VCPU0, Tracepoint::KvmEmulateInsn, &[("rip", 0x11), ("len", 1), ("insn", 0xE5)])
+            .at(1, VCPU0, Tracepoint::KvmPio, &[("rw", 0), ("port", 0xE0)])
+            .at(1, VCPU0, Tracepoint::KvmEmulateInsn, &[("rip", 0x13), ("len", 1), ("insn", 0x90)]);
+        script.account.finish(&script.decoder);
+        assert!(script.account.emulated_execution());
+        assert_eq!(script.account.traps_total(), (0, 0));
+        assert_eq!(script.cause(ExitCause::PortIo { port: 0xE0, write: false }).count, 1);
+        assert_eq!(script.account.causes.len(), 1, "{:?}", script.account.causes);
     }
 
     #[test]

@@ -35,8 +35,9 @@ use crate::exits::KvmStat;
 /// What to watch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// Every VM of one VMM process.
-    Process(u32),
+    /// Every VM of one VMM process; the VMM may be starting: its first VM
+    /// is waited for this long.
+    Process(u32, std::time::Duration),
     /// One VM, as debugfs names it.
     Vm(VmId),
     /// Every VM on the host, including those that start while watching.
@@ -91,7 +92,15 @@ struct Watched {
     pidfd: Option<Pidfd>,
     started_ns: u64,
     ended_ns: Option<u64>,
+    /// Traps, and ordinary ones, counted at the last refresh.
+    traps_at_refresh: (u64, u64),
 }
+
+/// Emulated instructions in one refresh from which a guest whose traps are
+/// mostly ordinary instructions is taken to run under KVM's emulator:
+/// kvm_pvm's native mode traps only privileged instructions and memory
+/// accesses KVM must emulate, never an ADD or a JMP.
+const EMULATED_EXECUTION_TRAPS: u64 = 10_000;
 
 impl Watched {
     fn attach(info: VmInfo, debugfs_kvm: Option<&Path>) -> Watched {
@@ -112,7 +121,33 @@ impl Watched {
             info,
             started_ns: monotonic_ns(),
             ended_ns: None,
+            traps_at_refresh: (0, 0),
         }
+    }
+}
+
+impl Watched {
+    /// Takes up the vCPUs and statistics fds the VMM created since.
+    fn follow(&mut self, debugfs_kvm: Option<&Path>) {
+        let Ok(now) = vm::vm(self.info.id) else {
+            return;
+        };
+        if now.stats_fds != self.info.stats_fds {
+            let had_none = matches!(self.stats.origin, StatsOrigin::Unavailable(_));
+            self.stats = VmStats::attach(&now, debugfs_kvm);
+            if had_none {
+                // Counted from now: what came before was not watched.
+                self.first = self.stats.read();
+            }
+        }
+        if now.vcpu_fds != self.info.vcpu_fds {
+            if let Some(kvm) = debugfs_kvm {
+                for (tid, vcpu) in vm::vcpu_threads(kvm, now.id) {
+                    self.account.set_vcpu_thread(tid, vcpu);
+                }
+            }
+        }
+        self.info = now;
     }
 }
 
@@ -139,7 +174,7 @@ impl Observer {
     /// tracepoints; fails only when nothing at all can be read.
     pub fn start(target: Target) -> Result<Observer, ObserveError> {
         let found = match target {
-            Target::Process(pid) => vm::vmm(pid)?,
+            Target::Process(pid, patience) => vm::wait_for_vmm(pid, patience)?,
             Target::Vm(id) => vec![vm::vm(id)?],
             Target::All => vm::all_vms(),
         };
@@ -234,10 +269,12 @@ impl Observer {
     /// Reads the statistics, notes VMs that ended and (watching the whole
     /// host) finds new ones; call about once a second.
     pub fn refresh(&mut self) {
+        self.notice_emulated_execution();
         for watched in &mut self.vms {
             if watched.ended_ns.is_some() {
                 continue;
             }
+            watched.follow(self.debugfs_kvm.as_deref());
             // Read before asking whether it ended: a copied statistics fd
             // still reads after the VMM is gone, with its final counts.
             let reading = watched.stats.read();
@@ -256,6 +293,37 @@ impl Observer {
                 self.vms
                     .push(Watched::attach(info, self.debugfs_kvm.as_deref()));
             }
+        }
+    }
+
+    /// A guest run by KVM's instruction emulator (a VMM that is not
+    /// PVM-aware, on kvm_pvm) has every instruction emulated: kvm_emulate_insn
+    /// then fires hundreds of thousands of times a second, says nothing of
+    /// exits and drowns the other records. It is turned off, and that VM's
+    /// accesses count alone.
+    fn notice_emulated_execution(&mut self) {
+        let Some(trace) = &mut self.trace else { return };
+        let mut flooding = Vec::new();
+        for watched in &mut self.vms {
+            let (traps, ordinary) = watched.account.traps_total();
+            let (last_traps, last_ordinary) = watched.traps_at_refresh;
+            watched.traps_at_refresh = (traps, ordinary);
+            let (traps, ordinary) = (traps.saturating_sub(last_traps), ordinary.saturating_sub(last_ordinary));
+            if traps >= EMULATED_EXECUTION_TRAPS && ordinary * 2 >= traps && !watched.account.emulated_execution() {
+                watched.account.mark_emulated_execution();
+                flooding.push(format!("{} ({traps} instructions emulated in a second, {ordinary} of them ordinary)", watched.info.id));
+            }
+        }
+        if !flooding.is_empty() && !trace.disabled.iter().any(|(t, _)| *t == Tracepoint::KvmEmulateInsn) {
+            trace.disable(
+                Tracepoint::KvmEmulateInsn,
+                format!(
+                    "the guest of VM {} runs under KVM's instruction emulator: every instruction \
+                     is one record, none an exit; its port, MMIO, MSR and APIC accesses count \
+                     as the exits they would be on hardware",
+                    flooding.join(", ")
+                ),
+            );
         }
     }
 
@@ -288,6 +356,7 @@ impl Observer {
                     .map(|t| t.unusable.clone())
                     .unwrap_or_default(),
                 trace_error: self.trace_error.clone(),
+                disabled: self.trace.as_ref().map(|t| t.disabled.clone()).unwrap_or_default(),
                 records: self.trace.as_ref().map_or(0, |t| t.records),
                 lost: self.trace.as_ref().map_or(0, |t| t.lost),
                 undecodable: self.trace.as_ref().map_or(0, |t| t.undecodable),
@@ -387,6 +456,8 @@ pub struct Sources {
     pub unusable: Vec<Unusable>,
     /// Why no tracepoint could be read, if none could.
     pub trace_error: Option<String>,
+    /// Tracepoints turned off while tracing, and why.
+    pub disabled: Vec<(Tracepoint, String)>,
     /// Records read, lost by the kernel (perf's lost-record count), and
     /// unreadable.
     pub records: u64,

@@ -101,10 +101,21 @@ impl SymbolMap {
         let Ok(elf) = goblin::elf::Elf::parse(bytes) else {
             return SymbolMap::default();
         };
+        // Functions, and the untyped labels assembly code defines, in an
+        // executable section.
+        let in_code = |index: usize| {
+            elf.section_headers
+                .get(index)
+                .is_some_and(|section| section.is_executable())
+        };
         let symbols = elf
             .syms
             .iter()
-            .filter(|symbol| symbol.is_function() && symbol.st_value != 0)
+            .filter(|symbol| {
+                let code_type = symbol.is_function()
+                    || symbol.st_type() == goblin::elf::sym::STT_NOTYPE;
+                code_type && symbol.st_value != 0 && in_code(symbol.st_shndx)
+            })
             .filter_map(|symbol| {
                 let name = elf.strtab.get_at(symbol.st_name)?;
                 Some((symbol.st_value, name.to_string()))
@@ -216,6 +227,15 @@ mod tests {
             Err(SymbolsError::Read { .. })
         ));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_elf_names_its_c_functions_and_its_assembly_labels() {
+        let map = SymbolMap::from_elf(crate::abi::GUEST_ELF);
+        let entry = map.symbols.iter().find(|(_, name)| name == "device_irq_x2apic");
+        let (address, _) = entry.expect("the guest's assembly IRQ entry");
+        assert_eq!(map.name(*address + 0x40), Some(format!("device_irq_x2apic+{:#x}", 0x40)));
+        assert!(map.symbols.iter().any(|(_, name)| name == "kmain"), "a C function");
     }
 
     #[test]

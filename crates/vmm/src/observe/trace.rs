@@ -172,8 +172,8 @@ fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
 const RING_PAGES_LOG2: u8 = 7;
 
 struct Ring {
-    // Kept open: dropping the counter would stop the sampler's records.
-    _counter: Counter,
+    tracepoint: Tracepoint,
+    counter: Counter,
     sampler: Sampler,
 }
 
@@ -191,6 +191,8 @@ pub struct TraceSession {
     pub records: u64,
     /// Records of a tracepoint not asked for, or too short for its format.
     pub undecodable: u64,
+    /// Tracepoints turned off while tracing, and why.
+    pub disabled: Vec<(Tracepoint, String)>,
     pending: Vec<Traced>,
     /// Every record older than this was in a ring when the last drain began.
     watermark_ns: u64,
@@ -229,6 +231,7 @@ impl TraceSession {
             lost: 0,
             records: 0,
             undecodable: 0,
+            disabled: Vec::new(),
             pending: Vec::new(),
             watermark_ns: monotonic_ns(),
         })
@@ -236,6 +239,16 @@ impl TraceSession {
 
     pub fn decoder(&self) -> &Decoder {
         &self.decoder
+    }
+
+    /// Stops sampling `tracepoint` on every CPU (its records still in the
+    /// rings are read).
+    pub fn disable(&mut self, tracepoint: Tracepoint, why: String) {
+        for ring in self.rings.iter().filter(|ring| ring.tracepoint == tracepoint) {
+            // A counter that will not stop keeps sampling: no harm but load.
+            let _ = ring.counter.disable();
+        }
+        self.disabled.push((tracepoint, why));
     }
 
     /// The records every ring held before the previous drain began, in
@@ -321,7 +334,8 @@ fn open_ring(tracepoint: Tracepoint, id: u64, cpu: u32) -> Result<Ring, TraceErr
     let sampler = counter.sampler(RING_PAGES_LOG2).map_err(failed)?;
     counter.enable().map_err(failed)?;
     Ok(Ring {
-        _counter: counter,
+        tracepoint,
+        counter,
         sampler,
     })
 }

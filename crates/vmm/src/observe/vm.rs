@@ -151,6 +151,35 @@ pub fn vmm(pid: u32) -> Result<Vec<VmInfo>, VmError> {
     Ok(vms)
 }
 
+/// The VMs process `pid` holds, waiting up to `patience` for the first
+/// to be created and its vCPUs with it: a VMM just started creates its VM,
+/// then its vCPUs, then (some VMMs) their statistics fds, within
+/// milliseconds. Polls every millisecond.
+pub fn wait_for_vmm(pid: u32, patience: std::time::Duration) -> Result<Vec<VmInfo>, VmError> {
+    /// How long vCPUs without statistics fds are given to get them.
+    const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+    let deadline = std::time::Instant::now() + patience;
+    let mut vcpus_seen: Option<std::time::Instant> = None;
+    loop {
+        let vms = vms_of(pid)?;
+        let settled = vms.iter().all(|vm| {
+            !vm.vcpu_fds.is_empty() && (vm.shares_process || vm.stats_fds.len() >= vm.vcpu_fds.len())
+        });
+        if vms.iter().any(|vm| !vm.vcpu_fds.is_empty()) {
+            vcpus_seen.get_or_insert_with(std::time::Instant::now);
+        }
+        let waited_enough = vcpus_seen.is_some_and(|seen| seen.elapsed() >= SETTLE);
+        let now = std::time::Instant::now();
+        if !vms.is_empty() && (settled || waited_enough || now >= deadline) {
+            return Ok(vms);
+        }
+        if now >= deadline {
+            return vmm(pid);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// The VM `id`.
 pub fn vm(id: VmId) -> Result<VmInfo, VmError> {
     vms_of(id.pid)?
