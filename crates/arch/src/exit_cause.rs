@@ -90,7 +90,9 @@ pub enum ExitCause {
     },
     /// An RDMSR or WRMSR whose MSR was not seen (KVM handed it to the VMM,
     /// which no tracepoint follows).
-    UntracedMsr { write: bool },
+    UntracedMsr {
+        write: bool,
+    },
     /// A host interrupt that made a running vCPU exit so that a virtual
     /// interrupt could be injected: KVM's kick (the reschedule IPI).
     InterruptDelivery,

@@ -85,7 +85,9 @@ fn parse_vm(text: &str) -> Result<VmId, String> {
 }
 
 fn parse_wait(text: &str) -> Result<f64, String> {
-    let seconds: f64 = text.parse().map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
     if !(0.0..=600.0).contains(&seconds) {
         return Err(format!("{seconds} s is outside 0-600"));
     }

@@ -472,13 +472,20 @@ impl VmAccount {
     /// closes one that a second access of the same kind, or any event that
     /// is no access, ends.
     fn open_access(&mut self, tid: u32, traced: &Traced, names: &dyn ExitNames) {
-        let open_access = self.open.get(&tid).filter(|open| matches!(open.opened, Opened::Access));
+        let open_access = self
+            .open
+            .get(&tid)
+            .filter(|open| matches!(open.opened, Opened::Access));
         // Each access is a pseudo-exit of its own, but an x2APIC register
         // access is traced twice: kvm_msr, then kvm_apic.
         let facts = open_access.map(|open| open.facts);
-        let has_access = facts.is_some_and(|f| f.msr.is_some() || f.apic.is_some() || f.pio.is_some() || f.mmio.is_some());
+        let has_access = facts.is_some_and(|f| {
+            f.msr.is_some() || f.apic.is_some() || f.pio.is_some() || f.mmio.is_some()
+        });
         let starts = match traced.event {
-            KvmEvent::Apic { .. } => Some(has_access && !facts.is_some_and(|f| f.msr.is_some() && f.apic.is_none())),
+            KvmEvent::Apic { .. } => {
+                Some(has_access && !facts.is_some_and(|f| f.msr.is_some() && f.apic.is_none()))
+            }
             KvmEvent::Msr { .. } | KvmEvent::Pio { .. } | KvmEvent::Mmio { .. } => Some(has_access),
             // Parts of an access, or no part of the guest's run.
             KvmEvent::Eoi { .. }
@@ -521,7 +528,8 @@ impl VmAccount {
     /// its accesses count alone from now on.
     pub fn mark_emulated_execution(&mut self) {
         self.emulated_execution = true;
-        self.open.retain(|_, open| !matches!(open.opened, Opened::Trap { .. }));
+        self.open
+            .retain(|_, open| !matches!(open.opened, Opened::Trap { .. }));
         self.causes.clear();
         self.traps.clear();
         self.hot_spots.clear();
@@ -1267,39 +1275,105 @@ mod tests {
         script
             .at(0, VCPU0, Tracepoint::KvmPio, &[("rw", 0), ("port", 0xE0)])
             .at(1, VCPU0, Tracepoint::KvmPio, &[("rw", 0), ("port", 0xE0)])
-            .at(1, VCPU0, Tracepoint::KvmApic, &[("rw", 1), ("reg", icr), ("val", 0x4_0041)])
+            .at(
+                1,
+                VCPU0,
+                Tracepoint::KvmApic,
+                &[("rw", 1), ("reg", icr), ("val", 0x4_0041)],
+            )
             .at(1, VCPU0, Tracepoint::KvmApicIpi, &[("icr_low", 0x4_0041)])
-            .at(1, VCPU0, Tracepoint::KvmApicAcceptIrq, &[("apicid", 0), ("vec", 0x41)])
+            .at(
+                1,
+                VCPU0,
+                Tracepoint::KvmApicAcceptIrq,
+                &[("apicid", 0), ("vec", 0x41)],
+            )
             .at(1, VCPU0, Tracepoint::KvmApic, &[("rw", 1), ("reg", eoi)])
-            .at(1, VCPU0, Tracepoint::KvmEoi, &[("apicid", 0), ("vector", u64::from(u32::MAX))]);
+            .at(
+                1,
+                VCPU0,
+                Tracepoint::KvmEoi,
+                &[("apicid", 0), ("vector", u64::from(u32::MAX))],
+            );
         script.account.finish(&script.decoder);
-        assert_eq!(script.cause(ExitCause::PortIo { port: 0xE0, write: false }).count, 2);
-        let send = ExitCause::IpiSend { icr: 0x4_0041, every_target_running: None };
+        assert_eq!(
+            script
+                .cause(ExitCause::PortIo {
+                    port: 0xE0,
+                    write: false
+                })
+                .count,
+            2
+        );
+        let send = ExitCause::IpiSend {
+            icr: 0x4_0041,
+            every_target_running: None,
+        };
         assert_eq!(script.cause(send).count, 1);
-        let completes = ExitCause::EoiWrite { completes: InterruptSource::Unknown, trigger: None };
+        let completes = ExitCause::EoiWrite {
+            completes: InterruptSource::Unknown,
+            trigger: None,
+        };
         assert_eq!(script.cause(completes).count, 1);
         assert_eq!(script.account.vectors[&0x41].accepted[&SourceKind::Ipi], 1);
         assert_eq!(script.account.eois_with_none_in_service, 1);
-        assert_eq!(script.account.hot_spots().count(), 0, "no instruction address");
+        assert_eq!(
+            script.account.hot_spots().count(),
+            0,
+            "no instruction address"
+        );
     }
 
     #[test]
     fn an_emulated_guests_instructions_are_not_counted_as_its_exits() {
         let mut script = Script::new(false);
         script
-            .at(0, VCPU0, Tracepoint::KvmEmulateInsn, &[("rip", 0x10), ("len", 1), ("insn", 0x90)])
-            .at(1, VCPU0, Tracepoint::KvmEmulateInsn, &[("rip", 0x11), ("len", 1), ("insn", 0xE5)]);
+            .at(
+                0,
+                VCPU0,
+                Tracepoint::KvmEmulateInsn,
+                &[("rip", 0x10), ("len", 1), ("insn", 0x90)],
+            )
+            .at(
+                1,
+                VCPU0,
+                Tracepoint::KvmEmulateInsn,
+                &[("rip", 0x11), ("len", 1), ("insn", 0xE5)],
+            );
         assert_eq!(script.account.traps_total(), (1, 1));
         script.account.mark_emulated_execution();
         script
-            .at(1, VCPU0, Tracepoint::KvmEmulateInsn, &[("rip", 0x11), ("len", 1), ("insn", 0xE5)])
+            .at(
+                1,
+                VCPU0,
+                Tracepoint::KvmEmulateInsn,
+                &[("rip", 0x11), ("len", 1), ("insn", 0xE5)],
+            )
             .at(1, VCPU0, Tracepoint::KvmPio, &[("rw", 0), ("port", 0xE0)])
-            .at(1, VCPU0, Tracepoint::KvmEmulateInsn, &[("rip", 0x13), ("len", 1), ("insn", 0x90)]);
+            .at(
+                1,
+                VCPU0,
+                Tracepoint::KvmEmulateInsn,
+                &[("rip", 0x13), ("len", 1), ("insn", 0x90)],
+            );
         script.account.finish(&script.decoder);
         assert!(script.account.emulated_execution());
         assert_eq!(script.account.traps_total(), (0, 0));
-        assert_eq!(script.cause(ExitCause::PortIo { port: 0xE0, write: false }).count, 1);
-        assert_eq!(script.account.causes.len(), 1, "{:?}", script.account.causes);
+        assert_eq!(
+            script
+                .cause(ExitCause::PortIo {
+                    port: 0xE0,
+                    write: false
+                })
+                .count,
+            1
+        );
+        assert_eq!(
+            script.account.causes.len(),
+            1,
+            "{:?}",
+            script.account.causes
+        );
     }
 
     #[test]

@@ -94,6 +94,8 @@ struct Watched {
     ended_ns: Option<u64>,
     /// Traps, and ordinary ones, counted at the last refresh.
     traps_at_refresh: (u64, u64),
+    /// Refreshes in a row in which it ran under the emulator.
+    emulating_refreshes: u32,
 }
 
 /// Emulated instructions in one refresh from which a guest whose traps are
@@ -101,6 +103,11 @@ struct Watched {
 /// kvm_pvm's native mode traps only privileged instructions and memory
 /// accesses KVM must emulate, never an ADD or a JMP.
 const EMULATED_EXECUTION_TRAPS: u64 = 10_000;
+
+/// Refreshes in a row that must look so: a guest that boots under the
+/// emulator and then runs natively (dirq's own) emulates tens of thousands
+/// of ordinary instructions once, within a second.
+const EMULATED_EXECUTION_REFRESHES: u32 = 3;
 
 impl Watched {
     fn attach(info: VmInfo, debugfs_kvm: Option<&Path>) -> Watched {
@@ -122,6 +129,7 @@ impl Watched {
             started_ns: monotonic_ns(),
             ended_ns: None,
             traps_at_refresh: (0, 0),
+            emulating_refreshes: 0,
         }
     }
 }
@@ -308,13 +316,32 @@ impl Observer {
             let (traps, ordinary) = watched.account.traps_total();
             let (last_traps, last_ordinary) = watched.traps_at_refresh;
             watched.traps_at_refresh = (traps, ordinary);
-            let (traps, ordinary) = (traps.saturating_sub(last_traps), ordinary.saturating_sub(last_ordinary));
-            if traps >= EMULATED_EXECUTION_TRAPS && ordinary * 2 >= traps && !watched.account.emulated_execution() {
+            let (traps, ordinary) = (
+                traps.saturating_sub(last_traps),
+                ordinary.saturating_sub(last_ordinary),
+            );
+            let emulating = traps >= EMULATED_EXECUTION_TRAPS && ordinary * 2 >= traps;
+            watched.emulating_refreshes = if emulating {
+                watched.emulating_refreshes + 1
+            } else {
+                0
+            };
+            if watched.emulating_refreshes == EMULATED_EXECUTION_REFRESHES
+                && !watched.account.emulated_execution()
+            {
                 watched.account.mark_emulated_execution();
-                flooding.push(format!("{} ({traps} instructions emulated in a second, {ordinary} of them ordinary)", watched.info.id));
+                flooding.push(format!(
+                    "{} ({traps} instructions emulated in the last second, {ordinary} of them ordinary)",
+                    watched.info.id
+                ));
             }
         }
-        if !flooding.is_empty() && !trace.disabled.iter().any(|(t, _)| *t == Tracepoint::KvmEmulateInsn) {
+        if !flooding.is_empty()
+            && !trace
+                .disabled
+                .iter()
+                .any(|(t, _)| *t == Tracepoint::KvmEmulateInsn)
+        {
             trace.disable(
                 Tracepoint::KvmEmulateInsn,
                 format!(
@@ -356,7 +383,11 @@ impl Observer {
                     .map(|t| t.unusable.clone())
                     .unwrap_or_default(),
                 trace_error: self.trace_error.clone(),
-                disabled: self.trace.as_ref().map(|t| t.disabled.clone()).unwrap_or_default(),
+                disabled: self
+                    .trace
+                    .as_ref()
+                    .map(|t| t.disabled.clone())
+                    .unwrap_or_default(),
                 records: self.trace.as_ref().map_or(0, |t| t.records),
                 lost: self.trace.as_ref().map_or(0, |t| t.lost),
                 undecodable: self.trace.as_ref().map_or(0, |t| t.undecodable),

@@ -112,8 +112,8 @@ impl SymbolMap {
             .syms
             .iter()
             .filter(|symbol| {
-                let code_type = symbol.is_function()
-                    || symbol.st_type() == goblin::elf::sym::STT_NOTYPE;
+                let code_type =
+                    symbol.is_function() || symbol.st_type() == goblin::elf::sym::STT_NOTYPE;
                 code_type && symbol.st_value != 0 && in_code(symbol.st_shndx)
             })
             .filter_map(|symbol| {
@@ -232,10 +232,19 @@ mod tests {
     #[test]
     fn an_elf_names_its_c_functions_and_its_assembly_labels() {
         let map = SymbolMap::from_elf(crate::abi::GUEST_ELF);
-        let entry = map.symbols.iter().find(|(_, name)| name == "device_irq_x2apic");
+        let entry = map
+            .symbols
+            .iter()
+            .find(|(_, name)| name == "device_irq_x2apic");
         let (address, _) = entry.expect("the guest's assembly IRQ entry");
-        assert_eq!(map.name(*address + 0x40), Some(format!("device_irq_x2apic+{:#x}", 0x40)));
-        assert!(map.symbols.iter().any(|(_, name)| name == "kmain"), "a C function");
+        assert_eq!(
+            map.name(*address + 0x40),
+            Some(format!("device_irq_x2apic+{:#x}", 0x40))
+        );
+        assert!(
+            map.symbols.iter().any(|(_, name)| name == "kmain"),
+            "a C function"
+        );
     }
 
     #[test]

@@ -244,7 +244,11 @@ impl TraceSession {
     /// Stops sampling `tracepoint` on every CPU (its records still in the
     /// rings are read).
     pub fn disable(&mut self, tracepoint: Tracepoint, why: String) {
-        for ring in self.rings.iter().filter(|ring| ring.tracepoint == tracepoint) {
+        for ring in self
+            .rings
+            .iter()
+            .filter(|ring| ring.tracepoint == tracepoint)
+        {
             // A counter that will not stop keeps sampling: no harm but load.
             let _ = ring.counter.disable();
         }

@@ -163,7 +163,8 @@ pub fn wait_for_vmm(pid: u32, patience: std::time::Duration) -> Result<Vec<VmInf
     loop {
         let vms = vms_of(pid)?;
         let settled = vms.iter().all(|vm| {
-            !vm.vcpu_fds.is_empty() && (vm.shares_process || vm.stats_fds.len() >= vm.vcpu_fds.len())
+            !vm.vcpu_fds.is_empty()
+                && (vm.shares_process || vm.stats_fds.len() >= vm.vcpu_fds.len())
         });
         if vms.iter().any(|vm| !vm.vcpu_fds.is_empty()) {
             vcpus_seen.get_or_insert_with(std::time::Instant::now);
