@@ -1270,8 +1270,8 @@ mod tests {
     #[test]
     fn accesses_no_exit_encloses_count_as_the_exits_they_would_be() {
         let mut script = Script::new(false);
-        let icr = u64::try_from(APIC_ICR_LOW).unwrap();
-        let eoi = u64::try_from(APIC_EOI).unwrap();
+        let icr = APIC_ICR_LOW;
+        let eoi = APIC_EOI;
         script
             .at(0, VCPU0, Tracepoint::KvmPio, &[("rw", 0), ("port", 0xE0)])
             .at(1, VCPU0, Tracepoint::KvmPio, &[("rw", 0), ("port", 0xE0)])
