@@ -549,12 +549,7 @@ fn categorize(by_reason: &BTreeMap<KvmStat, u64>, total: u64) -> BTreeMap<VmxExi
 mod tests {
     use super::*;
 
-    fn counters(pairs: &[(&str, u64)]) -> Counters {
-        pairs
-            .iter()
-            .map(|(name, value)| (name.to_string(), *value))
-            .collect()
-    }
+    use crate::stats::counters_of as counters;
 
     fn userspace(pairs: &[(UserspaceExit, u64)]) -> UserspaceCounts {
         pairs.iter().copied().collect()

@@ -33,6 +33,15 @@ pub enum StatsError {
 /// Named counter values.
 pub type Counters = BTreeMap<String, u64>;
 
+/// Counters from (name, value) pairs, for tests.
+#[cfg(test)]
+pub(crate) fn counters_of(pairs: &[(&str, u64)]) -> Counters {
+    pairs
+        .iter()
+        .map(|(name, value)| (name.to_string(), *value))
+        .collect()
+}
+
 struct Descriptor {
     name: String,
     /// Byte offset of the value within the data block.

@@ -873,6 +873,32 @@ mod tests {
             self.at(ns, tid, Tracepoint::KvmExit, &fields)
         }
 
+        /// The LAPIC of vCPU 0 accepting `vector`, 1 ns later.
+        fn accepted(&mut self, tid: u32, vector: u64) -> &mut Script {
+            self.at(
+                1,
+                tid,
+                Tracepoint::KvmApicAcceptIrq,
+                &[("apicid", 0), ("vec", vector)],
+            )
+        }
+
+        /// The guest's x2APIC EOI write of `vector`, as KVM traces it.
+        fn x2apic_eoi(&mut self, tid: u32, vector: u64) -> &mut Script {
+            self.at(
+                1,
+                tid,
+                Tracepoint::KvmMsr,
+                &[("write", 1), ("ecx", msr(APIC_EOI))],
+            )
+            .at(
+                1,
+                tid,
+                Tracepoint::KvmEoi,
+                &[("apicid", 0), ("vector", vector)],
+            )
+        }
+
         fn entry(&mut self, ns: u64, tid: u32) -> &mut Script {
             self.at(
                 ns,
@@ -901,12 +927,7 @@ mod tests {
                 Tracepoint::KvmMsiSetIrq,
                 &[("address", 0xFEE0_0000), ("data", 0x41)],
             )
-            .at(
-                1,
-                DEVICE,
-                Tracepoint::KvmApicAcceptIrq,
-                &[("apicid", 0), ("vec", 0x41)],
-            )
+            .accepted(DEVICE, 0x41)
             .vmx_exit(1_000, VCPU0, "MSR_WRITE", 0x1000, &[])
             .at(
                 100,
@@ -950,25 +971,9 @@ mod tests {
         let mut script = Script::new(true);
         script
             .at(0, DEVICE, Tracepoint::KvmMsiSetIrq, &[("data", 0x41)])
-            .at(
-                1,
-                DEVICE,
-                Tracepoint::KvmApicAcceptIrq,
-                &[("apicid", 0), ("vec", 0x41)],
-            )
+            .accepted(DEVICE, 0x41)
             .vmx_exit(10, VCPU0, "MSR_WRITE", 0x1000, &[])
-            .at(
-                1,
-                VCPU0,
-                Tracepoint::KvmMsr,
-                &[("write", 1), ("ecx", msr(APIC_EOI))],
-            )
-            .at(
-                1,
-                VCPU0,
-                Tracepoint::KvmEoi,
-                &[("apicid", 0), ("vector", 0x41)],
-            )
+            .x2apic_eoi(VCPU0, 0x41)
             .entry(1, VCPU0);
         let eoi = ExitCause::EoiWrite {
             completes: InterruptSource::Unknown,
@@ -1122,25 +1127,9 @@ mod tests {
                 &[("rw", 1), ("reg", APIC_LVT_TIMER), ("val", 0xEF)],
             )
             .entry(1, VCPU0)
-            .at(
-                1,
-                VCPU0,
-                Tracepoint::KvmApicAcceptIrq,
-                &[("apicid", 0), ("vec", 0xEF)],
-            )
+            .accepted(VCPU0, 0xEF)
             .vmx_exit(1, VCPU0, "MSR_WRITE", 0x20, &[])
-            .at(
-                1,
-                VCPU0,
-                Tracepoint::KvmMsr,
-                &[("write", 1), ("ecx", msr(APIC_EOI))],
-            )
-            .at(
-                1,
-                VCPU0,
-                Tracepoint::KvmEoi,
-                &[("apicid", 0), ("vector", 0xEF)],
-            )
+            .x2apic_eoi(VCPU0, 0xEF)
             .entry(1, VCPU0);
         assert_eq!(
             script.account.vectors[&0xEF].accepted[&SourceKind::Timer],
@@ -1245,18 +1234,8 @@ mod tests {
         script
             .at(0, DEVICE, Tracepoint::KvmMsiSetIrq, &[("data", 0x41)])
             .at(1, DEVICE, Tracepoint::KvmPio, &[("rw", 1), ("port", 0x70)])
-            .at(
-                1,
-                DEVICE,
-                Tracepoint::KvmApicAcceptIrq,
-                &[("apicid", 0), ("vec", 0x41)],
-            )
-            .at(
-                1,
-                VCPU1,
-                Tracepoint::KvmApicAcceptIrq,
-                &[("apicid", 0), ("vec", 0x42)],
-            );
+            .accepted(DEVICE, 0x41)
+            .accepted(VCPU1, 0x42);
         assert_eq!(
             script.account.vectors[&0x41].accepted[&SourceKind::Local],
             1
@@ -1282,12 +1261,7 @@ mod tests {
                 &[("rw", 1), ("reg", icr), ("val", 0x4_0041)],
             )
             .at(1, VCPU0, Tracepoint::KvmApicIpi, &[("icr_low", 0x4_0041)])
-            .at(
-                1,
-                VCPU0,
-                Tracepoint::KvmApicAcceptIrq,
-                &[("apicid", 0), ("vec", 0x41)],
-            )
+            .accepted(VCPU0, 0x41)
             .at(1, VCPU0, Tracepoint::KvmApic, &[("rw", 1), ("reg", eoi)])
             .at(
                 1,

@@ -173,12 +173,7 @@ fn read_debugfs(dir: &Path) -> Counters {
 mod tests {
     use super::*;
 
-    fn counters(pairs: &[(&str, u64)]) -> Counters {
-        pairs
-            .iter()
-            .map(|(name, value)| (name.to_string(), *value))
-            .collect()
-    }
+    use crate::stats::counters_of as counters;
 
     #[test]
     fn readings_subtract_counter_by_counter() {
