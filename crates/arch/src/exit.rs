@@ -56,6 +56,28 @@ impl VmxExit {
     pub fn from_name(name: &str) -> Option<VmxExit> {
         name.parse().ok()
     }
+
+    /// The VMX reason an AMD SVM exit counts as, by its exit code's name as
+    /// Linux's `SVM_EXIT_REASONS` spells it (what `kvm_exit` prints): the
+    /// one naming of exits across both vendors. `write` is EXITINFO1 bit 0
+    /// of an MSR intercept (AMD APM vol. 2, 15.11: 0 RDMSR, 1 WRMSR).
+    pub fn of_svm(name: &str, write: bool) -> VmxExit {
+        match name {
+            "interrupt" => VmxExit::ExternalInterrupt,
+            "nmi" => VmxExit::ExceptionNmi,
+            "vintr" => VmxExit::InterruptWindow,
+            "hlt" => VmxExit::Hlt,
+            "io" => VmxExit::IoInstruction,
+            "msr" if write => VmxExit::MsrWrite,
+            "msr" => VmxExit::MsrRead,
+            "hypercall" => VmxExit::Vmcall,
+            // A nested page fault: an MMIO access or a missing page alike.
+            "npf" => VmxExit::EptViolation,
+            "avic_unaccelerated_access" => VmxExit::ApicAccess,
+            exception if exception.ends_with(" excp") => VmxExit::ExceptionNmi,
+            _ => VmxExit::Other,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -74,5 +96,15 @@ mod tests {
         assert_eq!(VmxExit::from_name("EXTINT"), None);
         assert_eq!(VmxExit::ExceptionNmi.name(), "EXCEPTION_NMI");
         assert_eq!(VmxExit::IoInstruction.to_string(), "IO_INSTRUCTION");
+    }
+
+    #[test]
+    fn svm_exits_count_as_their_vmx_counterparts() {
+        assert_eq!(VmxExit::of_svm("vintr", false), VmxExit::InterruptWindow);
+        assert_eq!(VmxExit::of_svm("msr", true), VmxExit::MsrWrite);
+        assert_eq!(VmxExit::of_svm("msr", false), VmxExit::MsrRead);
+        assert_eq!(VmxExit::of_svm("GP excp", false), VmxExit::ExceptionNmi);
+        assert_eq!(VmxExit::of_svm("cpuid", false), VmxExit::Other);
+        assert_eq!(VmxExit::of_svm("avic_incomplete_ipi", true), VmxExit::Other);
     }
 }

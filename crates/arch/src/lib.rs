@@ -7,6 +7,7 @@ pub mod bits;
 pub mod bus;
 pub mod clock;
 pub mod exit;
+pub mod exit_cause;
 pub mod interrupt;
 pub mod ioapic;
 pub mod iommu;

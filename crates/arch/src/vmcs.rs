@@ -32,6 +32,8 @@ pub const SECONDARY_VIRTUALIZE_X2APIC: u32 = 1 << 4;
 /// Secondary control: guest-physical addresses go through EPT, whose
 /// misses are EPT-violation exits (SDM 24.6.2, 28.2).
 pub const SECONDARY_ENABLE_EPT: u32 = 1 << 1;
+/// Secondary control bit 8: APIC-register virtualization (SDM 24.6.2).
+pub const SECONDARY_APIC_REGISTER_VIRTUALIZATION: u32 = 1 << 8;
 /// Secondary control bit 9: virtual-interrupt delivery.
 pub const SECONDARY_VIRTUAL_INTERRUPT_DELIVERY: u32 = 1 << 9;
 
@@ -226,6 +228,17 @@ impl Vmcs {
         }
     }
 
+    /// Whether a guest RDMSR of `msr` exits. Every RDMSR exits in this
+    /// model (no read bitmap is passed through) except an x2APIC register
+    /// read with virtualize-x2APIC-mode and APIC-register virtualization,
+    /// which reads the virtual-APIC page (SDM 29.5).
+    pub fn msr_read_exits(&self, msr: u32) -> bool {
+        let apic = (crate::lapic::MSR_X2APIC_FIRST..=crate::lapic::MSR_X2APIC_LAST).contains(&msr);
+        !(apic
+            && self.has_secondary(SECONDARY_VIRTUALIZE_X2APIC)
+            && self.has_secondary(SECONDARY_APIC_REGISTER_VIRTUALIZATION))
+    }
+
     /// RVI: the highest vector in the virtual IRR (SDM 29.1.1, guest
     /// interrupt status low byte); 0 when none.
     pub fn rvi(virtual_apic: &Lapic) -> u8 {
@@ -290,6 +303,7 @@ mod tests {
     fn apicv() -> Vmcs {
         let mut vmcs = Vmcs::trap_everything();
         vmcs.set_secondary(SECONDARY_VIRTUALIZE_X2APIC, true);
+        vmcs.set_secondary(SECONDARY_APIC_REGISTER_VIRTUALIZATION, true);
         vmcs.set_secondary(SECONDARY_VIRTUAL_INTERRUPT_DELIVERY, true);
         vmcs
     }
@@ -324,6 +338,20 @@ mod tests {
         );
         let tmict = x2apic_msr(crate::lapic::APIC_TIMER_INITIAL_COUNT);
         assert_eq!(vmcs.msr_write(tmict), MsrWriteAction::Exit);
+    }
+
+    #[test]
+    fn apic_register_virtualization_reads_x2apic_registers_without_an_exit() {
+        let tpr = x2apic_msr(APIC_TPR);
+        assert!(Vmcs::trap_everything().msr_read_exits(tpr));
+        assert!(!apicv().msr_read_exits(tpr));
+        assert!(
+            apicv().msr_read_exits(MSR_IA32_TSC_DEADLINE),
+            "not an APIC register"
+        );
+        let mut without = apicv();
+        without.set_secondary(SECONDARY_APIC_REGISTER_VIRTUALIZATION, false);
+        assert!(without.msr_read_exits(tpr));
     }
 
     #[test]

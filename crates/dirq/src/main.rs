@@ -21,6 +21,7 @@ macro_rules! diag {
 mod calibrate;
 mod conformance;
 mod kernel;
+mod observe;
 mod output;
 mod probe;
 mod report;
@@ -38,6 +39,7 @@ use clap::{Parser, Subcommand};
     long_about = "dirq compares ways of delivering interrupts to virtual machines.\n\n\
   dirq run      boots dirq's guest test kernel on /dev/kvm and counts every exit\n\
   dirq probe    what this host's KVM supports and what one exit costs\n\
+  dirq observe  any running VM (QEMU, Firecracker, ...) watched from outside: its exits, hot spots, what each design would save\n\
   dirq sim      simulates the interrupt-delivery designs (vanilla KVM, APICv, ELI, DID) on a modelled server\n\
   dirq studies  the software-only studies on /dev/kvm: VIOAPIC levels, batched I/O, tick scaling, IPI/HLT\n\
   dirq calibrate  measures this host's costs into a profile for `dirq sim --profile`\n\
@@ -58,6 +60,9 @@ enum Command {
     Run(run::Args),
     /// Report this host's KVM capabilities and the cost of one exit.
     Probe(probe::Args),
+    /// Watch running VMs from outside: exits, hot spots by guest RIP, interrupts, and what
+    /// each design would save them.
+    Observe(observe::Args),
     /// Simulate interrupt-delivery designs on a modelled server.
     Sim(sim::Args),
     /// Measure the software-only studies on KVM, every mode side by side.
@@ -81,6 +86,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::execute(args),
         Command::Probe(args) => probe::execute(args),
+        Command::Observe(args) => observe::execute(args),
         Command::Sim(args) => sim::execute(args),
         Command::Studies(args) => studies::execute(args),
         Command::Calibrate(args) => calibrate::execute(args),
@@ -91,7 +97,11 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             diag!("dirq: error: {err:#}");
-            std::process::ExitCode::FAILURE
+            // A command whose failures end with a status per kind says which.
+            err.downcast_ref::<observe::Error>()
+                .map_or(std::process::ExitCode::FAILURE, |error| {
+                    std::process::ExitCode::from(error.exit_status())
+                })
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod service;
 pub mod shard;
 pub mod trace;
 pub mod vioapic;
+pub mod what_if;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -407,6 +407,11 @@ pub struct ExitSummary {
     /// guest) costs the host.
     pub vcpu_cpu_s: f64,
     pub per_vcpu: Vec<VcpuExits>,
+    /// The VM's exits outside the measured window (its boot, the guest's
+    /// setup, what it did before and after), by VMX reason: what an
+    /// observer of the whole VM (`dirq observe`) sees besides the window.
+    #[serde(default)]
+    pub outside_window: BTreeMap<VmxExit, u64>,
 }
 
 impl ExitSummary {
@@ -502,7 +507,24 @@ impl ExitSummary {
             userspace_time,
             vcpu_cpu_s: per_vcpu.iter().map(|v| v.cpu_s).sum(),
             per_vcpu,
+            outside_window: BTreeMap::new(),
         }
+    }
+
+    /// Sets what of the VM's `lifetime` (its counters from creation to
+    /// the guest's stop) lies outside this window.
+    pub fn with_lifetime(mut self, lifetime: &ExitSnapshot) -> Self {
+        let whole = ExitSummary::between(&ExitSnapshot::default(), lifetime, 0);
+        self.outside_window = whole
+            .by_category
+            .iter()
+            .map(|(&exit, &count)| {
+                let inside = self.by_category.get(&exit).copied().unwrap_or(0);
+                (exit, count.saturating_sub(inside))
+            })
+            .filter(|(_, outside)| *outside > 0)
+            .collect();
+        self
     }
 }
 
@@ -527,12 +549,7 @@ fn categorize(by_reason: &BTreeMap<KvmStat, u64>, total: u64) -> BTreeMap<VmxExi
 mod tests {
     use super::*;
 
-    fn counters(pairs: &[(&str, u64)]) -> Counters {
-        pairs
-            .iter()
-            .map(|(name, value)| (name.to_string(), *value))
-            .collect()
-    }
+    use crate::stats::counters_of as counters;
 
     fn userspace(pairs: &[(UserspaceExit, u64)]) -> UserspaceCounts {
         pairs.iter().copied().collect()
@@ -584,6 +601,27 @@ mod tests {
         // 149 exits: 100 HLT, 49 with no KVM category.
         assert_eq!(summary.by_category.get(&VmxExit::Hlt), Some(&100));
         assert_eq!(summary.by_category.get(&VmxExit::Other), Some(&49));
+
+        // The VM ran on after the window: 2 more I/O exits, 3 more HLTs.
+        let lifetime = ExitSnapshot {
+            userspace: vec![userspace(&[
+                (UserspaceExit::Io, 8),
+                (UserspaceExit::Hlt, 104),
+            ])],
+            userspace_times: Vec::new(),
+            kernel: vec![counters(&[
+                ("exits", 170),
+                ("io_exits", 8),
+                ("halt_exits", 104),
+            ])],
+            cpu_ns: vec![1_300_000_000],
+        };
+        let outside = summary.with_lifetime(&lifetime).outside_window;
+        // Boot's 5 I/O and 1 HLT, the marker, then 2 I/O and 3 HLT after.
+        assert_eq!(outside.get(&VmxExit::IoInstruction), Some(&8));
+        assert_eq!(outside.get(&VmxExit::Hlt), Some(&4));
+        assert_eq!(outside.get(&VmxExit::Other), Some(&9), "{outside:?}");
+        assert_eq!(outside.values().sum::<u64>(), 170 - 149);
     }
 
     #[test]
@@ -712,6 +750,7 @@ mod tests {
             userspace_time: BTreeMap::new(),
             vcpu_cpu_s: 0.05,
             per_vcpu: vec![vcpu],
+            outside_window: BTreeMap::new(),
         };
         let json = serde_json::to_value(&summary).expect("serializes");
         assert_eq!(

@@ -38,6 +38,7 @@ pub mod interrupt;
 pub mod machine;
 pub mod memory;
 pub mod multiboot;
+pub mod observe;
 pub mod placement;
 pub mod probe;
 pub mod report;

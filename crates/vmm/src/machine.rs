@@ -139,6 +139,9 @@ pub struct MachineOutput<T> {
     /// The guest's samples, in TSC cycles.
     pub samples: Vec<u64>,
     pub window: Window,
+    /// Every vCPU's counters once the guest stopped: the whole VM's exits,
+    /// of which the window's are a part.
+    pub lifetime: ExitSnapshot,
     pub tsc_khz: u64,
     pub device: Option<T>,
     /// The timeline, when the run asked for one.
@@ -653,6 +656,9 @@ impl<T> Stopped<'_, T> {
             return Err(MachineError::Protocol("closing its measured window"));
         };
         let stats = window_exec_stats(&window.start.1, end);
+        let lifetime = self.plumbing.accounting.snapshot().map_err(
+            |crate::exits::ExitsError::Stats { source, .. }| MachineError::Stats(source),
+        )?;
         let (exec, samples) = check_claims(
             self.config,
             &shared,
@@ -673,6 +679,7 @@ impl<T> Stopped<'_, T> {
             shared,
             samples,
             window,
+            lifetime,
             tsc_khz: self.tsc_khz,
             device,
             trace: self.recorder.map(|recorder| recorder.finish()),

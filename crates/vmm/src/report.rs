@@ -133,6 +133,9 @@ pub fn text_table(header: &[&str]) -> comfy_table::Table {
     table
         .load_preset(comfy_table::presets::UTF8_HORIZONTAL_ONLY)
         .remove_style(comfy_table::TableComponent::HorizontalLines)
+        .remove_style(comfy_table::TableComponent::MiddleIntersections)
+        .remove_style(comfy_table::TableComponent::LeftBorderIntersections)
+        .remove_style(comfy_table::TableComponent::RightBorderIntersections)
         .remove_style(comfy_table::TableComponent::MiddleHeaderIntersections)
         .set_header(header.iter().copied());
     for index in 1..header.len() {

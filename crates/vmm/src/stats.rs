@@ -33,6 +33,15 @@ pub enum StatsError {
 /// Named counter values.
 pub type Counters = BTreeMap<String, u64>;
 
+/// Counters from (name, value) pairs, for tests.
+#[cfg(test)]
+pub(crate) fn counters_of(pairs: &[(&str, u64)]) -> Counters {
+    pairs
+        .iter()
+        .map(|(name, value)| (name.to_string(), *value))
+        .collect()
+}
+
 struct Descriptor {
     name: String,
     /// Byte offset of the value within the data block.
@@ -57,7 +66,12 @@ impl StatsFd {
             return Err(StatsError::Open(std::io::Error::last_os_error()));
         }
         // SAFETY: fd was just returned by the kernel and nothing else owns it.
-        let file = unsafe { File::from_raw_fd(fd) };
+        StatsFd::from_file(unsafe { File::from_raw_fd(fd) })
+    }
+
+    /// Reads the descriptors of an already open stats fd (one borrowed from
+    /// the VMM that opened it, say).
+    pub fn from_file(file: File) -> Result<Self, StatsError> {
         let header = read_header(&file)?;
         let desc_size = DESC_FIXED_SIZE + header.name_size as usize;
         let mut block = vec![0u8; desc_size * header.num_desc as usize];

@@ -144,13 +144,24 @@ pub fn print_json(
     started: OffsetDateTime,
     guest_exec: Option<String>,
 ) -> anyhow::Result<()> {
+    Ok(crate::output::print(&document_json(
+        result, started, guest_exec,
+    )?)?)
+}
+
+/// The text `print_json` prints: for a file written with the same shape.
+pub fn document_json(
+    result: &impl Serialize,
+    started: OffsetDateTime,
+    guest_exec: Option<String>,
+) -> anyhow::Result<String> {
     let document = Document {
         meta: Meta::since(started, guest_exec),
         result,
     };
     let mut text = serde_json::to_string_pretty(&document)?;
     text.push('\n');
-    Ok(crate::output::print(&text)?)
+    Ok(text)
 }
 
 /// "2026-11-22 07:39 UTC".

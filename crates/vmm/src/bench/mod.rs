@@ -135,7 +135,8 @@ pub(crate) fn window_exits<T>(output: &MachineOutput<T>) -> (ExitSummary, f64) {
     let window = &output.window;
     match &window.end {
         Some((end_time, end)) => (
-            ExitSummary::between(&window.start.1, end, WINDOW_MARKER_EXITS),
+            ExitSummary::between(&window.start.1, end, WINDOW_MARKER_EXITS)
+                .with_lifetime(&output.lifetime),
             (*end_time - window.start.0).as_secs_f64(),
         ),
         None => (

@@ -416,6 +416,7 @@ mod tests {
             userspace_time: BTreeMap::new(),
             vcpu_cpu_s: 0.5,
             per_vcpu: Vec::new(),
+            outside_window: BTreeMap::new(),
         };
         let report = RunReport::new(
             &BenchConfig::new(Bench::IrqLatency),

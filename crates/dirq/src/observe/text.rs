@@ -1,0 +1,419 @@
+//! `dirq observe`'s tables, in the formats people already read:
+//! `perf kvm stat report` for exits, top-style for hot spots.
+
+use std::fmt::Write as _;
+
+use dirq_sim::what_if::Saving;
+use dirq_stats::f64_of;
+use dirq_vmm::observe::account::Timing;
+use dirq_vmm::observe::kvm_stats::StatsOrigin;
+use dirq_vmm::observe::{ExitTableRow, TableSource};
+use dirq_vmm::report::{text_table, PERF_KVM_STAT_COLUMNS};
+
+use super::record::{ObservedVm, Record};
+
+fn percent(part: f64, whole: f64) -> String {
+    if whole > 0.0 {
+        format!("{:.2}%", 100.0 * part / whole)
+    } else {
+        "-".to_string()
+    }
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.2}us", f64_of(ns) / 1e3)
+}
+
+/// A span of time in the unit that reads best.
+fn span(ns: u64) -> String {
+    let ns = f64_of(ns);
+    match ns {
+        ns if ns >= 1e9 => format!("{:.2} s", ns / 1e9),
+        ns if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),
+        ns if ns >= 1e3 => format!("{:.2} us", ns / 1e3),
+        ns => format!("{ns:.0} ns"),
+    }
+}
+
+/// `perf kvm stat report`'s table.
+fn exit_table(rows: &[ExitTableRow]) -> String {
+    let mut table = text_table(&PERF_KVM_STAT_COLUMNS);
+    let samples: u64 = rows.iter().map(|row| row.samples).sum();
+    let time_ns: u64 = rows
+        .iter()
+        .filter_map(|row| row.time)
+        .map(|time| time.total_ns)
+        .sum();
+    for row in rows {
+        let [share, min, max, avg] = match row.time {
+            Some(Timing {
+                samples,
+                total_ns,
+                min_ns,
+                max_ns,
+            }) => [
+                percent(f64_of(total_ns), f64_of(time_ns)),
+                us(min_ns),
+                us(max_ns),
+                us(total_ns / samples.max(1)),
+            ],
+            None => ["-".into(), "-".into(), "-".into(), "-".into()],
+        };
+        table.add_row(vec![
+            row.reason.clone(),
+            row.samples.to_string(),
+            percent(f64_of(row.samples), f64_of(samples)),
+            share,
+            min,
+            max,
+            avg,
+        ]);
+    }
+    table.to_string()
+}
+
+fn table_note(source: TableSource) -> &'static str {
+    match source {
+        TableSource::ExitTracepoint => "from kvm_exit/kvm_entry: time is exit to the next entry",
+        TableSource::Statistics => {
+            "from KVM's statistics (kvm_exit does not fire here: no times); OTHER split by the \
+             instructions KVM emulated"
+        }
+        TableSource::Traps => "the instructions KVM emulated (no statistics, no kvm_exit)",
+    }
+}
+
+fn savings_table(savings: &[Saving], exits: f64, timed_by_floors: bool) -> String {
+    let mut table = text_table(&[
+        "design",
+        "exits removed/s",
+        "of all exits",
+        "CPU us/s back",
+        "undecided",
+        "removes",
+    ]);
+    for saving in savings {
+        let undecided: Vec<String> = saving
+            .undecided
+            .iter()
+            .map(|u| format!("{} {} ({})", u.exits, u.class, u.why.reason()))
+            .collect();
+        let removes: Vec<String> = saving
+            .removed_by_class
+            .iter()
+            .map(|(class, count)| format!("{class} {count}"))
+            .collect();
+        let cpu = if timed_by_floors {
+            format!("{:.1}*", saving.cpu_us_per_s)
+        } else {
+            format!("{:.1}", saving.cpu_us_per_s)
+        };
+        table.add_row(vec![
+            saving.design.to_string(),
+            format!("{:.0}", saving.removed_per_s),
+            percent(f64_of(saving.removed_exits), exits),
+            cpu,
+            if undecided.is_empty() {
+                "-".into()
+            } else {
+                undecided.join("; ")
+            },
+            if removes.is_empty() {
+                "nothing".into()
+            } else {
+                removes.join(", ")
+            },
+        ]);
+    }
+    table.to_string()
+}
+
+/// One VM's tables.
+fn vm_text(vm: &ObservedVm, record: &Record, top: usize) -> String {
+    let seen = &vm.seen;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "VM {} ({}), {} vCPUs, watched {:.2} s{}",
+        seen.vm,
+        seen.vmm,
+        seen.vcpus,
+        seen.observed_s,
+        if seen.ended {
+            " (the VMM ended: what was seen until then)"
+        } else {
+            ""
+        }
+    );
+    let statistics = match &seen.statistics {
+        StatsOrigin::VmmStatsFds => "the VMM's own KVM statistics fds (per vCPU)".to_string(),
+        StatsOrigin::Debugfs(dir) => format!("debugfs {}", dir.display()),
+        StatsOrigin::Unavailable(why) => format!("unavailable: {why}"),
+    };
+    let _ = writeln!(text, "statistics: {statistics}");
+    let per_s = |count: u64| f64_of(count) / seen.observed_s.max(1e-9);
+    match seen.exits {
+        Some(exits) => {
+            let _ = writeln!(
+                text,
+                "exits {exits} ({:.0}/s), {} traced events",
+                per_s(exits),
+                seen.traced_events
+            );
+        }
+        None => {
+            let _ = writeln!(
+                text,
+                "exits: not counted (no statistics, no kvm_exit); {} traced events",
+                seen.traced_events
+            );
+        }
+    }
+    let _ = writeln!(
+        text,
+        "\nexits ({}):\n{}",
+        table_note(seen.exit_table_source),
+        exit_table(&seen.exit_table)
+    );
+    if seen.vcpu_exit_tables.len() > 1 {
+        for (vcpu, rows) in &seen.vcpu_exit_tables {
+            let _ = writeln!(text, "{vcpu}:\n{}", exit_table(rows));
+        }
+    }
+
+    let classes = seen.classes();
+    if !classes.is_empty() {
+        let traced: u64 = classes.values().map(|tally| tally.count).sum();
+        let mut table = text_table(&["cause", "exits", "/s", "share", "to VMM", "avg time"]);
+        let mut rows: Vec<_> = classes.into_iter().collect();
+        rows.sort_by_key(|(_, tally)| std::cmp::Reverse(tally.count));
+        for (class, tally) in rows {
+            table.add_row(vec![
+                class.to_string(),
+                tally.count.to_string(),
+                format!("{:.0}", per_s(tally.count)),
+                percent(f64_of(tally.count), f64_of(traced)),
+                tally.to_userspace.to_string(),
+                tally
+                    .time
+                    .total_ns
+                    .checked_div(tally.time.samples)
+                    .map_or_else(|| "-".into(), us),
+            ]);
+        }
+        let _ = writeln!(text, "exits by cause (the traced ones):\n{table}");
+    }
+
+    if !seen.hot_spots.is_empty() {
+        let traced: u64 = seen
+            .hot_spots
+            .iter()
+            .map(|spot| spot.exits)
+            .sum::<u64>()
+            .max(1);
+        let mut table = text_table(&[
+            "guest RIP",
+            "symbol",
+            "exits",
+            "share",
+            "time",
+            "instruction",
+            "causes",
+        ]);
+        for spot in seen.hot_spots.iter().take(top) {
+            let causes: Vec<String> = spot
+                .classes
+                .iter()
+                .map(|(class, n)| format!("{class} {n}"))
+                .collect();
+            table.add_row(vec![
+                format!("{:#x}", spot.rip),
+                vm.symbols
+                    .get(&spot.rip)
+                    .cloned()
+                    .unwrap_or_else(|| "-".into()),
+                spot.exits.to_string(),
+                percent(f64_of(spot.exits), f64_of(traced)),
+                if spot.time.samples > 0 {
+                    us(spot.time.total_ns)
+                } else {
+                    "-".into()
+                },
+                spot.instruction.clone().unwrap_or_else(|| "-".into()),
+                causes.join(", "),
+            ]);
+        }
+        let _ = writeln!(text, "hot spots (guest instructions by exits):\n{table}");
+        if let Some(warning) = vm.symbol_fit.as_ref().and_then(|fit| fit.warning()) {
+            let _ = writeln!(text, "WARNING: {warning}\n");
+        }
+    }
+
+    if !seen.interrupts.is_empty() {
+        let mut table = text_table(&[
+            "vector", "source", "accepted", "/s", "level", "injected", "EOIs", "PV EOIs",
+        ]);
+        for row in &seen.interrupts {
+            let sources: Vec<String> = row
+                .sources
+                .iter()
+                .map(|(source, n)| format!("{} {n}", kebab(source)))
+                .collect();
+            table.add_row(vec![
+                format!("{:#04x}", row.vector),
+                sources.join(", "),
+                row.accepted.to_string(),
+                format!("{:.0}", row.per_s),
+                row.level_triggered.to_string(),
+                row.injected.to_string(),
+                row.eois.to_string(),
+                row.pv_eois.to_string(),
+            ]);
+        }
+        let _ = writeln!(text, "interrupts by vector:\n{table}");
+    }
+    if seen.eois_with_none_in_service > 0 {
+        let _ = writeln!(
+            text,
+            "{} EOIs found no interrupt in service in KVM's LAPIC (it does not hold delivered interrupts in service here, or the guest wrote stray EOIs)\n",
+            seen.eois_with_none_in_service
+        );
+    }
+
+    let halts = &seen.halts;
+    if halts.traced.halts + halts.traced.woke_from_sleep + halts.traced.woke_while_polling > 0
+        || !halts.statistics.is_empty()
+    {
+        let t = halts.traced;
+        let _ = writeln!(
+            text,
+            "halts: {} traced; woke {} times from sleep ({} slept), {} while polling ({} polled), {} invalid; poll window grew {}, shrank {}",
+            t.halts,
+            t.woke_from_sleep,
+            span(t.slept_ns),
+            t.woke_while_polling,
+            span(t.polled_ns),
+            t.invalid,
+            t.poll_grew,
+            t.poll_shrank
+        );
+        if !halts.statistics.is_empty() {
+            let stats: Vec<String> = halts
+                .statistics
+                .iter()
+                .map(|(name, value)| format!("{name} {value}"))
+                .collect();
+            let _ = writeln!(text, "  KVM: {}", stats.join(", "));
+        }
+        text.push('\n');
+    }
+
+    let exits = seen.exits.unwrap_or_else(|| classes_total(vm));
+    let floors =
+        record.costs.is_some() && seen.causes.iter().any(|row| row.time.samples < row.count);
+    let _ = writeln!(text, "what each design would save this VM (the simulator's design tables on every traced exit):\n{}", savings_table(&vm.what_if, f64_of(exits), floors));
+    match &record.costs {
+        Some(costs) if floors => {
+            let _ = writeln!(
+                text,
+                "* untraced exit times taken from this host's floors ({}): {:.2} us in KVM, {:.2} us to the VMM\n",
+                costs.from,
+                costs.floors.kernel_ns / 1e3,
+                costs.floors.userspace_ns / 1e3
+            );
+        }
+        None if seen.causes.iter().any(|row| row.time.samples < row.count) => {
+            let _ = writeln!(text, "CPU time counts traced exit times only (no probe: --probe FILE gives this host's floors)\n");
+        }
+        _ => {}
+    }
+    if !seen.unseen.is_empty() {
+        let _ = writeln!(text, "not seen here:");
+        for item in &seen.unseen {
+            let _ = writeln!(text, "  - {item}");
+        }
+    }
+    text
+}
+
+fn classes_total(vm: &ObservedVm) -> u64 {
+    vm.seen.causes.iter().map(|row| row.count).sum()
+}
+
+fn kebab(value: &impl serde::Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The whole record as text.
+pub fn render(record: &Record, top: usize) -> String {
+    let mut text = String::new();
+    for vm in &record.vms {
+        text += &vm_text(vm, record, top);
+        text.push('\n');
+    }
+    let sources = &record.sources;
+    let _ = writeln!(
+        text,
+        "sources: {} kvm tracepoints on every CPU, {} records, {} lost by the kernel{}, {} of no watched VM",
+        sources.tracepoints.len(),
+        sources.records,
+        sources.lost,
+        if sources.lost > 0 { " (figures from the trace are short by as much)" } else { "" },
+        sources.unattributed
+    );
+    for (tracepoint, why) in &sources.disabled {
+        let _ = writeln!(text, "{tracepoint} turned off while watching: {why}");
+    }
+    if let Some(error) = &sources.trace_error {
+        let _ = writeln!(text, "tracepoints unreadable: {error}");
+    }
+    for mounted in &sources.mounted {
+        let _ = writeln!(text, "mounted {mounted} to read it");
+    }
+    text
+}
+
+/// The live view: one line per VM and its top causes.
+pub fn live(record: &Record) -> String {
+    let mut text = format!(
+        "dirq observe: {:.0} s (Ctrl-C ends with the summary)\n\n",
+        record.duration_s
+    );
+    for vm in &record.vms {
+        let seen = &vm.seen;
+        let per_s = |count: u64| f64_of(count) / seen.observed_s.max(1e-9);
+        let _ = writeln!(
+            text,
+            "VM {} ({}) {} vCPUs: {} exits/s{}",
+            seen.vm,
+            seen.vmm,
+            seen.vcpus,
+            seen.exits
+                .map_or_else(|| "?".to_string(), |exits| format!("{:.0}", per_s(exits))),
+            if seen.ended { ", ended" } else { "" }
+        );
+        let mut classes: Vec<_> = seen.classes().into_iter().collect();
+        classes.sort_by_key(|(_, tally)| std::cmp::Reverse(tally.count));
+        for (class, tally) in classes.iter().take(6) {
+            let _ = writeln!(
+                text,
+                "  {:<22} {:>10.0}/s",
+                class.to_string(),
+                per_s(tally.count)
+            );
+        }
+        for spot in seen.hot_spots.iter().take(3) {
+            let _ = writeln!(
+                text,
+                "  rip {:#x} {} {:.0}/s",
+                spot.rip,
+                vm.symbols.get(&spot.rip).map_or("", String::as_str),
+                per_s(spot.exits)
+            );
+        }
+    }
+    text
+}
