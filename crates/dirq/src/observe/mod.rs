@@ -240,10 +240,9 @@ fn show(record: &Record, args: &Args, started: time::OffsetDateTime) -> anyhow::
             diag!("dirq observe: WARNING: {warning}");
         }
     }
-    if record.sources.lost > 0 {
+    if let Some(lost) = record.sources.lost_records() {
         diag!(
-            "dirq observe: WARNING: the kernel lost {} trace records (its ring buffers filled): traced counts are short by as much",
-            record.sources.lost
+            "dirq observe: WARNING: the kernel lost trace records (their ring buffers filled): {lost}; what those tracepoints count is short by as much"
         );
     }
     if args.json {

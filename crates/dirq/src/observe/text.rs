@@ -361,7 +361,10 @@ pub fn render(record: &Record, top: usize) -> String {
         sources.tracepoints.len(),
         sources.records,
         sources.lost,
-        if sources.lost > 0 { " (figures from the trace are short by as much)" } else { "" },
+        sources
+            .lost_records()
+            .map(|lost| format!(" ({lost}: what those count is short by as much)"))
+            .unwrap_or_default(),
         sources.unattributed
     );
     for (tracepoint, why) in &sources.disabled {

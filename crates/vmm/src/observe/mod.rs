@@ -389,7 +389,12 @@ impl Observer {
                     .map(|t| t.disabled.clone())
                     .unwrap_or_default(),
                 records: self.trace.as_ref().map_or(0, |t| t.records),
-                lost: self.trace.as_ref().map_or(0, |t| t.lost),
+                lost: self.trace.as_ref().map_or(0, |t| t.lost.values().sum()),
+                lost_by_tracepoint: self
+                    .trace
+                    .as_ref()
+                    .map(|t| t.lost.clone())
+                    .unwrap_or_default(),
                 undecodable: self.trace.as_ref().map_or(0, |t| t.undecodable),
                 unattributed: self.unattributed,
             },
@@ -494,9 +499,27 @@ pub struct Sources {
     pub records: u64,
     pub lost: u64,
     pub undecodable: u64,
+    /// The lost records by tracepoint: only those tracepoints' figures are
+    /// short.
+    #[serde(default)]
+    pub lost_by_tracepoint: BTreeMap<Tracepoint, u64>,
     /// Records of threads no watched VM owns (other VMs', or kernel workers
     /// while several VMs run).
     pub unattributed: u64,
+}
+
+impl Sources {
+    /// The records the kernel lost, by tracepoint ("kvm_emulate_insn
+    /// 280908, kvm_pio 3"), or `None` if it lost none.
+    pub fn lost_records(&self) -> Option<String> {
+        (self.lost > 0).then(|| {
+            self.lost_by_tracepoint
+                .iter()
+                .map(|(tracepoint, lost)| format!("{tracepoint} {lost}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    }
 }
 
 /// One row of a perf-kvm-stat table.
@@ -935,11 +958,21 @@ fn unseen(watched: &Watched, window: &Readings, traced: bool) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn counters(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
-        pairs
-            .iter()
-            .map(|(name, value)| (name.to_string(), *value))
-            .collect()
+    use crate::stats::counters_of as counters;
+
+    #[test]
+    fn lost_records_are_named_by_the_tracepoint_whose_ring_filled() {
+        let mut sources = Sources::default();
+        assert_eq!(sources.lost_records(), None);
+        sources.lost = 280_911;
+        sources.lost_by_tracepoint = BTreeMap::from([
+            (Tracepoint::KvmEmulateInsn, 280_908),
+            (Tracepoint::KvmPio, 3),
+        ]);
+        assert_eq!(
+            sources.lost_records().as_deref(),
+            Some("kvm_pio 3, kvm_emulate_insn 280908")
+        );
     }
 
     #[test]

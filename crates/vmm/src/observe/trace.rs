@@ -5,6 +5,7 @@
 //! time order; records the kernel could not store are counted, never
 //! silently dropped.
 
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
@@ -185,8 +186,9 @@ pub struct TraceSession {
     /// Tracepoints this kernel does not have.
     pub absent: Vec<Tracepoint>,
     pub opened: Vec<Tracepoint>,
-    /// Records the kernel could not store (PERF_RECORD_LOST).
-    pub lost: u64,
+    /// Records the kernel could not store (PERF_RECORD_LOST), by the
+    /// tracepoint whose ring was full.
+    pub lost: BTreeMap<Tracepoint, u64>,
     /// Records read and decoded.
     pub records: u64,
     /// Records of a tracepoint not asked for, or too short for its format.
@@ -228,7 +230,7 @@ impl TraceSession {
             unusable,
             absent,
             opened,
-            lost: 0,
+            lost: BTreeMap::new(),
             records: 0,
             undecodable: 0,
             disabled: Vec::new(),
@@ -302,7 +304,9 @@ impl TraceSession {
                             _ => self.undecodable += 1,
                         }
                     }
-                    Record::LostRecords(lost) => self.lost += lost.lost_records,
+                    Record::LostRecords(lost) => {
+                        *self.lost.entry(ring.tracepoint).or_insert(0) += lost.lost_records;
+                    }
                     _ => {}
                 }
             }
