@@ -22,6 +22,8 @@ use super::insn;
 pub struct Traced {
     pub time_ns: u64,
     pub cpu: u32,
+    /// The thread and its thread group (process).
+    pub pid: u32,
     pub tid: u32,
     pub event: KvmEvent,
 }
@@ -832,6 +834,7 @@ mod tests {
             let traced = Traced {
                 time_ns: self.now,
                 cpu: 0,
+                pid: 1,
                 tid,
                 event,
             };

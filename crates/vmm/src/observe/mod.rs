@@ -168,10 +168,10 @@ pub struct Observer {
     /// File systems mounted to observe (said in the observation).
     pub mounted: Vec<String>,
     vms: Vec<Watched>,
-    /// Thread -> the watched VM its events belong to (None: no VM's).
-    owners: HashMap<u32, Option<usize>>,
-    /// One VM on the whole host: events of threads no VMM owns (irqfd's
-    /// kernel workers, vhost) are its.
+    /// Thread -> whose its events are.
+    owners: HashMap<u32, Owner>,
+    /// One VM on the whole host: events of kernel threads (irqfd's
+    /// workers) are its.
     sole_vm: bool,
     unattributed: u64,
     started_ns: u64,
@@ -293,10 +293,11 @@ impl Observer {
                 watched.ended_ns = Some(monotonic_ns());
             }
         }
+        // A VM started since may not be charged with kernel workers' events.
+        let all = vm::all_vms();
+        self.sole_vm = all.len() == 1;
         if self.target == Target::All {
             let known: Vec<VmId> = self.vms.iter().map(|vm| vm.info.id).collect();
-            let all = vm::all_vms();
-            self.sole_vm = all.len() == 1;
             for info in all.into_iter().filter(|info| !known.contains(&info.id)) {
                 self.vms
                     .push(Watched::attach(info, self.debugfs_kvm.as_deref()));
@@ -428,16 +429,16 @@ impl Observer {
             return;
         };
         for traced in records {
-            let owner = match self.owners.get(&traced.tid) {
-                Some(owner) => *owner,
-                None => {
-                    let owner = owner_of(&self.vms, traced.tid);
-                    self.owners.insert(traced.tid, owner);
-                    owner
-                }
+            let owner = *self
+                .owners
+                .entry(traced.tid)
+                .or_insert_with(|| owner_of(&self.vms, traced.pid, traced.tid));
+            let index = match owner {
+                Owner::Vm(index) => Some(index),
+                Owner::Kernel => (self.sole_vm && self.vms.len() == 1).then_some(0),
+                Owner::Other => None,
             };
-            let owner = owner.or_else(|| (self.sole_vm && self.vms.len() == 1).then_some(0));
-            match owner.and_then(|index| self.vms.get_mut(index)) {
+            match index.and_then(|index| self.vms.get_mut(index)) {
                 Some(watched) if traced.time_ns >= watched.started_ns => {
                     watched.account.record(traced, decoder)
                 }
@@ -457,15 +458,37 @@ fn debugfs_kvm(mounted: &mut Vec<String>) -> Option<PathBuf> {
     kvm.is_dir().then_some(kvm)
 }
 
-/// The watched VM a thread's events belong to: its process's, or the one
-/// whose VMM owns the vhost kernel thread (`vhost-<pid>`).
-fn owner_of(vms: &[Watched], tid: u32) -> Option<usize> {
-    let (tgid, name) = vm::thread_owner(tid)?;
-    let pid = name
+/// Whose a thread's events are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    /// The watched VM's: its VMM's thread or its vhost worker.
+    Vm(usize),
+    /// A kernel thread's that serves no one VM by name (irqfd's workers).
+    Kernel,
+    /// Another process's (another VMM's vCPU), or a thread gone unseen.
+    Other,
+}
+
+/// Whose the events of thread `tid` of process `pid` are: the watched VM
+/// whose VMM that process is, or whose VMM owns the vhost worker
+/// (`vhost-<pid>`), else a kernel thread's or another process's.
+fn owner_of(vms: &[Watched], pid: u32, tid: u32) -> Owner {
+    let vm_of = |pid: u32| vms.iter().position(|vm| vm.info.id.pid == pid);
+    if let Some(index) = vm_of(pid) {
+        return Owner::Vm(index);
+    }
+    let Some(thread) = vm::thread_of(tid) else {
+        return Owner::Other;
+    };
+    match thread
+        .name
         .strip_prefix("vhost-")
         .and_then(|owner| owner.parse().ok())
-        .unwrap_or(tgid);
-    vms.iter().position(|vm| vm.info.id.pid == pid)
+    {
+        Some(vhost_owner) => vm_of(vhost_owner).map_or(Owner::Other, Owner::Vm),
+        None if thread.kernel => Owner::Kernel,
+        None => Owner::Other,
+    }
 }
 
 fn seconds(ns: u64) -> f64 {

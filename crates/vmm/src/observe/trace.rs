@@ -297,6 +297,7 @@ impl TraceSession {
                                 self.pending.push(Traced {
                                     time_ns,
                                     cpu: sample.record_id.cpu.unwrap_or(0),
+                                    pid: task.pid,
                                     tid: task.tid,
                                     event,
                                 });

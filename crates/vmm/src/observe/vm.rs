@@ -246,15 +246,30 @@ pub fn threads(pid: u32) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// The thread group (process) a thread belongs to, and its name.
-pub fn thread_owner(tid: u32) -> Option<(u32, String)> {
+/// A thread as /proc/<tid>/status tells it.
+pub struct Thread {
+    pub name: String,
+    /// A kernel thread (`Kthread: 1`): a worker, no process's.
+    pub kernel: bool,
+}
+
+/// Thread `tid`, if it is still there.
+pub fn thread_of(tid: u32) -> Option<Thread> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     let field = |key: &str| {
         status
             .lines()
             .find_map(|line| line.strip_prefix(key).map(|value| value.trim().to_string()))
     };
-    Some((field("Tgid:")?.parse().ok()?, field("Name:")?))
+    // Where the kernel prints no `Kthread:`, kthreadd (2) and its children are kernel threads.
+    let kernel = match field("Kthread:") {
+        Some(flag) => flag == "1",
+        None => tid == 2 || field("PPid:").is_some_and(|parent| parent == "2"),
+    };
+    Some(Thread {
+        name: field("Name:")?,
+        kernel,
+    })
 }
 
 /// The vCPU threads of a VM, from debugfs's `kvm/<pid>-<fd>/vcpuN/pid`
@@ -366,7 +381,9 @@ mod tests {
         assert!(matches!(vmm(me), Err(VmError::NotAVmm { pid, .. }) if pid == me));
         assert!(matches!(vms_of(u32::MAX), Err(VmError::NoProcess(_))));
         assert!(threads(me).contains(&me));
-        assert_eq!(thread_owner(me).map(|(tgid, _)| tgid), Some(me));
+        assert!(thread_of(me).is_some_and(|thread| !thread.kernel));
+        // kthreadd, and one of its children.
+        assert!(thread_of(2).is_some_and(|thread| thread.kernel));
     }
 
     #[test]
