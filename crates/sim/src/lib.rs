@@ -31,7 +31,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use dirq_arch::exit::VmxExit;
-use dirq_stats::{f64_of, ratio, LatencySummary};
+use dirq_stats::{f64_of, LatencySummary};
 use thiserror::Error;
 
 pub use metrics::{ExitReason, Invariant, RunResult, ScenarioResult};
@@ -39,8 +39,8 @@ pub use profile::CostProfile;
 pub use scenario::Scenario;
 
 use machine::{index_u32, Machine};
-use metrics::{InterruptCounts, Throughput, ThroughputUnit, WorkloadFigures};
-use scenario::{RunSpec, WorkloadKind};
+use metrics::{InterruptCounts, WorkloadFigures};
+use scenario::RunSpec;
 use trace::{Trace, TraceFile};
 
 #[derive(Debug, Error)]
@@ -244,10 +244,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     if blocked > 0 {
         params.insert("iommu_blocked".into(), blocked.into());
     }
-    let lost = machine.lost_sip_messages();
-    if lost > 0 {
-        params.insert("lost_sip_messages".into(), lost.into());
-    }
+    machine.workload_params(&mut params);
     let dropped = machine.dropped_packets();
     if dropped > 0 {
         params.insert("dropped_packets".into(), dropped.into());
@@ -261,7 +258,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         time_in_guest,
         cpu_busy,
         latency_ns: LatencySummary::from_samples_ns(&counters.latencies),
-        throughput: throughput(spec, counters, seconds),
+        throughput: machine.throughput(),
         invariant_violations,
         figures: WorkloadFigures {
             timer_irqs_in_host_mode: spec
@@ -278,36 +275,4 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         events: counters.events,
         wall_s: 0.0,
     }
-}
-
-fn throughput(spec: &RunSpec, counters: &machine::Counters, seconds: f64) -> Option<Throughput> {
-    use ThroughputUnit as Per;
-    let per_s = |count: u64| f64_of(count) / seconds;
-    let (value, unit) = match spec.workload {
-        WorkloadKind::UdpRx | WorkloadKind::L2fwd => {
-            (per_s(counters.packets_processed), Per::PacketsPerS)
-        }
-        WorkloadKind::Iperf => (
-            f64_of(counters.acked_bytes) * 8.0 / seconds / 1e9,
-            Per::GbitPerS,
-        ),
-        WorkloadKind::Fio => (per_s(counters.requests_done), Per::Iops),
-        WorkloadKind::IpiCall => (per_s(counters.requests_done), Per::CallsPerS),
-        WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
-            (per_s(counters.requests_done), Per::TransactionsPerS)
-        }
-        WorkloadKind::Memcached | WorkloadKind::Apache => {
-            (per_s(counters.requests_done), Per::RequestsPerS)
-        }
-        WorkloadKind::Netperf => (
-            f64_of(counters.acked_bytes) * 8.0 / seconds / 1e6,
-            Per::MbitPerS,
-        ),
-        WorkloadKind::Whileloop => (
-            ratio(counters.spin_ns, counters.guest_core_ns.max(1)),
-            Per::LoopShare,
-        ),
-        _ => return None,
-    };
-    Some(Throughput { value, unit })
 }

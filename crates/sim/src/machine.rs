@@ -4,28 +4,12 @@
 //! (`devices`: NIC rings, coalescing, vhost, the guest's IPIs through the
 //! ICR and `dirq_arch::bus`; `tx_completion`: the VF's transmit event
 //! queue; `delivery`: physical LAPICs and the IOMMU),
-//! the guest model (`guest`, `periodic`), the hypervisor (`host`: exits,
-//! entry, scheduling; `injection`, `timers`), the workloads and the
-//! `checker`. A workload's state, events, guest programs and start live
-//! in its module (`udp_rx` with whileloop, `cyclictest`, `fio`, `ipi`,
-//! `ipi_call`, `l2fwd`, `sip`, `rr` netperf-rr's and udp-rr's remote,
-//! `apps` memcached's and apache's clients, `netstack` iperf's and
-//! netperf's TCP streams); `workload`'s `WorkloadModel`, chosen once per
-//! run, tells the other modules which programs, handlers and start the
-//! run's workload has, what a packet it receives is, which requests it
-//! serves, what it learns of the vCPUs its guest's IPIs reached, and
-//! hands a workload event to its module; no other module asks which
-//! workload runs. SIP, cyclictest, fio, l2fwd, the rr remote, ipi,
-//! ipi-call, memcached's and apache's clients and iperf's and netperf's
-//! TCP senders are types that own their state (`Sip`, `Cyclictest`,
-//! `Fio`, `L2fwd`, `Remote`, `Ipi`, `IpiCall`, `apps::ClientPool` with
-//! apache's `http::Apachebench`, each queue pair's `tcp::TcpFlow` with
-//! netperf's `RemoteReceiver`; udp-rx has none, only `udp_rx::rings`):
-//! their methods take the few inputs they read (the time, the rng, a
-//! ring, a path or link fixed at start), change only their own state,
-//! and list effects or return a figure, so a test builds one alone;
-//! `workload` (and `apps` for the clients, `netstack` for the TCP
-//! senders) holds the thin adapters that gather those inputs.
+//! the guest model (`guest`, `periodic`, `timer_thread`), the hypervisor
+//! (`host`: exits, entry, scheduling; `injection`, `timers`) and the
+//! `checker`. The run's workload is behind one interface
+//! (`workload::Workload`): its programs, its start, its own events, the
+//! guest's workload steps, the IPIs its guest sent, the packets NAPI takes
+//! and its results; no other module asks which workload runs.
 //! Each module changes its own state and lists [`Effect`]s for the
 //! engine instead of calling another (a guest's ICR write too: `Ipi` and
 //! `IpiCall` list `Effect::WriteIcr`), as a `dirq_arch::lapic::Lapic`
@@ -44,12 +28,10 @@
 //!      |                   |     devices, delivery, guest, host,  |
 //!      |                   |     timers, periodic                 |
 //!      |                   +-- Event::Workload(WorkloadEvent) --> |
-//!      |                         an adapter hands it to the type: |
-//!      |                         Sip, L2fwd, Remote, IpiCall,     |
-//!      |                         ClientPool, TcpFlow              |
-//!      |                   WorkloadModel (once per run): programs,|
-//!      |                     handlers, start, study results of    |
-//!      |                     udp_rx, cyclictest, fio, ipi, ...    |
+//!      |                         the run's `dyn Workload`, with a |
+//!      |                         `Ctx`: UdpRx, Fio, Ipi, IpiCall, |
+//!      |                         Remote, Streams, Servers, L2fwd, |
+//!      |                         Sip, Cyclictest                  |
 //!      |                                  |  calls the design's   |
 //!      |                                  v  mechanisms           |
 //!      |                   design::mechanism::{injection, signal, |
@@ -65,8 +47,8 @@
 //!                              +--> hardware: cores' Lapic, VcpuHardware
 //!                              |    {vlapic, vmcs, pid}, IOMMU, APIC bus
 //!                              |    (WriteIcr: vLAPIC -> bus::route ->
-//!                              |    the workload's ipi_sent, then the
-//!                              |    design's IPI sender)
+//!                              |    the workload's on_ipi_sent, then
+//!                              |    the design's IPI sender)
 //!                              +--> the next mechanism (PrepareEntry,
 //!                              |    EnterGuest, QueueVirtual, Timer ...)
 //!                              +--> Checker (every interrupt's fate)
@@ -75,38 +57,30 @@
 //! The queue under the engine is a 4-ary heap (`crate::queue`): the
 //! hottest code of a run, so kept to one integer comparison per step.
 
-mod apps;
 mod checker;
-mod cyclictest;
 mod delivery;
 mod devices;
 mod effects;
-mod fio;
 #[cfg(test)]
 mod fixture;
 mod guest;
 mod host;
-mod http;
 mod injection;
-mod ipi;
-mod ipi_call;
 mod itr;
-mod l2fwd;
 mod napi;
-mod netstack;
-mod numa;
+mod network;
 mod periodic;
 mod posting;
-mod rr;
 mod setup;
-mod sip;
 mod state;
-mod tcp;
+mod timer_thread;
 mod timers;
+mod topology;
 mod tx_completion;
-mod udp_rx;
 mod virtio;
 mod workload;
+
+use std::collections::BTreeMap;
 
 use dirq_arch::bus;
 use dirq_arch::clock::Clock;
@@ -120,6 +94,7 @@ use dirq_arch::lapic::{
 use dirq_arch::msi::{MsiMessage, RemappableMsi};
 use dirq_arch::posted::PostedInterruptDescriptor;
 use dirq_arch::vmcs::{MsrWriteAction, CPU_INTERRUPT_WINDOW_EXITING};
+use dirq_stats::f64_of;
 
 use crate::design::mechanism::injection::InjectionState;
 use crate::design::mechanism::posting::PostSource;
@@ -128,34 +103,30 @@ use crate::design::mechanism::timer::{TimerEffect, TimerEffects, TimerState};
 use crate::design::mechanism::VcpuHardware;
 use crate::design::{msrs, Design, VfRoute, NOT_PRESENT_EXCEPTION};
 use crate::engine;
-use crate::metrics::ExitReason;
+use crate::metrics::{ExitReason, Throughput, WorkloadFigures};
 use crate::profile::CostProfile;
 use crate::queue::{EventQueue, Keyed};
 use crate::rng::Rng;
-use crate::scenario::{IdleMode, RunSpec, Transport, WorkloadKind};
+use crate::scenario::{IdleMode, RunSpec};
+#[cfg(test)]
+use crate::scenario::{Transport, WorkloadKind};
 use crate::service::Sampler;
 use crate::trace::Trace;
 use crate::SimError;
 
-use apps::ClientEvent;
 pub(crate) use checker::Checker;
-use cyclictest::Cyclictest;
-use devices::{vf_requester, BackendJob, QueuePair, Ring, RxRing};
+use devices::Ring;
+use devices::{vf_requester, BackendJob, QueuePair, RxRing};
 use effects::{Effect, Effects};
-use fio::Fio;
-use guest::{Frame, TimerWrite};
-use ipi::Ipi;
-use ipi_call::CallEvent;
-use ipi_call::IpiCall;
-use l2fwd::{L2fwd, PmdEvent};
-use netstack::TcpEvent;
+use guest::{Frame, Handlers, TimerWrite};
+use network::Network;
 use periodic::Accesses;
-use rr::{Remote, RemoteEvent};
-use sip::SipEvent;
 pub(crate) use state::Counters;
 use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
+use timer_thread::TimerThreads;
+use topology::Topology;
 use tx_completion::{TxEq, VfVector};
-use workload::{WorkloadEvent, WorkloadModel};
+use workload::{Ctx, MachineState, Traffic, Workload, WorkloadEvent};
 
 // Guest vectors (what the guest OS programmed), in Linux's layout.
 pub(crate) const GUEST_VF_VECTOR: u8 = 0x41;
@@ -181,8 +152,6 @@ const GA_LOG_VECTOR: u8 = 0xE1;
 
 /// The housekeeping core: backends, DID's designated timer core.
 const HOUSEKEEPING_CORE: usize = 0;
-/// Descriptors per receive ring; packets beyond are dropped.
-const RX_RING_SIZE: u32 = 1024;
 /// The LAPIC bus clock: 1 GHz so that one timer count is one ns.
 const BUS_HZ: u64 = 1_000_000_000;
 const TSC_HZ: u64 = 3_400_000_000;
@@ -219,10 +188,6 @@ impl Clock for At {
 /// that owns it handles ([`workload::WorkloadEvent`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Event {
-    PacketArrival {
-        pair: u32,
-        kind: Ring,
-    },
     CoalesceTimeout {
         pair: u32,
     },
@@ -279,6 +244,8 @@ enum Event {
 
 /// How many kinds of event are cancellable (see [`Keyed for Event`]).
 const CANCELLABLE_KINDS: usize = 8;
+/// The kind of a cancellable workload event ([`WorkloadEvent::slot`]).
+const WORKLOAD_KIND: usize = 6;
 
 /// The cancellable events: one pending at most per (kind, core, vCPU or
 /// queue pair); rescheduling one replaces it.
@@ -291,7 +258,7 @@ impl Keyed for Event {
             Event::PhysicalTimer { core } => (3, core),
             Event::HostTimer { vcpu } => (4, vcpu),
             Event::SliceEnd { core } => (5, core),
-            Event::Workload(WorkloadEvent::Tcp(TcpEvent::Send { pair })) => (6, pair),
+            Event::Workload(event) => (WORKLOAD_KIND, event.slot()?),
             Event::TxCoalesceTimeout { pair } => (7, pair),
             _ => return None,
         };
@@ -338,28 +305,21 @@ pub(crate) struct Machine {
     guest_times: Sampler,
     design: &'static Design,
     spec: RunSpec,
-    /// The run's workload: its programs, handlers and start.
-    workload: WorkloadModel,
+    /// Where every vCPU, VM and queue pair is.
+    topology: Topology,
+    /// The run's workload, its programs and its traffic.
+    workload: Box<dyn Workload>,
+    handlers: Handlers,
+    traffic: Traffic,
+    net: Network,
+    /// The guest's timer threads (cyclictest's, or a group's `with_timer`).
+    timer_threads: TimerThreads,
     cores: Vec<Core>,
     vcpus: Vec<Vcpu>,
     vms: Vec<Vm>,
     pairs: Vec<QueuePair>,
     iommu: InterruptRemappingTable,
     pub(crate) counters: Counters,
-    /// The VoIP run's calls (empty for other workloads).
-    sip: sip::Sip,
-    /// The l2fwd run's drivers (empty for other workloads).
-    l2fwd: L2fwd,
-    /// The fio run's outstanding requests.
-    fio: Fio,
-    /// The ipi run's IPIs in flight.
-    ipi: Ipi,
-    /// The ipi-call run's calls in flight.
-    ipi_call: IpiCall,
-    /// cyclictest's timer threads (and the timer beside another workload).
-    cyclictest: Cyclictest,
-    /// netperf-rr's and udp-rr's remote.
-    remote: Remote,
     pub(crate) checker: Checker,
     pub(crate) trace: Option<Trace>,
 }
@@ -377,14 +337,21 @@ impl Machine {
         fx.exit(vcpu, reason, self.profile.exit_cost(reason));
     }
 
-    /// Schedules `event` after an exponential gap of mean 1/`rate_per_s`
-    /// (the next arrival of a Poisson process), unless the rate is zero.
-    fn schedule_poisson(&mut self, rate_per_s: f64, event: impl Into<Event>, fx: &mut Effects) {
-        if rate_per_s <= 0.0 {
-            return;
-        }
-        let gap = self.rng.exponential_ns(1e9 / rate_per_s);
-        fx.schedule(self.now + gap, event);
+    /// Calls the run's workload with the context it is handed.
+    fn with_workload<R>(&mut self, call: impl FnOnce(&mut dyn Workload, &mut Ctx) -> R) -> R {
+        let state = Live {
+            vcpus: &self.vcpus,
+            cores: &self.cores,
+            pairs: &self.pairs,
+        };
+        let mut ctx = Ctx {
+            now: self.now,
+            rng: &mut self.rng,
+            record: &mut self.counters,
+            topology: &self.topology,
+            state: &state,
+        };
+        call(&mut *self.workload, &mut ctx)
     }
 
     pub(crate) fn run(&mut self) {
@@ -403,11 +370,17 @@ impl Machine {
     /// (depth first), so a mechanism's effects happen in the order it
     /// listed them.
     fn apply(&mut self, fx: &mut Effects) {
-        fx.stack[fx.listed_from..].reverse();
-        while let Some(effect) = fx.stack.pop() {
+        loop {
+            // What the last mechanism listed, put in order (most list one
+            // effect or none: nothing to reverse).
+            if fx.stack.len() - fx.listed_from > 1 {
+                fx.stack[fx.listed_from..].reverse();
+            }
+            let Some(effect) = fx.stack.pop() else {
+                break;
+            };
             fx.listed_from = fx.stack.len();
             self.perform(effect, fx);
-            fx.stack[fx.listed_from..].reverse();
         }
         fx.listed_from = 0;
     }
@@ -429,16 +402,19 @@ impl Machine {
             Effect::TryDeliver(vcpu) => self.try_deliver(vcpu, fx),
             Effect::GuestEoi(vcpu) => self.guest_eoi(vcpu, fx),
             Effect::TimerWrite { vcpu, write } => self.guest_timer_write(vcpu, write, fx),
-            Effect::SubmitBlock(vcpu) => self.guest_submit_block(vcpu, fx),
             Effect::DeviceAccess(vcpu) => self.device_access(vcpu, fx),
-            Effect::CompleteCall(vcpu) => self.complete_call(vcpu, fx),
             Effect::WriteIcr { vcpu, icr } => self.write_icr(vcpu, icr, fx),
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
             Effect::VirtioKick(vcpu) => self.virtio_kick(vcpu, fx),
-            Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
-            Effect::RxPacket { pair, queue } => self.rx_packet(pair, queue, fx),
+            Effect::Notify(vcpu) => self.io_notify(vcpu, fx),
+            Effect::RxPacket { pair, ring } => self.packet_arrival(pair, ring, fx),
+            Effect::RxBurst { pair, frames } => self.rx_burst(pair, frames, fx),
+            Effect::RingTaken { pair, ring, frames } => {
+                let rx = self.pairs[pair].rx(ring);
+                rx.ring = rx.ring.saturating_sub(frames);
+            }
+            Effect::VfSent { pair, start, bytes } => self.vf_sent(pair, start, bytes, fx),
             Effect::BackendStart { pair, job } => self.backend_start(pair, job, fx),
-            Effect::PacketTaken { vcpu, queue } => self.packet_taken(vcpu, queue, fx),
             Effect::NapiComplete { pair } => self.napi_complete(pair, fx),
             Effect::TxReaped { pair } => self.tx_reaped(pair, fx),
             Effect::Poke(vcpu) => {
@@ -462,7 +438,6 @@ impl Machine {
 
     fn dispatch(&mut self, event: Event, fx: &mut Effects) {
         match event {
-            Event::PacketArrival { pair, kind } => self.packet_arrival(pair as usize, kind, fx),
             Event::CoalesceTimeout { pair } => self.maybe_fire_vf(pair as usize, true, fx),
             Event::TxCompletion { pair } => self.tx_completed(pair as usize, fx),
             Event::TxCoalesceTimeout { pair } => self.maybe_fire_tx(pair as usize, fx),
@@ -496,15 +471,14 @@ impl Machine {
                 self.hardware_post(vcpu, GUEST_IPI_VECTOR, PostSource::Cpu, fx);
             }
             Event::HostNicTimeout { vm } => self.host_nic_timeout(vm as usize, fx),
-            Event::Workload(event) => self.workload_event(event, fx),
+            Event::Workload(event) => {
+                self.with_workload(|workload, ctx| workload.on_event(event, ctx, fx))
+            }
         }
     }
 
     fn in_guest(&self, vcpu: usize) -> bool {
-        let v = &self.vcpus[vcpu];
-        v.state == VcpuState::Running
-            && self.cores[v.home_core].current == Some(vcpu)
-            && self.cores[v.home_core].mode == Mode::Guest
+        in_guest(&self.vcpus, &self.cores, vcpu)
     }
 
     fn raise(&mut self, vm: usize, vector: u8) {
@@ -603,7 +577,6 @@ impl Machine {
         self.apply(&mut fx);
         self.fx = fx;
         self.counters.spin_ns = self.vcpus.iter().map(|v| v.spin_ns).sum();
-        self.counters.acked_bytes = self.pairs.iter().map(|q| q.tcp.acked_bytes).sum();
         self.count_lost();
         self.count_unwoken_sleepers();
     }
@@ -612,9 +585,20 @@ impl Machine {
         self.iommu.blocked()
     }
 
-    /// SIP messages lost to a full ring.
-    pub(crate) fn lost_sip_messages(&self) -> u64 {
-        self.sip.lost()
+    /// The workload's figures beyond the common ones.
+    pub(crate) fn workload_figures(&self) -> WorkloadFigures {
+        self.workload.figures(&self.counters)
+    }
+
+    /// The workload's throughput over the run, if it has one.
+    pub(crate) fn throughput(&self) -> Option<Throughput> {
+        let seconds = f64_of(self.end) / 1e9;
+        self.workload.throughput(&self.counters, seconds)
+    }
+
+    /// Parameters the workload adds to the run's.
+    pub(crate) fn workload_params(&self, params: &mut BTreeMap<String, serde_json::Value>) {
+        self.workload.params(params);
     }
 
     pub(crate) fn dropped_packets(&self) -> u64 {
@@ -622,5 +606,34 @@ impl Machine {
             .iter()
             .map(|pair| pair.vf.dropped + pair.virtio.dropped)
             .sum()
+    }
+}
+
+/// `vcpu` runs in guest mode on its core.
+fn in_guest(vcpus: &[Vcpu], cores: &[Core], vcpu: usize) -> bool {
+    let v = &vcpus[vcpu];
+    v.state == VcpuState::Running
+        && cores[v.home_core].current == Some(vcpu)
+        && cores[v.home_core].mode == Mode::Guest
+}
+
+/// What the run's workload may read of the machine's live state.
+struct Live<'a> {
+    vcpus: &'a [Vcpu],
+    cores: &'a [Core],
+    pairs: &'a [QueuePair],
+}
+
+impl MachineState for Live<'_> {
+    fn in_guest(&self, vcpu: usize) -> bool {
+        in_guest(self.vcpus, self.cores, vcpu)
+    }
+
+    fn spinning(&self, vcpu: usize) -> bool {
+        self.vcpus[vcpu].spin_since.is_some()
+    }
+
+    fn ring_level(&self, pair: usize, ring: Ring) -> u32 {
+        self.pairs[pair].ring(ring).ring
     }
 }

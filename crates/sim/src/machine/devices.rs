@@ -1,11 +1,8 @@
 //! Devices: the SR-IOV VF with interrupt coalescing, the virtio backend,
 //! the block device and the guest's IPI sender.
 
-use dirq_stats::f64_of;
-
 use super::itr::Throttle;
 use super::napi::Napi;
-use super::tcp::TcpFlow;
 use super::tx_completion::rx_disarms_on_interrupt;
 use super::*;
 use crate::scenario::NicCoalescing;
@@ -29,26 +26,30 @@ fn route_icr_write(bus: &mut [Vcpu], sender: usize, icr: u64, now: u64) -> Vec<u
     }
 }
 
+/// Descriptors per receive ring; packets beyond are dropped.
+pub(super) const RX_RING_SIZE: u32 = 1024;
+
 /// A VM's VF's PCI requester ID, which interrupt remapping validates.
 pub(super) fn vf_requester(vm: usize) -> u16 {
     0x0100 + u16::try_from(vm).expect("at most MAX_VMS VMs")
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A queue pair's receive ring: the VF's, or virtio's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Ring {
+    #[default]
     Vf,
     Virtio,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum BackendJob {
+    /// A frame for the guest's receive ring.
     RxPacket,
-    TxPacket,
+    /// A buffer the guest sends (a response, an answer, an ACK): the
+    /// workload's peer has it once vhost passed it on.
+    Tx,
     BlockRead,
-    /// A server's response leaves through vhost.
-    TxResponse,
-    /// A TCP ACK leaves through vhost.
-    TxAck,
 }
 
 #[derive(Clone, Default)]
@@ -74,14 +75,6 @@ pub(super) struct QueuePair {
     pub(super) throttle: Throttle,
     /// The VF's transmit event queue, if its driver gives it one.
     pub(super) tx_eq: Option<TxEq>,
-    /// The TCP flow over this queue pair (iperf, netperf).
-    pub(super) tcp: TcpFlow,
-    /// netperf's remote receiver.
-    pub(super) remote: super::tcp::RemoteReceiver,
-    /// Requests received and not yet taken by the server application.
-    pub(super) socket: u32,
-    /// apachebench's segments in the VF ring.
-    pub(super) segments: super::http::SegmentRing,
 }
 
 impl QueuePair {
@@ -89,6 +82,13 @@ impl QueuePair {
         match kind {
             Ring::Vf => &mut self.vf,
             Ring::Virtio => &mut self.virtio,
+        }
+    }
+
+    pub(super) fn ring(&self, kind: Ring) -> &RxRing {
+        match kind {
+            Ring::Vf => &self.vf,
+            Ring::Virtio => &self.virtio,
         }
     }
 }
@@ -154,24 +154,14 @@ impl RxRing {
 }
 
 impl Machine {
-    pub(super) fn packet_rate(&self) -> f64 {
-        self.spec.rate_pps.map_or(0.0, f64_of)
-    }
-
-    pub(super) fn schedule_packet(&mut self, pair: usize, kind: Ring, fx: &mut Effects) {
-        let pair = index_u32(pair);
-        let arrival = Event::PacketArrival { pair, kind };
-        self.schedule_poisson(self.packet_rate(), arrival, fx);
-    }
-
     /// The VM a queue pair belongs to.
     pub(super) fn vm_of_pair(&self, pair: usize) -> usize {
-        self.vcpus[self.pairs[pair].owner].vm
+        self.topology.vm_of_pair(pair)
     }
 
-    /// The queue pair of a VM's vCPU 0: block requests and netperf's flow.
+    /// The queue pair of a VM's vCPU 0.
     pub(super) fn first_pair(&self, vm: usize) -> usize {
-        self.vcpus[self.vms[vm].vcpus[0]].pair
+        self.topology.first_pair(vm)
     }
 
     pub(super) fn rx_queue_of(&self, vector: Option<u8>) -> Ring {
@@ -181,12 +171,29 @@ impl Machine {
         }
     }
 
+    /// A frame from the workload's peer reaches `pair`'s `ring`: the VF's
+    /// ring, or virtio's through vhost, and through the host's NIC first
+    /// when the peer is on the wire.
     pub(super) fn packet_arrival(&mut self, pair: usize, kind: Ring, fx: &mut Effects) {
-        self.schedule_packet(pair, kind, fx);
         match kind {
             Ring::Vf => self.rx_packet(pair, Ring::Vf, fx),
+            Ring::Virtio if self.traffic.pv_peer_on_wire => {
+                self.host_nic_receive(self.vm_of_pair(pair), fx)
+            }
             Ring::Virtio => self.backend_start(pair, BackendJob::RxPacket, fx),
         }
+    }
+
+    /// `frames` frames land in `pair`'s VF ring at once; the VF's
+    /// coalescing decides once.
+    pub(super) fn rx_burst(&mut self, pair: usize, frames: u32, fx: &mut Effects) {
+        let bytes = self.traffic.frame_bytes;
+        for _ in 0..frames {
+            if self.pairs[pair].vf.receive(self.now) {
+                self.pairs[pair].throttle.received(self.now, bytes);
+            }
+        }
+        self.maybe_fire_vf(pair, false, fx);
     }
 
     /// A packet lands in a receive ring.
@@ -196,7 +203,7 @@ impl Machine {
         }
         match kind {
             Ring::Vf => {
-                let bytes = self.frame_bytes();
+                let bytes = self.traffic.frame_bytes;
                 self.pairs[pair].throttle.received(self.now, bytes);
                 self.maybe_fire_vf(pair, false, fx);
             }
@@ -225,7 +232,7 @@ impl Machine {
         };
         let armed = fx.is_pending(timeout);
         let now = self.now;
-        let decision = if self.fitted_coalescing() {
+        let decision = if self.traffic.fitted_coalescing {
             self.pairs[pair]
                 .vf
                 .coalesce(now, self.spec.nic, timed_out, armed)
@@ -316,11 +323,22 @@ impl Machine {
     /// `tun_get_user`'s `netif_rx_ni` runs on vhost's thread.
     pub(super) fn backend_service_ns(&self, job: BackendJob) -> u64 {
         let host = &self.profile.host_ns;
-        let own = host.virtio_backend_per_request + self.copy_ns(self.backend_bytes(job));
+        let own = host.virtio_backend_per_request + self.net.copy_ns(self.backend_bytes(job));
         match job {
             BackendJob::BlockRead => own + host.ramdisk_read,
             _ if job.is_guest_tx() => own + self.profile.network.bridge_one_way,
             _ => own,
+        }
+    }
+
+    /// The payload vhost copies for a buffer: into the guest's receive
+    /// buffer (`handle_rx`'s recvmsg), out of its transmit buffer
+    /// (`handle_tx`'s sendmsg; Linux 3.6 leaves zero-copy transmit off).
+    pub(super) fn backend_bytes(&self, job: BackendJob) -> u64 {
+        match job {
+            BackendJob::RxPacket => self.traffic.frame_bytes,
+            BackendJob::Tx => self.traffic.tx_bytes,
+            BackendJob::BlockRead => 0,
         }
     }
 
@@ -330,19 +348,7 @@ impl Machine {
     pub(super) fn backend_done(&mut self, pair: usize, job: BackendJob, fx: &mut Effects) {
         match job {
             BackendJob::RxPacket => self.rx_packet(pair, Ring::Virtio, fx),
-            BackendJob::TxPacket => fx.schedule(
-                self.now + self.past_bridge_ns(self.frame_bytes()),
-                RemoteEvent::Request {
-                    vm: index_u32(self.vm_of_pair(pair)),
-                },
-            ),
-            BackendJob::TxResponse => fx.schedule(
-                self.now + self.past_bridge_ns(self.response_bytes()),
-                ClientEvent::ResponseArrival {
-                    vm: index_u32(self.vm_of_pair(pair)),
-                },
-            ),
-            BackendJob::TxAck => self.tcp_ack_arrives(pair, fx),
+            BackendJob::Tx => self.with_workload(|workload, ctx| workload.sent(pair, ctx, fx)),
             BackendJob::BlockRead => {
                 self.raise(self.vm_of_pair(pair), GUEST_VIRTIO_VECTOR);
                 fx.push(Effect::SignalVirtual {
@@ -368,14 +374,13 @@ impl Machine {
     /// it reached, and the design's IPI sender sends it.
     pub(super) fn write_icr(&mut self, vcpu: usize, icr: u64, fx: &mut Effects) {
         // A VM's vCPUs are numbered consecutively, in APIC-ID order.
-        let vm = &self.vms[self.vcpus[vcpu].vm];
-        let first = vm.vcpus[0];
-        let bus = &mut self.vcpus[first..first + vm.vcpus.len()];
-        let targets: Vec<usize> = route_icr_write(bus, vcpu - first, icr, self.now)
+        let vm = self.topology.vcpus_of(self.topology.vm_of(vcpu));
+        let first = vm.start;
+        let targets: Vec<usize> = route_icr_write(&mut self.vcpus[vm], vcpu - first, icr, self.now)
             .into_iter()
             .map(|position| first + position)
             .collect();
-        (self.workload.ipi_sent)(self, vcpu, &targets);
+        self.with_workload(|workload, ctx| workload.on_ipi_sent(vcpu, &targets, ctx));
         self.send_guest_ipis(vcpu, icr, &targets, fx);
     }
 
@@ -426,7 +431,7 @@ impl Machine {
             } else {
                 Event::GuestIpi { vcpu: target }
             };
-            fx.schedule(at + self.interconnect_ns(from, to), event);
+            fx.schedule(at + self.topology.interconnect_ns(from, to), event);
         }
     }
 
@@ -441,7 +446,7 @@ impl Machine {
             && self.cores[core].mode == Mode::Idle
             && self.now >= self.cores[core].halt_poll_until;
         let wake = if asleep {
-            self.interconnect_ns(from, core)
+            self.topology.interconnect_ns(from, core)
         } else {
             0
         };
@@ -451,7 +456,7 @@ impl Machine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{listed, one_vm, running, scheduled, shaped, single};
+    use super::super::fixture::{listed, one_vm, running, scheduled, shaped, shaped_with, single};
     use super::*;
     use crate::design::DesignKind;
     use crate::scenario::{HostShape, IpiMode, NicCoalescing, QueueOwners, RunGroup};
@@ -573,7 +578,10 @@ mod tests {
     #[test]
     fn a_trapped_icr_write_exits_and_the_ipi_leaves_after_its_emulation_and_kick() {
         let mut m = one_vm(DesignKind::Vanilla, WorkloadKind::Ipi, 2);
-        let write = m.ipi.write_icr(0);
+        let write = Effect::WriteIcr {
+            vcpu: 0,
+            icr: IpiMode::Unicast.icr(GUEST_IPI_VECTOR),
+        };
         let fx = listed(&mut m, |m, fx| m.perform(write, fx));
         let icr_write = m.profile.exit_service_ns.icr_write;
         let exit = Effect::Exit {
@@ -586,7 +594,6 @@ mod tests {
         let kick = m.profile.host_ns.send_ipi;
         let sent = scheduled(icr_write + kick, Event::GuestIpi { vcpu: 1 });
         assert_eq!(fx, [exit, sent]);
-        assert_eq!(m.ipi.take_sent(1), Some(0));
     }
 
     #[test]
@@ -613,7 +620,7 @@ mod tests {
         for vcpu in 0..2 {
             assert_eq!(m.pairs[m.vcpus[vcpu].pair].owner, vcpu);
             // Each owner's guest timer is armed.
-            assert!(m.cyclictest.ticks(vcpu));
+            assert!(m.timer_threads.ticks(vcpu));
             running(&mut m, vcpu);
         }
         let fx = listed(&mut m, |m, fx| m.fire_vf_msi(1, VfVector::Rx, fx));
@@ -643,10 +650,11 @@ mod tests {
         bus[1].hw.vlapic.set_tpr(0x20);
         let lowest = icr(DeliveryMode::LowestPriority, Destination::Logical(0b1110));
         assert_eq!(route_icr_write(bus, 0, lowest, 0), [2]);
-        // The scenario's broadcast IPI goes the same way, and the workload
-        // learns the targets from the bus.
-        m.ipi = Ipi::new(IpiMode::Broadcast);
-        let write = m.ipi.write_icr(0);
+        // The scenario's broadcast IPI goes the same way.
+        let write = Effect::WriteIcr {
+            vcpu: 0,
+            icr: IpiMode::Broadcast.icr(GUEST_IPI_VECTOR),
+        };
         let fx = listed(&mut m, |m, fx| m.perform(write, fx));
         let targets: Vec<u32> = fx
             .iter()
@@ -659,7 +667,73 @@ mod tests {
             })
             .collect();
         assert_eq!(targets, [1, 2, 3]);
-        assert!((1..4).all(|target| m.ipi.take_sent(target) == Some(0)));
-        assert_eq!(m.ipi.take_sent(0), None);
+    }
+
+    #[test]
+    fn the_sender_kicks_sleeping_targets_one_after_another_waking_across_nodes_dearer() {
+        let mut group = RunGroup::new(WorkloadKind::IpiCall, vec![DesignKind::Apicv]);
+        group.host = HostShape {
+            cores: 7,
+            vms: 1,
+            vcpus_per_vm: 6,
+        };
+        group.numa_nodes = 2;
+        group.idle = IdleMode::Hlt;
+        let spec = RunSpec {
+            design: DesignKind::Apicv,
+            workload: WorkloadKind::IpiCall,
+            rate_pps: None,
+            group,
+            nic: NicCoalescing::FITTED,
+            duration_ns: 2_000_000,
+            offered_per_s: None,
+        };
+        let mut m = shaped_with(spec, |profile| {
+            profile.numa_ns = crate::profile::BuiltinProfile::Ipi2019.profile().numa_ns;
+        });
+        running(&mut m, 0);
+        // Cores 0-3 are node 0, 4-6 node 1: vCPUs 1-2 share the sender's
+        // node, vCPUs 3-5 do not. vCPUs 1 and 3 sleep in the host.
+        for sleeper in [1, 3] {
+            let core = m.vcpus[sleeper].home_core;
+            m.vcpus[sleeper].state = VcpuState::Halted;
+            m.cores[core].current = Some(sleeper);
+            m.cores[core].mode = Mode::Idle;
+        }
+        let from = m.vcpus[0].home_core;
+        let crossing =
+            |m: &Machine, vcpu: usize| m.topology.interconnect_ns(from, m.vcpus[vcpu].home_core);
+        let (same, cross) = (crossing(&m, 1), crossing(&m, 3));
+        assert!(cross > same);
+        // One logical write to every other vCPU (x2APIC cluster 0).
+        let write = Effect::WriteIcr {
+            vcpu: 0,
+            icr: x2apic_icr(
+                GUEST_IPI_VECTOR,
+                DeliveryMode::Fixed,
+                Destination::Logical(0b11_1110),
+            ),
+        };
+        let fx = listed(&mut m, |m, fx| m.perform(write, fx));
+        let send_ipi = m.profile.host_ns.send_ipi;
+        let icr = m.profile.exit_service_ns.icr_write;
+        // Each IPI leaves after every kick before it and its own.
+        let mut left = icr;
+        let mut expected = Vec::new();
+        for (target, wake) in [(1, same), (2, 0), (3, cross), (4, 0), (5, 0)] {
+            left += send_ipi + wake;
+            let vcpu = index_u32(target);
+            expected.push(scheduled(
+                left + crossing(&m, target),
+                Event::GuestIpi { vcpu },
+            ));
+        }
+        let exit = Effect::Exit {
+            vcpu: 0,
+            reason: ExitReason::MsrWrite,
+            service_ns: left + m.profile.host_ns.exit_entry_transition,
+        };
+        assert_eq!(fx[0], exit);
+        assert_eq!(fx[1..], expected[..]);
     }
 }

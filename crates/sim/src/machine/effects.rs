@@ -29,11 +29,8 @@ pub(super) enum Effect {
         vcpu: usize,
         write: TimerWrite,
     },
-    SubmitBlock(usize),
     /// A housekeeping access (`periodic`).
     DeviceAccess(usize),
-    /// A callee finished the IPI paper's function (`ipi_call`).
-    CompleteCall(usize),
     /// The guest writes `icr` on `vcpu`'s vLAPIC (the x2APIC ICR MSR): the
     /// VM's APIC bus routes the IPI and the design's IPI sender sends it
     /// (`devices`).
@@ -45,25 +42,39 @@ pub(super) enum Effect {
     /// The guest tells vhost of a buffer to transmit, if vhost asks to
     /// be told (`virtio`).
     VirtioKick(usize),
-    NetperfRespond {
-        vcpu: usize,
-        queue: Ring,
-    },
-    /// A packet lands in the queue pair's `queue` ring (a workload's
-    /// message reached the VF).
+    /// The guest notifies a virtio device: a port write, which exits
+    /// under a hypervisor.
+    Notify(usize),
+    /// A frame from the workload's peer reaches `pair`'s `ring`: the VF's
+    /// ring, or virtio's through vhost (and the host's NIC first, for a
+    /// peer on the wire).
     RxPacket {
         pair: usize,
-        queue: Ring,
+        ring: Ring,
+    },
+    /// `frames` frames land in `pair`'s VF ring at once (a generator's
+    /// burst).
+    RxBurst {
+        pair: usize,
+        frames: u32,
+    },
+    /// A driver that polls took `frames` frames from `pair`'s `ring`.
+    RingTaken {
+        pair: usize,
+        ring: Ring,
+        frames: u32,
+    },
+    /// The guest's driver handed the VF `bytes` to send from `start`
+    /// (its completion, `tx_completion`).
+    VfSent {
+        pair: usize,
+        start: u64,
+        bytes: u64,
     },
     /// The VM's vhost worker takes `job` (a message for a PV guest).
     BackendStart {
         pair: usize,
         job: BackendJob,
-    },
-    /// NAPI took a packet from the ring: the workload's part.
-    PacketTaken {
-        vcpu: usize,
-        queue: Ring,
     },
     /// The VF queue's NAPI poll is over: unmask, signal what it left
     /// behind.
@@ -146,7 +157,8 @@ impl Effects {
         self.stack.push(effect);
     }
 
-    fn nothing_listed(&self) -> bool {
+    /// Whether the running mechanism has listed no effect yet.
+    pub(super) fn nothing_listed(&self) -> bool {
         self.stack.len() == self.listed_from
     }
 

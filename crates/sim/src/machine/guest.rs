@@ -1,35 +1,37 @@
 //! The guest model: handler programs and the interpreter that runs them.
+//! A workload's own steps ([`Step::Workload`]) are the workload's to
+//! carry out (`workload`); the kernel's are here.
 
-use super::apps::App;
-use super::cyclictest::{TIMER_HANDLER, USER_TASK};
+use super::timer_thread::{TIMER_HANDLER, TIMER_THREAD};
+use super::workload::{Programs, StepOutcome, Taken, WorkloadStep};
 use super::*;
 
 /// Guest work whose length comes from the profile.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Work {
     IrqEntry,
+    /// The switch to a woken thread and its return from the wait.
     TimerToUserRest,
     Request,
-    IpiGap,
     /// A housekeeping section with interrupts disabled.
     IrqsOffSection,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum TimerWrite {
+    /// The timer thread's periodic timer re-armed for its next tick.
     NextTick,
+    /// A guard timer far enough never to fire (fio's).
     ArmGuard,
     Cancel,
 }
 
 /// One instruction of the guest model.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Step {
     Work(Work),
     /// Background loop that never ends (idle=poll, whileloop).
     Spin,
-    /// An application's work, or a spin while it has none.
-    App(App),
     MaskRx,
     UnmaskRx,
     Eoi,
@@ -39,33 +41,21 @@ pub(super) enum Step {
     DeviceAccess,
     /// Housekeeping: back to the start while accesses are left.
     NextAccess,
-    /// ipi-call: the caller starts a call.
-    StartCall,
-    /// ipi-call: back to the ICR write while callees are unsent.
-    NextIcrWrite,
-    /// ipi-call: the caller spins until its call completes.
-    AwaitCall,
-    /// ipi-call: a callee ran the function.
-    CompleteCall,
     /// NAPI poll: one packet at a time until the ring is empty.
     PollRx,
     /// be2net's transmit poll: every completion reaped, the event queue
     /// re-armed (its work per packet is the sender's `tx_packet`).
     ReapTx,
     WriteTimer(TimerWrite),
-    /// The timer handler wakes cyclictest's thread; the scheduler runs it
+    /// The timer handler wakes the timer thread; the scheduler runs it
     /// when the last handler returns.
-    WakeUserTask,
-    RecordTimerLatency,
-    RecordRequestLatency,
-    RecordIpiLatency,
-    SubmitBlock,
-    /// ipi: the ICR write of the group's IPI.
-    SendIpi,
-    /// ipi-call: the ICR write to the call's next callees.
-    SendCallIpis,
+    WakeTimerThread,
+    /// The timer thread reads the clock: the workload hears how late.
+    TimerThreadReadsClock,
     Halt,
     Iret,
+    /// A step of the run's workload.
+    Workload(WorkloadStep),
 }
 
 pub(super) const RX_HANDLER: &[Step] = &[
@@ -85,14 +75,43 @@ const TX_HANDLER: &[Step] = &[
     Step::ReapTx,
     Step::Iret,
 ];
-/// A guard-timer expiry (fio) or a stray tick: acknowledge and return.
-const PLAIN_HANDLER: &[Step] = &[Step::Work(Work::IrqEntry), Step::Eoi, Step::Iret];
+/// A guard-timer expiry (fio), a stray tick or an IPI no workload waits
+/// for: acknowledge and return.
+pub(super) const PLAIN_HANDLER: &[Step] = &[Step::Work(Work::IrqEntry), Step::Eoi, Step::Iret];
 pub(super) const SPIN: &[Step] = &[Step::Spin];
 pub(super) const HALT_LOOP: &[Step] = &[Step::Halt];
-pub(super) const SERVER: &[Step] = &[Step::App(App::Serve)];
-pub(super) const SIP_RELAY: &[Step] = &[Step::App(App::Relay)];
-pub(super) const STREAM_WRITER: &[Step] = &[Step::App(App::StreamWrite)];
-pub(super) const POLL_MODE_DRIVER: &[Step] = &[Step::App(App::PollMode)];
+
+/// The programs a run's guest runs: the workload's where it has its own,
+/// the kernel's otherwise. Fixed for the run.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Handlers {
+    background: Option<&'static [Step]>,
+    lead: Option<&'static [Step]>,
+    device: &'static [Step],
+    ipi: &'static [Step],
+}
+
+impl Handlers {
+    pub(super) fn of(programs: Programs) -> Handlers {
+        Handlers {
+            background: programs.background,
+            lead: programs.lead,
+            device: programs.device_handler.unwrap_or(RX_HANDLER),
+            ipi: programs.ipi_handler.unwrap_or(PLAIN_HANDLER),
+        }
+    }
+
+    /// The program of a VM's vCPU `index` when idle vCPUs do `idle`.
+    pub(super) fn program(&self, index: usize, idle: IdleMode) -> &'static [Step] {
+        match (self.lead, index) {
+            (Some(lead), 0) => lead,
+            _ => self.background.unwrap_or(match idle {
+                IdleMode::Poll => SPIN,
+                _ => HALT_LOOP,
+            }),
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Frame {
@@ -136,10 +155,10 @@ impl Machine {
         }
         self.suspend(vcpu, fx);
         let program = match vector {
-            GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR => self.workload.device_handler,
+            GUEST_VF_VECTOR | GUEST_VIRTIO_VECTOR => self.handlers.device,
             GUEST_VF_TX_VECTOR => TX_HANDLER,
-            GUEST_TIMER_VECTOR if self.cyclictest.ticks(vcpu) => TIMER_HANDLER,
-            GUEST_IPI_VECTOR => self.workload.ipi_handler,
+            GUEST_TIMER_VECTOR if self.timer_threads.ticks(vcpu) => TIMER_HANDLER,
+            GUEST_IPI_VECTOR => self.handlers.ipi,
             _ => PLAIN_HANDLER,
         };
         let nested = self.spec.group.nested_interrupts;
@@ -179,8 +198,7 @@ impl Machine {
     }
 
     /// One instance of `work`: a guest service time drawn around its
-    /// mean with the profile's guest shape; the IPI sender's gap is the
-    /// workload's own rate, not a service time.
+    /// mean with the profile's guest shape.
     pub(super) fn work_ns(&mut self, work: Work) -> u64 {
         let guest = &self.profile.guest_ns;
         let mean = match work {
@@ -188,10 +206,6 @@ impl Machine {
             Work::TimerToUserRest => guest.timer_irq_to_user.saturating_sub(guest.irq_entry),
             Work::Request => guest.request_work,
             Work::IrqsOffSection => self.profile.guest_housekeeping.irqs_off_ns,
-            Work::IpiGap => {
-                let rate = self.spec.group.ipi_rate_per_s.max(1);
-                return 1_000_000_000 / rate;
-            }
         };
         self.guest_times.draw(mean, &mut self.rng)
     }
@@ -225,7 +239,11 @@ impl Machine {
                         self.advance(vcpu);
                         continue;
                     }
-                    let remaining = frame.remaining.unwrap_or_else(|| self.rx_work_ns(vcpu));
+                    let remaining = frame.remaining.unwrap_or_else(|| {
+                        self.workload
+                            .rx_work_ns(pair)
+                            .unwrap_or(self.profile.guest_ns.rx_packet)
+                    });
                     self.start_timed(vcpu, remaining, fx);
                     return;
                 }
@@ -234,10 +252,28 @@ impl Machine {
                     self.vcpus[vcpu].step_running = true;
                     return;
                 }
-                Step::App(app) => {
-                    match frame.remaining.or_else(|| self.app_work(vcpu, app)) {
-                        Some(remaining) => self.start_timed(vcpu, remaining, fx),
-                        None => {
+                Step::Workload(step) => {
+                    if let Some(remaining) = frame.remaining {
+                        self.start_timed(vcpu, remaining, fx);
+                        return;
+                    }
+                    match self.with_workload(|workload, ctx| workload.on_step(vcpu, step, ctx, fx))
+                    {
+                        StepOutcome::Next => {
+                            self.advance(vcpu);
+                            if fx.nothing_listed() {
+                                continue;
+                            }
+                            fx.push(Effect::RunGuest(vcpu));
+                        }
+                        StepOutcome::Back => {
+                            if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
+                                top.pc -= 1;
+                            }
+                            continue;
+                        }
+                        StepOutcome::Takes(ns) => self.start_timed(vcpu, ns, fx),
+                        StepOutcome::Spin => {
                             self.vcpus[vcpu].spin_since = Some(self.now);
                             self.vcpus[vcpu].step_running = true;
                         }
@@ -302,31 +338,6 @@ impl Machine {
                     pair: self.vcpus[vcpu].pair,
                 },
                 Step::DeviceAccess => Effect::DeviceAccess(vcpu),
-                Step::StartCall => {
-                    self.ipi_call.start(self.vcpus[vcpu].vm, self.now);
-                    self.advance(vcpu);
-                    continue;
-                }
-                Step::NextIcrWrite => {
-                    let vm = self.vcpus[vcpu].vm;
-                    if !self.ipi_call.icr_writes_left(vm) {
-                        self.advance(vcpu);
-                    } else if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
-                        top.pc -= 1;
-                    }
-                    continue;
-                }
-                Step::AwaitCall => {
-                    let vm = self.vcpus[vcpu].vm;
-                    if self.ipi_call.done(vm) {
-                        self.advance(vcpu);
-                        continue;
-                    }
-                    self.vcpus[vcpu].spin_since = Some(self.now);
-                    self.vcpus[vcpu].step_running = true;
-                    return;
-                }
-                Step::CompleteCall => Effect::CompleteCall(vcpu),
                 Step::Iret => {
                     let v = &mut self.vcpus[vcpu];
                     let popped = v.frames.pop();
@@ -337,8 +348,8 @@ impl Machine {
                     // Back from the last handler: the scheduler switches to
                     // a woken thread (a nested return goes to a handler).
                     let to_task = v.frames.last().is_some_and(|top| top.vector.is_none());
-                    if to_task && self.cyclictest.take_woken(vcpu) {
-                        v.frames.push(Frame::background(USER_TASK));
+                    if to_task && self.timer_threads.take_woken(vcpu) {
+                        v.frames.push(Frame::background(TIMER_THREAD));
                     }
                     if restored {
                         self.enable_interrupts(vcpu, fx);
@@ -348,39 +359,17 @@ impl Machine {
                     continue;
                 }
                 Step::WriteTimer(write) => Effect::TimerWrite { vcpu, write },
-                Step::WakeUserTask => {
-                    self.cyclictest.wake(vcpu);
+                Step::WakeTimerThread => {
+                    self.timer_threads.wake(vcpu);
                     self.advance(vcpu);
                     continue;
                 }
-                Step::RecordTimerLatency => {
+                Step::TimerThreadReadsClock => {
                     self.advance(vcpu);
-                    if let Some(latency) = self.cyclictest.latency(vcpu, self.now) {
-                        self.counters.latencies.push(latency);
+                    if let Some(latency) = self.timer_threads.latency(vcpu, self.now) {
+                        self.with_workload(|workload, ctx| workload.on_timer_thread(latency, ctx));
                     }
                     continue;
-                }
-                Step::RecordRequestLatency => {
-                    self.advance(vcpu);
-                    if let Some(latency) = self.fio.completed(self.vcpus[vcpu].vm, self.now) {
-                        self.counters.request_done(latency);
-                    }
-                    continue;
-                }
-                Step::RecordIpiLatency => {
-                    self.advance(vcpu);
-                    self.ipi.record_latency(vcpu, self.now, &mut self.counters);
-                    continue;
-                }
-                Step::SubmitBlock => Effect::SubmitBlock(vcpu),
-                Step::SendIpi => self.ipi.write_icr(vcpu),
-                Step::SendCallIpis => {
-                    let vm = self.vcpus[vcpu].vm;
-                    let Some(write) = self.ipi_call.write_next_icr(vm, vcpu) else {
-                        self.advance(vcpu);
-                        continue;
-                    };
-                    write
                 }
                 Step::Halt => {
                     fx.push(Effect::GuestHalt(vcpu));
@@ -414,31 +403,43 @@ impl Machine {
         let Some(frame) = self.vcpus[vcpu].frames.last().copied() else {
             return;
         };
-        if let Step::PollRx = frame.program[frame.pc] {
+        match frame.program[frame.pc] {
             // One packet done; the step repeats until the ring is empty.
-            let queue = self.rx_queue_of(frame.vector);
-            let pair = self.vcpus[vcpu].pair;
-            let rx = self.pairs[pair].rx(queue);
-            rx.ring = rx.ring.saturating_sub(1);
-            rx.napi.took();
-            self.counters.packets_processed += 1;
-            if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
-                top.remaining = None;
+            Step::PollRx => {
+                let ring = self.rx_queue_of(frame.vector);
+                let pair = self.vcpus[vcpu].pair;
+                let rx = self.pairs[pair].rx(ring);
+                rx.ring = rx.ring.saturating_sub(1);
+                rx.napi.took();
+                let last_in_poll = !rx.napi.may_take(rx.ring);
+                self.counters.packets_processed += 1;
+                if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
+                    top.remaining = None;
+                }
+                let taken = Taken {
+                    vcpu,
+                    pair,
+                    ring,
+                    last_in_poll,
+                };
+                self.with_workload(|workload, ctx| workload.packet_taken(taken, ctx, fx));
             }
-            if self.acts_on_packets() {
-                fx.push(Effect::PacketTaken { vcpu, queue });
-                fx.push(Effect::RunGuest(vcpu));
-                return;
+            Step::Workload(step) => {
+                self.advance(vcpu);
+                self.with_workload(|workload, ctx| workload.step_done(vcpu, step, ctx, fx));
             }
-        } else if let Step::App(app) = frame.program[frame.pc] {
-            self.advance(vcpu);
-            self.app_done(vcpu, app, fx);
-            fx.push(Effect::RunGuest(vcpu));
-            return;
-        } else {
-            self.advance(vcpu);
+            _ => self.advance(vcpu),
         }
-        self.run_guest(vcpu, fx);
+        self.run_on(vcpu, fx);
+    }
+
+    /// The guest runs on, after whatever its step listed.
+    fn run_on(&mut self, vcpu: usize, fx: &mut Effects) {
+        if fx.nothing_listed() {
+            self.run_guest(vcpu, fx);
+        } else {
+            fx.push(Effect::RunGuest(vcpu));
+        }
     }
 
     /// virtio-net's poll that used its weight returns without completing
@@ -556,15 +557,15 @@ mod tests {
         });
         listed(&mut m, |m, fx| m.run_guest(0, fx));
         // Back in the VF handler (its Iret next): the thread waits.
-        assert!(m.cyclictest.woken[0]);
+        assert!(m.timer_threads.is_woken(0));
         let top = m.vcpus[0].frames.last().map(|frame| frame.vector);
         assert_eq!(top, Some(Some(GUEST_VF_VECTOR)));
         m.vcpus[0].step_running = false;
         listed(&mut m, |m, fx| m.run_guest(0, fx));
         // The VF handler returned: the scheduler switched to the thread.
-        assert!(!m.cyclictest.woken[0]);
+        assert!(!m.timer_threads.is_woken(0));
         let top = m.vcpus[0].frames.last().map(|frame| frame.program.len());
-        assert_eq!(top, Some(USER_TASK.len()));
+        assert_eq!(top, Some(TIMER_THREAD.len()));
     }
 
     #[test]

@@ -265,8 +265,10 @@ mod tests {
         // Cli, then the section's work starts.
         listed(&mut m, |m, fx| m.run_guest(0, fx));
         assert!(!m.vcpus[0].interruptible);
-        // The section's work ends: the access exits.
+        // The section's work ends (the guest runs on): the access exits.
         let fx = listed(&mut m, |m, fx| m.finish_timed_step(0, fx));
+        assert_eq!(fx, [Effect::RunGuest(0)]);
+        let fx = listed(&mut m, |m, fx| m.run_guest(0, fx));
         assert_eq!(fx.first(), Some(&Effect::DeviceAccess(0)));
         let fx = listed(&mut m, |m, fx| m.device_access(0, fx));
         assert_eq!(fx, [exit_of(&m, 0, ExitReason::IoInstruction)]);

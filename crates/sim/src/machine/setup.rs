@@ -1,10 +1,8 @@
 //! Building a machine from a run's spec: cores, vCPUs pinned round-robin,
 //! VMs, and the first events of each workload.
 
-use super::apps::ClientPool;
 use super::itr::{ItrMode, Throttle};
 use super::napi::Napi;
-use super::netstack::{remote_receiver, tcp_flow};
 use super::virtio::{Vhost, VIRTIO_NET_NAPI_WEIGHT};
 use super::*;
 
@@ -69,7 +67,10 @@ impl Machine {
         let mut vms = Vec::new();
         let mut pairs = Vec::new();
         let owners_per_vm = spec.group.queue_owners.per_vm(host.vcpus_per_vm) as usize;
-        let workload = WorkloadModel::of(spec.workload);
+        let topology = Topology::new(&spec.group, profile.numa_ns.clone());
+        let workload = workload::for_run(spec, profile, &topology);
+        let handlers = Handlers::of(workload.programs());
+        let traffic = workload.traffic();
         let napi_weight = spec
             .group
             .napi_weight
@@ -85,7 +86,7 @@ impl Machine {
             for index in 0..host.vcpus_per_vm as usize {
                 let id = vcpus.len();
                 let home_core = spec.group.home_core(index_u32(id)) as usize;
-                let program = workload.program(index, spec.group.idle);
+                let program = handlers.program(index, spec.group.idle);
                 vcpus.push(Vcpu {
                     vm,
                     home_core,
@@ -140,26 +141,24 @@ impl Machine {
                     ..RxRing::default()
                 };
                 let virtio_weight = spec.group.napi_weight.unwrap_or(VIRTIO_NET_NAPI_WEIGHT);
+                let mut vf = rx(napi_weight);
+                // A poll-mode driver never enables the VF's interrupt.
+                vf.masked = traffic.polled_vf;
                 pairs.push(QueuePair {
                     owner,
-                    vf: rx(napi_weight),
+                    vf,
                     virtio: rx(virtio_weight),
                     vf_host_vector,
                     throttle: Throttle::new(itr),
                     tx_eq,
-                    tcp: tcp_flow(&profile.network, spec.group.transport),
-                    remote: remote_receiver(&profile.network),
-                    socket: 0,
-                    segments: Default::default(),
                 });
             }
             vms.push(Vm {
                 vcpus: ids,
-                clients: ClientPool::default(),
                 vhost: Vhost::new(itr),
             });
         }
-        let vcpu_count = vcpus.len();
+        let vcpu_count = topology.vcpu_count();
         let mut machine = Machine {
             now: 0,
             end: spec.duration_ns,
@@ -170,7 +169,12 @@ impl Machine {
             design,
             profile: profile.clone(),
             spec: spec.clone(),
+            net: Network::new(profile, &spec.group, traffic.pv_peer_on_wire),
+            topology,
             workload,
+            handlers,
+            traffic,
+            timer_threads: TimerThreads::new(vcpu_count),
             cores,
             vcpus,
             vms,
@@ -180,18 +184,24 @@ impl Machine {
             )),
             pairs,
             counters: Counters::default(),
-            sip: Default::default(),
-            l2fwd: L2fwd::default(),
-            fio: Fio::default(),
-            ipi: Ipi::new(spec.group.ipi_mode),
-            ipi_call: IpiCall::new(host.vms as usize, spec.group.call_targets()),
-            cyclictest: Cyclictest::new(vcpu_count, workload.measures_timer),
-            remote: Remote::default(),
             checker: Checker::new(host.vms as usize, (host.vms * host.vcpus_per_vm) as usize),
             trace: trace.then(Trace::default),
         };
         machine.start();
         Ok(machine)
+    }
+
+    /// `vm`'s workload starts: its first events; then the timer thread on
+    /// each queue-pair owner, when the workload or the group runs it.
+    fn start_workload(&mut self, vm: usize, fx: &mut Effects) {
+        let owners: Vec<usize> = self.topology.owners(vm).collect();
+        self.with_workload(|workload, ctx| workload.start(vm, &owners, ctx, fx));
+        if self.spec.group.with_timer || self.workload.runs_timer_thread() {
+            for &owner in &owners {
+                let deadline = self.timer_threads.arm_first_tick(owner, &mut self.rng);
+                self.program_guest_timer(owner, deadline, fx);
+            }
+        }
     }
 
     /// The first events of the run; each step's effects take place before

@@ -101,7 +101,6 @@ impl AsRef<Lapic> for Vcpu {
 
 pub(super) struct Vm {
     pub(super) vcpus: Vec<usize>,
-    pub(super) clients: super::apps::ClientPool,
     /// The VM's vhost-net worker.
     pub(super) vhost: super::virtio::Vhost,
 }
@@ -119,8 +118,6 @@ pub(crate) struct Counters {
     pub events: u64,
     /// Guest timer expiries that found their core in host mode.
     pub timer_irqs_in_host_mode: u64,
-    /// TCP payload bytes the receiver acknowledged (iperf, netperf).
-    pub acked_bytes: u64,
 }
 
 impl Counters {

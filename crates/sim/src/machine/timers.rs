@@ -21,7 +21,7 @@ use super::*;
 impl Machine {
     pub(super) fn guest_timer_write(&mut self, vcpu: usize, write: TimerWrite, fx: &mut Effects) {
         let deadline = match write {
-            TimerWrite::NextTick => Some(self.cyclictest.next_tick(vcpu, self.now)),
+            TimerWrite::NextTick => Some(self.timer_threads.next_tick(vcpu, self.now)),
             // fio's guard timer: far enough never to fire.
             TimerWrite::ArmGuard => Some(self.now + 100_000_000),
             TimerWrite::Cancel => None,

@@ -24,7 +24,7 @@
 
 use super::devices::Coalescing;
 use super::itr::{ItrMode, Throttle};
-use super::tcp::wire_ns;
+use super::network::wire_ns;
 use super::*;
 use crate::profile::AdaptiveCoalescing;
 
@@ -134,7 +134,7 @@ impl Machine {
             return;
         }
         let network = &self.profile.network;
-        let frames = bytes.div_ceil(self.mss()).max(1);
+        let frames = bytes.div_ceil(self.net.mss()).max(1);
         let on_wire = wire_ns(
             bytes,
             frames,
@@ -295,7 +295,7 @@ mod tests {
     #[test]
     fn a_sent_buffer_completes_when_its_last_frame_has_left() {
         let mut m = be2net(DesignKind::Bare);
-        let mss = m.mss();
+        let mss = m.net.mss();
         let fx = listed(&mut m, |m, fx| m.vf_sent(0, 1_000, 2 * mss, fx));
         let network = &m.profile.network;
         let on_wire = wire_ns(2 * mss, 2, network.frame_overhead_bytes, network.link_mbps);

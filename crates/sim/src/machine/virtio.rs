@@ -62,7 +62,7 @@ impl Virtqueue {
     fn of(job: BackendJob) -> Virtqueue {
         match job {
             BackendJob::RxPacket => Virtqueue::Rx,
-            BackendJob::TxPacket | BackendJob::TxResponse | BackendJob::TxAck => Virtqueue::Tx,
+            BackendJob::Tx => Virtqueue::Tx,
             BackendJob::BlockRead => Virtqueue::Block,
         }
     }
@@ -169,17 +169,10 @@ impl BackendJob {
 }
 
 impl Machine {
-    /// Whether the PV peer is on another server, its frames arriving
-    /// through the host's NIC: memcached's clients (on the DID testbed's
-    /// other machine); NetPIPE's and iperf's PV peers are host processes.
-    pub(super) fn pv_peer_on_wire(&self) -> bool {
-        self.workload.pv_peer_on_wire
-    }
-
     /// A frame for `vm` lands in the host NIC's ring; the host's interrupt
     /// follows its throttle.
     pub(super) fn host_nic_receive(&mut self, vm: usize, fx: &mut Effects) {
-        let bytes = self.frame_bytes();
+        let bytes = self.traffic.frame_bytes;
         let vhost = &mut self.vms[vm].vhost;
         vhost.nic_ring += 1;
         vhost.nic_throttle.received(self.now, bytes);
@@ -258,7 +251,14 @@ mod tests {
     use super::*;
 
     const RX: (usize, BackendJob) = (0, BackendJob::RxPacket);
-    const TX: (usize, BackendJob) = (0, BackendJob::TxResponse);
+    const TX: (usize, BackendJob) = (0, BackendJob::Tx);
+
+    /// netperf-rr's guest answers through virtio: the kick, then the
+    /// buffer for vhost.
+    fn respond(m: &mut Machine, fx: &mut Effects) {
+        m.virtio_kick(0, fx);
+        m.backend_start(0, BackendJob::Tx, fx);
+    }
 
     fn worker() -> Vhost {
         Vhost::new(ItrMode::Fixed { interval_ns: 0 })
@@ -318,17 +318,18 @@ mod tests {
     fn a_tx_buffers_pass_runs_the_bridge_and_the_frame_is_then_with_the_host_peer() {
         let mut m = over_pv(WorkloadKind::NetperfRr, 1_000_000, |_| {});
         running(&mut m, 0);
-        let job = BackendJob::TxPacket;
+        let job = BackendJob::Tx;
         let host = &m.profile.host_ns;
         let pass = host.virtio_backend_wakeup
             + host.virtio_backend_per_request
-            + m.copy_ns(m.message_bytes())
+            + m.net.copy_ns(m.net.message_bytes())
             + m.profile.network.bridge_one_way;
-        let fx = listed(&mut m, |m, fx| m.netperf_respond(0, Ring::Virtio, fx));
+        let fx = listed(&mut m, respond);
         assert!(fx.contains(&scheduled(pass, Event::BackendDone { pair: 0, job })));
         m.now = pass;
         let fx = listed(&mut m, |m, fx| m.backend_done(0, job, fx));
-        assert_eq!(fx, [scheduled(pass, RemoteEvent::Request { vm: 0 })]);
+        let request = super::super::workload::RemoteEvent::Request { vm: 0 };
+        assert_eq!(fx, [scheduled(pass, request)]);
     }
 
     #[test]
@@ -392,10 +393,10 @@ mod tests {
             reason: ExitReason::IoInstruction,
             service_ns: m.profile.virtio_notify_cost(),
         };
-        let fx = listed(&mut m, |m, fx| m.netperf_respond(0, Ring::Virtio, fx));
+        let fx = listed(&mut m, respond);
         assert_eq!(fx[0], kick);
         // The first response is not used yet: the second adds no kick.
-        let fx = listed(&mut m, |m, fx| m.netperf_respond(0, Ring::Virtio, fx));
+        let fx = listed(&mut m, respond);
         assert!(!fx.contains(&kick));
         // A busy worker on the RX side alone does not hold the kick back.
         m.vms[0].vhost = worker();

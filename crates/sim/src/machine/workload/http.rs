@@ -30,11 +30,14 @@
 
 use std::collections::VecDeque;
 
-use super::*;
+use super::servers::ClientEvent;
+use crate::machine::effects::Effects;
+use crate::machine::index_u32;
+use crate::machine::network::Network;
 
 /// A segment apachebench's connection brings the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Segment {
+pub(in crate::machine) enum Segment {
     Syn,
     HandshakeAck,
     Request,
@@ -46,7 +49,7 @@ pub(super) enum Segment {
 impl Segment {
     /// Whether the server's stack answers the segment at once (the
     /// SYN-ACK, the ACK of the client's FIN).
-    fn answered_by_stack(self) -> bool {
+    pub(super) fn answered_by_stack(self) -> bool {
         matches!(self, Segment::Syn | Segment::Fin)
     }
 }
@@ -80,6 +83,26 @@ pub(super) struct Apachebench {
 }
 
 impl Apachebench {
+    /// apachebench's timing for requests of `request_bytes` and responses
+    /// of `response_bytes` over `net`; `wakeup_ns` wakes its thread.
+    pub(super) fn new(
+        net: &Network,
+        request_bytes: u64,
+        response_bytes: u64,
+        wakeup_ns: u64,
+    ) -> Self {
+        let tx_packet = net.costs.tx_packet;
+        Apachebench {
+            segment_way_ns: net.one_way_ns(0),
+            request_way_ns: net.one_way_ns(request_bytes),
+            response_way_ns: net.one_way_ns(response_bytes),
+            response_wire_ns: net.frame_wire_ns(response_bytes),
+            two_frames_ns: net.frame_wire_ns(net.mss()) * 2 + net.wire_one_way_ns,
+            send_ns: tx_packet,
+            turn_ns: wakeup_ns + tx_packet,
+        }
+    }
+
     /// `vm`'s client opens a connection at `now`: its SYN.
     pub(super) fn connect(&self, vm: usize, now: u64, fx: &mut Effects) {
         let at = now + self.send_ns + self.segment_way_ns;
@@ -121,79 +144,11 @@ fn schedule_segment(vm: usize, segment: Segment, at: u64, fx: &mut Effects) {
     fx.schedule(at, ClientEvent::ConnectionSegment { vm, segment });
 }
 
-impl Machine {
-    /// apachebench's timing on this run's link and profile.
-    pub(super) fn apachebench(&self) -> Apachebench {
-        let network = &self.profile.network;
-        let response = self.response_bytes();
-        Apachebench {
-            segment_way_ns: self.one_way_ns(0),
-            request_way_ns: self.one_way_ns(self.request_bytes()),
-            response_way_ns: self.one_way_ns(response),
-            response_wire_ns: self.frame_wire_ns(response),
-            two_frames_ns: self.frame_wire_ns(self.mss()) * 2 + self.profile.guest_ns.wire_one_way,
-            send_ns: network.tx_packet,
-            turn_ns: self.profile.host_ns.wakeup + network.tx_packet,
-        }
-    }
-
-    /// A segment of `vm`'s client reaches the server's VF.
-    pub(super) fn segment_arrives(&mut self, vm: usize, segment: Segment, fx: &mut Effects) {
-        let pair = self.first_pair(vm);
-        if self.pairs[pair].vf.ring < RX_RING_SIZE {
-            self.pairs[pair].segments.push_back(segment);
-        }
-        self.rx_packet(pair, Ring::Vf, fx);
-    }
-
-    /// The guest's stack work for the segment NAPI takes next: a SYN and
-    /// a FIN are answered from the stack.
-    pub(super) fn segment_work_ns(&self, pair: usize) -> u64 {
-        let network = &self.profile.network;
-        let segment = self.pairs[pair].segments.front().copied();
-        let answer = match segment {
-            Some(segment) if segment.answered_by_stack() => network.tx_packet,
-            _ => 0,
-        };
-        let copy = match segment {
-            Some(Segment::Request) => self.copy_ns(self.request_bytes()),
-            _ => 0,
-        };
-        network.rx_frame + network.rx_stack + answer + copy
-    }
-
-    /// NAPI took a connection's segment: the request goes to the socket;
-    /// the stack answers a SYN (apachebench's part follows) and a FIN.
-    pub(super) fn segment_taken(&mut self, pair: usize, fx: &mut Effects) {
-        let vm = self.vm_of_pair(pair);
-        match self.pairs[pair].segments.pop_front() {
-            Some(Segment::Request) => self.pairs[pair].socket += 1,
-            Some(Segment::Syn) => {
-                if let Some(connection) = self.vms[vm].clients.connection() {
-                    connection.syn_answered(vm, self.now, fx);
-                }
-                // The SYN-ACK.
-                self.vf_sent(pair, self.now, 0, fx);
-            }
-            // The stack's ACK of the client's FIN.
-            Some(Segment::Fin) => self.vf_sent(pair, self.now, 0, fx),
-            Some(Segment::HandshakeAck | Segment::DataAck) | None => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{listed, listed_alone, machine, running, scheduled};
     use super::*;
-    use crate::design::DesignKind;
-    use crate::scenario::HostShape;
-
-    fn apache() -> Machine {
-        let mut m = machine(DesignKind::Bare, WorkloadKind::Apache, HostShape::default());
-        running(&mut m, 0);
-        m
-    }
+    use crate::machine::effects::Effect;
+    use crate::machine::fixture::{listed_alone, scheduled};
 
     /// Round figures, so that a test names the times it expects.
     const AB: Apachebench = Apachebench {
@@ -249,28 +204,5 @@ mod tests {
             fx[3],
             scheduled(19_000, ClientEvent::ResponseArrival { vm: 1 })
         );
-    }
-
-    #[test]
-    fn the_stack_answers_a_syn_and_the_request_reaches_the_socket() {
-        let mut m = apache();
-        assert!(m.connection_per_request());
-        let connection = m.vms[0].clients.connection().copied();
-        assert_eq!(connection, Some(m.apachebench()));
-        m.pairs[0].segments.push_back(Segment::Syn);
-        let network = m.profile.network.clone();
-        let syn_work = m.segment_work_ns(0);
-        assert_eq!(
-            syn_work,
-            network.rx_frame + network.rx_stack + network.tx_packet
-        );
-        let fx = listed(&mut m, |m, fx| m.segment_taken(0, fx));
-        let ab = m.apachebench();
-        let handshake = listed_alone(|fx| ab.syn_answered(0, m.now, fx));
-        assert_eq!(fx[..2], handshake[..], "ab's part, then the SYN-ACK");
-        assert_eq!(m.pairs[0].socket, 0, "no request yet");
-        m.pairs[0].segments.push_back(Segment::Request);
-        listed(&mut m, |m, fx| m.segment_taken(0, fx));
-        assert_eq!(m.pairs[0].socket, 1);
     }
 }

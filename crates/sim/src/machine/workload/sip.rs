@@ -24,7 +24,19 @@ use std::collections::{BTreeMap, VecDeque};
 
 use dirq_stats::{f64_of, round_u64};
 
-use super::*;
+use super::{Ctx, Programs, StepOutcome, Taken, Traffic, Workload, WorkloadEvent, WorkloadStep};
+use crate::machine::devices::RX_RING_SIZE;
+use crate::machine::effects::{Effect, Effects};
+use crate::machine::guest::Step;
+use crate::machine::network::Network;
+use crate::machine::state::Counters;
+use crate::machine::Ring;
+use crate::metrics::WorkloadFigures;
+use crate::profile::CostProfile;
+use crate::scenario::{RunSpec, Transport};
+
+/// The B2BUA, the guest's background task.
+const SIP_RELAY: &[Step] = &[Step::Workload(WorkloadStep::App)];
 
 /// RFC 3261 17.1.1.1: T1, the round-trip estimate, 500 ms.
 const T1_NS: u64 = 500_000_000;
@@ -37,7 +49,7 @@ const TIMER_B_NS: u64 = 64 * T1_NS;
 const CALLS_PER_S: u64 = 100;
 const HOLD_NS: u64 = 10_000_000_000;
 /// A SIP message's payload, bytes (ASSUMED: a typical INVITE with SDP).
-pub(super) const SIP_MESSAGE_BYTES: u64 = 800;
+const SIP_MESSAGE_BYTES: u64 = 800;
 /// The setup-latency buckets' upper bounds, ms, and their names.
 const BUCKETS: [(u64, &str); 4] = [
     (10, "<10"),
@@ -115,7 +127,7 @@ impl BareTestbed {
 
 /// A message the B2BUA receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum SipKind {
+pub(in crate::machine) enum SipKind {
     /// From the UAC: a new call (or its retransmission).
     Invite,
     /// From the UAS: it rings (180 Ringing).
@@ -131,7 +143,7 @@ pub(super) enum SipKind {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct SipMessage {
+pub(in crate::machine) struct SipMessage {
     pub(super) call: u32,
     pub(super) kind: SipKind,
 }
@@ -156,10 +168,10 @@ struct Call {
 /// queue pair, the guest's receive ring for SIP (the VF's, or virtio's,
 /// PV), and a message's one-way time between SIPp and the B2BUA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct SipLink {
-    pub(super) pair: usize,
-    pub(super) ring: Ring,
-    pub(super) one_way_ns: u64,
+struct SipLink {
+    pair: usize,
+    ring: Ring,
+    one_way_ns: u64,
 }
 
 impl Default for SipLink {
@@ -177,7 +189,16 @@ impl Default for SipLink {
 /// message's next hop as an event, a packet for the ring, a virtio kick.
 #[derive(Debug, Default)]
 pub(super) struct Sip {
-    path: SipLink,
+    link: SipLink,
+    /// The ring SIP's messages arrive on (virtio over PV, else the VF's).
+    ring: Ring,
+    /// A message's one-way time between SIPp and the B2BUA.
+    one_way_ns: u64,
+    /// The B2BUA's work per message: its own, the relay's send and copy.
+    relay_ns: u64,
+    /// The guest's stack work per message received.
+    rx_work_ns: u64,
+    duration_ns: u64,
     calls: Vec<Call>,
     /// Messages in the guest's receive ring, oldest first, then in the
     /// B2BUA's socket.
@@ -193,6 +214,23 @@ pub(super) struct Sip {
 }
 
 impl Sip {
+    pub(super) fn new(spec: &RunSpec, profile: &CostProfile) -> Sip {
+        let net = Network::new(profile, &spec.group, false);
+        let network = &profile.network;
+        let copy = net.copy_ns(SIP_MESSAGE_BYTES);
+        Sip {
+            ring: match spec.group.transport {
+                Transport::Pv => Ring::Virtio,
+                _ => Ring::Vf,
+            },
+            one_way_ns: net.one_way_ns(SIP_MESSAGE_BYTES),
+            relay_ns: profile.workloads.sip_message + network.tx_packet + copy,
+            rx_work_ns: network.rx_frame + network.rx_stack + copy,
+            duration_ns: spec.duration_ns,
+            ..Sip::default()
+        }
+    }
+
     /// The calls a run of `duration_ns` places: all but the last hold
     /// time's worth, so that every call can end.
     fn calls_for(duration_ns: u64) -> u32 {
@@ -201,7 +239,7 @@ impl Sip {
     }
 
     /// Calls per setup-latency bucket.
-    pub(super) fn buckets(&self) -> BTreeMap<String, u64> {
+    fn buckets(&self) -> BTreeMap<String, u64> {
         let mut buckets: BTreeMap<String, u64> = BUCKETS
             .iter()
             .map(|(_, name)| (name.to_string(), 0))
@@ -217,24 +255,24 @@ impl Sip {
 
     /// Completed calls per second from the first INVITE to the last BYE's
     /// answer (SIPp's call rate over the whole run).
-    pub(super) fn call_rate(&self) -> f64 {
+    fn call_rate(&self) -> f64 {
         if self.last_completed_at == 0 {
             return 0.0;
         }
         f64_of(self.completed) / (f64_of(self.last_completed_at) / 1e9)
     }
 
-    pub(super) fn retransmissions(&self) -> u64 {
+    fn retransmissions(&self) -> u64 {
         self.retransmissions
     }
 
-    pub(super) fn lost(&self) -> u64 {
+    fn lost(&self) -> u64 {
         self.lost
     }
 
     /// VoIP's figures.
-    pub(super) fn results(&self) -> crate::metrics::WorkloadFigures {
-        crate::metrics::WorkloadFigures {
+    fn results(&self) -> WorkloadFigures {
+        WorkloadFigures {
             setup_ms_buckets: Some(self.buckets()),
             call_rate: Some(self.call_rate()),
             invite_retransmissions: Some(self.retransmissions()),
@@ -242,15 +280,10 @@ impl Sip {
         }
     }
 
-    /// The queue pair and the ring SIP's messages arrive on.
-    pub(super) fn ring(&self) -> (usize, Ring) {
-        (self.path.pair, self.path.ring)
-    }
-
-    /// SIPp starts placing the calls of a run of `duration_ns` over `path`.
-    pub(super) fn start(&mut self, duration_ns: u64, path: SipLink, fx: &mut Effects) {
+    /// SIPp starts placing the calls of a run of `duration_ns` over `link`.
+    fn place_calls(&mut self, duration_ns: u64, link: SipLink, fx: &mut Effects) {
         let calls = Sip::calls_for(duration_ns);
-        self.path = path;
+        self.link = link;
         self.calls = vec![Call::default(); calls as usize];
         let gap = 1_000_000_000 / CALLS_PER_S;
         for call in 0..calls {
@@ -261,7 +294,7 @@ impl Sip {
     /// One of VoIP's events at `now`; `ring_full`: the guest's receive
     /// ring has no room (a message arriving is lost). A call's setup
     /// latency when its UAC has the 200 OK.
-    pub(super) fn handle(
+    fn handle(
         &mut self,
         event: SipEvent,
         now: u64,
@@ -343,7 +376,7 @@ impl Sip {
 
     /// A message for the B2BUA leaves its sender (UAC or UAS) at `now`.
     fn send(&self, call: u32, kind: SipKind, now: u64, fx: &mut Effects) {
-        fx.schedule(now + self.path.one_way_ns, SipEvent::Arrival { call, kind });
+        fx.schedule(now + self.link.one_way_ns, SipEvent::Arrival { call, kind });
     }
 
     /// A message reaches the VM: into the ring (through vhost, PV), or
@@ -354,39 +387,33 @@ impl Sip {
             return;
         }
         self.in_ring.push_back(message);
-        let SipLink { pair, ring, .. } = self.path;
-        fx.push(match ring {
-            Ring::Vf => Effect::RxPacket { pair, queue: ring },
-            Ring::Virtio => Effect::BackendStart {
-                pair,
-                job: BackendJob::RxPacket,
-            },
-        });
+        let SipLink { pair, ring, .. } = self.link;
+        fx.push(Effect::RxPacket { pair, ring });
     }
 
     /// NAPI handed the oldest ring message to the B2BUA's socket.
-    pub(super) fn packet_taken(&mut self) {
+    fn socket_takes(&mut self) {
         if let Some(message) = self.in_ring.pop_front() {
             self.socket.push_back(message);
         }
     }
 
     /// The B2BUA takes the next message, if any.
-    pub(super) fn take(&mut self) -> bool {
+    fn take(&mut self) -> bool {
         self.serving = self.socket.pop_front();
         self.serving.is_some()
     }
 
     /// The B2BUA has handled a message on `vcpu` at `now`: it relays it
     /// (through the VF's doorbell, no exit; or a virtio kick, PV).
-    pub(super) fn handled(&mut self, vcpu: usize, now: u64, fx: &mut Effects) {
+    fn handled(&mut self, vcpu: usize, now: u64, fx: &mut Effects) {
         let Some(SipMessage { call, kind }) = self.serving.take() else {
             return;
         };
-        if self.path.ring == Ring::Virtio {
+        if self.link.ring == Ring::Virtio {
             fx.push(Effect::VirtioKick(vcpu));
         }
-        let to_peer = now + self.path.one_way_ns;
+        let to_peer = now + self.link.one_way_ns;
         let acked_by_uac = self
             .calls
             .get(call as usize)
@@ -497,7 +524,7 @@ impl Sip {
 
 /// VoIP's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum SipEvent {
+pub(in crate::machine) enum SipEvent {
     /// SIPp's UAC places a call.
     Call { call: u32 },
     /// The UAC's timer A for a call's INVITE.
@@ -516,10 +543,86 @@ pub(super) enum SipEvent {
     HangUp { call: u32 },
 }
 
+impl Workload for Sip {
+    fn programs(&self) -> Programs {
+        Programs {
+            background: Some(SIP_RELAY),
+            ..Programs::default()
+        }
+    }
+
+    fn traffic(&self) -> Traffic {
+        Traffic {
+            frame_bytes: SIP_MESSAGE_BYTES,
+            ..Traffic::default()
+        }
+    }
+
+    /// SIPp starts over the VM's first queue pair (a VoIP run has one VM).
+    fn start(&mut self, vm: usize, _owners: &[usize], ctx: &mut Ctx, fx: &mut Effects) {
+        let link = SipLink {
+            pair: ctx.topology.first_pair(vm),
+            ring: self.ring,
+            one_way_ns: self.one_way_ns,
+        };
+        self.place_calls(self.duration_ns, link, fx);
+    }
+
+    /// A VoIP event, handed the time and whether SIP's ring is full; a
+    /// call's setup latency is the run's.
+    fn on_event(&mut self, event: WorkloadEvent, ctx: &mut Ctx, fx: &mut Effects) {
+        let WorkloadEvent::Sip(event) = event else {
+            return;
+        };
+        let ring_full = ctx.state.ring_level(self.link.pair, self.link.ring) >= RX_RING_SIZE;
+        if let Some(setup) = self.handle(event, ctx.now, ring_full, fx) {
+            ctx.record.latencies.push(setup);
+        }
+    }
+
+    /// The B2BUA takes the next message, if any.
+    fn on_step(
+        &mut self,
+        _vcpu: usize,
+        _step: WorkloadStep,
+        _ctx: &mut Ctx,
+        _fx: &mut Effects,
+    ) -> StepOutcome {
+        if self.take() {
+            StepOutcome::Takes(self.relay_ns)
+        } else {
+            StepOutcome::Spin
+        }
+    }
+
+    fn step_done(&mut self, vcpu: usize, _step: WorkloadStep, ctx: &mut Ctx, fx: &mut Effects) {
+        self.handled(vcpu, ctx.now, fx);
+    }
+
+    fn rx_work_ns(&self, _pair: usize) -> Option<u64> {
+        Some(self.rx_work_ns)
+    }
+
+    fn packet_taken(&mut self, _taken: Taken, _ctx: &mut Ctx, _fx: &mut Effects) {
+        self.socket_takes();
+    }
+
+    fn figures(&self, _record: &Counters) -> WorkloadFigures {
+        self.results()
+    }
+
+    /// SIP messages lost to a full ring.
+    fn params(&self, params: &mut BTreeMap<String, serde_json::Value>) {
+        if self.lost() > 0 {
+            params.insert("lost_sip_messages".into(), self.lost().into());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{listed_alone, scheduled};
     use super::*;
+    use crate::machine::fixture::{listed_alone, scheduled};
 
     /// A message's one-way time in the tests.
     const ONE_WAY_NS: u64 = 30_000;
@@ -527,7 +630,7 @@ mod tests {
     /// VoIP's state alone, over `ring` of queue pair 2, with `calls` placed.
     fn sip(ring: Ring, calls: usize) -> Sip {
         Sip {
-            path: SipLink {
+            link: SipLink {
                 pair: 2,
                 ring,
                 one_way_ns: ONE_WAY_NS,
@@ -552,10 +655,10 @@ mod tests {
         let fx = listed_alone(|fx| sip.handle(invite, 0, false, fx));
         let packet = Effect::RxPacket {
             pair: 2,
-            queue: Ring::Vf,
+            ring: Ring::Vf,
         };
         assert_eq!(fx, [packet]);
-        sip.packet_taken();
+        sip.socket_takes();
         assert!(sip.take());
         assert_eq!(
             sip.serving,
@@ -570,12 +673,12 @@ mod tests {
     fn over_virtio_a_message_goes_to_vhost_and_its_relay_kicks() {
         let mut sip = sip(Ring::Virtio, 1);
         let fx = listed_alone(|fx| sip.handle(arrival(0, SipKind::Bye), 0, false, fx));
-        let to_vhost = Effect::BackendStart {
+        let to_vhost = Effect::RxPacket {
             pair: 2,
-            job: BackendJob::RxPacket,
+            ring: Ring::Virtio,
         };
         assert_eq!(fx, [to_vhost]);
-        sip.packet_taken();
+        sip.socket_takes();
         assert!(sip.take());
         let fx = listed_alone(|fx| sip.handled(3, 100, fx));
         let to_uas = SipEvent::Uas {
@@ -593,7 +696,7 @@ mod tests {
         let mut sip = sip(Ring::Vf, 1);
         let relayed = |sip: &mut Sip, kind| {
             listed_alone(|fx| sip.handle(arrival(0, kind), 0, false, fx));
-            sip.packet_taken();
+            sip.socket_takes();
             assert!(sip.take());
             listed_alone(|fx| sip.handled(0, 0, fx))
         };
@@ -701,13 +804,18 @@ mod tests {
     }
 
     #[test]
-    fn sipp_places_a_call_every_ten_ms() {
-        let mut sip = Sip::default();
-        let path = SipLink {
-            one_way_ns: ONE_WAY_NS,
-            ..SipLink::default()
-        };
-        let fx = listed_alone(|fx| sip.start(HOLD_NS + 30_000_000, path, fx));
+    fn sipp_places_a_call_every_ten_ms_over_the_vms_first_pair() {
+        use super::super::testing::{one_vm, spec, Bench};
+        use crate::scenario::WorkloadKind;
+        let mut group = one_vm(WorkloadKind::Sip, 1);
+        group.transport = Transport::Pv;
+        let mut sip = Sip::new(
+            &spec(WorkloadKind::Sip, group.clone()),
+            &CostProfile::did_2015(),
+        );
+        sip.duration_ns = HOLD_NS + 30_000_000;
+        let mut bench = Bench::new(&group);
+        let fx = bench.listed(|ctx, fx| sip.start(0, &[0], ctx, fx));
         assert_eq!(
             fx,
             [0, 10_000_000, 20_000_000].map(|at| {
@@ -715,7 +823,7 @@ mod tests {
                 scheduled(at, SipEvent::Call { call })
             })
         );
-        assert_eq!(sip.ring(), (0, Ring::Vf));
+        assert_eq!((sip.link.pair, sip.link.ring), (0, Ring::Virtio));
     }
 
     #[test]
