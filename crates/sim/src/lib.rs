@@ -213,7 +213,7 @@ fn simulate(
     let (spec, mut machine) = (&spec, machine);
     let mut run = summarize(spec, &machine);
     run.wall_s = started.elapsed().as_secs_f64();
-    Ok((run, machine.trace.take()))
+    Ok((run, machine.take_trace()))
 }
 
 fn spec_label(spec: &RunSpec) -> String {
@@ -224,7 +224,7 @@ fn spec_label(spec: &RunSpec) -> String {
 }
 
 fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
-    let counters = &machine.counters;
+    let counters = machine.counters();
     let seconds = f64_of(spec.duration_ns) / 1e9;
     let mut exits_by_reason_per_s: BTreeMap<VmxExit, f64> = BTreeMap::new();
     for reason in ExitReason::ALL {
@@ -234,7 +234,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     let total_exits: u64 = counters.exits.iter().sum();
     let invariant_violations = Invariant::ALL
         .iter()
-        .map(|&invariant| (invariant, machine.checker.violations_of(invariant)))
+        .map(|&invariant| (invariant, machine.checker().violations_of(invariant)))
         .collect();
     let core_ns = f64_of(counters.guest_core_ns.max(1));
     let time_in_guest = f64_of(counters.guest_ns) / core_ns;
@@ -253,7 +253,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         design: spec.design,
         params,
         exits_per_s: f64_of(total_exits) / seconds,
-        interrupts_per_s: f64_of(machine.checker.raised) / seconds,
+        interrupts_per_s: f64_of(machine.checker().raised) / seconds,
         exits_by_reason_per_s,
         time_in_guest,
         cpu_busy,
@@ -267,10 +267,10 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
             ..machine.workload_figures()
         },
         interrupts: InterruptCounts {
-            raised: machine.checker.raised,
-            handled: machine.checker.handled,
-            coalesced: machine.checker.coalesced,
-            pending_at_end: machine.checker.pending_at_end,
+            raised: machine.checker().raised,
+            handled: machine.checker().handled,
+            coalesced: machine.checker().coalesced,
+            pending_at_end: machine.checker().pending_at_end,
         },
         events: counters.events,
         wall_s: 0.0,

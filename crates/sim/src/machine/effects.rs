@@ -1,10 +1,17 @@
 //! The effects mechanisms list for the engine, and the list they go on.
 
-use super::*;
+use super::guest::TimerWrite;
+use super::hypervisor::NmiMessage;
+use super::platform::{BackendJob, Ring};
+use super::Event;
+use crate::design::mechanism::posting::PostSource;
+use crate::design::mechanism::timer::TimerEffect;
+use crate::metrics::ExitReason;
+use crate::queue::{EventQueue, Keyed};
 
 /// What a mechanism asks the engine to do. Mechanisms never call each
 /// other or the engine: they change their own state and list effects, and
-/// [`Machine::apply`] carries them out.
+/// [`Machine::apply`](super::Machine) carries them out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Effect {
     /// Schedule `event` at `at` (replacing a pending cancellable one).
@@ -25,22 +32,25 @@ pub(super) enum Effect {
     /// Deliver whatever the guest can take now.
     TryDeliver(usize),
     GuestEoi(usize),
+    /// The guest enabled interrupts (STI, IRET): an interrupt window the
+    /// hypervisor asked for exits, else a delivery attempt.
+    InterruptsOn(usize),
     TimerWrite {
         vcpu: usize,
         write: TimerWrite,
     },
-    /// A housekeeping access (`periodic`).
+    /// A housekeeping access (`guest::housekeeping`).
     DeviceAccess(usize),
     /// The guest writes `icr` on `vcpu`'s vLAPIC (the x2APIC ICR MSR): the
     /// VM's APIC bus routes the IPI and the design's IPI sender sends it
-    /// (`devices`).
+    /// (`hypervisor::ipi`).
     WriteIcr {
         vcpu: usize,
         icr: u64,
     },
     GuestHalt(usize),
     /// The guest tells vhost of a buffer to transmit, if vhost asks to
-    /// be told (`virtio`).
+    /// be told (`platform::vhost`).
     VirtioKick(usize),
     /// The guest notifies a virtio device: a port write, which exits
     /// under a hypervisor.
@@ -71,6 +81,11 @@ pub(super) enum Effect {
         start: u64,
         bytes: u64,
     },
+    /// vhost passed one of `pair`'s guest's TX buffers on: the workload's
+    /// peer's side has it.
+    Sent {
+        pair: usize,
+    },
     /// The VM's vhost worker takes `job` (a message for a PV guest).
     BackendStart {
         pair: usize,
@@ -94,8 +109,6 @@ pub(super) enum Effect {
         core: usize,
         vector: u8,
     },
-    /// The core looks at what is pending in its IRR.
-    PhysicalPending(usize),
     HostInterrupt {
         core: usize,
         message: NmiMessage,
@@ -112,6 +125,13 @@ pub(super) enum Effect {
     QueueVirtual {
         vcpu: usize,
         vector: u8,
+    },
+    /// Hardware (the IOMMU, or a CPU sending a virtualized IPI) posts
+    /// `vector` for `vcpu`.
+    Post {
+        vcpu: usize,
+        vector: u8,
+        source: PostSource,
     },
     SignalVirtual {
         vcpu: usize,

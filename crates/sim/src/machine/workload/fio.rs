@@ -6,10 +6,10 @@
 use dirq_stats::f64_of;
 
 use super::{Ctx, Programs, SentTimes, StepOutcome, Workload, WorkloadStep};
-use crate::machine::devices::BackendJob;
 use crate::machine::effects::{Effect, Effects};
 use crate::machine::guest::{Step, TimerWrite, Work};
-use crate::machine::state::Counters;
+use crate::machine::ledger::Counters;
+use crate::machine::platform::BackendJob;
 use crate::metrics::{Throughput, ThroughputUnit};
 
 /// fio completion: 3 MSR writes per request (EOI, TMICT cancel, TMICT arm).

@@ -148,7 +148,7 @@ fn schedule_segment(vm: usize, segment: Segment, at: u64, fx: &mut Effects) {
 mod tests {
     use super::*;
     use crate::machine::effects::Effect;
-    use crate::machine::fixture::{listed_alone, scheduled};
+    use crate::machine::fixture::{listed, scheduled};
 
     /// Round figures, so that a test names the times it expects.
     const AB: Apachebench = Apachebench {
@@ -167,7 +167,7 @@ mod tests {
 
     #[test]
     fn a_syn_answered_brings_the_handshakes_ack_then_abs_request() {
-        let fx = listed_alone(|fx| AB.syn_answered(1, 10_000, fx));
+        let fx = listed(|fx| AB.syn_answered(1, 10_000, fx));
         // The SYN-ACK arrives at 12,000: the kernel ACKs at once; the GET
         // waits for ab to run and send.
         let expected = [
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_response_brings_two_acks_and_the_clients_fin_after_ab_closes() {
-        let fx = listed_alone(|fx| AB.response_sent(1, 100_000, fx));
+        let fx = listed(|fx| AB.response_sent(1, 100_000, fx));
         // ab has the response at 109,000, the server's FIN at 106,000;
         // it closes one turn later, at 116,000.
         let expected = [
@@ -197,7 +197,7 @@ mod tests {
             response_wire_ns: 10_000,
             ..AB
         };
-        let fx = listed_alone(|fx| late_fin.response_sent(1, 0, fx));
+        let fx = listed(|fx| late_fin.response_sent(1, 0, fx));
         // The FIN leaves at 10,000 and arrives at 12,000, after the data.
         assert_eq!(fx[2], segment(12_000 + 7_000 + 2_000, Segment::Fin));
         assert_eq!(

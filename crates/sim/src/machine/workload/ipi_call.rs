@@ -14,7 +14,7 @@ use dirq_stats::f64_of;
 use super::{Ctx, Programs, StepOutcome, Workload, WorkloadEvent, WorkloadStep};
 use crate::machine::effects::{Effect, Effects};
 use crate::machine::guest::{Step, Work};
-use crate::machine::state::Counters;
+use crate::machine::ledger::Counters;
 use crate::machine::{index_u32, GUEST_IPI_VECTOR};
 use crate::metrics::{Throughput, ThroughputUnit, WorkloadFigures};
 

@@ -9,7 +9,7 @@ use dirq_stats::f64_of;
 use super::{Ctx, Programs, StepOutcome, Traffic, Workload, WorkloadEvent, WorkloadStep};
 use crate::machine::effects::{Effect, Effects};
 use crate::machine::guest::Step;
-use crate::machine::state::Counters;
+use crate::machine::ledger::Counters;
 use crate::machine::{index_u32, Ring};
 use crate::metrics::{Throughput, ThroughputUnit};
 use crate::profile::CostProfile;

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 
 use super::effects::Effects;
 use super::guest::Step;
-use super::state::Counters;
+use super::ledger::Counters;
 use super::topology::Topology;
 use super::Ring;
 use crate::metrics::{Throughput, WorkloadFigures};
@@ -46,7 +46,6 @@ pub(super) use rr::RemoteEvent;
 pub(super) use servers::ClientEvent;
 pub(super) use sip::SipEvent;
 pub(super) use streams::TcpEvent;
-pub(super) use udp_rx::UdpEvent;
 
 /// The workload a run names, built for its spec and profile.
 pub(super) fn for_run(
@@ -216,15 +215,20 @@ pub(super) struct Programs {
 }
 
 /// What a workload's traffic is to the devices, fixed for the run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Traffic {
     /// Payload bytes of one frame (or virtio buffer) the guest receives.
     pub(super) frame_bytes: u64,
     /// Payload bytes of a TX buffer of the guest's that vhost copies.
     pub(super) tx_bytes: u64,
-    /// The UDP receivers': the NIC keeps the coalescing fitted on them
-    /// instead of its throttle.
-    pub(super) fitted_coalescing: bool,
+    /// The UDP receivers': the guest only counts each packet NAPI takes
+    /// (the workload does not hear of it), and the NIC keeps the
+    /// coalescing fitted on them instead of its throttle.
+    pub(super) datagrams: bool,
+    /// The rate of the frames a Poisson source sends each ring whose first
+    /// arrival the workload schedules (`Event::PacketArrival`): each
+    /// arrival draws the next.
+    pub(super) arrivals_per_s: f64,
     /// The PV peer is on another server: its frames come through the
     /// host's NIC.
     pub(super) pv_peer_on_wire: bool,
@@ -242,7 +246,8 @@ impl Default for Traffic {
         Traffic {
             frame_bytes: UDP_PACKET_BYTES,
             tx_bytes: 0,
-            fitted_coalescing: false,
+            datagrams: false,
+            arrivals_per_s: 0.0,
             pv_peer_on_wire: false,
             polled_vf: false,
         }
@@ -293,8 +298,6 @@ pub(super) enum StepOutcome {
 /// A workload's own event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum WorkloadEvent {
-    /// udp-rx's and whileloop's packets.
-    Udp(UdpEvent),
     /// ipi-call's.
     Call(CallEvent),
     /// netperf-rr's and udp-rr's remote end.
@@ -332,7 +335,6 @@ macro_rules! workload_events {
 }
 
 workload_events!(
-    Udp(UdpEvent),
     Call(CallEvent),
     Remote(RemoteEvent),
     Tcp(TcpEvent),

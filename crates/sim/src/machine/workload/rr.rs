@@ -7,10 +7,10 @@
 use dirq_stats::f64_of;
 
 use super::{Ctx, SentTimes, Taken, Traffic, Workload, WorkloadEvent};
-use crate::machine::devices::BackendJob;
 use crate::machine::effects::{Effect, Effects};
+use crate::machine::ledger::Counters;
 use crate::machine::network::Network;
-use crate::machine::state::Counters;
+use crate::machine::platform::BackendJob;
 use crate::machine::{index_u32, Ring};
 use crate::metrics::{Throughput, ThroughputUnit};
 use crate::profile::CostProfile;

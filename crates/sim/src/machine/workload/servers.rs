@@ -16,11 +16,11 @@ use dirq_stats::f64_of;
 
 use super::http::{Apachebench, Segment, SegmentRing};
 use super::{Ctx, Programs, StepOutcome, Taken, Traffic, Workload, WorkloadEvent, WorkloadStep};
-use crate::machine::devices::{BackendJob, RX_RING_SIZE};
 use crate::machine::effects::{Effect, Effects};
 use crate::machine::guest::Step;
+use crate::machine::ledger::Counters;
 use crate::machine::network::Network;
-use crate::machine::state::Counters;
+use crate::machine::platform::{BackendJob, RX_RING_SIZE};
 use crate::machine::topology::Topology;
 use crate::machine::{index_u32, Ring};
 use crate::metrics::{Throughput, ThroughputUnit};
@@ -447,7 +447,7 @@ impl Workload for Servers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::fixture::{listed_alone, scheduled};
+    use crate::machine::fixture::{listed, scheduled};
 
     /// Requests reach the server 3 us after they leave.
     const REQUEST_WAY_NS: u64 = 3_000;
@@ -493,13 +493,13 @@ mod tests {
     #[test]
     fn back_to_back_clients_start_every_connection_and_resend_on_a_response() {
         let mut pool = pool(2, true);
-        let fx = listed_alone(|fx| pool.start_back_to_back(1, 0, fx));
+        let fx = listed(|fx| pool.start_back_to_back(1, 0, fx));
         assert_eq!(
             fx,
             [request_at(REQUEST_WAY_NS, 1), request_at(REQUEST_WAY_NS, 1)]
         );
         let mut latency = None;
-        let fx = listed_alone(|fx| latency = pool.response_arrived(1, 20_000, fx));
+        let fx = listed(|fx| latency = pool.response_arrived(1, 20_000, fx));
         assert_eq!(latency, Some(20_000));
         assert_eq!(
             fx,
@@ -511,16 +511,16 @@ mod tests {
     #[test]
     fn an_offered_request_waits_for_a_connection_the_response_frees() {
         let mut pool = pool(1, false);
-        let fx = listed_alone(|fx| pool.offered(0, 100, fx));
+        let fx = listed(|fx| pool.offered(0, 100, fx));
         assert_eq!(fx, [request_at(100 + REQUEST_WAY_NS, 0)]);
-        let fx = listed_alone(|fx| pool.offered(0, 200, fx));
+        let fx = listed(|fx| pool.offered(0, 200, fx));
         assert!(fx.is_empty(), "the one connection is busy: {fx:?}");
         let mut latency = None;
-        let fx = listed_alone(|fx| latency = pool.response_arrived(0, 10_100, fx));
+        let fx = listed(|fx| latency = pool.response_arrived(0, 10_100, fx));
         assert_eq!(latency, Some(10_000));
         assert_eq!(fx, [request_at(10_100 + REQUEST_WAY_NS, 0)]);
         // The waiting request's time counts from its offer.
-        let fx = listed_alone(|fx| latency = pool.response_arrived(0, 20_000, fx));
+        let fx = listed(|fx| latency = pool.response_arrived(0, 20_000, fx));
         assert_eq!(latency, Some(19_800));
         assert!(fx.is_empty(), "nothing more offered: {fx:?}");
     }
@@ -542,9 +542,9 @@ mod tests {
             let segment = Segment::Syn;
             scheduled(at, ClientEvent::ConnectionSegment { vm: 0, segment })
         };
-        let fx = listed_alone(|fx| pool.start_back_to_back(0, 0, fx));
+        let fx = listed(|fx| pool.start_back_to_back(0, 0, fx));
         assert_eq!(fx, [syn(3_000)], "connect's send and the SYN's way");
-        let fx = listed_alone(|fx| pool.response_arrived(0, 50_000, fx));
+        let fx = listed(|fx| pool.response_arrived(0, 50_000, fx));
         assert_eq!(fx, [syn(53_000)]);
     }
 
@@ -583,7 +583,7 @@ mod tests {
         );
         bench.now = 1_000;
         let fx = bench.listed(|ctx, fx| apache.packet_taken(taken, ctx, fx));
-        let handshake = listed_alone(|fx| ab.syn_answered(0, 1_000, fx));
+        let handshake = listed(|fx| ab.syn_answered(0, 1_000, fx));
         let syn_ack = Effect::VfSent {
             pair: 0,
             start: 1_000,

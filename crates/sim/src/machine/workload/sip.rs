@@ -25,11 +25,11 @@ use std::collections::{BTreeMap, VecDeque};
 use dirq_stats::{f64_of, round_u64};
 
 use super::{Ctx, Programs, StepOutcome, Taken, Traffic, Workload, WorkloadEvent, WorkloadStep};
-use crate::machine::devices::RX_RING_SIZE;
 use crate::machine::effects::{Effect, Effects};
 use crate::machine::guest::Step;
+use crate::machine::ledger::Counters;
 use crate::machine::network::Network;
-use crate::machine::state::Counters;
+use crate::machine::platform::RX_RING_SIZE;
 use crate::machine::Ring;
 use crate::metrics::WorkloadFigures;
 use crate::profile::CostProfile;
@@ -622,7 +622,7 @@ impl Workload for Sip {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::fixture::{listed_alone, scheduled};
+    use crate::machine::fixture::{listed, scheduled};
 
     /// A message's one-way time in the tests.
     const ONE_WAY_NS: u64 = 30_000;
@@ -648,11 +648,11 @@ mod tests {
     fn a_message_that_finds_the_ring_full_is_lost_and_one_that_fits_is_queued() {
         let mut sip = sip(Ring::Vf, 1);
         let invite = arrival(0, SipKind::Invite);
-        let fx = listed_alone(|fx| sip.handle(invite, 0, true, fx));
+        let fx = listed(|fx| sip.handle(invite, 0, true, fx));
         assert!(fx.is_empty(), "{fx:?}");
         assert_eq!(sip.lost(), 1);
         assert!(!sip.take(), "nothing reached the socket");
-        let fx = listed_alone(|fx| sip.handle(invite, 0, false, fx));
+        let fx = listed(|fx| sip.handle(invite, 0, false, fx));
         let packet = Effect::RxPacket {
             pair: 2,
             ring: Ring::Vf,
@@ -672,7 +672,7 @@ mod tests {
     #[test]
     fn over_virtio_a_message_goes_to_vhost_and_its_relay_kicks() {
         let mut sip = sip(Ring::Virtio, 1);
-        let fx = listed_alone(|fx| sip.handle(arrival(0, SipKind::Bye), 0, false, fx));
+        let fx = listed(|fx| sip.handle(arrival(0, SipKind::Bye), 0, false, fx));
         let to_vhost = Effect::RxPacket {
             pair: 2,
             ring: Ring::Virtio,
@@ -680,7 +680,7 @@ mod tests {
         assert_eq!(fx, [to_vhost]);
         sip.socket_takes();
         assert!(sip.take());
-        let fx = listed_alone(|fx| sip.handled(3, 100, fx));
+        let fx = listed(|fx| sip.handled(3, 100, fx));
         let to_uas = SipEvent::Uas {
             call: 0,
             kind: SipKind::Bye,
@@ -695,10 +695,10 @@ mod tests {
     fn the_b2bua_relays_an_invite_both_ways_and_a_repeated_ok_after_the_ack_itself() {
         let mut sip = sip(Ring::Vf, 1);
         let relayed = |sip: &mut Sip, kind| {
-            listed_alone(|fx| sip.handle(arrival(0, kind), 0, false, fx));
+            listed(|fx| sip.handle(arrival(0, kind), 0, false, fx));
             sip.socket_takes();
             assert!(sip.take());
-            listed_alone(|fx| sip.handled(0, 0, fx))
+            listed(|fx| sip.handled(0, 0, fx))
         };
         let invite = SipKind::Invite;
         assert_eq!(
@@ -734,10 +734,10 @@ mod tests {
     #[test]
     fn an_unanswered_invite_goes_again_and_an_answered_one_does_not() {
         let mut sip = sip(Ring::Vf, 1);
-        let fx = listed_alone(|fx| sip.handle(SipEvent::Call { call: 0 }, 0, false, fx));
+        let fx = listed(|fx| sip.handle(SipEvent::Call { call: 0 }, 0, false, fx));
         assert_eq!(fx.len(), 2, "the INVITE and timer A: {fx:?}");
         let timer_a = |interval| SipEvent::TimerA { call: 0, interval };
-        let fx = listed_alone(|fx| sip.handle(timer_a(T1_NS), T1_NS, false, fx));
+        let fx = listed(|fx| sip.handle(timer_a(T1_NS), T1_NS, false, fx));
         assert_eq!(sip.retransmissions(), 1);
         assert_eq!(fx.len(), 2, "the INVITE again and timer A doubled: {fx:?}");
         assert!(
@@ -749,8 +749,8 @@ mod tests {
             call: 0,
             kind: SipKind::Invite,
         };
-        listed_alone(|fx| sip.handle(trying, T1_NS, false, fx));
-        let fx = listed_alone(|fx| sip.handle(timer_a(2 * T1_NS), 3 * T1_NS, false, fx));
+        listed(|fx| sip.handle(trying, T1_NS, false, fx));
+        let fx = listed(|fx| sip.handle(timer_a(2 * T1_NS), 3 * T1_NS, false, fx));
         assert!(fx.is_empty());
         assert_eq!(sip.retransmissions(), 1);
     }
@@ -758,13 +758,13 @@ mod tests {
     #[test]
     fn the_uac_measures_the_setup_once_acks_and_hangs_up_after_the_hold() {
         let mut sip = sip(Ring::Vf, 1);
-        listed_alone(|fx| sip.handle(SipEvent::Call { call: 0 }, 1_000, false, fx));
+        listed(|fx| sip.handle(SipEvent::Call { call: 0 }, 1_000, false, fx));
         let ok = SipEvent::Uac {
             call: 0,
             kind: SipKind::InviteOk,
         };
         let mut setup = None;
-        let fx = listed_alone(|fx| setup = sip.handle(ok, 5_000, false, fx));
+        let fx = listed(|fx| setup = sip.handle(ok, 5_000, false, fx));
         assert_eq!(setup, Some(4_000));
         assert_eq!(
             fx,
@@ -774,7 +774,7 @@ mod tests {
             ]
         );
         // The 200 OK again: only the ACK again, no second setup.
-        let fx = listed_alone(|fx| setup = sip.handle(ok, 9_000, false, fx));
+        let fx = listed(|fx| setup = sip.handle(ok, 9_000, false, fx));
         assert_eq!(setup, None);
         assert_eq!(
             fx,
@@ -790,7 +790,7 @@ mod tests {
             call: 0,
             kind: SipKind::Invite,
         };
-        let fx = listed_alone(|fx| sip.handle(invite, 0, false, fx));
+        let fx = listed(|fx| sip.handle(invite, 0, false, fx));
         let answer = BareTestbed::ring_ns(0);
         assert_eq!(
             fx,
@@ -800,7 +800,7 @@ mod tests {
             ]
         );
         // The INVITE again (timer A): the UAS already rings.
-        assert!(listed_alone(|fx| sip.handle(invite, 0, false, fx)).is_empty());
+        assert!(listed(|fx| sip.handle(invite, 0, false, fx)).is_empty());
     }
 
     #[test]

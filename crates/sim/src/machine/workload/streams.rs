@@ -12,8 +12,8 @@ use super::tcp::{
 use super::{Ctx, Programs, StepOutcome, Taken, Traffic, Workload, WorkloadEvent, WorkloadStep};
 use crate::machine::effects::{Effect, Effects};
 use crate::machine::guest::Step;
+use crate::machine::ledger::Counters;
 use crate::machine::network::Network;
-use crate::machine::state::Counters;
 use crate::machine::topology::Topology;
 use crate::machine::{index_u32, Ring};
 use crate::metrics::{Throughput, ThroughputUnit};

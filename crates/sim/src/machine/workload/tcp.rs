@@ -11,10 +11,10 @@
 use std::collections::VecDeque;
 
 use super::streams::TcpEvent;
-use crate::machine::devices::{BackendJob, Coalescing};
 use crate::machine::effects::{Effect, Effects};
-use crate::machine::itr::{ItrMode, Throttle};
 use crate::machine::network::{mss, wire_ns};
+use crate::machine::platform::{BackendJob, Coalescing};
+use crate::machine::platform::{ItrMode, Throttle};
 use crate::profile::NetworkCosts;
 use crate::scenario::Transport;
 
@@ -380,7 +380,7 @@ pub(super) fn tcp_flow(network: &NetworkCosts, transport: Transport) -> TcpFlow 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::fixture::{listed_alone, scheduled};
+    use crate::machine::fixture::{listed, scheduled};
 
     const MSS: u64 = 1_460;
     #[test]
@@ -453,7 +453,7 @@ mod tests {
         let mut flow = two_segment_flow();
         flow.sent(2_000);
         flow.acks.push_back(1_000);
-        let fx = listed_alone(|fx| flow.ack_arrives(3, 5_000, &LINK, fx));
+        let fx = listed(|fx| flow.ack_arrives(3, 5_000, &LINK, fx));
         // 1,038 bytes at 10 Gb/s: 830.4 ns, rounded up.
         let on_wire = LINK.frame_wire_ns(1_000);
         assert_eq!(on_wire, 831);
@@ -475,11 +475,11 @@ mod tests {
         let mut flow = two_segment_flow();
         flow.sent(1_000);
         flow.acks.push_back(1_000);
-        let fx = listed_alone(|fx| flow.ack_arrives(0, 0, &LINK, fx));
+        let fx = listed(|fx| flow.ack_arrives(0, 0, &LINK, fx));
         assert!(fx.is_empty(), "the pending send goes on its own");
         assert_eq!(flow.in_flight(), 0);
         assert_eq!(flow.acked_bytes, 1_000);
-        let fx = listed_alone(|fx| flow.ack_arrives(0, 0, &LINK, fx));
+        let fx = listed(|fx| flow.ack_arrives(0, 0, &LINK, fx));
         assert!(fx.is_empty(), "no ACK on its way");
     }
 
@@ -490,26 +490,26 @@ mod tests {
             ..LINK
         };
         let mut flow = two_segment_flow();
-        let fx = listed_alone(|fx| flow.send(2, 700, &link, fx));
+        let fx = listed(|fx| flow.send(2, 700, &link, fx));
         let vhost = Effect::BackendStart {
             pair: 2,
             job: BackendJob::RxPacket,
         };
         assert_eq!(fx, [vhost, scheduled(700, TcpEvent::Send { pair: 2 })]);
         flow.send(2, 700, &link, &mut Effects::default());
-        let fx = listed_alone(|fx| flow.send(2, 700, &link, fx));
+        let fx = listed(|fx| flow.send(2, 700, &link, fx));
         assert!(fx.is_empty(), "the window is full");
     }
 
     #[test]
     fn the_receivers_ack_goes_over_the_link_or_through_vhost() {
         let mut flow = two_segment_flow();
-        let fx = listed_alone(|fx| flow.ack_sent(2, AckVia::Vf, 2_000, 400, &LINK, fx));
+        let fx = listed(|fx| flow.ack_sent(2, AckVia::Vf, 2_000, 400, &LINK, fx));
         // 38 bytes of framing at 10 Gb/s: 30.4 ns, rounded up.
         let ack = TcpEvent::Ack { pair: 2 };
         assert_eq!(fx, [scheduled(400 + 100 + 31, ack)]);
         let via = AckVia::Virtio { vcpu: 1 };
-        let fx = listed_alone(|fx| flow.ack_sent(2, via, 1_000, 400, &LINK, fx));
+        let fx = listed(|fx| flow.ack_sent(2, via, 1_000, 400, &LINK, fx));
         let vhost = Effect::BackendStart {
             pair: 2,
             job: BackendJob::Tx,
@@ -528,14 +528,14 @@ mod tests {
         let mut remote = RemoteReceiver::new(mode, 2_000, 1_000);
         flow.buffered = 2_500;
         let mut sends = Vec::new();
-        let fx = listed_alone(|fx| sends = flow.tso_send(&mut remote, 1, 0, &LINK, fx));
+        let fx = listed(|fx| sends = flow.tso_send(&mut remote, 1, 0, &LINK, fx));
         assert_eq!(sends, [(0, 2_000)], "one GSO buffer; the rest waits");
         assert_eq!(flow.buffered, 500);
         // Frame 1 lands at 831 + 100 ns and fires at once; frame 2, at
         // 1,661 + 100 ns, waits out the throttle.
         let poll = TcpEvent::RemotePoll { pair: 1 };
         assert_eq!(fx, [scheduled(931, poll), scheduled(32_931, poll)]);
-        let fx = listed_alone(|fx| flow.remote_polls(&mut remote, 1, 931, &LINK, fx));
+        let fx = listed(|fx| flow.remote_polls(&mut remote, 1, 931, &LINK, fx));
         let ack = TcpEvent::AckArrival { pair: 1 };
         assert_eq!(fx, [scheduled(1_031, ack)]);
         assert_eq!(flow.acks, [1_000]);

@@ -1,12 +1,12 @@
 //! A workload tested alone: the context a machine would hand it, built
 //! from a run group's topology, with the live facts a test sets.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Ctx, MachineState};
 use crate::design::DesignKind;
 use crate::machine::effects::{Effect, Effects};
-use crate::machine::state::Counters;
+use crate::machine::ledger::Counters;
 use crate::machine::topology::Topology;
 use crate::machine::Ring;
 use crate::profile::CostProfile;
@@ -19,6 +19,8 @@ pub(in crate::machine) struct Facts {
     pub(in crate::machine) in_guest: Vec<usize>,
     pub(in crate::machine) spinning: Vec<usize>,
     pub(in crate::machine) rings: BTreeMap<(usize, Ring), u32>,
+    /// The rings whose interrupt a driver masked.
+    pub(in crate::machine) masked: BTreeSet<(usize, Ring)>,
 }
 
 impl MachineState for Facts {

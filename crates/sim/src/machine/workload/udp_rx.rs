@@ -1,26 +1,21 @@
 //! udp-rx: 128-byte UDP packets arrive at the group's rate on each queue
-//! pair, over the group's transport, as a Poisson process; the guest's
-//! NAPI handler takes them and only counts them. whileloop is the same
-//! receive behind a guest that spins in the background (the DID paper's
-//! loop): its figure is the share of the core the loop kept.
+//! pair, over the group's transport, as a Poisson process (the NIC's
+//! source, `Event::PacketArrival`: the workload schedules each ring's
+//! first arrival, each arrival the next); the guest's NAPI handler takes
+//! them and only counts them. whileloop is the same receive behind a
+//! guest that spins in the background (the DID paper's loop): its figure
+//! is the share of the core the loop kept.
 
 use dirq_stats::{f64_of, ratio};
 
-use super::{Ctx, Programs, Traffic, Workload, WorkloadEvent};
-use crate::machine::effects::{Effect, Effects};
+use super::{Ctx, Programs, Traffic, Workload};
+use crate::machine::effects::Effects;
 use crate::machine::guest::SPIN;
-use crate::machine::state::Counters;
-use crate::machine::{index_u32, Ring};
+use crate::machine::ledger::Counters;
+use crate::machine::{index_u32, Event, Ring};
 use crate::metrics::{Throughput, ThroughputUnit};
 use crate::profile::CostProfile;
 use crate::scenario::{RunSpec, Transport, WorkloadKind};
-
-/// udp-rx's event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::machine) enum UdpEvent {
-    /// A packet for `pair`'s `ring` reaches the VM's device.
-    Arrival { pair: u32, ring: Ring },
-}
 
 /// The rings a queue pair's packets arrive on over `transport`: VF and/or
 /// virtio. Whileloop's receive comes over it too (SR-IOV unless the
@@ -49,11 +44,6 @@ impl UdpRx {
             whileloop: spec.workload == WorkloadKind::Whileloop,
         }
     }
-
-    fn schedule_arrival(&self, pair: usize, ring: Ring, ctx: &mut Ctx, fx: &mut Effects) {
-        let pair = index_u32(pair);
-        ctx.schedule_poisson(self.rate_pps, UdpEvent::Arrival { pair, ring }, fx);
-    }
 }
 
 impl Workload for UdpRx {
@@ -66,7 +56,8 @@ impl Workload for UdpRx {
 
     fn traffic(&self) -> Traffic {
         Traffic {
-            fitted_coalescing: true,
+            datagrams: true,
+            arrivals_per_s: self.rate_pps,
             ..Traffic::default()
         }
     }
@@ -74,21 +65,11 @@ impl Workload for UdpRx {
     /// Each owner's queue pair gets its first packet on each ring.
     fn start(&mut self, _vm: usize, owners: &[usize], ctx: &mut Ctx, fx: &mut Effects) {
         for &owner in owners {
-            let pair = ctx.topology.pair_of(owner);
+            let pair = index_u32(ctx.topology.pair_of(owner));
             for &ring in self.rings {
-                self.schedule_arrival(pair, ring, ctx, fx);
+                ctx.schedule_poisson(self.rate_pps, Event::PacketArrival { pair, ring }, fx);
             }
         }
-    }
-
-    /// A packet arrives; the next one on its ring is drawn.
-    fn on_event(&mut self, event: WorkloadEvent, ctx: &mut Ctx, fx: &mut Effects) {
-        let WorkloadEvent::Udp(UdpEvent::Arrival { pair, ring }) = event else {
-            return;
-        };
-        let pair = pair as usize;
-        self.schedule_arrival(pair, ring, ctx, fx);
-        fx.push(Effect::RxPacket { pair, ring });
     }
 
     fn throughput(&self, record: &Counters, seconds: f64) -> Option<Throughput> {
@@ -111,7 +92,7 @@ mod tests {
     use super::super::testing::{spec, Bench};
     use super::*;
     use crate::design::DesignKind;
-    use crate::machine::fixture::scheduled;
+    use crate::machine::effects::Effect;
     use crate::scenario::RunGroup;
 
     fn whileloop(transport: Transport) -> (UdpRx, Bench) {
@@ -142,11 +123,7 @@ mod tests {
                 .into_iter()
                 .filter_map(|effect| match effect {
                     Effect::Schedule {
-                        event:
-                            crate::machine::Event::Workload(WorkloadEvent::Udp(UdpEvent::Arrival {
-                                ring,
-                                ..
-                            })),
+                        event: Event::PacketArrival { ring, .. },
                         ..
                     } => Some(ring),
                     _ => None,
@@ -154,36 +131,8 @@ mod tests {
                 .collect();
             assert_eq!(first, rings(transport), "{transport:?}");
             assert_eq!(workload.programs().background, Some(SPIN));
+            assert_eq!(workload.traffic().arrivals_per_s, 10_000.0);
         }
-    }
-
-    #[test]
-    fn an_arrival_draws_the_next_and_hands_the_packet_to_the_device() {
-        let (mut workload, mut bench) = whileloop(Transport::Sriov);
-        bench.now = 5_000;
-        let arrival = UdpEvent::Arrival {
-            pair: 0,
-            ring: Ring::Vf,
-        };
-        let fx = bench.listed(|ctx, fx| workload.on_event(WorkloadEvent::Udp(arrival), ctx, fx));
-        let [Effect::Schedule { at, event }, packet] = fx.as_slice() else {
-            panic!("the next arrival and the packet: {fx:?}");
-        };
-        assert!(*at > 5_000);
-        assert_eq!(
-            scheduled(*at, arrival),
-            Effect::Schedule {
-                at: *at,
-                event: *event
-            }
-        );
-        assert_eq!(
-            *packet,
-            Effect::RxPacket {
-                pair: 0,
-                ring: Ring::Vf
-            }
-        );
     }
 
     #[test]

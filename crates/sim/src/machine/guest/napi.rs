@@ -10,25 +10,13 @@
 //! does), which the NIC's throttling does not delay; Linux's own re-poll
 //! from the softirq without a new interrupt is not modelled for the VF.
 //! virtio-net's poll, whose driver source is the testbed's, does re-poll
-//! (`machine::virtio`).
-
-use super::*;
+//! (the guest's `UnmaskRx` polls again).
 
 /// One queue's NAPI context.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Napi {
     pub(super) weight: u32,
     taken: u32,
-}
-
-impl Default for Napi {
-    /// No weight limit until the machine sets the profile's.
-    fn default() -> Napi {
-        Napi {
-            weight: u32::MAX,
-            taken: 0,
-        }
-    }
 }
 
 impl Napi {
@@ -51,24 +39,9 @@ impl Napi {
     }
 }
 
-impl Machine {
-    /// The VF queue's poll is over: unmask the queue, and signal at once
-    /// for what the poll left behind. (virtio-net's poll never completes
-    /// with packets left: `PollRx` goes on, see `machine::virtio`.)
-    pub(super) fn napi_complete(&mut self, pair: usize, fx: &mut Effects) {
-        let rx = &mut self.pairs[pair].vf;
-        rx.unmask();
-        if rx.ring > 0 {
-            self.fire_vf_now(pair, fx);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::{listed, running, single};
     use super::*;
-    use crate::design::DesignKind;
 
     #[test]
     fn a_poll_stops_at_its_weight_or_an_empty_ring() {
@@ -81,31 +54,5 @@ mod tests {
         napi.start_poll();
         assert!(!napi.may_take(0));
         assert!(napi.may_take(1));
-    }
-
-    #[test]
-    fn completing_with_packets_left_interrupts_again() {
-        let mut m = single(DesignKind::Did);
-        running(&mut m, 0);
-        let rx = &mut m.pairs[0].vf;
-        rx.masked = true;
-        rx.ring = 3;
-        let fx = listed(&mut m, |m, fx| m.napi_complete(0, fx));
-        assert!(!m.pairs[0].vf.masked);
-        let timeout = Event::CoalesceTimeout { pair: 0 };
-        let vector = GUEST_VF_VECTOR;
-        assert_eq!(
-            fx,
-            [
-                Effect::Cancel(timeout),
-                Effect::DeliverPhysical { core: 1, vector }
-            ],
-            "the leftovers are signalled at once"
-        );
-        // An empty ring: unmasked, nothing to signal.
-        m.pairs[0].vf.ring = 0;
-        m.pairs[0].vf.masked = true;
-        let fx = listed(&mut m, |m, fx| m.napi_complete(0, fx));
-        assert!(fx.is_empty());
     }
 }

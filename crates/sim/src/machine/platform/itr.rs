@@ -20,14 +20,27 @@
 //! (`scenario::NicCoalescing`, see scenarios/did-udp-rx.toml); every other
 //! network workload's VF interrupts are throttled here.
 
-use super::devices::Coalescing;
-use crate::profile::AdaptiveCoalescing;
+use super::nic::Coalescing;
+use crate::profile::{AdaptiveCoalescing, CostProfile};
 
 /// How the interval is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum ItrMode {
+pub(in crate::machine) enum ItrMode {
     Fixed { interval_ns: u64 },
     Adaptive(AdaptiveCoalescing),
+}
+
+impl ItrMode {
+    /// A group's fixed interval (`itr_us`, 0: none), or the profile's
+    /// driver's adaptive one.
+    pub(super) fn of(itr_us: Option<u64>, profile: &CostProfile) -> ItrMode {
+        match itr_us {
+            Some(us) => ItrMode::Fixed {
+                interval_ns: us * 1_000,
+            },
+            None => ItrMode::Adaptive(profile.network.adaptive_coalescing),
+        }
+    }
 }
 
 /// be2net's event-queue delay: frames per second per 8 us step, the
@@ -80,7 +93,7 @@ impl LatencyClass {
 
 /// One queue's throttle.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Throttle {
+pub(in crate::machine) struct Throttle {
     mode: ItrMode,
     class: LatencyClass,
     interval_ns: u64,
@@ -93,7 +106,7 @@ pub(super) struct Throttle {
 }
 
 impl Throttle {
-    pub(super) fn new(mode: ItrMode) -> Throttle {
+    pub(in crate::machine) fn new(mode: ItrMode) -> Throttle {
         let interval_ns = match mode {
             ItrMode::Fixed { interval_ns } => interval_ns,
             ItrMode::Adaptive(AdaptiveCoalescing::IxgbeItr) => LatencyClass::Lowest.interval_ns(),
@@ -117,7 +130,7 @@ impl Throttle {
     }
 
     /// A frame of `bytes` arrived at `now`.
-    pub(super) fn received(&mut self, now: u64, bytes: u64) {
+    pub(in crate::machine) fn received(&mut self, now: u64, bytes: u64) {
         self.bytes += bytes;
         if self.mode != ItrMode::Adaptive(AdaptiveCoalescing::Be2netAic) {
             return;
@@ -133,7 +146,7 @@ impl Throttle {
 
     /// Whether a queue with packets waiting (and its interrupt unmasked)
     /// may interrupt at `now`, or when.
-    pub(super) fn decide(&self, now: u64, timeout_armed: bool) -> Coalescing {
+    pub(in crate::machine) fn decide(&self, now: u64, timeout_armed: bool) -> Coalescing {
         let earliest = self
             .last_fire
             .map_or(now, |last| last.saturating_add(self.interval_ns));
@@ -148,7 +161,7 @@ impl Throttle {
 
     /// The interrupt fired at `now`: the adaptive interval follows the
     /// bytes it brought, per microsecond of the interval that held it.
-    pub(super) fn fired(&mut self, now: u64) {
+    pub(in crate::machine) fn fired(&mut self, now: u64) {
         if self.mode == ItrMode::Adaptive(AdaptiveCoalescing::IxgbeItr) {
             let interval_us = (self.interval_ns / 1_000).max(1);
             self.class = self.class.next(self.bytes / interval_us);

@@ -4,13 +4,13 @@
 //! already re-armed the timer. cyclictest is this thread, measured; a
 //! group's `with_timer` runs it beside another workload, unmeasured.
 
-use super::guest::{Step, TimerWrite, Work};
+use super::{Step, TimerWrite, Work};
 use crate::rng::Rng;
 
 pub(super) const TIMER_THREAD_PERIOD_NS: u64 = 1_000_000;
 
 /// The timer's interrupt: re-arm, EOI, wake the thread.
-pub(super) const TIMER_HANDLER: &[Step] = &[
+pub(in crate::machine) const TIMER_HANDLER: &[Step] = &[
     Step::Work(Work::IrqEntry),
     Step::WriteTimer(TimerWrite::NextTick),
     Step::Eoi,
@@ -20,7 +20,7 @@ pub(super) const TIMER_HANDLER: &[Step] = &[
 /// The thread, run by the guest's scheduler once the handlers return: the
 /// switch to it and its return from the wait, then it reads the clock;
 /// then it sleeps again.
-pub(super) const TIMER_THREAD: &[Step] = &[
+pub(in crate::machine) const TIMER_THREAD: &[Step] = &[
     Step::Work(Work::TimerToUserRest),
     Step::TimerThreadReadsClock,
     Step::Iret,
@@ -68,11 +68,6 @@ impl TimerThreads {
 
     pub(super) fn wake(&mut self, vcpu: usize) {
         self.woken[vcpu] = true;
-    }
-
-    #[cfg(test)]
-    pub(super) fn is_woken(&self, vcpu: usize) -> bool {
-        self.woken[vcpu]
     }
 
     /// Whether the thread was woken, taken once: the scheduler runs it.
