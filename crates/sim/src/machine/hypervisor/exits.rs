@@ -210,8 +210,10 @@ impl Hypervisor {
             POSTED_WAKEUP_VECTOR => self.wake_posted_sleepers(Some(core), fx),
             GA_LOG_VECTOR => self.wake_posted_sleepers(None, fx),
             vector if is_guest_vector(vector) => {
-                // DID's race: an interrupt for the VM scheduled here arrived
-                // while the core was in host mode; make it virtual.
+                // Direct delivery's race (the IRTEs and self-IPIs of the
+                // designs that send guest vectors to a core): one for the
+                // VM scheduled here arrived while the core was in host
+                // mode; make it virtual.
                 if let Some(vcpu) = self.cores[core].current {
                     fx.push(Effect::QueueVirtual { vcpu, vector });
                 }

@@ -363,7 +363,7 @@ impl Hypervisor {
         }
     }
 
-    /// Re-evaluates DID's timer invariant for `core` after its LAPIC timer,
+    /// Re-evaluates the design's timer invariant for `core` after its LAPIC timer,
     /// its timer owner or its current vCPU changed.
     pub(super) fn recheck_timer_ownership(
         &mut self,
@@ -371,11 +371,15 @@ impl Hypervisor {
         lapic: &Lapic,
         ledger: &mut Ledger,
     ) {
-        if core == HOUSEKEEPING_CORE || !self.design.guest_timer.physical_timer_has_owner() {
+        if core == HOUSEKEEPING_CORE {
             return;
         }
         let c = &mut self.cores[core];
-        let misowned = lapic.timer_deadline_ns().is_some() && c.timer_owner != c.current;
+        let armed = lapic.timer_deadline_ns().is_some();
+        let misowned = self
+            .design
+            .guest_timer
+            .misowned(armed, c.timer_owner, c.current);
         if misowned != c.timer_misowned {
             c.timer_misowned = misowned;
             ledger.checker.timer_misowned(misowned);
