@@ -146,3 +146,17 @@ impl Guest {
         self.vcpus[vcpu].housekeeping.take()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accesses_come_port_io_first_and_run_out() {
+        let mut pass = Accesses { io: 1, ept: 1 };
+        assert_eq!(pass.take(), Some(ExitReason::IoInstruction));
+        assert_eq!(pass.take(), Some(ExitReason::EptViolation));
+        assert!(pass.is_empty());
+        assert_eq!(pass.take(), None);
+    }
+}

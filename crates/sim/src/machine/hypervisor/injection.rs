@@ -152,3 +152,120 @@ impl Hypervisor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::design::DesignKind;
+    use crate::machine::fixture::{listed, scheduled, Host, Setting};
+    use crate::machine::{
+        Event, GUEST_IPI_VECTOR, GUEST_TIMER_VECTOR, GUEST_VF_VECTOR, GUEST_VIRTIO_VECTOR,
+    };
+    use crate::metrics::Invariant;
+
+    /// The host queues `vector` for vCPU 0 after an exit, then enters
+    /// with it: the vector the entry injects.
+    fn entered_with(host: &mut Host, vector: u8) -> Option<u8> {
+        host.ledger.raise(0, vector, 0);
+        host.exits(0, ExitReason::ExternalInterrupt);
+        host.call(1, |hv, _, ledger, _, fx| {
+            hv.queue_virtual(0, vector, ledger, fx)
+        });
+        host.call(1, |hv, lapic, ledger, _, _| {
+            hv.prepare_entry(0, true, lapic, ledger)
+        });
+        let (_, injected) = host.hypervisor.enter_guest(1, 0, &mut host.ledger)?;
+        injected
+    }
+
+    fn eoi(host: &mut Host, vector: u8) -> Vec<Effect> {
+        host.call(1, |hv, lapic, ledger, _, fx| {
+            hv.guest_eoi(0, Some(vector), lapic, ledger, fx)
+        })
+        .1
+    }
+
+    #[test]
+    fn classic_injection_queues_in_the_software_lapic_and_merges_a_second() {
+        let mut host = Setting::single(DesignKind::Vanilla).host();
+        host.ledger.raise(0, GUEST_VIRTIO_VECTOR, 0);
+        host.ledger.raise(0, GUEST_VIRTIO_VECTOR, 0);
+        let ((), fx) = host.call(1, |hv, _, ledger, _, fx| {
+            hv.queue_virtual(0, GUEST_VIRTIO_VECTOR, ledger, fx);
+            hv.queue_virtual(0, GUEST_VIRTIO_VECTOR, ledger, fx);
+        });
+        assert_eq!(fx, [Effect::Wake(0), Effect::Wake(0)]);
+        assert_eq!(host.ledger.checker.coalesced, 1);
+    }
+
+    #[test]
+    fn did_signals_a_running_vcpu_by_ipi() {
+        let mut host = Setting::single(DesignKind::Did).host();
+        let vector = GUEST_IPI_VECTOR;
+        let ((), fx) = host.call(1, |hv, _, ledger, _, fx| {
+            hv.signal_virtual(0, vector, ledger, fx)
+        });
+        assert_eq!(fx, [Effect::DeliverPhysical { core: 1, vector }]);
+    }
+
+    #[test]
+    fn did_injects_queued_interrupts_as_self_ipis_at_entry() {
+        let mut host = Setting::single(DesignKind::Did).host();
+        assert_eq!(entered_with(&mut host, GUEST_TIMER_VECTOR), None);
+        assert!(host.platform.lapic(1).irr().contains(GUEST_TIMER_VECTOR));
+    }
+
+    #[test]
+    fn a_trapped_eoi_exits_and_completes_the_injected_interrupt() {
+        let mut host = Setting::single(DesignKind::Vanilla).host();
+        let vector = GUEST_VF_VECTOR;
+        assert_eq!(entered_with(&mut host, vector), Some(vector));
+        assert_eq!(
+            eoi(&mut host, vector),
+            [host.exit_of(0, ExitReason::MsrWrite)]
+        );
+        let checker = &host.ledger.checker;
+        assert!(checker.violations.iter().all(|&count| count == 0));
+    }
+
+    #[test]
+    fn a_passed_through_eoi_for_a_classic_injection_finds_nothing_in_service() {
+        let mut host = Setting::single(DesignKind::NaiveDirectEoi).host();
+        let vector = GUEST_VF_VECTOR;
+        assert_eq!(entered_with(&mut host, vector), Some(vector));
+        assert!(eoi(&mut host, vector).is_empty());
+        let checker = &host.ledger.checker;
+        assert_eq!(checker.violations_of(Invariant::EoiNothingInService), 1);
+    }
+
+    #[test]
+    fn eli_pays_the_switch_into_injection_mode_and_back_on_the_last_eoi() {
+        let setting = Setting::single(DesignKind::Eli);
+        let mut host = setting.host();
+        let vector = GUEST_VIRTIO_VECTOR;
+        host.exits(0, ExitReason::ExternalInterrupt);
+        host.call(1, |hv, _, ledger, _, fx| {
+            hv.queue_virtual(0, vector, ledger, fx)
+        });
+        let (hypervisor, platform, ledger) =
+            (&mut host.hypervisor, &mut host.platform, &mut host.ledger);
+        let fx = listed(|fx| hypervisor.finish_host_work(1, 0, 0, platform, ledger, fx));
+        let switch = setting.profile.design_work_ns.injection_mode_switch;
+        assert!(switch > 0);
+        assert_eq!(fx, [scheduled(switch, Event::HostDone { core: 1 })]);
+        host.call(1, |hv, lapic, ledger, _, _| {
+            hv.prepare_entry(0, true, lapic, ledger)
+        });
+        let entered = host.hypervisor.enter_guest(1, 0, &mut host.ledger);
+        assert_eq!(entered, Some((0, Some(vector))));
+        // The handler's EOI exits, completes it and switches back: the
+        // exit's service carries the switch.
+        let eoi_ns = setting.profile.exit_cost(ExitReason::MsrWrite);
+        let exit = Effect::Exit {
+            vcpu: 0,
+            reason: ExitReason::MsrWrite,
+            service_ns: eoi_ns + switch,
+        };
+        assert_eq!(eoi(&mut host, vector), [exit]);
+    }
+}

@@ -121,3 +121,92 @@ impl Hypervisor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::design::DesignKind;
+    use crate::machine::fixture::{listed, Host, Setting};
+    use crate::machine::platform::VfVector;
+    use crate::machine::GUEST_VF_VECTOR;
+    use crate::metrics::{ExitReason, Invariant};
+
+    const VF_POST: Effect = Effect::Post {
+        vcpu: 0,
+        vector: GUEST_VF_VECTOR,
+        source: PostSource::Iommu,
+    };
+
+    /// vCPU 0 halted by an exiting HLT, its core asleep.
+    fn blocked(design: DesignKind) -> Host {
+        let mut host = Setting::single(design).host();
+        host.call(1, |hv, lapic, ledger, _, fx| {
+            hv.guest_halt(0, lapic, ledger, fx)
+        });
+        host.exits(0, ExitReason::Hlt);
+        let (hypervisor, platform, ledger) =
+            (&mut host.hypervisor, &mut host.platform, &mut host.ledger);
+        listed(|fx| hypervisor.finish_host_work(1, 0, 0, platform, ledger, fx));
+        assert!(host.hypervisor.halted(0));
+        host
+    }
+
+    fn post(host: &mut Host) -> Vec<Effect> {
+        let (platform, ledger) = (&mut host.platform, &mut host.ledger);
+        let fx = listed(|fx| platform.fire_vf_msi(0, VfVector::Rx, 0, ledger, fx));
+        assert_eq!(fx, [VF_POST]);
+        let Effect::Post {
+            vcpu,
+            vector,
+            source,
+        } = VF_POST
+        else {
+            unreachable!()
+        };
+        let (hypervisor, ledger) = (&mut host.hypervisor, &mut host.ledger);
+        listed(|fx| hypervisor.hardware_post(vcpu, vector, source, ledger, fx))
+    }
+
+    #[test]
+    fn a_posted_irte_notifies_a_running_vcpu_without_a_host_vector() {
+        let mut host = Setting::single(DesignKind::ApicvPi).host();
+        let vector = POSTED_NOTIFICATION_VECTOR;
+        assert_eq!(
+            post(&mut host),
+            [Effect::DeliverPhysical { core: 1, vector }]
+        );
+    }
+
+    #[test]
+    fn a_post_to_a_blocked_vcpu_sends_the_wakeup_vector_whose_handler_wakes_it() {
+        let mut host = blocked(DesignKind::ApicvPi);
+        let vector = POSTED_WAKEUP_VECTOR;
+        assert_eq!(
+            post(&mut host),
+            [Effect::DeliverPhysical { core: 1, vector }]
+        );
+        let ((), fx) = host.call(1, |hv, _, ledger, now, fx| {
+            hv.host_vector(1, vector, now, ledger, fx)
+        });
+        assert_eq!(fx, [Effect::Wake(0)]);
+        host.call(1, |hv, _, ledger, now, fx| hv.wake(0, now, ledger, fx));
+        assert!(!host.hypervisor.halted(0));
+        let (hypervisor, platform, ledger) = (&host.hypervisor, &host.platform, &mut host.ledger);
+        hypervisor.count_unwoken_sleepers(platform, ledger);
+        assert_eq!(ledger.checker.violations_of(Invariant::Lost), 0);
+    }
+
+    #[test]
+    fn avic_logs_a_device_post_for_a_sleeper_and_the_ga_log_handler_wakes_it() {
+        let mut host = blocked(DesignKind::Avic);
+        let ga_log = Effect::DeliverPhysical {
+            core: HOUSEKEEPING_CORE,
+            vector: GA_LOG_VECTOR,
+        };
+        assert_eq!(post(&mut host), [ga_log]);
+        let ((), fx) = host.call(HOUSEKEEPING_CORE, |hv, _, ledger, now, fx| {
+            hv.host_vector(HOUSEKEEPING_CORE, GA_LOG_VECTOR, now, ledger, fx)
+        });
+        assert_eq!(fx, [Effect::Wake(0)]);
+    }
+}

@@ -321,3 +321,132 @@ impl Hypervisor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::design::DesignKind;
+    use crate::machine::fixture::{listed, scheduled, Setting};
+    use crate::metrics::Invariant;
+
+    const DEADLINE: u64 = 5_000;
+
+    #[test]
+    fn kvm_traps_tmict_and_emulates_the_timer_with_a_host_hrtimer() {
+        let setting = Setting::single(DesignKind::Vanilla);
+        let mut host = setting.host();
+        let ((), fx) = host.call(1, |hv, lapic, ledger, now, fx| {
+            hv.timer_write(0, Some(DEADLINE), now, lapic, ledger, fx)
+        });
+        let profile = &setting.profile;
+        let exit = Effect::Exit {
+            vcpu: 0,
+            reason: ExitReason::MsrWrite,
+            service_ns: profile.exit_service_ns.timer_write + profile.host_ns.exit_entry_transition,
+        };
+        let hrtimer = scheduled(DEADLINE, Event::HostTimer { vcpu: 0 });
+        assert_eq!(fx, [exit, hrtimer]);
+        host.now = DEADLINE;
+        let ((), fx) = host.call(1, |hv, lapic, ledger, now, fx| {
+            hv.host_timer(0, now, lapic, ledger, fx)
+        });
+        let vector = HOST_TIMER_VECTOR;
+        assert_eq!(fx, [Effect::DeliverPhysical { core: 1, vector }]);
+    }
+
+    #[test]
+    fn did_passes_the_timer_through_on_the_running_vcpus_core() {
+        let mut host = Setting::single(DesignKind::Did).host();
+        let ((), fx) = host.call(1, |hv, lapic, ledger, now, fx| {
+            hv.timer_write(0, Some(DEADLINE), now, lapic, ledger, fx)
+        });
+        assert_eq!(fx, [scheduled(DEADLINE, Event::PhysicalTimer { core: 1 })]);
+        assert_eq!(host.platform.lapic(1).timer_deadline_ns(), Some(DEADLINE));
+        let ((), fx) = host.call(1, |hv, lapic, ledger, now, fx| {
+            hv.timer_write(0, None, now, lapic, ledger, fx)
+        });
+        assert_eq!(
+            fx,
+            [
+                Effect::Cancel(Event::PhysicalTimer { core: 1 }),
+                Effect::Cancel(Event::HostTimer { vcpu: 0 })
+            ]
+        );
+        assert_eq!(host.platform.lapic(1).timer_deadline_ns(), None);
+        let misowned = host.ledger.checker.violations_of(Invariant::TimerOwnership);
+        assert_eq!(misowned, 0);
+    }
+
+    #[test]
+    fn a_physical_expiry_raises_the_owners_timer_vector() {
+        let mut host = Setting::single(DesignKind::Did).host();
+        host.call(1, |hv, lapic, ledger, now, fx| {
+            hv.timer_write(0, Some(DEADLINE), now, lapic, ledger, fx)
+        });
+        host.now = DEADLINE;
+        let (expired, fx) = host.call(1, |hv, lapic, ledger, now, _| {
+            hv.physical_timer(1, now, lapic, ledger)
+        });
+        assert!(expired && fx.is_empty());
+        assert!(host.platform.lapic(1).irr().contains(GUEST_TIMER_VECTOR));
+        let outstanding: Vec<_> = host.ledger.checker.outstanding(0).collect();
+        assert_eq!(outstanding, [(GUEST_TIMER_VECTOR, 1)]);
+    }
+
+    #[test]
+    fn dids_parked_timer_is_injected_when_due() {
+        let mut host = Setting::single(DesignKind::Did).host();
+        let ((), fx) = host.call(1, |hv, lapic, ledger, now, fx| {
+            hv.apply_timer_effect(0, TimerEffect::Park(DEADLINE), now, lapic, ledger, fx)
+        });
+        assert_eq!(fx, [scheduled(DEADLINE, Event::HostTimer { vcpu: 0 })]);
+        host.now = DEADLINE;
+        let fire = |host: &mut crate::machine::fixture::Host| {
+            host.call(1, |hv, lapic, ledger, now, fx| {
+                hv.host_timer(0, now, lapic, ledger, fx)
+            })
+            .1
+        };
+        let vector = GUEST_TIMER_VECTOR;
+        assert_eq!(fire(&mut host), [Effect::QueueVirtual { vcpu: 0, vector }]);
+        // Fired once: nothing is parked any more.
+        assert!(fire(&mut host).is_empty());
+    }
+
+    #[test]
+    fn the_host_ticks_on_guest_cores_unless_the_design_moves_it() {
+        for (design, ticks) in [
+            (DesignKind::Vanilla, true),
+            (DesignKind::Apicv, true),
+            (DesignKind::Eli, true),
+            (DesignKind::Did, false),
+            (DesignKind::Bare, false),
+        ] {
+            let host = Setting::single(design).host();
+            let first = listed(|fx| host.hypervisor.start_host_ticks(&mut Rng::new(1), fx));
+            assert_eq!(first.len(), usize::from(ticks), "{design}");
+        }
+    }
+
+    #[test]
+    fn a_tick_interrupts_a_running_core_but_not_a_sleeping_one() {
+        let setting = Setting::single(DesignKind::Vanilla);
+        let mut host = setting.host();
+        let period = 1_000_000_000 / setting.profile.host_tick.hz;
+        let next = scheduled(period, Event::HostTick { core: 1 });
+        let fx = listed(|fx| host.hypervisor.host_tick(1, 0, fx));
+        let vector = HOST_TIMER_VECTOR;
+        assert_eq!(fx, [next, Effect::DeliverPhysical { core: 1, vector }]);
+        // HLT exits; the host finds nothing pending and the core sleeps.
+        host.call(1, |hv, lapic, ledger, _, fx| {
+            hv.guest_halt(0, lapic, ledger, fx)
+        });
+        host.exits(0, ExitReason::Hlt);
+        let (hypervisor, platform, ledger) =
+            (&mut host.hypervisor, &mut host.platform, &mut host.ledger);
+        listed(|fx| hypervisor.finish_host_work(1, 0, 0, platform, ledger, fx));
+        assert_eq!(host.hypervisor.mode(1), Mode::Idle);
+        let fx = listed(|fx| host.hypervisor.host_tick(1, 0, fx));
+        assert_eq!(fx, [next]);
+    }
+}

@@ -208,3 +208,35 @@ impl Platform {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn be2net_queue() -> TxEq {
+        TxEq::of(AdaptiveCoalescing::Be2netAic).expect("be2net has one")
+    }
+
+    #[test]
+    fn only_be2net_has_a_transmit_event_queue() {
+        assert!(TxEq::of(AdaptiveCoalescing::IxgbeItr).is_none());
+        assert!(TxEq::of(AdaptiveCoalescing::Be2netAic).is_some());
+    }
+
+    #[test]
+    fn the_queue_interrupts_once_per_arming_at_most_every_96_us() {
+        let mut eq = be2net_queue();
+        assert_eq!(eq.decide(0, false), Coalescing::Wait, "nothing posted");
+        eq.unsignalled = 1;
+        assert_eq!(eq.decide(1_000, false), Coalescing::Fire);
+        eq.fired(1_000);
+        eq.unsignalled = 3;
+        assert_eq!(eq.decide(200_000, false), Coalescing::Wait, "unarmed");
+        eq.reaped();
+        assert_eq!(eq.decide(2_000, false), Coalescing::Wait, "all reaped");
+        eq.unsignalled = 1;
+        assert_eq!(eq.decide(2_000, false), Coalescing::ArmTimeout(97_000));
+        assert_eq!(eq.decide(2_000, true), Coalescing::Wait);
+        assert_eq!(eq.decide(97_000, true), Coalescing::Fire);
+    }
+}

@@ -336,3 +336,65 @@ impl Platform {
         self.vhosts[vm].tx_notify_enabled()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RX: (usize, BackendJob) = (0, BackendJob::RxPacket);
+    const TX: (usize, BackendJob) = (0, BackendJob::Tx);
+
+    fn worker() -> Vhost {
+        Vhost::new(ItrMode::Fixed { interval_ns: 0 }, 0)
+    }
+
+    #[test]
+    fn a_sleeping_worker_wakes_and_its_pass_takes_what_reaches_its_queue() {
+        let mut vhost = worker();
+        assert!(vhost.add(RX.0, RX.1), "asleep: wakes");
+        assert_eq!(vhost.next_buffer(), Some(RX));
+        assert!(!vhost.add(RX.0, RX.1), "running: the same pass takes it");
+        assert_eq!(vhost.next_buffer(), Some(RX));
+        assert_eq!(vhost.next_buffer(), None, "nothing left: sleeps");
+        assert!(vhost.add(RX.0, RX.1), "asleep again");
+    }
+
+    #[test]
+    fn tx_work_waits_for_the_rx_pass_which_drains_the_socket_first() {
+        let mut vhost = worker();
+        vhost.add(RX.0, RX.1);
+        assert_eq!(vhost.next_buffer(), Some(RX));
+        assert!(!vhost.add(TX.0, TX.1), "queued behind the RX pass");
+        assert!(!vhost.add(RX.0, RX.1));
+        assert_eq!(vhost.next_buffer(), Some(RX), "handle_rx loops first");
+        assert_eq!(vhost.next_buffer(), Some(TX));
+        assert_eq!(vhost.next_buffer(), None);
+    }
+
+    #[test]
+    fn a_pass_over_its_weight_requeues_behind_the_other_work() {
+        let mut vhost = worker();
+        vhost.add(RX.0, RX.1);
+        assert_eq!(vhost.next_buffer(), Some(RX));
+        vhost.pass_bytes = VHOST_NET_WEIGHT;
+        vhost.add(RX.0, RX.1);
+        vhost.add(TX.0, TX.1);
+        assert_eq!(vhost.next_buffer(), Some(TX), "RX requeued at the tail");
+        assert_eq!(vhost.next_buffer(), Some(RX));
+    }
+
+    #[test]
+    fn one_kick_per_tx_pass() {
+        let mut vhost = worker();
+        assert!(vhost.tx_notify_enabled());
+        vhost.add(TX.0, TX.1);
+        assert!(!vhost.tx_notify_enabled(), "kicked: avail_event passed");
+        assert_eq!(vhost.next_buffer(), Some(TX));
+        vhost.add(TX.0, TX.1);
+        assert!(!vhost.tx_notify_enabled(), "the pass still runs");
+        assert_eq!(vhost.next_buffer(), Some(TX), "taken in the same pass");
+        assert!(!vhost.tx_notify_enabled());
+        assert_eq!(vhost.next_buffer(), None);
+        assert!(vhost.tx_notify_enabled(), "ring empty: re-enabled");
+    }
+}
