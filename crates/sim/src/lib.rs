@@ -31,7 +31,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use dirq_arch::exit::VmxExit;
-use dirq_stats::{f64_of, ratio, LatencySummary};
+use dirq_stats::{f64_of, LatencySummary};
 use thiserror::Error;
 
 pub use metrics::{ExitReason, Invariant, RunResult, ScenarioResult};
@@ -39,8 +39,8 @@ pub use profile::CostProfile;
 pub use scenario::Scenario;
 
 use machine::{index_u32, Machine};
-use metrics::{InterruptCounts, Throughput, ThroughputUnit, WorkloadFigures};
-use scenario::{RunSpec, WorkloadKind};
+use metrics::{InterruptCounts, WorkloadFigures};
+use scenario::RunSpec;
 use trace::{Trace, TraceFile};
 
 #[derive(Debug, Error)]
@@ -213,7 +213,7 @@ fn simulate(
     let (spec, mut machine) = (&spec, machine);
     let mut run = summarize(spec, &machine);
     run.wall_s = started.elapsed().as_secs_f64();
-    Ok((run, machine.trace.take()))
+    Ok((run, machine.take_trace()))
 }
 
 fn spec_label(spec: &RunSpec) -> String {
@@ -224,7 +224,7 @@ fn spec_label(spec: &RunSpec) -> String {
 }
 
 fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
-    let counters = &machine.counters;
+    let counters = machine.counters();
     let seconds = f64_of(spec.duration_ns) / 1e9;
     let mut exits_by_reason_per_s: BTreeMap<VmxExit, f64> = BTreeMap::new();
     for reason in ExitReason::ALL {
@@ -234,7 +234,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     let total_exits: u64 = counters.exits.iter().sum();
     let invariant_violations = Invariant::ALL
         .iter()
-        .map(|&invariant| (invariant, machine.checker.violations_of(invariant)))
+        .map(|&invariant| (invariant, machine.checker().violations_of(invariant)))
         .collect();
     let core_ns = f64_of(counters.guest_core_ns.max(1));
     let time_in_guest = f64_of(counters.guest_ns) / core_ns;
@@ -244,10 +244,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
     if blocked > 0 {
         params.insert("iommu_blocked".into(), blocked.into());
     }
-    let lost = machine.lost_sip_messages();
-    if lost > 0 {
-        params.insert("lost_sip_messages".into(), lost.into());
-    }
+    machine.workload_params(&mut params);
     let dropped = machine.dropped_packets();
     if dropped > 0 {
         params.insert("dropped_packets".into(), dropped.into());
@@ -256,12 +253,12 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
         design: spec.design,
         params,
         exits_per_s: f64_of(total_exits) / seconds,
-        interrupts_per_s: f64_of(machine.checker.raised) / seconds,
+        interrupts_per_s: f64_of(machine.checker().raised) / seconds,
         exits_by_reason_per_s,
         time_in_guest,
         cpu_busy,
         latency_ns: LatencySummary::from_samples_ns(&counters.latencies),
-        throughput: throughput(spec, counters, seconds),
+        throughput: machine.throughput(),
         invariant_violations,
         figures: WorkloadFigures {
             timer_irqs_in_host_mode: spec
@@ -270,44 +267,12 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
             ..machine.workload_figures()
         },
         interrupts: InterruptCounts {
-            raised: machine.checker.raised,
-            handled: machine.checker.handled,
-            coalesced: machine.checker.coalesced,
-            pending_at_end: machine.checker.pending_at_end,
+            raised: machine.checker().raised,
+            handled: machine.checker().handled,
+            coalesced: machine.checker().coalesced,
+            pending_at_end: machine.checker().pending_at_end,
         },
         events: counters.events,
         wall_s: 0.0,
     }
-}
-
-fn throughput(spec: &RunSpec, counters: &machine::Counters, seconds: f64) -> Option<Throughput> {
-    use ThroughputUnit as Per;
-    let per_s = |count: u64| f64_of(count) / seconds;
-    let (value, unit) = match spec.workload {
-        WorkloadKind::UdpRx | WorkloadKind::L2fwd => {
-            (per_s(counters.packets_processed), Per::PacketsPerS)
-        }
-        WorkloadKind::Iperf => (
-            f64_of(counters.acked_bytes) * 8.0 / seconds / 1e9,
-            Per::GbitPerS,
-        ),
-        WorkloadKind::Fio => (per_s(counters.requests_done), Per::Iops),
-        WorkloadKind::IpiCall => (per_s(counters.requests_done), Per::CallsPerS),
-        WorkloadKind::NetperfRr | WorkloadKind::UdpRr => {
-            (per_s(counters.requests_done), Per::TransactionsPerS)
-        }
-        WorkloadKind::Memcached | WorkloadKind::Apache => {
-            (per_s(counters.requests_done), Per::RequestsPerS)
-        }
-        WorkloadKind::Netperf => (
-            f64_of(counters.acked_bytes) * 8.0 / seconds / 1e6,
-            Per::MbitPerS,
-        ),
-        WorkloadKind::Whileloop => (
-            ratio(counters.spin_ns, counters.guest_core_ns.max(1)),
-            Per::LoopShare,
-        ),
-        _ => return None,
-    };
-    Some(Throughput { value, unit })
 }

@@ -1,175 +1,107 @@
 //! The x86 machine, a model on the simulator's engine (`crate::engine`,
-//! which also runs the VIOAPIC paper's core): dispatch and the one place
-//! that applies effects. Its parts live in the submodules: the hardware
-//! (`devices`: NIC rings, coalescing, vhost, the guest's IPIs through the
-//! ICR and `dirq_arch::bus`; `tx_completion`: the VF's transmit event
-//! queue; `delivery`: physical LAPICs and the IOMMU),
-//! the guest model (`guest`, `periodic`), the hypervisor (`host`: exits,
-//! entry, scheduling; `injection`, `timers`), the workloads and the
-//! `checker`. A workload's state, events, guest programs and start live
-//! in its module (`udp_rx` with whileloop, `cyclictest`, `fio`, `ipi`,
-//! `ipi_call`, `l2fwd`, `sip`, `rr` netperf-rr's and udp-rr's remote,
-//! `apps` memcached's and apache's clients, `netstack` iperf's and
-//! netperf's TCP streams); `workload`'s `WorkloadModel`, chosen once per
-//! run, tells the other modules which programs, handlers and start the
-//! run's workload has, what a packet it receives is, which requests it
-//! serves, what it learns of the vCPUs its guest's IPIs reached, and
-//! hands a workload event to its module; no other module asks which
-//! workload runs. SIP, cyclictest, fio, l2fwd, the rr remote, ipi,
-//! ipi-call, memcached's and apache's clients and iperf's and netperf's
-//! TCP senders are types that own their state (`Sip`, `Cyclictest`,
-//! `Fio`, `L2fwd`, `Remote`, `Ipi`, `IpiCall`, `apps::ClientPool` with
-//! apache's `http::Apachebench`, each queue pair's `tcp::TcpFlow` with
-//! netperf's `RemoteReceiver`; udp-rx has none, only `udp_rx::rings`):
-//! their methods take the few inputs they read (the time, the rng, a
-//! ring, a path or link fixed at start), change only their own state,
-//! and list effects or return a figure, so a test builds one alone;
-//! `workload` (and `apps` for the clients, `netstack` for the TCP
-//! senders) holds the thin adapters that gather those inputs.
-//! Each module changes its own state and lists [`Effect`]s for the
-//! engine instead of calling another (a guest's ICR write too: `Ipi` and
-//! `IpiCall` list `Effect::WriteIcr`), as a `dirq_arch::lapic::Lapic`
-//! returns bus messages. A design's behaviour is its table
-//! (`crate::design::<design>`) plus the types of
-//! `crate::design::mechanism` the table names; the machine calls them and
-//! never branches on a table field. The mechanisms carry the decisions
-//! out on the hardware models of `dirq_arch` (every physical LAPIC and
-//! every vCPU's virtual LAPIC is a `dirq_arch::lapic::Lapic`; VMCS, IOMMU
-//! and posted-interrupt descriptors are the `dirq_arch` models too).
+//! which also runs the VIOAPIC paper's core), assembled from parts that
+//! own their state, as a nexosim bench is from its models:
+//!
+//! - `platform`: the physical machine: every core's LAPIC, the IOMMU and
+//!   its interrupt remapping table, the NIC's queue pairs, vhost.
+//! - `hypervisor`: per core what the host does there (guest, host or idle,
+//!   scheduling, exits), per vCPU what virtualizes it (virtual LAPIC,
+//!   VMCS, posted-interrupt descriptor) and the design's mechanisms
+//!   (`crate::design`), which it calls and never branches around.
+//! - `guest`: per vCPU its frames and interrupt flag, the interpreter of
+//!   its programs, its drivers' NAPI, housekeeping and timer thread, and
+//!   the run's workload (`workload`), behind one interface.
+//!
+//! The parts never touch each other's fields. Each handles its events and
+//! effects with `&mut self` and narrow inputs (the time, the run's random
+//! stream and [`Ledger`], the piece of hardware it drives: a core's
+//! `&mut Lapic`, the IOMMU's table; the guest's [`guest::Surroundings`])
+//! and lists [`Effect`]s for what another part must do. The machine holds
+//! the parts, the event queue and the run's ledger, routes each event and
+//! effect to the part that owns it ([`Machine::dispatch`],
+//! [`Machine::perform`]) and carries out the few steps that pass from one
+//! part to another at once (a delivery to the guest, an exit that stops
+//! the guest's step). A design's behaviour is its table plus the mechanism
+//! types the table names; a workload's is its module.
 //!
 //! ```text
 //!  engine::run --pop--> Running::handle(Event)
 //!      ^                   |
-//!      |                   +-- Event (hardware, hypervisor) --> machine/
-//!      |                   |     devices, delivery, guest, host,  |
-//!      |                   |     timers, periodic                 |
-//!      |                   +-- Event::Workload(WorkloadEvent) --> |
-//!      |                         an adapter hands it to the type: |
-//!      |                         Sip, L2fwd, Remote, IpiCall,     |
-//!      |                         ClientPool, TcpFlow              |
-//!      |                   WorkloadModel (once per run): programs,|
-//!      |                     handlers, start, study results of    |
-//!      |                     udp_rx, cyclictest, fio, ipi, ...    |
-//!      |                                  |  calls the design's   |
-//!      |                                  v  mechanisms           |
-//!      |                   design::mechanism::{injection, signal, |
-//!      |                     timer, host_tick, host_interrupt,    |
-//!      |                     preemption, irte, vmcs}              |
-//!      |                     state: InjectionState, TimerState    |
-//!      |                     returns Signal / TimerEffect /       |
-//!      |                     merged vectors / costs               |
-//!      |                                  |                       |
-//!      |                                  v                       v
-//!      +--Schedule/Cancel-- apply(Effects) <-- listed Effects (depth first)
-//!                              |
-//!                              +--> hardware: cores' Lapic, VcpuHardware
-//!                              |    {vlapic, vmcs, pid}, IOMMU, APIC bus
-//!                              |    (WriteIcr: vLAPIC -> bus::route ->
-//!                              |    the workload's ipi_sent, then the
-//!                              |    design's IPI sender)
-//!                              +--> the next mechanism (PrepareEntry,
-//!                              |    EnterGuest, QueueVirtual, Timer ...)
-//!                              +--> Checker (every interrupt's fate)
+//!      |                   v
+//!      |            Machine::dispatch ---> platform | hypervisor | guest
+//!      |                   |                 (the part the event is for)
+//!      |                   v                         |  lists Effects
+//!      +--Schedule/Cancel-- Machine::apply <---------+
+//!                              |  (depth first: an effect's own effects
+//!                              |   before the next one's)
+//!                              v
+//!                          Machine::perform ---> the part the effect is for
 //! ```
 //!
 //! The queue under the engine is a 4-ary heap (`crate::queue`): the
 //! hottest code of a run, so kept to one integer comparison per step.
 
-mod apps;
+/// Runs `$body` with `$inputs`, the guest's inputs borrowed from the
+/// machine `$m`'s other parts.
+macro_rules! with_inputs {
+    ($m:ident, |$inputs:ident| $body:expr) => {{
+        let mut around = Around {
+            hypervisor: &$m.hypervisor,
+            platform: &mut $m.platform,
+        };
+        let mut $inputs: guest::Inputs<Around> = guest::Inputs {
+            now: $m.now,
+            rng: &mut $m.rng,
+            ledger: &mut $m.ledger,
+            topology: &$m.topology,
+            around: &mut around,
+        };
+        $body
+    }};
+}
+
+mod build;
 mod checker;
-mod cyclictest;
-mod delivery;
-mod devices;
 mod effects;
-mod fio;
 #[cfg(test)]
 mod fixture;
 mod guest;
-mod host;
-mod http;
-mod injection;
-mod ipi;
-mod ipi_call;
-mod itr;
-mod l2fwd;
-mod napi;
-mod netstack;
-mod numa;
-mod periodic;
-mod posting;
-mod rr;
-mod setup;
-mod sip;
-mod state;
-mod tcp;
-mod timers;
-mod tx_completion;
-mod udp_rx;
-mod virtio;
+mod hypervisor;
+mod ledger;
+mod network;
+mod platform;
+mod topology;
 mod workload;
 
-use dirq_arch::bus;
-use dirq_arch::clock::Clock;
-use dirq_arch::interrupt::{ApicBusMessage, DeliveryMode, TriggerMode};
-use dirq_arch::iommu::{InterruptRemappingTable, Remapped};
-use dirq_arch::lapic::{
-    x2apic_msr, AcceptOutcome, Lapic, LapicConfig, APIC_BASE_GLOBAL_ENABLE,
-    APIC_BASE_X2APIC_ENABLE, APIC_LVT_TIMER, APIC_TIMER_DIVIDE_CONFIG, DEFAULT_MMIO_BASE,
-    SVR_APIC_SOFTWARE_ENABLE,
-};
-use dirq_arch::msi::{MsiMessage, RemappableMsi};
-use dirq_arch::posted::PostedInterruptDescriptor;
-use dirq_arch::vmcs::{MsrWriteAction, CPU_INTERRUPT_WINDOW_EXITING};
+use std::collections::BTreeMap;
 
-use crate::design::mechanism::injection::InjectionState;
-use crate::design::mechanism::posting::PostSource;
-use crate::design::mechanism::signal::{Signal, Whereabouts};
-use crate::design::mechanism::timer::{TimerEffect, TimerEffects, TimerState};
-use crate::design::mechanism::VcpuHardware;
-use crate::design::{msrs, Design, VfRoute, NOT_PRESENT_EXCEPTION};
+use dirq_arch::clock::Clock;
+use dirq_stats::f64_of;
+
 use crate::engine;
-use crate::metrics::ExitReason;
-use crate::profile::CostProfile;
+use crate::metrics::{ExitReason, Throughput, WorkloadFigures};
 use crate::queue::{EventQueue, Keyed};
 use crate::rng::Rng;
-use crate::scenario::{IdleMode, RunSpec, Transport, WorkloadKind};
-use crate::service::Sampler;
-use crate::trace::Trace;
-use crate::SimError;
 
-use apps::ClientEvent;
 pub(crate) use checker::Checker;
-use cyclictest::Cyclictest;
-use devices::{vf_requester, BackendJob, QueuePair, Ring, RxRing};
 use effects::{Effect, Effects};
-use fio::Fio;
-use guest::{Frame, TimerWrite};
-use ipi::Ipi;
-use ipi_call::CallEvent;
-use ipi_call::IpiCall;
-use l2fwd::{L2fwd, PmdEvent};
-use netstack::TcpEvent;
-use periodic::Accesses;
-use rr::{Remote, RemoteEvent};
-use sip::SipEvent;
-pub(crate) use state::Counters;
-use state::{Core, Mode, NmiMessage, Vcpu, VcpuState, Vm};
-use tx_completion::{TxEq, VfVector};
-use workload::{WorkloadEvent, WorkloadModel};
+use guest::{Guest, Surroundings};
+use hypervisor::{Delivery, Halt, Hypervisor, Mode, NmiMessage};
+pub(crate) use ledger::{Counters, Ledger};
+use platform::{BackendJob, Platform, Ring};
+use topology::Topology;
+use workload::WorkloadEvent;
 
 // Guest vectors (what the guest OS programmed), in Linux's layout.
 pub(crate) const GUEST_VF_VECTOR: u8 = 0x41;
-/// The VF's transmit event queue's vector (`tx_completion`): the next one
-/// after the receive queue's that Linux's allocator of the time hands
-/// out (`__assign_irq_vector` steps by 8).
+/// The VF's transmit event queue's vector (`platform::tx_completion`): the
+/// next one after the receive queue's that Linux's allocator of the time
+/// hands out (`__assign_irq_vector` steps by 8).
 pub(crate) const GUEST_VF_TX_VECTOR: u8 = 0x49;
 pub(crate) const GUEST_VIRTIO_VECTOR: u8 = 0x51;
 pub(crate) const GUEST_TIMER_VECTOR: u8 = 0xEC;
 pub(crate) const GUEST_IPI_VECTOR: u8 = 0xFB;
 // Host vectors.
-/// VF host vectors are allocated per core from here up, as Linux's
-/// per-CPU vector matrix does (`scenario::HOST_VECTORS_PER_CORE` of them).
-const HOST_VF_VECTOR_BASE: u8 = 0x60;
 const HOST_TIMER_VECTOR: u8 = 0xEF;
 const HOST_KICK_VECTOR: u8 = 0xFD;
 const POSTED_NOTIFICATION_VECTOR: u8 = 0xF2;
@@ -181,13 +113,6 @@ const GA_LOG_VECTOR: u8 = 0xE1;
 
 /// The housekeeping core: backends, DID's designated timer core.
 const HOUSEKEEPING_CORE: usize = 0;
-/// Descriptors per receive ring; packets beyond are dropped.
-const RX_RING_SIZE: u32 = 1024;
-/// The LAPIC bus clock: 1 GHz so that one timer count is one ns.
-const BUS_HZ: u64 = 1_000_000_000;
-const TSC_HZ: u64 = 3_400_000_000;
-/// TDCR value for divide-by-1 (SDM 10.5.4 figure 10-10).
-const TDCR_DIVIDE_BY_1: u64 = 0b1011;
 
 fn is_guest_vector(vector: u8) -> bool {
     matches!(
@@ -207,6 +132,7 @@ pub(crate) fn index_u32(index: usize) -> u32 {
     u32::try_from(index).expect("indices come from u32 counts")
 }
 
+/// A clock standing at a time, for the LAPIC models.
 struct At(u64);
 impl Clock for At {
     fn now_ns(&self) -> u64 {
@@ -216,17 +142,19 @@ impl Clock for At {
 
 /// What happens at a time: an event of the hardware or of the
 /// hypervisor's mechanisms, or a workload's own event, which the workload
-/// that owns it handles ([`workload::WorkloadEvent`]).
+/// handles ([`workload::WorkloadEvent`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Event {
+    /// A frame of the NIC's Poisson source reaches a ring (the UDP
+    /// receivers' traffic).
     PacketArrival {
         pair: u32,
-        kind: Ring,
+        ring: Ring,
     },
     CoalesceTimeout {
         pair: u32,
     },
-    /// The VF posts a transmit completion (`tx_completion`).
+    /// The VF posts a transmit completion (`platform::tx_completion`).
     TxCompletion {
         pair: u32,
     },
@@ -270,7 +198,7 @@ enum Event {
         vcpu: u32,
     },
     /// The throttling interval of the host NIC queue carrying a VM's PV
-    /// traffic ran out (`virtio`).
+    /// traffic ran out (`platform::vhost`).
     HostNicTimeout {
         vm: u32,
     },
@@ -279,6 +207,8 @@ enum Event {
 
 /// How many kinds of event are cancellable (see [`Keyed for Event`]).
 const CANCELLABLE_KINDS: usize = 8;
+/// The kind of a cancellable workload event ([`WorkloadEvent::slot`]).
+const WORKLOAD_KIND: usize = 6;
 
 /// The cancellable events: one pending at most per (kind, core, vCPU or
 /// queue pair); rescheduling one replaces it.
@@ -291,7 +221,7 @@ impl Keyed for Event {
             Event::PhysicalTimer { core } => (3, core),
             Event::HostTimer { vcpu } => (4, vcpu),
             Event::SliceEnd { core } => (5, core),
-            Event::Workload(WorkloadEvent::Tcp(TcpEvent::Send { pair })) => (6, pair),
+            Event::Workload(event) => (WORKLOAD_KIND, event.slot()?),
             Event::TxCoalesceTimeout { pair } => (7, pair),
             _ => return None,
         };
@@ -300,7 +230,7 @@ impl Keyed for Event {
 }
 
 /// The machine on the engine: its effects taken out while it runs, so
-/// that a mechanism can change the machine and list effects at once.
+/// that a part can change its state and list effects at once.
 struct Running<'m> {
     machine: &'m mut Machine,
     fx: Effects,
@@ -321,7 +251,7 @@ impl engine::Model for Running<'_> {
         if !self.fx.stack.is_empty() {
             machine.apply(&mut self.fx);
         }
-        machine.checker.event_done();
+        machine.ledger.checker.event_done();
     }
 }
 
@@ -329,90 +259,103 @@ pub(crate) struct Machine {
     now: u64,
     end: u64,
     /// The event queue and the effects not yet applied; taken out while
-    /// the engine runs mechanisms.
+    /// the engine runs.
     fx: Effects,
     rng: Rng,
-    profile: CostProfile,
-    /// The profile's service-time shapes, ready to draw.
-    exit_times: Sampler,
-    guest_times: Sampler,
-    design: &'static Design,
-    spec: RunSpec,
-    /// The run's workload: its programs, handlers and start.
-    workload: WorkloadModel,
-    cores: Vec<Core>,
-    vcpus: Vec<Vcpu>,
-    vms: Vec<Vm>,
-    pairs: Vec<QueuePair>,
-    iommu: InterruptRemappingTable,
-    pub(crate) counters: Counters,
-    /// The VoIP run's calls (empty for other workloads).
-    sip: sip::Sip,
-    /// The l2fwd run's drivers (empty for other workloads).
-    l2fwd: L2fwd,
-    /// The fio run's outstanding requests.
-    fio: Fio,
-    /// The ipi run's IPIs in flight.
-    ipi: Ipi,
-    /// The ipi-call run's calls in flight.
-    ipi_call: IpiCall,
-    /// cyclictest's timer threads (and the timer beside another workload).
-    cyclictest: Cyclictest,
-    /// netperf-rr's and udp-rr's remote.
-    remote: Remote,
-    pub(crate) checker: Checker,
-    pub(crate) trace: Option<Trace>,
+    topology: Topology,
+    platform: Platform,
+    hypervisor: Hypervisor,
+    guest: Guest,
+    pub(crate) ledger: Ledger,
+}
+
+/// What the guest touches outside itself, borrowed from the platform and
+/// the hypervisor for one call.
+struct Around<'a> {
+    hypervisor: &'a Hypervisor,
+    platform: &'a mut Platform,
+}
+
+impl Surroundings for Around<'_> {
+    fn in_guest(&self, vcpu: usize) -> bool {
+        self.hypervisor.in_guest(vcpu)
+    }
+
+    fn ring_level(&self, pair: usize, ring: Ring) -> u32 {
+        self.platform.ring_level(pair, ring)
+    }
+
+    fn mask(&mut self, pair: usize, ring: Ring) {
+        self.platform.mask(pair, ring);
+    }
+
+    fn unmask(&mut self, pair: usize, ring: Ring) {
+        self.platform.unmask(pair, ring);
+    }
+
+    fn take(&mut self, pair: usize, ring: Ring, frames: u32) -> u32 {
+        self.platform.take(pair, ring, frames)
+    }
 }
 
 impl Machine {
-    /// The queue pair and event queue whose VF MSI-X vector a host
-    /// vector on `core` is.
-    fn host_vf_vector(&self, core: usize, vector: u8) -> Option<(usize, VfVector)> {
-        let index = vector.checked_sub(HOST_VF_VECTOR_BASE)?;
-        self.cores[core].vf_vectors.get(usize::from(index)).copied()
-    }
-
-    /// Lists an exit of `vcpu` for `reason` at the profile's cost.
-    fn list_exit(&self, vcpu: usize, reason: ExitReason, fx: &mut Effects) {
-        fx.exit(vcpu, reason, self.profile.exit_cost(reason));
-    }
-
-    /// Schedules `event` after an exponential gap of mean 1/`rate_per_s`
-    /// (the next arrival of a Poisson process), unless the rate is zero.
-    fn schedule_poisson(&mut self, rate_per_s: f64, event: impl Into<Event>, fx: &mut Effects) {
-        if rate_per_s <= 0.0 {
-            return;
-        }
-        let gap = self.rng.exponential_ns(1e9 / rate_per_s);
-        fx.schedule(self.now + gap, event);
-    }
-
     pub(crate) fn run(&mut self) {
         let fx = std::mem::take(&mut self.fx);
         let end = self.end;
         let mut running = Running { machine: self, fx };
         let events = engine::run(&mut running, end);
         self.fx = running.fx;
-        self.counters.events += events;
+        self.ledger.counters.events += events;
         self.now = self.end;
         self.finish();
     }
 
     /// The one place effects take place: what `fx` lists since the last
     /// call. Each effect's own effects are applied before the next one
-    /// (depth first), so a mechanism's effects happen in the order it
-    /// listed them.
+    /// (depth first), so a part's effects happen in the order it listed
+    /// them.
     fn apply(&mut self, fx: &mut Effects) {
-        fx.stack[fx.listed_from..].reverse();
-        while let Some(effect) = fx.stack.pop() {
+        loop {
+            // What the last part listed, put in order (most list one
+            // effect or none: nothing to reverse).
+            if fx.stack.len() - fx.listed_from > 1 {
+                fx.stack[fx.listed_from..].reverse();
+            }
+            let Some(effect) = fx.stack.pop() else {
+                break;
+            };
             fx.listed_from = fx.stack.len();
             self.perform(effect, fx);
-            fx.stack[fx.listed_from..].reverse();
         }
         fx.listed_from = 0;
     }
 
+    /// The guest runs on, after what the running part listed: with
+    /// nothing listed, running it is the very next effect anyway, so it
+    /// runs at once, as a schedule is applied at once, which spares the hot
+    /// paths a trip through the list and [`Self::perform`]. (Only as the
+    /// last thing a caller does: nothing it does after may come first.)
+    fn run_on(&mut self, vcpu: usize, fx: &mut Effects) {
+        if fx.nothing_listed() {
+            self.run_guest(vcpu, fx);
+        } else {
+            fx.push(Effect::RunGuest(vcpu));
+        }
+    }
+
+    /// The guest may take what is pending, after what the running part
+    /// listed: at once if nothing.
+    fn deliver_on(&mut self, vcpu: usize, fx: &mut Effects) {
+        if fx.nothing_listed() {
+            self.try_deliver(vcpu, fx);
+        } else {
+            fx.push(Effect::TryDeliver(vcpu));
+        }
+    }
+
+    /// Routes an effect to the part it is for.
     fn perform(&mut self, effect: Effect, fx: &mut Effects) {
+        let now = self.now;
         match effect {
             Effect::Schedule { at, event } => fx.queue.schedule(at, event),
             Effect::Cancel(event) => {
@@ -427,200 +370,437 @@ impl Machine {
             } => self.exit(vcpu, reason, service_ns, fx),
             Effect::RunGuest(vcpu) => self.run_guest(vcpu, fx),
             Effect::TryDeliver(vcpu) => self.try_deliver(vcpu, fx),
-            Effect::GuestEoi(vcpu) => self.guest_eoi(vcpu, fx),
-            Effect::TimerWrite { vcpu, write } => self.guest_timer_write(vcpu, write, fx),
-            Effect::SubmitBlock(vcpu) => self.guest_submit_block(vcpu, fx),
-            Effect::DeviceAccess(vcpu) => self.device_access(vcpu, fx),
-            Effect::CompleteCall(vcpu) => self.complete_call(vcpu, fx),
-            Effect::WriteIcr { vcpu, icr } => self.write_icr(vcpu, icr, fx),
+            Effect::GuestEoi(vcpu) => {
+                let believed = self.guest.eoi(vcpu);
+                let lapic = self.platform.lapic_mut(self.hypervisor.home_core(vcpu));
+                self.hypervisor
+                    .guest_eoi(vcpu, believed, lapic, &mut self.ledger, fx);
+                // Whatever it completed, the guest may take the next one.
+                self.deliver_on(vcpu, fx);
+            }
+            Effect::InterruptsOn(vcpu) => {
+                if !self.hypervisor.interrupts_on(vcpu, fx) {
+                    self.deliver_on(vcpu, fx);
+                }
+            }
+            Effect::TimerWrite { vcpu, write } => {
+                let deadline = self.guest.timer_deadline(vcpu, write, now);
+                let lapic = self.platform.lapic_mut(self.hypervisor.home_core(vcpu));
+                self.hypervisor
+                    .timer_write(vcpu, deadline, now, lapic, &mut self.ledger, fx);
+            }
+            Effect::DeviceAccess(vcpu) => {
+                if let Some(reason) = self.guest.take_access(vcpu) {
+                    self.hypervisor.access(vcpu, reason, fx);
+                }
+            }
+            Effect::WriteIcr { vcpu, icr } => {
+                let targets = self.hypervisor.route_icr(vcpu, icr, now);
+                with_inputs!(self, |inputs| self.guest.ipi_sent(
+                    vcpu,
+                    &targets,
+                    &mut inputs
+                ));
+                self.hypervisor
+                    .send_guest_ipis(vcpu, icr, &targets, now, fx);
+            }
             Effect::GuestHalt(vcpu) => self.guest_halt(vcpu, fx),
-            Effect::VirtioKick(vcpu) => self.virtio_kick(vcpu, fx),
-            Effect::NetperfRespond { vcpu, queue } => self.netperf_respond(vcpu, queue, fx),
-            Effect::RxPacket { pair, queue } => self.rx_packet(pair, queue, fx),
-            Effect::BackendStart { pair, job } => self.backend_start(pair, job, fx),
-            Effect::PacketTaken { vcpu, queue } => self.packet_taken(vcpu, queue, fx),
-            Effect::NapiComplete { pair } => self.napi_complete(pair, fx),
-            Effect::TxReaped { pair } => self.tx_reaped(pair, fx),
+            Effect::VirtioKick(vcpu) => {
+                if self.platform.virtio_kick(self.topology.vm_of(vcpu)) {
+                    self.hypervisor.io_notify(vcpu, fx);
+                }
+            }
+            Effect::Notify(vcpu) => self.hypervisor.io_notify(vcpu, fx),
+            Effect::RxPacket { pair, ring } => {
+                self.platform
+                    .packet_arrival(pair, ring, now, &mut self.ledger, fx)
+            }
+            Effect::RxBurst { pair, frames } => {
+                self.platform
+                    .rx_burst(pair, frames, now, &mut self.ledger, fx)
+            }
+            Effect::RingTaken { pair, ring, frames } => {
+                self.platform.take(pair, ring, frames);
+            }
+            Effect::VfSent { pair, start, bytes } => self.platform.vf_sent(pair, start, bytes, fx),
+            Effect::BackendStart { pair, job } => self.platform.backend_start(pair, job, now, fx),
+            Effect::Sent { pair } => {
+                with_inputs!(self, |inputs| self.guest.sent(pair, &mut inputs, fx))
+            }
+            Effect::NapiComplete { pair } => {
+                self.platform.napi_complete(pair, now, &mut self.ledger, fx)
+            }
+            Effect::TxReaped { pair } => self.platform.tx_reaped(pair, now, &mut self.ledger, fx),
             Effect::Poke(vcpu) => {
-                self.suspend(vcpu, fx);
+                self.guest.suspend(vcpu, now, fx);
                 self.run_guest(vcpu, fx);
             }
             Effect::DeliverPhysical { core, vector } => self.deliver_physical(core, vector, fx),
-            Effect::PhysicalPending(core) => self.physical_pending(core, fx),
             Effect::HostInterrupt { core, message } => self.host_interrupt(core, message, fx),
-            Effect::Nmi { core, message } => self.send_nmi(core, message, fx),
-            Effect::HostVector { core, vector } => self.host_handle_vector(core, vector, fx),
-            Effect::QueueVirtual { vcpu, vector } => self.queue_virtual(vcpu, vector, fx),
-            Effect::SignalVirtual { vcpu, vector } => self.signal_virtual(vcpu, vector, fx),
-            Effect::Wake(vcpu) => self.wake(vcpu, fx),
-            Effect::Timer { vcpu, effect } => self.apply_timer_effect(vcpu, effect, fx),
-            Effect::PrepareEntry(vcpu) => self.prepare_entry(vcpu),
+            Effect::Nmi { core, message } => {
+                self.hypervisor
+                    .send_nmi(core, message, now, &mut self.ledger, fx)
+            }
+            Effect::HostVector { core, vector } => {
+                self.hypervisor
+                    .host_vector(core, vector, now, &mut self.ledger, fx)
+            }
+            Effect::QueueVirtual { vcpu, vector } => {
+                self.hypervisor
+                    .queue_virtual(vcpu, vector, &mut self.ledger, fx)
+            }
+            Effect::SignalVirtual { vcpu, vector } => {
+                self.hypervisor
+                    .signal_virtual(vcpu, vector, &mut self.ledger, fx)
+            }
+            Effect::Post {
+                vcpu,
+                vector,
+                source,
+            } => self
+                .hypervisor
+                .hardware_post(vcpu, vector, source, &mut self.ledger, fx),
+            Effect::Wake(vcpu) => self.hypervisor.wake(vcpu, now, &mut self.ledger, fx),
+            Effect::Timer { vcpu, effect } => {
+                let lapic = self.platform.lapic_mut(self.hypervisor.home_core(vcpu));
+                self.hypervisor
+                    .apply_timer_effect(vcpu, effect, now, lapic, &mut self.ledger, fx);
+            }
+            Effect::PrepareEntry(vcpu) => {
+                let interruptible = self.guest.interruptible(vcpu);
+                let lapic = self.platform.lapic_mut(self.hypervisor.home_core(vcpu));
+                self.hypervisor
+                    .prepare_entry(vcpu, interruptible, lapic, &mut self.ledger);
+            }
             Effect::EnterGuest(core) => self.enter_guest(core, fx),
-            Effect::FinishHostWork { core, extra_ns } => self.finish_host_work(core, extra_ns, fx),
+            Effect::FinishHostWork { core, extra_ns } => self.hypervisor.finish_host_work(
+                core,
+                extra_ns,
+                now,
+                &mut self.platform,
+                &mut self.ledger,
+                fx,
+            ),
         }
     }
 
+    /// Routes an event to the part it is for.
     fn dispatch(&mut self, event: Event, fx: &mut Effects) {
+        let now = self.now;
         match event {
-            Event::PacketArrival { pair, kind } => self.packet_arrival(pair as usize, kind, fx),
-            Event::CoalesceTimeout { pair } => self.maybe_fire_vf(pair as usize, true, fx),
-            Event::TxCompletion { pair } => self.tx_completed(pair as usize, fx),
-            Event::TxCoalesceTimeout { pair } => self.maybe_fire_tx(pair as usize, fx),
-            Event::BackendDone { pair, job } => self.backend_done(pair as usize, job, fx),
+            Event::PacketArrival { pair, ring } => self.platform.poisson_arrival(
+                pair as usize,
+                ring,
+                now,
+                &mut self.rng,
+                &mut self.ledger,
+                fx,
+            ),
+            Event::CoalesceTimeout { pair } => {
+                self.platform
+                    .maybe_fire_vf(pair as usize, true, now, &mut self.ledger, fx)
+            }
+            Event::TxCompletion { pair } => {
+                self.platform
+                    .tx_completed(pair as usize, now, &mut self.ledger, fx)
+            }
+            Event::TxCoalesceTimeout { pair } => {
+                self.platform
+                    .maybe_fire_tx(pair as usize, now, &mut self.ledger, fx)
+            }
+            Event::BackendDone { pair, job } => {
+                self.platform
+                    .backend_done(pair as usize, job, now, &mut self.ledger, fx)
+            }
             Event::HostDone { core } => {
                 let core = core as usize;
-                if self.cores[core].mode == Mode::Host {
-                    self.host_done(core, fx);
+                if self.hypervisor.mode(core) == Mode::Host {
+                    let lapic = self.platform.lapic_mut(core);
+                    self.hypervisor.host_done(core, lapic, fx);
                 }
             }
-            Event::GuestStep { vcpu } => self.finish_timed_step(vcpu as usize, fx),
-            Event::PhysicalTimer { core } => self.physical_timer(core as usize, fx),
-            Event::HostTimer { vcpu } => self.host_timer(vcpu as usize, fx),
+            Event::GuestStep { vcpu } => {
+                with_inputs!(self, |inputs| self.guest.finish_step(
+                    vcpu as usize,
+                    &mut inputs,
+                    fx
+                ))
+            }
+            Event::PhysicalTimer { core } => {
+                let core = core as usize;
+                let lapic = self.platform.lapic_mut(core);
+                if self
+                    .hypervisor
+                    .physical_timer(core, now, lapic, &mut self.ledger)
+                {
+                    self.physical_pending(core, fx);
+                }
+            }
+            Event::HostTimer { vcpu } => {
+                let vcpu = vcpu as usize;
+                let lapic = self.platform.lapic_mut(self.hypervisor.home_core(vcpu));
+                self.hypervisor
+                    .host_timer(vcpu, now, lapic, &mut self.ledger, fx);
+            }
             Event::SliceEnd { core } => {
                 self.host_interrupt(core as usize, NmiMessage::SliceEnd, fx)
             }
-            Event::HostTick { core } => self.host_tick(core as usize, fx),
-            Event::Housekeeping { vcpu } => self.housekeeping_due(vcpu as usize, fx),
+            Event::HostTick { core } => self.hypervisor.host_tick(core as usize, now, fx),
+            Event::Housekeeping { vcpu } => {
+                let vcpu = vcpu as usize;
+                let halted = self.hypervisor.halted(vcpu);
+                let hlt_exits = self.hypervisor.hlt_exits(vcpu);
+                self.guest
+                    .housekeeping_due(vcpu, halted, hlt_exits, now, &mut self.rng, fx);
+            }
             Event::GuestIpi { vcpu } => {
                 let vcpu = vcpu as usize;
-                let vm = self.vcpus[vcpu].vm;
-                self.raise(vm, GUEST_IPI_VECTOR);
-                fx.push(Effect::SignalVirtual {
-                    vcpu,
-                    vector: GUEST_IPI_VECTOR,
-                });
+                self.ledger
+                    .raise(self.topology.vm_of(vcpu), GUEST_IPI_VECTOR, now);
+                self.hypervisor
+                    .signal_virtual(vcpu, GUEST_IPI_VECTOR, &mut self.ledger, fx);
             }
             Event::PostedIpi { vcpu } => {
                 let vcpu = vcpu as usize;
-                self.raise(self.vcpus[vcpu].vm, GUEST_IPI_VECTOR);
-                self.hardware_post(vcpu, GUEST_IPI_VECTOR, PostSource::Cpu, fx);
+                self.ledger
+                    .raise(self.topology.vm_of(vcpu), GUEST_IPI_VECTOR, now);
+                self.hypervisor.hardware_post(
+                    vcpu,
+                    GUEST_IPI_VECTOR,
+                    crate::design::mechanism::posting::PostSource::Cpu,
+                    &mut self.ledger,
+                    fx,
+                );
             }
-            Event::HostNicTimeout { vm } => self.host_nic_timeout(vm as usize, fx),
-            Event::Workload(event) => self.workload_event(event, fx),
+            Event::HostNicTimeout { vm } => self.platform.host_nic_timeout(vm as usize, now, fx),
+            Event::Workload(event) => {
+                with_inputs!(self, |inputs| self.guest.workload_event(
+                    event,
+                    &mut inputs,
+                    fx
+                ))
+            }
         }
     }
 
-    fn in_guest(&self, vcpu: usize) -> bool {
-        let v = &self.vcpus[vcpu];
-        v.state == VcpuState::Running
-            && self.cores[v.home_core].current == Some(vcpu)
-            && self.cores[v.home_core].mode == Mode::Guest
+    /// A VM exit: the guest's step stops, then the host takes the core.
+    fn exit(&mut self, vcpu: usize, reason: ExitReason, service_ns: u64, fx: &mut Effects) {
+        self.guest.suspend(vcpu, self.now, fx);
+        self.hypervisor.exit(
+            vcpu,
+            reason,
+            service_ns,
+            self.now,
+            &mut self.rng,
+            &mut self.ledger,
+            fx,
+        );
     }
 
-    fn raise(&mut self, vm: usize, vector: u8) {
-        self.checker.raise(vm, vector);
-        if let Some(trace) = &mut self.trace {
-            let core = self.vcpus[self.vms[vm].vcpus[0]].home_core;
-            trace.instant(core, self.now, "raise", vector);
-        }
+    fn run_guest(&mut self, vcpu: usize, fx: &mut Effects) {
+        with_inputs!(self, |inputs| self.guest.run(vcpu, &mut inputs, fx));
     }
 
-    /// A structure holding one instance per vector merged a second request.
-    fn merged(&mut self, vm: usize, vector: u8) {
-        self.checker.merged(vm, vector);
-    }
-
-    /// Re-evaluates DID's timer invariant for `core` after its LAPIC timer,
-    /// its timer owner or its current vCPU changed.
-    fn recheck_timer_ownership(&mut self, core: usize) {
-        if core == HOUSEKEEPING_CORE || !self.design.guest_timer.physical_timer_has_owner() {
+    /// The CPU delivers to `vcpu`'s guest, in guest mode, what it can take
+    /// now (each delivery starts a handler, which masks interrupts unless
+    /// the guest nests); then the guest runs on.
+    fn try_deliver(&mut self, vcpu: usize, fx: &mut Effects) {
+        if !self.hypervisor.in_guest(vcpu) {
             return;
         }
-        let c = &mut self.cores[core];
-        let misowned = c.lapic.timer_deadline_ns().is_some() && c.timer_owner != c.current;
-        if misowned != c.timer_misowned {
-            c.timer_misowned = misowned;
-            self.checker.timer_misowned(misowned);
+        let core = self.hypervisor.home_core(vcpu);
+        while self.guest.interruptible(vcpu) {
+            let lapic = self.platform.lapic_mut(core);
+            match self
+                .hypervisor
+                .next_delivery(vcpu, lapic, &mut self.ledger, fx)
+            {
+                Delivery::Handler(vector) => {
+                    with_inputs!(self, |inputs| self.guest.deliver(
+                        vcpu,
+                        vector,
+                        &mut inputs,
+                        fx
+                    ))
+                }
+                Delivery::Again => {}
+                Delivery::Stop => return,
+                Delivery::Nothing => break,
+            }
         }
+        // A new handler (or nothing new: then this is a no-op) runs.
+        self.run_on(vcpu, fx);
     }
 
-    /// Outstanding interrupts that no structure holds any more were lost.
-    fn count_lost(&mut self) {
-        for vm in 0..self.vms.len() {
-            let outstanding: Vec<(u8, u32)> = self.checker.outstanding(vm).collect();
-            for (vector, count) in outstanding {
-                let held = self.vms[vm].vcpus.iter().any(|&vcpu| {
-                    let v = &self.vcpus[vcpu];
-                    let lapic = &self.cores[v.home_core].lapic;
-                    let pair = &self.pairs[v.pair];
-                    let host_form = match vector {
-                        GUEST_VF_VECTOR => Some(pair.vf_host_vector),
-                        GUEST_VF_TX_VECTOR => pair.tx_eq.map(|eq| eq.host_vector),
-                        _ => None,
-                    };
-                    v.hw.vlapic.irr().contains(vector)
-                        || v.hw.pid.pir.contains(vector)
-                        || v.injection.holds(vector)
-                        || lapic.irr().contains(vector)
-                        || host_form.is_some_and(|host| lapic.irr().contains(host))
-                        || !self.cores[v.home_core].nmi_mailbox.is_empty()
-                });
-                self.checker.settle(count, held);
+    /// The guest executes HLT.
+    fn guest_halt(&mut self, vcpu: usize, fx: &mut Effects) {
+        let lapic = self.platform.lapic(self.hypervisor.home_core(vcpu));
+        match self
+            .hypervisor
+            .guest_halt(vcpu, lapic, &mut self.ledger, fx)
+        {
+            Halt::Exits => {}
+            Halt::Delivers => fx.push(Effect::TryDeliver(vcpu)),
+            Halt::Sleeps => {
+                self.guest.suspend(vcpu, self.now, fx);
+                self.hypervisor
+                    .sleep_in_guest(vcpu, self.now, &mut self.ledger);
             }
         }
     }
 
-    fn set_mode(&mut self, core: usize, mode: Mode) {
-        let now = self.now;
-        let c = &mut self.cores[core];
-        match c.mode {
-            Mode::Guest => c.guest_ns += now - c.mode_since,
-            Mode::Idle => c.asleep_ns += now.saturating_sub(c.mode_since.max(c.halt_poll_until)),
-            Mode::Host => {}
+    /// A fixed interrupt arrives at `core`'s LAPIC; one that merged with
+    /// one pending there is its VM's.
+    fn deliver_physical(&mut self, core: usize, vector: u8, fx: &mut Effects) {
+        if self.platform.deliver_physical(core, vector) {
+            if let Some((vm, guest_vector)) = self.hypervisor.physical_owner(core, vector) {
+                self.ledger.merged(vm, guest_vector);
+            }
         }
-        if let Some(trace) = &mut self.trace {
-            let name = match c.mode {
-                Mode::Guest => "guest",
-                Mode::Host => "host",
-                Mode::Idle => "idle",
-            };
-            trace.span(core, c.mode_since, now, name);
-        }
-        c.mode = mode;
-        c.mode_since = now;
+        self.physical_pending(core, fx);
     }
 
-    fn finish(&mut self) {
-        for core in 0..self.cores.len() {
-            self.set_mode(core, self.cores[core].mode);
+    /// Something is pending in `core`'s IRR: the guest there may take it.
+    fn physical_pending(&mut self, core: usize, fx: &mut Effects) {
+        let lapic = self.platform.lapic_mut(core);
+        if let Some(vcpu) =
+            self.hypervisor
+                .physical_pending(core, self.now, lapic, &mut self.ledger, fx)
+        {
+            self.try_deliver(vcpu, fx);
         }
-        let guest_cores: Vec<usize> = (0..self.cores.len())
-            .filter(|&core| self.cores[core].hosts_vcpus)
-            .collect();
-        self.counters.guest_ns = guest_cores
-            .iter()
-            .map(|&core| self.cores[core].guest_ns)
-            .sum();
-        self.counters.asleep_ns = guest_cores
-            .iter()
-            .map(|&core| self.cores[core].asleep_ns)
-            .sum();
-        self.counters.guest_core_ns = guest_cores.len() as u64 * self.end;
+    }
+
+    /// A host IPI or hypervisor tick for `core`: an NMI, or a fixed vector
+    /// at its LAPIC.
+    fn host_interrupt(&mut self, core: usize, message: NmiMessage, fx: &mut Effects) {
+        if let Some(vector) =
+            self.hypervisor
+                .host_interrupt(core, message, self.now, &mut self.ledger, fx)
+        {
+            self.deliver_physical(core, vector, fx);
+        }
+    }
+
+    /// `core` enters its vCPU's guest, which starts the handler of what
+    /// the entry injects, then may take what is pending.
+    fn enter_guest(&mut self, core: usize, fx: &mut Effects) {
+        let Some((vcpu, injected)) = self
+            .hypervisor
+            .enter_guest(core, self.now, &mut self.ledger)
+        else {
+            return;
+        };
+        if let Some(vector) = injected {
+            with_inputs!(self, |inputs| self.guest.deliver(
+                vcpu,
+                vector,
+                &mut inputs,
+                fx
+            ));
+        }
+        self.deliver_on(vcpu, fx);
+    }
+
+    /// End of run: the time in each mode, the guests' steps stopped, the
+    /// interrupts still outstanding settled.
+    fn finish(&mut self) {
+        let (guest_ns, asleep_ns, guest_cores) = self.hypervisor.close(self.now, &mut self.ledger);
+        let counters = &mut self.ledger.counters;
+        counters.guest_ns = guest_ns;
+        counters.asleep_ns = asleep_ns;
+        counters.guest_core_ns = guest_cores * self.end;
         let mut fx = std::mem::take(&mut self.fx);
-        for vcpu in 0..self.vcpus.len() {
-            self.suspend(vcpu, &mut fx);
+        for vcpu in 0..self.topology.vcpu_count() {
+            self.guest.suspend(vcpu, self.now, &mut fx);
         }
         self.apply(&mut fx);
         self.fx = fx;
-        self.counters.spin_ns = self.vcpus.iter().map(|v| v.spin_ns).sum();
-        self.counters.acked_bytes = self.pairs.iter().map(|q| q.tcp.acked_bytes).sum();
-        self.count_lost();
-        self.count_unwoken_sleepers();
+        self.ledger.counters.spin_ns = self.guest.spin_ns();
+        self.hypervisor.count_lost(&self.platform, &mut self.ledger);
+        self.hypervisor
+            .count_unwoken_sleepers(&self.platform, &mut self.ledger);
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.ledger.counters
+    }
+
+    pub(crate) fn checker(&self) -> &Checker {
+        &self.ledger.checker
+    }
+
+    pub(crate) fn take_trace(&mut self) -> Option<crate::trace::Trace> {
+        self.ledger.trace.take()
     }
 
     pub(crate) fn iommu_blocked(&self) -> u64 {
-        self.iommu.blocked()
-    }
-
-    /// SIP messages lost to a full ring.
-    pub(crate) fn lost_sip_messages(&self) -> u64 {
-        self.sip.lost()
+        self.platform.iommu_blocked()
     }
 
     pub(crate) fn dropped_packets(&self) -> u64 {
-        self.pairs
+        self.platform.dropped_packets()
+    }
+
+    /// The workload's figures beyond the common ones.
+    pub(crate) fn workload_figures(&self) -> WorkloadFigures {
+        self.guest.figures(&self.ledger.counters)
+    }
+
+    /// The workload's throughput over the run, if it has one.
+    pub(crate) fn throughput(&self) -> Option<Throughput> {
+        let seconds = f64_of(self.end) / 1e9;
+        self.guest.throughput(&self.ledger.counters, seconds)
+    }
+
+    /// Parameters the workload adds to the run's.
+    pub(crate) fn workload_params(&self, params: &mut BTreeMap<String, serde_json::Value>) {
+        self.guest.params(params);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::Setting;
+    use super::*;
+    use crate::design::DesignKind;
+    use crate::metrics::Invariant;
+    use crate::scenario::WorkloadKind;
+
+    fn ran(setting: &Setting) -> Machine {
+        let mut machine = setting.machine();
+        machine.run();
+        machine
+    }
+
+    fn violations(machine: &Machine) -> u64 {
+        Invariant::ALL
             .iter()
-            .map(|pair| pair.vf.dropped + pair.virtio.dropped)
+            .map(|&invariant| machine.checker().violations_of(invariant))
             .sum()
+    }
+
+    #[test]
+    fn physical_interrupts_exit_only_where_the_design_traps_them() {
+        let external = ExitReason::ExternalInterrupt.index();
+        let vanilla = ran(&Setting::single(DesignKind::Vanilla));
+        assert!(vanilla.counters().exits[external] > 0);
+        let did = ran(&Setting::single(DesignKind::Did));
+        assert_eq!(did.counters().exits[external], 0);
+        assert!(did.counters().events > 0);
+    }
+
+    #[test]
+    fn guest_ipis_run_clean_under_every_sender() {
+        for design in [
+            DesignKind::Vanilla,
+            DesignKind::Did,
+            DesignKind::ApicvPiIpiv,
+        ] {
+            let machine = ran(&Setting::one_vm(design, WorkloadKind::Ipi, 2));
+            assert_eq!(violations(&machine), 0, "{design:?}");
+            let exits: u64 = machine.counters().exits.iter().sum();
+            assert!(exits > 0, "{design:?}");
+        }
     }
 }

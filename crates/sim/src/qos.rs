@@ -31,14 +31,14 @@ pub(crate) struct Point {
 impl Point {
     fn of(spec: &RunSpec, machine: &Machine) -> Point {
         let seconds = f64_of(spec.duration_ns) / 1e9;
-        let mut latencies = machine.counters.latencies.clone();
+        let mut latencies = machine.counters().latencies.clone();
         latencies.sort_unstable();
         let p95_ns = match latencies.len() {
             0 => u64::MAX,
             n => latencies[(n * 95).div_ceil(100) - 1],
         };
         Point {
-            achieved_per_s: f64_of(machine.counters.requests_done) / seconds,
+            achieved_per_s: f64_of(machine.counters().requests_done) / seconds,
             p95_ns,
         }
     }

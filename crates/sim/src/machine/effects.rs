@@ -1,10 +1,17 @@
 //! The effects mechanisms list for the engine, and the list they go on.
 
-use super::*;
+use super::guest::TimerWrite;
+use super::hypervisor::NmiMessage;
+use super::platform::{BackendJob, Ring};
+use super::Event;
+use crate::design::mechanism::posting::PostSource;
+use crate::design::mechanism::timer::TimerEffect;
+use crate::metrics::ExitReason;
+use crate::queue::{EventQueue, Keyed};
 
 /// What a mechanism asks the engine to do. Mechanisms never call each
 /// other or the engine: they change their own state and list effects, and
-/// [`Machine::apply`] carries them out.
+/// [`Machine::apply`](super::Machine) carries them out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Effect {
     /// Schedule `event` at `at` (replacing a pending cancellable one).
@@ -25,45 +32,64 @@ pub(super) enum Effect {
     /// Deliver whatever the guest can take now.
     TryDeliver(usize),
     GuestEoi(usize),
+    /// The guest enabled interrupts (STI, IRET): an interrupt window the
+    /// hypervisor asked for exits, else a delivery attempt.
+    InterruptsOn(usize),
     TimerWrite {
         vcpu: usize,
         write: TimerWrite,
     },
-    SubmitBlock(usize),
-    /// A housekeeping access (`periodic`).
+    /// A housekeeping access (`guest::housekeeping`).
     DeviceAccess(usize),
-    /// A callee finished the IPI paper's function (`ipi_call`).
-    CompleteCall(usize),
     /// The guest writes `icr` on `vcpu`'s vLAPIC (the x2APIC ICR MSR): the
     /// VM's APIC bus routes the IPI and the design's IPI sender sends it
-    /// (`devices`).
+    /// (`hypervisor::ipi`).
     WriteIcr {
         vcpu: usize,
         icr: u64,
     },
     GuestHalt(usize),
     /// The guest tells vhost of a buffer to transmit, if vhost asks to
-    /// be told (`virtio`).
+    /// be told (`platform::vhost`).
     VirtioKick(usize),
-    NetperfRespond {
-        vcpu: usize,
-        queue: Ring,
-    },
-    /// A packet lands in the queue pair's `queue` ring (a workload's
-    /// message reached the VF).
+    /// The guest notifies a virtio device: a port write, which exits
+    /// under a hypervisor.
+    Notify(usize),
+    /// A frame from the workload's peer reaches `pair`'s `ring`: the VF's
+    /// ring, or virtio's through vhost (and the host's NIC first, for a
+    /// peer on the wire).
     RxPacket {
         pair: usize,
-        queue: Ring,
+        ring: Ring,
+    },
+    /// `frames` frames land in `pair`'s VF ring at once (a generator's
+    /// burst).
+    RxBurst {
+        pair: usize,
+        frames: u32,
+    },
+    /// A driver that polls took `frames` frames from `pair`'s `ring`.
+    RingTaken {
+        pair: usize,
+        ring: Ring,
+        frames: u32,
+    },
+    /// The guest's driver handed the VF `bytes` to send from `start`
+    /// (its completion, `tx_completion`).
+    VfSent {
+        pair: usize,
+        start: u64,
+        bytes: u64,
+    },
+    /// vhost passed one of `pair`'s guest's TX buffers on: the workload's
+    /// peer's side has it.
+    Sent {
+        pair: usize,
     },
     /// The VM's vhost worker takes `job` (a message for a PV guest).
     BackendStart {
         pair: usize,
         job: BackendJob,
-    },
-    /// NAPI took a packet from the ring: the workload's part.
-    PacketTaken {
-        vcpu: usize,
-        queue: Ring,
     },
     /// The VF queue's NAPI poll is over: unmask, signal what it left
     /// behind.
@@ -83,8 +109,6 @@ pub(super) enum Effect {
         core: usize,
         vector: u8,
     },
-    /// The core looks at what is pending in its IRR.
-    PhysicalPending(usize),
     HostInterrupt {
         core: usize,
         message: NmiMessage,
@@ -101,6 +125,13 @@ pub(super) enum Effect {
     QueueVirtual {
         vcpu: usize,
         vector: u8,
+    },
+    /// Hardware (the IOMMU, or a CPU sending a virtualized IPI) posts
+    /// `vector` for `vcpu`.
+    Post {
+        vcpu: usize,
+        vector: u8,
+        source: PostSource,
     },
     SignalVirtual {
         vcpu: usize,
@@ -146,7 +177,8 @@ impl Effects {
         self.stack.push(effect);
     }
 
-    fn nothing_listed(&self) -> bool {
+    /// Whether the running mechanism has listed no effect yet.
+    pub(super) fn nothing_listed(&self) -> bool {
         self.stack.len() == self.listed_from
     }
 

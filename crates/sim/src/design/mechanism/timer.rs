@@ -154,16 +154,33 @@ impl GuestTimer {
         }
     }
 
-    /// Whether a core's physical timer belongs to one vCPU, which the
-    /// checker then holds to its current one.
-    pub(crate) fn physical_timer_has_owner(self) -> bool {
-        self == GuestTimer::PassThrough
+    /// DID's timer invariant on a guest core: an `armed` physical timer
+    /// holds the count of its `owner`, which must be the vCPU `current`
+    /// there. Whether it is broken; only a passed-through timer has an
+    /// owner.
+    pub(crate) fn misowned(
+        self,
+        armed: bool,
+        owner: Option<usize>,
+        current: Option<usize>,
+    ) -> bool {
+        self == GuestTimer::PassThrough && armed && owner != current
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_passed_through_armed_timer_can_belong_to_another_vcpu() {
+        let did = GuestTimer::PassThrough;
+        assert!(did.misowned(true, Some(1), Some(0)));
+        assert!(did.misowned(true, None, Some(0)));
+        assert!(!did.misowned(true, Some(0), Some(0)));
+        assert!(!did.misowned(false, Some(1), Some(0)));
+        assert!(!GuestTimer::HostHrtimer.misowned(true, Some(1), Some(0)));
+    }
 
     const COSTS: DesignWorkNs = DesignWorkNs {
         irte_rewrite: 1,

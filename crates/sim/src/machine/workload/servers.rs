@@ -1,0 +1,601 @@
+//! The closed-loop servers, memcached and apache: the guest's server
+//! application answers, as its background task, the requests its clients
+//! send; with nothing to do it spins, as the testbeds' guests do
+//! (idle=poll). Requests arrive on the VM's first queue pair.
+//!
+//! The clients are closed-loop: each connection has at most one request
+//! outstanding; offered requests beyond that wait for a free connection,
+//! so a saturated server's clients slow down with it. They send back to
+//! back, or at an offered load (Poisson), each request timed from its
+//! offer. apache's requests over a VF each open a connection of their own
+//! (`http`).
+
+use std::collections::VecDeque;
+
+use dirq_stats::f64_of;
+
+use super::http::{Apachebench, Segment, SegmentRing};
+use super::{Ctx, Programs, StepOutcome, Taken, Traffic, Workload, WorkloadEvent, WorkloadStep};
+use crate::machine::effects::{Effect, Effects};
+use crate::machine::guest::Step;
+use crate::machine::ledger::Counters;
+use crate::machine::network::Network;
+use crate::machine::platform::{BackendJob, RX_RING_SIZE};
+use crate::machine::topology::Topology;
+use crate::machine::{index_u32, Ring};
+use crate::metrics::{Throughput, ThroughputUnit};
+use crate::profile::CostProfile;
+use crate::scenario::{RunSpec, Transport, WorkloadKind};
+
+/// The server application, the guest's background task.
+const SERVER: &[Step] = &[Step::Workload(WorkloadStep::App)];
+
+/// A server's requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Service {
+    request_bytes: u64,
+    response_bytes: u64,
+    /// The application's work per request.
+    work_ns: u64,
+    /// apache's: without keep-alive each request opens a connection of
+    /// its own (`http`).
+    connection_per_request: bool,
+}
+
+impl Service {
+    /// ASSUMED, memcached: a get with a 64-byte key and a 1 KiB value (the
+    /// ELI paper's memslap sizes). apache: a GET and a 4 KB static page
+    /// with its headers; ab's connections without keep-alive.
+    fn of(kind: WorkloadKind, profile: &CostProfile) -> Service {
+        match kind {
+            WorkloadKind::Apache => Service {
+                request_bytes: 100,
+                response_bytes: 4_350,
+                work_ns: profile.workloads.http_request,
+                connection_per_request: true,
+            },
+            _ => Service {
+                request_bytes: 100,
+                response_bytes: 1_100,
+                work_ns: profile.workloads.memcached_request,
+                connection_per_request: false,
+            },
+        }
+    }
+}
+
+/// The clients' events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::machine) enum ClientEvent {
+    /// A client offers a request (the offered load's Poisson arrivals).
+    Offer { vm: u32 },
+    /// A request reaches the server's NIC, or vhost.
+    RequestArrival { vm: u32 },
+    /// The server's response reaches its client (apache: apachebench
+    /// closes the response's connection).
+    ResponseArrival { vm: u32 },
+    /// A segment of apachebench's connection reaches the server.
+    ConnectionSegment { vm: u32, segment: Segment },
+}
+
+/// How a VM's clients send, fixed when they start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct ClientLink {
+    /// A request's way to the server, as one message.
+    request_way_ns: u64,
+    /// With no offered load the clients send back to back: a freed
+    /// connection's next request leaves at once.
+    back_to_back: bool,
+    /// apachebench's connection per request (apache over a VF).
+    connection: Option<Apachebench>,
+}
+
+/// A VM's clients.
+#[derive(Clone, Debug, Default)]
+struct ClientPool {
+    link: ClientLink,
+    connections: u32,
+    outstanding: u32,
+    /// When each offered request waiting for a free connection was
+    /// offered, oldest first: its response time counts from then.
+    waiting: VecDeque<u64>,
+    /// Send times of the outstanding requests, oldest first (the server
+    /// answers in order).
+    sent: VecDeque<u64>,
+}
+
+impl ClientPool {
+    fn new(connections: u32, link: ClientLink) -> ClientPool {
+        ClientPool {
+            link,
+            connections,
+            ..ClientPool::default()
+        }
+    }
+
+    /// With no offered load, `vm`'s clients start at `now`: every
+    /// connection sends its first request.
+    fn start_back_to_back(&mut self, vm: usize, now: u64, fx: &mut Effects) {
+        for _ in 0..self.connections {
+            self.offered(vm, now, fx);
+        }
+    }
+
+    /// A client of `vm` offers a request at `now`: it leaves now if a
+    /// connection is free, else waits for one.
+    fn offered(&mut self, vm: usize, now: u64, fx: &mut Effects) {
+        if self.offer(now) {
+            self.send(vm, now, fx);
+        }
+    }
+
+    /// The oldest request's response reached its client at `now`: a
+    /// request waiting for the freed connection leaves (or, back to back,
+    /// the next one). The response time of the answered request.
+    fn response_arrived(&mut self, vm: usize, now: u64, fx: &mut Effects) -> Option<u64> {
+        let (latency, next) = self.answered(now);
+        if next {
+            self.send(vm, now, fx);
+        }
+        latency
+    }
+
+    /// A request of `vm`'s clients leaves at `now`: on a new connection,
+    /// its SYN first (sent by the client's `connect`).
+    fn send(&self, vm: usize, now: u64, fx: &mut Effects) {
+        if let Some(connection) = &self.link.connection {
+            connection.connect(vm, now, fx);
+            return;
+        }
+        let vm = index_u32(vm);
+        fx.schedule(
+            now + self.link.request_way_ns,
+            ClientEvent::RequestArrival { vm },
+        );
+    }
+
+    /// A client offers a request at `now`: true if a connection is free
+    /// and it leaves now.
+    fn offer(&mut self, now: u64) -> bool {
+        if self.outstanding >= self.connections {
+            self.waiting.push_back(now);
+            return false;
+        }
+        self.outstanding += 1;
+        self.sent.push_back(now);
+        true
+    }
+
+    /// The oldest request's response came back at `now`: its response
+    /// time, and whether a request leaves now on the freed connection
+    /// (one was waiting, or back-to-back clients send at once).
+    fn answered(&mut self, now: u64) -> (Option<u64>, bool) {
+        let latency = self.sent.pop_front().map(|sent| now - sent);
+        self.outstanding = self.outstanding.saturating_sub(1);
+        let offered = if self.link.back_to_back {
+            Some(now)
+        } else {
+            self.waiting.pop_front()
+        };
+        let next = offered.is_some();
+        if let Some(offered) = offered {
+            self.outstanding += 1;
+            self.sent.push_back(offered);
+        }
+        (latency, next)
+    }
+}
+
+/// memcached's or apache's run: its service, per VM its clients, per
+/// queue pair the requests received and not yet taken by the server
+/// (its socket) and apachebench's segments in the VF's ring.
+pub(super) struct Servers {
+    service: Service,
+    net: Network,
+    /// The ring requests arrive on (virtio over PV, else the VF's).
+    ring: Ring,
+    /// Each request's connection of its own (apache's over a VF; over
+    /// virtio a request stays one message).
+    connection: Option<Apachebench>,
+    /// Concurrent client connections per VM.
+    connections: u32,
+    /// The offered load, requests/s (None: back to back).
+    offered_per_s: Option<u64>,
+    pools: Vec<ClientPool>,
+    sockets: Vec<u32>,
+    segments: Vec<SegmentRing>,
+}
+
+impl Servers {
+    pub(super) fn new(spec: &RunSpec, profile: &CostProfile, topology: &Topology) -> Servers {
+        let service = Service::of(spec.workload, profile);
+        // memcached's clients are on the DID testbed's other server.
+        let net = Network::new(
+            profile,
+            &spec.group,
+            spec.workload == WorkloadKind::Memcached,
+        );
+        let connection = (service.connection_per_request && spec.group.transport != Transport::Pv)
+            .then(|| {
+                Apachebench::new(
+                    &net,
+                    service.request_bytes,
+                    service.response_bytes,
+                    profile.host_ns.wakeup,
+                )
+            });
+        Servers {
+            service,
+            ring: match spec.group.transport {
+                Transport::Pv => Ring::Virtio,
+                _ => Ring::Vf,
+            },
+            connection,
+            connections: spec.group.clients.unwrap_or(1),
+            offered_per_s: spec.offered_per_s,
+            pools: vec![ClientPool::default(); topology.vm_count()],
+            sockets: vec![0; topology.pair_count()],
+            segments: vec![SegmentRing::new(); topology.pair_count()],
+            net,
+        }
+    }
+
+    fn schedule_offered(&self, vm: usize, ctx: &mut Ctx, fx: &mut Effects) {
+        let rate = f64_of(self.offered_per_s.unwrap_or(0));
+        ctx.schedule_poisson(rate, ClientEvent::Offer { vm: index_u32(vm) }, fx);
+    }
+
+    /// The guest's stack work for the segment NAPI takes next from `pair`:
+    /// a SYN and a FIN are answered from the stack.
+    fn segment_work_ns(&self, pair: usize) -> u64 {
+        let network = &self.net.costs;
+        let segment = self.segments[pair].front().copied();
+        let answer = match segment {
+            Some(segment) if segment.answered_by_stack() => network.tx_packet,
+            _ => 0,
+        };
+        let copy = match segment {
+            Some(Segment::Request) => self.net.copy_ns(self.service.request_bytes),
+            _ => 0,
+        };
+        network.rx_frame + network.rx_stack + answer + copy
+    }
+
+    /// NAPI took a connection's segment from `pair`'s ring: the request
+    /// goes to the socket; the stack answers a SYN (apachebench's part
+    /// follows) and a FIN.
+    fn segment_taken(&mut self, pair: usize, ctx: &Ctx, fx: &mut Effects) {
+        let answer = Effect::VfSent {
+            pair,
+            start: ctx.now,
+            bytes: 0,
+        };
+        match self.segments[pair].pop_front() {
+            Some(Segment::Request) => self.sockets[pair] += 1,
+            Some(Segment::Syn) => {
+                if let Some(connection) = &self.connection {
+                    connection.syn_answered(ctx.topology.vm_of_pair(pair), ctx.now, fx);
+                }
+                // The SYN-ACK.
+                fx.push(answer);
+            }
+            // The stack's ACK of the client's FIN.
+            Some(Segment::Fin) => fx.push(answer),
+            Some(Segment::HandshakeAck | Segment::DataAck) | None => {}
+        }
+    }
+}
+
+impl Workload for Servers {
+    fn programs(&self) -> Programs {
+        Programs {
+            background: Some(SERVER),
+            ..Programs::default()
+        }
+    }
+
+    fn traffic(&self) -> Traffic {
+        Traffic {
+            frame_bytes: self.service.request_bytes,
+            tx_bytes: self.service.response_bytes,
+            pv_peer_on_wire: self.net.pv_peer_on_wire,
+            ..Traffic::default()
+        }
+    }
+
+    /// The clients start: at the offered load, or every connection at once.
+    fn start(&mut self, vm: usize, _owners: &[usize], ctx: &mut Ctx, fx: &mut Effects) {
+        let link = ClientLink {
+            request_way_ns: self.net.one_way_ns(self.service.request_bytes),
+            back_to_back: self.offered_per_s.is_none(),
+            connection: self.connection,
+        };
+        self.pools[vm] = ClientPool::new(self.connections, link);
+        if self.offered_per_s.is_some() {
+            self.schedule_offered(vm, ctx, fx);
+            return;
+        }
+        self.pools[vm].start_back_to_back(vm, ctx.now, fx);
+    }
+
+    fn on_event(&mut self, event: WorkloadEvent, ctx: &mut Ctx, fx: &mut Effects) {
+        let WorkloadEvent::Clients(event) = event else {
+            return;
+        };
+        match event {
+            // An offered request (Poisson at the offered load).
+            ClientEvent::Offer { vm } => {
+                let vm = vm as usize;
+                self.schedule_offered(vm, ctx, fx);
+                self.pools[vm].offered(vm, ctx.now, fx);
+            }
+            ClientEvent::RequestArrival { vm } => fx.push(Effect::RxPacket {
+                pair: ctx.topology.first_pair(vm as usize),
+                ring: self.ring,
+            }),
+            ClientEvent::ResponseArrival { vm } => {
+                let vm = vm as usize;
+                if let Some(latency) = self.pools[vm].response_arrived(vm, ctx.now, fx) {
+                    ctx.record.request_done(latency);
+                }
+            }
+            // A segment of apachebench's connection reaches the VF.
+            ClientEvent::ConnectionSegment { vm, segment } => {
+                let pair = ctx.topology.first_pair(vm as usize);
+                if ctx.state.ring_level(pair, Ring::Vf) < RX_RING_SIZE {
+                    self.segments[pair].push_back(segment);
+                }
+                fx.push(Effect::RxPacket {
+                    pair,
+                    ring: Ring::Vf,
+                });
+            }
+        }
+    }
+
+    /// The server takes a request from its socket: its work, the
+    /// response's send and copy, and (apache without keep-alive) the FIN
+    /// that closes the connection; a spin while the socket is empty.
+    fn on_step(
+        &mut self,
+        vcpu: usize,
+        _step: WorkloadStep,
+        ctx: &mut Ctx,
+        _fx: &mut Effects,
+    ) -> StepOutcome {
+        let pair = ctx.topology.pair_of(vcpu);
+        if self.sockets[pair] == 0 {
+            return StepOutcome::Spin;
+        }
+        self.sockets[pair] -= 1;
+        let network = &self.net.costs;
+        let close = if self.connection.is_some() {
+            network.tx_packet
+        } else {
+            0
+        };
+        let response = self.net.copy_ns(self.service.response_bytes);
+        StepOutcome::Takes(self.service.work_ns + network.tx_packet + response + close)
+    }
+
+    /// The response leaves: through virtio to vhost, or through the VF
+    /// (apache's FIN after it, apachebench's segments back).
+    fn step_done(&mut self, vcpu: usize, _step: WorkloadStep, ctx: &mut Ctx, fx: &mut Effects) {
+        let pair = ctx.topology.pair_of(vcpu);
+        if self.ring == Ring::Virtio {
+            fx.push(Effect::VirtioKick(vcpu));
+            fx.push(Effect::BackendStart {
+                pair,
+                job: BackendJob::Tx,
+            });
+            return;
+        }
+        let response = self.service.response_bytes;
+        let vm = ctx.topology.vm_of(vcpu);
+        fx.push(Effect::VfSent {
+            pair,
+            start: ctx.now,
+            bytes: response,
+        });
+        if let Some(connection) = &self.connection {
+            // Done when apachebench closes the connection.
+            fx.push(Effect::VfSent {
+                pair: ctx.topology.first_pair(vm),
+                start: connection.fin_sent(ctx.now),
+                bytes: 0,
+            });
+            connection.response_sent(vm, ctx.now, fx);
+        } else {
+            let at = ctx.now + self.net.one_way_ns(response);
+            fx.schedule(at, ClientEvent::ResponseArrival { vm: index_u32(vm) });
+        }
+    }
+
+    fn rx_work_ns(&self, pair: usize) -> Option<u64> {
+        Some(if self.connection.is_some() {
+            self.segment_work_ns(pair)
+        } else {
+            let network = &self.net.costs;
+            network.rx_frame + network.rx_stack + self.net.copy_ns(self.service.request_bytes)
+        })
+    }
+
+    fn packet_taken(&mut self, taken: Taken, ctx: &mut Ctx, fx: &mut Effects) {
+        if self.connection.is_some() {
+            self.segment_taken(taken.pair, ctx, fx);
+        } else {
+            self.sockets[taken.pair] += 1;
+        }
+    }
+
+    /// vhost passed the response on: the client has it once past the
+    /// bridge.
+    fn sent(&mut self, pair: usize, ctx: &mut Ctx, fx: &mut Effects) {
+        let vm = ctx.topology.vm_of_pair(pair);
+        let at = ctx.now + self.net.past_bridge_ns(self.service.response_bytes);
+        fx.schedule(at, ClientEvent::ResponseArrival { vm: index_u32(vm) });
+    }
+
+    fn throughput(&self, record: &Counters, seconds: f64) -> Option<Throughput> {
+        Some(Throughput {
+            value: f64_of(record.requests_done) / seconds,
+            unit: ThroughputUnit::RequestsPerS,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::fixture::{listed, scheduled};
+
+    /// Requests reach the server 3 us after they leave.
+    const REQUEST_WAY_NS: u64 = 3_000;
+
+    fn pool(connections: u32, back_to_back: bool) -> ClientPool {
+        let link = ClientLink {
+            request_way_ns: REQUEST_WAY_NS,
+            back_to_back,
+            connection: None,
+        };
+        ClientPool::new(connections, link)
+    }
+
+    fn request_at(at: u64, vm: u32) -> Effect {
+        scheduled(at, ClientEvent::RequestArrival { vm })
+    }
+
+    #[test]
+    fn a_closed_loop_keeps_at_most_one_request_per_connection() {
+        let mut pool = pool(2, false);
+        assert!(pool.offer(0));
+        assert!(pool.offer(10));
+        assert!(!pool.offer(20));
+        assert_eq!(pool.outstanding, 2);
+        // The oldest is answered first; the waiting request takes its
+        // connection, timed from its offer.
+        assert_eq!(pool.answered(100), (Some(100), true));
+        assert_eq!(pool.outstanding, 2);
+        assert_eq!(pool.answered(150), (Some(140), false));
+        assert_eq!(pool.sent.front(), Some(&20), "offered at 20, sent at 100");
+        assert_eq!(pool.answered(300), (Some(280), false));
+        assert_eq!(pool.outstanding, 0);
+    }
+
+    #[test]
+    fn back_to_back_clients_send_again_at_once() {
+        let mut pool = pool(1, true);
+        assert!(pool.offer(0));
+        assert_eq!(pool.answered(50), (Some(50), true));
+        assert_eq!(pool.answered(80), (Some(30), true));
+    }
+
+    #[test]
+    fn back_to_back_clients_start_every_connection_and_resend_on_a_response() {
+        let mut pool = pool(2, true);
+        let fx = listed(|fx| pool.start_back_to_back(1, 0, fx));
+        assert_eq!(
+            fx,
+            [request_at(REQUEST_WAY_NS, 1), request_at(REQUEST_WAY_NS, 1)]
+        );
+        let mut latency = None;
+        let fx = listed(|fx| latency = pool.response_arrived(1, 20_000, fx));
+        assert_eq!(latency, Some(20_000));
+        assert_eq!(
+            fx,
+            [request_at(20_000 + REQUEST_WAY_NS, 1)],
+            "the next at once"
+        );
+    }
+
+    #[test]
+    fn an_offered_request_waits_for_a_connection_the_response_frees() {
+        let mut pool = pool(1, false);
+        let fx = listed(|fx| pool.offered(0, 100, fx));
+        assert_eq!(fx, [request_at(100 + REQUEST_WAY_NS, 0)]);
+        let fx = listed(|fx| pool.offered(0, 200, fx));
+        assert!(fx.is_empty(), "the one connection is busy: {fx:?}");
+        let mut latency = None;
+        let fx = listed(|fx| latency = pool.response_arrived(0, 10_100, fx));
+        assert_eq!(latency, Some(10_000));
+        assert_eq!(fx, [request_at(10_100 + REQUEST_WAY_NS, 0)]);
+        // The waiting request's time counts from its offer.
+        let fx = listed(|fx| latency = pool.response_arrived(0, 20_000, fx));
+        assert_eq!(latency, Some(19_800));
+        assert!(fx.is_empty(), "nothing more offered: {fx:?}");
+    }
+
+    #[test]
+    fn a_connection_per_request_opens_with_its_syn() {
+        let connection = Apachebench {
+            segment_way_ns: 2_000,
+            send_ns: 1_000,
+            ..Apachebench::default()
+        };
+        let link = ClientLink {
+            request_way_ns: REQUEST_WAY_NS,
+            back_to_back: true,
+            connection: Some(connection),
+        };
+        let mut pool = ClientPool::new(1, link);
+        let syn = |at| {
+            let segment = Segment::Syn;
+            scheduled(at, ClientEvent::ConnectionSegment { vm: 0, segment })
+        };
+        let fx = listed(|fx| pool.start_back_to_back(0, 0, fx));
+        assert_eq!(fx, [syn(3_000)], "connect's send and the SYN's way");
+        let fx = listed(|fx| pool.response_arrived(0, 50_000, fx));
+        assert_eq!(fx, [syn(53_000)]);
+    }
+
+    #[test]
+    fn the_stack_answers_a_syn_and_the_request_reaches_the_server() {
+        use super::super::testing::{one_vm, spec, Bench};
+        let group = one_vm(WorkloadKind::Apache, 1);
+        let mut bench = Bench::new(&group);
+        let mut apache = Servers::new(
+            &spec(WorkloadKind::Apache, group),
+            &CostProfile::did_2015(),
+            &bench.topology,
+        );
+        let ab = apache
+            .connection
+            .expect("apache over a VF: a connection per request");
+        let segment =
+            |segment| WorkloadEvent::Clients(ClientEvent::ConnectionSegment { vm: 0, segment });
+        let taken = Taken {
+            vcpu: 0,
+            pair: 0,
+            ring: Ring::Vf,
+            last_in_poll: true,
+        };
+        let fx = bench.listed(|ctx, fx| apache.on_event(segment(Segment::Syn), ctx, fx));
+        let to_vf = Effect::RxPacket {
+            pair: 0,
+            ring: Ring::Vf,
+        };
+        assert_eq!(fx, [to_vf]);
+        let network = apache.net.costs.clone();
+        let syn_work = apache.rx_work_ns(0);
+        assert_eq!(
+            syn_work,
+            Some(network.rx_frame + network.rx_stack + network.tx_packet)
+        );
+        bench.now = 1_000;
+        let fx = bench.listed(|ctx, fx| apache.packet_taken(taken, ctx, fx));
+        let handshake = listed(|fx| ab.syn_answered(0, 1_000, fx));
+        let syn_ack = Effect::VfSent {
+            pair: 0,
+            start: 1_000,
+            bytes: 0,
+        };
+        assert_eq!(fx[..2], handshake[..], "ab's part, then the SYN-ACK");
+        assert_eq!(fx[2], syn_ack);
+        let (outcome, _) = bench.call(|ctx, fx| apache.on_step(0, WorkloadStep::App, ctx, fx));
+        assert_eq!(outcome, StepOutcome::Spin, "no request yet");
+        bench.listed(|ctx, fx| apache.on_event(segment(Segment::Request), ctx, fx));
+        bench.listed(|ctx, fx| apache.packet_taken(taken, ctx, fx));
+        let (outcome, _) = bench.call(|ctx, fx| apache.on_step(0, WorkloadStep::App, ctx, fx));
+        assert!(matches!(outcome, StepOutcome::Takes(_)), "the request");
+    }
+}

@@ -1,0 +1,205 @@
+//! The workloads through whole runs: what a run's results must show of
+//! each workload whatever the design, asserted on counts and rates
+//! (never on wall time).
+
+use dirq_arch::exit::VmxExit;
+use dirq_sim::metrics::{RunResult, ThroughputUnit};
+use dirq_sim::scenario::Scenario;
+use dirq_sim::{run_scenario, CostProfile, RunOptions};
+use dirq_stats::f64_of;
+
+/// The runs of a scenario whose `[[runs]]` groups are `body`, each run
+/// lasting `ms`.
+fn runs(ms: u64, body: &str) -> Vec<RunResult> {
+    let text = format!("name = \"test\"\ndescription = \"test\"\nduration_ms = {ms}\n{body}");
+    let scenario = Scenario::from_toml(&text).expect("test scenario parses");
+    let options = RunOptions {
+        seed: 1,
+        profile: None,
+        trace: false,
+    };
+    run_scenario(&scenario, &options)
+        .expect("scenario runs")
+        .result
+        .runs
+}
+
+fn one(ms: u64, body: &str) -> RunResult {
+    let mut all = runs(ms, body);
+    assert_eq!(all.len(), 1, "one run");
+    all.remove(0)
+}
+
+fn throughput(run: &RunResult, unit: ThroughputUnit) -> f64 {
+    let throughput = run.throughput.as_ref().expect("a throughput");
+    assert_eq!(throughput.unit, unit);
+    throughput.value
+}
+
+#[test]
+fn tcp_throughput_never_exceeds_the_link() {
+    let run = one(
+        20,
+        r#"
+        [[runs]]
+        workload = "iperf"
+        designs = ["bare"]
+    "#,
+    );
+    let gbit = throughput(&run, ThroughputUnit::GbitPerS);
+    let link = f64_of(CostProfile::did_2015().network.link_mbps) / 1e3;
+    assert!(gbit > 0.0);
+    assert!(gbit <= link, "{gbit} > {link} Gbit/s");
+}
+
+#[test]
+fn lowering_napis_weight_raises_the_interrupt_rate() {
+    let raised = |weight: u32| {
+        one(
+            20,
+            &format!(
+                r#"
+                [[runs]]
+                workload = "udp-rx"
+                designs = ["vanilla"]
+                rates_pps = [600000]
+                napi_weight = {weight}
+            "#
+            ),
+        )
+        .interrupts
+        .raised
+    };
+    assert!(raised(4) > raised(64));
+}
+
+#[test]
+fn a_closed_loop_servers_rate_never_exceeds_its_cpu_budget() {
+    let run = one(
+        20,
+        r#"
+        [[runs]]
+        workload = "memcached"
+        designs = ["vanilla"]
+        clients = 200
+    "#,
+    );
+    let rate = throughput(&run, ThroughputUnit::RequestsPerS);
+    let budget = 1e9 / f64_of(CostProfile::did_2015().workloads.memcached_request);
+    assert!(rate > 0.0);
+    assert!(rate <= budget, "{rate} > {budget} requests/s");
+}
+
+#[test]
+fn a_pv_round_trip_grows_by_its_six_copies_of_the_message() {
+    // The remote's read and write, vhost's two, the guest's two.
+    let round_trip_ns = |bytes: u64| {
+        let run = one(
+            20,
+            &format!(
+                r#"
+                [[runs]]
+                workload = "udp-rr"
+                designs = ["did"]
+                transport = "pv"
+                message_bytes = {bytes}
+            "#
+            ),
+        );
+        1e9 / throughput(&run, ThroughputUnit::TransactionsPerS)
+    };
+    let (small, large) = (32, 1_024);
+    let copy = |bytes: u64| bytes * CostProfile::did_2015().network.copy_per_kib / 1024;
+    let copies = f64_of(6 * (copy(large) - copy(small)));
+    let growth = round_trip_ns(large) - round_trip_ns(small);
+    assert!(growth > 0.9 * copies, "{growth} ns < {copies} ns");
+}
+
+#[test]
+fn a_256_vcpu_vm_calls_all_with_one_icr_write_per_cluster_of_16() {
+    let run = one(
+        2,
+        r#"
+        [[runs]]
+        workload = "ipi-call"
+        designs = ["apicv"]
+        target = "all"
+        host = { cores = 257, vms = 1, vcpus_per_vm = 256 }
+    "#,
+    );
+    // APICv virtualizes the EOI: every MSR_WRITE exit is an ICR write, 16
+    // per call (logical IDs 1-255); the last call may be unfinished.
+    let calls = throughput(&run, ThroughputUnit::CallsPerS);
+    let writes = run.exits_by_reason_per_s[&VmxExit::MsrWrite];
+    assert!(calls > 0.0);
+    assert!(
+        (16.0 * calls..=16.0 * (calls + 1.0 / 0.002)).contains(&writes),
+        "{writes} writes/s for {calls} calls/s"
+    );
+    assert!(run.figures.total_s.is_some_and(|total| total > 0.0));
+}
+
+#[test]
+fn guest_idle_poll_burns_a_full_core_per_vcpu_and_halting_does_not() {
+    let busy = |idle: &str| {
+        let run = one(
+            2,
+            &format!(
+                r#"
+                [[runs]]
+                workload = "ipi-call"
+                designs = ["apicv"]
+                target = "same-node"
+                idle = "{idle}"
+                host = {{ cores = 5, vms = 1, vcpus_per_vm = 4 }}
+            "#
+            ),
+        );
+        assert!(run.throughput.as_ref().is_some_and(|t| t.value > 0.0));
+        run.cpu_busy
+    };
+    assert_eq!(busy("poll"), 1.0);
+    // vCPUs 2 and 3 are never called: they sleep nearly all the run.
+    assert!(busy("halt") < 1.0 - 2.0 * 0.9 / 4.0);
+}
+
+#[test]
+fn the_poll_mode_driver_forwards_frames_and_no_design_raises_an_interrupt() {
+    for run in runs(
+        5,
+        r#"
+        [[runs]]
+        workload = "l2fwd"
+        designs = ["vanilla", "did"]
+    "#,
+    ) {
+        assert!(throughput(&run, ThroughputUnit::PacketsPerS) > 0.0);
+        assert_eq!(run.interrupts.raised, 0, "{}", run.design);
+    }
+}
+
+#[test]
+fn every_workload_records_its_own_figure() {
+    let kinds = [
+        ("cyclictest", ""),
+        ("fio", ""),
+        ("ipi", "host = { cores = 3, vms = 1, vcpus_per_vm = 2 }"),
+        ("netperf-rr", ""),
+        ("apache", "clients = 4"),
+    ];
+    for (workload, more) in kinds {
+        let run = one(
+            10,
+            &format!(
+                r#"
+                [[runs]]
+                workload = "{workload}"
+                designs = ["vanilla"]
+                {more}
+            "#
+            ),
+        );
+        let latency = run.latency_ns.as_ref().expect("latencies");
+        assert!(latency.samples > 0, "{workload}");
+    }
+}
