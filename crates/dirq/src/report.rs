@@ -4,13 +4,7 @@
 
 mod analyse;
 mod collect;
-mod format;
-pub mod meta;
 mod present;
-pub mod progress;
-
-// `dirq calibrate` plans and runs its benches as the report does.
-pub use collect::{plan, views};
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -23,17 +17,18 @@ use dirq_vmm::RunReport;
 use crate::calibrate::Calibration;
 use crate::studies::StudyTables;
 
+use crate::common::meta::{self, Meta};
+use crate::common::plan::{self, Depth};
+use crate::common::progress::{Step, StepFailure, Steps};
+use crate::common::real::RealCase;
+use crate::common::views::SimScenario;
 use analyse::checks::{self, ExitStatistic, ModelChecks};
 use analyse::leaves;
-use collect::real::RealCase;
-use collect::views::SimScenario;
-use collect::{real_trace, simulate, twins, Depth};
+use collect::{real_trace, simulate, twins};
 use dirq_vmm::host_load::{HostLoad, HostNoise, LoadMonitor, NoiseReason};
-use meta::Meta;
 use present::conclusions::{self, conclusions_sections, Findings};
 use present::data::{KvmStatus, ReportData};
 use present::{calibration, host, html, papers, real, scenarios, studies};
-use progress::{Step, StepFailure, Steps};
 
 /// The calibrated profile, written next to index.html.
 const PROFILE_FILE: &str = "host-profile.toml";

@@ -13,13 +13,13 @@ use serde::Serialize;
 
 use super::misses::{explain, MissExplained, TwinRates};
 use super::model::{Comparison, Metric};
-use crate::report::collect::plan::path_label;
-use crate::report::collect::real::RealCase;
-use crate::report::collect::spread::Spread;
+use crate::common::format::compact_number;
+use crate::common::plan::path_label;
+use crate::common::progress::StepFailure;
+use crate::common::real::RealCase;
+use crate::common::spread::Spread;
+use crate::common::views::SimRun;
 use crate::report::collect::twins::{twin_vcpus, CaseTwin, TWIN_DURATION_MS};
-use crate::report::collect::views::SimRun;
-use crate::report::format::compact_number;
-use crate::report::progress::StepFailure;
 
 /// Simulated seconds per handled interrupt of a twin run.
 fn seconds_per_interrupt(run: &SimRun) -> Option<f64> {

@@ -6,10 +6,10 @@
 use dirq_sim::design::DesignKind;
 use dirq_vmm::config::{Bench, GuestIdle, Irqchip};
 
+use crate::common::real::RealCase;
+use crate::common::spread::Spread;
+use crate::common::views::SimScenario;
 use crate::report::analyse::checks::Extrapolated;
-use crate::report::collect::real::RealCase;
-use crate::report::collect::spread::Spread;
-use crate::report::collect::views::SimScenario;
 
 /// Beyond its range, a single run's p50 within this share of the fastest
 /// cannot be told from it: one run measures no spread.

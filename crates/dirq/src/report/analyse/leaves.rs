@@ -11,7 +11,7 @@ use dirq_arch::exit::VmxExit;
 use dirq_sim::design::DesignKind;
 use dirq_sim::scenario::{IdleMode, WorkloadKind};
 
-use crate::report::collect::views::{SimRun, SimScenario};
+use crate::common::views::{SimRun, SimScenario};
 
 /// The built-in scenario the table is made of.
 pub const SCENARIO: &str = "design-gap";

@@ -9,8 +9,8 @@ use dirq_stats::f64_of;
 use dirq_vmm::exits::VmxExit;
 use serde::Serialize;
 
+use crate::common::real::RealCase;
 use crate::report::analyse::model::{Comparison, Metric};
-use crate::report::collect::real::RealCase;
 
 /// Below this share of the core, a time-in-guest figure is within a few
 /// points of zero and its relative error measures noise, not the model.
@@ -177,9 +177,9 @@ pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::real::Repeat;
+    use crate::common::spread::Spread;
     use crate::report::collect::fixtures::real_run;
-    use crate::report::collect::real::Repeat;
-    use crate::report::collect::spread::Spread;
     use dirq_vmm::config::{Bench, BenchConfig};
     use dirq_vmm::results::{BenchResult, WhileloopResult};
 

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::report::collect::spread::Spread;
+use crate::common::spread::Spread;
 
 /// The goal of issue 5: predictions within 20% of measurements.
 pub const TOLERANCE: f64 = 0.20;

@@ -21,8 +21,8 @@ use dirq_vmm::config::{BenchParams, Irqchip};
 use dirq_vmm::exits::VmxExit;
 use dirq_vmm::trace::{KvmRun, RunTrace, Tracing};
 
-use crate::report::collect::real::RealCase;
-use crate::report::progress::StepFailure;
+use crate::common::progress::StepFailure;
+use crate::common::real::RealCase;
 
 /// A slice on track `track` from `from_ns` to `to_ns`.
 fn slice(name: &str, cat: &'static str, track: usize, from_ns: u64, to_ns: u64) -> TraceEvent {

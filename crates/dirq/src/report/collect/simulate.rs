@@ -13,8 +13,8 @@ use indicatif::ProgressBar;
 
 use serde::Serialize;
 
-use crate::report::collect::views::SimScenario;
-use crate::report::collect::Depth;
+use crate::common::plan::Depth;
+use crate::common::views::SimScenario;
 
 /// Simulated time per run in a smoke report: enough events to draw every
 /// figure, short enough for the test suite.

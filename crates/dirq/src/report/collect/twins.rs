@@ -15,10 +15,10 @@ use dirq_stats::round_u64;
 use dirq_vmm::config::{BenchConfig, BenchParams, GuestIdle, HaltMode, Irqchip};
 use indicatif::ProgressBar;
 
-use super::plan::CYCLICTEST_PERIOD_NS;
-use super::real::RealCase;
-use super::views::SimRun;
 use crate::calibrate::costs::HostCosts;
+use crate::common::plan::CYCLICTEST_PERIOD_NS;
+use crate::common::real::RealCase;
+use crate::common::views::SimRun;
 
 /// The designs a twin of KVM's in-kernel LAPIC also runs under.
 const EXTRAPOLATED: [DesignKind; 3] = [DesignKind::Apicv, DesignKind::Eli, DesignKind::Did];
@@ -222,7 +222,7 @@ pub fn run_twins(
     cases
         .iter()
         .map(|case| {
-            crate::report::progress::working_on(bar, case.configuration_name());
+            crate::common::progress::working_on(bar, case.configuration_name());
             let outcome = match twin(case, base, costs) {
                 Err(reason) => CaseTwin::Unmodelled(reason),
                 Ok(twin) => {

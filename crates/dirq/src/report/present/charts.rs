@@ -11,8 +11,8 @@ use dirq_stats::{f64_of, ratio, round_u64};
 use dirq_vmm::exits::{ExitTime, VmxExit};
 use dirq_vmm::report::{Bucket, PERF_KVM_STAT_COLUMNS};
 
-use crate::report::collect::views::Latency;
-use crate::report::format::ns_to_us;
+use crate::common::format::ns_to_us;
+use crate::common::views::Latency;
 
 /// Stacked bars of exit reasons, one bar per labelled entry. Reasons are
 /// ordered by their largest value so the big ones sit at the left (equal

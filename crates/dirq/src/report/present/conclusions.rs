@@ -6,6 +6,10 @@ use dirq_sim::design::DesignKind;
 use dirq_vmm::config::GuestIdle;
 use dirq_vmm::probe::ProbeReport;
 
+use crate::common::format::{format_value, ns_to_us};
+use crate::common::meta::Host;
+use crate::common::real::RealCase;
+use crate::common::views::SimScenario;
 use crate::report::analyse::checks::{Extrapolated, ModelChecks};
 use crate::report::analyse::compare::{
     at_top_rate, changes_against_vanilla, clusters, find, irq_latency_paths, most_repeats,
@@ -16,10 +20,6 @@ use crate::report::analyse::model::{verdict, Score};
 use crate::report::analyse::studies::{
     batching_saves, fastest_vioapic_level, unmeasurable_vioapic_levels,
 };
-use crate::report::collect::real::RealCase;
-use crate::report::collect::views::SimScenario;
-use crate::report::format::{format_value, ns_to_us};
-use crate::report::meta::Host;
 use crate::report::present::charts::spread_us;
 use crate::report::present::data::{
     Axis, Cell, Chart, Figure, GroupedSeries, Scale, Section, SeriesKey, Spread, Table, TableRow,

@@ -9,10 +9,10 @@ use dirq_sim::design::DesignKind;
 use dirq_sim::metrics::ThroughputUnit;
 use dirq_vmm::exits::VmxExit;
 
-pub use crate::report::collect::spread::Spread;
-use crate::report::collect::Depth;
-use crate::report::format::{format_percent, format_value};
-use crate::report::progress::StepRecord;
+use crate::common::format::{format_percent, format_value};
+use crate::common::plan::Depth;
+use crate::common::progress::StepRecord;
+pub use crate::common::spread::Spread;
 use dirq_vmm::host_load::{HostLoad, HostNoise};
 
 /// What a series stands for, which decides its colour: a design and an
@@ -30,7 +30,7 @@ pub enum SeriesKey {
 }
 
 /// Everything `dirq report` learned, figures included. data.json is this
-/// tree after the metadata (`report::meta::Meta`).
+/// tree after the metadata (`common::meta::Meta`).
 #[derive(Debug, Clone, Serialize)]
 pub struct ReportData {
     pub depth: Depth,

@@ -10,7 +10,7 @@ use dirq_sim::design::DesignKind;
 use dirq_stats::round_u64;
 use dirq_vmm::exits::VmxExit;
 
-use crate::report::format::compact_number;
+use crate::common::format::compact_number;
 use crate::report::present::data::{
     Axis, Chart, GroupedSeries, NamedValues, Scale, Series, SeriesKey, SeriesStyle,
 };

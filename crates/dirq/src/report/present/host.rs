@@ -3,8 +3,8 @@
 use dirq_stats::f64_of;
 use dirq_vmm::probe::{EmulationTable, ProbeReport};
 
+use crate::common::format::{format_value, ns_to_us};
 use crate::report::analyse::host::capabilities;
-use crate::report::format::{format_value, ns_to_us};
 use crate::report::present::data::{Cell, Section, Table, TableRow, Unit};
 
 pub fn host_section(probe: &ProbeReport) -> Section {

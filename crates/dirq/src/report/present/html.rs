@@ -4,11 +4,11 @@
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use crate::report::collect::Depth;
-use crate::report::meta::{utc_minutes, Meta};
+use crate::common::meta::{utc_minutes, Meta};
+use crate::common::plan::Depth;
+use crate::common::progress::{StepFailure, StepRecord, StepStatus};
 use crate::report::present::data::{Cell, Figure, ReportData, Section, Table, TableRow, Unit};
 use crate::report::present::figures::render_svg;
-use crate::report::progress::{StepFailure, StepRecord, StepStatus};
 use dirq_vmm::host_load::HostNoise;
 
 const STYLE: &str = "
@@ -328,10 +328,10 @@ fn code_spans(text: &str) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::progress::{Step, Steps};
     use crate::report::present::data::{
         Axis, Chart, KvmStatus, NamedValues, Scale, Series, SeriesKey, SeriesStyle, TableRow, Unit,
     };
-    use crate::report::progress::{Step, Steps};
     use dirq_vmm::host_load::NoiseReason;
 
     fn sample_report(kvm_available: bool) -> ReportData {

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use dirq_vmm::exits::VmxExit;
 
+use crate::common::format::ns_to_us;
 use crate::report::analyse::checks::ModelChecks;
 use crate::report::analyse::model::{scores, Comparison, Metric};
 use crate::report::collect::twins::TWIN_DURATION_MS;
-use crate::report::format::ns_to_us;
 use crate::report::present::charts::{exit_bars, exit_table};
 use crate::report::present::data::{
     Axis, Cell, Chart, Figure, Scale, Section, Series, SeriesStyle, Table, TableRow, Unit,
@@ -297,7 +297,7 @@ pub fn extrapolation_section(checks: &ModelChecks, profile_file: &str) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::collect::spread::Spread;
+    use crate::common::spread::Spread;
 
     #[test]
     fn the_comparison_table_flags_every_miss() {

@@ -12,9 +12,9 @@ use dirq_sim::design::DesignKind;
 use dirq_sim::vioapic::VioapicLevel;
 use dirq_vmm::exits::VmxExit;
 
-use crate::report::collect::views::{SimRun, SimScenario};
-use crate::report::format::compact_number;
-use crate::report::format::ns_to_us;
+use crate::common::format::compact_number;
+use crate::common::format::ns_to_us;
+use crate::common::views::{SimRun, SimScenario};
 use crate::report::present::charts::{auto_scale, exit_bars, exit_table};
 use crate::report::present::data::{
     Axis, Cell, Chart, Figure, NamedValues, Scale, Section, Series, SeriesKey, SeriesStyle, Unit,
@@ -313,7 +313,7 @@ fn cyclictest_figures(result: &SimScenario, commands: &[String]) -> Vec<Figure> 
     let rows = runs
         .iter()
         .map(|(run, samples)| {
-            let latency = |pick: fn(&crate::report::collect::views::Latency) -> f64| {
+            let latency = |pick: fn(&crate::common::views::Latency) -> f64| {
                 Cell::maybe(run.latency_ns.as_ref().map(|l| ns_to_us(pick(l))), Unit::Us)
             };
             vec![

@@ -10,8 +10,8 @@ use dirq_stats::{f64_of, ratio};
 use dirq_vmm::config::Bench;
 use dirq_vmm::exits::VmxExit;
 
-use crate::report::collect::real::RealCase;
-use crate::report::collect::views::Latency;
+use crate::common::real::RealCase;
+use crate::common::views::Latency;
 use crate::report::present::charts::{
     exit_bars, exit_table, grouped_lines, latency_cpu_scatter, percentile_chart,
     perf_kvm_stat_table, spread_us, ExitStat, LinePoint,
@@ -429,8 +429,8 @@ fn runs_table(cases: &[RealCase]) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::real::Repeat;
     use crate::report::collect::fixtures::{no_figures, real_run};
-    use crate::report::collect::real::Repeat;
     use crate::report::present::data::Chart;
     use dirq_vmm::config::{Bench, BenchConfig};
     use dirq_vmm::report::Bucket;

@@ -1,11 +1,11 @@
 //! Report sections for simulation scenarios: exits by reason per run, time
 //! in guest against rate, latency distributions, invariant checks.
 
+use crate::common::views::{Latency, SimRun, SimScenario};
 use crate::report::collect::simulate::TracedExits;
-use crate::report::collect::views::{Latency, SimRun, SimScenario};
 use dirq_sim::design::DesignKind;
 
-use crate::report::format::ns_to_us;
+use crate::common::format::ns_to_us;
 use crate::report::present::charts::{
     auto_scale, exit_bars, exit_table, grouped_lines, latency_table, percentile_chart,
     perf_kvm_stat_table, ExitStat, LinePoint,

@@ -10,14 +10,14 @@ use dirq_vmm::studies::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable
 
 use dirq_vmm::report::LatencySummary;
 
+use crate::common::format::ns_to_us;
+use crate::common::progress::StepFailure;
 use crate::report::analyse::studies::{failed, kernel_exits_per_command, measured};
-use crate::report::format::ns_to_us;
 use crate::report::present::charts::{exit_bars, latency_cpu_scatter};
 use crate::report::present::conclusions::and_list;
 use crate::report::present::data::{
     Cell, Chart, Figure, NamedValues, Section, SeriesKey, Spread, Table, TableRow, Unit,
 };
-use crate::report::progress::StepFailure;
 use crate::studies::{Study, StudyTables};
 
 fn columns(names: &[&str]) -> Vec<String> {

@@ -17,7 +17,7 @@ use dirq_vmm::exits::ExitTime;
 use dirq_vmm::exits::{KvmStat, UserspaceExit, VmxExit};
 use dirq_vmm::report::{BenchResult, Bucket, RunReport};
 
-use crate::report::format::compact_number;
+use crate::common::format::compact_number;
 
 /// `latency_ns` in both contracts (`dirq_stats::LatencySummary`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
