@@ -51,6 +51,15 @@ const PATHS: [(Irqchip, Inject, bool); 5] = [
     (Irqchip::Kernel, Inject::Irqfd, true),
 ];
 
+/// Where `config`'s interrupt path stands among `PATHS` (the userspace
+/// irqchip first), which keeps its colour in every figure.
+pub fn path_index(config: &BenchConfig) -> Option<usize> {
+    let common = &config.common;
+    PATHS
+        .iter()
+        .position(|&path| path == (common.irqchip, common.inject, common.pv_eoi))
+}
+
 /// `params` on one of `PATHS`, the guest waiting as `guest_idle` says.
 fn with_path(
     params: BenchParams,
@@ -299,6 +308,15 @@ pub fn command_line(config: &BenchConfig) -> String {
         command.push_str(&format!(" --guest-exec {exec}"));
     }
     command
+}
+
+/// How many of `cases` the report traces again: every irq-latency one.
+pub fn traced_count(cases: &[RealCase]) -> u64 {
+    let traced = cases
+        .iter()
+        .filter(|case| matches!(case.config.params, BenchParams::IrqLatency(_)))
+        .count();
+    u64::try_from(traced).unwrap_or(u64::MAX)
 }
 
 /// The watchdog of a report's real run: a run that hangs costs this, times

@@ -41,7 +41,7 @@ impl Step {
             Step::EmulatedVsNative => "emulated against native: irq-latency on three paths",
             Step::Calibrate => "calibrate: this host's costs",
             Step::RealBenchmarks => "real benchmarks on /dev/kvm",
-            Step::RealTraces => "real-run traces: irq-latency, userspace and best in-kernel path",
+            Step::RealTraces => "real-run traces: irq-latency on every path, beside its twins",
             Step::ModelChecks => "model vs reality: simulated twins of the real runs",
             Step::Studies => "software-only studies: VIOAPIC, batched I/O, tick scaling, IPI/HLT",
             Step::Simulation => "simulation: built-in scenarios (published profiles)",

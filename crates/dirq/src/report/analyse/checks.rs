@@ -149,6 +149,14 @@ fn compare(case: &RealCase, predicted: &SimRun, statistic: ExitStatistic) -> Vec
             latency.p50,
         ));
     }
+    if let (Some(measured), Some(busy)) = (case.cpu_cores(), predicted.cpu_busy) {
+        comparisons.push(Comparison::new(
+            name.clone(),
+            Metric::HostCpuCores,
+            measured,
+            busy * f64::from(twin_vcpus(&case.config)),
+        ));
+    }
     if let (Some(share), Some(loop_share)) = (case.guest_share(), predicted.throughput_value()) {
         comparisons.push(Comparison::new(
             name.clone(),
