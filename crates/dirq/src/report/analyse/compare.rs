@@ -383,11 +383,11 @@ mod tests {
     #[test]
     fn changes_cluster_per_bench_and_split_at_the_gap() {
         let changes = [
-            ("ipi", "a", -0.02),
+            ("halt", "a", -0.02),
             ("timer", "1 kHz", -1.0),
-            ("ipi", "b", -0.01),
-            ("ipi", "c", -0.30),
-            ("ipi", "d", -0.03),
+            ("halt", "b", -0.01),
+            ("halt", "c", -0.30),
+            ("halt", "d", -0.03),
         ];
         let clusters = clusters(&changes);
         let shape: Vec<(&str, Vec<&str>, f64, f64)> = clusters
@@ -397,8 +397,8 @@ mod tests {
         assert_eq!(
             shape,
             [
-                ("ipi", vec!["c"], -0.30, -0.30),
-                ("ipi", vec!["d", "a", "b"], -0.03, -0.01),
+                ("halt", vec!["c"], -0.30, -0.30),
+                ("halt", vec!["d", "a", "b"], -0.03, -0.01),
                 ("timer", vec!["1 kHz"], -1.0, -1.0),
             ]
         );

@@ -182,7 +182,10 @@ pub fn trace_json(label: &str, trace: &RunTrace) -> (Vec<Value>, TraceCounts) {
             }
             kvm_exits += exits;
             let mut counted_slice = slice(
-                &format!("KVM: {exits} exit{}", if exits == 1 { "" } else { "s" }),
+                &format!(
+                    "KVM counted {exits} exit{}",
+                    if exits == 1 { "" } else { "s" }
+                ),
                 "kvm",
                 in_kvm(cpu),
                 raised,
@@ -526,7 +529,7 @@ mod tests {
         );
         let kvm = having(&events, "cat", "kvm");
         assert_eq!(kvm.len(), 1);
-        assert_eq!(kvm[0]["name"], "KVM: 3 exits");
+        assert_eq!(kvm[0]["name"], "KVM counted 3 exits");
         assert_eq!(kvm[0]["args"]["halt_exits"], 1);
         let round_trips = having(&events, "name", "round trip");
         assert_eq!(round_trips[0]["dur"], 1.5);

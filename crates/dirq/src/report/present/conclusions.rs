@@ -458,7 +458,7 @@ fn design_sentences(extrapolation: &[Extrapolated], kernel_exit_ns: Option<f64>)
 fn polling_sentence(cases: &[RealCase], calibration: Option<&Calibration>) -> Option<String> {
     let windows = polling_windows(cases);
     let first = windows.first()?;
-    let window = |ns: u32| us(f64::from(ns));
+    let window = |ns: u32| format!("{} us", ns / 1_000);
     let each: Vec<String> = windows
         .iter()
         .map(|w| {
@@ -733,7 +733,7 @@ pub fn conclusions_sections(findings: &Findings) -> Vec<Section> {
     let simulated = simulated_sentences(findings.simulated);
     if !simulated.is_empty() {
         intro.push(format!(
-            "Simulated, each scenario on its paper's testbed: {}",
+            "Simulated, each scenario on its own testbed's costs: {}",
             simulated.join(" ")
         ));
     }

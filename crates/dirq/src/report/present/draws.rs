@@ -23,6 +23,8 @@ use crate::report::present::scenarios::{exit_figure, throughput_cell, Drawn, Dra
 /// tables.
 #[derive(Default)]
 pub struct Point {
+    /// How to read it, where its figure is a table.
+    pub intro: Vec<String>,
     pub figures: Vec<Figure>,
     pub tables: Vec<Table>,
 }
@@ -42,10 +44,26 @@ pub fn point(kind: FigureKind, drawn: &Drawn) -> Point {
         FigureKind::CyclesPerLevel => cycles_per_level(drawn, &runs).into_iter().collect(),
         FigureKind::TimeAndCpu => time_and_cpu(drawn, &runs),
         FigureKind::ExitsLeft => {
+            let tables: Vec<Table> = exits_left(drawn).into_iter().collect();
             return Point {
+                intro: (!tables.is_empty())
+                    .then(|| {
+                        format!(
+                            "Each cell of the table is the run's exits of that reason per second \
+                             over the interrupts it raised per second (`{}`); reasons under \
+                             0.005 per interrupt are left out, \"all exits\" counts every exit. \
+                             What a column keeps above DID's is the gap between that hardware \
+                             and DID, exit by exit. AVIC's own exits are counted under the \
+                             reason they stand for (AVIC_INCOMPLETE_IPI and AVIC_NOACCEL as \
+                             MSR_WRITE).",
+                            drawn.command
+                        )
+                    })
+                    .into_iter()
+                    .collect(),
                 figures: Vec::new(),
-                tables: exits_left(drawn).into_iter().collect(),
-            }
+                tables,
+            };
         }
     };
     let mut figures: Vec<Figure> = figures;
@@ -55,7 +73,7 @@ pub fn point(kind: FigureKind, drawn: &Drawn) -> Point {
     }
     Point {
         figures,
-        tables: Vec::new(),
+        ..Point::default()
     }
 }
 
@@ -959,17 +977,253 @@ fn exits_left(drawn: &Drawn) -> Option<Table> {
         rows.push(TableRow::new(total));
     }
     Some(Table {
-        title: format!(
-            "Exits per interrupt, by reason and design (`{}`): each cell is the run's exits of \
-             that reason per second over the interrupts it raised per second; reasons under \
-             0.005 per interrupt are left out, \"all exits\" counts every exit. What a column \
-             keeps above DID's is the gap between that hardware and DID, exit by exit. AVIC's \
-             own exits are counted under the reason they stand for (AVIC_INCOMPLETE_IPI and \
-             AVIC_NOACCEL as MSR_WRITE).",
-            drawn.command
-        ),
+        title: "Exits per interrupt, by interrupt kind, exit reason and design".into(),
         columns,
         rows,
         folded: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::views::SimScenario;
+    use crate::report::present::figures::render_svg;
+    use dirq_sim::scenario::Scenario;
+    use serde_json::{json, Value};
+
+    fn run(design: &str, params: Value, extra: Value) -> Value {
+        let mut run = json!({
+            "design": design, "params": params, "exits_per_s": 1000.0,
+            "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": 600.0, "MSR_WRITE": 400.0},
+            "time_in_guest": 0.9, "cpu_busy": 0.5, "events": 10, "wall_s": 0.01
+        });
+        for (key, value) in extra.as_object().into_iter().flatten() {
+            run[key] = value.clone();
+        }
+        run
+    }
+
+    /// The point of a scenario of `runs` whose figure is `figure`.
+    fn point_of(figure: &str, runs: Vec<Value>) -> (Point, SimScenario) {
+        let text = format!(
+            "name = \"t\"\ndescription = \"t\"\n{figure}\n[[runs]]\nworkload = \"udp-rx\"\n\
+             designs = [\"vanilla\"]\nrates_pps = [1000]\n"
+        );
+        let mut view =
+            SimScenario::from_raw(&json!({"scenario": "t", "runs": runs})).expect("contract");
+        let scenario = Scenario::from_toml(&text).expect("scenario parses");
+        let kind = scenario.figure.as_ref().expect("a figure").draw;
+        view.inputs = Some(scenario);
+        let drawn = Drawn::of(&view, "dirq sim t".into());
+        let point = point(kind, &drawn);
+        for figure in &point.figures {
+            render_svg(&figure.chart).unwrap_or_else(|err| panic!("{}: {err}", figure.id));
+            assert!(!figure.table.rows.is_empty(), "{}: a table", figure.id);
+        }
+        (point, view)
+    }
+
+    fn texts(table: &Table, column: usize) -> Vec<String> {
+        table
+            .rows
+            .iter()
+            .map(|r| r.cells[column].text.clone())
+            .collect()
+    }
+
+    #[test]
+    fn shares_are_of_the_same_workloads_bare_metal_in_the_papers_names() {
+        let throughput = |v: f64| json!({"throughput": {"value": v, "unit": "Gbit/s"}});
+        let (point, _) = point_of(
+            "[figure]\ndraw = \"share-of-bare\"\ntitle = \"Share\"\n\
+             names = { vanilla = \"baseline\", bare = \"bare metal\" }\n\
+             fitted_runs = [\"bare · netperf\"]\nleaves_out = [\"itr_us\"]\n",
+            vec![
+                run("vanilla", json!({"workload": "netperf"}), throughput(4.0)),
+                run("bare", json!({"workload": "netperf"}), throughput(8.0)),
+                run("did", json!({"workload": "apache"}), throughput(90.0)),
+                run("bare", json!({"workload": "apache"}), throughput(100.0)),
+                // A sweep point is not a row of the paper's table.
+                run(
+                    "vanilla",
+                    json!({"workload": "netperf", "itr_us": 24}),
+                    throughput(1.0),
+                ),
+            ],
+        );
+        let table = &point.figures[0].table;
+        assert_eq!(
+            texts(table, 0),
+            [
+                "baseline · netperf",
+                "bare metal · netperf (fitted)",
+                "did · apache",
+                "bare metal · apache"
+            ]
+        );
+        assert_eq!(texts(table, 2), ["50.00%", "100.00%", "90.00%", "100.00%"]);
+        let Chart::Bars { stacks, .. } = &point.figures[0].chart else {
+            panic!("bars");
+        };
+        let keys: Vec<SeriesKey> = stacks.iter().map(|s| s.key).collect();
+        assert_eq!(
+            keys,
+            [
+                SeriesKey::Design(DesignKind::Vanilla),
+                SeriesKey::Design(DesignKind::Bare),
+                SeriesKey::Design(DesignKind::Did)
+            ],
+            "one colour per design"
+        );
+    }
+
+    #[test]
+    fn levels_give_their_speed_up_over_the_first_and_say_which_is_fitted() {
+        let level = |level: &str, cycles: f64| {
+            run(
+                "vanilla",
+                json!({"level": level}),
+                json!({"cycles_per_interrupt": cycles, "seconds_per_million": cycles / 1200.0,
+                       "exits_per_s": 9000.0, "throughput": {"value": 1000.0, "unit": "interrupts/s"}}),
+            )
+        };
+        let (point, _) = point_of(
+            "[figure]\ndraw = \"cycles-per-level\"\ntitle = \"Levels\"\nfitted_runs = [\"userspace\"]\n",
+            vec![level("userspace", 4000.0), level("pv", 1000.0)],
+        );
+        let rows: Vec<Vec<String>> = point.figures[0]
+            .table
+            .rows
+            .iter()
+            .map(|r| r.cells.iter().map(|c| c.text.clone()).collect())
+            .collect();
+        assert_eq!(
+            rows[0],
+            ["userspace", "9.00", "4K", "3.33", "1.00x", "fitted point"]
+        );
+        assert_eq!(rows[1], ["pv", "9.00", "1K", "0.83", "4.00x", "prediction"]);
+    }
+
+    #[test]
+    fn the_ipi_study_groups_each_target_and_idle_mode_with_a_bar_per_design() {
+        let call = |design: &str, target: &str, idle: &str, total: f64| {
+            run(
+                design,
+                json!({"target": target, "idle": idle}),
+                json!({"total_s": total}),
+            )
+        };
+        let (point, _) = point_of(
+            "[figure]\ndraw = \"time-and-cpu\"\ntitle = \"Calls\"\n",
+            vec![
+                call("vanilla", "same-node", "halt", 1.5),
+                call("did", "same-node", "halt", 1.0),
+                call("vanilla", "all", "poll", 9.0),
+                call("did", "all", "poll", 8.0),
+            ],
+        );
+        let folded: Vec<bool> = point.figures.iter().map(|f| f.folded).collect();
+        assert_eq!(folded, [false, true], "time carries the point, CPU folds");
+        let Chart::Grouped {
+            categories, series, ..
+        } = &point.figures[0].chart
+        else {
+            panic!("grouped bars");
+        };
+        assert_eq!(categories, &["halt · same-node", "poll · all"]);
+        assert_eq!(series[1].key, SeriesKey::Design(DesignKind::Did));
+        assert_eq!(series[1].values[1].map(|s| s.median), Some(8.0));
+        let table = &point.figures[0].table;
+        assert_eq!(table.columns, ["setting", "vanilla", "did"]);
+        assert_eq!(texts(table, 1), ["1.50", "9.00"]);
+    }
+
+    #[test]
+    fn setup_buckets_keep_their_latency_order() {
+        let voip = |low: u64| {
+            json!({"setup_ms_buckets": {">200": 1, "10-100": 2, "<10": low, "100-200": 0},
+                   "call_rate": 99.5, "invite_retransmissions": 3})
+        };
+        let (point, _) = point_of(
+            "[figure]\ndraw = \"setup-buckets\"\ntitle = \"Calls\"\n",
+            vec![
+                run("vanilla", json!({}), voip(5)),
+                run("did", json!({}), voip(9)),
+            ],
+        );
+        let table = &point.figures[0].table;
+        assert_eq!(
+            table.columns,
+            [
+                "run",
+                "<10 ms",
+                "10-100 ms",
+                "100-200 ms",
+                ">200 ms",
+                "call rate (calls/s)",
+                "INVITE retransmissions"
+            ]
+        );
+        let did: Vec<&str> = table.rows[1]
+            .cells
+            .iter()
+            .map(|c| c.text.as_str())
+            .collect();
+        assert_eq!(did, ["did", "9", "2", "0", "1", "99.5", "3"]);
+    }
+
+    #[test]
+    fn few_runs_draw_one_percentile_plot_in_their_designs_colours() {
+        let latency = json!({"latency_ns": {"mean": 3.0, "p50": 2000, "p99": 4000, "max": 4000,
+            "histogram": [{"le_ns": 1000, "count": 50}, {"le_ns": 2000, "count": 150}]}});
+        let (point, _) = point_of(
+            "[figure]\ndraw = \"latency\"\ntitle = \"Latency\"\n",
+            vec![
+                run("vanilla", json!({"size": 1}), latency.clone()),
+                run("vanilla", json!({"size": 2}), latency.clone()),
+                run("did", json!({"size": 1}), latency),
+            ],
+        );
+        let Chart::Xy { series, .. } = &point.figures[0].chart else {
+            panic!("a percentile plot");
+        };
+        let keys: Vec<SeriesKey> = series.iter().map(|s| s.key).collect();
+        assert_eq!(
+            keys,
+            [
+                SeriesKey::DesignRun {
+                    design: DesignKind::Vanilla,
+                    run: 0,
+                    runs: 2
+                },
+                SeriesKey::DesignRun {
+                    design: DesignKind::Vanilla,
+                    run: 1,
+                    runs: 2
+                },
+                SeriesKey::Design(DesignKind::Did)
+            ]
+        );
+        // 200 samples, 10 of them beyond p95: the line stops there.
+        assert_eq!(series[0].points.last().map(|p| p[0]), Some(0.95));
+    }
+
+    #[test]
+    fn a_density_is_each_buckets_share_of_its_designs_samples() {
+        let histogram = json!({"latency_ns": {"mean": 3.0, "p50": 2, "p99": 4, "max": 4,
+            "histogram": [{"le_ns": 1000, "count": 1}, {"le_ns": 2000, "count": 3}]}});
+        let (point, _) = point_of(
+            "[figure]\ndraw = \"latency-density\"\ntitle = \"Density\"\n",
+            vec![
+                run("did", json!({}), histogram),
+                run("vanilla", json!({}), json!({})),
+            ],
+        );
+        let Chart::Xy { series, .. } = &point.figures[0].chart else {
+            panic!("a line per design");
+        };
+        assert_eq!(series.len(), 1, "a run without samples draws nothing");
+        assert_eq!(series[0].points, vec![[1.0, 25.0], [2.0, 75.0]]);
+    }
 }

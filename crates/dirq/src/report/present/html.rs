@@ -308,7 +308,7 @@ fn render_section(section: &Section) -> Markup {
                 }
             }
             @for (index, figure) in open.iter().enumerate() {
-                @if index > 0 || beside.is_none() { (render_figure(figure, Numbers::Shown)) }
+                @if index > 0 || beside.is_none() { (render_figure(figure, Numbers::beside(figure))) }
             }
             @for table in &tables { (render_free_table(table)) }
             @for figure in &folded {
@@ -343,8 +343,22 @@ fn render_free_table(table: &Table) -> Markup {
 #[derive(Clone, Copy, PartialEq)]
 enum Numbers {
     Shown,
-    /// Folded under the chart, which stands beside a section's inputs.
+    /// Folded under the chart: it stands beside a section's inputs, or
+    /// its table is longer than the chart says at a glance.
     Folded,
+}
+
+/// A table longer than this folds under its chart.
+const SHOWN_ROWS: usize = 12;
+
+impl Numbers {
+    fn beside(figure: &Figure) -> Numbers {
+        if figure.table.rows.len() > SHOWN_ROWS {
+            Numbers::Folded
+        } else {
+            Numbers::Shown
+        }
+    }
 }
 
 /// A figure: its chart and caption, its table, and the commands that

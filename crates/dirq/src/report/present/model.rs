@@ -358,7 +358,12 @@ mod tests {
         let comparisons = [
             Comparison::new("irq · a".into(), Metric::ExitsPerInterrupt, once(2.0), 2.1),
             Comparison::new("irq · b".into(), Metric::ExitsPerInterrupt, once(2.0), 1.0),
-            Comparison::new("ipi · c".into(), Metric::ExitsPerInterrupt, once(4.0), 4.0),
+            Comparison::new(
+                "timer · c".into(),
+                Metric::ExitsPerInterrupt,
+                once(4.0),
+                4.0,
+            ),
         ];
         let refs: Vec<&Comparison> = comparisons.iter().collect();
         let figure = metric_figure(Metric::ExitsPerInterrupt, &refs);
@@ -387,7 +392,7 @@ mod tests {
             names,
             [
                 "irq",
-                "ipi",
+                "timer",
                 "20% over (y = 1.2 x)",
                 "20% under (y = 0.8 x)"
             ]

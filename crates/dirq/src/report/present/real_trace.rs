@@ -39,7 +39,8 @@ pub fn real_traces_section(traces: &[WrittenTrace]) -> Option<Section> {
              to the acknowledgement the device saw; \"vCPU n\" alternates \"guest\" slices \
              (KVM_RUN) with the exits that returned to the VMM, named by VMX reason; \
              \"vCPU n · in KVM\" holds what KVM's statistics counted between the raise and the \
-             acknowledgement, the exits no return to the VMM shows. Each round trip's arrow \
+             acknowledgement: every exit, those KVM handled itself (which no return to the \
+             VMM shows) and those that returned. Each round trip's arrow \
              leads from the raise through those exits to the guest's acknowledgement, on \
              every path."
                 .into(),

@@ -332,11 +332,11 @@ pub fn scenario_section(result: &SimScenario, seed: u64, earlier: &[SimScenario]
     Section {
         id: format!("{}{}", Part::Scenario.id(), result.scenario),
         title: format!(
-            "{}: {}",
+            "{} \u{2013} {}",
             result.scenario,
             drawn.figure.map_or("exits by reason", |f| f.title.as_str())
         ),
-        intro,
+        intro: point.intro.into_iter().chain(intro).collect(),
         given: result
             .inputs
             .as_ref()
@@ -363,13 +363,16 @@ fn folded_figures(
         .partition(|r| drawn_before(r.run, earlier).is_some());
     if let Some(first) = before.first().and_then(|r| drawn_before(r.run, earlier)) {
         intro.push(format!(
-            "{} of its {} runs take exactly the exits and time in guest of {first}'s runs of \
-             the same design and rate (the same receive traffic): their exits are drawn \
-             there, not again here.",
+            "{} of its {} runs took exactly the exits and time in guest of {first}'s runs of \
+             the same design: those are drawn there, not again here.",
             before.len(),
             drawn.runs.len()
         ));
     }
+    // What is left to draw says something only where two designs differ.
+    let mut designs: Vec<DesignKind> = fresh.iter().map(|r| r.run.design).collect();
+    designs.dedup();
+    let fresh: Vec<&DrawnRun> = if designs.len() > 1 { fresh } else { Vec::new() };
     if kind != FigureKind::ExitsByReason && kind != FigureKind::ExitsLeft {
         if let Some(mut figure) = draws::exits_by_reason(drawn, &fresh) {
             figure.folded = true;
@@ -508,4 +511,212 @@ pub fn exit_figure(
         chart,
         folded: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::present::data::{Chart, SeriesKey};
+    use serde_json::{json, Value};
+
+    /// A run of `design` at `rate` packets/s whose exits and time in guest
+    /// follow from `exits`.
+    fn run(design: &str, rate: u64, exits: f64) -> Value {
+        json!({
+            "design": design, "params": {"rate_pps": rate},
+            "exits_per_s": exits, "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": exits},
+            "time_in_guest": 1.0 - exits / 1e6, "cpu_busy": 0.5,
+            "throughput": {"value": rate, "unit": "packets/s"},
+            "events": 10, "wall_s": 0.01
+        })
+    }
+
+    /// The view of `runs` made by a scenario of `figure`.
+    fn scenario(name: &str, figure: &str, runs: Vec<Value>) -> SimScenario {
+        let text = format!(
+            "name = \"{name}\"\ndescription = \"\"\"A test\nof two lines.\"\"\"\n{figure}\n\
+             [[runs]]\nworkload = \"udp-rx\"\ndesigns = [\"vanilla\", \"did\"]\n\
+             rates_pps = [100000, 200000]\n"
+        );
+        let mut view =
+            SimScenario::from_raw(&json!({"scenario": name, "runs": runs})).expect("contract");
+        view.inputs = Some(Scenario::from_toml(&text).expect("scenario parses"));
+        view
+    }
+
+    const EXITS_FIGURE: &str = "[figure]\ndraw = \"exits-by-reason\"\ntitle = \"Exits\"\n\
+         paper = \"A paper, table 2\"\nfitted = \"vanilla's column\"\nfitted_runs = [\"vanilla\"]\n";
+
+    #[test]
+    fn equal_designs_are_drawn_once_named_for_both_and_fitted_runs_are_marked() {
+        let result = scenario(
+            "rx",
+            EXITS_FIGURE,
+            vec![
+                run("vanilla", 100_000, 28_000.0),
+                run("did", 100_000, 500.0),
+                run("apicv-pi", 100_000, 300.0),
+                run("apicv-pi-ipiv", 100_000, 300.0),
+            ],
+        );
+        let drawn = Drawn::of(&result, "dirq sim rx".into());
+        assert_eq!(
+            drawn.merged,
+            [(DesignKind::ApicvPiIpiv, DesignKind::ApicvPi)]
+        );
+        let labels: Vec<String> = drawn.runs.iter().map(DrawnRun::marked_label).collect();
+        assert_eq!(
+            labels,
+            ["vanilla (fitted)", "did", "apicv-pi = apicv-pi-ipiv"],
+            "one rate: no setting in the labels"
+        );
+    }
+
+    #[test]
+    fn a_scenario_s_section_sets_its_inputs_beside_its_declared_figure_and_folds_the_rest() {
+        let result = scenario(
+            "rx",
+            EXITS_FIGURE,
+            vec![
+                run("vanilla", 100_000, 28_000.0),
+                run("did", 100_000, 500.0),
+                run("vanilla", 200_000, 50_000.0),
+                run("did", 200_000, 600.0),
+            ],
+        );
+        let section = scenario_section(&result, 7, &[]);
+        assert_eq!(section.id, "scenario-rx");
+        assert_eq!(section.title, "rx \u{2013} Exits");
+        let given: Vec<(&str, &str)> = section
+            .given
+            .iter()
+            .map(|g| (g.what.as_str(), g.value.as_str()))
+            .collect();
+        assert_eq!(given[0], ("what it models", "A test of two lines."));
+        assert_eq!(
+            given[1],
+            ("published figure it reproduces", "A paper, table 2")
+        );
+        assert!(given.contains(&("simulated", "1000 ms per run, seed 7, 4 runs")));
+        assert!(given.contains(&(
+            "group 1",
+            "udp-rx under vanilla, did; rates_pps = [100000,200000]"
+        )));
+        assert!(given.contains(&("fitted", "vanilla's column")));
+        let figures: Vec<(&str, bool)> = section
+            .figures
+            .iter()
+            .map(|f| (f.id.as_str(), f.folded))
+            .collect();
+        assert_eq!(
+            figures,
+            [
+                ("scenario-rx-exits", false),
+                ("scenario-rx-guest-time", true)
+            ]
+        );
+        // The point's rows run by rate and mark the fitted column.
+        let rows: Vec<&str> = section.figures[0]
+            .table
+            .rows
+            .iter()
+            .map(|r| r.cells[0].text.as_str())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "vanilla · 100K pps (fitted)",
+                "did · 100K pps",
+                "vanilla · 200K pps (fitted)",
+                "did · 200K pps"
+            ]
+        );
+        // Time in guest: a line per design over the two rates, in its colour.
+        let Chart::Xy { series, .. } = &section.figures[1].chart else {
+            panic!("lines against the rate");
+        };
+        let keys: Vec<SeriesKey> = series.iter().map(|s| s.key).collect();
+        assert_eq!(
+            keys,
+            [
+                SeriesKey::Design(DesignKind::Vanilla),
+                SeriesKey::Design(DesignKind::Did)
+            ]
+        );
+        assert!(series.iter().all(|s| s.points.len() == 2));
+        let [all_runs] = section.tables.as_slice() else {
+            panic!("one table: all runs");
+        };
+        assert!(all_runs.folded && all_runs.rows.len() == 4);
+    }
+
+    #[test]
+    fn runs_an_earlier_scenario_drew_are_said_and_not_drawn_again() {
+        let receive = scenario(
+            "rx",
+            EXITS_FIGURE,
+            vec![
+                run("vanilla", 100_000, 28_000.0),
+                run("did", 100_000, 500.0),
+            ],
+        );
+        let throughput = "[figure]\ndraw = \"throughput\"\ntitle = \"Loop\"\n";
+        let mut bare = run("bare", 100_000, 0.0);
+        bare["throughput"] =
+            json!({"value": 0.97, "unit": "fraction of the core running the loop"});
+        let mut runs = vec![bare];
+        for (design, exits) in [("vanilla", 28_000.0), ("did", 500.0)] {
+            let mut same = run(design, 100_000, exits);
+            same["throughput"] =
+                json!({"value": 0.9, "unit": "fraction of the core running the loop"});
+            runs.push(same);
+        }
+        let section = scenario_section(&scenario("loop", throughput, runs), 1, &[receive]);
+        assert!(
+            section.intro.iter().any(|p| p.starts_with(
+                "2 of its 3 runs took exactly the exits and time in guest of rx's runs"
+            )),
+            "{:?}",
+            section.intro
+        );
+        // The bare run alone is left: no exits figure, no guest-time figure.
+        let ids: Vec<&str> = section.figures.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["scenario-loop-throughput"]);
+        // One rate: the throughput is bars per design, never a line of one point.
+        assert!(matches!(section.figures[0].chart, Chart::Grouped { .. }));
+    }
+
+    #[test]
+    fn the_papers_names_replace_the_parts_they_name() {
+        let names = std::collections::BTreeMap::from([
+            ("vanilla · pv".to_string(), "PV".to_string()),
+            ("did".to_string(), "DID".to_string()),
+        ]);
+        let parts = |text: &str| -> Vec<String> { text.split(" · ").map(String::from).collect() };
+        assert_eq!(
+            renamed(&parts("vanilla · napi 8 · pv"), &names, "vanilla").as_deref(),
+            Some("PV · napi 8")
+        );
+        assert_eq!(
+            renamed(&parts("did · pv"), &names, "did = avic").as_deref(),
+            Some("DID (did = avic) · pv")
+        );
+        assert_eq!(renamed(&parts("vanilla · sriov"), &names, "vanilla"), None);
+    }
+
+    #[test]
+    fn every_built_in_scenario_declares_how_the_report_draws_it() {
+        for name in dirq_sim::scenario::builtin_names() {
+            let scenario = dirq_sim::scenario::builtin(name).expect("builtin parses");
+            let figure = scenario
+                .figure
+                .unwrap_or_else(|| panic!("{name} declares no [figure]"));
+            assert!(!figure.title.is_empty(), "{name}");
+            // A fitted run is named only where the fit is said.
+            assert!(
+                figure.fitted_runs.is_empty() || figure.fitted.is_some(),
+                "{name}"
+            );
+        }
+    }
 }
