@@ -296,6 +296,11 @@ fn fastest_path_sentences(cases: &[RealCase]) -> Vec<String> {
     if sentences.is_empty() {
         return sentences;
     }
+    // One sentence: the states' clauses joined.
+    let clauses: Vec<&str> = sentences
+        .iter()
+        .map(|sentence| sentence.trim_end_matches('.'))
+        .collect();
     let rate = cases.iter().find_map(|case| match &case.config.params {
         BenchParams::IrqLatency(params) => Some(params.rate_hz),
         _ => None,
@@ -307,7 +312,7 @@ fn fastest_path_sentences(cases: &[RealCase]) -> Vec<String> {
     vec![format!(
         "Real irq-latency ({paced}; p50 of the MSI's round trip from the device thread's \
          raise to the guest's acknowledgement): {}",
-        sentences.join(" ")
+        clauses.join("; ")
     )]
 }
 
@@ -348,18 +353,28 @@ fn whole_percent(fraction: f64) -> String {
     format!("{}%", if percent == 0.0 { 0.0 } else { percent })
 }
 
+/// "+6%", "-23%", "0%": a sentence's change, whole and signed.
+fn change_percent(fraction: f64) -> String {
+    let text = whole_percent(fraction);
+    if fraction > 0.0 && text != "0%" {
+        format!("+{text}")
+    } else {
+        text
+    }
+}
+
 /// "-100% on timer-latency · 1 kHz, -1% to -3% on 4 ipi workloads".
 fn clusters_text(clusters: &[Cluster]) -> String {
     clusters
         .iter()
         .map(|cluster| {
-            let change = if whole_percent(cluster.min) == whole_percent(cluster.max) {
-                whole_percent(cluster.min)
+            let change = if change_percent(cluster.min) == change_percent(cluster.max) {
+                change_percent(cluster.min)
             } else {
                 format!(
                     "{} to {}",
-                    whole_percent(cluster.min),
-                    whole_percent(cluster.max)
+                    change_percent(cluster.min),
+                    change_percent(cluster.max)
                 )
             };
             match cluster.workloads.as_slice() {
@@ -377,8 +392,8 @@ fn reach(design: DesignKind) -> Option<&'static str> {
     match design {
         DesignKind::Eli | DesignKind::EliDelivery => Some(
             "ELI delivers only an assigned device's interrupts (an SR-IOV VF) without exits, \
-             and these twins have none: their interrupts come from a virtio device (as the real \
-             runs' device thread is), the timer or IPIs",
+             and these twins have none: their interrupts come from a virtio device (standing for \
+             the real runs' device thread), the timer or IPIs",
         ),
         _ => None,
     }
@@ -914,6 +929,8 @@ mod tests {
             "{eli}"
         );
         assert_eq!(whole_percent(-0.001), "0%");
+        assert_eq!(change_percent(0.06), "+6%");
+        assert_eq!(change_percent(0.001), "0%");
         assert_eq!(and_list(&["a", "b", "c"]), "a, b and c");
         assert_eq!(and_list(&["a"]), "a");
         assert_eq!(us(6_680_000.0), "6.68 ms");

@@ -186,20 +186,37 @@ fn design_bars(value_label: &str, unit: Unit, rows: &[(&DrawnRun, f64)]) -> (Cha
     )
 }
 
-/// The numeric parameter the runs sweep (a rate, or the swept one) with
-/// at least two values, if any.
+/// The numeric parameter the runs sweep (a rate, or the swept one): every
+/// line it would draw (a design at one setting of the other parameters)
+/// has two values of it or more, so no line is a single point.
 fn swept_number(drawn: &Drawn, runs: &[&DrawnRun]) -> Option<String> {
     drawn
         .varying
         .iter()
         .find(|key| {
-            let mut values: Vec<f64> = runs
-                .iter()
-                .filter_map(|r| r.run.params.get(*key)?.as_f64())
-                .collect();
-            values.sort_by(f64::total_cmp);
-            values.dedup();
-            values.len() >= 2 && runs.iter().all(|r| r.run.params.contains_key(*key))
+            let number = |r: &DrawnRun| r.run.params.get(*key).and_then(|v| v.as_f64());
+            if runs.iter().any(|r| number(r).is_none()) {
+                return false;
+            }
+            let line = |r: &DrawnRun| -> (String, Vec<(String, String)>) {
+                let others = r
+                    .setting
+                    .iter()
+                    .filter(|(k, _)| k != *key)
+                    .cloned()
+                    .collect();
+                (r.design.clone(), others)
+            };
+            runs.iter().all(|r| {
+                let mut values: Vec<f64> = runs
+                    .iter()
+                    .filter(|other| line(other) == line(r))
+                    .filter_map(|other| number(other))
+                    .collect();
+                values.sort_by(f64::total_cmp);
+                values.dedup();
+                values.len() >= 2
+            })
         })
         .cloned()
 }
@@ -1225,5 +1242,39 @@ mod tests {
         };
         assert_eq!(series.len(), 1, "a run without samples draws nothing");
         assert_eq!(series[0].points, vec![[1.0, 25.0], [2.0, 75.0]]);
+    }
+
+    #[test]
+    fn a_number_no_line_sweeps_draws_bars_not_lines_of_one_point() {
+        // Five designs, each at two settings whose vCPU count follows the
+        // mode: no design has two counts at one mode.
+        let mut runs = Vec::new();
+        for (index, design) in ["vanilla", "apicv", "did", "avic", "bare"]
+            .iter()
+            .enumerate()
+        {
+            // Each design its own latency, so none is drawn as another.
+            let p50 = 1000 * (index + 1);
+            let latency = json!({"latency_ns": {"mean": 3.0, "p50": p50, "p99": 4000,
+                "max": 4000, "histogram": [{"le_ns": p50, "count": 10}]}});
+            for (mode, vcpus) in [("unicast", 2), ("broadcast", 4)] {
+                runs.push(run(
+                    design,
+                    json!({"ipi_mode": mode, "vcpus_per_vm": vcpus}),
+                    latency.clone(),
+                ));
+            }
+        }
+        let (point, _) = point_of("[figure]\ndraw = \"latency\"\ntitle = \"IPIs\"\n", runs);
+        let [figure] = point.figures.as_slice() else {
+            panic!("one figure");
+        };
+        let Chart::Grouped { categories, .. } = &figure.chart else {
+            panic!("bars per setting and design, not lines");
+        };
+        assert_eq!(
+            categories,
+            &["unicast · vcpus_per_vm 2", "broadcast · vcpus_per_vm 4"]
+        );
     }
 }

@@ -461,7 +461,7 @@ mod tests {
     use crate::report::present::data::{
         Axis, Chart, KvmStatus, NamedValues, Scale, Series, SeriesKey, SeriesStyle, TableRow, Unit,
     };
-    use dirq_vmm::host_load::NoiseReason;
+    use dirq_vmm::host_load::{HostLoad, NoiseReason};
 
     fn sample_report(kvm_available: bool) -> ReportData {
         let bars = Figure {
@@ -614,6 +614,52 @@ mod tests {
             .collect();
         assert_eq!(statuses, ["FAILED", "skipped"]);
         assert_eq!(document.select(&select("#steps tr.flagged")).count(), 1);
+    }
+
+    #[test]
+    fn the_header_names_the_backend_and_the_load_before_the_conclusions() {
+        let mut report = sample_report(true);
+        report.kvm.backend = Some("kvm_pvm".into());
+        report.host_load = Some(HostLoad {
+            cpus: 2,
+            load_average: Some([1.25, 0.5, 0.25]),
+            other_runnable: None,
+            steal_ms: Some(40.0),
+            steal_share: Some(0.004),
+            elapsed_s: 100.0,
+        });
+        let page = render(&report);
+        let line = &page[page.find("id=\"host-line\"").expect("host line")..];
+        let line = &line[..line.find("</p>").expect("end")];
+        assert!(line.contains("KVM backend kvm_pvm"), "{line}");
+        assert!(line.contains("load 1.25 on"), "{line}");
+        assert!(line.contains("0.4% of CPU time stolen"), "{line}");
+        assert!(page.find("id=\"host-line\"") < page.find("id=\"conclusions\""));
+    }
+
+    #[test]
+    fn a_folded_figure_and_folded_tables_sit_under_details_with_their_titles() {
+        let mut report = sample_report(true);
+        report.sections[1].figures[1].folded = true;
+        report.sections[1].tables = vec![Table {
+            title: "All runs".into(),
+            columns: vec!["run".into()],
+            rows: vec![TableRow::new(vec![Cell::text("a")])],
+            folded: true,
+        }];
+        let page = render(&report);
+        let document = scraper::Html::parse_document(&page);
+        let select = |css: &str| scraper::Selector::parse(css).expect("selector");
+        let folded: Vec<&str> = document
+            .select(&select("details.fold > figure"))
+            .filter_map(|f| f.value().attr("data-figure"))
+            .collect();
+        assert_eq!(folded, ["fig-cdf"]);
+        let summaries: Vec<String> = document
+            .select(&select("details.fold > summary"))
+            .map(|s| s.text().collect())
+            .collect();
+        assert_eq!(summaries, ["Figure: Latency", "Table: All runs"]);
     }
 
     #[test]
