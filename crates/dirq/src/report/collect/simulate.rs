@@ -148,6 +148,21 @@ pub fn traced_exits(trace: &serde_json::Value) -> Vec<TracedExits> {
     processes.into_values().collect()
 }
 
+/// Each process of a simulated `trace` named with the cost profile it
+/// ran on, beside the design and workload the simulator names it by.
+fn name_with_profile(trace: &mut serde_json::Value, profile: &str) {
+    let Some(events) = trace["traceEvents"].as_array_mut() else {
+        return;
+    };
+    for event in events {
+        if event["ph"] == "M" && event["name"] == "process_name" {
+            let name = event["args"]["name"].as_str().unwrap_or("").to_string();
+            event["args"]["name"] =
+                serde_json::json!(format!("{name} (simulated, profile {profile})"));
+        }
+    }
+}
+
 /// Writes `traces/designs.json`, one Perfetto process per design; returns
 /// the file name and the exits it holds. `bar` advances once per design.
 pub fn write_design_trace(
@@ -163,7 +178,8 @@ pub fn write_design_trace(
     };
     let output = run_scenario_with_progress(&scenario, &options, |_, _| bar.inc(1))
         .context("tracing the designs")?;
-    let trace = output.trace.context("the simulator returned no trace")?;
+    let mut trace = output.trace.context("the simulator returned no trace")?;
+    name_with_profile(&mut trace, &output.result.profile);
     let path = dir.join(TRACE_FILE);
     crate::output::write_atomic(&path, &serde_json::to_vec(&trace)?)?;
     Ok((TRACE_FILE.to_string(), traced_exits(&trace)))
@@ -206,6 +222,20 @@ mod tests {
             (2, 400, 100, 300)
         );
         assert_eq!(exits[0].by_reason[&VmxExit::Hlt].samples, 1);
+    }
+
+    #[test]
+    fn every_traced_process_names_its_profile() {
+        let mut trace = serde_json::json!({"traceEvents": [
+            {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "did udp-rx"}},
+            {"ph": "X", "cat": "exit", "name": "HLT", "pid": 0, "args": {"cost_ns": 50}}
+        ]});
+        name_with_profile(&mut trace, "did-2015");
+        assert_eq!(
+            trace["traceEvents"][0]["args"]["name"],
+            "did udp-rx (simulated, profile did-2015)"
+        );
+        assert_eq!(trace["traceEvents"][1]["name"], "HLT");
     }
 
     #[test]

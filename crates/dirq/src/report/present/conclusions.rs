@@ -564,8 +564,8 @@ fn model_sentence(checks: &ModelChecks) -> Option<String> {
         );
     }
     sentence.push_str(
-        " Every check is of vanilla, KVM's emulated LAPIC, the only design this host runs: \
-         the APICv, ELI and DID figures above rest on the same mechanisms and costs, and no \
+        " Every check compares a real run with its vanilla twin (KVM's emulated LAPIC): the \
+         APICv, ELI and DID figures above rest on the same mechanisms and costs, and on no \
          measurement.",
     );
     let explained = checks.misses.iter().filter(|m| m.explained).count();
@@ -732,8 +732,8 @@ pub fn conclusions_sections(findings: &Findings) -> Vec<Section> {
     );
     if !designs.is_empty() {
         intro.push(format!(
-            "What each design would save here, predicted for a VT-x host with this host's \
-             costs (none of them can run on this host): {}",
+            "What each design would save, predicted by the model for a VT-x host with this \
+             host's exit costs: {}",
             designs.join(" ")
         ));
     }
