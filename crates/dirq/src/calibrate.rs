@@ -17,7 +17,7 @@ use dirq_vmm::RunReport;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use crate::report::plan::{command_line, fit_to_budget, run_case};
+use crate::common::plan::{command_line, fit_to_budget, run_case};
 use costs::{derive_costs, Commands, HostCosts, Observations};
 use profile::{host_profile, HostProfile};
 
@@ -115,12 +115,12 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
     let mut reports = Vec::new();
     let mut runs = Vec::new();
     for config in &configs {
-        crate::report::progress::working_on(
+        crate::common::progress::working_on(
             bar,
             format!(
                 "{} {}",
                 config.bench(),
-                crate::report::plan::path_label(config)
+                crate::common::plan::path_label(config)
             ),
         );
         let (case, report) = run_case(config)
@@ -135,7 +135,7 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
             reports.len()
         );
     };
-    let p50 = |run: &crate::report::views::RealRun, command: &str| -> Result<f64> {
+    let p50 = |run: &crate::common::views::RealRun, command: &str| -> Result<f64> {
         run.latency_ns
             .as_ref()
             .map(|latency| latency.p50)
@@ -192,7 +192,7 @@ pub fn execute(args: Args) -> Result<()> {
     }
     diag!("dirq calibrate: measuring this host's interrupt costs on /dev/kvm ...");
     let bar = ProgressBar::new(CALIBRATION_RUNS);
-    crate::report::progress::working_on(&bar, "probe");
+    crate::common::progress::working_on(&bar, "probe");
     // Every step is needed for the profile: the first that fails ends it.
     let calibration = dirq_vmm::probe::probe(args.guest_exec)
         .context("probe failed")
@@ -207,7 +207,7 @@ pub fn execute(args: Args) -> Result<()> {
         .context("cannot write the profile as TOML")?;
     if args.json {
         let guest_exec = Some(calibration.probe.guest_exec.to_string());
-        crate::report::meta::print_json(&calibration, started, guest_exec)?;
+        crate::common::meta::print_json(&calibration, started, guest_exec)?;
     } else {
         diag!("{:<48} {:>12}  source", "cost", "ns");
         for (name, measured) in calibration.costs.rows() {

@@ -77,7 +77,7 @@ pub fn execute(run: &KernelRun, echo_console: bool, json: bool) -> anyhow::Resul
     let started = time::OffsetDateTime::now_utc();
     let outcome = run.boot(echo_console)?;
     if json {
-        crate::report::meta::print_json(&outcome, started, None)?;
+        crate::common::meta::print_json(&outcome, started, None)?;
     } else {
         let console = if echo_console {
             String::new()

@@ -19,6 +19,7 @@ macro_rules! diag {
 }
 
 mod calibrate;
+mod common;
 mod conformance;
 mod kernel;
 mod observe;

@@ -38,7 +38,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         }
         let guest_exec = Some(report.guest_exec.to_string());
         let json = serde_json::json!({ "probe": report, "emulation": emulation });
-        crate::report::meta::print_json(&json, started, guest_exec)?;
+        crate::common::meta::print_json(&json, started, guest_exec)?;
     } else {
         let mut text = report.to_string();
         if let Some(in_service) = report.lapic_in_service {

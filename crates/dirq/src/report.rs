@@ -4,13 +4,7 @@
 
 mod analyse;
 mod collect;
-mod format;
-pub mod meta;
 mod present;
-pub mod progress;
-
-// `dirq calibrate` plans and runs its benches as the report does.
-pub use collect::{plan, views};
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -23,17 +17,18 @@ use dirq_vmm::RunReport;
 use crate::calibrate::Calibration;
 use crate::studies::StudyTables;
 
+use crate::common::meta::{self, Meta};
+use crate::common::plan::{self, Depth};
+use crate::common::progress::{Step, StepFailure, Steps};
+use crate::common::real::RealCase;
+use crate::common::views::SimScenario;
 use analyse::checks::{self, ExitStatistic, ModelChecks};
-use analyse::leaves;
-use collect::real::RealCase;
-use collect::views::SimScenario;
-use collect::{real_trace, simulate, twins, Depth};
+use analyse::host::kvm_backend;
+use collect::{real_trace, simulate, twins};
 use dirq_vmm::host_load::{HostLoad, HostNoise, LoadMonitor, NoiseReason};
-use meta::Meta;
 use present::conclusions::{self, conclusions_sections, Findings};
 use present::data::{KvmStatus, ReportData};
-use present::{calibration, host, html, papers, real, scenarios, studies};
-use progress::{Step, StepFailure, Steps};
+use present::{calibration, host, html, real, scenarios, studies};
 
 /// The calibrated profile, written next to index.html.
 const PROFILE_FILE: &str = "host-profile.toml";
@@ -116,6 +111,7 @@ pub fn execute(args: Args) -> Result<()> {
         KvmStatus {
             available: false,
             detail: "--sim-only was given".into(),
+            backend: None,
         }
     } else {
         kvm_status()
@@ -157,20 +153,18 @@ pub fn execute(args: Args) -> Result<()> {
     }
     let simulated = run_simulations(&mut report, &mut steps, depth, args.seed, &traces_dir);
     let guest_exec = real.guest_exec.map(|exec| exec.name().to_string());
-    let host = meta::Host::this(guest_exec.clone());
     let host_load = load.finish();
-    report.sections.splice(
-        0..0,
-        conclusions_sections(&Findings {
-            host: &host,
-            host_load: &host_load,
-            probe: real.probe.as_ref(),
-            cases: &real.cases,
-            checks: real.checks.as_ref(),
-            studies: studies.as_ref(),
-            simulated: &simulated,
-        }),
-    );
+    report.sections.extend(conclusions_sections(&Findings {
+        probe: real.probe.as_ref(),
+        calibration: real.calibration.as_ref(),
+        cases: &real.cases,
+        checks: real.checks.as_ref(),
+        studies: studies.as_ref(),
+        simulated: &simulated,
+    }));
+    present::page::in_page_order(&mut report.sections);
+    let host = meta::Host::this(guest_exec.clone());
+    report.kvm.backend = kvm_backend(&host, real.probe.as_ref()).map(String::from);
     report.host_noise = host_noise(&host_load, real.probe.as_ref().map(|p| &p.host_noise));
     if let Some(warning) = html::noise_warning(&report.host_noise) {
         diag!("dirq report: {warning}");
@@ -229,6 +223,7 @@ fn mark_incomplete_sections(report: &mut ReportData, steps: &Steps) {
 #[derive(Default)]
 struct RealHalf {
     probe: Option<ProbeReport>,
+    calibration: Option<Calibration>,
     cases: Vec<RealCase>,
     checks: Option<ModelChecks>,
     /// How the guest ran in the first real run.
@@ -295,6 +290,7 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
     if let Some(calibration) = &calibration {
         record_calibration(report, steps, calibration, out);
     }
+    half.calibration = calibration;
 
     let mut plan = plan::real_plan(depth, half.probe.as_ref().map(|probe| &probe.floors));
     for config in &mut plan {
@@ -316,9 +312,25 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         return half;
     }
     report.sections.push(real::real_section(&half.cases));
-    let (traces, failures) = steps.run(Step::RealTraces, 2, |bar| {
-        let written = real_trace::write_real_traces(&out.join("traces"), &half.cases);
-        bar.inc(2);
+    let inputs = real_trace::TraceInputs {
+        host: [
+            half.probe.as_ref().and_then(|p| p.backend.clone()),
+            half.guest_exec.map(|exec| exec.to_string()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", "),
+        twins: half
+            .calibration
+            .as_ref()
+            .map(|c| (&c.host.profile, &c.costs, PROFILE_FILE)),
+        seed,
+    };
+    let traced = plan::traced_count(&half.cases);
+    let (traces, failures) = steps.run(Step::RealTraces, traced, |bar| {
+        let written = real_trace::write_real_traces(&out.join("traces"), &half.cases, &inputs);
+        bar.inc(traced);
         written
     });
     for failure in failures {
@@ -328,7 +340,7 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         .sections
         .extend(present::real_trace::real_traces_section(&traces));
 
-    let Some(calibration) = &calibration else {
+    let Some(calibration) = &half.calibration else {
         steps.skip(
             Step::ModelChecks,
             "no calibration, so no model checks or extrapolation",
@@ -512,20 +524,13 @@ fn run_simulations(
             .collect::<Vec<_>>()
     });
     let mut raws = Vec::new();
-    let mut views = Vec::new();
-    // The published experiments in their papers' shapes come before the scenarios' own
-    // sections, which follow in the built-in order.
-    let first_simulation = report.sections.len();
+    let mut views: Vec<SimScenario> = Vec::new();
     for (scenario, outcome) in outcomes {
         match outcome {
             Ok(outcome) => {
-                let mut section = scenarios::scenario_section(
-                    &format!("sim-{}", scenario.name),
-                    &format!("Simulation: {}", scenario.name),
-                    &scenario.description,
-                    &outcome.view,
-                    &format!("dirq sim {} --seed {seed}", scenario.name),
-                );
+                let mut view = outcome.view;
+                view.inputs = Some(scenario.clone());
+                let mut section = scenarios::scenario_section(&view, seed, &views);
                 if depth == Depth::Smoke {
                     section.intro.push(format!(
                         "Smoke run: shortened to {} ms of simulated time.",
@@ -534,7 +539,7 @@ fn run_simulations(
                 }
                 report.sections.push(section);
                 raws.push(outcome.raw);
-                views.push(outcome.view);
+                views.push(view);
             }
             Err(err) => steps.fail(
                 Step::Simulation,
@@ -546,15 +551,6 @@ fn run_simulations(
             ),
         }
     }
-    let mut papers = papers::paper_sections(&views, seed);
-    if let Some(result) = views.iter().find(|view| view.scenario == leaves::SCENARIO) {
-        let command = format!("dirq sim {} --seed {seed}", leaves::SCENARIO);
-        let table = leaves::what_each_design_leaves(result);
-        papers.push(present::leaves::leaves_section(&table, &command));
-    }
-    report
-        .sections
-        .splice(first_simulation..first_simulation, papers);
     report
         .raw
         .insert("sim_scenarios".into(), serde_json::Value::Array(raws));
@@ -608,10 +604,12 @@ fn kvm_status() -> KvmStatus {
         Ok(_) => KvmStatus {
             available: true,
             detail: "/dev/kvm opened".into(),
+            backend: None,
         },
         Err(err) => KvmStatus {
             available: false,
             detail: format!("no /dev/kvm: {err}"),
+            backend: None,
         },
     }
 }

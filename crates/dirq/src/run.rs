@@ -13,7 +13,7 @@ use dirq_vmm::config::{
 use dirq_vmm::hostile::Case;
 use dirq_vmm::report::{text_table, LatencySummary, RunReport};
 
-use crate::report::meta;
+use crate::common::meta;
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \

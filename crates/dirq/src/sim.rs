@@ -168,7 +168,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
         diag!("trace written to {}", path.display());
     }
     if args.json {
-        crate::report::meta::print_json(&output.result, started, None)?;
+        crate::common::meta::print_json(&output.result, started, None)?;
     } else {
         crate::output::print(&tables_text(&output.result))?;
     }
@@ -190,7 +190,7 @@ fn run_all(options: &RunOptions, threads: usize, json: bool) -> anyhow::Result<(
     }
     bar.finish_and_clear();
     if json {
-        crate::report::meta::print_json(&all_document(&results), started_at, None)?;
+        crate::common::meta::print_json(&all_document(&results), started_at, None)?;
         return Ok(());
     }
     let mut text = format!(

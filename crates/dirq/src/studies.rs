@@ -83,7 +83,7 @@ pub struct StudyTables {
 pub fn measure(studies: &[Study], settings: Settings, bar: &ProgressBar) -> StudyTables {
     let mut tables = StudyTables::default();
     for &study in studies {
-        crate::report::progress::working_on(bar, study.title());
+        crate::common::progress::working_on(bar, study.title());
         let measured = match study {
             Study::Vioapic => vioapic::compare(settings).map(|t| tables.vioapic = Some(t)),
             Study::IoBatch => io_batch::compare(settings).map(|t| tables.io_batch = Some(t)),
@@ -147,7 +147,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             .ok()
             .and_then(|host| host.resolve(args.guest_exec).ok())
             .map(|exec| exec.to_string());
-        crate::report::meta::print_json(&tables, started, guest_exec)?;
+        crate::common::meta::print_json(&tables, started, guest_exec)?;
     } else {
         crate::output::print(&tables.to_string())?;
     }

@@ -3,8 +3,9 @@
 //!
 //! A scenario is a name, a description, `duration_ms`, the NIC's coalescing,
 //! optionally the cost `profile` it runs on (a built-in profile's name or a
-//! file's path; did-2015 by default) and a list of `[[runs]]` groups. A group runs one workload under each of
-//! its `designs`, at each of its `rates_pps`, on its `host`; the other keys
+//! file's path; did-2015 by default), optionally the `[figure]` the report
+//! draws of it ([`ScenarioFigure`]) and a list of `[[runs]]` groups. A group runs one workload under each of
+//! its `policies`, at each of its `rates_pps`, on its `host`; the other keys
 //! are the [`RunGroup`] fields.
 //!
 //! A group may also sweep one more parameter over a list of values: it then
@@ -35,6 +36,7 @@ pub use crate::vioapic::VioapicLevel;
 
 mod budget;
 mod builtin;
+mod figure;
 mod network;
 mod sweep;
 mod topology;
@@ -42,6 +44,7 @@ mod workload;
 
 pub use budget::{OverBudget, EVENT_BUDGET};
 pub use builtin::{builtin, builtin_names};
+pub use figure::{FigureKind, ScenarioFigure};
 pub use network::{MAX_CLIENTS, MAX_ITR_US, MAX_MESSAGE_BYTES, MAX_NAPI_WEIGHT, MAX_QOS_MS};
 pub use sweep::Sweep;
 pub use topology::IpiTarget;
@@ -263,6 +266,9 @@ pub struct Scenario {
     /// is given one).
     #[serde(default)]
     pub profile: BuiltinProfile,
+    /// What `dirq report` draws of it (see [`ScenarioFigure`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figure: Option<ScenarioFigure>,
     pub runs: Vec<RunGroup>,
 }
 

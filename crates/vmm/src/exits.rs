@@ -344,6 +344,19 @@ impl ExitAccounting {
         }
     }
 
+    /// Every vCPU's KVM statistics now, by vCPU.
+    pub fn kvm_stats(&self) -> Result<Vec<KvmStats>, ExitsError> {
+        self.stats
+            .iter()
+            .enumerate()
+            .map(|(cpu, fd)| {
+                fd.read()
+                    .map(KvmStats::from)
+                    .map_err(|source| ExitsError::Stats { cpu, source })
+            })
+            .collect()
+    }
+
     pub fn snapshot(&self) -> Result<ExitSnapshot, ExitsError> {
         let kernel = self
             .stats

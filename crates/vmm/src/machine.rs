@@ -493,7 +493,13 @@ impl<'c> Assembled<'c> {
             device_line(&config.params),
             common.inject,
         ))?;
-        let recorder = trace.map(|tracing| Arc::new(TraceRecorder::new(vcpus.len(), tracing)));
+        let recorder = trace.map(|tracing| {
+            Arc::new(TraceRecorder::new(
+                vcpus.len(),
+                tracing,
+                plumbing.accounting.clone(),
+            ))
+        });
         let sink: Box<dyn InterruptSink> = match &recorder {
             Some(recorder) => Box::new(TracedSink {
                 inner: sink,

@@ -1,14 +1,16 @@
 //! A real run's timeline, recorded only when a run asks for it: each vCPU
-//! thread's KVM_RUN calls (entry, return, the exit that ended it) and the
-//! device thread's interrupt raises. Every track keeps at most `cap`
+//! thread's KVM_RUN calls (entry, return, the exit that ended it), the
+//! device thread's interrupt raises, and each acknowledgement it saw with
+//! what KVM's statistics counted since the last one (the exits KVM handled
+//! itself, which no KVM_RUN return shows). Every track keeps at most `cap`
 //! records, allocated up front, and counts what it drops beyond that, so a
-//! long run costs bounded memory and recording never allocates mid-run.
-//! A run without it pays one `Option` test per exit.
+//! long run costs bounded memory. A run without it pays one `Option` test
+//! per exit.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use crate::exits::UserspaceExit;
+use crate::exits::{ExitAccounting, KvmStat, KvmStats, UserspaceExit};
 use crate::interrupt::{InterruptError, InterruptSink};
 
 /// Records kept per track when a run asks for a trace: 20 ms of exits at
@@ -64,6 +66,15 @@ impl<T> Track<T> {
     }
 }
 
+/// The device saw the guest acknowledge an interrupt at `at_ns`; KVM's
+/// statistics moved by `kvm` since the last acknowledgement (or the first
+/// raise): per vCPU, each statistic that moved and by how much.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ack {
+    pub at_ns: u64,
+    pub kvm: Vec<(usize, KvmStat, u64)>,
+}
+
 /// What a traced run recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunTrace {
@@ -71,6 +82,8 @@ pub struct RunTrace {
     pub vcpus: Vec<Track<KvmRun>>,
     /// The device thread's raises, ns since the recorder started.
     pub raises: Track<u64>,
+    /// The acknowledgements the device saw, in order.
+    pub acks: Track<Ack>,
 }
 
 /// The recorder a traced run shares between its threads. Each track has
@@ -80,6 +93,10 @@ pub struct TraceRecorder {
     start: Instant,
     vcpus: Vec<Mutex<Track<KvmRun>>>,
     raises: Mutex<Track<u64>>,
+    acks: Mutex<Track<Ack>>,
+    /// Where KVM's statistics are read, and their last reading.
+    accounting: Arc<ExitAccounting>,
+    last_stats: Mutex<Option<Vec<KvmStats>>>,
 }
 
 fn lock<T>(track: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -89,14 +106,42 @@ fn lock<T>(track: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl TraceRecorder {
-    pub fn new(vcpus: usize, tracing: Tracing) -> Self {
+    pub fn new(vcpus: usize, tracing: Tracing, accounting: Arc<ExitAccounting>) -> Self {
         TraceRecorder {
             start: Instant::now(),
             vcpus: (0..vcpus)
                 .map(|_| Mutex::new(Track::with_capacity(tracing.cap)))
                 .collect(),
             raises: Mutex::new(Track::with_capacity(tracing.cap)),
+            acks: Mutex::new(Track::with_capacity(tracing.cap)),
+            accounting,
+            last_stats: Mutex::new(None),
         }
+    }
+
+    /// KVM's statistics that moved since the last reading, per vCPU; the
+    /// first reading only sets the baseline. A failed read records nothing
+    /// (the run's own accounting reports it).
+    fn kvm_since_last(&self) -> Vec<(usize, KvmStat, u64)> {
+        let Ok(now) = self.accounting.kvm_stats() else {
+            return Vec::new();
+        };
+        let mut last = lock(&self.last_stats);
+        let moved = last.as_ref().map_or_else(Vec::new, |before| {
+            before
+                .iter()
+                .zip(&now)
+                .enumerate()
+                .flat_map(|(cpu, (before, after))| {
+                    KvmStat::ALL.iter().filter_map(move |&stat| {
+                        let delta = after.get(stat).saturating_sub(before.get(stat));
+                        (delta > 0).then_some((cpu, stat, delta))
+                    })
+                })
+                .collect()
+        });
+        *last = Some(now);
+        moved
     }
 
     fn ns(&self, at: Instant) -> u64 {
@@ -115,10 +160,21 @@ impl TraceRecorder {
         }
     }
 
-    /// The device thread raised an interrupt now.
+    /// The device thread raised an interrupt now. The first raise reads
+    /// KVM's statistics for the first acknowledgement to count from.
     pub fn raise(&self) {
+        if lock(&self.last_stats).is_none() {
+            self.kvm_since_last();
+        }
         let at = self.ns(Instant::now());
         lock(&self.raises).push(at);
+    }
+
+    /// The device saw the guest acknowledge its interrupt now.
+    pub fn acknowledged(&self) {
+        let at_ns = self.ns(Instant::now());
+        let kvm = self.kvm_since_last();
+        lock(&self.acks).push(Ack { at_ns, kvm });
     }
 
     /// Everything recorded so far.
@@ -126,6 +182,7 @@ impl TraceRecorder {
         RunTrace {
             vcpus: self.vcpus.iter().map(|track| lock(track).clone()).collect(),
             raises: lock(&self.raises).clone(),
+            acks: lock(&self.acks).clone(),
         }
     }
 }
@@ -140,6 +197,11 @@ impl InterruptSink for TracedSink {
     fn raise(&self) -> Result<(), InterruptError> {
         self.recorder.raise();
         self.inner.raise()
+    }
+
+    fn acknowledged(&self) {
+        self.recorder.acknowledged();
+        self.inner.acknowledged();
     }
 }
 
@@ -160,7 +222,9 @@ mod tests {
 
     #[test]
     fn tracks_keep_their_cap_and_count_the_rest() {
-        let recorder = Arc::new(TraceRecorder::new(2, Tracing { cap: 3 }));
+        // No vCPU stats fd: acknowledgements record no KVM statistics.
+        let accounting = Arc::new(ExitAccounting::new(Vec::new()));
+        let recorder = Arc::new(TraceRecorder::new(2, Tracing { cap: 3 }, accounting));
         let now = Instant::now();
         for _ in 0..5 {
             recorder.kvm_run(1, now, now, UserspaceExit::Io);
@@ -173,8 +237,16 @@ mod tests {
         };
         for _ in 0..4 {
             sink.raise().expect("raises");
+            sink.acknowledged();
         }
         let trace = recorder.finish();
+        assert_eq!((trace.acks.records.len(), trace.acks.dropped), (3, 1));
+        assert!(trace.acks.records.iter().all(|ack| ack.kvm.is_empty()));
+        assert!(trace
+            .acks
+            .records
+            .windows(2)
+            .all(|w| w[0].at_ns <= w[1].at_ns));
         assert_eq!(
             passed_on.load(Ordering::Relaxed),
             4,

@@ -233,7 +233,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&environment);
     let conformance = result?;
     if args.json {
-        return crate::report::meta::print_json(&conformance, started, None);
+        return crate::common::meta::print_json(&conformance, started, None);
     }
     let mut text = suites_table(&conformance.suites);
     text += &known_failures();

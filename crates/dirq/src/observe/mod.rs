@@ -228,7 +228,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     };
     let record = Record::from(observation, costs, &symbols);
     if let Some(path) = &args.record {
-        let json = crate::report::meta::document_json(&record, started, None)?;
+        let json = crate::common::meta::document_json(&record, started, None)?;
         crate::output::write_atomic(path, json.as_bytes())?;
     }
     show(&record, &args, started)
@@ -246,7 +246,7 @@ fn show(record: &Record, args: &Args, started: time::OffsetDateTime) -> anyhow::
         );
     }
     if args.json {
-        crate::report::meta::print_json(record, started, None)
+        crate::common::meta::print_json(record, started, None)
     } else {
         Ok(crate::output::print(&text::render(
             record,
@@ -356,7 +356,7 @@ pub fn replay(path: &Path) -> Result<Record, Error> {
     let text = read_bounded(path).map_err(failed)?;
     let saved: Saved = serde_json::from_str(&text)
         .map_err(|error| failed(format!("not a `dirq observe --record` file ({error})")))?;
-    let expected = crate::report::meta::SCHEMA_VERSION;
+    let expected = crate::common::meta::SCHEMA_VERSION;
     if saved.schema_version != expected {
         return Err(failed(format!(
             "its schema version is {}, this dirq reads {expected}",

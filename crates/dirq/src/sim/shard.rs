@@ -11,7 +11,7 @@ use dirq_sim::RunOptions;
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-use crate::report::meta::{self, SOURCE_COMMIT};
+use crate::common::meta::{self, SOURCE_COMMIT};
 
 /// Merge the parts of a sharded sweep into the JSON one process prints.
 #[derive(clap::Args)]

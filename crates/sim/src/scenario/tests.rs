@@ -30,6 +30,7 @@ fn a_scenario_built_as_a_value_is_validated() {
         duration_ms: 10,
         nic: NicCoalescing::FITTED,
         profile: BuiltinProfile::Did2015,
+        figure: None,
         runs: vec![group],
     };
     assert_eq!(scenario.validate(), Ok(()));

@@ -13,6 +13,7 @@ fn spec(level: VioapicLevel) -> RunSpec {
         duration_ms: 10,
         nic: crate::scenario::NicCoalescing::FITTED,
         profile: crate::profile::BuiltinProfile::default(),
+        figure: None,
         runs: vec![group],
     }
     .expand()

@@ -99,6 +99,7 @@ pub fn ping_pong(env: &DeviceEnv, count: u64, rate_hz: u64) -> Result<Vec<u64>, 
             std::hint::spin_loop();
         }
         round_trips.push(u64::try_from(raised.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        env.sink.acknowledged();
     }
     Ok(round_trips)
 }

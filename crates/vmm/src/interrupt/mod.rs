@@ -161,6 +161,10 @@ pub type TimerLoop = Box<dyn FnOnce(&RunControl) + Send>;
 /// calls `raise`.
 pub trait InterruptSink: Send + Sync {
     fn raise(&self) -> Result<(), InterruptError>;
+
+    /// The device saw the guest acknowledge its last interrupt: only a
+    /// traced run records it.
+    fn acknowledged(&self) {}
 }
 
 /// What a device is wired to.

@@ -13,13 +13,13 @@ use serde::Serialize;
 
 use super::misses::{explain, MissExplained, TwinRates};
 use super::model::{Comparison, Metric};
-use crate::report::collect::plan::path_label;
-use crate::report::collect::real::RealCase;
-use crate::report::collect::spread::Spread;
+use crate::common::format::compact_number;
+use crate::common::plan::path_label;
+use crate::common::progress::StepFailure;
+use crate::common::real::RealCase;
+use crate::common::spread::Spread;
+use crate::common::views::SimRun;
 use crate::report::collect::twins::{twin_vcpus, CaseTwin, TWIN_DURATION_MS};
-use crate::report::collect::views::SimRun;
-use crate::report::format::compact_number;
-use crate::report::progress::StepFailure;
 
 /// Simulated seconds per handled interrupt of a twin run.
 fn seconds_per_interrupt(run: &SimRun) -> Option<f64> {
@@ -147,6 +147,14 @@ fn compare(case: &RealCase, predicted: &SimRun, statistic: ExitStatistic) -> Vec
             Metric::LatencyP50Ns,
             measured,
             latency.p50,
+        ));
+    }
+    if let (Some(measured), Some(busy)) = (case.cpu_cores(), predicted.cpu_busy) {
+        comparisons.push(Comparison::new(
+            name.clone(),
+            Metric::HostCpuCores,
+            measured,
+            busy * f64::from(twin_vcpus(&case.config)),
         ));
     }
     if let (Some(share), Some(loop_share)) = (case.guest_share(), predicted.throughput_value()) {

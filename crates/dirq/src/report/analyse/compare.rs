@@ -4,12 +4,12 @@
 //! workloads of one bench.
 
 use dirq_sim::design::DesignKind;
-use dirq_vmm::config::{Bench, GuestIdle, Irqchip};
+use dirq_vmm::config::{Bench, GuestIdle, HaltMode, Irqchip};
 
+use crate::common::real::RealCase;
+use crate::common::spread::Spread;
+use crate::common::views::SimScenario;
 use crate::report::analyse::checks::Extrapolated;
-use crate::report::collect::real::RealCase;
-use crate::report::collect::spread::Spread;
-use crate::report::collect::views::SimScenario;
 
 /// Beyond its range, a single run's p50 within this share of the fastest
 /// cannot be told from it: one run measures no spread.
@@ -188,6 +188,89 @@ pub fn changes_against_vanilla(
     changes
 }
 
+/// `design`'s prediction against vanilla's in what `pick` reads, per
+/// workload where both have it: (workload, vanilla's, the design's).
+pub fn against_vanilla(
+    extrapolation: &[Extrapolated],
+    design: DesignKind,
+    pick: fn(&Extrapolated) -> Option<f64>,
+) -> Vec<(&str, f64, f64)> {
+    workloads(extrapolation)
+        .iter()
+        .filter_map(|workload| {
+            let vanilla = find(extrapolation, workload, DesignKind::Vanilla)?;
+            let this = find(extrapolation, workload, design).and_then(pick)?;
+            Some((vanilla.workload.as_str(), pick(vanilla)?, this))
+        })
+        .collect()
+}
+
+/// The smallest and largest of `values`; none without any.
+pub fn range(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
+    values.into_iter().fold(None, |range, value| match range {
+        None => Some((value, value)),
+        Some((low, high)) => Some((low.min(value), high.max(value))),
+    })
+}
+
+/// A real ipi run that halted in KVM's halt polling, against the same
+/// ping-pong with plain HLT exits: what the window bought and what it
+/// burned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PollingWindow {
+    pub window_ns: u32,
+    /// IPI round trip p50 (ns) with the window and without it.
+    pub p50: Spread,
+    pub hlt_p50: Spread,
+    /// Host cores the vCPU threads kept busy, with the window and without.
+    pub cpu: Spread,
+    pub hlt_cpu: Spread,
+}
+
+impl PollingWindow {
+    /// Whether the window's round trip is shorter than HLT's beyond both
+    /// ranges (or, measured once, by more than the single-run tie band).
+    pub fn faster(&self) -> bool {
+        self.p50.median < self.hlt_p50.median && !ties(&self.p50, &self.hlt_p50)
+    }
+}
+
+/// Every halt-polling window of the real ipi runs against its HLT-exit
+/// run, in window order.
+pub fn polling_windows(cases: &[RealCase]) -> Vec<PollingWindow> {
+    let ipi = |halt: HaltMode| {
+        cases.iter().find(|c| {
+            c.bench() == Bench::Ipi
+                && c.config.common.guest_idle == GuestIdle::Halt
+                && c.config.common.halt == halt
+        })
+    };
+    let Some(hlt) = ipi(HaltMode::Exit) else {
+        return Vec::new();
+    };
+    let (Some(hlt_p50), Some(hlt_cpu)) = (hlt.p50(), hlt.cpu_cores()) else {
+        return Vec::new();
+    };
+    let mut windows: Vec<PollingWindow> = cases
+        .iter()
+        .filter(|c| c.bench() == Bench::Ipi && c.config.common.guest_idle == GuestIdle::Halt)
+        .filter_map(|c| {
+            let HaltMode::Poll { ns } = c.config.common.halt else {
+                return None;
+            };
+            Some(PollingWindow {
+                window_ns: ns,
+                p50: c.p50()?,
+                hlt_p50,
+                cpu: c.cpu_cores()?,
+                hlt_cpu,
+            })
+        })
+        .collect();
+    windows.sort_by_key(|w| w.window_ns);
+    windows
+}
+
 /// A simulated scenario's designs side by side at its highest rate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AtTopRate<'a> {
@@ -300,11 +383,11 @@ mod tests {
     #[test]
     fn changes_cluster_per_bench_and_split_at_the_gap() {
         let changes = [
-            ("ipi", "a", -0.02),
+            ("halt", "a", -0.02),
             ("timer", "1 kHz", -1.0),
-            ("ipi", "b", -0.01),
-            ("ipi", "c", -0.30),
-            ("ipi", "d", -0.03),
+            ("halt", "b", -0.01),
+            ("halt", "c", -0.30),
+            ("halt", "d", -0.03),
         ];
         let clusters = clusters(&changes);
         let shape: Vec<(&str, Vec<&str>, f64, f64)> = clusters
@@ -314,8 +397,8 @@ mod tests {
         assert_eq!(
             shape,
             [
-                ("ipi", vec!["c"], -0.30, -0.30),
-                ("ipi", vec!["d", "a", "b"], -0.03, -0.01),
+                ("halt", vec!["c"], -0.30, -0.30),
+                ("halt", vec!["d", "a", "b"], -0.03, -0.01),
                 ("timer", vec!["1 kHz"], -1.0, -1.0),
             ]
         );
@@ -344,6 +427,7 @@ mod tests {
         let alone = SimScenario {
             scenario: "one".into(),
             runs: scenario.runs[..2].to_vec(),
+            inputs: None,
         };
         assert_eq!(at_top_rate(&alone), None);
     }

@@ -4,7 +4,7 @@
 
 use dirq_vmm::probe::ProbeReport;
 
-use crate::report::meta::Host;
+use crate::common::meta::Host;
 
 /// The KVM backend: as the probe's KVM named it, else the loaded module.
 pub fn kvm_backend<'a>(host: &'a Host, probe: Option<&'a ProbeReport>) -> Option<&'a str> {

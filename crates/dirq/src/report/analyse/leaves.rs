@@ -1,6 +1,6 @@
-//! What each design leaves: for the `design-gap` scenario's four workloads
-//! (a guest timer, an assigned device, IPIs to a running vCPU, IPIs to a
-//! halting one), each design's exits per interrupt by VMX reason: the
+//! What each design leaves: for a scenario whose `[figure]` draws
+//! `exits-left` (four workloads: a guest timer, an assigned device, IPIs to
+//! a running vCPU, IPIs to a halting one), each design's exits per interrupt by VMX reason: the
 //! run's exits per second by reason over the interrupts it raised per
 //! second. Every exit counts, whatever caused it (the host's tick
 //! included): what is left is what a guest on that design pays.
@@ -11,10 +11,7 @@ use dirq_arch::exit::VmxExit;
 use dirq_sim::design::DesignKind;
 use dirq_sim::scenario::{IdleMode, WorkloadKind};
 
-use crate::report::collect::views::{SimRun, SimScenario};
-
-/// The built-in scenario the table is made of.
-pub const SCENARIO: &str = "design-gap";
+use crate::common::views::SimRun;
 
 /// Below this many exits per interrupt a reason is left out of its row.
 const NEGLIGIBLE: f64 = 0.005;
@@ -106,19 +103,19 @@ fn exits_per_interrupt(run: &SimRun) -> Option<ExitsPerInterrupt> {
     })
 }
 
-/// The table of `result` (the `design-gap` scenario's), designs in the
-/// order the simulator lists them.
-pub fn what_each_design_leaves(result: &SimScenario) -> DesignLeaves {
+/// The table of a scenario's `runs`, designs in the order the simulator
+/// lists them.
+pub fn what_each_design_leaves(all: &[&SimRun]) -> DesignLeaves {
     let designs: Vec<DesignKind> = DesignKind::ALL
         .into_iter()
-        .filter(|design| result.runs.iter().any(|run| run.design == *design))
+        .filter(|design| all.iter().any(|run| run.design == *design))
         .collect();
     let kinds = InterruptKind::ALL
         .into_iter()
         .filter_map(|kind| {
-            let runs: Vec<&SimRun> = result
-                .runs
+            let runs: Vec<&SimRun> = all
                 .iter()
+                .copied()
                 .filter(|run| InterruptKind::of(run) == Some(kind))
                 .collect();
             if runs.is_empty() {
@@ -141,10 +138,11 @@ pub fn what_each_design_leaves(result: &SimScenario) -> DesignLeaves {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::views::SimScenario;
 
     fn run(
         design: &str,
-        workload: &str,
+        workload: WorkloadKind,
         idle: Option<&str>,
         exits: &[(&str, f64)],
     ) -> serde_json::Value {
@@ -170,17 +168,18 @@ mod tests {
     #[test]
     fn each_design_gets_its_exits_per_interrupt_by_reason_per_kind() {
         let raw = serde_json::json!({
-            "scenario": SCENARIO,
+            "scenario": "gap",
             "runs": [
-                run("vanilla", "cyclictest", None, &[("MSR_WRITE", 1000.0), ("EXTERNAL_INTERRUPT", 1000.0)]),
-                run("did", "cyclictest", None, &[("MSR_WRITE", 0.001)]),
-                run("apicv-pi-ipiv", "ipi", Some("halt"), &[("HLT", 1000.0)]),
-                run("avic", "ipi", Some("halt"), &[]),
-                run("avic", "fio", None, &[("IO_INSTRUCTION", 1000.0)]),
+                run("vanilla", WorkloadKind::Cyclictest, None, &[("MSR_WRITE", 1000.0), ("EXTERNAL_INTERRUPT", 1000.0)]),
+                run("did", WorkloadKind::Cyclictest, None, &[("MSR_WRITE", 0.001)]),
+                run("apicv-pi-ipiv", WorkloadKind::Ipi, Some("halt"), &[("HLT", 1000.0)]),
+                run("avic", WorkloadKind::Ipi, Some("halt"), &[]),
+                run("avic", WorkloadKind::Fio, None, &[("IO_INSTRUCTION", 1000.0)]),
             ],
         });
         let result = SimScenario::from_raw(&raw).expect("view");
-        let leaves = what_each_design_leaves(&result);
+        let runs: Vec<&SimRun> = result.runs.iter().collect();
+        let leaves = what_each_design_leaves(&runs);
         assert_eq!(
             leaves.designs,
             [

@@ -9,8 +9,8 @@ use dirq_stats::f64_of;
 use dirq_vmm::exits::VmxExit;
 use serde::Serialize;
 
-use crate::report::analyse::model::{Comparison, Metric};
-use crate::report::collect::real::RealCase;
+use crate::common::real::RealCase;
+use crate::report::analyse::model::{Comparison, Metric, TOLERANCE};
 
 /// Below this share of the core, a time-in-guest figure is within a few
 /// points of zero and its relative error measures noise, not the model.
@@ -30,6 +30,8 @@ pub struct MissExplained {
     pub configuration: String,
     pub metric: Metric,
     pub why: String,
+    /// Whether the counters show a cause; `why` says so when they do not.
+    pub explained: bool,
 }
 
 /// What a twin run predicts per handled interrupt.
@@ -139,11 +141,25 @@ pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) 
             if let (Some(load), Some(twin_rate)) = (&load, twin_handled_per_s) {
                 let lost_us = |share: f64, rate: f64| (1.0 - share) / rate * 1e6;
                 if load.handled_per_s > 0.0 {
-                    why.push(format!(
-                        "the loop lost {:.1} us per handled interrupt; the twin charges {:.1} us",
+                    let (lost, charged) = (
                         lost_us(comparison.measured, load.handled_per_s),
-                        lost_us(comparison.predicted, twin_rate)
-                    ));
+                        lost_us(comparison.predicted, twin_rate),
+                    );
+                    // Equal losses per interrupt leave the share to how
+                    // many interrupts each handled: not a cause, a pointer.
+                    if (lost - charged).abs() <= TOLERANCE * lost {
+                        why.push(format!(
+                            "per handled interrupt the loss agrees ({lost:.1} us measured, \
+                             {charged:.1} us the twin), so the shares part by the interrupts \
+                             handled: {:.0}/s measured, {twin_rate:.0}/s the twin",
+                            load.handled_per_s
+                        ));
+                    } else {
+                        why.push(format!(
+                            "the loop lost {lost:.1} us per handled interrupt; the twin \
+                             charges {charged:.1} us"
+                        ));
+                    }
                 }
             }
             why.extend(load.as_ref().and_then(Load::vmm_time));
@@ -162,24 +178,29 @@ pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) 
             by_reason(&predicted.exits_per_interrupt_by_reason)
         )),
         Metric::LostPerInterruptNs => why.extend(load.as_ref().and_then(Load::vmm_time)),
-        Metric::LatencyP50Ns => {}
+        Metric::LatencyP50Ns | Metric::HostCpuCores => {}
     }
-    if why.is_empty() {
-        why.push("the runs' counters show no cause".into());
+    let explained = !why.is_empty();
+    if !explained {
+        why.push(
+            "cause unknown: nothing this report reads off the run and its twin explains it yet"
+                .into(),
+        );
     }
     MissExplained {
         configuration: comparison.configuration.clone(),
         metric: comparison.metric,
         why: why.join("; "),
+        explained,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::real::Repeat;
+    use crate::common::spread::Spread;
     use crate::report::collect::fixtures::real_run;
-    use crate::report::collect::real::Repeat;
-    use crate::report::collect::spread::Spread;
     use dirq_vmm::config::{Bench, BenchConfig};
     use dirq_vmm::results::{BenchResult, WhileloopResult};
 

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::report::collect::spread::Spread;
+use crate::common::spread::Spread;
 
 /// The goal of issue 5: predictions within 20% of measurements.
 pub const TOLERANCE: f64 = 0.20;
@@ -17,14 +17,17 @@ pub enum Metric {
     /// Whileloop: the loop's lost time per handled interrupt, which stays
     /// well-conditioned where time in guest nears zero at saturation.
     LostPerInterruptNs,
+    /// Host cores the VM's vCPU threads kept busy (what polling costs).
+    HostCpuCores,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 4] = [
+    pub const ALL: [Metric; 5] = [
         Metric::ExitsPerInterrupt,
         Metric::LatencyP50Ns,
         Metric::TimeInGuest,
         Metric::LostPerInterruptNs,
+        Metric::HostCpuCores,
     ];
 
     pub fn label(self) -> &'static str {
@@ -33,6 +36,7 @@ impl Metric {
             Metric::LatencyP50Ns => "latency p50 (us)",
             Metric::TimeInGuest => "time in guest",
             Metric::LostPerInterruptNs => "loop time lost per handled interrupt (us)",
+            Metric::HostCpuCores => "host CPU (cores)",
         }
     }
 }

@@ -4,10 +4,10 @@ use dirq_vmm::config::params::TimerLatencyParams;
 use dirq_vmm::config::{Bench, BenchConfig, BenchParams, Irqchip};
 use dirq_vmm::results::BenchResult;
 
-use super::plan::CYCLICTEST_PERIOD_NS;
-use super::real::{RealCase, Repeat};
-use super::views::RealRun;
 use crate::calibrate::costs::{derive_costs, HostCosts, Observations};
+use crate::common::plan::CYCLICTEST_PERIOD_NS;
+use crate::common::real::{RealCase, Repeat};
+use crate::common::views::RealRun;
 
 pub fn host_costs() -> HostCosts {
     derive_costs(&Observations {

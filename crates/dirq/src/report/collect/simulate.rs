@@ -13,8 +13,8 @@ use indicatif::ProgressBar;
 
 use serde::Serialize;
 
-use crate::report::collect::views::SimScenario;
-use crate::report::collect::Depth;
+use crate::common::plan::Depth;
+use crate::common::views::SimScenario;
 
 /// Simulated time per run in a smoke report: enough events to draw every
 /// figure, short enough for the test suite.
@@ -23,10 +23,11 @@ const SMOKE_DURATION_MS: u64 = 20;
 /// The built-in scenarios a report runs. They are cheap (all of them take
 /// seconds), so only the smoke test trims them.
 pub fn scenarios_for(depth: Depth) -> Result<Vec<Scenario>> {
-    let names = match depth {
-        Depth::Smoke => vec!["did-udp-rx", "did-cyclictest"],
-        Depth::Quick | Depth::Full => scenario::builtin_names(),
-    };
+    let mut names = scenario::builtin_names();
+    if depth == Depth::Smoke {
+        // The first two: a receive and a timer, every kind of figure.
+        names.truncate(2);
+    }
     names
         .into_iter()
         .map(|name| {
@@ -82,6 +83,7 @@ fn trace_scenario() -> Result<Scenario> {
         duration_ms: 10,
         nic: NicCoalescing::FITTED,
         profile: Default::default(),
+        figure: None,
         runs: vec![traffic],
     };
     scenario.validate()?;
@@ -142,10 +144,23 @@ pub fn traced_exits(trace: &serde_json::Value) -> Vec<TracedExits> {
         times.samples += 1;
         times.total_ns += cost;
     }
-    processes
-        .into_values()
-        .filter(|p| !p.by_reason.is_empty())
-        .collect()
+    // A design that took no exit keeps its process: no exit is its result.
+    processes.into_values().collect()
+}
+
+/// Each process of a simulated `trace` named with the cost profile it
+/// ran on, beside the design and workload the simulator names it by.
+fn name_with_profile(trace: &mut serde_json::Value, profile: &str) {
+    let Some(events) = trace["traceEvents"].as_array_mut() else {
+        return;
+    };
+    for event in events {
+        if event["ph"] == "M" && event["name"] == "process_name" {
+            let name = event["args"]["name"].as_str().unwrap_or("").to_string();
+            event["args"]["name"] =
+                serde_json::json!(format!("{name} (simulated, profile {profile})"));
+        }
+    }
 }
 
 /// Writes `traces/designs.json`, one Perfetto process per design; returns
@@ -163,7 +178,8 @@ pub fn write_design_trace(
     };
     let output = run_scenario_with_progress(&scenario, &options, |_, _| bar.inc(1))
         .context("tracing the designs")?;
-    let trace = output.trace.context("the simulator returned no trace")?;
+    let mut trace = output.trace.context("the simulator returned no trace")?;
+    name_with_profile(&mut trace, &output.result.profile);
     let path = dir.join(TRACE_FILE);
     crate::output::write_atomic(&path, &serde_json::to_vec(&trace)?)?;
     Ok((TRACE_FILE.to_string(), traced_exits(&trace)))
@@ -191,7 +207,9 @@ mod tests {
             {"ph": "X", "cat": "exit", "name": "HLT", "pid": 1, "args": {"cost_ns": 50}}
         ]});
         let exits = traced_exits(&trace);
-        assert_eq!(exits.len(), 1, "the process without exits is left out");
+        assert_eq!(exits.len(), 2, "the process without exits keeps its place");
+        assert!(exits[0].process == "bare" && exits[0].by_reason.is_empty());
+        let exits = &exits[1..];
         assert_eq!(exits[0].process, "did udp-rx");
         let extint = &exits[0].by_reason[&VmxExit::ExternalInterrupt];
         assert_eq!(
@@ -204,6 +222,20 @@ mod tests {
             (2, 400, 100, 300)
         );
         assert_eq!(exits[0].by_reason[&VmxExit::Hlt].samples, 1);
+    }
+
+    #[test]
+    fn every_traced_process_names_its_profile() {
+        let mut trace = serde_json::json!({"traceEvents": [
+            {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "did udp-rx"}},
+            {"ph": "X", "cat": "exit", "name": "HLT", "pid": 0, "args": {"cost_ns": 50}}
+        ]});
+        name_with_profile(&mut trace, "did-2015");
+        assert_eq!(
+            trace["traceEvents"][0]["args"]["name"],
+            "did udp-rx (simulated, profile did-2015)"
+        );
+        assert_eq!(trace["traceEvents"][1]["name"], "HLT");
     }
 
     #[test]

@@ -15,10 +15,10 @@ use dirq_stats::round_u64;
 use dirq_vmm::config::{BenchConfig, BenchParams, GuestIdle, HaltMode, Irqchip};
 use indicatif::ProgressBar;
 
-use super::plan::CYCLICTEST_PERIOD_NS;
-use super::real::RealCase;
-use super::views::SimRun;
 use crate::calibrate::costs::HostCosts;
+use crate::common::plan::CYCLICTEST_PERIOD_NS;
+use crate::common::real::RealCase;
+use crate::common::views::SimRun;
 
 /// The designs a twin of KVM's in-kernel LAPIC also runs under.
 const EXTRAPOLATED: [DesignKind; 3] = [DesignKind::Apicv, DesignKind::Eli, DesignKind::Did];
@@ -163,6 +163,7 @@ fn twin_scenario(twin: &Twin, design: DesignKind) -> Result<Scenario> {
         duration_ms: TWIN_DURATION_MS,
         nic: Default::default(),
         profile: Default::default(),
+        figure: None,
         runs: vec![group],
     };
     scenario.validate().context("twin scenario")?;
@@ -184,6 +185,37 @@ fn simulate(twin: &Twin, design: DesignKind, seed: u64) -> Result<SimRun> {
         .first()
         .context("the twin scenario made no run")?;
     Ok(SimRun::from(run))
+}
+
+/// The trace of `case`'s twin under vanilla and, for KVM's in-kernel
+/// LAPIC, the designs it is extrapolated to: `duration_ms` simulated, one
+/// process per design; why there is none where the simulator cannot
+/// express the case.
+pub fn trace_twins(
+    case: &RealCase,
+    base: &CostProfile,
+    costs: &HostCosts,
+    seed: u64,
+    duration_ms: u64,
+) -> Result<Result<serde_json::Value, NoTwin>> {
+    let twin = match twin(case, base, costs) {
+        Ok(twin) => twin,
+        Err(why) => return Ok(Err(why)),
+    };
+    let mut scenario = twin_scenario(&twin, DesignKind::Vanilla)?;
+    scenario.duration_ms = duration_ms;
+    if case.config.common.irqchip == Irqchip::Kernel {
+        scenario.runs[0].designs.extend(EXTRAPOLATED);
+    }
+    let options = dirq_sim::RunOptions {
+        seed,
+        profile: Some(twin.profile.clone()),
+        trace: true,
+    };
+    let output = dirq_sim::run_scenario(&scenario, &options)?;
+    Ok(Ok(output
+        .trace
+        .context("the simulator returned no trace")?))
 }
 
 /// One twin run under one design, or why the simulator could not run it.
@@ -222,7 +254,7 @@ pub fn run_twins(
     cases
         .iter()
         .map(|case| {
-            crate::report::progress::working_on(bar, case.configuration_name());
+            crate::common::progress::working_on(bar, case.configuration_name());
             let outcome = match twin(case, base, costs) {
                 Err(reason) => CaseTwin::Unmodelled(reason),
                 Ok(twin) => {

@@ -4,9 +4,11 @@
 use crate::calibrate::Calibration;
 
 use crate::report::present::data::{Cell, Section, Table, TableRow, Unit};
+use crate::report::present::page::Part;
 
 pub fn calibration_section(calibration: &Calibration, profile_file: &str) -> Section {
     let costs = Table {
+        folded: true,
         title: "What one event costs on this host".into(),
         columns: vec!["cost".into(), "ns".into(), "how it was measured".into()],
         rows: calibration
@@ -27,7 +29,8 @@ pub fn calibration_section(calibration: &Calibration, profile_file: &str) -> Sec
             .collect(),
     };
     Section {
-        id: "calibration".into(),
+        given: Vec::new(),
+        id: Part::Calibration.id().into(),
         title: "Calibration: this host's costs".into(),
         intro: vec![format!(
             "`dirq calibrate` measured these costs with the real VMM and wrote them as the \

@@ -7,12 +7,12 @@ use crate::report::present::data::{
     Axis, Cell, Chart, NamedValues, Scale, Series, SeriesKey, SeriesStyle, Spread, Table, TableRow,
     Unit,
 };
-use dirq_stats::{f64_of, ratio, round_u64};
+use dirq_stats::{f64_of, ratio};
 use dirq_vmm::exits::{ExitTime, VmxExit};
-use dirq_vmm::report::{Bucket, PERF_KVM_STAT_COLUMNS};
+use dirq_vmm::report::Bucket;
 
-use crate::report::collect::views::Latency;
-use crate::report::format::ns_to_us;
+use crate::common::format::ns_to_us;
+use crate::common::views::Latency;
 
 /// Stacked bars of exit reasons, one bar per labelled entry. Reasons are
 /// ordered by their largest value so the big ones sit at the left (equal
@@ -78,6 +78,7 @@ pub fn exit_table(first_column: &str, chart: &Chart, unit: &str) -> Table {
         })
         .collect();
     Table {
+        folded: false,
         title: String::new(),
         columns,
         rows,
@@ -86,21 +87,22 @@ pub fn exit_table(first_column: &str, chart: &Chart, unit: &str) -> Table {
 
 /// HdrHistogram's percentile plot of latency buckets: from the
 /// percentile where a bucket's samples start, the latency is the bucket's
-/// upper bound (in us), up to the last sample's percentile, 1 - 1/samples
-/// (100% lies at infinity on the axis).
-pub fn percentile_steps(name: &str, key: SeriesKey, buckets: &[Bucket]) -> Series {
+/// upper bound (in us), up to the last percentile with `tail` samples
+/// beyond it, 1 - tail/samples: past it one or two samples would draw the
+/// tail (and 100% lies at infinity on the axis).
+pub fn percentile_steps(name: &str, key: SeriesKey, buckets: &[Bucket], tail: u64) -> Series {
     let total: u64 = buckets.iter().map(|b| b.count).sum();
-    let last = 1.0 - 1.0 / f64_of(total.max(1));
+    let last = (1.0 - f64_of(tail.max(1)) / f64_of(total.max(1))).max(0.0);
     let mut below = 0;
-    let mut points: Vec<[f64; 2]> = buckets
-        .iter()
-        .filter(|bucket| bucket.count > 0)
-        .map(|bucket| {
-            let from = ratio(below, total).min(last);
-            below += bucket.count;
-            [from, ns_to_us(f64_of(bucket.le_ns))]
-        })
-        .collect();
+    let mut points: Vec<[f64; 2]> = Vec::new();
+    for bucket in buckets.iter().filter(|bucket| bucket.count > 0) {
+        let from = ratio(below, total);
+        if from > last {
+            break;
+        }
+        below += bucket.count;
+        points.push([from, ns_to_us(f64_of(bucket.le_ns))]);
+    }
     if let Some(&[_, top]) = points.last() {
         points.push([last, top]);
     }
@@ -108,11 +110,12 @@ pub fn percentile_steps(name: &str, key: SeriesKey, buckets: &[Bucket]) -> Serie
 }
 
 /// Percentile plots, one line per `(name, key, buckets)`: latency in us
-/// (log when it spans decades) against the percentile.
-pub fn percentile_chart(lines: &[(String, SeriesKey, Vec<Bucket>)]) -> Chart {
+/// (log when it spans decades) against the percentile, each line up to
+/// the percentile its samples resolve (`tail` samples beyond it).
+pub fn percentile_chart(lines: &[(String, SeriesKey, Vec<Bucket>)], tail: u64) -> Chart {
     let series: Vec<Series> = lines
         .iter()
-        .map(|(name, key, buckets)| percentile_steps(name, *key, buckets))
+        .map(|(name, key, buckets)| percentile_steps(name, *key, buckets, tail))
         .collect();
     let latencies = series.iter().flat_map(|s| s.points.iter().map(|p| p[1]));
     Chart::Xy {
@@ -133,6 +136,7 @@ pub fn percentile_chart(lines: &[(String, SeriesKey, Vec<Bucket>)]) -> Chart {
 pub fn latency_table(first_column: &str, rows: &[(String, u64, Latency)]) -> Table {
     let us = |ns: f64| Cell::number(ns_to_us(ns), Unit::Us);
     Table {
+        folded: false,
         title: String::new(),
         columns: [
             first_column,
@@ -208,6 +212,7 @@ pub fn grouped_lines(
         line.sort_by(|a, b| a.x.total_cmp(&b.x));
     }
     let table = Table {
+        folded: false,
         title: String::new(),
         columns: vec!["group".into(), x_axis.label.clone(), y_axis.label.clone()],
         rows: groups
@@ -284,56 +289,81 @@ pub fn latency_cpu_scatter(
     }
 }
 
-/// One exit reason in one run, as `perf kvm stat report` sees it: how
-/// many, and how long they took where that was measured.
+/// How long one row's exits took, as far as anyone timed them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PerfTimes {
+    /// Every exit timed: the VMM's run loop, the simulator.
+    Timed(ExitTime),
+    /// Only their total is known (HLT: KVM's `halt_wait_ns`).
+    Total { ns: u64 },
+    /// Nobody timed them (KVM's counters carry no times).
+    Untimed,
+}
+
+/// One row of a run, as `perf kvm stat report` sees it: how many exits,
+/// and how long they took where that was measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ExitStat {
     pub samples: u64,
-    /// None where the backend cannot time this exit.
-    pub time: Option<ExitTime>,
+    pub time: PerfTimes,
+}
+
+impl ExitStat {
+    /// Two runs' rows of one name, pooled.
+    fn pooled(self, other: ExitStat) -> ExitStat {
+        let time = match (self.time, other.time) {
+            // A run without the row adds nothing to its time.
+            (_, time) if self.samples == 0 => time,
+            (time, _) if other.samples == 0 => time,
+            (PerfTimes::Timed(a), PerfTimes::Timed(b)) => PerfTimes::Timed(a.merge(b)),
+            (PerfTimes::Untimed, PerfTimes::Untimed) => PerfTimes::Untimed,
+            (a, b) => PerfTimes::Total {
+                ns: total_ns(a) + total_ns(b),
+            },
+        };
+        ExitStat {
+            samples: self.samples + other.samples,
+            time,
+        }
+    }
+}
+
+fn total_ns(time: PerfTimes) -> u64 {
+    match time {
+        PerfTimes::Timed(time) => time.total_ns,
+        PerfTimes::Total { ns } => ns,
+        PerfTimes::Untimed => 0,
+    }
 }
 
 /// `perf kvm stat report`'s table over one or more runs of one
-/// configuration: VM-EXIT, Samples, Samples%, Time%, Min Time, Max Time,
-/// Avg time, with "( +- x% )" (the standard deviation over the runs,
-/// relative to their mean) after Avg time, or after Samples where times
-/// were not measured (`unmeasured` says why in those cells), and perf's
-/// totals as the last row. Samples are the mean per run; times are pooled.
-pub fn perf_kvm_stat_table(
-    title: String,
-    runs: &[BTreeMap<VmxExit, ExitStat>],
-    unmeasured: &str,
-) -> Table {
-    let mut reasons: Vec<VmxExit> = runs.iter().flat_map(BTreeMap::keys).copied().collect();
-    reasons.sort();
-    reasons.dedup();
-    let stats = |reason: &VmxExit| -> Vec<ExitStat> {
+/// configuration, every run pooled: VM-EXIT, Samples, Samples%, then the
+/// time columns some row has (Time%, Min Time, Max Time, Avg time), with
+/// "( +- x% )" (the standard deviation over the runs relative to their
+/// mean) after Avg time, or after Samples where nothing was timed; perf's
+/// totals are the last row. Rows are named by `runs`' keys (a VMX reason,
+/// or a reason split by KVM's own statistics).
+pub fn perf_kvm_stat_table(title: String, runs: &[BTreeMap<String, ExitStat>]) -> Table {
+    let mut names: Vec<&String> = runs.iter().flat_map(BTreeMap::keys).collect();
+    names.sort();
+    names.dedup();
+    let none = ExitStat {
+        samples: 0,
+        time: PerfTimes::Untimed,
+    };
+    let per_run = |name: &String| -> Vec<ExitStat> {
         runs.iter()
-            .map(|run| {
-                run.get(reason).copied().unwrap_or(ExitStat {
-                    samples: 0,
-                    time: None,
-                })
-            })
+            .map(|run| run.get(name).copied().unwrap_or(none))
             .collect()
     };
-    let run_count = f64_of(u64::try_from(runs.len().max(1)).unwrap_or(u64::MAX));
-    let mean_samples =
-        |reason: &VmxExit| stats(reason).iter().map(|s| f64_of(s.samples)).sum::<f64>() / run_count;
-    let pooled = |reason: &VmxExit| {
-        stats(reason)
-            .into_iter()
-            .filter_map(|s| s.time)
-            .reduce(ExitTime::merge)
-    };
-    let timed = reasons.iter().any(|reason| pooled(reason).is_some());
-    reasons.sort_by(|a, b| {
-        mean_samples(b)
-            .total_cmp(&mean_samples(a))
-            .then(a.name().cmp(b.name()))
-    });
-    let all_samples: f64 = reasons.iter().map(&mean_samples).sum();
-    let all_time: u64 = reasons.iter().filter_map(&pooled).map(|t| t.total_ns).sum();
+    let pooled = |name: &String| per_run(name).into_iter().fold(none, ExitStat::pooled);
+    let mut rows_of: Vec<(&String, ExitStat)> = names.iter().map(|n| (*n, pooled(n))).collect();
+    rows_of.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then(a.0.cmp(b.0)));
+    let any = |pick: fn(&PerfTimes) -> bool| rows_of.iter().any(|(_, stat)| pick(&stat.time));
+    let timed_total = any(|t| !matches!(t, PerfTimes::Untimed));
+    let min_max = any(|t| matches!(t, PerfTimes::Timed(_)));
+    let all_samples: u64 = rows_of.iter().map(|(_, stat)| stat.samples).sum();
+    let all_time: u64 = rows_of.iter().map(|(_, stat)| total_ns(stat.time)).sum();
     // Numbers printed as perf prints them.
     let us = |ns: f64| {
         let us = ns_to_us(ns);
@@ -355,66 +385,80 @@ pub fn perf_kvm_stat_table(
         };
         Cell::number(relative, Unit::Fraction).shown_as(format!("( +- {:.2}% )", relative * 100.0))
     };
-    // "( +- x% )" follows the quantity it qualifies.
-    let spread_after = if timed { "Avg time" } else { "Samples" };
-    let mut columns: Vec<String> = Vec::new();
-    for column in PERF_KVM_STAT_COLUMNS {
-        columns.push(column.into());
-        if column == spread_after {
-            columns.push("( +- x% )".into());
-        }
+    let mut columns: Vec<String> = vec!["VM-EXIT".into(), "Samples".into()];
+    if !timed_total {
+        columns.push("( +- x% )".into());
     }
-    let mut rows: Vec<TableRow> = reasons
+    columns.push("Samples%".into());
+    if timed_total {
+        columns.push("Time%".into());
+        if min_max {
+            columns.extend(["Min Time".into(), "Max Time".into()]);
+        }
+        columns.extend(["Avg time".into(), "( +- x% )".into()]);
+    }
+    let mut rows: Vec<TableRow> = rows_of
         .iter()
-        .map(|reason| {
-            let samples = mean_samples(reason);
-            let mut cells = vec![
-                Cell::text(reason.to_string()),
-                Cell::number(samples, Unit::Count).shown_as(round_u64(samples).to_string()),
-            ];
-            let per_run_samples = stats(reason).iter().map(|s| f64_of(s.samples)).collect();
-            if !timed {
-                cells.push(spread(per_run_samples));
+        .map(|(name, stat)| {
+            let mut cells = vec![Cell::text((*name).clone()), Cell::count(stat.samples)];
+            if !timed_total {
+                cells.push(spread(
+                    per_run(name).iter().map(|s| f64_of(s.samples)).collect(),
+                ));
             }
-            cells.push(share(samples / all_samples.max(1.0)));
-            match pooled(reason) {
-                Some(time) => {
-                    let per_run_avg = stats(reason)
-                        .iter()
-                        .filter_map(|s| s.time)
-                        .map(|t| ratio(t.total_ns, t.samples.max(1)))
-                        .collect();
-                    cells.extend([
+            cells.push(share(ratio(stat.samples, all_samples.max(1))));
+            if timed_total {
+                let missing = || Cell::text("-");
+                let (time_share, min, max, avg) = match stat.time {
+                    PerfTimes::Timed(time) => (
                         share(ratio(time.total_ns, all_time.max(1))),
                         us(f64_of(time.min_ns)),
                         us(f64_of(time.max_ns)),
                         us(ratio(time.total_ns, time.samples.max(1))),
-                        spread(per_run_avg),
-                    ]);
+                    ),
+                    PerfTimes::Total { ns } => (
+                        share(ratio(ns, all_time.max(1))),
+                        missing(),
+                        missing(),
+                        us(ratio(ns, stat.samples.max(1))),
+                    ),
+                    PerfTimes::Untimed => (missing(), missing(), missing(), missing()),
+                };
+                cells.push(time_share);
+                if min_max {
+                    cells.extend([min, max]);
                 }
-                None => {
-                    let columns_left = if timed { 5 } else { 4 };
-                    cells.extend(std::iter::repeat_n(Cell::text(unmeasured), columns_left));
-                }
+                let per_run_avg: Vec<f64> = per_run(name)
+                    .iter()
+                    .filter(|s| s.samples > 0 && !matches!(s.time, PerfTimes::Untimed))
+                    .map(|s| ratio(total_ns(s.time), s.samples))
+                    .collect();
+                let avg_spread = if per_run_avg.is_empty() {
+                    missing()
+                } else {
+                    spread(per_run_avg)
+                };
+                cells.extend([avg, avg_spread]);
             }
             TableRow::new(cells)
         })
         .collect();
-    let handled = if timed {
-        format!("{:.2}us", ns_to_us(f64_of(all_time) / run_count))
+    let handled = if timed_total {
+        format!(
+            ", Total events handled time:{:.2}us",
+            ns_to_us(f64_of(all_time))
+        )
     } else {
-        unmeasured.to_string()
+        String::new()
     };
-    let mut footer = vec![format!(
-        "Total Samples:{}, Total events handled time:{handled}.",
-        round_u64(all_samples)
-    )];
+    let mut footer = vec![format!("Total Samples:{all_samples}{handled}.")];
     footer.resize(columns.len(), String::new());
     rows.push(TableRow::new(footer));
     Table {
         title,
         columns,
         rows,
+        folded: false,
     }
 }
 
@@ -498,7 +542,7 @@ mod tests {
     fn timed(samples: u64, total_ns: u64, min_ns: u64, max_ns: u64) -> ExitStat {
         ExitStat {
             samples,
-            time: Some(ExitTime {
+            time: PerfTimes::Timed(ExitTime {
                 samples,
                 total_ns,
                 min_ns,
@@ -507,27 +551,43 @@ mod tests {
         }
     }
 
+    fn row(name: &str, stat: ExitStat) -> (String, ExitStat) {
+        (name.to_string(), stat)
+    }
+
     #[test]
-    fn perf_table_pools_times_over_runs_with_their_spread_and_perfs_totals() {
+    fn perf_table_pools_samples_and_times_over_runs_with_their_spread_and_totals() {
         let runs = [
             BTreeMap::from([
-                (VmxExit::MsrWrite, timed(100, 300_000, 2_000, 9_000)),
-                (VmxExit::Hlt, timed(100, 1_000_000, 5_000, 50_000)),
+                row("MSR_WRITE", timed(100, 300_000, 2_000, 9_000)),
+                row("HLT", timed(100, 1_000_000, 5_000, 50_000)),
             ]),
             BTreeMap::from([
-                (VmxExit::MsrWrite, timed(100, 500_000, 1_000, 8_000)),
-                (VmxExit::Hlt, timed(100, 1_000_000, 6_000, 40_000)),
+                row("MSR_WRITE", timed(100, 500_000, 1_000, 8_000)),
+                row("HLT", timed(100, 1_000_000, 6_000, 40_000)),
             ]),
         ];
-        let table = perf_kvm_stat_table("t".into(), &runs, "not measured");
-        assert_eq!(table.columns[..7], PERF_KVM_STAT_COLUMNS);
-        assert_eq!(table.columns[7], "( +- x% )");
-        // Equal samples: ordered by name; HLT took 2 of the 2.8 ms.
+        let table = perf_kvm_stat_table("t".into(), &runs);
+        assert_eq!(
+            table.columns,
+            [
+                "VM-EXIT",
+                "Samples",
+                "Samples%",
+                "Time%",
+                "Min Time",
+                "Max Time",
+                "Avg time",
+                "( +- x% )"
+            ]
+        );
+        // Samples pooled as the times are: 200 HLT over both runs, which
+        // took 2 of the 2.8 ms.
         assert_eq!(
             table.rows[0].cells,
             [
                 "HLT",
-                "100",
+                "200",
                 "50.00%",
                 "71.43%",
                 "5.00us",
@@ -543,38 +603,66 @@ mod tests {
         );
         assert_eq!(
             table.rows[2].cells[0],
-            "Total Samples:200, Total events handled time:1400.00us."
+            "Total Samples:400, Total events handled time:2800.00us."
         );
         assert_eq!(table.rows[2].cells.len(), table.columns.len());
     }
 
     #[test]
-    fn perf_table_without_times_says_so_and_spreads_the_samples() {
+    fn perf_table_shows_only_the_columns_some_row_fills() {
         let count = |samples| ExitStat {
             samples,
-            time: None,
+            time: PerfTimes::Untimed,
         };
         let runs = [
-            BTreeMap::from([(VmxExit::Other, count(90))]),
-            BTreeMap::from([(VmxExit::Other, count(110))]),
+            BTreeMap::from([row("OTHER", count(90))]),
+            BTreeMap::from([row("OTHER", count(110))]),
         ];
-        let table = perf_kvm_stat_table("t".into(), &runs, "not measured");
-        assert_eq!(table.columns[2], "( +- x% )");
+        let table = perf_kvm_stat_table("t".into(), &runs);
         assert_eq!(
-            table.rows[0].cells[..4],
-            ["OTHER", "100", "( +- 14.14% )", "100.00%"]
+            table.columns,
+            ["VM-EXIT", "Samples", "( +- x% )", "Samples%"]
         );
-        assert!(table.rows[0].cells[4..].iter().all(|c| c == "not measured"));
         assert_eq!(
-            table.rows[1].cells[0],
-            "Total Samples:100, Total events handled time:not measured."
+            table.rows[0].cells,
+            ["OTHER", "200", "( +- 14.14% )", "100.00%"]
         );
-        let once = perf_kvm_stat_table("t".into(), &runs[..1], "not measured");
+        assert_eq!(table.rows[1].cells[0], "Total Samples:200.");
+        let once = perf_kvm_stat_table("t".into(), &runs[..1]);
         assert_eq!(once.rows[0].cells[2], "one run");
+        // HLT's time known only as a total (KVM's halt_wait_ns): Time% and
+        // Avg time, no Min or Max columns.
+        let halted = [BTreeMap::from([
+            row(
+                "HLT",
+                ExitStat {
+                    samples: 4,
+                    time: PerfTimes::Total { ns: 400_000 },
+                },
+            ),
+            row("OTHER", count(12)),
+        ])];
+        let table = perf_kvm_stat_table("t".into(), &halted);
+        assert_eq!(
+            table.columns,
+            [
+                "VM-EXIT",
+                "Samples",
+                "Samples%",
+                "Time%",
+                "Avg time",
+                "( +- x% )"
+            ]
+        );
+        assert_eq!(
+            table.rows[1].cells,
+            ["HLT", "4", "25.00%", "100.00%", "100.00us", "one run"]
+        );
+        assert_eq!(table.rows[0].cells[3..], ["-", "-", "-"]);
     }
 
     #[test]
-    fn percentile_steps_run_to_the_last_samples_percentile_in_us() {
+    fn percentile_steps_stop_where_the_tail_has_too_few_samples() {
         let buckets = [
             Bucket {
                 le_ns: 1_000,
@@ -589,9 +677,27 @@ mod tests {
                 count: 2,
             },
         ];
-        let series = percentile_steps("kvm", SeriesKey::Variant, &buckets);
+        let series = percentile_steps("kvm", SeriesKey::Variant, &buckets, 1);
         assert_eq!(series.style, SeriesStyle::Steps);
         assert_eq!(series.points, vec![[0.0, 1.0], [0.5, 4.0], [0.75, 4.0]]);
+        // 100 samples, 10 beyond: up to p90; the bucket starting at p95
+        // is past what they resolve.
+        let buckets = [
+            Bucket {
+                le_ns: 1_000,
+                count: 50,
+            },
+            Bucket {
+                le_ns: 2_000,
+                count: 45,
+            },
+            Bucket {
+                le_ns: 90_000,
+                count: 5,
+            },
+        ];
+        let series = percentile_steps("kvm", SeriesKey::Variant, &buckets, 10);
+        assert_eq!(series.points, vec![[0.0, 1.0], [0.5, 2.0], [0.9, 2.0]]);
     }
 
     #[test]

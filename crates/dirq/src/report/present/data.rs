@@ -9,28 +9,58 @@ use dirq_sim::design::DesignKind;
 use dirq_sim::metrics::ThroughputUnit;
 use dirq_vmm::exits::VmxExit;
 
-pub use crate::report::collect::spread::Spread;
-use crate::report::collect::Depth;
-use crate::report::format::{format_percent, format_value};
-use crate::report::progress::StepRecord;
+use crate::common::format::{format_percent, format_value};
+use crate::common::plan::Depth;
+use crate::common::progress::StepRecord;
+pub use crate::common::spread::Spread;
 use dirq_vmm::host_load::{HostLoad, HostNoise};
 
-/// What a series stands for, which decides its colour: a design and an
-/// exit reason keep one colour in every figure, from palettes of their
-/// own; the real run is dark grey; anything else (a delivery path, an idle
-/// mode, a VIOAPIC level, a latency bucket) takes a third palette by its
+/// What a series stands for, which decides its colour: a design, an exit
+/// reason and a real delivery path keep one colour in every figure, each
+/// from a palette of its own; several runs of one design take shades of
+/// its colour; the real run is dark grey and the model's vanilla twin as
+/// this host counts a grey of its own; anything else (an idle mode, a
+/// VIOAPIC level, a latency bucket: ordered things) takes a ramp by its
 /// place in the figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", content = "of", rename_all = "snake_case")]
 pub enum SeriesKey {
     Measured,
+    /// The model's prediction of the measured quantity (its twin).
+    Twin,
     Design(DesignKind),
+    /// Run `run` of `runs` of one design in one figure.
+    DesignRun {
+        design: DesignKind,
+        run: u8,
+        runs: u8,
+    },
     Exit(VmxExit),
+    /// A real interrupt path, by its place in the report's plan.
+    Path(u8),
+    /// A reference line (a tolerance band), not data.
+    Guide,
     Variant,
 }
 
+impl SeriesKey {
+    /// Run `index` of `count` of `design` in one figure: the design's
+    /// colour, in shades where it has several.
+    pub fn shade(design: DesignKind, index: usize, count: usize) -> SeriesKey {
+        if count <= 1 {
+            return SeriesKey::Design(design);
+        }
+        let small = |n: usize| u8::try_from(n).unwrap_or(u8::MAX);
+        SeriesKey::DesignRun {
+            design,
+            run: small(index),
+            runs: small(count),
+        }
+    }
+}
+
 /// Everything `dirq report` learned, figures included. data.json is this
-/// tree after the metadata (`report::meta::Meta`).
+/// tree after the metadata (`common::meta::Meta`).
 #[derive(Debug, Clone, Serialize)]
 pub struct ReportData {
     pub depth: Depth,
@@ -58,18 +88,32 @@ pub struct KvmStatus {
     pub available: bool,
     /// Why it is missing, or what backend answered.
     pub detail: String,
+    /// The KVM backend (`kvm_pvm`, `kvm_intel`, `kvm_amd`): as the probe's
+    /// KVM named it, else the loaded module; none without either.
+    pub backend: Option<String>,
 }
 
 /// One heading of the report with its figures and free-standing tables.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Section {
     /// HTML anchor, unique in the report.
     pub id: String,
     pub title: String,
     /// Paragraphs of plain text shown under the heading.
     pub intro: Vec<String>,
+    /// What the section's results were given (a scenario's inputs), shown
+    /// beside the numbers of its first figure.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub given: Vec<Given>,
     pub figures: Vec<Figure>,
     pub tables: Vec<Table>,
+}
+
+/// One input of a section's results: what it is, and its value in words.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Given {
+    pub what: String,
+    pub value: String,
 }
 
 /// A chart with the table of its numbers below it.
@@ -84,6 +128,9 @@ pub struct Figure {
     pub commands: Vec<String>,
     pub chart: Chart,
     pub table: Table,
+    /// Folded away under its title: a figure that does not carry its
+    /// section's point.
+    pub folded: bool,
 }
 
 /// What a figure draws. Both kinds keep their numbers, not pixels.
@@ -214,6 +261,9 @@ pub struct Table {
     pub title: String,
     pub columns: Vec<String>,
     pub rows: Vec<TableRow>,
+    /// A free-standing table folded away under its title: reference
+    /// numbers, not the point.
+    pub folded: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

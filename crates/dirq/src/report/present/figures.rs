@@ -10,7 +10,7 @@ use dirq_sim::design::DesignKind;
 use dirq_stats::round_u64;
 use dirq_vmm::exits::VmxExit;
 
-use crate::report::format::compact_number;
+use crate::common::format::compact_number;
 use crate::report::present::data::{
     Axis, Chart, GroupedSeries, NamedValues, Scale, Series, SeriesKey, SeriesStyle,
 };
@@ -28,6 +28,43 @@ const LEGEND_ROW_PX: u32 = 18;
 
 /// The real run, beside the designs' predictions.
 const MEASURED_COLOUR: RGBColor = RGBColor(50, 50, 50);
+
+/// The model's twin of the real run as this host counts: a lighter grey,
+/// never the measurement's.
+const TWIN_COLOUR: RGBColor = RGBColor(160, 160, 160);
+
+/// Reference lines (a tolerance band): light, never data's.
+const GUIDE_COLOUR: RGBColor = RGBColor(205, 205, 205);
+
+/// The real interrupt paths' palette (Okabe and Ito's), by the path's
+/// place in the report's plan: userspace, split, kernel, kernel + irqfd,
+/// kernel + irqfd + PV EOI, then the rest.
+const PATH_PALETTE: [RGBColor; 8] = [
+    RGBColor(213, 94, 0),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 114, 178),
+    RGBColor(86, 180, 233),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(240, 228, 66),
+    RGBColor(102, 51, 0),
+];
+
+/// Run `run` of `runs` of one design: its colour from darker to lighter.
+fn design_shade(design: DesignKind, run: u8, runs: u8) -> RGBColor {
+    let base = design_colour(design);
+    let at = if runs <= 1 {
+        0.0
+    } else {
+        -0.4 + 0.9 * f64::from(run) / f64::from(runs - 1)
+    };
+    let (toward, share) = if at < 0.0 { (0.0, -at) } else { (255.0, at) };
+    let mix = |c: u8| {
+        let mixed = f64::from(c) + (toward - f64::from(c)) * share;
+        u8::try_from(round_u64(mixed.clamp(0.0, 255.0))).unwrap_or(u8::MAX)
+    };
+    RGBColor(mix(base.0), mix(base.1), mix(base.2))
+}
 
 /// Each design's colour, the same in every figure (Tableau 10's saturated
 /// hues for the studies' designs, darker ones for today's hardware).
@@ -109,8 +146,12 @@ fn colours(keys: &[SeriesKey]) -> Vec<RGBColor> {
     keys.iter()
         .map(|key| match key {
             SeriesKey::Measured => MEASURED_COLOUR,
+            SeriesKey::Twin => TWIN_COLOUR,
             SeriesKey::Design(design) => design_colour(*design),
+            SeriesKey::DesignRun { design, run, runs } => design_shade(*design, *run, *runs),
             SeriesKey::Exit(exit) => exit_colour(*exit),
+            SeriesKey::Path(index) => PATH_PALETTE[usize::from(*index) % PATH_PALETTE.len()],
+            SeriesKey::Guide => GUIDE_COLOUR,
             SeriesKey::Variant => {
                 next_variant += 1;
                 variant_colour(next_variant - 1, variants)
@@ -1008,8 +1049,14 @@ mod tests {
         let designs: Vec<RGBColor> = DesignKind::ALL.into_iter().map(design_colour).collect();
         let exits: Vec<RGBColor> = VmxExit::ALL.iter().copied().map(exit_colour).collect();
         let variants = colours(&[SeriesKey::Variant; 12]);
-        let all: Vec<RGBColor> =
-            [&designs[..], &exits[..], &variants[..], &[MEASURED_COLOUR]].concat();
+        let all: Vec<RGBColor> = [
+            &designs[..],
+            &exits[..],
+            &variants[..],
+            &PATH_PALETTE[..],
+            &[MEASURED_COLOUR, TWIN_COLOUR, GUIDE_COLOUR],
+        ]
+        .concat();
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {
                 assert_ne!(a, b);

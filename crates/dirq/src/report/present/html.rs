@@ -4,11 +4,11 @@
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use crate::report::collect::Depth;
-use crate::report::meta::{utc_minutes, Meta};
+use crate::common::meta::{utc_minutes, Meta};
+use crate::common::plan::Depth;
+use crate::common::progress::{StepFailure, StepRecord, StepStatus};
 use crate::report::present::data::{Cell, Figure, ReportData, Section, Table, TableRow, Unit};
 use crate::report::present::figures::render_svg;
-use crate::report::progress::{StepFailure, StepRecord, StepStatus};
 use dirq_vmm::host_load::HostNoise;
 
 const STYLE: &str = "
@@ -28,6 +28,17 @@ figure h3 { margin-top: 0; }
 .chart svg { max-width: 100%; height: auto; }
 figcaption { color: #444; font-size: 0.9em; margin: 8px 0; }
 details { font-size: 0.85em; margin-top: 8px; }
+details.fold { font-size: 1em; margin: 10px 0; }
+details.fold > summary { cursor: pointer; color: #333; }
+details.fold > summary::marker { color: #888; }
+.side { display: flex; gap: 24px; align-items: flex-start; margin: 12px 0; }
+.side > .given { flex: 1 1 36%; min-width: 0; font-size: 0.88em; }
+.side > .numbers { flex: 1 1 64%; min-width: 0; }
+.side figure { margin: 0; }
+.side dl { margin: 0; }
+.side dt { font-weight: bold; color: #444; }
+.side dd { margin: 0 0 6px 0; }
+.hostline { margin: 2px 0 0; font-weight: bold; }
 details pre { background: #f2f2f2; padding: 6px 8px; white-space: pre-wrap; overflow-wrap: anywhere; }
 code { background: #f2f2f2; padding: 1px 4px; }
 .table-wrap { overflow-x: auto; margin-top: 8px; }
@@ -74,6 +85,7 @@ fn steps_table(steps: &[StepRecord]) -> Table {
         })
         .collect();
     Table {
+        folded: false,
         title: String::new(),
         columns: [
             "step",
@@ -134,6 +146,50 @@ pub fn noise_warning(noise: &HostNoise) -> Option<String> {
     ))
 }
 
+/// The host's facts every number depends on, first thing on the page:
+/// the KVM backend, hardware virtualization, nesting, the guest's
+/// execution and the load when the report started.
+fn host_line(report: &ReportData, meta: &Meta) -> String {
+    let host = &meta.host;
+    let mut facts = vec![match &report.kvm.backend {
+        Some(backend) => format!("KVM backend {backend}"),
+        None => "no KVM backend loaded".into(),
+    }];
+    facts.push(
+        match host.hardware_virtualization {
+            Some(true) => "VT-x/AMD-V present",
+            Some(false) => "no VT-x or AMD-V: every design but vanilla is a prediction here",
+            None => "hardware virtualization unknown",
+        }
+        .into(),
+    );
+    facts.push(
+        match host.nested {
+            Some(true) => "nested (this host is itself a VM)",
+            Some(false) => "not nested",
+            None => "nesting unknown",
+        }
+        .into(),
+    );
+    if let Some(exec) = &host.guest_exec {
+        facts.push(format!("guest runs {exec}"));
+    }
+    let load = report.host_load.as_ref();
+    if let Some([one_minute, ..]) = load.and_then(|load| load.load_average) {
+        facts.push(format!(
+            "load {one_minute:.2} on {} at the start",
+            counted(host.cpus, "CPU")
+        ));
+    }
+    if let Some(steal) = load.and_then(|load| load.steal_share) {
+        facts.push(format!(
+            "{:.1}% of CPU time stolen while it ran",
+            steal * 100.0
+        ));
+    }
+    facts.join(" · ")
+}
+
 /// Renders the whole report page.
 pub fn render_page(report: &ReportData, meta: &Meta) -> String {
     let total_s: f64 = report.steps.iter().map(|s| s.wall_s).sum();
@@ -172,6 +228,7 @@ pub fn render_page(report: &ReportData, meta: &Meta) -> String {
             body {
                 header {
                     h1 { "dirq report" @if partial { " " span.partial { "PARTIAL" } } }
+                    p.hostline #host-line { (host_line(report, meta)) }
                     p.meta {
                         "dirq " (meta.dirq_version) ", " (build) " · " (depth) " · started "
                         (utc_minutes(meta.started)) " · took " (format!("{total_s:.0}")) " s"
@@ -225,22 +282,88 @@ pub fn render_page(report: &ReportData, meta: &Meta) -> String {
 }
 
 fn render_section(section: &Section) -> Markup {
+    let (open, folded): (Vec<&Figure>, Vec<&Figure>) =
+        section.figures.iter().partition(|figure| !figure.folded);
+    let (tables, folded_tables): (Vec<&Table>, Vec<&Table>) =
+        section.tables.iter().partition(|table| !table.folded);
+    // A section with inputs sets them beside its point figure, whose
+    // numbers fold away under it.
+    let beside = (!section.given.is_empty())
+        .then(|| open.first().copied())
+        .flatten();
     html! {
         section id=(section.id) {
             h2 { (section.title) }
             @for paragraph in &section.intro { p { (code_spans(paragraph)) } }
-            @for figure in &section.figures { (render_figure(figure)) }
-            @for table in &section.tables {
-                div.table-block {
-                    @if !table.title.is_empty() { h3 { (code_spans(&table.title)) } }
-                    (render_table(table))
+            @if !section.given.is_empty() {
+                div.side {
+                    div.given {
+                        dl { @for given in &section.given {
+                            dt { (given.what) } dd { (code_spans(&given.value)) }
+                        } }
+                    }
+                    @if let Some(figure) = beside {
+                        div.numbers { (render_figure(figure, Numbers::Folded)) }
+                    }
+                }
+            }
+            @for (index, figure) in open.iter().enumerate() {
+                @if index > 0 || beside.is_none() { (render_figure(figure, Numbers::beside(figure))) }
+            }
+            @for table in &tables { (render_free_table(table)) }
+            @for figure in &folded {
+                details.fold data-folded=(figure.id) {
+                    summary { "Figure: " (figure.title) }
+                    (render_figure(figure, Numbers::Shown))
+                }
+            }
+            @if !folded_tables.is_empty() {
+                details.fold {
+                    summary {
+                        @if let [table] = folded_tables.as_slice() { "Table: " (code_spans(&table.title)) }
+                        @else { (folded_tables.len()) " tables: " (folded_tables[0].title) ", ..." }
+                    }
+                    @for table in &folded_tables { (render_free_table(table)) }
                 }
             }
         }
     }
 }
 
-fn render_figure(figure: &Figure) -> Markup {
+fn render_free_table(table: &Table) -> Markup {
+    html! {
+        div.table-block {
+            @if !table.title.is_empty() { h3 { (code_spans(&table.title)) } }
+            (render_table(table))
+        }
+    }
+}
+
+/// Where a figure's table goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Numbers {
+    Shown,
+    /// Folded under the chart: it stands beside a section's inputs, or
+    /// its table is longer than the chart says at a glance.
+    Folded,
+}
+
+/// A table longer than this folds under its chart.
+const SHOWN_ROWS: usize = 12;
+
+impl Numbers {
+    fn beside(figure: &Figure) -> Numbers {
+        if figure.table.rows.len() > SHOWN_ROWS {
+            Numbers::Folded
+        } else {
+            Numbers::Shown
+        }
+    }
+}
+
+/// A figure: its chart and caption, its table, and the commands that
+/// repeat it.
+fn render_figure(figure: &Figure, numbers: Numbers) -> Markup {
     let svg = render_svg(&figure.chart);
     html! {
         figure id=(figure.id) data-figure=(figure.id) {
@@ -252,7 +375,13 @@ fn render_figure(figure: &Figure) -> Markup {
                 }
             }
             figcaption { (code_spans(&figure.caption)) }
-            (render_table(&figure.table))
+            @if numbers == Numbers::Shown { (render_table(&figure.table)) }
+            @else {
+                details {
+                    summary { "The numbers (" (figure.table.rows.len()) " rows)" }
+                    (render_table(&figure.table))
+                }
+            }
             @if !figure.commands.is_empty() {
                 details {
                     summary {
@@ -328,14 +457,15 @@ fn code_spans(text: &str) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::progress::{Step, Steps};
     use crate::report::present::data::{
         Axis, Chart, KvmStatus, NamedValues, Scale, Series, SeriesKey, SeriesStyle, TableRow, Unit,
     };
-    use crate::report::progress::{Step, Steps};
-    use dirq_vmm::host_load::NoiseReason;
+    use dirq_vmm::host_load::{HostLoad, NoiseReason};
 
     fn sample_report(kvm_available: bool) -> ReportData {
         let bars = Figure {
+            folded: false,
             id: "fig-exits".into(),
             title: "Exits by reason <per second>".into(),
             caption: "Ran `dirq sim did-udp-rx --seed 1` & friends".into(),
@@ -350,6 +480,7 @@ mod tests {
                 }],
             },
             table: Table {
+                folded: false,
                 title: String::new(),
                 columns: vec!["run".into(), "EXTERNAL_INTERRUPT/s".into()],
                 rows: vec![
@@ -359,6 +490,7 @@ mod tests {
             },
         };
         let cdf = Figure {
+            folded: false,
             id: "fig-cdf".into(),
             title: "Latency".into(),
             caption: "Percentiles".into(),
@@ -387,6 +519,7 @@ mod tests {
             kvm: KvmStatus {
                 available: kvm_available,
                 detail: "no /dev/kvm: No such file or directory".into(),
+                backend: None,
             },
             notes: vec!["model missed 1 of 2 targets".into()],
             steps: {
@@ -398,6 +531,7 @@ mod tests {
             host_noise: HostNoise::Quiet,
             sections: vec![
                 Section {
+                    given: Vec::new(),
                     id: "conclusions".into(),
                     title: "Conclusions".into(),
                     intro: vec!["DID saves 90%.".into()],
@@ -405,6 +539,7 @@ mod tests {
                     tables: vec![],
                 },
                 Section {
+                    given: Vec::new(),
                     id: "sim".into(),
                     title: "Simulation".into(),
                     intro: vec!["Intro with <angle> & ampersand.".into()],
@@ -479,6 +614,52 @@ mod tests {
             .collect();
         assert_eq!(statuses, ["FAILED", "skipped"]);
         assert_eq!(document.select(&select("#steps tr.flagged")).count(), 1);
+    }
+
+    #[test]
+    fn the_header_names_the_backend_and_the_load_before_the_conclusions() {
+        let mut report = sample_report(true);
+        report.kvm.backend = Some("kvm_pvm".into());
+        report.host_load = Some(HostLoad {
+            cpus: 2,
+            load_average: Some([1.25, 0.5, 0.25]),
+            other_runnable: None,
+            steal_ms: Some(40.0),
+            steal_share: Some(0.004),
+            elapsed_s: 100.0,
+        });
+        let page = render(&report);
+        let line = &page[page.find("id=\"host-line\"").expect("host line")..];
+        let line = &line[..line.find("</p>").expect("end")];
+        assert!(line.contains("KVM backend kvm_pvm"), "{line}");
+        assert!(line.contains("load 1.25 on"), "{line}");
+        assert!(line.contains("0.4% of CPU time stolen"), "{line}");
+        assert!(page.find("id=\"host-line\"") < page.find("id=\"conclusions\""));
+    }
+
+    #[test]
+    fn a_folded_figure_and_folded_tables_sit_under_details_with_their_titles() {
+        let mut report = sample_report(true);
+        report.sections[1].figures[1].folded = true;
+        report.sections[1].tables = vec![Table {
+            title: "All runs".into(),
+            columns: vec!["run".into()],
+            rows: vec![TableRow::new(vec![Cell::text("a")])],
+            folded: true,
+        }];
+        let page = render(&report);
+        let document = scraper::Html::parse_document(&page);
+        let select = |css: &str| scraper::Selector::parse(css).expect("selector");
+        let folded: Vec<&str> = document
+            .select(&select("details.fold > figure"))
+            .filter_map(|f| f.value().attr("data-figure"))
+            .collect();
+        assert_eq!(folded, ["fig-cdf"]);
+        let summaries: Vec<String> = document
+            .select(&select("details.fold > summary"))
+            .map(|s| s.text().collect())
+            .collect();
+        assert_eq!(summaries, ["Figure: Latency", "Table: All runs"]);
     }
 
     #[test]
@@ -575,6 +756,7 @@ mod tests {
     #[test]
     fn a_words_only_column_heads_left_and_a_number_column_right() {
         let table = Table {
+            folded: false,
             title: String::new(),
             columns: vec!["run".into(), "why".into(), "exits/s".into()],
             rows: vec![TableRow::new(vec![

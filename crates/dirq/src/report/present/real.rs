@@ -1,5 +1,7 @@
-//! Report sections for the real runs on /dev/kvm: exits per interrupt per
-//! delivery path, latency distributions, IPI latency against CPU burned.
+//! Report sections for the real runs on /dev/kvm: the interrupt paths'
+//! latency into a running and a halted vCPU (the point), and folded away
+//! the exits per interrupt, the latency distributions, IPI latency against
+//! CPU burned, the whileloop, every run and its `perf kvm stat` tables.
 //! Every measurement may have run several times: tables give the median
 //! and the range, figures the median with a whisker over the range.
 
@@ -7,19 +9,22 @@ use std::collections::BTreeMap;
 
 use dirq_stats::{f64_of, ratio};
 
-use dirq_vmm::config::Bench;
-use dirq_vmm::exits::VmxExit;
+use dirq_vmm::config::{Bench, BenchParams, GuestIdle};
+use dirq_vmm::exits::{KvmStat, VmxExit};
 
-use crate::report::collect::real::RealCase;
-use crate::report::collect::views::Latency;
+use crate::common::format::compact_number;
+use crate::common::plan::path_index;
+use crate::common::real::RealCase;
+use crate::common::views::Latency;
 use crate::report::present::charts::{
     exit_bars, exit_table, grouped_lines, latency_cpu_scatter, percentile_chart,
-    perf_kvm_stat_table, spread_us, ExitStat, LinePoint,
+    perf_kvm_stat_table, spread_us, ExitStat, LinePoint, PerfTimes,
 };
 use crate::report::present::data::{
-    Axis, Cell, Figure, Scale, Section, SeriesKey, Spread, Table, TableRow, Unit,
+    Axis, Cell, Chart, Figure, GroupedSeries, Scale, Section, SeriesKey, Spread, Table, TableRow,
+    Unit,
 };
-use dirq_vmm::exits::KvmStat;
+use crate::report::present::page::Part;
 
 /// Time in guest above 100% cannot be true.
 fn impossible_share(spread: &Spread) -> bool {
@@ -38,93 +43,246 @@ fn repeats_text(cases: &[&RealCase]) -> String {
     }
 }
 
-/// Builds the real-VMM section from the runs that succeeded.
-pub fn real_section(cases: &[RealCase]) -> Section {
-    let mut figures = Vec::new();
-    let by_bench =
-        |bench: Bench| -> Vec<&RealCase> { cases.iter().filter(|c| c.bench() == bench).collect() };
+/// A real path's colour: its place in the report's plan.
+fn path_key(case: &RealCase) -> SeriesKey {
+    path_index(&case.config)
+        .and_then(|index| u8::try_from(index).ok())
+        .map_or(SeriesKey::Variant, SeriesKey::Path)
+}
 
-    let irq = by_bench(Bench::IrqLatency);
-    if let Some(figure) = exits_per_interrupt_figure(&irq) {
-        figures.push(figure);
-    }
-    for (bench, what) in [
-        (
-            Bench::IrqLatency,
-            "MSI round trip, device thread to guest acknowledgement",
-        ),
-        (
-            Bench::TimerLatency,
-            "how late the guest's LAPIC timer handler runs",
-        ),
-    ] {
-        if let Some(figure) = latency_figure(bench, what, &by_bench(bench)) {
-            figures.push(figure);
-        }
-    }
-    if let Some(figure) = ipi_figure(&by_bench(Bench::Ipi)) {
-        figures.push(figure);
-    }
-    if let Some(figure) = whileloop_figure(&by_bench(Bench::Whileloop)) {
-        figures.push(figure);
-    }
-    let all: Vec<&RealCase> = cases.iter().collect();
-    Section {
-        id: "real".into(),
-        title: "Real runs on this host's KVM".into(),
-        intro: vec![format!(
-            "dirq's own guest test kernel on /dev/kvm; every exit counted by VMX reason, from \
-                 the VMM's run loop (userspace) and KVM's binary stats (kernel). {}",
-            repeats_text(&all)
-        )],
-        figures,
-        tables: std::iter::once(runs_table(cases))
-            .chain(irq.iter().flat_map(|case| perf_kvm_stat_tables(case)))
-            .collect(),
+/// "kernel + irqfd": the path of a label that also names the state.
+fn path_name(case: &RealCase) -> &str {
+    case.label.split(" · ").next().unwrap_or(&case.label)
+}
+
+/// "5K/s, 500 interrupts": how an irq-latency case was paced, which every
+/// figure of it quotes.
+fn pacing(cases: &[&RealCase]) -> String {
+    let Some(BenchParams::IrqLatency(params)) = cases.first().map(|c| &c.config.params) else {
+        return String::new();
+    };
+    if params.rate_hz == 0 {
+        "back to back".into()
+    } else {
+        format!("paced at {}/s", compact_number(f64_of(params.rate_hz)))
     }
 }
 
-/// The time cells of exits nobody timed.
-const UNMEASURED: &str = "not measured";
+/// Builds the real-VMM section from the runs that succeeded.
+pub fn real_section(cases: &[RealCase]) -> Section {
+    let by_bench =
+        |bench: Bench| -> Vec<&RealCase> { cases.iter().filter(|c| c.bench() == bench).collect() };
+    let irq = by_bench(Bench::IrqLatency);
+    let mut figures: Vec<Figure> = Vec::new();
+    figures.extend(paths_figure(&irq));
+    let mut folded: Vec<Figure> = Vec::new();
+    folded.extend(exits_per_interrupt_figure(&irq));
+    for (idle, state) in [(GuestIdle::Busy, "busy"), (GuestIdle::Halt, "halted")] {
+        let of_state: Vec<&RealCase> = irq
+            .iter()
+            .copied()
+            .filter(|c| c.config.common.guest_idle == idle)
+            .collect();
+        folded.extend(latency_figure(
+            &format!("real-irq-latency-{state}-latency"),
+            &format!(
+                "irq-latency, guest {state}: latency by percentile, per path (MSI raised by the                  device thread to the guest's acknowledgement)"
+            ),
+            &of_state,
+        ));
+    }
+    folded.extend(latency_figure(
+        "real-timer-latency-latency",
+        "timer-latency: latency by percentile, per path (how late the guest's LAPIC timer          handler runs)",
+        &by_bench(Bench::TimerLatency),
+    ));
+    folded.extend(ipi_figure(&by_bench(Bench::Ipi)));
+    folded.extend(whileloop_figure(&by_bench(Bench::Whileloop)));
+    for figure in &mut folded {
+        figure.folded = true;
+    }
+    figures.extend(folded);
+    let all: Vec<&RealCase> = cases.iter().collect();
+    let mut tables = vec![runs_table(cases)];
+    tables.extend(irq.iter().flat_map(|case| perf_kvm_stat_tables(case)));
+    for table in &mut tables {
+        table.folded = true;
+    }
+    Section {
+        id: Part::Real.id().into(),
+        title: "Real runs on this host's KVM".into(),
+        intro: vec![format!(
+            "dirq's own guest test kernel on /dev/kvm; every exit counted by VMX reason, from              the VMM's run loop (userspace) and KVM's binary stats (kernel). {}",
+            repeats_text(&all)
+        )],
+        given: Vec::new(),
+        figures,
+        tables,
+    }
+}
 
-/// A case's exits as `perf kvm stat report` gives them, over its runs:
-/// those KVM counted (by VMX reason, from its binary stats, which carry no
-/// times; perf's kvm_exit/kvm_entry tracepoints that would time them record
-/// no VM-EXIT samples on kvm_pvm), and those that returned to the VMM,
-/// timed by the run loop from KVM_RUN's return to the next KVM_RUN.
-fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
-    let counted: Vec<BTreeMap<VmxExit, ExitStat>> = case
-        .repeats
+/// The point: irq-latency's p50 per path, into a running and into a
+/// halted vCPU, each path in its colour, with the exits and CPU behind it.
+fn paths_figure(cases: &[&RealCase]) -> Option<Figure> {
+    let measured: Vec<&RealCase> = cases
         .iter()
-        .map(|r| {
-            r.run
-                .exits
-                .by_category
+        .copied()
+        .filter(|c| c.p50().is_some())
+        .collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let states = [
+        (GuestIdle::Busy, "into a running vCPU (guest busy)"),
+        (GuestIdle::Halt, "into a halted vCPU (guest halted)"),
+    ];
+    let mut paths: Vec<(&str, SeriesKey)> = Vec::new();
+    for case in &measured {
+        if !paths.iter().any(|(name, _)| *name == path_name(case)) {
+            paths.push((path_name(case), path_key(case)));
+        }
+    }
+    let find = |path: &str, idle: GuestIdle| {
+        measured
+            .iter()
+            .find(|c| path_name(c) == path && c.config.common.guest_idle == idle)
+    };
+    let series = paths
+        .iter()
+        .map(|(path, key)| GroupedSeries {
+            name: (*path).to_string(),
+            key: *key,
+            values: states
                 .iter()
-                .map(|(&reason, &samples)| {
-                    (
-                        reason,
-                        ExitStat {
-                            samples,
-                            time: None,
-                        },
-                    )
-                })
-                .collect()
+                .map(|(idle, _)| find(path, *idle).and_then(|c| c.p50()).map(spread_us))
+                .collect(),
         })
         .collect();
-    let returned: Vec<BTreeMap<VmxExit, ExitStat>> = case
+    let rows = measured
+        .iter()
+        .map(|case| {
+            let samples: u64 = case.pooled_histogram().iter().map(|b| b.count).sum();
+            TableRow::new(vec![
+                Cell::text(case.label.clone()),
+                Cell::spread(case.p50().map(spread_us), Unit::Us),
+                Cell::spread(case.exits_per_interrupt(), Unit::Count),
+                Cell::spread(case.cpu_cores(), Unit::Cores),
+                Cell::count(samples),
+            ])
+        })
+        .collect();
+    let chart = Chart::Grouped {
+        value_axis: Axis {
+            label: "latency p50 (us), raise to the guest's acknowledgement".into(),
+            scale: Scale::Linear,
+        },
+        categories: states
+            .iter()
+            .map(|(_, state)| (*state).to_string())
+            .collect(),
+        series,
+    };
+    Some(Figure {
+        id: "real-irq-latency-paths".into(),
+        title: format!(
+            "irq-latency ({}): p50 per interrupt path, into a running and a halted vCPU",
+            pacing(cases)
+        ),
+        caption: format!(
+            "The device thread raises an MSI once the last was acknowledged ({}) and times              the round trip to the guest's acknowledgement; one colour per path in every              figure. {}",
+            pacing(cases),
+            repeats_text(cases)
+        ),
+        commands: commands(cases),
+        chart,
+        table: Table {
+            title: String::new(),
+            columns: [
+                "path",
+                "p50 (us)",
+                "exits per interrupt",
+                "host CPU (cores)",
+                "samples",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+            folded: false,
+        },
+        folded: false,
+    })
+}
+
+/// The KVM statistic a row of OTHER exits splits off: instructions KVM
+/// emulated, each one a trapped instruction.
+const OTHER_EMULATED: &str = "OTHER · insn_emulation";
+/// What of OTHER no KVM statistic names.
+const OTHER_UNNAMED: &str = "OTHER · no KVM statistic";
+
+/// A run's exits as KVM counted them, by VMX reason, OTHER split by KVM's
+/// own statistics and HLT timed by its `halt_wait_ns`.
+fn counted_exits(run: &crate::common::views::RealRun) -> BTreeMap<String, ExitStat> {
+    let untimed = |samples| ExitStat {
+        samples,
+        time: PerfTimes::Untimed,
+    };
+    let mut rows = BTreeMap::new();
+    for (&reason, &samples) in &run.exits.by_category {
+        match reason {
+            VmxExit::Other => {
+                let emulated = run
+                    .exits
+                    .by_reason
+                    .get(&KvmStat::InsnEmulation)
+                    .copied()
+                    .unwrap_or(0)
+                    .min(samples);
+                if emulated > 0 {
+                    rows.insert(OTHER_EMULATED.to_string(), untimed(emulated));
+                }
+                if samples > emulated {
+                    rows.insert(OTHER_UNNAMED.to_string(), untimed(samples - emulated));
+                }
+            }
+            VmxExit::Hlt => {
+                let time = run
+                    .kvm_stat("halt_wait_ns")
+                    .map_or(PerfTimes::Untimed, |ns| PerfTimes::Total { ns });
+                rows.insert(reason.to_string(), ExitStat { samples, time });
+            }
+            _ => {
+                rows.insert(reason.to_string(), untimed(samples));
+            }
+        }
+    }
+    rows
+}
+
+/// A case's exits as `perf kvm stat report` gives them, every run pooled:
+/// those KVM counted (its counters carry no times but HLT's wait), and
+/// those that returned to the VMM, timed by the run loop from KVM_RUN's
+/// return to the next KVM_RUN.
+fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
+    let runs = case.repeats.len();
+    let counted: Vec<BTreeMap<String, ExitStat>> =
+        case.repeats.iter().map(|r| counted_exits(&r.run)).collect();
+    let returned: Vec<BTreeMap<String, ExitStat>> = case
         .repeats
         .iter()
         .map(|r| {
-            let mut by_reason: BTreeMap<VmxExit, ExitStat> = BTreeMap::new();
+            let mut by_reason: BTreeMap<String, ExitStat> = BTreeMap::new();
             for (reason, time) in &r.run.exits.userspace_time {
-                let stat = by_reason.entry(VmxExit::from(*reason)).or_insert(ExitStat {
-                    samples: 0,
-                    time: None,
-                });
+                let stat = by_reason
+                    .entry(VmxExit::from(*reason).to_string())
+                    .or_insert(ExitStat {
+                        samples: 0,
+                        time: PerfTimes::Untimed,
+                    });
                 stat.samples += time.samples;
-                stat.time = Some(stat.time.map_or(*time, |t| t.merge(*time)));
+                stat.time = match stat.time {
+                    PerfTimes::Timed(t) => PerfTimes::Timed(t.merge(*time)),
+                    _ => PerfTimes::Timed(*time),
+                };
             }
             by_reason
         })
@@ -132,21 +290,19 @@ fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
     [
         perf_kvm_stat_table(
             format!(
-                "{} {}: every exit KVM counted (its counters carry no times)",
+                "{} {}: every exit KVM counted, {runs} run(s) pooled (OTHER split by KVM's                  insn_emulation; HLT's time is KVM's halt_wait_ns, the rest untimed)",
                 case.bench(),
                 case.label
             ),
             &counted,
-            UNMEASURED,
         ),
         perf_kvm_stat_table(
             format!(
-                "{} {}: the exits that returned to the VMM, VMM's time until the next KVM_RUN",
+                "{} {}: the exits that returned to the VMM, {runs} run(s) pooled, the VMM's                  time until the next KVM_RUN",
                 case.bench(),
                 case.label
             ),
             &returned,
-            UNMEASURED,
         ),
     ]
 }
@@ -186,7 +342,10 @@ fn exits_per_interrupt_figure(cases: &[&RealCase]) -> Option<Figure> {
     }
     Some(Figure {
         id: "real-exits-per-interrupt".into(),
-        title: "irq-latency: exits per interrupt by VMX reason, per delivery path".into(),
+        title: format!(
+            "irq-latency ({}): exits per interrupt by VMX reason, per path",
+            pacing(cases)
+        ),
         caption: format!(
             "The exits of each run by reason, divided by the interrupts it delivered. {}",
             repeats_text(cases)
@@ -194,10 +353,14 @@ fn exits_per_interrupt_figure(cases: &[&RealCase]) -> Option<Figure> {
         commands: commands(cases),
         table: exit_table("path", &chart, "exits/interrupt"),
         chart,
+        folded: false,
     })
 }
 
-fn latency_figure(bench: Bench, what: &str, cases: &[&RealCase]) -> Option<Figure> {
+/// Samples a percentile plot needs beyond a percentile to draw it.
+const TAIL_SAMPLES: u64 = 10;
+
+fn latency_figure(id: &str, title: &str, cases: &[&RealCase]) -> Option<Figure> {
     let measured: Vec<&RealCase> = cases
         .iter()
         .copied()
@@ -209,14 +372,9 @@ fn latency_figure(bench: Bench, what: &str, cases: &[&RealCase]) -> Option<Figur
     let chart = percentile_chart(
         &measured
             .iter()
-            .map(|case| {
-                (
-                    case.label.clone(),
-                    SeriesKey::Variant,
-                    case.pooled_histogram(),
-                )
-            })
+            .map(|case| (case.label.clone(), path_key(case), case.pooled_histogram()))
             .collect::<Vec<_>>(),
+        TAIL_SAMPLES,
     );
     let latency = |figure: fn(&Latency) -> Option<f64>| {
         move |case: &RealCase| case.spread(|r| figure(r.run.latency_ns.as_ref()?))
@@ -249,20 +407,19 @@ fn latency_figure(bench: Bench, what: &str, cases: &[&RealCase]) -> Option<Figur
                 ])
             })
             .collect(),
+        folded: false,
     };
     Some(Figure {
-        id: format!("real-{bench}-latency"),
-        title: format!("{bench}: latency by percentile, per path ({what})"),
+        id: id.into(),
+        title: title.into(),
         caption: format!(
-            "HdrHistogram's percentile plot: each line is every sample of the path's runs, \
-             from their buckets (5% wide); x is the percentile on a log scale of 1/(1 - p), so \
-             50%, 90%, 99% and 99.9% are equally spaced and the tail is drawn as wide as the \
-             median. The table gives min, mean and max. {}",
+            "HdrHistogram's percentile plot: each line is every sample of the path's runs,              from their buckets (5% wide); x is the percentile on a log scale of 1/(1 - p), so              50%, 90%, 99% and 99.9% are equally spaced. Each line stops where fewer than              {TAIL_SAMPLES} of its samples lie beyond: the tail past it is not resolved (the              table's max is one sample). {}",
             repeats_text(cases)
         ),
         commands: commands(cases),
         chart,
         table,
+        folded: false,
     })
 }
 
@@ -305,18 +462,19 @@ fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
                 ])
             })
             .collect(),
+        folded: false,
     };
     Some(Figure {
         id: "real-ipi-cpu".into(),
-        title: "IPI latency against host CPU burned".into(),
+        title: "ipi: round-trip latency against host CPU burned, per halt mode".into(),
         caption: format!(
-            "vCPU 0 and vCPU 1 ping-pong IPIs; CPU burned is the vCPU threads' CPU time \
-             (user + system) over the run's wall time. {}",
+            "vCPU 0 and vCPU 1 ping-pong IPIs; CPU burned is the vCPU threads' CPU time              (user + system) over the run's wall time. {}",
             repeats_text(cases)
         ),
         commands: commands(cases),
         chart,
         table,
+        folded: false,
     })
 }
 
@@ -335,7 +493,7 @@ fn whileloop_figure(cases: &[&RealCase]) -> Option<Figure> {
         return None;
     }
     let impossible = points.iter().filter(|p| impossible_share(&p.y)).count();
-    let (chart, table) = grouped_lines(
+    let (mut chart, table) = grouped_lines(
         Axis {
             label: "device interrupts per second".into(),
             scale: Scale::Linear,
@@ -348,16 +506,19 @@ fn whileloop_figure(cases: &[&RealCase]) -> Option<Figure> {
         Unit::Fraction,
         Some(1.0),
     );
+    if let Chart::Xy { series, .. } = &mut chart {
+        for series in series.iter_mut() {
+            let case = cases.iter().find(|c| c.label == series.name);
+            series.key = case.map_or(SeriesKey::Variant, |c| path_key(c));
+        }
+    }
     let mut caption = format!(
-        "The guest times a fixed loop without interrupts, then under the device's interrupt \
-         rate; time in guest is the ratio. {}",
+        "The guest times a fixed loop without interrupts, then under the device's interrupt          rate; time in guest is the ratio. {}",
         repeats_text(cases)
     );
     if impossible > 0 {
         caption.push_str(&format!(
-            " {impossible} point(s) reach above 100% (flagged): no interrupt can speed the loop \
-             up, so that is the noise of the unloaded baseline (how fast the same loop ran \
-             alone), which is as large as the interrupts' cost at that rate."
+            " {impossible} point(s) reach above 100% (flagged): no interrupt can speed the loop              up, so that is the noise of the unloaded baseline (how fast the same loop ran              alone), which is as large as the interrupts' cost at that rate."
         ));
     }
     Some(Figure {
@@ -367,6 +528,7 @@ fn whileloop_figure(cases: &[&RealCase]) -> Option<Figure> {
         commands: commands(cases),
         chart,
         table,
+        folded: false,
     })
 }
 
@@ -378,7 +540,7 @@ impl RealCase {
 
 fn runs_table(cases: &[RealCase]) -> Table {
     Table {
-        title: "All real runs (the figures above fold away the commands that repeat them)".into(),
+        title: "All real runs".into(),
         columns: [
             "bench",
             "path",
@@ -423,14 +585,15 @@ fn runs_table(cases: &[RealCase]) -> Table {
                 )
             })
             .collect(),
+        folded: false,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::real::Repeat;
     use crate::report::collect::fixtures::{no_figures, real_run};
-    use crate::report::collect::real::Repeat;
     use crate::report::present::data::Chart;
     use dirq_vmm::config::{Bench, BenchConfig};
     use dirq_vmm::report::Bucket;
@@ -501,7 +664,7 @@ mod tests {
                 serde_json::json!({"OTHER": 2000}),
             ),
             case(
-                "ipi",
+                Bench::Ipi.name(),
                 "halt exit",
                 100,
                 serde_json::json!({"HLT": 100, "OTHER": 100}),
@@ -518,15 +681,25 @@ mod tests {
         assert_eq!(
             ids,
             [
+                "real-irq-latency-paths",
                 "real-exits-per-interrupt",
-                "real-irq-latency-latency",
+                "real-irq-latency-halted-latency",
                 "real-ipi-cpu",
                 "real-whileloop-guest-time"
             ]
         );
+        // The paths' p50s carry the point; the rest fold away.
+        let open: Vec<bool> = section.figures.iter().map(|f| !f.folded).collect();
+        assert_eq!(open, [true, false, false, false, false]);
+        let Chart::Grouped { series, .. } = &section.figures[0].chart else {
+            panic!("the paths' p50s are grouped bars");
+        };
+        // Each path in its own colour: its place in the plan.
+        let keys: Vec<SeriesKey> = series.iter().map(|s| s.key).collect();
+        assert_eq!(keys, [SeriesKey::Path(2), SeriesKey::Path(2)]);
         let Chart::Bars {
             categories, stacks, ..
-        } = &section.figures[0].chart
+        } = &section.figures[1].chart
         else {
             panic!("exits per interrupt are bars");
         };
@@ -542,15 +715,13 @@ mod tests {
         assert_eq!(stack("INTERRUPT_WINDOW"), vec![0.5, 0.0]);
         assert_eq!(stack("OTHER"), vec![0.5, 2.0]);
         // The percentile plot is drawn from the pooled buckets of both
-        // runs (100 samples), in us, up to the last sample's percentile.
-        let Chart::Xy { series, .. } = &section.figures[1].chart else {
+        // runs (100 samples), in us, up to the percentile ten samples
+        // still resolve.
+        let Chart::Xy { series, .. } = &section.figures[2].chart else {
             panic!("latency is xy");
         };
-        assert_eq!(
-            series[0].points,
-            vec![[0.0, 8.0], [0.6, 50.0], [0.99, 50.0]]
-        );
-        let latency = &section.figures[1].table;
+        assert_eq!(series[0].points, vec![[0.0, 8.0], [0.6, 50.0], [0.9, 50.0]]);
+        let latency = &section.figures[2].table;
         assert_eq!(latency.columns[2], "min (us)");
         assert_eq!(latency.rows[0].cells[1], "100");
         assert_eq!(latency.rows[0].cells[4], "8.00");
@@ -561,6 +732,32 @@ mod tests {
         // Time in guest above 100% is flagged, in the table and the caption.
         assert!(table.rows[3].flagged);
         assert!(!table.rows[0].flagged);
-        assert!(section.figures[3].caption.contains("above 100%"));
+        assert!(section.figures[4].caption.contains("above 100%"));
+    }
+
+    #[test]
+    fn kvm_s_exits_split_other_by_its_own_statistics_and_time_hlt_by_its_wait() {
+        let run = real_run(
+            serde_json::json!({
+                "interrupts": 2,
+                "exits": {"userspace": 0,
+                          "by_reason": {"insn_emulation": 4},
+                          "by_category": {"OTHER": 10, "HLT": 2},
+                          "per_vcpu": [{"kvm_stats": {"halt_wait_ns": 1000}},
+                                       {"kvm_stats": {"halt_wait_ns": 500}}]},
+                "exits_per_interrupt": 6.0,
+                "duration_s": 1.0
+            }),
+            &no_figures(Bench::IrqLatency),
+        );
+        let rows = counted_exits(&run);
+        let samples = |name: &str| rows.get(name).map(|stat| stat.samples);
+        assert_eq!(samples(OTHER_EMULATED), Some(4));
+        assert_eq!(samples(OTHER_UNNAMED), Some(6));
+        assert_eq!(samples("OTHER"), None, "OTHER is split, not repeated");
+        assert_eq!(
+            rows.get("HLT").map(|stat| stat.time),
+            Some(PerfTimes::Total { ns: 1_500 })
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! The section linking the real runs' Perfetto traces.
 
-use crate::report::collect::real_trace::WrittenTrace;
+use crate::report::collect::real_trace::{Twins, WrittenTrace};
 use crate::report::present::data::{Cell, Section, Table, TableRow};
+use crate::report::present::page::Part;
 
 /// The section that links the written traces; none when none was written.
 pub fn real_traces_section(traces: &[WrittenTrace]) -> Option<Section> {
@@ -12,46 +13,55 @@ pub fn real_traces_section(traces: &[WrittenTrace]) -> Option<Section> {
         .iter()
         .map(|trace| {
             TableRow::new(vec![
-                Cell::text(trace.case.label.clone()),
+                Cell::text(trace.case_label.clone()),
                 Cell::text(format!("`traces/{}`", trace.file)),
                 Cell::count(trace.counts.raises),
-                Cell::count(trace.counts.exits),
                 Cell::count(trace.counts.flows),
+                Cell::count(trace.counts.exits),
+                Cell::count(trace.counts.kvm_exits),
                 Cell::count(trace.counts.dropped),
-                Cell::text(format!("`{}`", trace.case.command)),
+                Cell::text(match &trace.twins {
+                    Twins::Traced => "beside the real run".to_string(),
+                    Twins::None(why) => format!("none: {why}"),
+                }),
             ])
         })
         .collect();
-    let section = Section {
-        id: "real-traces".into(),
-        title: "Real runs: timelines (Perfetto)".into(),
+    Some(Section {
+        id: Part::RealTraces.id().into(),
+        title: "Real runs: timelines beside their twins (Perfetto)".into(),
         intro: vec![
-            "One more irq-latency run per path below, with the VMM recording its timeline; \
-             open a file in ui.perfetto.dev (or chrome://tracing). Tracks \"vCPU 0\", \
-             \"vCPU 1\": \"guest\" slices are KVM_RUN (the guest, and every exit KVM handled \
-             itself, which this backend cannot time); the slices between them are the exits \
-             that returned to the VMM, named by VMX reason, lasting until the next KVM_RUN. \
-             Track \"device\": each raise; on the userspace path an arrow leads from it to \
-             the first KVM_RUN entry after it, where the VMM's LAPIC injects it. On in-kernel \
-             paths KVM delivers without returning to the VMM: no arrows, and few slices."
+            "One more irq-latency run per configuration (at most 300 round trips), the VMM \
+             recording its timeline, in one file with the configuration's simulated twins; \
+             open a file in ui.perfetto.dev. Process 0 is the real run, named with the host \
+             it ran on; each twin is a process named with its design and the cost profile it \
+             ran on. In the real run, track \"device\" holds each round trip from the raise \
+             to the acknowledgement the device saw; \"vCPU n\" alternates \"guest\" slices \
+             (KVM_RUN) with the exits that returned to the VMM, named by VMX reason; \
+             \"vCPU n · in KVM\" holds what KVM's statistics counted between the raise and the \
+             acknowledgement: every exit, those KVM handled itself (which no return to the \
+             VMM shows) and those that returned. Each round trip's arrow \
+             leads from the raise through those exits to the guest's acknowledgement, on \
+             every path."
                 .into(),
         ],
-        figures: Vec::new(),
         tables: vec![Table {
-            title: "Traced runs".into(),
+            folded: false,
+            title: "Traced configurations".into(),
             columns: [
                 "path",
                 "trace",
                 "raises",
+                "raise-to-acknowledgement arrows",
                 "KVM_RUN returns",
-                "raises with an arrow",
+                "exits KVM counted in round trips",
                 "records dropped",
-                "the run it repeats",
+                "twins",
             ]
             .map(String::from)
             .to_vec(),
             rows,
         }],
-    };
-    Some(section)
+        ..Section::default()
+    })
 }

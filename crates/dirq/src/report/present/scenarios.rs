@@ -1,322 +1,441 @@
-//! Report sections for simulation scenarios: exits by reason per run, time
-//! in guest against rate, latency distributions, invariant checks.
+//! One section per built-in scenario: what it was given (its
+//! description, testbed and run groups) beside the numbers of the figure
+//! its TOML declares (`[figure]`: which published figure it reproduces,
+//! if any, and how it is drawn), that figure, and everything else folded
+//! away. Runs that another design or an earlier scenario already drew
+//! are drawn once.
 
-use crate::report::collect::simulate::TracedExits;
-use crate::report::collect::views::{Latency, SimRun, SimScenario};
 use dirq_sim::design::DesignKind;
+use dirq_sim::scenario::{FigureKind, RunGroup, Scenario, ScenarioFigure};
 
-use crate::report::format::ns_to_us;
+use crate::common::format::ns_to_us;
+use crate::common::views::{param_text, SimRun, SimScenario};
+use crate::report::collect::simulate::TracedExits;
 use crate::report::present::charts::{
-    auto_scale, exit_bars, exit_table, grouped_lines, latency_table, percentile_chart,
-    perf_kvm_stat_table, ExitStat, LinePoint,
+    exit_bars, exit_table, perf_kvm_stat_table, ExitStat, PerfTimes,
 };
-use crate::report::present::data::{
-    Axis, Cell, Chart, Figure, Scale, Section, Series, SeriesKey, SeriesStyle, Spread, Table,
-    TableRow, Unit,
-};
+use crate::report::present::conclusions::and_list;
+use crate::report::present::data::{Cell, Figure, Given, Section, Table, TableRow, Unit};
+use crate::report::present::draws;
+use crate::report::present::page::Part;
 use dirq_vmm::exits::ExitTime;
 
-/// Builds the section of one simulated scenario. `command` is the
-/// equivalent command line, quoted in every caption.
-pub fn scenario_section(
-    id: &str,
-    title: &str,
-    description: &str,
-    result: &SimScenario,
-    command: &str,
-) -> Section {
-    let runs = &result.runs;
-    let labels = result.labels();
-    let commands = vec![command.to_string()];
-    let mut figures = Vec::new();
+/// A run as a section draws it: the designs it stands for, and the
+/// label parts that tell it from the scenario's other runs.
+#[derive(Debug, Clone)]
+pub struct DrawnRun<'a> {
+    pub run: &'a SimRun,
+    /// Its design and every design whose runs equal its own here
+    /// ("apicv-pi = apicv-pi-ipiv").
+    pub design: String,
+    /// The parameters that vary and their values in words
+    /// (`rate_pps`, "100K pps").
+    pub setting: Vec<(String, String)>,
+    /// Its label in the paper's words, where the scenario names it
+    /// (`[figure] names`); the design and setting otherwise.
+    pub label: String,
+    /// A fitted point (`[figure] fitted_runs`), not a prediction.
+    pub fitted: bool,
+}
 
-    let entries: Vec<_> = runs
-        .iter()
-        .zip(&labels)
-        .map(|(run, label)| (label.clone(), run.exits_by_reason_per_s.clone()))
-        .collect();
-    let chart = exit_bars("exits per second", &entries);
-    if chart.has_data() {
-        figures.push(Figure {
-            id: format!("{id}-exits"),
-            title: format!("{}: exits per second by VMX reason", result.scenario),
-            caption: format!(
-                "Each bar is one of the {} runs; segments are exit reasons.",
-                runs.len()
-            ),
-            commands: commands.clone(),
-            table: exit_table("run", &chart, "exits/s"),
-            chart,
-        });
+impl DrawnRun<'_> {
+    /// The setting in words, "all" where nothing varies.
+    pub fn setting_text(&self) -> String {
+        if self.setting.is_empty() {
+            "all".into()
+        } else {
+            let parts: Vec<&str> = self.setting.iter().map(|(_, text)| text.as_str()).collect();
+            parts.join(" · ")
+        }
     }
 
-    let rated: Vec<LinePoint> = runs
+    /// The label, marked where the run is a fitted point.
+    pub fn marked_label(&self) -> String {
+        if self.fitted {
+            format!("{} (fitted)", self.label)
+        } else {
+            self.label.clone()
+        }
+    }
+}
+
+/// A scenario's runs as its section draws them.
+pub struct Drawn<'a> {
+    pub name: &'a str,
+    pub figure: Option<&'a ScenarioFigure>,
+    pub runs: Vec<DrawnRun<'a>>,
+    /// The parameters whose values tell runs apart, besides the design.
+    pub varying: Vec<String>,
+    /// Designs folded into another whose runs they equal, with it.
+    pub merged: Vec<(DesignKind, DesignKind)>,
+    /// The command that repeats every run.
+    pub command: String,
+}
+
+impl<'a> Drawn<'a> {
+    pub fn of(result: &'a SimScenario, command: String) -> Self {
+        let figure = result.inputs.as_ref().and_then(|s| s.figure.as_ref());
+        let varying = result.varying_params();
+        let merged = identical_designs(result);
+        let names = figure.map(|f| &f.names);
+        let runs = result
+            .runs
+            .iter()
+            .filter(|run| !merged.iter().any(|(gone, _)| *gone == run.design))
+            .map(|run| {
+                let mut design = run.design.name().to_string();
+                for (gone, kept) in &merged {
+                    if *kept == run.design {
+                        design.push_str(&format!(" = {}", gone.name()));
+                    }
+                }
+                let setting: Vec<(String, String)> = varying
+                    .iter()
+                    .filter_map(|key| Some((key.clone(), param_text(key, run.params.get(key)?))))
+                    .collect();
+                let mut parts = vec![run.design.name().to_string()];
+                parts.extend(setting.iter().map(|(_, text)| text.clone()));
+                let label = names
+                    .and_then(|names| renamed(&parts, names, &design))
+                    .unwrap_or_else(|| {
+                        let mut label = vec![design.clone()];
+                        label.extend(setting.iter().map(|(_, text)| text.clone()));
+                        label.join(" · ")
+                    });
+                let fitted = figure.is_some_and(|f| {
+                    f.fitted_runs
+                        .iter()
+                        .any(|entry| holds_every_part(&parts, entry))
+                });
+                DrawnRun {
+                    run,
+                    design,
+                    setting,
+                    label,
+                    fitted,
+                }
+            })
+            .collect();
+        Drawn {
+            name: &result.scenario,
+            figure,
+            runs,
+            varying,
+            merged,
+            command,
+        }
+    }
+
+    /// The runs the published figure holds: all but those a `leaves_out`
+    /// parameter marks.
+    pub fn in_figure(&self) -> Vec<&DrawnRun<'a>> {
+        let leaves_out = self.figure.map_or(&[][..], |f| f.leaves_out.as_slice());
+        self.runs
+            .iter()
+            .filter(|r| !leaves_out.iter().any(|key| r.run.params.contains_key(key)))
+            .collect()
+    }
+
+    pub fn commands(&self) -> Vec<String> {
+        vec![self.command.clone()]
+    }
+}
+
+/// Whether `parts` hold every " · "-separated part of `entry`.
+fn holds_every_part(parts: &[String], entry: &str) -> bool {
+    entry
+        .split(" · ")
+        .all(|part| parts.iter().any(|p| p == part))
+}
+
+/// The label in the paper's words: the longest name whose parts the run's
+/// label holds replaces them, the other parts kept; None without one.
+fn renamed(
+    parts: &[String],
+    names: &std::collections::BTreeMap<String, String>,
+    design: &str,
+) -> Option<String> {
+    let (key, name) = names
         .iter()
-        .filter_map(|run| {
-            Some(LinePoint {
-                group: run.design.name().to_string(),
-                x: run.rate()?.1,
-                y: Spread::of([run.time_in_guest])?,
+        .filter(|(key, _)| holds_every_part(parts, key))
+        .max_by_key(|(key, _)| key.split(" · ").count())?;
+    let replaced: Vec<&str> = key.split(" · ").collect();
+    let mut label = vec![name.clone()];
+    // A merged design keeps saying which designs it stands for.
+    if design.contains(" = ") {
+        label[0] = format!("{name} ({design})");
+    }
+    label.extend(
+        parts
+            .iter()
+            .filter(|part| !replaced.contains(&part.as_str()))
+            .cloned(),
+    );
+    Some(label.join(" · "))
+}
+
+/// Pairs of designs (the later, the earlier) whose runs are equal in every
+/// setting of the scenario: the later is drawn as the earlier.
+fn identical_designs(result: &SimScenario) -> Vec<(DesignKind, DesignKind)> {
+    let mut designs: Vec<DesignKind> = Vec::new();
+    for run in &result.runs {
+        if !designs.contains(&run.design) {
+            designs.push(run.design);
+        }
+    }
+    let runs_of = |design: DesignKind| -> Vec<&SimRun> {
+        result.runs.iter().filter(|r| r.design == design).collect()
+    };
+    let mut merged: Vec<(DesignKind, DesignKind)> = Vec::new();
+    for (index, &later) in designs.iter().enumerate() {
+        let earlier = designs[..index].iter().copied().find(|&earlier| {
+            !merged.iter().any(|(gone, _)| *gone == earlier)
+                && same_results(&runs_of(earlier), &runs_of(later))
+        });
+        if let Some(earlier) = earlier {
+            merged.push((later, earlier));
+        }
+    }
+    merged
+}
+
+/// Whether two designs' runs ran the same settings with the same results.
+fn same_results(a: &[&SimRun], b: &[&SimRun]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.same_results(b))
+}
+
+/// The earlier scenario whose runs took exactly the exits and time in
+/// guest of `run` (same design and parameters of its workload): it drew
+/// them already.
+fn drawn_before<'a>(run: &SimRun, earlier: &'a [SimScenario]) -> Option<&'a str> {
+    earlier
+        .iter()
+        .find(|scenario| {
+            scenario.runs.iter().any(|other| {
+                other.design == run.design
+                    && other.exits_by_reason_per_s == run.exits_by_reason_per_s
+                    && other.time_in_guest == run.time_in_guest
+                    && other.rate() == run.rate()
+                    && other.exits_per_s > 0.0
             })
         })
-        .collect();
-    let mut rates: Vec<f64> = rated.iter().map(|point| point.x).collect();
-    rates.sort_by(f64::total_cmp);
-    rates.dedup();
-    if let Some((rate_key, _)) = runs.iter().find_map(SimRun::rate) {
-        // A line needs at least two rates to say anything about the rate.
-        if rates.len() >= 2 {
-            let (chart, table) = grouped_lines(
-                Axis {
-                    label: rate_key.replace('_', " "),
-                    scale: Scale::Linear,
-                },
-                Axis {
-                    label: "time in guest (fraction)".into(),
-                    scale: Scale::Linear,
-                },
-                &rated,
-                Unit::Fraction,
-                Some(1.0),
-            );
-            figures.push(Figure {
-                id: format!("{id}-guest-time"),
-                title: format!("{}: time in guest against interrupt rate", result.scenario),
-                caption: "One line per design.".into(),
-                commands: commands.clone(),
-                chart,
-                table,
-            });
-        }
-    }
-
-    figures.extend(latency_figures(id, result, &labels, &commands));
-
-    Section {
-        id: id.to_string(),
-        title: title.to_string(),
-        intro: description
-            .split("\n\n")
-            .map(|paragraph| paragraph.split_whitespace().collect::<Vec<_>>().join(" "))
-            .filter(|paragraph| !paragraph.is_empty())
-            .collect(),
-        figures,
-        tables: vec![summary_table(runs, &labels)],
-    }
+        .map(|scenario| scenario.scenario.as_str())
 }
 
-/// Lines a percentile plot holds before it stops being readable.
-const MAX_PERCENTILE_LINES: usize = 8;
-
-/// The scenario's latency distributions. One percentile plot when every
-/// design has one run (or the runs are few); when designs repeat over a
-/// numeric parameter (did-netpipe's message sizes), one figure per value
-/// of the other varying parameters: p50 against that parameter, a line
-/// per design, a whisker up to p99.
-fn latency_figures(
-    id: &str,
-    result: &SimScenario,
-    labels: &[String],
-    commands: &[String],
-) -> Vec<Figure> {
-    let measured: Vec<(&SimRun, &String, &Latency)> = result
+/// The run groups in words: each group's workload, designs and every key
+/// it sets away from the default.
+fn groups_given(scenario: &Scenario) -> Vec<String> {
+    scenario
         .runs
         .iter()
-        .zip(labels)
-        .filter_map(|(run, label)| Some((run, label, run.latency_ns.as_ref()?)))
-        .collect();
-    if measured.is_empty() {
-        return Vec::new();
-    }
-    let mut designs: Vec<DesignKind> = measured.iter().map(|(r, _, _)| r.design).collect();
-    designs.sort_unstable();
-    designs.dedup();
-    let one_run_per_design = designs.len() == measured.len();
-    let varying = result.varying_params();
-    let numeric = varying.iter().find(|key| {
-        measured.iter().all(|(run, _, _)| {
-            run.params
-                .get(*key)
-                .is_some_and(serde_json::Value::is_number)
-        })
-    });
-    match numeric {
-        Some(x_key) if !one_run_per_design && measured.len() > MAX_PERCENTILE_LINES => {
-            let others: Vec<&String> = varying.iter().filter(|key| *key != x_key).collect();
-            let group_of = |run: &SimRun| -> String {
-                others
-                    .iter()
-                    .filter_map(|key| {
-                        let value = run.params.get(*key)?;
-                        let text = value
-                            .as_str()
-                            .map_or_else(|| value.to_string(), String::from);
-                        Some(format!("{} {text}", key.replace('_', " ")))
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
+        .map(|group| {
+            let defaults = RunGroup::new(group.workload, group.designs.clone());
+            let (Ok(serde_json::Value::Object(set)), Ok(serde_json::Value::Object(default))) =
+                (serde_json::to_value(group), serde_json::to_value(&defaults))
+            else {
+                return format!("{:?}", group.workload);
             };
-            let mut groups: Vec<String> = Vec::new();
-            for (run, _, _) in &measured {
-                let group = group_of(run);
-                if !groups.contains(&group) {
-                    groups.push(group);
-                }
-            }
-            groups
+            let keys: Vec<String> = set
                 .iter()
-                .enumerate()
-                .map(|(index, group)| {
-                    let members: Vec<_> = measured
-                        .iter()
-                        .filter(|(run, _, _)| group_of(run) == *group)
-                        .copied()
-                        .collect();
-                    latency_against(id, index, group, x_key, &members, commands)
+                .filter(|(key, value)| {
+                    !matches!(key.as_str(), "workload" | "designs")
+                        && default.get(*key) != Some(value)
                 })
-                .collect()
-        }
-        _ => {
-            let chart = percentile_chart(
-                &measured
-                    .iter()
-                    .map(|(run, label, latency)| {
-                        let key = if one_run_per_design {
-                            SeriesKey::Design(run.design)
-                        } else {
-                            SeriesKey::Variant
-                        };
-                        ((*label).clone(), key, latency.histogram.clone())
-                    })
-                    .collect::<Vec<_>>(),
-            );
-            vec![Figure {
-                id: format!("{id}-latency"),
-                title: format!("{}: latency by percentile per run", result.scenario),
-                caption: "HdrHistogram's percentile plot of every simulated sample of each run, \
-                          from its buckets (5% wide); x is the percentile on a log scale of \
-                          1/(1 - p): 50%, 90%, 99%, 99.9% equally spaced."
-                    .into(),
-                commands: commands.to_vec(),
-                chart,
-                table: latency_table("run", &latency_rows(&measured)),
-            }]
-        }
-    }
-}
-
-fn latency_rows(runs: &[(&SimRun, &String, &Latency)]) -> Vec<(String, u64, Latency)> {
-    runs.iter()
-        .map(|(run, label, latency)| {
-            let samples = run.latency_histogram.iter().map(|b| b.count).sum();
-            ((*label).clone(), samples, (*latency).clone())
+                .map(|(key, value)| format!("{key} = {value}"))
+                .collect();
+            let designs: Vec<&str> = group.designs.iter().map(|d| d.name()).collect();
+            let workload = serde_json::to_value(group.workload)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            let mut text = format!("{workload} under {}", designs.join(", "));
+            if !keys.is_empty() {
+                text.push_str(&format!("; {}", keys.join(", ")));
+            }
+            text
         })
         .collect()
 }
 
-/// One small multiple: p50 against `x_key`, a line per design, whiskers
-/// up to p99.
-fn latency_against(
-    id: &str,
-    index: usize,
-    group: &str,
-    x_key: &str,
-    runs: &[(&SimRun, &String, &Latency)],
-    commands: &[String],
-) -> Figure {
-    let mut series: Vec<Series> = Vec::new();
-    for (run, _, latency) in runs {
-        let Some(x) = run.params.get(x_key).and_then(serde_json::Value::as_f64) else {
-            continue;
-        };
-        let position = match series.iter().position(|s| s.name == run.design.name()) {
-            Some(position) => position,
-            None => {
-                series.push(
-                    Series::new(run.design.name(), SeriesStyle::Line, Vec::new())
-                        .keyed(SeriesKey::Design(run.design)),
-                );
-                series.len() - 1
-            }
-        };
-        let line = &mut series[position];
-        line.points.push([x, ns_to_us(latency.p50)]);
-        line.y_ranges
-            .push([ns_to_us(latency.p50), ns_to_us(latency.p99)]);
-    }
-    let latencies = series
-        .iter()
-        .flat_map(|s| s.y_ranges.iter().flatten().copied());
-    let x_label = x_key.replace('_', " ");
-    let chart = Chart::Xy {
-        x_axis: Axis {
-            label: x_label.clone(),
-            scale: Scale::Linear,
-        },
-        y_axis: Axis {
-            label: "latency p50 (us), whisker to p99".into(),
-            scale: auto_scale(latencies),
-        },
-        series,
-        identity_line: false,
+/// What the scenario was given: its description, testbed, simulated
+/// time, groups, and what is fitted.
+fn given(scenario: &Scenario, drawn: &Drawn, seed: u64) -> Vec<Given> {
+    let row = |what: &str, value: String| Given {
+        what: what.into(),
+        value,
     };
-    Figure {
-        id: format!("{id}-latency-{}", index + 1),
-        title: format!("Latency against {x_label}, {group}: one line per design"),
-        caption: "The point is the p50, the whisker reaches the p99. Every run has a \
-                  distribution; there are too many runs for one percentile plot, so each \
-                  design is a line across the sweep, one figure per setting. A design not \
-                  seen lies under another with the same numbers (see the table)."
-            .into(),
-        commands: commands.to_vec(),
-        chart,
-        table: latency_table("run", &latency_rows(runs)),
+    let mut given = vec![row(
+        "what it models",
+        scenario
+            .description
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    )];
+    if let Some(paper) = drawn.figure.and_then(|f| f.paper.as_ref()) {
+        given.push(row("published figure it reproduces", paper.clone()));
+    }
+    given.push(row(
+        "testbed (cost profile)",
+        serde_json::to_value(scenario.profile)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_else(|| "did-2015".into()),
+    ));
+    given.push(row(
+        "simulated",
+        format!(
+            "{} ms per run, seed {seed}, {} runs",
+            scenario.duration_ms,
+            scenario.expand().len()
+        ),
+    ));
+    for (index, group) in groups_given(scenario).into_iter().enumerate() {
+        given.push(row(&format!("group {}", index + 1), group));
+    }
+    given.push(row(
+        "fitted",
+        drawn
+            .figure
+            .and_then(|f| f.fitted.clone())
+            .unwrap_or_else(|| {
+                "nothing: every figure is a prediction of the model with the testbed's costs".into()
+            }),
+    ));
+    given
+}
+
+/// The section of one scenario. `earlier` are the scenarios drawn before
+/// it, so that runs they drew are not drawn again.
+pub fn scenario_section(result: &SimScenario, seed: u64, earlier: &[SimScenario]) -> Section {
+    let command = format!("dirq sim {} --seed {seed}", result.scenario);
+    let drawn = Drawn::of(result, command);
+    let kind = drawn.figure.map_or(FigureKind::ExitsByReason, |f| f.draw);
+    let point = draws::point(kind, &drawn);
+    let mut intro = Vec::new();
+    if !drawn.merged.is_empty() {
+        let pairs: Vec<String> = drawn
+            .merged
+            .iter()
+            .map(|(gone, kept)| format!("{} equals {}", gone.name(), kept.name()))
+            .collect();
+        intro.push(format!(
+            "Here {}: every run of the one took exactly the other's exits, times and \
+             latencies, so each is drawn once, named for both.",
+            and_list(&pairs)
+        ));
+    }
+    let mut figures = point.figures;
+    figures.extend(folded_figures(kind, &drawn, earlier, &mut intro));
+    let mut tables = point.tables;
+    tables.push(summary_table(&drawn));
+    Section {
+        id: format!("{}{}", Part::Scenario.id(), result.scenario),
+        title: format!(
+            "{} \u{2013} {}",
+            result.scenario,
+            drawn.figure.map_or("exits by reason", |f| f.title.as_str())
+        ),
+        intro: point.intro.into_iter().chain(intro).collect(),
+        given: result
+            .inputs
+            .as_ref()
+            .map(|scenario| given(scenario, &drawn, seed))
+            .unwrap_or_default(),
+        figures,
+        tables,
     }
 }
 
-/// Every run's headline numbers, with runs that broke an invariant flagged.
-fn summary_table(runs: &[SimRun], labels: &[String]) -> Table {
+/// The scenario's other figures, folded: exits by reason, time in guest
+/// against rate, latency, each where the point figure is another and the
+/// runs have it. Exits an earlier scenario drew are said, not drawn.
+fn folded_figures(
+    kind: FigureKind,
+    drawn: &Drawn,
+    earlier: &[SimScenario],
+    intro: &mut Vec<String>,
+) -> Vec<Figure> {
+    let mut figures = Vec::new();
+    let (before, fresh): (Vec<&DrawnRun>, Vec<&DrawnRun>) = drawn
+        .runs
+        .iter()
+        .partition(|r| drawn_before(r.run, earlier).is_some());
+    if let Some(first) = before.first().and_then(|r| drawn_before(r.run, earlier)) {
+        intro.push(format!(
+            "{} of its {} runs took exactly the exits and time in guest of {first}'s runs of \
+             the same design: those are drawn there, not again here.",
+            before.len(),
+            drawn.runs.len()
+        ));
+    }
+    // What is left to draw says something only where two designs differ.
+    let mut designs: Vec<DesignKind> = fresh.iter().map(|r| r.run.design).collect();
+    designs.dedup();
+    let fresh: Vec<&DrawnRun> = if designs.len() > 1 { fresh } else { Vec::new() };
+    if kind != FigureKind::ExitsByReason && kind != FigureKind::ExitsLeft {
+        if let Some(mut figure) = draws::exits_by_reason(drawn, &fresh) {
+            figure.folded = true;
+            figures.push(figure);
+        }
+    }
+    if kind != FigureKind::TimeInGuest {
+        if let Some(mut figure) = draws::time_in_guest_lines(drawn, &fresh) {
+            figure.folded = true;
+            figures.push(figure);
+        }
+    }
+    if !matches!(kind, FigureKind::Latency | FigureKind::LatencyDensity) {
+        figures.extend(draws::latency(drawn).into_iter().map(|mut figure| {
+            figure.folded = true;
+            figure
+        }));
+    }
+    figures
+}
+
+/// Every run's headline numbers, with runs that broke an invariant
+/// flagged; folded away.
+fn summary_table(drawn: &Drawn) -> Table {
     Table {
-        title: "All runs".into(),
+        title: format!("All {} runs", drawn.runs.len()),
         columns: [
             "run",
             "exits/s",
             "time in guest",
+            "CPU busy",
             "latency mean (us)",
             "throughput",
             "invariant violations",
-            "events",
-            "wall (s)",
         ]
         .map(String::from)
         .to_vec(),
-        rows: runs
+        rows: drawn
+            .runs
             .iter()
-            .zip(labels)
-            .map(|(run, label)| {
+            .map(|r| {
+                let run = r.run;
                 TableRow::flagged(
                     vec![
-                        Cell::text(label.clone()),
+                        Cell::text(r.marked_label()),
                         Cell::number(run.exits_per_s, Unit::Count),
                         Cell::number(run.time_in_guest, Unit::Fraction),
-                        run.latency_ns.as_ref().map_or_else(
-                            || Cell::text("-"),
-                            |l| Cell::number(ns_to_us(l.mean), Unit::Us),
-                        ),
+                        Cell::maybe(run.cpu_busy, Unit::Fraction),
+                        Cell::maybe(run.latency_ns.as_ref().map(|l| ns_to_us(l.mean)), Unit::Us),
                         throughput_cell(run),
                         Cell::count(run.violations()),
-                        Cell::count(run.events),
-                        Cell::number(run.wall_s, Unit::Seconds),
                     ],
                     run.violations() > 0,
                 )
             })
             .collect(),
+        folded: true,
     }
 }
 
 /// The exits of the traced window, one `perf kvm stat report` table per
-/// design: the simulator knows how long each exit kept the host busy.
+/// design (a design that took none says so): the simulator knows how long
+/// each exit kept the host busy.
 pub fn traced_exits_section(exits: &[TracedExits], file: &str) -> Section {
     let tables = exits
         .iter()
@@ -331,26 +450,32 @@ pub fn traced_exits_section(exits: &[TracedExits], file: &str) -> Section {
                         min_ns: t.min_ns,
                         max_ns: t.max_ns,
                     };
-                    let stat = ExitStat {
-                        samples: t.samples,
-                        time: Some(time),
-                    };
-                    (reason, stat)
+                    (
+                        reason.to_string(),
+                        ExitStat {
+                            samples: t.samples,
+                            time: PerfTimes::Timed(time),
+                        },
+                    )
                 })
                 .collect();
-            perf_kvm_stat_table(process.process.clone(), &[run], "not simulated")
+            let mut table = perf_kvm_stat_table(process.process.clone(), &[run]);
+            table.folded = true;
+            table
         })
         .collect();
     Section {
-        id: "sim-trace-exits".into(),
+        id: Part::SimTrace.id().into(),
         title: "Simulation: every exit of the traced window, per design".into(),
         intro: vec![format!(
             "The exits of `traces/{file}` (open it in ui.perfetto.dev: a process per design, a \
              thread per core, each exit a slice named by its VMX reason, arrows from each \
              interrupt's raise to its handler), as `perf kvm stat report` prints them. Time is \
              how long the exit kept the host busy (VM exit to VM entry). One simulated run per \
-             design: no spread over runs. The real runs' tables are in the same form."
+             design: no spread over runs. A design that took no exit in the window has its \
+             table too, with no row but perf's totals."
         )],
+        given: Vec::new(),
         figures: Vec::new(),
         tables,
     }
@@ -364,111 +489,152 @@ pub fn throughput_cell(run: &SimRun) -> Cell {
     )
 }
 
+/// The exits of `runs` by reason, one bar per run.
+pub fn exit_figure(
+    id: String,
+    title: String,
+    caption: String,
+    drawn: &Drawn,
+    runs: &[&DrawnRun],
+) -> Option<Figure> {
+    let entries: Vec<_> = runs
+        .iter()
+        .map(|r| (r.marked_label(), r.run.exits_by_reason_per_s.clone()))
+        .collect();
+    let chart = exit_bars("exits per second", &entries);
+    chart.has_data().then(|| Figure {
+        id,
+        title,
+        caption,
+        commands: drawn.commands(),
+        table: exit_table("run", &chart, "exits/s"),
+        chart,
+        folded: false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::present::data::Chart;
+    use crate::report::present::data::{Chart, SeriesKey};
+    use serde_json::{json, Value};
 
-    fn run(design: &str, rate: f64, extint: f64, guest: f64, latency: bool) -> serde_json::Value {
-        let mut value = serde_json::json!({
-            "design": design,
-            "params": {"rate_pps": rate},
-            "exits_per_s": extint,
-            "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": extint},
-            "time_in_guest": guest,
-            "invariant_violations": {"priority_inversion": 0},
-            "events": 1000, "wall_s": 0.01,
-            "throughput": {"value": rate, "unit": "packets/s"}
-        });
-        if latency {
-            value["latency_ns"] = serde_json::json!({"mean": 3000.0, "p50": 2500.0, "p99": 9000.0, "max": 20000.0,
-                    "histogram": [{"le_ns": 2500, "count": 50}, {"le_ns": 20000, "count": 50}]});
-        }
-        value
+    /// A run of `design` at `rate` packets/s whose exits and time in guest
+    /// follow from `exits`.
+    fn run(design: &str, rate: u64, exits: f64) -> Value {
+        json!({
+            "design": design, "params": {"rate_pps": rate},
+            "exits_per_s": exits, "exits_by_reason_per_s": {"EXTERNAL_INTERRUPT": exits},
+            "time_in_guest": 1.0 - exits / 1e6, "cpu_busy": 0.5,
+            "throughput": {"value": rate, "unit": "packets/s"},
+            "events": 10, "wall_s": 0.01
+        })
+    }
+
+    /// The view of `runs` made by a scenario of `figure`.
+    fn scenario(name: &str, figure: &str, runs: Vec<Value>) -> SimScenario {
+        let text = format!(
+            "name = \"{name}\"\ndescription = \"\"\"A test\nof two lines.\"\"\"\n{figure}\n\
+             [[runs]]\nworkload = \"udp-rx\"\ndesigns = [\"vanilla\", \"did\"]\n\
+             rates_pps = [100000, 200000]\n"
+        );
+        let mut view =
+            SimScenario::from_raw(&json!({"scenario": name, "runs": runs})).expect("contract");
+        view.inputs = Some(Scenario::from_toml(&text).expect("scenario parses"));
+        view
+    }
+
+    const EXITS_FIGURE: &str = "[figure]\ndraw = \"exits-by-reason\"\ntitle = \"Exits\"\n\
+         paper = \"A paper, table 2\"\nfitted = \"vanilla's column\"\nfitted_runs = [\"vanilla\"]\n";
+
+    #[test]
+    fn equal_designs_are_drawn_once_named_for_both_and_fitted_runs_are_marked() {
+        let result = scenario(
+            "rx",
+            EXITS_FIGURE,
+            vec![
+                run("vanilla", 100_000, 28_000.0),
+                run("did", 100_000, 500.0),
+                run("apicv-pi", 100_000, 300.0),
+                run("apicv-pi-ipiv", 100_000, 300.0),
+            ],
+        );
+        let drawn = Drawn::of(&result, "dirq sim rx".into());
+        assert_eq!(
+            drawn.merged,
+            [(DesignKind::ApicvPiIpiv, DesignKind::ApicvPi)]
+        );
+        let labels: Vec<String> = drawn.runs.iter().map(DrawnRun::marked_label).collect();
+        assert_eq!(
+            labels,
+            ["vanilla (fitted)", "did", "apicv-pi = apicv-pi-ipiv"],
+            "one rate: no setting in the labels"
+        );
     }
 
     #[test]
-    fn rated_scenario_gets_exits_guest_time_and_latency_figures() {
-        let result: SimScenario = serde_json::from_value(serde_json::json!({
-            "scenario": "did-udp-rx",
-            "runs": [
-                run("vanilla", 100000.0, 14000.0, 0.96, true),
-                run("vanilla", 250000.0, 31000.0, 0.87, true),
-                run("did", 100000.0, 0.0, 0.998, true),
-                run("did", 250000.0, 0.0, 0.998, false),
-            ]
-        }))
-        .expect("contract parses");
-        let section = scenario_section(
-            "sim-did-udp-rx",
-            "did-udp-rx",
-            "First.\n\nSecond\nparagraph.",
-            &result,
-            "dirq sim did-udp-rx",
+    fn a_scenario_s_section_sets_its_inputs_beside_its_declared_figure_and_folds_the_rest() {
+        let result = scenario(
+            "rx",
+            EXITS_FIGURE,
+            vec![
+                run("vanilla", 100_000, 28_000.0),
+                run("did", 100_000, 500.0),
+                run("vanilla", 200_000, 50_000.0),
+                run("did", 200_000, 600.0),
+            ],
         );
-        let ids: Vec<&str> = section.figures.iter().map(|f| f.id.as_str()).collect();
-        assert_eq!(
-            ids,
-            [
-                "sim-did-udp-rx-exits",
-                "sim-did-udp-rx-guest-time",
-                "sim-did-udp-rx-latency"
-            ]
-        );
-        let Chart::Xy { series, .. } = &section.figures[1].chart else {
-            panic!("guest time is a line chart");
-        };
-        assert_eq!(series.len(), 2);
-        assert_eq!(series[1].points, vec![[100000.0, 0.998], [250000.0, 0.998]]);
-        // The run without latency is left out of the CDF, not drawn at zero;
-        // the others are steps through their buckets.
-        assert_eq!(section.figures[2].table.rows.len(), 3);
-        let Chart::Xy { series, .. } = &section.figures[2].chart else {
-            panic!("latency is a percentile plot");
-        };
-        assert_eq!(
-            series[0].points,
-            vec![[0.0, 2.5], [0.5, 20.0], [0.99, 20.0]]
-        );
-        // Two runs per design: no line may pass for a design's only one.
-        assert!(series.iter().all(|s| s.key == SeriesKey::Variant));
-        assert!(section.figures.iter().all(|f| f.chart.has_data()));
-        assert!(section
-            .figures
+        let section = scenario_section(&result, 7, &[]);
+        assert_eq!(section.id, "scenario-rx");
+        assert_eq!(section.title, "rx \u{2013} Exits");
+        let given: Vec<(&str, &str)> = section
+            .given
             .iter()
-            .all(|f| f.commands == ["dirq sim did-udp-rx"]));
-        assert_eq!(section.intro, ["First.", "Second paragraph."]);
-    }
-
-    #[test]
-    fn many_runs_of_few_designs_become_one_small_multiple_per_setting() {
-        let sized = |design: &str, transport: &str, bytes: f64, p50: f64| {
-            let mut value = run(design, 1000.0, 0.0, 0.9, true);
-            value["params"] = serde_json::json!({"transport": transport, "message_bytes": bytes});
-            value["latency_ns"]["p50"] = serde_json::json!(p50);
-            value
-        };
-        let mut runs = Vec::new();
-        for bytes in [32.0, 64.0, 128.0] {
-            for (design, transport) in [("vanilla", "sriov"), ("did", "sriov"), ("vanilla", "pv")] {
-                runs.push(sized(design, transport, bytes, bytes * 100.0));
-            }
-        }
-        let result: SimScenario =
-            serde_json::from_value(serde_json::json!({"scenario": "did-netpipe", "runs": runs}))
-                .expect("contract parses");
-        let section = scenario_section("sim-n", "n", "", &result, "dirq sim did-netpipe");
-        let latency: Vec<_> = section
-            .figures
-            .iter()
-            .filter(|f| f.id.starts_with("sim-n-latency"))
+            .map(|g| (g.what.as_str(), g.value.as_str()))
             .collect();
-        assert_eq!(latency.len(), 2, "one figure per transport");
-        assert!(latency[0].title.contains("transport sriov"));
-        let Chart::Xy { x_axis, series, .. } = &latency[0].chart else {
-            panic!("latency against size is xy");
+        assert_eq!(given[0], ("what it models", "A test of two lines."));
+        assert_eq!(
+            given[1],
+            ("published figure it reproduces", "A paper, table 2")
+        );
+        assert!(given.contains(&("simulated", "1000 ms per run, seed 7, 4 runs")));
+        assert!(given.contains(&(
+            "group 1",
+            "udp-rx under vanilla, did; rates_pps = [100000,200000]"
+        )));
+        assert!(given.contains(&("fitted", "vanilla's column")));
+        let figures: Vec<(&str, bool)> = section
+            .figures
+            .iter()
+            .map(|f| (f.id.as_str(), f.folded))
+            .collect();
+        assert_eq!(
+            figures,
+            [
+                ("scenario-rx-exits", false),
+                ("scenario-rx-guest-time", true)
+            ]
+        );
+        // The point's rows run by rate and mark the fitted column.
+        let rows: Vec<&str> = section.figures[0]
+            .table
+            .rows
+            .iter()
+            .map(|r| r.cells[0].text.as_str())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "vanilla · 100K pps (fitted)",
+                "did · 100K pps",
+                "vanilla · 200K pps (fitted)",
+                "did · 200K pps"
+            ]
+        );
+        // Time in guest: a line per design over the two rates, in its colour.
+        let Chart::Xy { series, .. } = &section.figures[1].chart else {
+            panic!("lines against the rate");
         };
-        assert_eq!(x_axis.label, "message bytes");
         let keys: Vec<SeriesKey> = series.iter().map(|s| s.key).collect();
         assert_eq!(
             keys,
@@ -477,44 +643,80 @@ mod tests {
                 SeriesKey::Design(DesignKind::Did)
             ]
         );
-        assert_eq!(
-            series[0].points,
-            vec![[32.0, 3.2], [64.0, 6.4], [128.0, 12.8]]
-        );
-        assert_eq!(series[0].y_ranges[0], [3.2, 9.0]);
-        assert_eq!(latency[1].table.rows.len(), 3);
+        assert!(series.iter().all(|s| s.points.len() == 2));
+        let [all_runs] = section.tables.as_slice() else {
+            panic!("one table: all runs");
+        };
+        assert!(all_runs.folded && all_runs.rows.len() == 4);
     }
 
     #[test]
-    fn one_rate_draws_no_rate_line() {
-        let result: SimScenario = serde_json::from_value(serde_json::json!({
-            "scenario": "x",
-            "runs": [run("vanilla", 20000.0, 10.0, 0.9, false), run("did", 20000.0, 1.0, 0.99, false)]
-        }))
-        .expect("contract parses");
-        let section = scenario_section("sim-x", "x", "", &result, "dirq sim x");
-        assert!(section.figures.iter().all(|f| f.id != "sim-x-guest-time"));
+    fn runs_an_earlier_scenario_drew_are_said_and_not_drawn_again() {
+        let receive = scenario(
+            "rx",
+            EXITS_FIGURE,
+            vec![
+                run("vanilla", 100_000, 28_000.0),
+                run("did", 100_000, 500.0),
+            ],
+        );
+        let throughput = "[figure]\ndraw = \"throughput\"\ntitle = \"Loop\"\n";
+        let mut bare = run("bare", 100_000, 0.0);
+        bare["throughput"] =
+            json!({"value": 0.97, "unit": "fraction of the core running the loop"});
+        let mut runs = vec![bare];
+        for (design, exits) in [("vanilla", 28_000.0), ("did", 500.0)] {
+            let mut same = run(design, 100_000, exits);
+            same["throughput"] =
+                json!({"value": 0.9, "unit": "fraction of the core running the loop"});
+            runs.push(same);
+        }
+        let section = scenario_section(&scenario("loop", throughput, runs), 1, &[receive]);
+        assert!(
+            section.intro.iter().any(|p| p.starts_with(
+                "2 of its 3 runs took exactly the exits and time in guest of rx's runs"
+            )),
+            "{:?}",
+            section.intro
+        );
+        // The bare run alone is left: no exits figure, no guest-time figure.
+        let ids: Vec<&str> = section.figures.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["scenario-loop-throughput"]);
+        // One rate: the throughput is bars per design, never a line of one point.
+        assert!(matches!(section.figures[0].chart, Chart::Grouped { .. }));
     }
 
     #[test]
-    fn invariant_violations_are_flagged_in_the_summary() {
-        let mut broken = run("naive-direct-eoi", 1000.0, 10.0, 0.9, false);
-        broken["invariant_violations"]["priority_inversion"] = serde_json::json!(3);
-        let result: SimScenario = serde_json::from_value(serde_json::json!({
-            "scenario": "x", "runs": [broken, run("did", 1000.0, 0.0, 0.99, false)]
-        }))
-        .expect("contract parses");
-        let section = scenario_section("sim-x", "x", "", &result, "dirq sim x");
-        let flags: Vec<bool> = section.tables[0].rows.iter().map(|r| r.flagged).collect();
-        assert_eq!(flags, [true, false]);
-        assert_eq!(section.tables[0].rows[0].cells[4], "1K packets/s");
-        // The summary's numbers keep their values for data.json.
-        let guest = &section.tables[0].rows[1].cells[2];
-        assert_eq!(guest, &"99.00%");
+    fn the_papers_names_replace_the_parts_they_name() {
+        let names = std::collections::BTreeMap::from([
+            ("vanilla · pv".to_string(), "PV".to_string()),
+            ("did".to_string(), "DID".to_string()),
+        ]);
+        let parts = |text: &str| -> Vec<String> { text.split(" · ").map(String::from).collect() };
         assert_eq!(
-            (guest.value, guest.unit),
-            (Some(0.99), Some(Unit::Fraction))
+            renamed(&parts("vanilla · napi 8 · pv"), &names, "vanilla").as_deref(),
+            Some("PV · napi 8")
         );
-        assert_eq!(section.tables[0].rows[0].cells[5].value, Some(3.0));
+        assert_eq!(
+            renamed(&parts("did · pv"), &names, "did = avic").as_deref(),
+            Some("DID (did = avic) · pv")
+        );
+        assert_eq!(renamed(&parts("vanilla · sriov"), &names, "vanilla"), None);
+    }
+
+    #[test]
+    fn every_built_in_scenario_declares_how_the_report_draws_it() {
+        for name in dirq_sim::scenario::builtin_names() {
+            let scenario = dirq_sim::scenario::builtin(name).expect("builtin parses");
+            let figure = scenario
+                .figure
+                .unwrap_or_else(|| panic!("{name} declares no [figure]"));
+            assert!(!figure.title.is_empty(), "{name}");
+            // A fitted run is named only where the fit is said.
+            assert!(
+                figure.fitted_runs.is_empty() || figure.fitted.is_some(),
+                "{name}"
+            );
+        }
     }
 }

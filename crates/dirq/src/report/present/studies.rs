@@ -10,14 +10,15 @@ use dirq_vmm::studies::{halt::HaltTable, io_batch::IoBatchTable, tick::TickTable
 
 use dirq_vmm::report::LatencySummary;
 
+use crate::common::format::ns_to_us;
+use crate::common::progress::StepFailure;
 use crate::report::analyse::studies::{failed, kernel_exits_per_command, measured};
-use crate::report::format::ns_to_us;
 use crate::report::present::charts::{exit_bars, latency_cpu_scatter};
 use crate::report::present::conclusions::and_list;
 use crate::report::present::data::{
     Cell, Chart, Figure, NamedValues, Section, SeriesKey, Spread, Table, TableRow, Unit,
 };
-use crate::report::progress::StepFailure;
+use crate::report::present::page::Part;
 use crate::studies::{Study, StudyTables};
 
 fn columns(names: &[&str]) -> Vec<String> {
@@ -62,6 +63,7 @@ fn vioapic_figure(table: &VioapicTable, command: &str) -> Figure {
         })
         .collect();
     Figure {
+        folded: false,
         id: "studies-vioapic".into(),
         title: "VIOAPIC: exits per level-triggered interrupt, per controller level".into(),
         caption: "The guest handles back-to-back level-triggered device interrupts with the \
@@ -73,6 +75,7 @@ fn vioapic_figure(table: &VioapicTable, command: &str) -> Figure {
         ],
         chart,
         table: Table {
+            folded: false,
             title: String::new(),
             columns: columns(&[
                 "controller",
@@ -133,6 +136,7 @@ fn io_batch_figure(table: &IoBatchTable, command: &str) -> Figure {
         })
         .collect();
     Figure {
+        folded: false,
         id: "studies-io-batch".into(),
         title: "Batched port I/O: exits per disk command".into(),
         commands: vec![
@@ -152,6 +156,7 @@ fn io_batch_figure(table: &IoBatchTable, command: &str) -> Figure {
         ),
         chart,
         table: Table {
+            folded: false,
             title: String::new(),
             columns: columns(&[
                 "guest",
@@ -198,6 +203,7 @@ fn tick_figure(table: &TickTable, command: &str) -> Figure {
         })
         .collect();
     Figure {
+        folded: false,
         id: "studies-tick".into(),
         title: "Tick scaling: timer interrupts per second".into(),
         caption: "The guest programs the PIT for 1000 Hz; the VMM's PIT counts K times slower, \
@@ -209,6 +215,7 @@ fn tick_figure(table: &TickTable, command: &str) -> Figure {
         ],
         chart,
         table: Table {
+            folded: false,
             title: String::new(),
             columns: columns(&[
                 "K",
@@ -280,6 +287,7 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
         })
         .collect();
     Figure {
+        folded: false,
         id: "studies-halt".into(),
         title: "IPIs and HLT: latency against host CPU burned".into(),
         caption: match table.shared_cpus_note() {
@@ -296,6 +304,7 @@ fn halt_figure(table: &HaltTable, command: &str) -> Figure {
         ],
         chart,
         table: Table {
+            folded: false,
             title: String::new(),
             columns: columns(&[
                 "IPI · waiting",
@@ -377,8 +386,12 @@ pub fn studies_section(tables: &StudyTables, command: &str) -> Option<Section> {
          docs/studies.md explains both."
             .into(),
     ];
+    for figure in figures.iter_mut().skip(1) {
+        figure.folded = true;
+    }
     Some(Section {
-        id: "studies".into(),
+        given: Vec::new(),
+        id: Part::Studies.id().into(),
         title: "Software-only studies, for real on this host's KVM".into(),
         intro,
         figures,

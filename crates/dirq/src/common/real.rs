@@ -9,9 +9,9 @@ use dirq_vmm::report::Bucket;
 
 use dirq_vmm::exits::VmxExit;
 
-use super::spread::Spread;
-use super::views::RealRun;
-use crate::report::format::compact_number;
+use crate::common::format::compact_number;
+use crate::common::spread::Spread;
+use crate::common::views::RealRun;
 
 /// One run of a real case.
 #[derive(Debug, Clone)]

@@ -1,4 +1,6 @@
-//! Which real runs `dirq report` makes at each depth, and running them.
+//! The real runs: which a report makes at each depth, each sized to its
+//! time budget on this host, the command line that repeats it, and running
+//! them (`dirq calibrate` runs its benches the same way).
 
 use dirq_vmm::config::params::{IpiParams, IrqLatencyParams, TimerLatencyParams, WhileloopParams};
 use dirq_vmm::config::{
@@ -7,11 +9,34 @@ use dirq_vmm::config::{
 use dirq_vmm::probe::{FloorRun, Floors};
 use dirq_vmm::RunReport;
 use indicatif::ProgressBar;
+use serde::Serialize;
 
-use crate::report::collect::real::{RealCase, Repeat};
-use crate::report::collect::views::RealRun;
-use crate::report::collect::Depth;
-use crate::report::progress::StepFailure;
+use crate::common::progress::StepFailure;
+use crate::common::real::{RealCase, Repeat};
+use crate::common::views::RealRun;
+
+/// How much `dirq report` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Depth {
+    /// Tiny counts, a few scenarios: for the test suite only.
+    Smoke,
+    /// A subset of benches and scenarios with small counts (under 3 minutes).
+    Quick,
+    /// Everything with the default counts (under 15 minutes).
+    Full,
+}
+
+impl Depth {
+    /// How many times each real measurement runs: enough at full depth to
+    /// show how much a result moves between runs.
+    pub fn repeats(self) -> usize {
+        match self {
+            Depth::Smoke | Depth::Quick => 1,
+            Depth::Full => 3,
+        }
+    }
+}
 
 /// The only timer rate the simulator's cyclictest runs: 1 kHz, so the
 /// timer bench runs at it and has a twin.
@@ -25,6 +50,15 @@ const PATHS: [(Irqchip, Inject, bool); 5] = [
     (Irqchip::Kernel, Inject::Irqfd, false),
     (Irqchip::Kernel, Inject::Irqfd, true),
 ];
+
+/// Where `config`'s interrupt path stands among `PATHS` (the userspace
+/// irqchip first), which keeps its colour in every figure.
+pub fn path_index(config: &BenchConfig) -> Option<usize> {
+    let common = &config.common;
+    PATHS
+        .iter()
+        .position(|&path| path == (common.irqchip, common.inject, common.pv_eoi))
+}
 
 /// `params` on one of `PATHS`, the guest waiting as `guest_idle` says.
 fn with_path(
@@ -276,6 +310,15 @@ pub fn command_line(config: &BenchConfig) -> String {
     command
 }
 
+/// How many of `cases` the report traces again: every irq-latency one.
+pub fn traced_count(cases: &[RealCase]) -> u64 {
+    let traced = cases
+        .iter()
+        .filter(|case| matches!(case.config.params, BenchParams::IrqLatency(_)))
+        .count();
+    u64::try_from(traced).unwrap_or(u64::MAX)
+}
+
 /// The watchdog of a report's real run: a run that hangs costs this, times
 /// its repeats, instead of the 30 s a `dirq run` waits.
 const REPORT_RUN_TIMEOUT_MS: u64 = 10_000;
@@ -317,7 +360,7 @@ pub fn run_all(
     let mut failed: Vec<(usize, Option<String>)> = vec![(0, None); cases.len()];
     for round in 1..=repeats {
         for (case, (count, first)) in cases.iter_mut().zip(&mut failed) {
-            crate::report::progress::working_on(
+            crate::common::progress::working_on(
                 bar,
                 format!(
                     "{} {} (run {round} of {repeats})",

@@ -10,14 +10,14 @@ use serde::Deserialize;
 
 use dirq_sim::design::DesignKind;
 use dirq_sim::metrics::{Throughput, WorkloadFigures};
-use dirq_sim::vioapic::VioapicLevel;
+use dirq_sim::scenario::Scenario;
 use dirq_sim::{Invariant, RunResult, ScenarioResult};
 use dirq_stats::{f64_of, ratio, LatencySummary};
 use dirq_vmm::exits::ExitTime;
 use dirq_vmm::exits::{KvmStat, UserspaceExit, VmxExit};
 use dirq_vmm::report::{BenchResult, Bucket, RunReport};
 
-use crate::report::format::compact_number;
+use crate::common::format::compact_number;
 
 /// `latency_ns` in both contracts (`dirq_stats::LatencySummary`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -135,18 +135,6 @@ impl SimRun {
         self.throughput.as_ref().map(|throughput| throughput.value)
     }
 
-    /// "vanilla · 100K pps": the design and the parameters named in `keys`
-    /// (those that tell the runs of one scenario apart).
-    pub fn label(&self, keys: &[String]) -> String {
-        let mut parts = vec![self.design.name().to_string()];
-        for key in keys {
-            if let Some(value) = self.params.get(key) {
-                parts.push(param_text(key, value));
-            }
-        }
-        parts.join(" · ")
-    }
-
     /// The run's rate parameter (`rate_pps` or another `rate*` key), if any.
     pub fn rate(&self) -> Option<(String, f64)> {
         self.params
@@ -155,18 +143,26 @@ impl SimRun {
             .and_then(|(key, value)| Some((key.clone(), value.as_f64()?)))
     }
 
-    /// The VIOAPIC level the run modelled (the `level` parameter of the
-    /// VIOAPIC study), if any.
-    pub fn vioapic_level(&self) -> Option<VioapicLevel> {
-        serde_json::from_value(self.params.get("level")?.clone()).ok()
-    }
-
     pub fn violations(&self) -> u64 {
         self.invariant_violations.values().sum()
     }
+
+    /// Whether `other` ran the same parameters to the same results, under
+    /// whatever design (the simulator's own wall time and event count
+    /// aside).
+    pub fn same_results(&self, other: &SimRun) -> bool {
+        let bare = |run: &SimRun| SimRun {
+            design: DesignKind::Bare,
+            events: 0,
+            wall_s: 0.0,
+            ..run.clone()
+        };
+        bare(self) == bare(other)
+    }
 }
 
-fn param_text(key: &str, value: &serde_json::Value) -> String {
+/// "100K pps", "pv", "message_bytes 64": a parameter's value in a label.
+pub fn param_text(key: &str, value: &serde_json::Value) -> String {
     match (key, value.as_f64()) {
         (_, Some(number)) if key.starts_with("rate") => {
             let unit = key
@@ -191,6 +187,10 @@ fn param_text(key: &str, value: &serde_json::Value) -> String {
 pub struct SimScenario {
     pub scenario: String,
     pub runs: Vec<SimRun>,
+    /// The scenario that made the runs (its description, groups and
+    /// `[figure]`), where the caller has it.
+    #[serde(skip)]
+    pub inputs: Option<Scenario>,
 }
 
 impl From<&ScenarioResult> for SimScenario {
@@ -198,6 +198,7 @@ impl From<&ScenarioResult> for SimScenario {
         SimScenario {
             scenario: result.scenario.clone(),
             runs: result.runs.iter().map(SimRun::from).collect(),
+            inputs: None,
         }
     }
 }
@@ -237,12 +238,6 @@ impl SimScenario {
         });
         keys
     }
-
-    /// Every run's label, in run order.
-    pub fn labels(&self) -> Vec<String> {
-        let keys = self.varying_params();
-        self.runs.iter().map(|run| run.label(&keys)).collect()
-    }
 }
 
 /// `exits` of `dirq run --json`.
@@ -257,6 +252,16 @@ pub struct RealExits {
     /// The VMM's own time on its exits, by the run loop's reason.
     #[serde(default)]
     pub userspace_time: BTreeMap<UserspaceExit, ExitTime>,
+    #[serde(default)]
+    pub per_vcpu: Vec<RealVcpu>,
+}
+
+/// One vCPU of `exits.per_vcpu`: every KVM statistic that moved, by the
+/// kernel's name (`halt_wait_ns` among them).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RealVcpu {
+    #[serde(default)]
+    pub kvm_stats: BTreeMap<String, u64>,
 }
 
 /// `dirq run --json`.
@@ -288,6 +293,14 @@ impl From<&RunReport> for RealRun {
                 by_reason: report.exits.by_reason.clone(),
                 by_category: report.exits.by_category.clone(),
                 userspace_time: report.exits.userspace_time.clone(),
+                per_vcpu: report
+                    .exits
+                    .per_vcpu
+                    .iter()
+                    .map(|vcpu| RealVcpu {
+                        kvm_stats: vcpu.kvm_stats.clone().into(),
+                    })
+                    .collect(),
             },
             exits_per_interrupt: report.exits_per_interrupt,
             duration_s: report.duration_s,
@@ -302,6 +315,16 @@ impl From<&RunReport> for RealRun {
 }
 
 impl RealRun {
+    /// A KVM statistic by the kernel's name, summed over the vCPUs; none
+    /// where it did not move.
+    pub fn kvm_stat(&self, name: &str) -> Option<u64> {
+        self.exits
+            .per_vcpu
+            .iter()
+            .filter_map(|vcpu| vcpu.kvm_stats.get(name).copied())
+            .reduce(|a, b| a + b)
+    }
+
     /// A KVM stat of the run per delivered interrupt.
     pub fn per_interrupt(&self, stat: KvmStat) -> Option<f64> {
         let count = self.exits.by_reason.get(&stat)?;
@@ -326,7 +349,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sim_run_reads_the_documented_contract_and_labels_itself() {
+    fn sim_run_reads_the_documented_contract() {
         let run: SimRun = serde_json::from_value(serde_json::json!({
             "design": "vanilla",
             "params": {"rate_pps": 250000},
@@ -337,8 +360,6 @@ mod tests {
             "events": 10, "wall_s": 0.1
         }))
         .expect("contract parses");
-        assert_eq!(run.label(&["rate_pps".to_string()]), "vanilla · 250K pps");
-        assert_eq!(run.label(&[]), "vanilla");
         assert_eq!(run.rate(), Some(("rate_pps".to_string(), 250_000.0)));
         assert_eq!(run.violations(), 2);
         assert!(run.latency_ns.is_none());
@@ -354,7 +375,7 @@ mod tests {
     }
 
     #[test]
-    fn labels_name_only_the_parameters_that_vary() {
+    fn only_the_parameters_that_vary_tell_runs_apart() {
         let scenario: SimScenario = serde_json::from_value(serde_json::json!({
             "scenario": "x",
             "runs": [
@@ -368,10 +389,6 @@ mod tests {
         }))
         .expect("contract parses");
         assert_eq!(scenario.varying_params(), ["rate_pps"]);
-        assert_eq!(
-            scenario.labels(),
-            ["vanilla · 100K pps", "did · 600K pps", "did · 600K pps"]
-        );
     }
 
     #[test]
@@ -382,7 +399,8 @@ mod tests {
             trace: false,
         };
         let mut checked = Vec::new();
-        for name in ["did-udp-rx", "did-cyclictest"] {
+        // The first two built-in scenarios: a receive and a timer.
+        for name in dirq_sim::scenario::builtin_names().into_iter().take(2) {
             let mut scenario = dirq_sim::scenario::builtin(name).expect("builtin");
             scenario.duration_ms = 5;
             let result = dirq_sim::run_scenario(&scenario, &options)

@@ -41,7 +41,7 @@ impl Step {
             Step::EmulatedVsNative => "emulated against native: irq-latency on three paths",
             Step::Calibrate => "calibrate: this host's costs",
             Step::RealBenchmarks => "real benchmarks on /dev/kvm",
-            Step::RealTraces => "real-run traces: irq-latency, userspace and best in-kernel path",
+            Step::RealTraces => "real-run traces: irq-latency on every path, beside its twins",
             Step::ModelChecks => "model vs reality: simulated twins of the real runs",
             Step::Studies => "software-only studies: VIOAPIC, batched I/O, tick scaling, IPI/HLT",
             Step::Simulation => "simulation: built-in scenarios (published profiles)",
@@ -207,7 +207,7 @@ mod tests {
         let mut steps = Steps::new();
         steps.run(Step::Probe, 1, |_| ());
         steps.run(Step::RealBenchmarks, 1, |_| ());
-        steps.fail(Step::RealBenchmarks, failure("ipi"));
+        steps.fail(Step::RealBenchmarks, failure("timer-latency"));
         steps.skip(Step::ModelChecks, "no calibration");
         let failed: Vec<Step> = steps.failed().map(|r| r.step).collect();
         assert_eq!(failed, [Step::RealBenchmarks]);
@@ -219,12 +219,12 @@ mod tests {
         );
         let json = serde_json::to_value(&records).expect("serializes");
         assert_eq!(json[1]["status"], "failed");
-        assert_eq!(json[1]["failures"][0]["command"], "dirq run ipi");
+        assert_eq!(json[1]["failures"][0]["command"], "dirq run timer-latency");
         assert_eq!(json[2]["skipped_because"], "no calibration");
         assert_eq!(json[0]["step"], "probe");
         assert_eq!(
-            failure("ipi").line(),
-            "ipi (`dirq run ipi`): the guest hung"
+            failure("timer-latency").line(),
+            "timer-latency (`dirq run timer-latency`): the guest hung"
         );
     }
 

@@ -14,8 +14,9 @@ use time::OffsetDateTime;
 /// sections `paper-*`; table cells are objects with their number and
 /// unit beside their text; 6: every cell that shows a number has its
 /// value and unit, throughputs in their own unit, and no cell holds two
-/// numbers).
-pub const SCHEMA_VERSION: u32 = 6;
+/// numbers; 7: one section per scenario, `scenario-<name>`, with its
+/// `given` inputs, and `folded` figures and tables).
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// Kernel modules that provide KVM's x86 backend.
 const KVM_BACKENDS: [&str; 3] = ["kvm_intel", "kvm_amd", "kvm_pvm"];
