@@ -49,9 +49,48 @@ pub struct RunReport {
     /// io-batch: disk commands completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commands: Option<u64>,
+    /// Set when the guest handled fewer interrupts than its device raised
+    /// (whileloop): the path ran at its capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated: Option<Saturation>,
     /// The guest's serial console.
     #[serde(skip)]
     pub console: String,
+}
+
+/// A guest that handled fewer than this share of the interrupts its device
+/// raised was saturated: the rest merged into interrupts already pending.
+pub const SATURATED_HANDLED_SHARE: f64 = 0.95;
+
+/// A run whose device raised faster than its interrupt path delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Saturation {
+    pub raised_per_s: f64,
+    pub handled_per_s: f64,
+}
+
+impl Saturation {
+    /// Whether `handled_per_s` out of `raised_per_s` is saturation.
+    pub fn of(raised_per_s: f64, handled_per_s: f64) -> Option<Self> {
+        (handled_per_s < SATURATED_HANDLED_SHARE * raised_per_s).then_some(Saturation {
+            raised_per_s,
+            handled_per_s,
+        })
+    }
+}
+
+impl fmt::Display for Saturation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the path is saturated: the device raised {:.0}/s and the guest handled {:.0}/s \
+             ({:.0}%); the rest merged into interrupts already pending (a set IRR bit absorbs \
+             the next edge)",
+            self.raised_per_s,
+            self.handled_per_s,
+            100.0 * self.handled_per_s / self.raised_per_s
+        )
+    }
 }
 
 fn per(value: u64, interrupts: u64) -> f64 {
@@ -78,6 +117,13 @@ impl RunReport {
             .get(&KvmStat::InsnEmulation)
             .copied()
             .unwrap_or(0);
+        let saturated = match (&results, duration_s > 0.0) {
+            (BenchResult::Whileloop(whileloop), true) => Saturation::of(
+                f64_of(whileloop.raised) / duration_s,
+                f64_of(interrupts) / duration_s,
+            ),
+            _ => None,
+        };
         RunReport {
             config: config.clone(),
             interrupts,
@@ -98,6 +144,7 @@ impl RunReport {
             },
             placement: machine.placement,
             commands: None,
+            saturated,
             console: machine.console,
         }
     }
@@ -270,6 +317,9 @@ impl fmt::Display for RunReport {
             self.userspace_exits_per_interrupt,
             self.kernel_exits_per_interrupt,
         )?;
+        if let Some(saturated) = &self.saturated {
+            writeln!(f, "SATURATED: {saturated}")?;
+        }
         writeln!(f)?;
         writeln!(
             f,
@@ -312,11 +362,20 @@ impl fmt::Display for RunReport {
         }
         writeln!(f)?;
         for vcpu in &self.exits.per_vcpu {
-            writeln!(
+            write!(
                 f,
-                "vCPU {}: exits {} (userspace {}, kernel {}), CPU {:.3} s",
-                vcpu.cpu, vcpu.total, vcpu.userspace, vcpu.kernel, vcpu.cpu_s
+                "vCPU {}: exits {} (userspace {}, kernel {}), CPU {:.3} s, waited for a host CPU {:.3} s",
+                vcpu.cpu, vcpu.total, vcpu.userspace, vcpu.kernel, vcpu.cpu_s, vcpu.waited_s
             )?;
+            if vcpu.kicks > 0 {
+                write!(
+                    f,
+                    ", kicks {} ({:.2} per interrupt)",
+                    vcpu.kicks,
+                    per(vcpu.kicks, self.interrupts)
+                )?;
+            }
+            writeln!(f)?;
         }
         if let Some(latency) = &self.latency_ns {
             writeln!(
