@@ -636,3 +636,32 @@ fn a_traced_run_records_every_raise_and_an_exit_for_each_on_the_userspace_path()
         .count();
     assert!(exits_after_first_raise >= raises.len());
 }
+
+#[test]
+fn a_paced_device_finds_its_halted_target_halted() {
+    if !require_kvm("a_paced_device_finds_its_halted_target_halted") {
+        return;
+    }
+    // A late raise is not made up for by the next ones: each comes a full
+    // period after the last, when the guest has long halted again. Sent
+    // back to back to catch up, they found it still in its handler.
+    for irqchip in [Irqchip::Kernel, Irqchip::Userspace] {
+        let mut config = irq_latency(irqchip, Inject::Vcpu, ApicMode::X2apic);
+        config.params = BenchParams::IrqLatency(IrqLatencyParams {
+            count: INTERRUPTS,
+            rate_hz: 2_000,
+            source: IrqSource::Msi,
+        });
+        config.common.guest_idle = GuestIdle::Halt;
+        let report = run(&config).unwrap_or_else(|err| panic!("{irqchip}: {err}"));
+        let target = report.target.expect("irq-latency reports its target");
+        let halted = target.halted_share.expect("HLT exits are counted");
+        // Most, not all: a host busy enough can still hold the vCPU
+        // thread off its CPU between handler and HLT.
+        assert!(
+            halted >= 0.5,
+            "{irqchip}: {halted} of interrupts found it halted"
+        );
+        assert_eq!(target.floor, dirq_vmm::probe::Floor::IpiHalted);
+    }
+}
