@@ -508,6 +508,7 @@ fn probe_times_every_floor() {
         return;
     }
     let _serial = one_vm_at_a_time();
+    use dirq_vmm::probe::{BATCHES, MAX_BATCHES};
     let report = dirq_vmm::probe::probe(None).expect("probe runs");
     let floors = &report.floors;
     for (name, ns) in [
@@ -526,10 +527,23 @@ fn probe_times_every_floor() {
     // probe says why.
     assert!(floors.ipi_busy_send_ns > 0.0, "{report:?}");
     match &floors.placement_note {
-        None => assert!(
-            floors.ipi_busy_target_ns > floors.ipi_busy_send_ns,
-            "{report:?}"
-        ),
+        None => {
+            assert!(
+                floors.ipi_busy_target_ns > floors.ipi_busy_send_ns,
+                "{report:?}"
+            );
+            // Every floor from at least the probe's runs; one it could not
+            // pin down from all it may take, and named.
+            let unpinned: Vec<_> = floors.unpinned().into_iter().map(|(f, _)| f).collect();
+            for (floor, spread) in &floors.spread {
+                let runs = spread.batch_ns.len();
+                assert!((BATCHES..=MAX_BATCHES).contains(&runs), "{floor:?}: {runs}");
+                if unpinned.contains(floor) {
+                    assert_eq!(runs, MAX_BATCHES, "{floor:?} gave up early");
+                    assert!(report.to_string().contains("NOT PINNED DOWN"));
+                }
+            }
+        }
         Some(_) => assert!(
             report.host_noise != dirq_vmm::host_load::HostNoise::Quiet,
             "{report:?}"

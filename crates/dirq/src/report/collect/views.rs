@@ -415,6 +415,8 @@ mod tests {
             userspace_by_reason: BTreeMap::from([(UserspaceExit::Mmio, 10)]),
             userspace_time: BTreeMap::new(),
             vcpu_cpu_s: 0.5,
+            vcpu_waited_s: 0.2,
+            kicks: 3,
             per_vcpu: Vec::new(),
             outside_window: BTreeMap::new(),
         };
