@@ -167,7 +167,23 @@ crate::config::named_enum!(
         // kernel's (alphabetical) order.
         /// Every exit from guest mode.
         Exits = "exits",
+        /// HLTs before which KVM polled for a wake-up (halt polling).
+        HaltAttemptedPoll = "halt_attempted_poll",
         HaltExits = "halt_exits",
+        /// Time spent in polls that ended without a wake-up (ns; KVM's
+        /// halt_poll_fail_hist holds the same polls by length).
+        HaltPollFailNs = "halt_poll_fail_ns",
+        /// Polls cut short because the poll window changed meanwhile.
+        HaltPollInvalid = "halt_poll_invalid",
+        /// Time spent in polls that caught a wake-up (ns; as
+        /// halt_poll_success_hist).
+        HaltPollSuccessNs = "halt_poll_success_ns",
+        /// Polls that caught a wake-up before the vCPU thread slept.
+        HaltSuccessfulPoll = "halt_successful_poll",
+        /// Time the vCPU thread slept in HLT (ns; as halt_wait_hist).
+        HaltWaitNs = "halt_wait_ns",
+        /// HLTs that ended in the vCPU thread's sleep and wake-up.
+        HaltWakeup = "halt_wakeup",
         Hypercalls = "hypercalls",
         /// Instructions KVM emulated: every guest instruction under
         /// kvm_pvm's emulator, only the trapped ones in its native mode.
@@ -208,13 +224,21 @@ impl KvmStat {
             | KvmStat::RequestIrqExits
             | KvmStat::SignalExits
             | KvmStat::InsnEmulation
-            | KvmStat::PfTaken => None,
+            | KvmStat::PfTaken
+            | KvmStat::HaltAttemptedPoll
+            | KvmStat::HaltPollFailNs
+            | KvmStat::HaltPollInvalid
+            | KvmStat::HaltPollSuccessNs
+            | KvmStat::HaltSuccessfulPoll
+            | KvmStat::HaltWaitNs
+            | KvmStat::HaltWakeup => None,
         }
     }
 
     /// Whether [`ExitSummary::by_reason`] keeps the statistic: those that
     /// count exits by category and the exit-related events KVM counts
-    /// besides (not the total, not page faults).
+    /// besides (emulations, halt polls and wake-ups; not the total, not
+    /// page faults).
     fn is_exit_category(self) -> bool {
         !matches!(self, KvmStat::Exits | KvmStat::PfTaken)
     }

@@ -257,6 +257,9 @@ pub struct RealExits {
     /// The VMM's own time on its exits, by the run loop's reason.
     #[serde(default)]
     pub userspace_time: BTreeMap<UserspaceExit, ExitTime>,
+    /// Seconds the vCPU threads waited for a host CPU, all together.
+    #[serde(default)]
+    pub vcpu_waited_s: f64,
 }
 
 /// `dirq run --json`.
@@ -288,6 +291,7 @@ impl From<&RunReport> for RealRun {
                 by_reason: report.exits.by_reason.clone(),
                 by_category: report.exits.by_category.clone(),
                 userspace_time: report.exits.userspace_time.clone(),
+                vcpu_waited_s: report.exits.vcpu_waited_s,
             },
             exits_per_interrupt: report.exits_per_interrupt,
             duration_s: report.duration_s,
