@@ -163,6 +163,11 @@ pub fn calibrate(probe: ProbeReport, quick: bool, bar: &ProgressBar) -> Result<C
             .into_iter()
             .map(|floor| (floor, floors.half_spread_ns(floor)))
             .collect(),
+        unpinned: floors
+            .unpinned()
+            .into_iter()
+            .map(|(floor, _)| floor)
+            .collect(),
         commands,
     };
     ensure!(

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use anyhow::Context;
 use dirq_stats::f64_of;
 use dirq_vmm::bench;
+use dirq_vmm::config::BenchParams;
 use dirq_vmm::config::{
     self, ApicMode, Bench, BenchConfig, ConfigError, FaultKind, GuestExec, GuestIdle, HaltMode,
     Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, Param, Pin, TimerMode, VioapicLevel,
@@ -25,6 +26,7 @@ use crate::common::meta;
   dirq run ipi --guest-idle busy --json\n  \
   dirq run timer-latency --histogram=200                 # cyclictest-style histogram up to 200 us\n  \
   dirq run whileloop --rate 20000\n  \
+  dirq run whileloop --irqchip userspace --sweep          # 2K..40K/s offered: handled against the path's peak\n  \
   dirq run vioapic --vioapic pv                          # level-triggered interrupts, MASK in shared memory\n  \
   dirq run io-batch --io-batch                           # 11 port writes per disk command, one exit\n  \
   dirq run tick --tick-scale 10                          # the guest's 1000 Hz PIT tick, 10x slower\n  \
@@ -164,6 +166,10 @@ pub struct Args {
     /// --apic, --guest-idle and --source apply to both.
     #[arg(long)]
     compare: bool,
+    /// whileloop only: run it at 2K, 5K, 10K, 20K and 40K interrupts/s offered and print what
+    /// the path handled at each beside its peak: whether it holds its capacity under overload.
+    #[arg(long, conflicts_with_all = ["rate", "compare", "histogram"])]
+    sweep: bool,
 }
 
 impl Args {
@@ -193,6 +199,7 @@ impl Args {
             ("--case", self.case.is_some()),
             ("--list", self.list),
             ("--compare", self.compare),
+            ("--sweep", self.sweep),
         ];
         if let Some((flag, _)) = bench_only.iter().find(|(_, given)| *given) {
             anyhow::bail!(
@@ -289,6 +296,7 @@ impl Args {
         for (flag, given, bench) in [
             ("--list", self.list, Bench::Hostile),
             ("--compare", self.compare, Bench::IrqLatency),
+            ("--sweep", self.sweep, Bench::Whileloop),
         ] {
             let Some(given_bench) = self.bench else {
                 continue;
@@ -343,6 +351,30 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
             meta::print_json(&comparison, started, guest_exec)?;
         } else {
             crate::output::print(&comparison_text(&comparison))?;
+        }
+        return Ok(());
+    }
+    if args.sweep {
+        let BenchParams::Whileloop(params) = &config.params else {
+            anyhow::bail!("--sweep runs whileloop only");
+        };
+        let rates = bench::whileloop::SWEEP_RATES_HZ;
+        let progress = indicatif::ProgressBar::new_spinner().with_message(format!(
+            "booting the guest {} times, one per offered rate",
+            rates.len()
+        ));
+        progress.enable_steady_tick(std::time::Duration::from_millis(100));
+        let sweep = bench::whileloop::sweep(&config.common, params, &rates);
+        progress.finish_and_clear();
+        let sweep = sweep.context("sweep run failed")?;
+        if args.json {
+            let guest_exec = sweep
+                .runs
+                .first()
+                .map(|run| run.guest_exec.name().to_string());
+            meta::print_json(&sweep, started, guest_exec)?;
+        } else {
+            crate::output::print(&sweep_text(&sweep))?;
         }
         return Ok(());
     }
@@ -408,6 +440,69 @@ fn comparison_text(comparison: &bench::irq_latency::Comparison) -> String {
         comparison.best_p50_in_kernel_exits,
         comparison.best_p50_over_ipi_floor
     ));
+    text
+}
+
+/// `--sweep`: each offered rate's run, what the path handled against its
+/// peak, and the verdict at the highest rate.
+fn sweep_text(sweep: &bench::whileloop::Sweep) -> String {
+    use bench::whileloop::Sweep;
+    let mut table = text_table(&[
+        "offered/s",
+        "raised/s",
+        "handled/s",
+        "of peak",
+        "exits/irq",
+        "kicks/irq",
+        "vCPU 0 waited for a CPU",
+        "guest share",
+        "saturated",
+    ]);
+    let per_s = |count: u64, run: &RunReport| {
+        if run.duration_s > 0.0 {
+            f64_of(count) / run.duration_s
+        } else {
+            0.0
+        }
+    };
+    for run in &sweep.runs {
+        let BenchParams::Whileloop(params) = &run.config.params else {
+            continue;
+        };
+        let raised = run.results.whileloop().map_or(0, |result| result.raised);
+        let per_interrupt = |count: u64| f64_of(count) / f64_of(run.interrupts.max(1));
+        // vCPU 0 takes the device's interrupts and runs the loop.
+        let waited_s = run.exits.per_vcpu.first().map_or(0.0, |vcpu| vcpu.waited_s);
+        table.add_row(vec![
+            params.rate_hz.to_string(),
+            format!("{:.0}", per_s(raised, run)),
+            format!("{:.0}", Sweep::handled_per_s(run)),
+            format!("{:.0}%", 100.0 * sweep.share_of_peak(run)),
+            format!("{:.2}", run.exits_per_interrupt),
+            format!("{:.2}", per_interrupt(run.exits.kicks)),
+            format!("{:.0}%", 100.0 * waited_s / run.duration_s.max(1e-9)),
+            format!("{:.3}", run.results.guest_share().unwrap_or(0.0)),
+            if run.saturated.is_some() { "yes" } else { "no" }.into(),
+        ]);
+    }
+    let mut text = match sweep.runs.first() {
+        Some(run) => format!("whileloop  {}\n", run.path()),
+        None => String::new(),
+    };
+    text.push_str(&format!("{table}\n"));
+    if let Some(last) = sweep.runs.last() {
+        text.push_str(&format!(
+            "peak {:.0} handled/s; at the highest rate offered the path handled {:.0}/s, {:.0}% of its peak\n",
+            sweep.peak_per_s(),
+            Sweep::handled_per_s(last),
+            100.0 * sweep.share_of_peak(last)
+        ));
+    }
+    text.push_str(
+        "vCPU 0 waited for a CPU: the share of the window the thread of the vCPU that takes the \
+         interrupts was runnable but not running (the host's other work); a busy host lowers \
+         every rate's handled figure.\n",
+    );
     text
 }
 

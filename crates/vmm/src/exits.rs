@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use dirq_stats::{f64_of, round_u64};
@@ -11,6 +11,7 @@ use hdrhistogram::Histogram;
 
 use serde::{Deserialize, Serialize};
 
+use crate::interrupt::Kicker;
 use crate::stats::{self, Counters, StatsError, StatsFd};
 
 crate::config::named_enum!(
@@ -55,6 +56,8 @@ pub struct ExitCounters {
     untimed: AtomicUsize,
     times: Mutex<ExitTimes>,
     cpu_clock: OnceLock<libc::clockid_t>,
+    /// The tracked thread's id, for its scheduler statistics.
+    thread_id: OnceLock<libc::pid_t>,
 }
 
 impl Default for ExitCounters {
@@ -64,6 +67,7 @@ impl Default for ExitCounters {
             untimed: AtomicUsize::new(0),
             times: Mutex::new(exit_times()),
             cpu_clock: OnceLock::new(),
+            thread_id: OnceLock::new(),
         }
     }
 }
@@ -108,6 +112,21 @@ impl ExitCounters {
         if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
             let _ = self.cpu_clock.set(clock);
         }
+        // SAFETY: gettid has no preconditions.
+        let _ = self.thread_id.set(unsafe { libc::gettid() });
+    }
+
+    /// How long the tracked thread was runnable but waited for a host CPU
+    /// (the scheduler's run_delay, /proc/<pid>/task/<tid>/schedstat); 0
+    /// before it is tracked or where the kernel keeps no such statistic.
+    fn run_delay_ns(&self) -> u64 {
+        let Some(tid) = self.thread_id.get() else {
+            return 0;
+        };
+        std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+            .ok()
+            .and_then(|text| text.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0)
     }
 
     /// CPU time of the tracked thread so far; 0 before it is tracked. Only
@@ -148,7 +167,23 @@ crate::config::named_enum!(
         // kernel's (alphabetical) order.
         /// Every exit from guest mode.
         Exits = "exits",
+        /// HLTs before which KVM polled for a wake-up (halt polling).
+        HaltAttemptedPoll = "halt_attempted_poll",
         HaltExits = "halt_exits",
+        /// Time spent in polls that ended without a wake-up (ns; KVM's
+        /// halt_poll_fail_hist holds the same polls by length).
+        HaltPollFailNs = "halt_poll_fail_ns",
+        /// Polls cut short because the poll window changed meanwhile.
+        HaltPollInvalid = "halt_poll_invalid",
+        /// Time spent in polls that caught a wake-up (ns; as
+        /// halt_poll_success_hist).
+        HaltPollSuccessNs = "halt_poll_success_ns",
+        /// Polls that caught a wake-up before the vCPU thread slept.
+        HaltSuccessfulPoll = "halt_successful_poll",
+        /// Time the vCPU thread slept in HLT (ns; as halt_wait_hist).
+        HaltWaitNs = "halt_wait_ns",
+        /// HLTs that ended in the vCPU thread's sleep and wake-up.
+        HaltWakeup = "halt_wakeup",
         Hypercalls = "hypercalls",
         /// Instructions KVM emulated: every guest instruction under
         /// kvm_pvm's emulator, only the trapped ones in its native mode.
@@ -189,13 +224,21 @@ impl KvmStat {
             | KvmStat::RequestIrqExits
             | KvmStat::SignalExits
             | KvmStat::InsnEmulation
-            | KvmStat::PfTaken => None,
+            | KvmStat::PfTaken
+            | KvmStat::HaltAttemptedPoll
+            | KvmStat::HaltPollFailNs
+            | KvmStat::HaltPollInvalid
+            | KvmStat::HaltPollSuccessNs
+            | KvmStat::HaltSuccessfulPoll
+            | KvmStat::HaltWaitNs
+            | KvmStat::HaltWakeup => None,
         }
     }
 
     /// Whether [`ExitSummary::by_reason`] keeps the statistic: those that
     /// count exits by category and the exit-related events KVM counts
-    /// besides (not the total, not page faults).
+    /// besides (emulations, halt polls and wake-ups; not the total, not
+    /// page faults).
     fn is_exit_category(self) -> bool {
         !matches!(self, KvmStat::Exits | KvmStat::PfTaken)
     }
@@ -290,6 +333,8 @@ pub struct ExitSnapshot {
     userspace_times: Vec<ExitTimes>,
     kernel: Vec<Counters>,
     cpu_ns: Vec<u64>,
+    run_delay_ns: Vec<u64>,
+    kicks: Vec<u64>,
 }
 
 /// How long one kind of userspace exit kept the VMM, over a window.
@@ -330,17 +375,19 @@ impl ExitTime {
     }
 }
 
-/// Every vCPU's counters: the run loops' and KVM's.
+/// Every vCPU's counters: the run loops', KVM's and the kicks the VMM sent.
 pub struct ExitAccounting {
     pub counters: Vec<ExitCounters>,
     stats: Vec<StatsFd>,
+    kicker: Arc<Kicker>,
 }
 
 impl ExitAccounting {
-    pub fn new(stats: Vec<StatsFd>) -> Self {
+    pub fn new(stats: Vec<StatsFd>, kicker: Arc<Kicker>) -> Self {
         ExitAccounting {
             counters: stats.iter().map(|_| ExitCounters::default()).collect(),
             stats,
+            kicker,
         }
     }
 
@@ -372,6 +419,14 @@ impl ExitAccounting {
             userspace_times: self.counters.iter().map(ExitCounters::times).collect(),
             kernel,
             cpu_ns: self.counters.iter().map(ExitCounters::cpu_ns).collect(),
+            run_delay_ns: self
+                .counters
+                .iter()
+                .map(ExitCounters::run_delay_ns)
+                .collect(),
+            kicks: (0..self.counters.len())
+                .map(|cpu| self.kicker.sent(cpu))
+                .collect(),
         })
     }
 }
@@ -392,6 +447,15 @@ pub struct VcpuExits {
     pub kvm_stats: KvmStats,
     /// CPU seconds the vCPU's thread burned.
     pub cpu_s: f64,
+    /// Seconds the vCPU's thread was runnable but waited for a host CPU
+    /// (the scheduler's run_delay): the host's other work, which no floor
+    /// of the probe's includes.
+    #[serde(default)]
+    pub waited_s: f64,
+    /// Signals the VMM sent to get the vCPU out of KVM_RUN (userspace
+    /// irqchip): at most one per entry, however fast its device raises.
+    #[serde(default)]
+    pub kicks: u64,
 }
 
 /// All vCPUs' exits over the measured window.
@@ -419,6 +483,12 @@ pub struct ExitSummary {
     /// CPU seconds all vCPU threads burned: what polling (in KVM or in the
     /// guest) costs the host.
     pub vcpu_cpu_s: f64,
+    /// Seconds the vCPU threads waited for a host CPU, all together.
+    #[serde(default)]
+    pub vcpu_waited_s: f64,
+    /// Kicks sent to all vCPUs.
+    #[serde(default)]
+    pub kicks: u64,
     pub per_vcpu: Vec<VcpuExits>,
     /// The VM's exits outside the measured window (its boot, the guest's
     /// setup, what it did before and after), by VMX reason: what an
@@ -467,6 +537,9 @@ impl ExitSummary {
                 + interrupted.min(signal_exits);
             let total = kvm_stats.get(KvmStat::Exits).max(userspace);
             let cpu_ns = |snapshot: &ExitSnapshot| snapshot.cpu_ns.get(cpu).copied().unwrap_or(0);
+            let waited_ns =
+                |snapshot: &ExitSnapshot| snapshot.run_delay_ns.get(cpu).copied().unwrap_or(0);
+            let kicks = |snapshot: &ExitSnapshot| snapshot.kicks.get(cpu).copied().unwrap_or(0);
             let before_times = before.userspace_times.get(cpu);
             let userspace_time = after
                 .userspace_times
@@ -490,6 +563,8 @@ impl ExitSummary {
                 userspace_time,
                 kvm_stats,
                 cpu_s: f64_of(cpu_ns(after).saturating_sub(cpu_ns(before))) / 1e9,
+                waited_s: f64_of(waited_ns(after).saturating_sub(waited_ns(before))) / 1e9,
+                kicks: kicks(after).saturating_sub(kicks(before)),
             });
         }
         let mut by_reason = BTreeMap::new();
@@ -519,6 +594,8 @@ impl ExitSummary {
             userspace_by_reason,
             userspace_time,
             vcpu_cpu_s: per_vcpu.iter().map(|v| v.cpu_s).sum(),
+            vcpu_waited_s: per_vcpu.iter().map(|v| v.waited_s).sum(),
+            kicks: per_vcpu.iter().map(|v| v.kicks).sum(),
             per_vcpu,
             outside_window: BTreeMap::new(),
         }
@@ -582,6 +659,8 @@ mod tests {
                 ("halt_exits", 1),
             ])],
             cpu_ns: vec![1_000_000_000],
+            run_delay_ns: vec![100_000_000],
+            kicks: vec![3],
         };
         let after = ExitSnapshot {
             userspace: vec![userspace(&[
@@ -595,6 +674,8 @@ mod tests {
                 ("halt_exits", 101),
             ])],
             cpu_ns: vec![1_250_000_000],
+            run_delay_ns: vec![150_000_000],
+            kicks: vec![8],
         };
         let summary = ExitSummary::between(&before, &after, 1);
         assert_eq!(summary.userspace, 100);
@@ -611,6 +692,8 @@ mod tests {
             Some(&100)
         );
         assert_eq!(summary.vcpu_cpu_s, 0.25);
+        assert_eq!(summary.vcpu_waited_s, 0.05);
+        assert_eq!(summary.kicks, 5);
         // 149 exits: 100 HLT, 49 with no KVM category.
         assert_eq!(summary.by_category.get(&VmxExit::Hlt), Some(&100));
         assert_eq!(summary.by_category.get(&VmxExit::Other), Some(&49));
@@ -628,6 +711,8 @@ mod tests {
                 ("halt_exits", 104),
             ])],
             cpu_ns: vec![1_300_000_000],
+            run_delay_ns: vec![60_000_000],
+            kicks: vec![6],
         };
         let outside = summary.with_lifetime(&lifetime).outside_window;
         // Boot's 5 I/O and 1 HLT, the marker, then 2 I/O and 3 HLT after.
@@ -682,6 +767,7 @@ mod tests {
             userspace_times: Vec::new(),
             kernel: vec![Counters::new()],
             cpu_ns: vec![0],
+            ..ExitSnapshot::default()
         };
         let after = ExitSnapshot {
             userspace: vec![userspace(&[
@@ -691,6 +777,7 @@ mod tests {
             userspace_times: Vec::new(),
             kernel: vec![counters(&[("exits", 7), ("signal_exits", 3)])],
             cpu_ns: vec![0],
+            ..ExitSnapshot::default()
         };
         let summary = ExitSummary::between(&before, &after, 0);
         // 4 MSR writes plus the 3 kicks that KVM saw leave the guest.
@@ -711,6 +798,7 @@ mod tests {
             userspace_times: vec![counters.times()],
             kernel: vec![Counters::new()],
             cpu_ns: vec![0],
+            ..ExitSnapshot::default()
         };
         counters.count(UserspaceExit::Io);
         counters.time_last(Duration::from_micros(5));
@@ -748,9 +836,11 @@ mod tests {
         assert_eq!(vcpu.kvm_stats.unread.get("req_event"), Some(&355));
         assert!(!vcpu.kvm_stats.unread.contains_key("exits"));
         let mut back = serde_json::to_value(&vcpu).expect("serializes");
-        back.as_object_mut()
-            .expect("an object")
-            .remove("userspace_time");
+        // Fields newer than the JSON read back as their defaults.
+        let fields = back.as_object_mut().expect("an object");
+        for newer in ["userspace_time", "waited_s", "kicks"] {
+            fields.remove(newer);
+        }
         assert_eq!(back, json);
 
         let summary = ExitSummary {
@@ -762,6 +852,8 @@ mod tests {
             userspace_by_reason: UserspaceCounts::new(),
             userspace_time: BTreeMap::new(),
             vcpu_cpu_s: 0.05,
+            vcpu_waited_s: 0.0,
+            kicks: 0,
             per_vcpu: vec![vcpu],
             outside_window: BTreeMap::new(),
         };

@@ -24,10 +24,6 @@ const BUSY_OTHER_RUNNABLE: f64 = 0.5;
 /// from which traps (each one through it) are slowed.
 const NOISY_STEAL_SHARE: f64 = 0.02;
 
-/// A floor whose batches' interquartile range exceeds this share of its
-/// median moved between runs more than its conclusions can bear.
-pub const NOISY_FLOOR_SPREAD: f64 = 0.25;
-
 /// What the host did while the probe ran.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostLoad {
@@ -58,7 +54,9 @@ pub enum NoiseReason {
     OtherRunnable { average: f64 },
     /// The outer hypervisor ran others on this host's CPUs.
     Steal { share: f64 },
-    /// A floor's batches disagreed: interquartile range over median.
+    /// A floor the probe could not pin down: its median's notch (half
+    /// width, a share of the median) after its last run, wider than two
+    /// probes may disagree by (`probe::FLOOR_AGREEMENT`, halved).
     FloorSpread { floor: Floor, relative: f64 },
     /// The IPI floors' two vCPUs time-shared one host CPU.
     SharedCore,
@@ -118,7 +116,7 @@ impl std::fmt::Display for NoiseReason {
             }
             NoiseReason::FloorSpread { floor, relative } => write!(
                 f,
-                "{} varied by {:.0}% between runs",
+                "{} not pinned down: its runs leave its median uncertain by +/-{:.0}%",
                 floor.name(),
                 relative * 100.0
             ),

@@ -256,11 +256,12 @@ impl RunPlumbing {
             .iter()
             .map(|vcpu| StatsFd::open(&vcpu.fd))
             .collect::<Result<_, _>>()?;
+        let kicker = Arc::new(Kicker::new(vcpus.len())?);
         let plumbing = RunPlumbing {
             placement: Arc::new(placement),
-            accounting: Arc::new(ExitAccounting::new(stats)),
+            accounting: Arc::new(ExitAccounting::new(stats, kicker.clone())),
             control: Arc::new(RunControl::default()),
-            kicker: Arc::new(Kicker::new(vcpus.len())?),
+            kicker,
             serial: Arc::new(Serial::new(echo_console)),
         };
         let mut bus = Bus::default();

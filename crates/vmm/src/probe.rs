@@ -19,7 +19,7 @@ use crate::config::{
     Irqchip,
 };
 use crate::exec::{kvm_backend, ExecError, HostExec};
-use crate::host_load::{HostLoad, HostNoise, LoadMonitor, NoiseReason, NOISY_FLOOR_SPREAD};
+use crate::host_load::{HostLoad, HostNoise, LoadMonitor, NoiseReason};
 use crate::report::RunReport;
 use crate::results::IpiResult;
 
@@ -87,8 +87,9 @@ pub enum ProbeError {
 /// The platform's floors: what no interrupt path on this host can beat.
 /// Each is a median: of the figure's median in each of the probe's runs
 /// (batches), so that one slow run moves none; `spread` says how far the
-/// runs disagreed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// runs disagreed, and whether they pinned the median down
+/// ([`FloorSpread::pinned`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Floors {
     /// One `out` handled by this VMM, guest round trip (p50; the mean
     /// where the guest saw no exit under its 200 us cap).
@@ -240,14 +241,29 @@ pub struct FloorSpread {
     pub samples: u64,
 }
 
+/// Two probes of a quiet host should agree on every floor within this
+/// share: each probe pins a floor's median down to half of it.
+pub const FLOOR_AGREEMENT: f64 = 0.30;
+
 impl FloorSpread {
-    /// The interquartile range as a share of `median` (0 for no median).
-    pub fn relative(&self, median: f64) -> f64 {
-        if median > 0.0 {
-            (self.high_ns - self.low_ns) / median
+    /// Half the width of the median's notch, as a share of `median` (0
+    /// for no median): 1.58 IQR / sqrt(runs), the box plot's notch
+    /// (McGill, Tukey and Larsen 1978), roughly a 95% interval for the
+    /// median of runs like these. More runs narrow it.
+    pub fn notch(&self, median: f64) -> f64 {
+        let runs = dirq_stats::f64_of(self.batch_ns.len() as u64);
+        if median > 0.0 && runs > 0.0 {
+            1.58 * (self.high_ns - self.low_ns) / runs.sqrt() / median
         } else {
             0.0
         }
+    }
+
+    /// Whether the runs pinned the median down: its notch within half of
+    /// [`FLOOR_AGREEMENT`], so that two probes' medians, each that close
+    /// to the host's own, agree within it.
+    pub fn pinned(&self, median: f64) -> bool {
+        self.notch(median) <= FLOOR_AGREEMENT / 2.0
     }
 
     /// Half the interquartile range: how far either side of the median a
@@ -396,17 +412,25 @@ impl Floors {
             .map_or(0.0, FloorSpread::half_width_ns)
     }
 
+    /// The floors measured whose runs did not pin their median down,
+    /// with its notch (a share of the median): what the probe could not
+    /// pin down, and every cost derived from them says so.
+    pub fn unpinned(&self) -> Vec<(Floor, f64)> {
+        self.spread
+            .iter()
+            .filter(|(&floor, spread)| !spread.pinned(self.get(floor)))
+            .map(|(&floor, spread)| (floor, spread.notch(self.get(floor))))
+            .collect()
+    }
+
     /// Why these floors, measured under `load`, may not be the host's own.
     pub fn noise_reasons(&self, load: &HostLoad) -> Vec<NoiseReason> {
         let mut reasons = load.noise_reasons();
-        for floor in Floor::ALL {
-            if let Some(spread) = self.spread.get(&floor) {
-                let relative = spread.relative(self.get(floor));
-                if relative > NOISY_FLOOR_SPREAD {
-                    reasons.push(NoiseReason::FloorSpread { floor, relative });
-                }
-            }
-        }
+        reasons.extend(
+            self.unpinned()
+                .into_iter()
+                .map(|(floor, relative)| NoiseReason::FloorSpread { floor, relative }),
+        );
         if self.placement_note.is_some() {
             reasons.push(NoiseReason::SharedCore);
         }
@@ -518,9 +542,15 @@ impl std::fmt::Display for EmulationTable {
     }
 }
 
-/// Runs of each kind per probe, after a pilot run that only sizes them:
-/// the median of seven shrugs off two slow ones on either side.
-const BATCHES: usize = 7;
+/// Runs of each kind per probe, after a pilot run that only sizes them,
+/// taken in turn with the other kinds: the median of seven shrugs off two
+/// slow ones on either side ...
+pub const BATCHES: usize = 7;
+
+/// ... and up to this many while a floor of the kind is not pinned down
+/// (its notch narrows with the root of the runs: 15 runs pin a floor whose
+/// runs spread 1.5 times as far as 7 can).
+pub const MAX_BATCHES: usize = 15;
 
 /// The pilot's events: few enough for a host whose IPIs take milliseconds
 /// (vCPUs sharing a CPU) to finish within one batch budget's watchdog.
@@ -662,28 +692,30 @@ fn summarize(figures: &[Figure]) -> Option<(f64, FloorSpread)> {
     })
 }
 
+/// Whether every floor timed so far has its median pinned down.
+fn all_pinned(by_floor: &BTreeMap<Floor, Vec<Figure>>) -> bool {
+    by_floor
+        .values()
+        .all(|figures| summarize(figures).is_none_or(|(median, spread)| spread.pinned(median)))
+}
+
 fn measure_floors(guest_exec: GuestExec, monitor: &mut LoadMonitor) -> Result<Floors, ProbeError> {
-    let mut floors = Floors {
-        userspace_exit_ns: 0.0,
-        kernel_exit_ns: 0.0,
-        self_ipi_p50_ns: 0.0,
-        ipi_busy_p50_ns: 0.0,
-        ipi_halted_p50_ns: 0.0,
-        ipi_busy_target_ns: 0.0,
-        ipi_busy_send_ns: 0.0,
-        userspace_ipi_busy_target_ns: 0.0,
-        userspace_ipi_busy_send_ns: 0.0,
-        placement_note: None,
-        spread: BTreeMap::new(),
-        event_wall_ns: BTreeMap::new(),
-    };
-    let mut by_floor: BTreeMap<Floor, Vec<Figure>> = BTreeMap::new();
-    for kind in FloorRun::ALL {
-        let mut pace_ns = None;
-        // The pilot run only sizes the batches (and warms the host up).
-        for batch in 0..=BATCHES {
+    let mut floors = Floors::default();
+    let mut pace_ns: BTreeMap<FloorRun, f64> = BTreeMap::new();
+    let mut by_kind: BTreeMap<FloorRun, BTreeMap<Floor, Vec<Figure>>> = BTreeMap::new();
+    // Round by round, one run of each kind still needing runs: a floor's
+    // runs then span the whole probe, not the second its kind happened to
+    // run in, and what the host does meanwhile shows in their spread
+    // rather than between two probes. Round 0 is the pilot, which only
+    // sizes the runs (and warms the host up).
+    for round in 0..=MAX_BATCHES {
+        for kind in FloorRun::ALL {
+            let timed = by_kind.entry(kind).or_default();
+            if round > BATCHES && all_pinned(timed) {
+                continue;
+            }
             monitor.look();
-            let (events, timeout_ms) = batch_size(pace_ns);
+            let (events, timeout_ms) = batch_size(pace_ns.get(&kind).copied());
             let (params, guest_idle, irqchip) = kind.params(events);
             let common = CommonSettings {
                 guest_idle,
@@ -692,32 +724,25 @@ fn measure_floors(guest_exec: GuestExec, monitor: &mut LoadMonitor) -> Result<Fl
                 timeout_ms: Some(timeout_ms),
                 ..CommonSettings::new(params.bench())
             };
-            let report = bench::run(&BenchConfig { params, common }).map_err(|source| {
-                ProbeError::Floor {
-                    what: kind.describe(),
-                    source,
-                }
-            })?;
-            pace_ns = Some(report.duration_s * 1e9 / dirq_stats::f64_of(events));
-            if batch == 0 {
+            let failed = |source| ProbeError::Floor {
+                what: kind.describe(),
+                source,
+            };
+            let report = bench::run(&BenchConfig { params, common }).map_err(failed)?;
+            pace_ns.insert(kind, report.duration_s * 1e9 / dirq_stats::f64_of(events));
+            if round == 0 {
                 continue;
             }
             if floors.placement_note.is_none() {
                 floors.placement_note = report.placement.note(report.config.common.vcpus);
             }
-            let timed = figures(kind, &report, events).map_err(|source| ProbeError::Floor {
-                what: kind.describe(),
-                source,
-            })?;
-            for figure in timed {
-                by_floor.entry(figure.floor).or_default().push(figure);
+            for figure in figures(kind, &report, events).map_err(failed)? {
+                timed.entry(figure.floor).or_default().push(figure);
             }
         }
-        if let Some(pace) = pace_ns {
-            floors.event_wall_ns.insert(kind, pace);
-        }
     }
-    for (floor, figures) in by_floor {
+    floors.event_wall_ns = pace_ns;
+    for (floor, figures) in by_kind.into_values().flatten() {
         if let Some((median, spread)) = summarize(&figures) {
             *floors.slot(floor) = median;
             floors.spread.insert(floor, spread);
@@ -760,20 +785,37 @@ impl std::fmt::Display for ProbeReport {
         let floors = &self.floors;
         writeln!(
             f,
-            "platform floors (median of {BATCHES} runs each; the runs' interquartile range; events over all runs):"
+            "platform floors (median of {BATCHES} to {MAX_BATCHES} runs each, more while the median \
+             is uncertain by over +/-{:.0}%; the runs' interquartile range; the median's \
+             uncertainty; runs; events over all runs):",
+            100.0 * FLOOR_AGREEMENT / 2.0
         )?;
         for (floor, (name, ns)) in Floor::ALL.into_iter().zip(floors.named()) {
             write!(f, "  {name:<36} {:>8.2} us", ns / 1e3)?;
             match floors.spread.get(&floor) {
                 Some(spread) => writeln!(
                     f,
-                    "   [{:.2}-{:.2}]  {} events",
+                    "   [{:.2}-{:.2}]  +/-{:.0}%{}  {} runs  {} events",
                     spread.low_ns / 1e3,
                     spread.high_ns / 1e3,
+                    100.0 * spread.notch(ns),
+                    if spread.pinned(ns) { "" } else { " NOT PINNED" },
+                    spread.batch_ns.len(),
                     spread.samples
                 )?,
                 None => writeln!(f, "   not measured")?,
             }
+        }
+        let unpinned = floors.unpinned();
+        if !unpinned.is_empty() {
+            let names: Vec<&str> = unpinned.iter().map(|(floor, _)| floor.name()).collect();
+            writeln!(
+                f,
+                "  NOT PINNED DOWN after {MAX_BATCHES} runs: {}; a second probe may differ by more \
+                 than {:.0}% on these, and every cost derived from them says so",
+                names.join("; "),
+                100.0 * FLOOR_AGREEMENT
+            )?;
         }
         if let Some(note) = &floors.placement_note {
             writeln!(f, "  NOTE: {note}")?;
@@ -785,5 +827,71 @@ impl std::fmt::Display for ProbeReport {
             writeln!(f, "{warning}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `runs` figures around 100 us whose quartiles are `iqr` apart.
+    fn figures(runs: usize, iqr: f64) -> Vec<Figure> {
+        (0..runs)
+            .map(|run| {
+                // Evenly spaced from 100 - iqr to 100 + iqr: the quartiles
+                // land iqr / 2 either side of the median.
+                let step = dirq_stats::f64_of(run as u64) / dirq_stats::f64_of(runs as u64 - 1);
+                Figure {
+                    floor: Floor::IpiBusyTarget,
+                    ns: 100_000.0 + iqr * (2.0 * step - 1.0),
+                    samples: 10,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_floor_is_pinned_when_its_medians_notch_is_within_half_the_agreement() {
+        let (median, spread) = summarize(&figures(BATCHES, 30_000.0)).expect("timed");
+        assert_eq!(median, 100_000.0);
+        assert!((spread.high_ns - spread.low_ns - 30_000.0).abs() < 1e-6);
+        // 1.58 * 0.30 / sqrt(7) = 0.179: seven runs this spread do not pin it ...
+        assert!((spread.notch(median) - 0.179).abs() < 1e-3);
+        assert!(!spread.pinned(median));
+        // ... fifteen do: 1.58 * 0.30 / sqrt(15) = 0.122.
+        let (median, spread) = summarize(&figures(MAX_BATCHES, 30_000.0)).expect("timed");
+        assert!(spread.pinned(median), "{}", spread.notch(median));
+        let by_floor = |runs, iqr| BTreeMap::from([(Floor::IpiBusyTarget, figures(runs, iqr))]);
+        assert!(all_pinned(&by_floor(BATCHES, 10_000.0)));
+        assert!(!all_pinned(&by_floor(BATCHES, 30_000.0)));
+        assert!(all_pinned(&BTreeMap::new()));
+    }
+
+    #[test]
+    fn the_probe_names_the_floors_it_could_not_pin_down() {
+        let (median, spread) = summarize(&figures(MAX_BATCHES, 60_000.0)).expect("timed");
+        let floors = Floors {
+            ipi_busy_target_ns: median,
+            spread: BTreeMap::from([(Floor::IpiBusyTarget, spread)]),
+            ..Floors::default()
+        };
+        let unpinned = floors.unpinned();
+        assert_eq!(unpinned.len(), 1);
+        assert_eq!(unpinned[0].0, Floor::IpiBusyTarget);
+        let load = HostLoad {
+            cpus: 2,
+            load_average: None,
+            other_runnable: None,
+            steal_ms: None,
+            steal_share: None,
+            elapsed_s: 1.0,
+        };
+        assert!(floors.noise_reasons(&load).iter().any(|reason| matches!(
+            reason,
+            NoiseReason::FloorSpread {
+                floor: Floor::IpiBusyTarget,
+                ..
+            }
+        )));
     }
 }

@@ -8,10 +8,11 @@ use std::fmt;
 use dirq_stats::{f64_of, ratio};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Bench, BenchConfig, GuestExec};
+use crate::config::{Bench, BenchConfig, BenchParams, GuestExec, GuestIdle, HaltMode};
 use crate::exits::{ExitSummary, ExitTime, KvmStat, UserspaceExit, VmxExit};
 use crate::machine::MachineFacts;
 use crate::placement::Placement;
+use crate::probe::Floor;
 
 pub use crate::results::BenchResult;
 pub use dirq_stats::{Bucket, LatencySummary};
@@ -49,9 +50,129 @@ pub struct RunReport {
     /// io-batch: disk commands completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commands: Option<u64>,
+    /// Set when the guest handled fewer interrupts than its device raised
+    /// (whileloop): the path ran at its capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated: Option<Saturation>,
+    /// irq-latency: where its interrupts found the vCPU taking them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
     /// The guest's serial console.
     #[serde(skip)]
     pub console: String,
+}
+
+/// A guest that handled fewer than this share of the interrupts its device
+/// raised was saturated: the rest merged into interrupts already pending.
+pub const SATURATED_HANDLED_SHARE: f64 = 0.95;
+
+/// A run whose device raised faster than its interrupt path delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Saturation {
+    pub raised_per_s: f64,
+    pub handled_per_s: f64,
+}
+
+impl Saturation {
+    /// Whether `handled_per_s` out of `raised_per_s` is saturation.
+    pub fn of(raised_per_s: f64, handled_per_s: f64) -> Option<Self> {
+        (handled_per_s < SATURATED_HANDLED_SHARE * raised_per_s).then_some(Saturation {
+            raised_per_s,
+            handled_per_s,
+        })
+    }
+}
+
+impl fmt::Display for Saturation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the device raised {:.0}/s and the guest handled {:.0}/s \
+             ({:.0}%); the rest merged into interrupts already pending (a set IRR bit absorbs \
+             the next edge)",
+            self.raised_per_s,
+            self.handled_per_s,
+            100.0 * self.handled_per_s / self.raised_per_s
+        )
+    }
+}
+
+/// A latency run whose interrupts found their vCPU halted less often than
+/// this measured something else than a halted vCPU's latency.
+pub const HALTED_AS_ASKED: f64 = 0.9;
+
+/// Where a latency run's interrupts found the vCPU that takes them, read
+/// off KVM's counters: what its latency is to be set beside.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// What the guest was asked to do between interrupts.
+    pub asked: GuestIdle,
+    /// The share of handled interrupts that found the vCPU halted (its HLT
+    /// exits per interrupt, at most 1); none where its HLT does not exit
+    /// and so is not counted.
+    pub halted_share: Option<f64>,
+    /// The probe's floor for a vCPU in the asked state.
+    pub floor: Floor,
+}
+
+impl Target {
+    /// The target of an irq-latency run: vCPU 0, which takes the device's
+    /// interrupts.
+    fn of(config: &BenchConfig, interrupts: u64, exits: &ExitSummary) -> Option<Self> {
+        if !matches!(config.params, BenchParams::IrqLatency(_)) || interrupts == 0 {
+            return None;
+        }
+        let asked = config.common.guest_idle;
+        let halts = exits
+            .per_vcpu
+            .first()
+            .map_or(0, |vcpu| vcpu.kvm_stats.get(KvmStat::HaltExits));
+        let counted = halts > 0 || config.common.halt != HaltMode::None;
+        Some(Target {
+            asked,
+            halted_share: counted.then(|| per(halts, interrupts).min(1.0)),
+            floor: match asked {
+                GuestIdle::Busy => Floor::IpiBusy,
+                GuestIdle::Halt => Floor::IpiHalted,
+            },
+        })
+    }
+
+    /// Whether the interrupts found the vCPU as the run asked; unknown
+    /// (true) where its halts are not counted.
+    pub fn as_asked(&self) -> bool {
+        match self.asked {
+            GuestIdle::Busy => true,
+            GuestIdle::Halt => self
+                .halted_share
+                .is_none_or(|share| share >= HALTED_AS_ASKED),
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.asked, self.halted_share) {
+            (GuestIdle::Busy, _) => write!(
+                f,
+                "target vCPU busy between interrupts (spinning, interrupts on)"
+            )?,
+            (GuestIdle::Halt, Some(share)) => write!(
+                f,
+                "target vCPU halted between interrupts: {:.0}% of them woke it from a HLT exit",
+                100.0 * share
+            )?,
+            (GuestIdle::Halt, None) => write!(
+                f,
+                "target vCPU halted between interrupts (its HLT does not exit: KVM counts none)"
+            )?,
+        }
+        write!(
+            f,
+            "; set its latency beside `dirq probe`'s \"{}\"",
+            self.floor.name()
+        )
+    }
 }
 
 fn per(value: u64, interrupts: u64) -> f64 {
@@ -78,6 +199,14 @@ impl RunReport {
             .get(&KvmStat::InsnEmulation)
             .copied()
             .unwrap_or(0);
+        let target = Target::of(config, interrupts, &exits);
+        let saturated = match (&results, duration_s > 0.0) {
+            (BenchResult::Whileloop(whileloop), true) => Saturation::of(
+                f64_of(whileloop.raised) / duration_s,
+                f64_of(interrupts) / duration_s,
+            ),
+            _ => None,
+        };
         RunReport {
             config: config.clone(),
             interrupts,
@@ -98,6 +227,8 @@ impl RunReport {
             },
             placement: machine.placement,
             commands: None,
+            saturated,
+            target,
             console: machine.console,
         }
     }
@@ -270,6 +401,19 @@ impl fmt::Display for RunReport {
             self.userspace_exits_per_interrupt,
             self.kernel_exits_per_interrupt,
         )?;
+        if let Some(saturated) = &self.saturated {
+            writeln!(f, "SATURATED (the path ran at its capacity): {saturated}")?;
+        }
+        if let Some(target) = &self.target {
+            writeln!(f, "{target}")?;
+            if !target.as_asked() {
+                writeln!(
+                    f,
+                    "WARNING: asked for a halted target, most interrupts found it running \
+                     (fewer HLT exits than interrupts): this is no halted vCPU's latency"
+                )?;
+            }
+        }
         writeln!(f)?;
         writeln!(
             f,
@@ -312,11 +456,20 @@ impl fmt::Display for RunReport {
         }
         writeln!(f)?;
         for vcpu in &self.exits.per_vcpu {
-            writeln!(
+            write!(
                 f,
-                "vCPU {}: exits {} (userspace {}, kernel {}), CPU {:.3} s",
-                vcpu.cpu, vcpu.total, vcpu.userspace, vcpu.kernel, vcpu.cpu_s
+                "vCPU {}: exits {} (userspace {}, kernel {}), CPU {:.3} s, waited for a host CPU {:.3} s",
+                vcpu.cpu, vcpu.total, vcpu.userspace, vcpu.kernel, vcpu.cpu_s, vcpu.waited_s
             )?;
+            if vcpu.kicks > 0 {
+                write!(
+                    f,
+                    ", kicks {} ({:.2} per interrupt)",
+                    vcpu.kicks,
+                    per(vcpu.kicks, self.interrupts)
+                )?;
+            }
+            writeln!(f)?;
         }
         if let Some(latency) = &self.latency_ns {
             writeln!(
@@ -347,4 +500,51 @@ pub fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::params::IrqLatencyParams;
+
+    fn exits(halts: u64) -> ExitSummary {
+        serde_json::from_value(serde_json::json!({
+            "total": 4 * halts, "userspace": 0, "kernel": 4 * halts,
+            "by_reason": {}, "by_category": {}, "userspace_by_reason": {},
+            "vcpu_cpu_s": 0.1,
+            "per_vcpu": [{"cpu": 0, "total": 4 * halts, "userspace": 0, "kernel": 4 * halts,
+                          "userspace_by_reason": {}, "kvm_stats": {"halt_exits": halts},
+                          "cpu_s": 0.1}]
+        }))
+        .expect("an exit summary")
+    }
+
+    #[test]
+    fn a_latency_run_says_how_often_it_found_its_target_as_asked() {
+        let mut config = BenchConfig::from(BenchParams::IrqLatency(IrqLatencyParams::default()));
+        config.common.guest_idle = GuestIdle::Halt;
+        let halted = Target::of(&config, 100, &exits(98)).expect("irq-latency has a target");
+        assert_eq!(halted.floor, Floor::IpiHalted);
+        assert_eq!(halted.halted_share, Some(0.98));
+        assert!(halted.as_asked());
+        assert!(
+            halted.to_string().contains("98% of them woke it"),
+            "{halted}"
+        );
+        let running = Target::of(&config, 100, &exits(2)).expect("irq-latency has a target");
+        assert!(!running.as_asked(), "2 halts for 100 interrupts");
+        config.common.guest_idle = GuestIdle::Busy;
+        let busy = Target::of(&config, 100, &exits(0)).expect("irq-latency has a target");
+        assert_eq!(busy.floor, Floor::IpiBusy);
+        assert!(busy.as_asked());
+        let whileloop = BenchConfig::from(BenchParams::Whileloop(Default::default()));
+        assert_eq!(Target::of(&whileloop, 100, &exits(0)), None);
+    }
+
+    #[test]
+    fn a_run_that_handled_under_95_percent_of_its_raises_is_saturated() {
+        assert_eq!(Saturation::of(1_000.0, 990.0), None);
+        let saturated = Saturation::of(40_000.0, 6_000.0).expect("saturated");
+        assert!(saturated.to_string().contains("(15%)"), "{saturated}");
+    }
 }

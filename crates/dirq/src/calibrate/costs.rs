@@ -5,9 +5,10 @@
 //! its runs' medians; the calibration runs' are p50s), so like is taken
 //! from like. A derived cost that comes out negative, or closer to zero
 //! than the probe's runs spread, is not derivable: it says why, and holds
-//! the fallback the simulator uses instead.
+//! the fallback the simulator uses instead. A cost that rests on a floor
+//! the probe could not pin down names it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use dirq_sim::profile::CostProfile;
 use dirq_stats::f64_of;
@@ -23,6 +24,10 @@ pub struct Measured {
     /// Set when the derivation failed: why, and what `ns` holds instead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_derivable: Option<NotDerivable>,
+    /// The probe floors it rests on whose median the probe could not pin
+    /// down: a second probe may move it by more than they agree.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unpinned: Vec<Floor>,
 }
 
 /// Why a cost could not be derived from the runs.
@@ -70,17 +75,26 @@ impl Measured {
             ns,
             source,
             not_derivable: None,
+            unpinned: Vec::new(),
         }
     }
 
     /// What the report and the profile say of the number.
     pub fn provenance(&self) -> String {
-        match &self.not_derivable {
+        let mut text = match &self.not_derivable {
             None => format!("measured: {}", self.source),
             Some(NotDerivable { why, fallback }) => {
                 format!("not derivable: {why} ({}); uses {fallback}", self.source)
             }
+        };
+        if !self.unpinned.is_empty() {
+            let names: Vec<&str> = self.unpinned.iter().map(|floor| floor.name()).collect();
+            text.push_str(&format!(
+                "; rests on what the probe could not pin down: {}",
+                names.join(", ")
+            ));
         }
+        text
     }
 }
 
@@ -112,6 +126,8 @@ pub struct Observations {
     /// How far either side of its median each probe floor's runs landed
     /// (half their interquartile range); a floor not here did not vary.
     pub half_spread_ns: BTreeMap<Floor, f64>,
+    /// The floors whose median the probe could not pin down.
+    pub unpinned: BTreeSet<Floor>,
     /// The commands behind each input, quoted in `source`.
     pub commands: Commands,
 }
@@ -178,18 +194,20 @@ impl HostCosts {
     }
 }
 
-/// A figure entering a derivation: its value and its runs' half spread.
-#[derive(Debug, Clone, Copy)]
+/// A figure entering a derivation: its value, its runs' half spread and
+/// the probe floors it rests on.
+#[derive(Debug, Clone)]
 struct Term {
     ns: f64,
     half_spread_ns: f64,
+    floors: BTreeSet<Floor>,
 }
 
 /// `minuend` less every subtrahend, when the runs show it is a cost: the
 /// figures' spreads add up as independent errors (root of the sum of
 /// squares), and a difference no larger than that is zero for all they tell.
-fn difference(minuend: Term, subtrahends: &[Term]) -> Result<Term, Underivable> {
-    let terms = || std::iter::once(&minuend).chain(subtrahends);
+fn difference(minuend: &Term, subtrahends: &[&Term]) -> Result<Term, Underivable> {
+    let terms = || std::iter::once(minuend).chain(subtrahends.iter().copied());
     if terms().any(|term| !(term.ns.is_finite() && term.ns > 0.0)) {
         return Err(Underivable::NotMeasured);
     }
@@ -209,26 +227,33 @@ fn difference(minuend: Term, subtrahends: &[Term]) -> Result<Term, Underivable> 
         Ok(Term {
             ns: difference_ns,
             half_spread_ns: spread_ns,
+            floors: terms().flat_map(|term| term.floors.clone()).collect(),
         })
     }
 }
 
-/// The derived cost, or `fallback_ns` with why it stands in.
+/// The derived cost, naming the floors among `unpinned` it rests on, or
+/// `fallback_ns` with why it stands in.
 fn derived(
-    result: Result<Term, Underivable>,
+    result: Result<&Term, &Underivable>,
+    unpinned: &BTreeSet<Floor>,
     source: String,
     fallback_ns: f64,
     fallback: &str,
 ) -> Measured {
     match result {
-        Ok(term) => Measured::new(term.ns, source),
+        Ok(term) => Measured {
+            unpinned: term.floors.intersection(unpinned).copied().collect(),
+            ..Measured::new(term.ns, source)
+        },
         Err(why) => Measured {
             ns: fallback_ns,
             source,
             not_derivable: Some(NotDerivable {
-                why,
+                why: *why,
                 fallback: format!("{fallback_ns:.0} ns, {fallback}"),
             }),
+            unpinned: Vec::new(),
         },
     }
 }
@@ -238,14 +263,30 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
     let probe_term = |floor: Floor, ns: f64| Term {
         ns,
         half_spread_ns: obs.half_spread_ns.get(&floor).copied().unwrap_or(0.0),
+        floors: BTreeSet::from([floor]),
     };
     // The calibration runs are single runs: no spread of their own.
     let run_term = |ns: f64| Term {
         ns,
         half_spread_ns: 0.0,
+        floors: BTreeSet::new(),
+    };
+    let derive = |result: &Result<Term, Underivable>, source, fallback_ns, fallback| {
+        derived(
+            result.as_ref(),
+            &obs.unpinned,
+            source,
+            fallback_ns,
+            fallback,
+        )
+    };
+    // A floor taken as it is.
+    let floor_cost = |floor: Floor, ns: f64, source: String| {
+        derived(Ok(&probe_term(floor, ns)), &obs.unpinned, source, ns, "")
     };
     let kernel = probe_term(Floor::KernelExit, obs.kernel_exit_ns);
-    let kernel_exit = Measured::new(
+    let kernel_exit = floor_cost(
+        Floor::KernelExit,
         obs.kernel_exit_ns,
         format!("`{}`: RDMSR handled inside KVM, guest round trip", c.probe),
     );
@@ -254,9 +295,9 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
     // A self-IPI's ICR write is one in-kernel exit; the rest of its way to
     // the handler is the injection and the handler's entry (on kvm_pvm's
     // native mode a trap of its own, on VT-x part of the VM entry).
-    let irq_entry_ns = difference(probe_term(Floor::SelfIpi, obs.self_ipi_p50_ns), &[kernel]);
-    let irq_entry = derived(
-        irq_entry_ns,
+    let irq_entry_ns = difference(&probe_term(Floor::SelfIpi, obs.self_ipi_p50_ns), &[&kernel]);
+    let irq_entry = derive(
+        &irq_entry_ns,
         from_probe(
             "x2APIC self-IPI p50, send to handler entry, minus its ICR write, one in-kernel exit",
         ),
@@ -267,14 +308,15 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
     let entry = irq_entry_ns.unwrap_or(Term {
         ns: irq_entry.ns,
         half_spread_ns: 0.0,
+        floors: BTreeSet::new(),
     });
     // A round trip to a halted vCPU is its HLT exit returning (one in-kernel
     // exit), the wake-up of the sleeping vCPU thread, and the injection and
     // handler entry. (The running-vCPU round trip is no baseline: on some
     // hosts a kick reaches a running vCPU later than a wake-up reaches a
     // halted one.)
-    let hlt_wakeup = derived(
-        difference(run_term(obs.inject_halted_p50_ns), &[kernel, entry]),
+    let hlt_wakeup = derive(
+        &difference(&run_term(obs.inject_halted_p50_ns), &[&kernel, &entry]),
         format!(
             "p50 of `{}` minus one in-kernel exit and the injection and handler entry (`{}`)",
             c.inject_halted, c.probe
@@ -285,7 +327,8 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
     // The EOI and TSC-deadline MSR writes are exits KVM handles without
     // returning to the VMM: the probe times exactly that round trip.
     let in_kernel = |what: &str| {
-        Measured::new(
+        floor_cost(
+            Floor::KernelExit,
             obs.kernel_exit_ns,
             format!("{what}: one in-kernel exit (`{}`)", c.probe),
         )
@@ -293,8 +336,8 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
     // An IPI to a busy vCPU costs its sender an in-kernel exit and the host
     // IPI that kicks the target.
     let send = probe_term(Floor::IpiBusySend, obs.ipi_send_busy_ns);
-    let ipi_send = derived(
-        difference(send, &[kernel]),
+    let ipi_send = derive(
+        &difference(&send, &[&kernel]),
         from_probe("an ICR write to a busy vCPU as its sender times it, minus one in-kernel exit"),
         f64_of(did_2015.host_ns.send_ipi),
         "did-2015's host_ns.send_ipi",
@@ -304,10 +347,10 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
     // vCPU again), its EOI (one in-kernel exit) and its entry. On kvm_pvm's
     // native mode it holds the handler's IRETQ trap too. When that cannot
     // be derived the kick is taken for one in-kernel exit.
-    let external_interrupt = derived(
-        difference(
-            probe_term(Floor::IpiBusyTarget, obs.ipi_busy_target_ns),
-            &[send, kernel, entry],
+    let external_interrupt = derive(
+        &difference(
+            &probe_term(Floor::IpiBusyTarget, obs.ipi_busy_target_ns),
+            &[&send, &kernel, &entry],
         ),
         from_probe(
             "what an IPI takes from a busy vCPU (its own TSC) minus its handler's pong, EOI \
@@ -321,16 +364,16 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
     // off the target's loss. When it cannot be derived the kick is taken
     // for a userspace exit plus what a kick into KVM adds to an exit.
     let userspace = probe_term(Floor::UserspaceExit, obs.userspace_exit_ns);
-    let userspace_kick = derived(
-        difference(
-            probe_term(
+    let userspace_kick = derive(
+        &difference(
+            &probe_term(
                 Floor::UserspaceIpiBusyTarget,
                 obs.userspace_ipi_busy_target_ns,
             ),
             &[
-                probe_term(Floor::UserspaceIpiBusySend, obs.userspace_ipi_send_busy_ns),
-                userspace,
-                entry,
+                &probe_term(Floor::UserspaceIpiBusySend, obs.userspace_ipi_send_busy_ns),
+                &userspace,
+                &entry,
             ],
         ),
         from_probe(
@@ -343,10 +386,10 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
     // With dirq's LAPIC a halted vCPU's HLT exit returns to the VMM, which
     // waits for an interrupt: the round trip is that exit's return (one
     // userspace exit), the VMM's wake-up of the vCPU thread, and the entry.
-    let hlt_wakeup_userspace = derived(
-        difference(
-            run_term(obs.inject_halted_userspace_p50_ns),
-            &[userspace, entry],
+    let hlt_wakeup_userspace = derive(
+        &difference(
+            &run_term(obs.inject_halted_userspace_p50_ns),
+            &[&userspace, &entry],
         ),
         format!(
             "p50 of `{}` minus one userspace exit and the injection and handler entry (`{}`)",
@@ -358,7 +401,8 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
     let eoi_kernel = in_kernel("the x2APIC EOI MSR write is handled by KVM's LAPIC");
     let timer_program = in_kernel("the TSC-deadline MSR write is handled by KVM's LAPIC");
     HostCosts {
-        userspace_exit: Measured::new(
+        userspace_exit: floor_cost(
+            Floor::UserspaceExit,
             obs.userspace_exit_ns,
             format!(
                 "`{}`: port I/O handled by the VMM, guest round trip",
@@ -379,7 +423,8 @@ pub fn derive_costs(obs: &Observations) -> HostCosts {
         ipi_send,
         external_interrupt,
         userspace_kick,
-        eoi_userspace: Measured::new(
+        eoi_userspace: floor_cost(
+            Floor::UserspaceExit,
             obs.userspace_exit_ns,
             format!(
                 "the EOI write exits to the VMM's LAPIC model: one userspace exit (`{}`)",
@@ -545,5 +590,33 @@ mod tests {
             .hlt_wakeup
             .provenance()
             .contains("no wake-up beyond the exit and the entry"));
+    }
+
+    #[test]
+    fn a_cost_resting_on_a_floor_the_probe_could_not_pin_down_says_so() {
+        let mut obs = with_ipi_floors(7_000.0, 10_000.0, 30_000.0);
+        obs.unpinned = [Floor::IpiBusyTarget].into();
+        let costs = derive_costs(&obs);
+        assert_eq!(
+            costs.external_interrupt.unpinned,
+            vec![Floor::IpiBusyTarget]
+        );
+        assert!(
+            costs
+                .external_interrupt
+                .provenance()
+                .ends_with("could not pin down: IPI's cost to a busy target, p50"),
+            "{}",
+            costs.external_interrupt.provenance()
+        );
+        // What does not rest on it is as before.
+        assert!(costs.ipi_send.unpinned.is_empty());
+        assert!(costs.irq_entry.unpinned.is_empty());
+        obs.unpinned = [Floor::KernelExit].into();
+        let costs = derive_costs(&obs);
+        for cost in [&costs.kernel_exit, &costs.eoi_kernel, &costs.hlt_wakeup] {
+            assert_eq!(cost.unpinned, vec![Floor::KernelExit]);
+        }
+        assert!(costs.userspace_exit.unpinned.is_empty());
     }
 }

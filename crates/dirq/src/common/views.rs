@@ -254,6 +254,9 @@ pub struct RealExits {
     pub userspace_time: BTreeMap<UserspaceExit, ExitTime>,
     #[serde(default)]
     pub per_vcpu: Vec<RealVcpu>,
+    /// Seconds the vCPU threads waited for a host CPU, all together.
+    #[serde(default)]
+    pub vcpu_waited_s: f64,
 }
 
 /// One vCPU of `exits.per_vcpu`: every KVM statistic that moved, by the
@@ -301,6 +304,7 @@ impl From<&RunReport> for RealRun {
                         kvm_stats: vcpu.kvm_stats.clone().into(),
                     })
                     .collect(),
+                vcpu_waited_s: report.exits.vcpu_waited_s,
             },
             exits_per_interrupt: report.exits_per_interrupt,
             duration_s: report.duration_s,
@@ -433,6 +437,8 @@ mod tests {
             userspace_by_reason: BTreeMap::from([(UserspaceExit::Mmio, 10)]),
             userspace_time: BTreeMap::new(),
             vcpu_cpu_s: 0.5,
+            vcpu_waited_s: 0.2,
+            kicks: 3,
             per_vcpu: Vec::new(),
             outside_window: BTreeMap::new(),
         };

@@ -9,7 +9,7 @@ pub mod irq_latency;
 pub mod lapic_check;
 mod tick;
 mod vioapic;
-mod whileloop;
+pub mod whileloop;
 
 use dirq_stats::{f64_of, ratio};
 

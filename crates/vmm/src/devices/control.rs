@@ -134,7 +134,7 @@ mod tests {
 
     fn port() -> (ControlPort, Arc<RunControl>) {
         let control = Arc::new(RunControl::default());
-        let accounting = Arc::new(ExitAccounting::new(Vec::new()));
+        let accounting = Arc::new(ExitAccounting::new(Vec::new(), Default::default()));
         (ControlPort::new(control.clone(), accounting), control)
     }
 

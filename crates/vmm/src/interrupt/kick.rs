@@ -3,6 +3,7 @@
 //! just before KVM_RUN makes it return at once instead of being lost.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use kvm_bindings::kvm_run;
@@ -34,6 +35,9 @@ fn kick_signal() -> libc::c_int {
 #[derive(Default)]
 pub struct Kicker {
     threads: Mutex<Vec<Option<libc::pthread_t>>>,
+    /// Signals sent to each vCPU's thread: every one costs the thread a
+    /// handler run, and a running vCPU an exit.
+    sent: Vec<AtomicU64>,
 }
 
 impl Kicker {
@@ -42,6 +46,7 @@ impl Kicker {
             .map_err(InterruptError::KickSignal)?;
         Ok(Kicker {
             threads: Mutex::new(vec![None; vcpus]),
+            sent: (0..vcpus).map(|_| AtomicU64::new(0)).collect(),
         })
     }
 
@@ -72,7 +77,17 @@ impl Kicker {
             // (unregistered under this lock before it exits), and the
             // handler for this signal is installed.
             unsafe { libc::pthread_kill(*thread, kick_signal()) };
+            if let Some(sent) = self.sent.get(cpu) {
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
         }
+    }
+
+    /// The kicks sent to vCPU `cpu` so far.
+    pub fn sent(&self, cpu: usize) -> u64 {
+        self.sent
+            .get(cpu)
+            .map_or(0, |sent| sent.load(Ordering::Relaxed))
     }
 
     pub fn kick_all(&self) {
@@ -111,10 +126,16 @@ mod tests {
             kicker.kick(0);
             // The signal is delivered to this thread before pthread_kill returns.
             assert_eq!(run.immediate_exit, 1);
+            assert_eq!(kicker.sent(0), 1);
         }
         run.immediate_exit = 0;
         kicker.kick_all();
         assert_eq!(run.immediate_exit, 0, "kicked after unregistering");
+        assert_eq!(
+            kicker.sent(0),
+            1,
+            "a kick that reached no thread is not counted"
+        );
         assert!(kicker.threads().iter().all(Option::is_none));
     }
 }

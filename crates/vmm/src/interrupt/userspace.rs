@@ -21,7 +21,7 @@ use dirq_arch::bus;
 use dirq_arch::clock::Clock;
 use dirq_arch::interrupt::{ApicBusMessage, Interrupt};
 use dirq_arch::lapic::{
-    DeliveryMode, Lapic, LapicConfig, StartupState, MMIO_SIZE, MSR_IA32_APIC_BASE,
+    AcceptOutcome, DeliveryMode, Lapic, LapicConfig, StartupState, MMIO_SIZE, MSR_IA32_APIC_BASE,
     MSR_IA32_TSC_DEADLINE, MSR_X2APIC_FIRST, MSR_X2APIC_LAST,
 };
 use dirq_arch::msi::{MsiFormat, MsiMessage};
@@ -112,6 +112,12 @@ struct CpuApic {
     /// The vCPU sleeps in `halted` (changed only under `lapic`'s
     /// lock): waking it needs the condvar, not a kick out of KVM_RUN.
     halted: AtomicBool,
+    /// A kick went out since the vCPU last looked at its LAPIC
+    /// (`before_entry`): it will see everything latched since, so a
+    /// second kick would only force another exit. Without this, a device
+    /// raising faster than the vCPU takes interrupts queues one signal
+    /// per raise and the vCPU spends its time leaving the guest.
+    kicked: AtomicBool,
     /// The CR8 the VMM last gave KVM for this vCPU (TPR[7:4]): a
     /// different value on the next entry is the guest's own MOV to CR8.
     cr8: AtomicU8,
@@ -186,6 +192,7 @@ impl UserspaceIrqchip {
                 )),
                 wake: Condvar::new(),
                 halted: AtomicBool::new(false),
+                kicked: AtomicBool::new(false),
                 cr8: AtomicU8::new(0),
                 apic_base_in_kvm: AtomicU64::new(u64::MAX),
             })
@@ -256,7 +263,9 @@ impl UserspaceIrqchip {
     /// Puts `interrupt` on the APIC bus: every LAPIC it addresses latches it
     /// and its vCPU is woken (halted) or kicked out of KVM_RUN (running).
     /// `sender` is the vCPU whose own run loop is delivering, if any: it
-    /// injects before its next entry without a kick.
+    /// injects before its next entry without a kick. An edge that finds
+    /// its IRR bit set is absorbed (SDM 10.8.4: one pending instance per
+    /// vector) and needs no kick: the vCPU was told when the bit was set.
     pub fn deliver(
         &self,
         interrupt: Interrupt,
@@ -289,21 +298,32 @@ impl UserspaceIrqchip {
                 DeliveryMode::Init => lapic.receive_init(),
                 DeliveryMode::StartUp => lapic.receive_sipi(interrupt.vector),
                 _ => {
-                    lapic.accept(interrupt.vector, interrupt.trigger_mode);
+                    if lapic.accept(interrupt.vector, interrupt.trigger_mode)
+                        != AcceptOutcome::Latched
+                    {
+                        continue;
+                    }
                 }
             }
-            self.wake(cpu, &self.cpus[cpu], sender);
+            self.wake(cpu, &self.cpus[cpu], lapic, sender);
         }
         Ok(())
     }
 
-    /// Gets a newly pending interrupt seen: a halted vCPU is woken, a
-    /// running one kicked out of KVM_RUN, unless it is `sender`, which
-    /// injects before its next entry anyway. Call with `apic.lapic` locked.
-    fn wake(&self, cpu: usize, apic: &CpuApic, sender: Option<usize>) {
+    /// Gets new work on `lapic` seen: a halted vCPU is woken, a running
+    /// one kicked out of KVM_RUN, unless it is `sender`, which injects
+    /// before its next entry anyway, or was kicked already. Nothing is
+    /// done for an interrupt the LAPIC holds back (a higher or equal class
+    /// in service, or the TPR): only an EOI or a TPR write lets it in,
+    /// and both exit to this VMM, whose next entry injects it.
+    /// `lapic` is `apic.lapic`, locked.
+    fn wake(&self, cpu: usize, apic: &CpuApic, lapic: &Lapic, sender: Option<usize>) {
+        if !has_work(lapic) {
+            return;
+        }
         if apic.halted.load(Ordering::Relaxed) {
             apic.wake.notify_all();
-        } else if sender != Some(cpu) {
+        } else if sender != Some(cpu) && !apic.kicked.swap(true, Ordering::SeqCst) {
             self.kicker.kick(cpu);
         }
     }
@@ -331,6 +351,13 @@ impl UserspaceIrqchip {
             Some(ApicBusMessage::Eoi(vector)) => self.ioapic.end_of_interrupt(vector),
             None => Ok(()),
         }
+    }
+
+    /// `cpu` is about to read its LAPIC before an entry: a raise that
+    /// latches after this kicks it again, one before it is injected then.
+    fn rearm_kick(&self, cpu: usize) -> Result<(), InterruptError> {
+        self.cpu(cpu)?.kicked.store(false, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Holds `cpu` while it waits for SIPI (SDM 8.4.1) and starts it in
@@ -445,7 +472,7 @@ impl UserspaceIrqchip {
             for (cpu, apic) in self.cpus.iter().enumerate() {
                 let mut lapic = lock(&apic.lapic);
                 if lapic.expire_timer(&self.clock) {
-                    self.wake(cpu, apic, None);
+                    self.wake(cpu, apic, &lapic, None);
                 }
             }
         }
@@ -562,6 +589,7 @@ impl InterruptController for UserspaceIrqchip {
         vcpu: &mut VcpuFd,
         control: &RunControl,
     ) -> Result<(), InterruptError> {
+        self.rearm_kick(cpu)?;
         if !self.start_if_waiting(cpu, vcpu, control)? {
             // Stopped while waiting for SIPI: KVM_RUN returns at once.
             vcpu.set_kvm_immediate_exit(1);
@@ -773,6 +801,44 @@ mod tests {
                 acknowledged: None
             })
         ));
+    }
+
+    #[test]
+    fn a_running_vcpu_is_kicked_once_per_entry_however_often_its_device_raises() {
+        let kicker = Arc::new(Kicker::new(2).expect("signal handler installs"));
+        let clock = GuestTscClock::new(0, 0, 1_000_000);
+        let chip = UserspaceIrqchip::new(2, APIC_TIMER_HZ, clock, kicker.clone(), 46)
+            .expect("valid LAPIC config");
+        let mmio = LapicMmio(chip.clone());
+        mmio.write(0, DEFAULT_MMIO_BASE + APIC_SVR, &SVR_ENABLED.to_le_bytes())
+            .expect("SVR write");
+        // This thread stands in for vCPU 0's, running in the guest.
+        let mut run = kvm_bindings::kvm_run::default();
+        let _running = kicker.register(0, &mut run);
+        let msi = msi_sink(&chip, 0);
+        for _ in 0..100 {
+            msi.raise().expect("MSI decodes");
+        }
+        // The first edge latched and kicked; the rest found IRR set.
+        assert_eq!(kicker.sent(0), 1);
+        chip.rearm_kick(0).expect("vCPU 0 exists");
+        chip.acknowledge(0, VECTOR).expect("injected");
+        for _ in 0..100 {
+            msi.raise().expect("MSI decodes");
+        }
+        // Latched behind the one in service: only its EOI lets it in, and
+        // that EOI exits to the VMM, which injects it on the next entry.
+        assert_eq!(kicker.sent(0), 1);
+        mmio.write(0, DEFAULT_MMIO_BASE + APIC_EOI, &0u32.to_le_bytes())
+            .expect("EOI write");
+        chip.rearm_kick(0).expect("vCPU 0 exists");
+        chip.acknowledge(0, VECTOR).expect("injected");
+        chip.rearm_kick(0).expect("vCPU 0 exists");
+        mmio.write(0, DEFAULT_MMIO_BASE + APIC_EOI, &0u32.to_le_bytes())
+            .expect("EOI write");
+        // Nothing pending, the vCPU back in the guest: the next edge kicks.
+        msi.raise().expect("MSI decodes");
+        assert_eq!(kicker.sent(0), 2);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use dirq_stats::f64_of;
-use dirq_vmm::exits::VmxExit;
+use dirq_vmm::exits::{KvmStat, VmxExit};
 use serde::Serialize;
 
 use crate::common::real::RealCase;
@@ -23,6 +23,10 @@ const SATURATED_HANDLED_SHARE: f64 = 0.95;
 /// The VMM's time per interrupt below which it explains nothing (the
 /// in-kernel paths' only userspace exits are the bench's control port).
 const VMM_TIME_WORTH_NAMING_NS: f64 = 500.0;
+
+/// The vCPU threads' wait for a host CPU per handled interrupt below which
+/// it explains nothing.
+const HOST_WAIT_WORTH_NAMING_NS: f64 = 1_000.0;
 
 /// A miss and what the counters say about it.
 #[derive(Debug, Clone, Serialize)]
@@ -48,6 +52,8 @@ struct Load {
     raised_per_s: Option<f64>,
     handled_per_s: f64,
     vmm_ns_per_interrupt: Option<f64>,
+    /// The vCPU threads' wait for a host CPU per handled interrupt.
+    host_wait_ns_per_interrupt: Option<f64>,
 }
 
 impl Load {
@@ -60,11 +66,31 @@ impl Load {
             (r.run.interrupts > 0 && !time.is_empty())
                 .then(|| f64_of(total_ns) / f64_of(r.run.interrupts))
         });
+        let host_wait = case.spread(|r| {
+            (r.run.interrupts > 0)
+                .then(|| r.run.exits.vcpu_waited_s * 1e9 / f64_of(r.run.interrupts))
+        });
         Some(Load {
             raised_per_s: raised.map(|spread| spread.median),
             handled_per_s: handled.median,
             vmm_ns_per_interrupt: vmm.map(|spread| spread.median),
+            host_wait_ns_per_interrupt: host_wait.map(|spread| spread.median),
         })
+    }
+
+    /// The vCPU threads' wait for a host CPU, where it is worth naming: a
+    /// cost of the host's other work that neither the probe's floors nor
+    /// the twin hold.
+    fn host_wait(&self) -> Option<String> {
+        let wait_ns = self
+            .host_wait_ns_per_interrupt
+            .filter(|&ns| ns >= HOST_WAIT_WORTH_NAMING_NS)?;
+        Some(format!(
+            "the vCPU threads waited {:.1} us per handled interrupt for a host CPU (runnable, \
+             not running: the host's other work), a cost neither the probe's floors nor the \
+             twin charge",
+            wait_ns / 1e3
+        ))
     }
 
     /// The VMM's own time per handled interrupt, where it is worth naming.
@@ -119,6 +145,39 @@ fn measured_by_reason(case: &RealCase) -> BTreeMap<VmxExit, f64> {
         .into_iter()
         .map(|(reason, count)| (reason, f64_of(count) / f64_of(interrupts)))
         .collect()
+}
+
+/// How the real run's halted vCPUs woke, per handled interrupt, from KVM's
+/// halt counters (over all vCPUs and repeats): the wake-up path the twin
+/// charges one fixed cost for. None where no HLT exited.
+fn wake_path(case: &RealCase) -> Option<String> {
+    let interrupts: u64 = case.repeats.iter().map(|r| r.run.interrupts).sum();
+    let total = |stat: KvmStat| -> u64 {
+        case.repeats
+            .iter()
+            .map(|r| r.run.exits.by_reason.get(&stat).copied().unwrap_or(0))
+            .sum()
+    };
+    let halts = total(KvmStat::HaltExits);
+    if interrupts == 0 || halts == 0 {
+        return None;
+    }
+    let per = |count: u64| f64_of(count) / f64_of(interrupts);
+    let slept = total(KvmStat::HaltWakeup);
+    let mean_sleep_us = f64_of(total(KvmStat::HaltWaitNs)) / f64_of(slept.max(1)) / 1e3;
+    Some(format!(
+        "per handled interrupt {:.2} HLT exits: {:.2} ended in a halt poll that caught the \
+         wake-up ({:.1} us polling each), {:.2} slept and were woken ({:.1} us asleep each), \
+         {:.2} polled in vain first",
+        per(halts),
+        per(total(KvmStat::HaltSuccessfulPoll)),
+        f64_of(total(KvmStat::HaltPollSuccessNs))
+            / f64_of(total(KvmStat::HaltSuccessfulPoll).max(1))
+            / 1e3,
+        per(slept),
+        mean_sleep_us,
+        per(total(KvmStat::HaltAttemptedPoll).saturating_sub(total(KvmStat::HaltSuccessfulPoll))),
+    ))
 }
 
 /// Why `comparison` (a miss of `case` against its twin, which predicted
@@ -178,14 +237,20 @@ pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) 
             by_reason(&predicted.exits_per_interrupt_by_reason)
         )),
         Metric::LostPerInterruptNs => why.extend(load.as_ref().and_then(Load::vmm_time)),
-        Metric::LatencyP50Ns | Metric::HostCpuCores => {}
+        Metric::LatencyP50Ns => why.extend(wake_path(case)),
+        Metric::HostCpuCores => {}
     }
+    why.extend(load.as_ref().and_then(Load::host_wait));
     let explained = !why.is_empty();
     if !explained {
-        why.push(
-            "cause unknown: nothing this report reads off the run and its twin explains it yet"
-                .into(),
-        );
+        // The counters agree with the twin's: what differs is the time
+        // each event takes, which the twin takes from the probe's floors.
+        why.push(format!(
+            "per handled interrupt, measured {}; the twin {}: the same events, so the time \
+             per event differs from what the probe's floors give the twin",
+            by_reason(&measured_by_reason(case)),
+            by_reason(&predicted.exits_per_interrupt_by_reason)
+        ));
     }
     MissExplained {
         configuration: comparison.configuration.clone(),
@@ -296,5 +361,32 @@ mod tests {
         );
         let share = explain(&case, &twin(10_000), &miss(Metric::TimeInGuest, 0.01, 0.0));
         assert!(share.why.contains("noise"), "{}", share.why);
+    }
+
+    #[test]
+    fn every_miss_names_a_cost_and_a_host_wait_is_named_where_it_is_paid() {
+        let mut case = whileloop_case(10_000, 10_000, 0.5);
+        let quiet = explain(&case, &twin(10_000), &miss(Metric::LatencyP50Ns, 9.0, 16.0)).why;
+        assert!(!quiet.contains("no cause"), "{quiet}");
+        assert!(quiet.contains("the same events"), "{quiet}");
+        // 0.05 s waited over 10,000 interrupts: 5 us each.
+        case.repeats[0].run.exits.vcpu_waited_s = 0.05;
+        let (halts, polled, slept) = (
+            KvmStat::HaltExits,
+            KvmStat::HaltSuccessfulPoll,
+            KvmStat::HaltWakeup,
+        );
+        case.repeats[0].run.exits.by_reason =
+            BTreeMap::from([(halts, 10_000), (polled, 7_500), (slept, 2_500)]);
+        let busy = explain(&case, &twin(10_000), &miss(Metric::LatencyP50Ns, 9.0, 16.0)).why;
+        assert!(
+            busy.contains("waited 5.0 us per handled interrupt"),
+            "{busy}"
+        );
+        assert!(
+            busy.contains("1.00 HLT exits: 0.75 ended in a halt poll")
+                && busy.contains("0.25 slept"),
+            "{busy}"
+        );
     }
 }
