@@ -310,47 +310,48 @@ fn savings(vm: &ObservedVm, record: &Record) -> Grid {
     savings_table(&vm.what_if, f64_of(exits), timed_by_floors(vm, record))
 }
 
-/// One VM's tables.
-fn vm_text(vm: &ObservedVm, record: &Record, top: usize) -> String {
+/// What a VM's tables are of: the VM, where its statistics came from and
+/// its exit count.
+pub fn vm_heading(vm: &ObservedVm) -> Vec<String> {
     let seen = &vm.seen;
-    let mut text = String::new();
-    let _ = writeln!(
-        text,
-        "VM {} ({}), {} vCPUs, watched {:.2} s{}",
-        seen.vm,
-        seen.vmm,
-        seen.vcpus,
-        seen.observed_s,
-        if seen.ended {
-            " (the VMM ended: what was seen until then)"
-        } else {
-            ""
-        }
-    );
     let statistics = match &seen.statistics {
         StatsOrigin::VmmStatsFds => "the VMM's own KVM statistics fds (per vCPU)".to_string(),
         StatsOrigin::Debugfs(dir) => format!("debugfs {}", dir.display()),
         StatsOrigin::Unavailable(why) => format!("unavailable: {why}"),
     };
-    let _ = writeln!(text, "statistics: {statistics}");
-    let per_s = |count: u64| f64_of(count) / seen.observed_s.max(1e-9);
-    match seen.exits {
-        Some(exits) => {
-            let _ = writeln!(
-                text,
+    vec![
+        format!(
+            "VM {} ({}), {} vCPUs, watched {:.2} s{}",
+            seen.vm,
+            seen.vmm,
+            seen.vcpus,
+            seen.observed_s,
+            if seen.ended {
+                " (the VMM ended: what was seen until then)"
+            } else {
+                ""
+            }
+        ),
+        format!("statistics: {statistics}"),
+        match seen.exits {
+            Some(exits) => format!(
                 "exits {exits} ({:.0}/s), {} traced events",
-                per_s(exits),
+                per_s(vm, exits),
                 seen.traced_events
-            );
-        }
-        None => {
-            let _ = writeln!(
-                text,
+            ),
+            None => format!(
                 "exits: not counted (no statistics, no kvm_exit); {} traced events",
                 seen.traced_events
-            );
-        }
-    }
+            ),
+        },
+    ]
+}
+
+/// One VM's tables.
+fn vm_text(vm: &ObservedVm, record: &Record, top: usize) -> String {
+    let seen = &vm.seen;
+    let mut text = vm_heading(vm).join("\n");
+    text.push('\n');
     text.push('\n');
     for grid in exit_tables(vm) {
         let _ = writeln!(text, "{}", grid.text());
