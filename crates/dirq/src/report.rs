@@ -68,6 +68,10 @@ pub struct Args {
     /// puts them side by side on three interrupt paths.
     #[arg(long, value_parser = GuestExec::from_str)]
     pub guest_exec: Option<GuestExec>,
+    /// A VM watched by `dirq observe --record FILE`: its tables, hot spots and
+    /// what-if go beside dirq's own runs (repeat for several).
+    #[arg(long, value_name = "FILE")]
+    pub observation: Vec<PathBuf>,
     /// Tiny counts for the test suite: proves the pipeline, not the numbers.
     #[arg(long, hide = true, conflicts_with = "quick")]
     pub smoke: bool,
@@ -105,6 +109,13 @@ pub fn execute(args: Args) -> Result<()> {
     ] {
         crate::output::check_writable(&path)?;
     }
+
+    // Read before any work: a bad record is the user's to fix first.
+    let observations = args
+        .observation
+        .iter()
+        .map(|path| Ok((path.clone(), crate::observe::replay(path)?)))
+        .collect::<Result<Vec<_>, crate::observe::Error>>()?;
 
     let mut steps = Steps::new();
     let kvm = if args.sim_only {
@@ -162,6 +173,13 @@ pub fn execute(args: Args) -> Result<()> {
         studies: studies.as_ref(),
         simulated: &simulated,
     }));
+    if !observations.is_empty() {
+        let records: Vec<_> = observations.iter().map(|(_, record)| record).collect();
+        insert_raw(&mut report, "observations", &records);
+        report
+            .sections
+            .push(present::observed::observed_section(&observations));
+    }
     present::page::in_page_order(&mut report.sections);
     let host = meta::Host::this(guest_exec.clone());
     report.kvm.backend = kvm_backend(&host, real.probe.as_ref()).map(String::from);

@@ -146,8 +146,21 @@ fn run_watched(bench: &[&str]) -> Option<(Value, Value)> {
         .stderr(Stdio::piped())
         .spawn()
         .expect("dirq run starts");
-    let observed = observe(&child, &[]);
+    let record = std::env::temp_dir().join(format!(
+        "dirq-observe-record-{}-{}.json",
+        std::process::id(),
+        bench[0]
+    ));
+    let observed = observe(&child, &["--record", record.to_str().unwrap()]);
     let output = child.wait_with_output().expect("dirq run ends");
+    if let Some(observed) = &observed {
+        // The record reads back as what was printed.
+        let replayed = run(&["observe", "--replay", record.to_str().unwrap(), "--json"]);
+        assert!(replayed.status.success(), "{}", stderr(&replayed));
+        let replayed: Value = serde_json::from_slice(&replayed.stdout).expect("replayed JSON");
+        assert_eq!(replayed["vms"], observed["vms"]);
+        std::fs::remove_file(&record).unwrap();
+    }
     assert!(
         output.status.success(),
         "dirq run {bench:?}: {}",

@@ -2,8 +2,8 @@
 //! it: its exits by reason and cause, the guest instructions behind them,
 //! its interrupts and halts, and what each design would save it.
 
-mod record;
-mod text;
+pub mod record;
+pub mod text;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

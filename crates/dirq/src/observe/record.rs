@@ -40,6 +40,7 @@ pub struct ObservedVm {
     #[serde(flatten)]
     pub seen: VmObservation,
     /// Hot spots' names from the guest's symbol map, by RIP.
+    #[serde(deserialize_with = "dirq_vmm::observe::numeric_keys::deserialize")]
     pub symbols: BTreeMap<u64, String>,
     pub symbol_fit: Option<SymbolFit>,
     /// Per design: the exits it removes and the CPU time that gives back.

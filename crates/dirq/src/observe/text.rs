@@ -35,9 +35,41 @@ fn span(ns: u64) -> String {
     }
 }
 
+/// One of a VM's tables, as text cells: the terminal and the report draw
+/// the same rows.
+pub struct Grid {
+    pub title: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Grid {
+    fn new(title: impl Into<String>, columns: &[&str]) -> Grid {
+        Grid {
+            title: title.into(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn add_row(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    /// The grid as a terminal table under its title.
+    fn text(&self) -> String {
+        let columns: Vec<&str> = self.columns.iter().map(String::as_str).collect();
+        let mut table = text_table(&columns);
+        for row in &self.rows {
+            table.add_row(row.clone());
+        }
+        format!("{}:\n{table}", self.title)
+    }
+}
+
 /// `perf kvm stat report`'s table.
-fn exit_table(rows: &[ExitTableRow]) -> String {
-    let mut table = text_table(&PERF_KVM_STAT_COLUMNS);
+fn exit_table(title: String, rows: &[ExitTableRow]) -> Grid {
+    let mut table = Grid::new(title, &PERF_KVM_STAT_COLUMNS);
     let samples: u64 = rows.iter().map(|row| row.samples).sum();
     let time_ns: u64 = rows
         .iter()
@@ -69,7 +101,7 @@ fn exit_table(rows: &[ExitTableRow]) -> String {
             avg,
         ]);
     }
-    table.to_string()
+    table
 }
 
 fn table_note(source: TableSource) -> &'static str {
@@ -83,15 +115,18 @@ fn table_note(source: TableSource) -> &'static str {
     }
 }
 
-fn savings_table(savings: &[Saving], exits: f64, timed_by_floors: bool) -> String {
-    let mut table = text_table(&[
-        "design",
-        "exits removed/s",
-        "of all exits",
-        "CPU us/s back",
-        "undecided",
-        "removes",
-    ]);
+fn savings_table(savings: &[Saving], exits: f64, timed_by_floors: bool) -> Grid {
+    let mut table = Grid::new(
+        "what each design would save this VM (the simulator's design tables on every traced exit)",
+        &[
+            "design",
+            "exits removed/s",
+            "of all exits",
+            "CPU us/s back",
+            "undecided",
+            "removes",
+        ],
+    );
     for saving in savings {
         let undecided: Vec<String> = saving
             .undecided
@@ -125,93 +160,76 @@ fn savings_table(savings: &[Saving], exits: f64, timed_by_floors: bool) -> Strin
             },
         ]);
     }
-    table.to_string()
+    table
 }
 
-/// One VM's tables.
-fn vm_text(vm: &ObservedVm, record: &Record, top: usize) -> String {
+/// Every table of one VM, in the order the terminal shows them.
+pub fn vm_grids(vm: &ObservedVm, record: &Record, top: usize) -> Vec<Grid> {
+    let mut grids = exit_tables(vm);
+    grids.extend(causes_table(vm));
+    grids.extend(hot_spots_table(vm, top));
+    grids.extend(interrupts_table(vm));
+    grids.push(savings(vm, record));
+    grids
+}
+
+/// The VM's perf-kvm-stat table, then each vCPU's where it has several.
+fn exit_tables(vm: &ObservedVm) -> Vec<Grid> {
     let seen = &vm.seen;
-    let mut text = String::new();
-    let _ = writeln!(
-        text,
-        "VM {} ({}), {} vCPUs, watched {:.2} s{}",
-        seen.vm,
-        seen.vmm,
-        seen.vcpus,
-        seen.observed_s,
-        if seen.ended {
-            " (the VMM ended: what was seen until then)"
-        } else {
-            ""
-        }
-    );
-    let statistics = match &seen.statistics {
-        StatsOrigin::VmmStatsFds => "the VMM's own KVM statistics fds (per vCPU)".to_string(),
-        StatsOrigin::Debugfs(dir) => format!("debugfs {}", dir.display()),
-        StatsOrigin::Unavailable(why) => format!("unavailable: {why}"),
-    };
-    let _ = writeln!(text, "statistics: {statistics}");
-    let per_s = |count: u64| f64_of(count) / seen.observed_s.max(1e-9);
-    match seen.exits {
-        Some(exits) => {
-            let _ = writeln!(
-                text,
-                "exits {exits} ({:.0}/s), {} traced events",
-                per_s(exits),
-                seen.traced_events
-            );
-        }
-        None => {
-            let _ = writeln!(
-                text,
-                "exits: not counted (no statistics, no kvm_exit); {} traced events",
-                seen.traced_events
-            );
-        }
-    }
-    let _ = writeln!(
-        text,
-        "\nexits ({}):\n{}",
-        table_note(seen.exit_table_source),
-        exit_table(&seen.exit_table)
-    );
+    let mut grids = vec![exit_table(
+        format!("exits ({})", table_note(seen.exit_table_source)),
+        &seen.exit_table,
+    )];
     if seen.vcpu_exit_tables.len() > 1 {
         for (vcpu, rows) in &seen.vcpu_exit_tables {
-            let _ = writeln!(text, "{vcpu}:\n{}", exit_table(rows));
+            grids.push(exit_table(vcpu.to_string(), rows));
         }
     }
+    grids
+}
 
-    let classes = seen.classes();
-    if !classes.is_empty() {
-        let traced: u64 = classes.values().map(|tally| tally.count).sum();
-        let mut table = text_table(&["cause", "exits", "/s", "share", "to VMM", "avg time"]);
-        let mut rows: Vec<_> = classes.into_iter().collect();
-        rows.sort_by_key(|(_, tally)| std::cmp::Reverse(tally.count));
-        for (class, tally) in rows {
-            table.add_row(vec![
-                class.to_string(),
-                tally.count.to_string(),
-                format!("{:.0}", per_s(tally.count)),
-                percent(f64_of(tally.count), f64_of(traced)),
-                tally.to_userspace.to_string(),
-                tally
-                    .time
-                    .total_ns
-                    .checked_div(tally.time.samples)
-                    .map_or_else(|| "-".into(), us),
-            ]);
-        }
-        let _ = writeln!(text, "exits by cause (the traced ones):\n{table}");
+fn per_s(vm: &ObservedVm, count: u64) -> f64 {
+    f64_of(count) / vm.seen.observed_s.max(1e-9)
+}
+
+fn causes_table(vm: &ObservedVm) -> Option<Grid> {
+    let classes = vm.seen.classes();
+    if classes.is_empty() {
+        return None;
     }
+    let traced: u64 = classes.values().map(|tally| tally.count).sum();
+    let mut table = Grid::new(
+        "exits by cause (the traced ones)",
+        &["cause", "exits", "/s", "share", "to VMM", "avg time"],
+    );
+    let mut rows: Vec<_> = classes.into_iter().collect();
+    rows.sort_by_key(|(_, tally)| std::cmp::Reverse(tally.count));
+    for (class, tally) in rows {
+        table.add_row(vec![
+            class.to_string(),
+            tally.count.to_string(),
+            format!("{:.0}", per_s(vm, tally.count)),
+            percent(f64_of(tally.count), f64_of(traced)),
+            tally.to_userspace.to_string(),
+            tally
+                .time
+                .total_ns
+                .checked_div(tally.time.samples)
+                .map_or_else(|| "-".into(), us),
+        ]);
+    }
+    Some(table)
+}
 
-    if !seen.hot_spots.is_empty() {
-        let traced: u64 = seen
-            .hot_spots
-            .iter()
-            .map(|spot| spot.exits)
-            .sum::<u64>()
-            .max(1);
-        let mut table = text_table(&[
+fn hot_spots_table(vm: &ObservedVm, top: usize) -> Option<Grid> {
+    let spots = &vm.seen.hot_spots;
+    if spots.is_empty() {
+        return None;
+    }
+    let traced: u64 = spots.iter().map(|spot| spot.exits).sum::<u64>().max(1);
+    let mut table = Grid::new(
+        "hot spots (guest instructions by exits)",
+        &[
             "guest RIP",
             "symbol",
             "exits",
@@ -219,58 +237,139 @@ fn vm_text(vm: &ObservedVm, record: &Record, top: usize) -> String {
             "time",
             "instruction",
             "causes",
+        ],
+    );
+    for spot in spots.iter().take(top) {
+        let causes: Vec<String> = spot
+            .classes
+            .iter()
+            .map(|(class, n)| format!("{class} {n}"))
+            .collect();
+        table.add_row(vec![
+            format!("{:#x}", spot.rip),
+            vm.symbols
+                .get(&spot.rip)
+                .cloned()
+                .unwrap_or_else(|| "-".into()),
+            spot.exits.to_string(),
+            percent(f64_of(spot.exits), f64_of(traced)),
+            if spot.time.samples > 0 {
+                us(spot.time.total_ns)
+            } else {
+                "-".into()
+            },
+            spot.instruction.clone().unwrap_or_else(|| "-".into()),
+            causes.join(", "),
         ]);
-        for spot in seen.hot_spots.iter().take(top) {
-            let causes: Vec<String> = spot
-                .classes
-                .iter()
-                .map(|(class, n)| format!("{class} {n}"))
-                .collect();
-            table.add_row(vec![
-                format!("{:#x}", spot.rip),
-                vm.symbols
-                    .get(&spot.rip)
-                    .cloned()
-                    .unwrap_or_else(|| "-".into()),
-                spot.exits.to_string(),
-                percent(f64_of(spot.exits), f64_of(traced)),
-                if spot.time.samples > 0 {
-                    us(spot.time.total_ns)
-                } else {
-                    "-".into()
-                },
-                spot.instruction.clone().unwrap_or_else(|| "-".into()),
-                causes.join(", "),
-            ]);
-        }
-        let _ = writeln!(text, "hot spots (guest instructions by exits):\n{table}");
+    }
+    Some(table)
+}
+
+fn interrupts_table(vm: &ObservedVm) -> Option<Grid> {
+    if vm.seen.interrupts.is_empty() {
+        return None;
+    }
+    let mut table = Grid::new(
+        "interrupts by vector",
+        &[
+            "vector", "source", "accepted", "/s", "level", "injected", "EOIs", "PV EOIs",
+        ],
+    );
+    for row in &vm.seen.interrupts {
+        let sources: Vec<String> = row
+            .sources
+            .iter()
+            .map(|(source, n)| format!("{} {n}", kebab(source)))
+            .collect();
+        table.add_row(vec![
+            format!("{:#04x}", row.vector),
+            sources.join(", "),
+            row.accepted.to_string(),
+            format!("{:.0}", row.per_s),
+            row.level_triggered.to_string(),
+            row.injected.to_string(),
+            row.eois.to_string(),
+            row.pv_eois.to_string(),
+        ]);
+    }
+    Some(table)
+}
+
+/// Whether untraced exits were timed by the probe's floors (marked `*`).
+fn timed_by_floors(vm: &ObservedVm, record: &Record) -> bool {
+    record.costs.is_some()
+        && vm
+            .seen
+            .causes
+            .iter()
+            .any(|row| row.time.samples < row.count)
+}
+
+fn savings(vm: &ObservedVm, record: &Record) -> Grid {
+    let exits = vm.seen.exits.unwrap_or_else(|| classes_total(vm));
+    savings_table(&vm.what_if, f64_of(exits), timed_by_floors(vm, record))
+}
+
+/// What a VM's tables are of: the VM, where its statistics came from and
+/// its exit count.
+pub fn vm_heading(vm: &ObservedVm) -> Vec<String> {
+    let seen = &vm.seen;
+    let statistics = match &seen.statistics {
+        StatsOrigin::VmmStatsFds => "the VMM's own KVM statistics fds (per vCPU)".to_string(),
+        StatsOrigin::Debugfs(dir) => format!("debugfs {}", dir.display()),
+        StatsOrigin::Unavailable(why) => format!("unavailable: {why}"),
+    };
+    vec![
+        format!(
+            "VM {} ({}), {} vCPUs, watched {:.2} s{}",
+            seen.vm,
+            seen.vmm,
+            seen.vcpus,
+            seen.observed_s,
+            if seen.ended {
+                " (the VMM ended: what was seen until then)"
+            } else {
+                ""
+            }
+        ),
+        format!("statistics: {statistics}"),
+        match seen.exits {
+            Some(exits) => format!(
+                "exits {exits} ({:.0}/s), {} traced events",
+                per_s(vm, exits),
+                seen.traced_events
+            ),
+            None => format!(
+                "exits: not counted (no statistics, no kvm_exit); {} traced events",
+                seen.traced_events
+            ),
+        },
+    ]
+}
+
+/// One VM's tables.
+fn vm_text(vm: &ObservedVm, record: &Record, top: usize) -> String {
+    let seen = &vm.seen;
+    let mut text = vm_heading(vm).join("\n");
+    text.push('\n');
+    text.push('\n');
+    for grid in exit_tables(vm) {
+        let _ = writeln!(text, "{}", grid.text());
+    }
+
+    if let Some(grid) = causes_table(vm) {
+        let _ = writeln!(text, "{}", grid.text());
+    }
+
+    if let Some(grid) = hot_spots_table(vm, top) {
+        let _ = writeln!(text, "{}", grid.text());
         if let Some(warning) = vm.symbol_fit.as_ref().and_then(|fit| fit.warning()) {
             let _ = writeln!(text, "WARNING: {warning}\n");
         }
     }
 
-    if !seen.interrupts.is_empty() {
-        let mut table = text_table(&[
-            "vector", "source", "accepted", "/s", "level", "injected", "EOIs", "PV EOIs",
-        ]);
-        for row in &seen.interrupts {
-            let sources: Vec<String> = row
-                .sources
-                .iter()
-                .map(|(source, n)| format!("{} {n}", kebab(source)))
-                .collect();
-            table.add_row(vec![
-                format!("{:#04x}", row.vector),
-                sources.join(", "),
-                row.accepted.to_string(),
-                format!("{:.0}", row.per_s),
-                row.level_triggered.to_string(),
-                row.injected.to_string(),
-                row.eois.to_string(),
-                row.pv_eois.to_string(),
-            ]);
-        }
-        let _ = writeln!(text, "interrupts by vector:\n{table}");
+    if let Some(grid) = interrupts_table(vm) {
+        let _ = writeln!(text, "{}", grid.text());
     }
     if seen.eois_with_none_in_service > 0 {
         let _ = writeln!(
@@ -308,10 +407,8 @@ fn vm_text(vm: &ObservedVm, record: &Record, top: usize) -> String {
         text.push('\n');
     }
 
-    let exits = seen.exits.unwrap_or_else(|| classes_total(vm));
-    let floors =
-        record.costs.is_some() && seen.causes.iter().any(|row| row.time.samples < row.count);
-    let _ = writeln!(text, "what each design would save this VM (the simulator's design tables on every traced exit):\n{}", savings_table(&vm.what_if, f64_of(exits), floors));
+    let floors = timed_by_floors(vm, record);
+    let _ = writeln!(text, "{}", savings(vm, record).text());
     match &record.costs {
         Some(costs) if floors => {
             let _ = writeln!(

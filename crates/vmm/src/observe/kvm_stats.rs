@@ -29,6 +29,7 @@ pub enum StatsOrigin {
 /// summed over the VM.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Readings {
+    #[serde(deserialize_with = "super::numeric_keys::deserialize")]
     pub per_vcpu: BTreeMap<u32, Counters>,
     pub vm: Counters,
 }

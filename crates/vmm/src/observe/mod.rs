@@ -495,6 +495,31 @@ fn seconds(ns: u64) -> f64 {
     dirq_stats::f64_of(ns) / 1e9
 }
 
+/// Reads back a map keyed by a number, where it sits under
+/// `#[serde(flatten)]`: serde then hands JSON's string keys over as
+/// strings, not as the number they spell.
+pub mod numeric_keys {
+    use std::collections::BTreeMap;
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D, K, V>(deserializer: D) -> Result<BTreeMap<K, V>, D::Error>
+    where
+        D: Deserializer<'de>,
+        K: FromStr + Ord,
+        K::Err: Display,
+        V: Deserialize<'de>,
+    {
+        BTreeMap::<String, V>::deserialize(deserializer)?
+            .into_iter()
+            .map(|(key, value)| Ok((key.parse().map_err(D::Error::custom)?, value)))
+            .collect()
+    }
+}
+
 /// An observation of one or more VMs: `dirq observe --json`'s body and
 /// the record file the report reads back.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

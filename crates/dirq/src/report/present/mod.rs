@@ -11,6 +11,7 @@ pub mod figures;
 pub mod host;
 pub mod html;
 pub mod model;
+pub mod observed;
 pub mod page;
 pub mod real;
 pub mod real_trace;

@@ -12,6 +12,8 @@ use crate::report::present::data::Section;
 pub enum Part {
     Conclusions,
     Real,
+    /// VMs watched by `dirq observe`, beside dirq's own runs.
+    Observed,
     ModelVsReality,
     Pivots,
     Extrapolation,
@@ -26,9 +28,10 @@ pub enum Part {
 }
 
 impl Part {
-    pub const PAGE: [Part; 12] = [
+    pub const PAGE: [Part; 13] = [
         Part::Conclusions,
         Part::Real,
+        Part::Observed,
         Part::ModelVsReality,
         Part::Pivots,
         Part::Extrapolation,
@@ -47,6 +50,7 @@ impl Part {
         match self {
             Part::Conclusions => "conclusions",
             Part::Real => "real",
+            Part::Observed => "observed",
             Part::ModelVsReality => "model-vs-reality",
             Part::Pivots => "pivots",
             Part::Extrapolation => "extrapolation",
