@@ -423,6 +423,40 @@ mod tests {
     }
 
     #[test]
+    fn a_pv_eoi_run_is_compared_with_a_twin_that_skips_its_eoi_only_where_kvm_flagged() {
+        let mut case = timer_case(3.0);
+        case.config.common.pv_eoi = true;
+        let predicted = |host_flags_pv_eoi| {
+            let twins = run_twins(
+                std::slice::from_ref(&case),
+                &CostProfile::did_2015(),
+                &host_costs(),
+                host_flags_pv_eoi,
+                1,
+                &ProgressBar::hidden(),
+            );
+            let checks = check(
+                std::slice::from_ref(&case),
+                &twins,
+                ExitStatistic::EveryExit,
+            );
+            assert!(checks.unmodelled.is_empty());
+            checks
+                .comparisons
+                .iter()
+                .find(|c| c.metric == Metric::ExitsPerInterrupt)
+                .map(|c| c.predicted)
+                .expect("exits compared")
+        };
+        // HLT, EOI and the TSC-deadline write where KVM never set the
+        // flag; the EOI skipped (completed at the next HLT) where it did.
+        let never = predicted(false);
+        assert!((never - 3.0).abs() < 0.05, "{never}");
+        let flagged = predicted(true);
+        assert!((flagged - 2.0).abs() < 0.05, "{flagged}");
+    }
+
+    #[test]
     fn on_kvm_pvm_the_twin_counts_what_the_execution_mode_traps() {
         let checks_with = |statistic, irqchip| {
             let mut case = timer_case(1.0);
