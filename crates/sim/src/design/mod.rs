@@ -8,7 +8,8 @@
 //! one more [`DesignKind`]. The tables cover what this host's KVM
 //! configurations differ in: a userspace irqchip is vanilla's table with
 //! costlier exits, irqfd is a [`VirtualSignal`], halt polling the
-//! scenario's `idle = "halt-poll"`. docs/mechanisms.md describes each
+//! scenario's `idle = "halt-poll"`, KVM's PV EOI vanilla's [`PvEoi`] with
+//! the scenario's `pv_eoi`. docs/mechanisms.md describes each
 //! design.
 
 mod apicv;
