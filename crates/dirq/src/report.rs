@@ -330,6 +330,15 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         return half;
     }
     report.sections.push(real::real_section(&half.cases));
+    let host_flags_pv_eoi = half.cases.iter().any(|case| {
+        case.repeats.iter().any(|repeat| {
+            repeat
+                .run
+                .results
+                .pv_eoi_skips()
+                .is_some_and(|skips| skips > 0)
+        })
+    });
     let inputs = real_trace::TraceInputs {
         host: [
             half.probe.as_ref().and_then(|p| p.backend.clone()),
@@ -343,6 +352,7 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
             .calibration
             .as_ref()
             .map(|c| (&c.host.profile, &c.costs, PROFILE_FILE)),
+        host_flags_pv_eoi,
         seed,
     };
     let traced = plan::traced_count(&half.cases);
@@ -365,21 +375,13 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         );
         return half;
     };
-    let pv_eoi_waives = half.cases.iter().any(|case| {
-        case.repeats.iter().any(|repeat| {
-            repeat
-                .run
-                .results
-                .pv_eoi_skips()
-                .is_some_and(|skips| skips > 0)
-        })
-    });
-    let statistic = ExitStatistic::of_host(half.probe.as_ref(), pv_eoi_waives);
+    let statistic = ExitStatistic::of_host(half.probe.as_ref());
     let twins = steps.run(Step::ModelChecks, half.cases.len() as u64, |bar| {
         twins::run_twins(
             &half.cases,
             &calibration.host.profile,
             &calibration.costs,
+            host_flags_pv_eoi,
             seed,
             bar,
         )

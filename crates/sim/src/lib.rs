@@ -264,6 +264,7 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
             timer_irqs_in_host_mode: spec
                 .has_guest_timer()
                 .then_some(counters.timer_irqs_in_host_mode),
+            pv_eoi_skips: (!spec.group.pv_eoi.is_off()).then_some(counters.pv_eoi_skips),
             ..machine.workload_figures()
         },
         interrupts: InterruptCounts {

@@ -208,6 +208,10 @@ pub struct WorkloadFigures {
     /// mode (runs with a guest timer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timer_irqs_in_host_mode: Option<u64>,
+    /// Guest EOIs KVM's PV EOI let the guest skip (runs whose guest uses
+    /// PV EOI).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pv_eoi_skips: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

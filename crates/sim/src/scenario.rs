@@ -48,7 +48,7 @@ pub use figure::{FigureKind, ScenarioFigure};
 pub use network::{MAX_CLIENTS, MAX_ITR_US, MAX_MESSAGE_BYTES, MAX_NAPI_WEIGHT, MAX_QOS_MS};
 pub use sweep::Sweep;
 pub use topology::IpiTarget;
-pub use workload::{IdleMode, IpiMode, QueueOwners, Transport, WorkloadKind};
+pub use workload::{IdleMode, IpiMode, PvEoiSetting, QueueOwners, Transport, WorkloadKind};
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {
@@ -217,6 +217,9 @@ pub struct RunGroup {
     /// Payload bytes per message (netperf-rr, udp-rr, netperf's writes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_bytes: Option<u64>,
+    /// Whether the guest uses KVM's PV EOI.
+    #[serde(default, skip_serializing_if = "PvEoiSetting::is_off")]
+    pub pv_eoi: PvEoiSetting,
     /// The guest's NAPI weight, instead of the profile's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub napi_weight: Option<u32>,
@@ -383,6 +386,7 @@ impl RunGroup {
             target: IpiTarget::default(),
             level: None,
             message_bytes: None,
+            pv_eoi: PvEoiSetting::Off,
             napi_weight: None,
             itr_us: None,
             compute_cycles_per_byte: None,

@@ -580,3 +580,71 @@ fn posting_removes_the_device_exit_and_ipiv_the_icr_exit() {
         assert_clean(run);
     }
 }
+
+/// One virtio udp-rx run at 5,000/s with a halting guest, under `design`,
+/// with the guest's PV EOI `setting`.
+fn pv_eoi_run(design: &str, setting: &str) -> RunResult {
+    let body = format!(
+        r#"
+        duration_ms = 50
+        [[runs]]
+        workload = "udp-rx"
+        designs = ["{design}"]
+        transport = "pv"
+        rates_pps = [5000]
+        idle = "halt"
+        napi_weight = 1
+        pv_eoi = "{setting}"
+    "#
+    );
+    run_quiet(&body).runs.remove(0)
+}
+
+#[test]
+fn vanillas_pv_eoi_skips_every_lone_eoi_unless_the_host_never_flags_it() {
+    let off = pv_eoi_run("vanilla", "off");
+    let on = pv_eoi_run("vanilla", "on");
+    let never = pv_eoi_run("vanilla", "never-flagged");
+    for run in [&off, &on, &never] {
+        assert_clean(run);
+    }
+    let handled = off.interrupts.handled;
+    assert!(handled > 100, "{handled}");
+    assert_eq!(off.figures.pv_eoi_skips, None);
+    // Each interrupt is alone in service and edge-triggered: its EOI is
+    // skipped and completed at the HLT exit that follows.
+    assert!(on.interrupts.handled > 100);
+    assert_eq!(on.figures.pv_eoi_skips, Some(on.interrupts.handled));
+    assert_eq!(
+        off.exits_by_reason_per_s.get(&VmxExit::MsrWrite),
+        Some(&(f64_of(handled) / 0.05))
+    );
+    assert_eq!(
+        on.exits_by_reason_per_s
+            .get(&VmxExit::MsrWrite)
+            .copied()
+            .unwrap_or(0.0),
+        0.0
+    );
+    // A host that never sets the flag: no skips, the run without PV EOI.
+    assert_eq!(never.figures.pv_eoi_skips, Some(0));
+    let without_figures = |run: &RunResult| RunResult {
+        wall_s: 0.0,
+        figures: Default::default(),
+        ..run.clone()
+    };
+    assert_eq!(without_figures(&never), without_figures(&off));
+}
+
+#[test]
+fn pv_eoi_waives_nothing_where_kvm_does_not_emulate_the_lapic() {
+    for design in ["apicv", "did"] {
+        let on = pv_eoi_run(design, "on");
+        assert_eq!(on.figures.pv_eoi_skips, Some(0), "{design}");
+        let off = pv_eoi_run(design, "off");
+        assert_eq!(
+            on.exits_by_reason_per_s, off.exits_by_reason_per_s,
+            "{design}"
+        );
+    }
+}

@@ -5,7 +5,7 @@
 
 use super::{
     msrs, Design, DesignKind, GuestTimer, HostInterrupts, HostTick, Injection, IpiSender, IrteRule,
-    Posting, Preemption, VirtualSignal, VmcsControls,
+    Posting, Preemption, PvEoi, VirtualSignal, VmcsControls,
 };
 
 pub const BARE: Design = Design {
@@ -29,4 +29,5 @@ pub const BARE: Design = Design {
     preemption: Preemption::Anytime,
     posting: Posting::Software,
     ipi_sender: IpiSender::Bitmap,
+    pv_eoi: PvEoi::Unavailable,
 };

@@ -14,7 +14,7 @@
 
 use super::{
     msrs, Design, DesignKind, GuestTimer, HostInterrupts, HostTick, Injection, IpiSender, IrteRule,
-    Posting, Preemption, VirtualSignal, VmcsControls,
+    Posting, Preemption, PvEoi, VirtualSignal, VmcsControls,
 };
 
 pub const DID: Design = Design {
@@ -33,6 +33,7 @@ pub const DID: Design = Design {
     preemption: Preemption::AfterGuestHandlers,
     posting: Posting::Software,
     ipi_sender: IpiSender::Bitmap,
+    pv_eoi: PvEoi::Unavailable,
 };
 
 pub const NAIVE_DIRECT_EOI: Design = Design {

@@ -9,7 +9,7 @@
 
 use super::{
     msrs, Design, DesignKind, GuestTimer, HostInterrupts, HostTick, Injection, InjectionMode,
-    IpiSender, IrteRule, Posting, Preemption, VirtualSignal, VmcsControls,
+    IpiSender, IrteRule, Posting, Preemption, PvEoi, VirtualSignal, VmcsControls,
 };
 
 /// ELI's VMCS: physical interrupts through the guest IDT, the shadow IDT,
@@ -37,6 +37,7 @@ pub const ELI: Design = Design {
     preemption: Preemption::AfterGuestHandlers,
     posting: Posting::Software,
     ipi_sender: IpiSender::Bitmap,
+    pv_eoi: PvEoi::Unavailable,
 };
 
 pub const ELI_DELIVERY: Design = Design {

@@ -8,7 +8,8 @@
 //! one more [`DesignKind`]. The tables cover what this host's KVM
 //! configurations differ in: a userspace irqchip is vanilla's table with
 //! costlier exits, irqfd is a [`VirtualSignal`], halt polling the
-//! scenario's `idle = "halt-poll"`. docs/mechanisms.md describes each
+//! scenario's `idle = "halt-poll"`, KVM's PV EOI vanilla's [`PvEoi`] with
+//! the scenario's `pv_eoi`. docs/mechanisms.md describes each
 //! design.
 
 mod apicv;
@@ -29,6 +30,7 @@ pub use mechanism::ipi_sender::IpiSender;
 pub use mechanism::irte::{IrteRule, VfRoute};
 pub use mechanism::posting::Posting;
 pub use mechanism::preemption::Preemption;
+pub use mechanism::pv_eoi::PvEoi;
 pub use mechanism::signal::VirtualSignal;
 pub use mechanism::timer::GuestTimer;
 pub use mechanism::vmcs::VmcsControls;
@@ -122,6 +124,9 @@ pub struct Design {
     pub posting: Posting,
     /// Whether a guest's ICR write exits.
     pub ipi_sender: IpiSender,
+    /// Whether the host can waive the EOI of a guest that uses KVM's PV
+    /// EOI (the run's `pv_eoi` says whether it does).
+    pub pv_eoi: PvEoi,
 }
 
 /// The x2APIC EOI, TMICT and ICR MSRs.

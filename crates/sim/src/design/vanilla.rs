@@ -4,7 +4,7 @@
 
 use super::{
     Design, DesignKind, GuestTimer, HostInterrupts, HostTick, Injection, IpiSender, IrteRule,
-    Posting, Preemption, VirtualSignal, VmcsControls,
+    Posting, Preemption, PvEoi, VirtualSignal, VmcsControls,
 };
 
 pub const VANILLA: Design = Design {
@@ -19,4 +19,5 @@ pub const VANILLA: Design = Design {
     preemption: Preemption::Anytime,
     posting: Posting::Software,
     ipi_sender: IpiSender::Bitmap,
+    pv_eoi: PvEoi::SoftwareLapic,
 };

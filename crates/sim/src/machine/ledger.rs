@@ -20,6 +20,8 @@ pub(crate) struct Counters {
     pub events: u64,
     /// Guest timer expiries that found their core in host mode.
     pub timer_irqs_in_host_mode: u64,
+    /// Guest EOIs PV EOI skipped.
+    pub pv_eoi_skips: u64,
 }
 
 impl Counters {

@@ -130,6 +130,29 @@ pub enum IdleMode {
     HaltPoll,
 }
 
+/// Whether the guest uses KVM's PV EOI (`dirq run --pv-eoi`;
+/// docs/mechanisms.md section 8). Only a design whose LAPIC KVM emulates
+/// can waive an EOI (`design::mechanism::pv_eoi`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PvEoiSetting {
+    /// Every EOI is written.
+    #[default]
+    Off,
+    /// The guest enabled PV EOI and KVM sets its flag as Linux's KVM does.
+    On,
+    /// The guest enabled PV EOI and the host never sets the flag (a host
+    /// whose real PV EOI runs skip no EOI, as kvm_pvm's): every EOI is
+    /// written.
+    NeverFlagged,
+}
+
+impl PvEoiSetting {
+    pub fn is_off(&self) -> bool {
+        *self == PvEoiSetting::Off
+    }
+}
+
 /// Which vCPUs of a VM own a receive queue pair (an SR-IOV VF queue with
 /// its own MSI-X vector and IRTE, and a virtio queue) and a guest timer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

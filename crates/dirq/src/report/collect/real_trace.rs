@@ -291,6 +291,8 @@ pub struct TraceInputs<'a> {
     /// The calibrated profile and costs the twins run with, and the
     /// profile's file name; none without a calibration (no twins).
     pub twins: Option<(&'a CostProfile, &'a HostCosts, &'a str)>,
+    /// Some real PV EOI run on this host skipped an EOI.
+    pub host_flags_pv_eoi: bool,
     pub seed: u64,
 }
 
@@ -323,7 +325,8 @@ fn write_one(dir: &Path, case: &RealCase, inputs: &TraceInputs) -> Result<Writte
     );
     let twins = match inputs.twins {
         Some((profile, costs, file)) => {
-            match twins::trace_twins(case, profile, costs, inputs.seed, TWIN_TRACE_MS)? {
+            let flags = inputs.host_flags_pv_eoi;
+            match twins::trace_twins(case, profile, costs, flags, inputs.seed, TWIN_TRACE_MS)? {
                 Ok(twins) => {
                     events.extend(twin_processes(&twins, file));
                     Twins::Traced

@@ -8,7 +8,8 @@
 use anyhow::{Context, Result};
 use dirq_sim::design::DesignKind;
 use dirq_sim::scenario::{
-    HostShape, IdleMode, IpiMode, RunGroup, Scenario, Transport, WorkloadKind, MAX_IPI_RATE_PER_S,
+    HostShape, IdleMode, IpiMode, PvEoiSetting, RunGroup, Scenario, Transport, WorkloadKind,
+    MAX_IPI_RATE_PER_S,
 };
 use dirq_sim::CostProfile;
 use dirq_stats::round_u64;
@@ -30,8 +31,6 @@ pub const TWIN_DURATION_MS: u64 = 500;
 /// Why a real run has no simulated twin.
 #[derive(Debug, thiserror::Error)]
 pub enum NoTwin {
-    #[error("PV EOI: the simulator has no PV EOI mechanism")]
-    PvEoi,
     #[error("no simulated workload of this shape")]
     Shape,
 }
@@ -85,14 +84,27 @@ fn idle_mode(case: &RealCase) -> IdleMode {
     }
 }
 
-/// The simulated twin of a real run, or why there is none.
-fn twin(case: &RealCase, base: &CostProfile, costs: &HostCosts) -> Result<Twin, NoTwin> {
-    let config = &case.config;
-    if config.common.pv_eoi {
-        return Err(NoTwin::PvEoi);
+/// Whether the real run's guest used KVM's PV EOI, and whether this host
+/// ever set its flag (`host_flags_pv_eoi`: some real PV EOI run skipped
+/// an EOI). A host that never did gets a twin that skips none.
+fn pv_eoi_setting(config: &BenchConfig, host_flags_pv_eoi: bool) -> PvEoiSetting {
+    match (config.common.pv_eoi, host_flags_pv_eoi) {
+        (false, _) => PvEoiSetting::Off,
+        (true, true) => PvEoiSetting::On,
+        (true, false) => PvEoiSetting::NeverFlagged,
     }
+}
+
+/// The simulated twin of a real run, or why there is none.
+fn twin(
+    case: &RealCase,
+    base: &CostProfile,
+    costs: &HostCosts,
+    host_flags_pv_eoi: bool,
+) -> Result<Twin, NoTwin> {
+    let config = &case.config;
     let idle = idle_mode(case);
-    let group = match &config.params {
+    let mut group = match &config.params {
         // The device thread's MSIs are virtual-device interrupts: a backend
         // on another core kicks the vCPU, as virtio does.
         BenchParams::IrqLatency(params) if params.rate_hz > 0 => {
@@ -126,6 +138,7 @@ fn twin(case: &RealCase, base: &CostProfile, costs: &HostCosts) -> Result<Twin, 
         BenchParams::Whileloop(params) => device_events(WorkloadKind::Whileloop, params.rate_hz),
         _ => return Err(NoTwin::Shape),
     };
+    group.pv_eoi = pv_eoi_setting(config, host_flags_pv_eoi);
     Ok(Twin {
         group,
         profile: path_profile(base, costs, config),
@@ -195,10 +208,11 @@ pub fn trace_twins(
     case: &RealCase,
     base: &CostProfile,
     costs: &HostCosts,
+    host_flags_pv_eoi: bool,
     seed: u64,
     duration_ms: u64,
 ) -> Result<Result<serde_json::Value, NoTwin>> {
-    let twin = match twin(case, base, costs) {
+    let twin = match twin(case, base, costs, host_flags_pv_eoi) {
         Ok(twin) => twin,
         Err(why) => return Ok(Err(why)),
     };
@@ -240,11 +254,14 @@ pub enum CaseTwin {
 
 /// Runs each real case's twin under vanilla and, where it stands for KVM's
 /// in-kernel LAPIC, under the extrapolated designs; one entry per case,
-/// in order. `bar` advances once per real case.
+/// in order. `host_flags_pv_eoi`: some real run with PV EOI had an EOI
+/// skipped (KVM set the flag on this host). `bar` advances once per real
+/// case.
 pub fn run_twins(
     cases: &[RealCase],
     base: &CostProfile,
     costs: &HostCosts,
+    host_flags_pv_eoi: bool,
     seed: u64,
     bar: &ProgressBar,
 ) -> Vec<CaseTwin> {
@@ -255,10 +272,15 @@ pub fn run_twins(
         .iter()
         .map(|case| {
             crate::common::progress::working_on(bar, case.configuration_name());
-            let outcome = match twin(case, base, costs) {
+            let outcome = match twin(case, base, costs, host_flags_pv_eoi) {
                 Err(reason) => CaseTwin::Unmodelled(reason),
                 Ok(twin) => {
-                    let key = (twin.group.clone(), twin.profile.host_ns.halt_poll);
+                    // The extrapolated designs have no PV EOI to waive.
+                    let group = RunGroup {
+                        pv_eoi: PvEoiSetting::Off,
+                        ..twin.group.clone()
+                    };
+                    let key = (group, twin.profile.host_ns.halt_poll);
                     let extrapolate = case.config.common.irqchip == Irqchip::Kernel
                         && !extrapolated.contains(&key);
                     if extrapolate {
@@ -299,6 +321,7 @@ mod tests {
             &case(config(Bench::IrqLatency, Irqchip::Kernel)),
             &base,
             &costs,
+            false,
         )
         .expect("irq-latency has a twin");
         assert_eq!(irq.group.workload, WorkloadKind::UdpRx);
@@ -307,11 +330,11 @@ mod tests {
 
         let timer = config(Bench::TimerLatency, Irqchip::Userspace);
         assert!(
-            matches!(twin(&case(timer), &base, &costs), Err(NoTwin::Shape)),
+            matches!(twin(&case(timer), &base, &costs, false), Err(NoTwin::Shape)),
             "only 1 kHz timers have a twin"
         );
         let timer = cyclictest(Irqchip::Userspace);
-        let timer_twin = twin(&case(timer), &base, &costs).expect("1 kHz timer has a twin");
+        let timer_twin = twin(&case(timer), &base, &costs, false).expect("1 kHz timer has a twin");
         assert_eq!(timer_twin.group.workload, WorkloadKind::Cyclictest);
         // The userspace irqchip serves every interrupt-controller exit in the VMM.
         assert_eq!(timer_twin.profile.exit_service_ns.eoi_write, 10_000);
@@ -319,13 +342,23 @@ mod tests {
 
         let mut ipi = config(Bench::Ipi, Irqchip::Kernel);
         ipi.common.halt = HaltMode::Poll { ns: 50_000 };
-        let ipi_twin = twin(&case(ipi), &base, &costs).expect("ipi has a twin");
+        let ipi_twin = twin(&case(ipi), &base, &costs, false).expect("ipi has a twin");
         assert_eq!(ipi_twin.group.idle, IdleMode::HaltPoll);
         assert_eq!(ipi_twin.profile.host_ns.halt_poll, 50_000);
 
+        // PV EOI runs have twins: skipping EOIs where this host's KVM set
+        // the flag in some real run, and none where it never did.
         let mut pv = config(Bench::IrqLatency, Irqchip::Kernel);
         pv.common.pv_eoi = true;
-        assert!(matches!(twin(&case(pv), &base, &costs), Err(NoTwin::PvEoi)));
+        for (flags, setting) in [
+            (true, PvEoiSetting::On),
+            (false, PvEoiSetting::NeverFlagged),
+        ] {
+            let pv_twin = twin(&case(pv.clone()), &base, &costs, flags).expect("PV EOI twin");
+            assert_eq!(pv_twin.group.pv_eoi, setting);
+            assert_eq!(pv_twin.group.rates_pps, irq.group.rates_pps);
+        }
+        assert_eq!(irq.group.pv_eoi, PvEoiSetting::Off);
     }
 
     #[test]
@@ -357,7 +390,7 @@ mod tests {
             ),
         ];
         for (config, group) in cases {
-            let twin = twin(&case(config), &base, &costs).expect("has a twin");
+            let twin = twin(&case(config), &base, &costs, false).expect("has a twin");
             let text = format!(
                 "name = \"twin\"\ndescription = \"simulated twin of a real run\"\n\
                  duration_ms = {TWIN_DURATION_MS}\n[[runs]]\ndesigns = [\"did\"]\n{group}"
@@ -376,14 +409,14 @@ mod tests {
         let costs = host_costs();
         let mut config = config(Bench::Ipi, Irqchip::Kernel);
         config.common.halt = HaltMode::None;
-        let in_guest = twin(&case(config.clone()), &base, &costs).expect("ipi has a twin");
+        let in_guest = twin(&case(config.clone()), &base, &costs, false).expect("ipi has a twin");
         assert_eq!(in_guest.group.idle, IdleMode::Poll);
         let pinged = BenchResult::Ipi(IpiResult {
             handled: IpisByVcpu(vec![3000, 3000]),
             ..IpiResult::default()
         });
         let trapped = case_with(config, serde_json::json!({"HLT": 3000}), &pinged);
-        let trapped = twin(&trapped, &base, &costs).expect("ipi has a twin");
+        let trapped = twin(&trapped, &base, &costs, false).expect("ipi has a twin");
         assert_eq!(trapped.group.idle, IdleMode::HaltPoll);
         assert_eq!(trapped.profile.host_ns.halt_poll, base.host_ns.halt_poll);
         assert_eq!(trapped.group.ipi_rate_per_s, 3000);
@@ -398,6 +431,7 @@ mod tests {
             &case(config(Bench::Whileloop, Irqchip::Userspace)),
             &CostProfile::did_2015(),
             &obs_costs,
+            false,
         )
         .expect("whileloop has a twin");
         assert_eq!(userspace.profile.exit_service_ns.external_interrupt, 40_000);
@@ -408,6 +442,7 @@ mod tests {
             &case(config(Bench::Whileloop, Irqchip::Kernel)),
             &CostProfile::did_2015(),
             &obs_costs,
+            false,
         )
         .expect("whileloop has a twin");
         assert_eq!(

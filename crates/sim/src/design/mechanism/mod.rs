@@ -16,6 +16,7 @@
 //! | `preemption.rs`     | `preemption`            | when a time slice may end                       |
 //! | `posting.rs`        | `posting`               | what a post by the IOMMU or a CPU does          |
 //! | `ipi_sender.rs`     | `ipi_sender`            | whether a guest's ICR write exits               |
+//! | `pv_eoi.rs`         | `pv_eoi`                | whether a PV EOI guest's EOI may be skipped     |
 
 pub mod host_interrupt;
 pub mod host_tick;
@@ -24,6 +25,7 @@ pub mod ipi_sender;
 pub mod irte;
 pub mod posting;
 pub mod preemption;
+pub mod pv_eoi;
 pub mod signal;
 pub mod timer;
 pub mod vmcs;

@@ -57,7 +57,10 @@ impl Hypervisor {
         };
         self.set_mode(core, Mode::Guest, now, ledger);
         self.cores[core].free_host_irqs = 0;
-        Some((vcpu, self.vcpus[vcpu].injection.entered()))
+        let v = &mut self.vcpus[vcpu];
+        let injected = v.injection.entered();
+        v.pv_eoi.entering(&v.hw.vlapic, injected);
+        Some((vcpu, injected))
     }
 
     /// A VM exit on the vCPU's core at `now` (its guest's step already
@@ -77,6 +80,11 @@ impl Hypervisor {
         // The listed cost is the mean; this exit's own is drawn around it.
         let service_ns = self.exit_times.draw(service_ns, rng);
         ledger.counters.exits[reason.index()] += 1;
+        // KVM completes the EOI a PV EOI guest skipped since the entry.
+        let v = &mut self.vcpus[vcpu];
+        if let Some(vector) = v.pv_eoi.exited(&mut v.hw.vlapic) {
+            ledger.instant(core, now, "pv-eoi", vector);
+        }
         self.set_mode(core, Mode::Host, now, ledger);
         // After the guest slice closes: the trace names the host slice
         // that starts now after the exit.

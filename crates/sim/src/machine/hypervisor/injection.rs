@@ -5,6 +5,7 @@ use dirq_arch::lapic::Lapic;
 use dirq_arch::vmcs::MsrWriteAction;
 
 use super::{Hypervisor, Mode, NmiMessage, VcpuState};
+use crate::design::mechanism::pv_eoi::GuestEoiWrite;
 use crate::design::mechanism::signal::{Signal, Whereabouts};
 use crate::design::msrs;
 use crate::machine::effects::{Effect, Effects};
@@ -114,9 +115,17 @@ impl Hypervisor {
         ledger: &mut Ledger,
         fx: &mut Effects,
     ) {
-        let completed = match self.vcpus[vcpu].hw.vmcs.msr_write(msrs::EOI) {
+        let v = &mut self.vcpus[vcpu];
+        if v.pv_eoi.guest_eoi() == GuestEoiWrite::Skipped {
+            // KVM completes it at the next exit: what it will complete.
+            ledger.counters.pv_eoi_skips += 1;
+            ledger.checker.eoi(believed, v.hw.vlapic.isr().highest());
+            return;
+        }
+        let completed = match v.hw.vmcs.msr_write(msrs::EOI) {
             MsrWriteAction::Exit => {
                 let completed = self.emulate_eoi(vcpu, lapic);
+                self.vcpus[vcpu].pv_eoi.eoi_emulated();
                 // ELI's last virtual EOI switches back to direct mode.
                 let switch_ns = self
                     .design

@@ -33,6 +33,7 @@ use super::{
     POSTED_NOTIFICATION_VECTOR,
 };
 use crate::design::mechanism::injection::InjectionState;
+use crate::design::mechanism::pv_eoi::PvEoiState;
 use crate::design::mechanism::timer::TimerState;
 use crate::design::mechanism::VcpuHardware;
 use crate::design::Design;
@@ -120,6 +121,8 @@ struct VirtCpu {
     injection: InjectionState,
     /// The design's timer state for this vCPU.
     timer: TimerState,
+    /// Its guest's PV EOI flag, as the design keeps it.
+    pv_eoi: PvEoiState,
     state: VcpuState,
     halt_requested: bool,
 }
@@ -200,6 +203,7 @@ impl Hypervisor {
                     },
                     injection: InjectionState::default(),
                     timer: TimerState::default(),
+                    pv_eoi: design.pv_eoi.state(spec.group.pv_eoi),
                     state: VcpuState::Runnable,
                     halt_requested: false,
                 }
