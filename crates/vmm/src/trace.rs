@@ -223,7 +223,7 @@ mod tests {
     #[test]
     fn tracks_keep_their_cap_and_count_the_rest() {
         // No vCPU stats fd: acknowledgements record no KVM statistics.
-        let accounting = Arc::new(ExitAccounting::new(Vec::new()));
+        let accounting = Arc::new(ExitAccounting::new(Vec::new(), Default::default()));
         let recorder = Arc::new(TraceRecorder::new(2, Tracing { cap: 3 }, accounting));
         let now = Instant::now();
         for _ in 0..5 {
