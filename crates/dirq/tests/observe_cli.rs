@@ -343,9 +343,18 @@ fn ipi_and_io_batch_are_seen_from_outside_as_dirq_counts_them() {
     );
     // Each of the command's port writes is its own hot spot, each a VMM exit.
     let spots = vm["hot_spots"].as_array().expect("hot spots");
+    // On kvm_pvm the hot spots come from kvm_emulate_insn: a record the
+    // kernel could not store (said, by tracepoint) is a hot spot's exit short.
+    let lost = ["kvm_exit", "kvm_emulate_insn"]
+        .iter()
+        .map(|t| number(&observed["sources"]["lost_by_tracepoint"][*t]))
+        .sum::<f64>();
     let commands = spots
         .iter()
-        .filter(|spot| number(&spot["exits"]) == 20_000.0)
+        .filter(|spot| {
+            let exits = number(&spot["exits"]);
+            exits <= 20_000.0 && exits + lost >= 20_000.0
+        })
         .count();
     assert!(
         commands >= 10,
