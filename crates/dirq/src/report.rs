@@ -329,7 +329,10 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
     if half.cases.is_empty() {
         return half;
     }
-    report.sections.push(real::real_section(&half.cases));
+    report.sections.push(real::real_section(
+        &half.cases,
+        half.probe.as_ref().map(|probe| &probe.floors),
+    ));
     let host_flags_pv_eoi = half.cases.iter().any(|case| {
         case.repeats.iter().any(|repeat| {
             repeat

@@ -488,7 +488,7 @@ impl Machine {
     fn dispatch(&mut self, event: Event, fx: &mut Effects) {
         let now = self.now;
         match event {
-            Event::PacketArrival { pair, ring } => self.platform.poisson_arrival(
+            Event::PacketArrival { pair, ring } => self.platform.source_arrival(
                 pair as usize,
                 ring,
                 now,

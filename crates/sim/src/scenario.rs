@@ -48,7 +48,9 @@ pub use figure::{FigureKind, ScenarioFigure};
 pub use network::{MAX_CLIENTS, MAX_ITR_US, MAX_MESSAGE_BYTES, MAX_NAPI_WEIGHT, MAX_QOS_MS};
 pub use sweep::Sweep;
 pub use topology::IpiTarget;
-pub use workload::{IdleMode, IpiMode, PvEoiSetting, QueueOwners, Transport, WorkloadKind};
+pub use workload::{
+    Arrivals, IdleMode, IpiMode, PvEoiSetting, QueueOwners, Transport, WorkloadKind,
+};
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {
@@ -184,6 +186,9 @@ pub struct RunGroup {
     /// `transport = "both"`).
     #[serde(default)]
     pub rates_pps: Vec<u64>,
+    /// How the packets of `rates_pps` are spaced.
+    #[serde(default, skip_serializing_if = "Arrivals::is_poisson")]
+    pub arrivals: Arrivals,
     #[serde(default)]
     pub transport: Transport,
     #[serde(default)]
@@ -301,6 +306,9 @@ impl RunSpec {
         params.insert("workload".into(), self.workload.name().into());
         if let Some(rate) = self.rate_pps {
             params.insert("rate_pps".into(), rate.into());
+            if !self.group.arrivals.is_poisson() {
+                params.insert("arrivals".into(), enum_name(&self.group.arrivals));
+            }
         }
         if self.workload.is_network() {
             params.insert("transport".into(), enum_name(&self.group.transport));
@@ -374,6 +382,7 @@ impl RunGroup {
             workload,
             designs,
             rates_pps: Vec::new(),
+            arrivals: Arrivals::default(),
             transport: Transport::default(),
             idle: IdleMode::default(),
             ipi_mode: IpiMode::default(),

@@ -74,6 +74,34 @@ fn lowering_napis_weight_raises_the_interrupt_rate() {
 }
 
 #[test]
+fn a_paced_source_below_capacity_has_each_frame_handled_by_its_own_interrupt() {
+    // One frame every 200 us, each handled in far less: a paced source
+    // never finds the last interrupt still pending, so nothing merges; a
+    // Poisson source at the same rate sends some frames back to back.
+    let handled = |arrivals: &str| {
+        one(
+            100,
+            &format!(
+                r#"
+                [[runs]]
+                workload = "whileloop"
+                designs = ["vanilla"]
+                transport = "pv"
+                rates_pps = [5000]
+                napi_weight = 1
+                arrivals = "{arrivals}"
+            "#
+            ),
+        )
+        .interrupts
+        .handled
+    };
+    let paced = handled("paced");
+    assert!((499..=500).contains(&paced), "{paced} of 500 frames");
+    assert!(handled("poisson") < paced);
+}
+
+#[test]
 fn a_closed_loop_servers_rate_never_exceeds_its_cpu_budget() {
     let run = one(
         20,

@@ -15,7 +15,7 @@ use dirq_sim::{Invariant, RunResult, ScenarioResult};
 use dirq_stats::{f64_of, ratio, LatencySummary};
 use dirq_vmm::exits::ExitTime;
 use dirq_vmm::exits::{KvmStat, UserspaceExit, VmxExit};
-use dirq_vmm::report::{BenchResult, Bucket, RunReport};
+use dirq_vmm::report::{BenchResult, Bucket, RunReport, Target};
 
 use crate::common::format::compact_number;
 
@@ -284,6 +284,10 @@ pub struct RealRun {
     /// `latency_ns.histogram`, taken from the typed report by whoever ran it.
     #[serde(skip)]
     pub latency_histogram: Vec<Bucket>,
+    /// irq-latency: whether its interrupts found the vCPU busy or halted,
+    /// and the probe's floor for that state.
+    #[serde(default)]
+    pub target: Option<Target>,
 }
 
 impl From<&RunReport> for RealRun {
@@ -314,6 +318,7 @@ impl From<&RunReport> for RealRun {
                 .as_ref()
                 .map(|latency| latency.histogram.clone())
                 .unwrap_or_default(),
+            target: report.target,
         }
     }
 }

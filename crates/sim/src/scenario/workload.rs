@@ -3,7 +3,10 @@
 
 use dirq_arch::interrupt::{DeliveryMode, Destination};
 use dirq_arch::lapic::x2apic_icr;
+use dirq_stats::round_u64;
 use serde::{Deserialize, Serialize};
+
+use crate::rng::Rng;
 
 /// The workloads the simulator knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +153,33 @@ pub enum PvEoiSetting {
 impl PvEoiSetting {
     pub fn is_off(&self) -> bool {
         *self == PvEoiSetting::Off
+    }
+}
+
+/// How a packet source spaces the frames of udp-rx and whileloop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arrivals {
+    /// Exponential gaps: many independent senders, as a NIC's traffic.
+    #[default]
+    Poisson,
+    /// One gap of 1/rate after another: a single paced sender, as the
+    /// device thread of `dirq run whileloop` and `irq-latency`.
+    Paced,
+}
+
+impl Arrivals {
+    pub fn is_poisson(&self) -> bool {
+        *self == Arrivals::Poisson
+    }
+
+    /// The gap before a source at `rate_per_s` sends its next frame.
+    pub fn gap_ns(self, rate_per_s: f64, rng: &mut Rng) -> u64 {
+        let mean_ns = 1e9 / rate_per_s;
+        match self {
+            Arrivals::Poisson => rng.exponential_ns(mean_ns),
+            Arrivals::Paced => round_u64(mean_ns).max(1),
+        }
     }
 }
 

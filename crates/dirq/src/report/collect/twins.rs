@@ -8,8 +8,8 @@
 use anyhow::{Context, Result};
 use dirq_sim::design::DesignKind;
 use dirq_sim::scenario::{
-    HostShape, IdleMode, IpiMode, PvEoiSetting, RunGroup, Scenario, Transport, WorkloadKind,
-    MAX_IPI_RATE_PER_S,
+    Arrivals, HostShape, IdleMode, IpiMode, PvEoiSetting, RunGroup, Scenario, Transport,
+    WorkloadKind, MAX_IPI_RATE_PER_S,
 };
 use dirq_sim::CostProfile;
 use dirq_stats::round_u64;
@@ -149,10 +149,14 @@ fn twin(
 /// second, each its own interrupt. dirq's guest handles one event per
 /// interrupt and never polls for more, so its NAPI weight is 1 (a guest
 /// NAPI of 64 would take several events per interrupt and raise fewer).
+/// The thread paces its raises 1/`rate_hz` apart, so the twin's source is
+/// paced too: a Poisson one would send some back to back, which merge
+/// into one pending interrupt where the real device's never do.
 fn device_events(workload: WorkloadKind, rate_hz: u64) -> RunGroup {
     let mut group = RunGroup::new(workload, Vec::new());
     group.transport = Transport::Pv;
     group.rates_pps = vec![rate_hz];
+    group.arrivals = Arrivals::Paced;
     group.napi_weight = Some(1);
     group
 }
@@ -369,7 +373,8 @@ mod tests {
         ipi.common.halt = HaltMode::Poll { ns: 50_000 };
         let whileloop = config(Bench::Whileloop, Irqchip::Kernel);
         let whileloop_group = format!(
-            "workload = \"whileloop\"\ntransport = \"pv\"\nrates_pps = [{}]\nnapi_weight = 1\n",
+            "workload = \"whileloop\"\ntransport = \"pv\"\nrates_pps = [{}]\nnapi_weight = 1\n\
+             arrivals = \"paced\"\n",
             whileloop.params.rate_hz().expect("whileloop has a rate")
         );
         let cases = [
@@ -377,7 +382,7 @@ mod tests {
             (
                 config(Bench::IrqLatency, Irqchip::Kernel),
                 "workload = \"udp-rx\"\ntransport = \"pv\"\nrates_pps = [5000]\nidle = \"halt\"\n\
-                 napi_weight = 1\n",
+                 napi_weight = 1\narrivals = \"paced\"\n",
             ),
             (
                 cyclictest(Irqchip::Kernel),

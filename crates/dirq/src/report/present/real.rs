@@ -11,6 +11,7 @@ use dirq_stats::{f64_of, ratio};
 
 use dirq_vmm::config::{Bench, BenchParams, GuestIdle};
 use dirq_vmm::exits::{KvmStat, VmxExit};
+use dirq_vmm::probe::Floors;
 
 use crate::common::format::compact_number;
 use crate::common::plan::path_index;
@@ -68,13 +69,15 @@ fn pacing(cases: &[&RealCase]) -> String {
     }
 }
 
-/// Builds the real-VMM section from the runs that succeeded.
-pub fn real_section(cases: &[RealCase]) -> Section {
+/// Builds the real-VMM section from the runs that succeeded; `floors`
+/// (the probe's, when it ran) sets each latency beside the floor for the
+/// state its interrupts found the vCPU in.
+pub fn real_section(cases: &[RealCase], floors: Option<&Floors>) -> Section {
     let by_bench =
         |bench: Bench| -> Vec<&RealCase> { cases.iter().filter(|c| c.bench() == bench).collect() };
     let irq = by_bench(Bench::IrqLatency);
     let mut figures: Vec<Figure> = Vec::new();
-    figures.extend(paths_figure(&irq));
+    figures.extend(paths_figure(&irq, floors));
     let mut folded: Vec<Figure> = Vec::new();
     folded.extend(exits_per_interrupt_figure(&irq));
     for (idle, state) in [(GuestIdle::Busy, "busy"), (GuestIdle::Halt, "halted")] {
@@ -86,14 +89,16 @@ pub fn real_section(cases: &[RealCase]) -> Section {
         folded.extend(latency_figure(
             &format!("real-irq-latency-{state}-latency"),
             &format!(
-                "irq-latency, guest {state}: latency by percentile, per path (MSI raised by the                  device thread to the guest's acknowledgement)"
+                "irq-latency, guest {state}: latency by percentile, per path (MSI raised by the \
+                 device thread to the guest's acknowledgement)"
             ),
             &of_state,
         ));
     }
     folded.extend(latency_figure(
         "real-timer-latency-latency",
-        "timer-latency: latency by percentile, per path (how late the guest's LAPIC timer          handler runs)",
+        "timer-latency: latency by percentile, per path (how late the guest's LAPIC timer \
+         handler runs)",
         &by_bench(Bench::TimerLatency),
     ));
     folded.extend(ipi_figure(&by_bench(Bench::Ipi)));
@@ -112,7 +117,8 @@ pub fn real_section(cases: &[RealCase]) -> Section {
         id: Part::Real.id().into(),
         title: "Real runs on this host's KVM".into(),
         intro: vec![format!(
-            "dirq's own guest test kernel on /dev/kvm; every exit counted by VMX reason, from              the VMM's run loop (userspace) and KVM's binary stats (kernel). {}",
+            "dirq's own guest test kernel on /dev/kvm; every exit counted by VMX reason, from \
+             the VMM's run loop (userspace) and KVM's binary stats (kernel). {}",
             repeats_text(&all)
         )],
         given: Vec::new(),
@@ -121,9 +127,27 @@ pub fn real_section(cases: &[RealCase]) -> Section {
     }
 }
 
+/// The share of a case's interrupts that found the vCPU halted, and the
+/// probe's floor (us) for the state the case asked for: like against like.
+fn target_cells(case: &RealCase, floors: Option<&Floors>) -> [Cell; 2] {
+    let halted = case.spread(|r| r.run.target?.halted_share);
+    let floor = case
+        .repeats
+        .iter()
+        .find_map(|r| r.run.target)
+        .zip(floors)
+        .map(|(target, floors)| floors.get(target.floor) / 1e3)
+        .filter(|&us| us > 0.0);
+    [
+        Cell::spread(halted, Unit::Fraction),
+        Cell::maybe(floor, Unit::Us),
+    ]
+}
+
 /// The point: irq-latency's p50 per path, into a running and into a
-/// halted vCPU, each path in its colour, with the exits and CPU behind it.
-fn paths_figure(cases: &[&RealCase]) -> Option<Figure> {
+/// halted vCPU, each path in its colour, with the exits and CPU behind it
+/// and the floor for the state the interrupts found.
+fn paths_figure(cases: &[&RealCase], floors: Option<&Floors>) -> Option<Figure> {
     let measured: Vec<&RealCase> = cases
         .iter()
         .copied()
@@ -162,9 +186,12 @@ fn paths_figure(cases: &[&RealCase]) -> Option<Figure> {
         .iter()
         .map(|case| {
             let samples: u64 = case.pooled_histogram().iter().map(|b| b.count).sum();
+            let [halted, floor] = target_cells(case, floors);
             TableRow::new(vec![
                 Cell::text(case.label.clone()),
                 Cell::spread(case.p50().map(spread_us), Unit::Us),
+                floor,
+                halted,
                 Cell::spread(case.exits_per_interrupt(), Unit::Count),
                 Cell::spread(case.cpu_cores(), Unit::Cores),
                 Cell::count(samples),
@@ -189,7 +216,11 @@ fn paths_figure(cases: &[&RealCase]) -> Option<Figure> {
             pacing(cases)
         ),
         caption: format!(
-            "The device thread raises an MSI once the last was acknowledged ({}) and times              the round trip to the guest's acknowledgement; one colour per path in every              figure. {}",
+            "The device thread raises an MSI once the last was acknowledged ({}) and times \
+             the round trip to the guest's acknowledgement; one colour per path in every \
+             figure. Each row stands beside the probe's floor for the state it asked for (an IPI \
+             into a busy or a halted vCPU, one way) and says how many of its interrupts found the \
+             vCPU halted (KVM's HLT exits per interrupt). {}",
             pacing(cases),
             repeats_text(cases)
         ),
@@ -200,6 +231,8 @@ fn paths_figure(cases: &[&RealCase]) -> Option<Figure> {
             columns: [
                 "path",
                 "p50 (us)",
+                "floor (us)",
+                "found halted",
                 "exits per interrupt",
                 "host CPU (cores)",
                 "samples",
@@ -290,7 +323,8 @@ fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
     [
         perf_kvm_stat_table(
             format!(
-                "{} {}: every exit KVM counted, {runs} run(s) pooled (OTHER split by KVM's                  insn_emulation; HLT's time is KVM's halt_wait_ns, the rest untimed)",
+                "{} {}: every exit KVM counted, {runs} run(s) pooled (OTHER split by KVM's \
+                 insn_emulation; HLT's time is KVM's halt_wait_ns, the rest untimed)",
                 case.bench(),
                 case.label
             ),
@@ -298,7 +332,8 @@ fn perf_kvm_stat_tables(case: &RealCase) -> [Table; 2] {
         ),
         perf_kvm_stat_table(
             format!(
-                "{} {}: the exits that returned to the VMM, {runs} run(s) pooled, the VMM's                  time until the next KVM_RUN",
+                "{} {}: the exits that returned to the VMM, {runs} run(s) pooled, the VMM's \
+                 time until the next KVM_RUN",
                 case.bench(),
                 case.label
             ),
@@ -413,7 +448,11 @@ fn latency_figure(id: &str, title: &str, cases: &[&RealCase]) -> Option<Figure> 
         id: id.into(),
         title: title.into(),
         caption: format!(
-            "HdrHistogram's percentile plot: each line is every sample of the path's runs,              from their buckets (5% wide); x is the percentile on a log scale of 1/(1 - p), so              50%, 90%, 99% and 99.9% are equally spaced. Each line stops where fewer than              {TAIL_SAMPLES} of its samples lie beyond: the tail past it is not resolved (the              table's max is one sample). {}",
+            "HdrHistogram's percentile plot: each line is every sample of the path's runs, \
+             from their buckets (5% wide); x is the percentile on a log scale of 1/(1 - p), so \
+             50%, 90%, 99% and 99.9% are equally spaced. Each line stops where fewer than \
+             {TAIL_SAMPLES} of its samples lie beyond: the tail past it is not resolved (the \
+             table's max is one sample). {}",
             repeats_text(cases)
         ),
         commands: commands(cases),
@@ -468,7 +507,8 @@ fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
         id: "real-ipi-cpu".into(),
         title: "ipi: round-trip latency against host CPU burned, per halt mode".into(),
         caption: format!(
-            "vCPU 0 and vCPU 1 ping-pong IPIs; CPU burned is the vCPU threads' CPU time              (user + system) over the run's wall time. {}",
+            "vCPU 0 and vCPU 1 ping-pong IPIs; CPU burned is the vCPU threads' CPU time \
+             (user + system) over the run's wall time. {}",
             repeats_text(cases)
         ),
         commands: commands(cases),
@@ -513,12 +553,15 @@ fn whileloop_figure(cases: &[&RealCase]) -> Option<Figure> {
         }
     }
     let mut caption = format!(
-        "The guest times a fixed loop without interrupts, then under the device's interrupt          rate; time in guest is the ratio. {}",
+        "The guest times a fixed loop without interrupts, then under the device's interrupt \
+         rate; time in guest is the ratio. {}",
         repeats_text(cases)
     );
     if impossible > 0 {
         caption.push_str(&format!(
-            " {impossible} point(s) reach above 100% (flagged): no interrupt can speed the loop              up, so that is the noise of the unloaded baseline (how fast the same loop ran              alone), which is as large as the interrupts' cost at that rate."
+            " {impossible} point(s) reach above 100% (flagged): no interrupt can speed the loop \
+             up, so that is the noise of the unloaded baseline (how fast the same loop ran \
+             alone), which is as large as the interrupts' cost at that rate."
         ));
     }
     Some(Figure {
@@ -596,7 +639,8 @@ mod tests {
     use crate::report::collect::fixtures::{no_figures, real_run};
     use crate::report::present::data::Chart;
     use dirq_vmm::config::{Bench, BenchConfig};
-    use dirq_vmm::report::Bucket;
+    use dirq_vmm::probe::Floor;
+    use dirq_vmm::report::{Bucket, Target};
     use dirq_vmm::results::{BenchResult, WhileloopResult};
 
     fn case(bench: &str, label: &str, interrupts: u64, by_category: serde_json::Value) -> RealCase {
@@ -676,7 +720,7 @@ mod tests {
                 serde_json::json!({"OTHER": 200}),
             ),
         ];
-        let section = real_section(&cases);
+        let section = real_section(&cases, None);
         let ids: Vec<&str> = section.figures.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(
             ids,
@@ -733,6 +777,54 @@ mod tests {
         assert!(table.rows[3].flagged);
         assert!(!table.rows[0].flagged);
         assert!(section.figures[4].caption.contains("above 100%"));
+    }
+
+    #[test]
+    fn each_path_stands_beside_the_floor_of_the_state_its_interrupts_found() {
+        let mut halted = case(
+            "irq-latency",
+            "kernel · halted",
+            1000,
+            serde_json::json!({"HLT": 1000}),
+        );
+        for (repeat, share) in halted.repeats.iter_mut().zip([0.96, 0.5]) {
+            repeat.run.target = Some(Target {
+                asked: GuestIdle::Halt,
+                halted_share: Some(share),
+                floor: Floor::IpiHalted,
+            });
+        }
+        let mut busy = case(
+            "irq-latency",
+            "kernel",
+            1000,
+            serde_json::json!({"OTHER": 2000}),
+        );
+        for repeat in &mut busy.repeats {
+            repeat.run.target = Some(Target {
+                asked: GuestIdle::Busy,
+                halted_share: None,
+                floor: Floor::IpiBusy,
+            });
+        }
+        let floors = Floors {
+            ipi_busy_p50_ns: 3_000.0,
+            ipi_halted_p50_ns: 40_000.0,
+            ..Floors::default()
+        };
+        let section = real_section(&[halted, busy], Some(&floors));
+        let table = &section.figures[0].table;
+        assert_eq!(table.columns[2..4], ["floor (us)", "found halted"]);
+        // The halted run beside the halted floor, with the share of its
+        // interrupts that found the vCPU in HLT over its two runs.
+        assert_eq!(table.rows[0].cells[2], "40.0");
+        assert_eq!(table.rows[0].cells[3], "73.00% (50.00%\u{2013}96.00%)");
+        // The busy run beside the busy floor; its halts are not counted.
+        assert_eq!(table.rows[1].cells[2], "3.00");
+        assert_eq!(table.rows[1].cells[3], "-");
+        // Without a probe there is no floor to stand beside.
+        let without = real_section(&[case("irq-latency", "k", 10, serde_json::json!({}))], None);
+        assert_eq!(without.figures[0].table.rows[0].cells[2], "-");
     }
 
     #[test]

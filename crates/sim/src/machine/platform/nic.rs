@@ -197,9 +197,9 @@ impl Platform {
         }
     }
 
-    /// A frame of the Poisson source arrives at `pair`'s `ring`; the next
-    /// one is drawn from `rng`.
-    pub(in crate::machine) fn poisson_arrival(
+    /// A frame of the packet source arrives at `pair`'s `ring`; the gap to
+    /// the next one is drawn from `rng` (a Poisson source) or fixed.
+    pub(in crate::machine) fn source_arrival(
         &mut self,
         pair: usize,
         ring: Ring,
@@ -210,7 +210,7 @@ impl Platform {
     ) {
         let rate = self.traffic.arrivals_per_s;
         if rate > 0.0 {
-            let gap = rng.exponential_ns(1e9 / rate);
+            let gap = self.traffic.arrivals.gap_ns(rate, rng);
             let next = Event::PacketArrival {
                 pair: index_u32(pair),
                 ring,

@@ -38,7 +38,7 @@ use super::Ring;
 use crate::metrics::{Throughput, WorkloadFigures};
 use crate::profile::CostProfile;
 use crate::rng::Rng;
-use crate::scenario::{RunSpec, WorkloadKind};
+use crate::scenario::{Arrivals, RunSpec, WorkloadKind};
 
 pub(super) use ipi_call::CallEvent;
 pub(super) use l2fwd::PmdEvent;
@@ -225,10 +225,12 @@ pub(super) struct Traffic {
     /// (the workload does not hear of it), and the NIC keeps the
     /// coalescing fitted on them instead of its throttle.
     pub(super) datagrams: bool,
-    /// The rate of the frames a Poisson source sends each ring whose first
+    /// The rate of the frames a source sends each ring whose first
     /// arrival the workload schedules (`Event::PacketArrival`): each
     /// arrival draws the next.
     pub(super) arrivals_per_s: f64,
+    /// How that source spaces them.
+    pub(super) arrivals: Arrivals,
     /// The PV peer is on another server: its frames come through the
     /// host's NIC.
     pub(super) pv_peer_on_wire: bool,
@@ -248,6 +250,7 @@ impl Default for Traffic {
             tx_bytes: 0,
             datagrams: false,
             arrivals_per_s: 0.0,
+            arrivals: Arrivals::Poisson,
             pv_peer_on_wire: false,
             polled_vf: false,
         }

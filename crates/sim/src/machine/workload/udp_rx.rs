@@ -1,7 +1,7 @@
 //! udp-rx: 128-byte UDP packets arrive at the group's rate on each queue
-//! pair, over the group's transport, as a Poisson process (the NIC's
-//! source, `Event::PacketArrival`: the workload schedules each ring's
-//! first arrival, each arrival the next); the guest's NAPI handler takes
+//! pair, over the group's transport, as a Poisson process or paced at a
+//! fixed gap (`arrivals`; the source, `Event::PacketArrival`: the workload
+//! schedules each ring's first arrival, each arrival the next); the guest's NAPI handler takes
 //! them and only counts them. whileloop is the same receive behind a
 //! guest that spins in the background (the DID paper's loop): its figure
 //! is the share of the core the loop kept.
@@ -15,7 +15,7 @@ use crate::machine::ledger::Counters;
 use crate::machine::{index_u32, Event, Ring};
 use crate::metrics::{Throughput, ThroughputUnit};
 use crate::profile::CostProfile;
-use crate::scenario::{RunSpec, Transport, WorkloadKind};
+use crate::scenario::{Arrivals, RunSpec, Transport, WorkloadKind};
 
 /// The rings a queue pair's packets arrive on over `transport`: VF and/or
 /// virtio. Whileloop's receive comes over it too (SR-IOV unless the
@@ -31,6 +31,7 @@ fn rings(transport: Transport) -> &'static [Ring] {
 
 pub(super) struct UdpRx {
     rate_pps: f64,
+    arrivals: Arrivals,
     rings: &'static [Ring],
     /// whileloop: the guest spins in the background.
     whileloop: bool,
@@ -40,6 +41,7 @@ impl UdpRx {
     pub(super) fn new(spec: &RunSpec, _profile: &CostProfile) -> UdpRx {
         UdpRx {
             rate_pps: spec.rate_pps.map_or(0.0, f64_of),
+            arrivals: spec.group.arrivals,
             rings: rings(spec.group.transport),
             whileloop: spec.workload == WorkloadKind::Whileloop,
         }
@@ -58,6 +60,7 @@ impl Workload for UdpRx {
         Traffic {
             datagrams: true,
             arrivals_per_s: self.rate_pps,
+            arrivals: self.arrivals,
             ..Traffic::default()
         }
     }
@@ -67,7 +70,10 @@ impl Workload for UdpRx {
         for &owner in owners {
             let pair = index_u32(ctx.topology.pair_of(owner));
             for &ring in self.rings {
-                ctx.schedule_poisson(self.rate_pps, Event::PacketArrival { pair, ring }, fx);
+                if self.rate_pps > 0.0 {
+                    let gap = self.arrivals.gap_ns(self.rate_pps, ctx.rng);
+                    fx.schedule(ctx.now + gap, Event::PacketArrival { pair, ring });
+                }
             }
         }
     }
