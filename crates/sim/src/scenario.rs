@@ -49,7 +49,7 @@ pub use network::{MAX_CLIENTS, MAX_ITR_US, MAX_MESSAGE_BYTES, MAX_NAPI_WEIGHT, M
 pub use sweep::Sweep;
 pub use topology::IpiTarget;
 pub use workload::{
-    Arrivals, IdleMode, IpiMode, PvEoiSetting, QueueOwners, Transport, WorkloadKind,
+    Arrivals, IdleMode, IpiMode, PvEoiSetting, QueueOwners, RxHandler, Transport, WorkloadKind,
 };
 
 #[derive(Debug, Error)]
@@ -189,6 +189,9 @@ pub struct RunGroup {
     /// How the packets of `rates_pps` are spaced.
     #[serde(default, skip_serializing_if = "Arrivals::is_poisson")]
     pub arrivals: Arrivals,
+    /// How the guest's driver takes them.
+    #[serde(default, skip_serializing_if = "RxHandler::is_napi")]
+    pub rx_handler: RxHandler,
     #[serde(default)]
     pub transport: Transport,
     #[serde(default)]
@@ -309,6 +312,9 @@ impl RunSpec {
             if !self.group.arrivals.is_poisson() {
                 params.insert("arrivals".into(), enum_name(&self.group.arrivals));
             }
+            if !self.group.rx_handler.is_napi() {
+                params.insert("rx_handler".into(), enum_name(&self.group.rx_handler));
+            }
         }
         if self.workload.is_network() {
             params.insert("transport".into(), enum_name(&self.group.transport));
@@ -383,6 +389,7 @@ impl RunGroup {
             designs,
             rates_pps: Vec::new(),
             arrivals: Arrivals::default(),
+            rx_handler: RxHandler::default(),
             transport: Transport::default(),
             idle: IdleMode::default(),
             ipi_mode: IpiMode::default(),

@@ -102,6 +102,37 @@ fn a_paced_source_below_capacity_has_each_frame_handled_by_its_own_interrupt() {
 }
 
 #[test]
+fn without_napi_a_frame_during_the_handler_is_its_own_interrupt() {
+    // Frames every 5 us into a guest whose interrupt takes longer than
+    // that: NAPI masks the queue and re-polls what came meanwhile, with
+    // no interrupt; a driver without NAPI takes an interrupt per frame
+    // that came during the last handler, so it handles more interrupts
+    // for the same frames and keeps less of the core for its loop.
+    let run = |handler: &str| {
+        one(
+            50,
+            &format!(
+                r#"
+                [[runs]]
+                workload = "whileloop"
+                designs = ["vanilla"]
+                transport = "pv"
+                rates_pps = [200000]
+                napi_weight = 1
+                arrivals = "paced"
+                rx_handler = "{handler}"
+            "#
+            ),
+        )
+    };
+    let (napi, each) = (run("napi"), run("per-interrupt"));
+    assert!(each.interrupts.handled > napi.interrupts.handled);
+    let loop_share = |run: &RunResult| throughput(run, ThroughputUnit::LoopShare);
+    assert!(loop_share(&each) < loop_share(&napi));
+    assert_eq!(each.params["rx_handler"], "per-interrupt");
+}
+
+#[test]
 fn a_closed_loop_servers_rate_never_exceeds_its_cpu_budget() {
     let run = one(
         20,

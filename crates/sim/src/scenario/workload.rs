@@ -183,6 +183,26 @@ impl Arrivals {
     }
 }
 
+/// How the guest's driver takes the frames of udp-rx and whileloop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RxHandler {
+    /// Linux's NAPI: the interrupt masks the queue and schedules a poll.
+    #[default]
+    Napi,
+    /// No NAPI, as dirq's own guest: each interrupt takes what the ring
+    /// holds at once and re-enables the queue, so a frame that comes
+    /// during the handler raises the next interrupt, which waits in the
+    /// IRR, and frames that come before it is taken share one.
+    PerInterrupt,
+}
+
+impl RxHandler {
+    pub fn is_napi(&self) -> bool {
+        *self == RxHandler::Napi
+    }
+}
+
 /// Which vCPUs of a VM own a receive queue pair (an SR-IOV VF queue with
 /// its own MSI-X vector and IRTE, and a virtio queue) and a guest timer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@
 use anyhow::{Context, Result};
 use dirq_sim::design::DesignKind;
 use dirq_sim::scenario::{
-    Arrivals, HostShape, IdleMode, IpiMode, PvEoiSetting, RunGroup, Scenario, Transport,
+    Arrivals, HostShape, IdleMode, IpiMode, PvEoiSetting, RunGroup, RxHandler, Scenario, Transport,
     WorkloadKind, MAX_IPI_RATE_PER_S,
 };
 use dirq_sim::CostProfile;
@@ -146,18 +146,18 @@ fn twin(
 }
 
 /// A twin of dirq's device thread: `rate_hz` virtual-device events a
-/// second, each its own interrupt. dirq's guest handles one event per
-/// interrupt and never polls for more, so its NAPI weight is 1 (a guest
-/// NAPI of 64 would take several events per interrupt and raise fewer).
-/// The thread paces its raises 1/`rate_hz` apart, so the twin's source is
-/// paced too: a Poisson one would send some back to back, which merge
-/// into one pending interrupt where the real device's never do.
+/// second. The thread paces its raises 1/`rate_hz` apart, so the twin's
+/// source is paced too (a Poisson one sends some back to back, which
+/// merge). dirq's guest has no NAPI: its handler acknowledges the event
+/// and never polls for more, so a raise during the handler waits in the
+/// IRR as the next interrupt; NAPI would mask the queue and take it in a
+/// re-poll, without the interrupt's exits.
 fn device_events(workload: WorkloadKind, rate_hz: u64) -> RunGroup {
     let mut group = RunGroup::new(workload, Vec::new());
     group.transport = Transport::Pv;
     group.rates_pps = vec![rate_hz];
     group.arrivals = Arrivals::Paced;
-    group.napi_weight = Some(1);
+    group.rx_handler = RxHandler::PerInterrupt;
     group
 }
 
@@ -373,8 +373,8 @@ mod tests {
         ipi.common.halt = HaltMode::Poll { ns: 50_000 };
         let whileloop = config(Bench::Whileloop, Irqchip::Kernel);
         let whileloop_group = format!(
-            "workload = \"whileloop\"\ntransport = \"pv\"\nrates_pps = [{}]\nnapi_weight = 1\n\
-             arrivals = \"paced\"\n",
+            "workload = \"whileloop\"\ntransport = \"pv\"\nrates_pps = [{}]\narrivals = \"paced\"\n\
+             rx_handler = \"per-interrupt\"\n",
             whileloop.params.rate_hz().expect("whileloop has a rate")
         );
         let cases = [
@@ -382,7 +382,7 @@ mod tests {
             (
                 config(Bench::IrqLatency, Irqchip::Kernel),
                 "workload = \"udp-rx\"\ntransport = \"pv\"\nrates_pps = [5000]\nidle = \"halt\"\n\
-                 napi_weight = 1\narrivals = \"paced\"\n",
+                 arrivals = \"paced\"\nrx_handler = \"per-interrupt\"\n",
             ),
             (
                 cyclictest(Irqchip::Kernel),

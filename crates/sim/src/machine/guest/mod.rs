@@ -34,7 +34,7 @@ use crate::service::Sampler;
 use housekeeping::Accesses;
 use napi::Napi;
 use programs::TX_HANDLER;
-pub(super) use programs::{Handlers, Step, TimerWrite, Work, PLAIN_HANDLER, SPIN};
+pub(super) use programs::{Handlers, Step, TimerWrite, Work, PLAIN_HANDLER, RX_EACH_HANDLER, SPIN};
 use timer_thread::{TimerThreads, TIMER_HANDLER, TIMER_THREAD};
 
 /// What the guest touches outside itself: its queue pairs' rings (the
@@ -366,6 +366,16 @@ impl Guest {
                     let pair = self.vcpus[vcpu].pair;
                     ins.around.mask(pair, ring);
                     self.napi[pair][napi_index(ring)].start_poll();
+                    self.advance(vcpu);
+                    continue;
+                }
+                Step::TakeRx => {
+                    let ring = ring_of(frame.vector);
+                    let pair = self.vcpus[vcpu].pair;
+                    let frames = ins.around.ring_level(pair, ring);
+                    ins.around.take(pair, ring, frames);
+                    ins.around.unmask(pair, ring);
+                    ins.ledger.counters.packets_processed += u64::from(frames);
                     self.advance(vcpu);
                     continue;
                 }

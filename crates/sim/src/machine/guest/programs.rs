@@ -42,6 +42,9 @@ pub(in crate::machine) enum Step {
     NextAccess,
     /// NAPI poll: one packet at a time until the ring is empty.
     PollRx,
+    /// A driver without NAPI takes every frame the ring holds and
+    /// re-enables the queue's interrupt.
+    TakeRx,
     /// be2net's transmit poll: every completion reaped, the event queue
     /// re-armed (its work per packet is the sender's `tx_packet`).
     ReapTx,
@@ -64,6 +67,14 @@ pub(in crate::machine) const RX_HANDLER: &[Step] = &[
     Step::Sti,
     Step::PollRx,
     Step::UnmaskRx,
+    Step::Iret,
+];
+/// A receive interrupt without NAPI (`RxHandler::PerInterrupt`): the
+/// frames are taken as the handler is entered.
+pub(in crate::machine) const RX_EACH_HANDLER: &[Step] = &[
+    Step::TakeRx,
+    Step::Work(Work::IrqEntry),
+    Step::Eoi,
     Step::Iret,
 ];
 /// be2net's transmit event queue's interrupt (`be_msix_tx_mcc`, then

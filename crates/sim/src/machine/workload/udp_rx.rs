@@ -10,12 +10,12 @@ use dirq_stats::{f64_of, ratio};
 
 use super::{Ctx, Programs, Traffic, Workload};
 use crate::machine::effects::Effects;
-use crate::machine::guest::SPIN;
+use crate::machine::guest::{RX_EACH_HANDLER, SPIN};
 use crate::machine::ledger::Counters;
 use crate::machine::{index_u32, Event, Ring};
 use crate::metrics::{Throughput, ThroughputUnit};
 use crate::profile::CostProfile;
-use crate::scenario::{Arrivals, RunSpec, Transport, WorkloadKind};
+use crate::scenario::{Arrivals, RunSpec, RxHandler, Transport, WorkloadKind};
 
 /// The rings a queue pair's packets arrive on over `transport`: VF and/or
 /// virtio. Whileloop's receive comes over it too (SR-IOV unless the
@@ -32,6 +32,7 @@ fn rings(transport: Transport) -> &'static [Ring] {
 pub(super) struct UdpRx {
     rate_pps: f64,
     arrivals: Arrivals,
+    rx_handler: RxHandler,
     rings: &'static [Ring],
     /// whileloop: the guest spins in the background.
     whileloop: bool,
@@ -42,6 +43,7 @@ impl UdpRx {
         UdpRx {
             rate_pps: spec.rate_pps.map_or(0.0, f64_of),
             arrivals: spec.group.arrivals,
+            rx_handler: spec.group.rx_handler,
             rings: rings(spec.group.transport),
             whileloop: spec.workload == WorkloadKind::Whileloop,
         }
@@ -52,6 +54,10 @@ impl Workload for UdpRx {
     fn programs(&self) -> Programs {
         Programs {
             background: self.whileloop.then_some(SPIN),
+            device_handler: match self.rx_handler {
+                RxHandler::Napi => None,
+                RxHandler::PerInterrupt => Some(RX_EACH_HANDLER),
+            },
             ..Programs::default()
         }
     }
