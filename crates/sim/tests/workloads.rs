@@ -73,28 +73,34 @@ fn lowering_napis_weight_raises_the_interrupt_rate() {
     assert!(raised(4) > raised(64));
 }
 
+/// A vanilla whileloop whose background receive comes over virtio at
+/// `rate_pps`, with `settings` (TOML lines) added to its group.
+fn virtio_whileloop(ms: u64, rate_pps: u64, settings: &str) -> RunResult {
+    one(
+        ms,
+        &format!(
+            r#"
+            [[runs]]
+            workload = "whileloop"
+            designs = ["vanilla"]
+            transport = "pv"
+            rates_pps = [{rate_pps}]
+            napi_weight = 1
+            {settings}
+        "#
+        ),
+    )
+}
+
 #[test]
 fn a_paced_source_below_capacity_has_each_frame_handled_by_its_own_interrupt() {
     // One frame every 200 us, each handled in far less: a paced source
     // never finds the last interrupt still pending, so nothing merges; a
     // Poisson source at the same rate sends some frames back to back.
     let handled = |arrivals: &str| {
-        one(
-            100,
-            &format!(
-                r#"
-                [[runs]]
-                workload = "whileloop"
-                designs = ["vanilla"]
-                transport = "pv"
-                rates_pps = [5000]
-                napi_weight = 1
-                arrivals = "{arrivals}"
-            "#
-            ),
-        )
-        .interrupts
-        .handled
+        virtio_whileloop(100, 5000, &format!("arrivals = \"{arrivals}\""))
+            .interrupts
+            .handled
     };
     let paced = handled("paced");
     assert!((499..=500).contains(&paced), "{paced} of 500 frames");
@@ -109,21 +115,8 @@ fn without_napi_a_frame_during_the_handler_is_its_own_interrupt() {
     // that came during the last handler, so it handles more interrupts
     // for the same frames and keeps less of the core for its loop.
     let run = |handler: &str| {
-        one(
-            50,
-            &format!(
-                r#"
-                [[runs]]
-                workload = "whileloop"
-                designs = ["vanilla"]
-                transport = "pv"
-                rates_pps = [200000]
-                napi_weight = 1
-                arrivals = "paced"
-                rx_handler = "{handler}"
-            "#
-            ),
-        )
+        let settings = format!("arrivals = \"paced\"\nrx_handler = \"{handler}\"");
+        virtio_whileloop(50, 200_000, &settings)
     };
     let (napi, each) = (run("napi"), run("per-interrupt"));
     assert!(each.interrupts.handled > napi.interrupts.handled);
