@@ -180,6 +180,49 @@ fn wake_path(case: &RealCase) -> Option<String> {
     ))
 }
 
+/// Host CPU per handled interrupt, measured and charged by the twin, and
+/// how many of the interrupts woke a vCPU that slept in the host (KVM's
+/// `halt_wakeup`): the twin counts such a vCPU's time from its HLT exit to
+/// its wake-up as sleep, so the host's work to wake it and run it again
+/// (the scheduler's wake-up and switch, KVM's return from blocking and
+/// its re-entry) is CPU the twin does not charge and no floor times.
+fn cpu_per_interrupt(
+    case: &RealCase,
+    load: &Load,
+    twin_handled_per_s: Option<f64>,
+    comparison: &Comparison,
+) -> Option<String> {
+    let twin_rate = twin_handled_per_s.filter(|&rate| rate > 0.0)?;
+    if load.handled_per_s <= 0.0 {
+        return None;
+    }
+    let (measured_us, charged_us) = (
+        comparison.measured / load.handled_per_s * 1e6,
+        comparison.predicted / twin_rate * 1e6,
+    );
+    let mut text = format!(
+        "the vCPU threads burned {measured_us:.1} us of host CPU per handled interrupt; the \
+         twin charges {charged_us:.1} us"
+    );
+    let interrupts: u64 = case.repeats.iter().map(|r| r.run.interrupts).sum();
+    let woken: u64 = case
+        .repeats
+        .iter()
+        .map(|r| {
+            let stats = &r.run.exits.by_reason;
+            stats.get(&KvmStat::HaltWakeup).copied().unwrap_or(0)
+        })
+        .sum();
+    if interrupts > 0 && woken > 0 && measured_us > charged_us {
+        text.push_str(&format!(
+            "; {:.2} per interrupt woke a vCPU that slept in the host, whose wake-up and \
+             re-entry the twin counts as sleep, not CPU, and no probe floor times",
+            f64_of(woken) / f64_of(interrupts)
+        ));
+    }
+    Some(text)
+}
+
 /// Why `comparison` (a miss of `case` against its twin, which predicted
 /// `predicted`) missed, from the counters of both.
 pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) -> MissExplained {
@@ -238,7 +281,10 @@ pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) 
         )),
         Metric::LostPerInterruptNs => why.extend(load.as_ref().and_then(Load::vmm_time)),
         Metric::LatencyP50Ns => why.extend(wake_path(case)),
-        Metric::HostCpuCores => {}
+        Metric::HostCpuCores => why.extend(
+            load.as_ref()
+                .and_then(|load| cpu_per_interrupt(case, load, twin_handled_per_s, comparison)),
+        ),
     }
     why.extend(load.as_ref().and_then(Load::host_wait));
     let explained = !why.is_empty();
@@ -361,6 +407,35 @@ mod tests {
         );
         let share = explain(&case, &twin(10_000), &miss(Metric::TimeInGuest, 0.01, 0.0));
         assert!(share.why.contains("noise"), "{}", share.why);
+    }
+
+    #[test]
+    fn a_cpu_miss_sets_cpu_per_interrupt_beside_the_twins_and_counts_the_wake_ups() {
+        let mut case = whileloop_case(10_000, 10_000, 0.5);
+        case.repeats[0].run.exits.by_reason = BTreeMap::from([(KvmStat::HaltWakeup, 9_000)]);
+        // 0.25 cores over 10,000 handled/s is 25 us each; the twin 0.16
+        // cores over its 10,000/s, 16 us.
+        let why = explain(
+            &case,
+            &twin(10_000),
+            &miss(Metric::HostCpuCores, 0.25, 0.16),
+        )
+        .why;
+        assert!(
+            why.contains(
+                "burned 25.0 us of host CPU per handled interrupt; the twin charges 16.0 us"
+            ),
+            "{why}"
+        );
+        assert!(why.contains("0.90 per interrupt woke a vCPU"), "{why}");
+        // A twin that charges more names no wake-up.
+        let over = explain(
+            &case,
+            &twin(10_000),
+            &miss(Metric::HostCpuCores, 0.16, 0.25),
+        )
+        .why;
+        assert!(!over.contains("woke"), "{over}");
     }
 
     #[test]
