@@ -191,6 +191,11 @@ pub struct WorkloadFigures {
     /// Loongson VIOAPIC: seconds for one million interrupts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds_per_million: Option<f64>,
+    /// Loongson VIOAPIC: the share of the core's time spent in the
+    /// controller's register accesses (their exits and the VMM's crossings
+    /// they cause).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub register_access_share: Option<f64>,
     /// IPI paper: seconds for the benchmark's 100,000 calls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total_s: Option<f64>,

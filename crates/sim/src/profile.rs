@@ -83,8 +83,9 @@ pub struct HostNs {
     /// Delay before retrying a time-slice end that found the guest inside
     /// a directly delivered handler.
     pub preemption_retry: u64,
-    /// How long the host polls before sleeping a halted vCPU
-    /// (`idle = "halt-poll"`).
+    /// How long the host polls before sleeping a halted vCPU: the fixed
+    /// window (`idle = "halt-poll"`), or KVM's `halt_poll_ns`, the most an
+    /// adaptive window grows to (`idle = "adaptive-halt-poll"`).
     pub halt_poll: u64,
     /// Backend (vhost) work per virtio request or packet, in a pass.
     pub virtio_backend_per_request: u64,
@@ -176,6 +177,40 @@ pub struct DesignWorkNs {
     pub timer_injection: u64,
 }
 
+/// KVM's adaptive halt polling (virt/kvm/kvm_main.c of Linux 4.3 to 5.x):
+/// its module parameters besides `halt_poll_ns` (`host_ns.halt_poll`),
+/// and what a polled wake-up costs the host. Absent: KVM's defaults and a
+/// free wake-up.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HaltPolling {
+    /// `halt_poll_ns_grow`: the factor a window grows by.
+    pub grow: u32,
+    /// The window a vCPU first grows to from none (`grow_halt_poll_ns`'s
+    /// "10us base", later `halt_poll_ns_grow_start`), ns.
+    pub grow_start_ns: u64,
+    /// `halt_poll_ns_shrink`: the divisor a window shrinks by; 0 resets
+    /// it.
+    pub shrink: u32,
+    /// Host time from a polling vCPU's interrupt to its re-entry: the
+    /// poll loop's exit, `kvm_vcpu_block`'s accounting and KVM's entry
+    /// path with the event to inject, ns.
+    pub wakeup_ns: u64,
+}
+
+impl Default for HaltPolling {
+    /// KVM's defaults (halt_poll_ns_grow = 2, a 10 us base,
+    /// halt_poll_ns_shrink = 0) and a free wake-up.
+    fn default() -> Self {
+        HaltPolling {
+            grow: 2,
+            grow_start_ns: 10_000,
+            shrink: 0,
+            wakeup_ns: 0,
+        }
+    }
+}
+
 /// The host's NUMA interconnect: how long one message between two cores
 /// takes (an IPI reaching its target once sent, or the cache line a
 /// waiting caller polls), ns.
@@ -264,6 +299,9 @@ pub struct CostProfile {
     /// Absent: IPIs arrive at once.
     #[serde(default)]
     pub numa_ns: NumaNs,
+    /// Absent: KVM's defaults, a free polled wake-up.
+    #[serde(default)]
+    pub halt_polling: HaltPolling,
     pub network: NetworkCosts,
     pub workloads: WorkloadCosts,
 }
@@ -400,6 +438,7 @@ impl CostProfile {
             "guest_housekeeping",
             "design_work_ns",
             "numa_ns",
+            "halt_polling",
             "network",
             "workloads",
         ] {

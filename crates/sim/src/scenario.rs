@@ -50,6 +50,7 @@ pub use sweep::Sweep;
 pub use topology::IpiTarget;
 pub use workload::{
     Arrivals, IdleMode, IpiMode, PvEoiSetting, QueueOwners, RxHandler, Transport, WorkloadKind,
+    X2apicMode,
 };
 
 #[derive(Debug, Error)]
@@ -110,6 +111,8 @@ pub enum InvalidScenario {
     NoCallTarget,
     #[error("vioapic needs a level, and only vioapic takes one")]
     Level,
+    #[error("halt_poll_ns must be 0..=1000000000 and needs idle = \"halt-poll\" or \"adaptive-halt-poll\"")]
+    HaltPollNs,
     #[error("vioapic runs on the Loongson testbed: a scenario holding it holds no other workload")]
     MixedTestbeds,
     #[error("message_bytes must be 1..={MAX_MESSAGE_BYTES}")]
@@ -219,6 +222,13 @@ pub struct RunGroup {
     /// The ipi-call workload's callee.
     #[serde(default)]
     pub target: IpiTarget,
+    /// The x2APIC mode the ipi-call workload's guest sends its IPIs in.
+    #[serde(default)]
+    pub x2apic: X2apicMode,
+    /// The host's `halt_poll_ns` (the most a halted vCPU is polled),
+    /// instead of the profile's `host_ns.halt_poll`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halt_poll_ns: Option<u64>,
     /// Where the vioapic workload's controller is emulated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<VioapicLevel>,
@@ -326,6 +336,10 @@ impl RunSpec {
         }
         if self.workload == WorkloadKind::IpiCall {
             params.insert("target".into(), enum_name(&self.group.target));
+            params.insert("x2apic".into(), enum_name(&self.group.x2apic));
+        }
+        if let Some(ns) = self.group.halt_poll_ns {
+            params.insert("halt_poll_ns".into(), ns.into());
         }
         if self.group.numa_nodes != 1 {
             params.insert("numa_nodes".into(), self.group.numa_nodes.into());
@@ -400,6 +414,8 @@ impl RunGroup {
             queue_owners: QueueOwners::default(),
             numa_nodes: one_node(),
             target: IpiTarget::default(),
+            x2apic: X2apicMode::default(),
+            halt_poll_ns: None,
             level: None,
             message_bytes: None,
             pv_eoi: PvEoiSetting::Off,
@@ -476,6 +492,12 @@ impl RunGroup {
         }
         if self.level.is_some() != (self.workload == WorkloadKind::Vioapic) {
             return Err(InvalidScenario::Level);
+        }
+        if self
+            .halt_poll_ns
+            .is_some_and(|ns| ns > crate::profile::MAX_COST_NS || !self.idle.host_polls())
+        {
+            return Err(InvalidScenario::HaltPollNs);
         }
         self.validate_network()?;
         Ok(())

@@ -176,6 +176,7 @@ fn a_256_vcpu_vm_calls_all_with_one_icr_write_per_cluster_of_16() {
         workload = "ipi-call"
         designs = ["apicv"]
         target = "all"
+        x2apic = "cluster"
         host = { cores = 257, vms = 1, vcpus_per_vm = 256 }
     "#,
     );
@@ -189,6 +190,80 @@ fn a_256_vcpu_vm_calls_all_with_one_icr_write_per_cluster_of_16() {
         "{writes} writes/s for {calls} calls/s"
     );
     assert!(run.figures.total_s.is_some_and(|total| total > 0.0));
+}
+
+/// A call to all of a 33-vCPU VM's other vCPUs in x2APIC `mode` (guest
+/// idle=poll: every callee runs in guest mode): its ICR writes per call
+/// and its mean time, ns.
+fn call_all(mode: &str) -> (f64, f64) {
+    let run = one(
+        20,
+        &format!(
+            r#"
+            [[runs]]
+            workload = "ipi-call"
+            designs = ["apicv"]
+            target = "all"
+            idle = "poll"
+            x2apic = "{mode}"
+            host = {{ cores = 34, vms = 1, vcpus_per_vm = 33 }}
+        "#
+        ),
+    );
+    let calls = throughput(&run, ThroughputUnit::CallsPerS);
+    let writes = run.exits_by_reason_per_s[&VmxExit::MsrWrite] / calls;
+    let mean = run.latency_ns.as_ref().expect("call latencies").mean;
+    (writes, mean)
+}
+
+#[test]
+fn physical_mode_sends_n_minus_1_trapped_icr_writes_back_to_back() {
+    let (physical_writes, physical_ns) = call_all("physical");
+    let (cluster_writes, cluster_ns) = call_all("cluster");
+    // APICv virtualizes the EOI: every MSR_WRITE is an ICR write. The
+    // last call of the run may be cut short.
+    assert!((physical_writes - 32.0).abs() < 1.0, "{physical_writes}");
+    assert!((cluster_writes - 3.0).abs() < 0.2, "{cluster_writes}");
+    // The 29 writes more each cost the sender an exit, one after another
+    // (the kicks are the same in both modes).
+    let profile = CostProfile::did_2015();
+    let exit = profile.exit_service_ns.icr_write + profile.host_ns.exit_entry_transition;
+    let extra = physical_ns - cluster_ns;
+    assert!(extra > 0.8 * f64_of(29 * exit), "{extra} ns");
+}
+
+#[test]
+fn adaptive_halt_polling_polls_only_the_vcpu_that_is_called() {
+    let run = |idle: &str| {
+        one(
+            20,
+            &format!(
+                r#"
+                [[runs]]
+                workload = "ipi-call"
+                designs = ["apicv"]
+                target = "same-node"
+                idle = "{idle}"
+                host = {{ cores = 5, vms = 1, vcpus_per_vm = 4 }}
+            "#
+            ),
+        )
+    };
+    let (adaptive, halt, fixed) = (run("adaptive-halt-poll"), run("halt"), run("halt-poll"));
+    let mean = |run: &RunResult| run.latency_ns.as_ref().expect("latencies").mean;
+    // The callee's window grew over its short waits: its calls find it
+    // polled, never asleep, as the fixed window's do.
+    assert!(
+        mean(&adaptive) < mean(&halt),
+        "a polled callee wakes sooner"
+    );
+    let wakeup = f64_of(CostProfile::did_2015().host_ns.wakeup);
+    assert!((mean(&adaptive) - mean(&fixed)).abs() < 0.1 * wakeup);
+    // vCPUs 2 and 3 halt once and are never called: an adaptive window
+    // starts closed, so they sleep where the fixed window first polls
+    // (did-2015's 200 us).
+    assert!(adaptive.cpu_busy < fixed.cpu_busy);
+    assert!(adaptive.cpu_busy < 1.0 - 2.0 * 0.9 / 4.0);
 }
 
 #[test]

@@ -129,8 +129,37 @@ pub enum IdleMode {
     /// HLT exits and the vCPU thread sleeps.
     #[serde(rename = "halt", alias = "hlt")]
     Hlt,
-    /// HLT exits; the host polls `halt_poll` ns before sleeping.
+    /// HLT exits; the host polls a fixed `halt_poll` ns before sleeping
+    /// (KVM's first halt polling, Linux 4.0).
     HaltPoll,
+    /// HLT exits; KVM's adaptive halt polling (Linux 4.3 on,
+    /// `kvm_vcpu_block`): each vCPU polls its own window, which grows on a
+    /// short wait and resets on a long one, up to `halt_poll` ns
+    /// (`machine::hypervisor::halt_poll`).
+    AdaptiveHaltPoll,
+}
+
+impl IdleMode {
+    /// Whether the host polls a halted vCPU before it sleeps.
+    pub fn host_polls(self) -> bool {
+        matches!(self, IdleMode::HaltPoll | IdleMode::AdaptiveHaltPoll)
+    }
+}
+
+/// The x2APIC destination mode the guest's Linux addresses its IPIs in
+/// (arch/x86/kernel/apic/x2apic_{phys,cluster}.c).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum X2apicMode {
+    /// One ICR write per target CPU (`__x2apic_send_IPI_mask` walks the
+    /// mask): Linux's choice in a KVM guest without interrupt remapping,
+    /// where "all CPUs can be addressed by IOAPIC/MSI only in physical
+    /// mode" (`try_to_enable_x2apic` sets `x2apic_phys`).
+    #[default]
+    Physical,
+    /// One ICR write per cluster of 16 logical IDs (SDM 10.12.10.2), with
+    /// interrupt remapping.
+    Cluster,
 }
 
 /// Whether the guest uses KVM's PV EOI (`dirq run --pv-eoi`;

@@ -30,6 +30,17 @@
 //!
 //! The levels are cumulative, each cheaper than the last: ro-page and pv
 //! keep the controller in the kernel (assumed; docs/calibration.md).
+//!
+//! With the controller in the userspace VMM, a write that changes the
+//! controller's output to the core (the level `IRR & !MASK` of the
+//! device's line) makes the VMM re-evaluate the line and tell KVM through
+//! a second kernel crossing of its own (an interrupt ioctl setting or
+//! clearing the vCPU's pending interrupt): the interrupt's delivery goes
+//! through the VMM. Back to back the line is always asserted, so the MASK
+//! write drops the output and the UNMASK write raises it (delivering the
+//! next interrupt); the ACK only clears the core's delivered bit, which
+//! the masking already withdrew ([`toggles_line`]). In the kernel the
+//! controller's output reaches the vCPU without leaving KVM.
 
 pub use dirq_arch::vioapic::VioapicLevel;
 
@@ -53,6 +64,13 @@ impl LevelLandings for VioapicLevel {
             (VioapicLevel::Pv, AccessKind::Write) => Landing::SharedPageLocked,
         }
     }
+}
+
+/// Whether `access` changes the controller's output to the core in a
+/// back-to-back interrupt (the device's line asserted): masking and
+/// unmasking the line do, reads and the ACK do not.
+pub fn toggles_line(access: Access) -> bool {
+    access.kind == AccessKind::Write && matches!(access.register, Register::Mask | Register::Unmask)
 }
 
 /// How many of the flow's controller accesses exit at `level`.
@@ -150,8 +168,7 @@ pub const FLOW: [Step; 10] = [
 ];
 
 /// The flow's controller accesses.
-#[cfg(test)]
-fn controller_accesses() -> impl Iterator<Item = Access> {
+pub(super) fn controller_accesses() -> impl Iterator<Item = Access> {
     FLOW.iter().filter_map(|step| match step {
         Step::Controller(access) => Some(*access),
         _ => None,
@@ -191,6 +208,24 @@ mod tests {
             FLOW.last(),
             Some(&write(Register::Unmask)),
             "unmask is last"
+        );
+    }
+
+    #[test]
+    fn masking_and_unmasking_toggle_the_line_and_nothing_else_does() {
+        let toggling: Vec<Access> = controller_accesses().filter(|&a| toggles_line(a)).collect();
+        assert_eq!(
+            toggling,
+            [
+                Access {
+                    kind: AccessKind::Write,
+                    register: Register::Mask
+                },
+                Access {
+                    kind: AccessKind::Write,
+                    register: Register::Unmask
+                }
+            ]
         );
     }
 

@@ -2,7 +2,9 @@
 //! host and guest on it, a virtual device raising level-triggered
 //! interrupts back to back through a `dirq_arch::vioapic` controller, and
 //! the guest answering each with the 7A flow ([`flow::FLOW`]) whose
-//! register accesses exit or not by the level ([`VioapicLevel`]). The
+//! register accesses exit or not by the level ([`VioapicLevel`]); with
+//! the controller in the userspace VMM, every change of its output to the
+//! core costs the VMM a second kernel crossing (`flow`'s module text). The
 //! core is a model on the simulator's engine (`crate::engine`), as the x86
 //! machine is, its time counted in the core's cycles: the x86 machine's
 //! LAPICs and VMCS have no part in it.
@@ -62,6 +64,9 @@ enum Event {
     Injected,
     /// Step `FLOW[n]` finished.
     StepDone(usize),
+    /// The VMM's crossing after step `FLOW[n]` (its write changed the
+    /// line) finished.
+    Crossed(usize),
 }
 
 impl Keyed for Event {
@@ -77,6 +82,11 @@ struct Spent {
     guest_cycles: u64,
     exits: u64,
     userspace_exits: u64,
+    /// The VMM's own kernel crossings (userspace level only).
+    crossings: u64,
+    /// Cycles in the controller's register accesses, their exits and the
+    /// VMM's crossings they caused.
+    register_cycles: u64,
 }
 
 #[derive(Debug, Default)]
@@ -88,6 +98,9 @@ struct Counts {
     /// Responses whose status read found nothing to service.
     spurious: u64,
     completed: u64,
+    /// When the first interrupt completed: the start-up (the first
+    /// delivery) ends there.
+    first_completion: Option<u64>,
     last_completion: u64,
     events: u64,
     committed: Spent,
@@ -106,6 +119,9 @@ struct Loongson<'a> {
     busy: bool,
     /// The last MASK the guest read, for its read-modify-write.
     mask_read: u32,
+    /// The controller's output to the core as KVM last heard of it from
+    /// the VMM (userspace level).
+    line_output: bool,
     current: Spent,
     counts: Counts,
     queue: EventQueue<Event>,
@@ -167,6 +183,7 @@ impl<'a> Loongson<'a> {
             delivered: false,
             busy: false,
             mask_read: 0,
+            line_output: false,
             current: Spent::default(),
             counts: Counts::default(),
             queue: EventQueue::new(),
@@ -184,14 +201,51 @@ impl<'a> Loongson<'a> {
         match event {
             Event::Injected => self.schedule_step(0),
             Event::StepDone(index) => {
-                self.finish_step(FLOW[index]);
-                if index + 1 < FLOW.len() {
-                    self.schedule_step(index + 1);
+                let step = FLOW[index];
+                self.finish_step(step);
+                if self.output_changed() {
+                    self.cross(index, step);
                 } else {
-                    self.complete();
+                    self.next_step(index);
                 }
             }
+            Event::Crossed(index) => self.next_step(index),
         }
+    }
+
+    fn next_step(&mut self, done: usize) {
+        if done + 1 < FLOW.len() {
+            self.schedule_step(done + 1);
+        } else {
+            self.complete();
+        }
+    }
+
+    /// With the controller in the userspace VMM: whether its output to the
+    /// core (`IRR & !MASK` on the device's line) changed since KVM last
+    /// heard of it, which the VMM then tells KVM. In the kernel there is
+    /// nothing to tell.
+    fn output_changed(&mut self) -> bool {
+        if self.level != VioapicLevel::Userspace {
+            return false;
+        }
+        let output = self.controller.irr() & !self.controller.mask() & LINE_BIT != 0;
+        let changed = output != self.line_output;
+        self.line_output = output;
+        changed
+    }
+
+    /// The VMM's second crossing after `step` (`FLOW[index]`), whose write
+    /// changed the line: it sets or clears the vCPU's interrupt in KVM.
+    fn cross(&mut self, index: usize, step: Step) {
+        let cycles = self.profile.vmm_crossing();
+        self.current.crossings += 1;
+        if matches!(step, Step::Controller(_)) {
+            self.current.register_cycles += cycles;
+        }
+        let end = self.now + cycles;
+        self.trace_span(end, "vmm-crossing", None);
+        self.queue.schedule(end, Event::Crossed(index));
     }
 
     /// The device asserts the line for its next event.
@@ -231,11 +285,18 @@ impl<'a> Loongson<'a> {
     }
 
     /// A delivered interrupt is injected once the guest is out of its
-    /// handler (it runs with interrupts off).
+    /// handler (it runs with interrupts off), after the VMM's crossing
+    /// when the line rose outside the guest's writes (the first one).
     fn maybe_inject(&mut self) {
         if self.delivered && !self.busy {
             self.busy = true;
-            let at = self.now + self.profile.cycles.injection;
+            let crossing = if self.output_changed() {
+                self.current.crossings += 1;
+                self.profile.vmm_crossing()
+            } else {
+                0
+            };
+            let at = self.now + crossing + self.profile.cycles.injection;
             self.trace_span(at, "injection", None);
             self.queue.schedule(at, Event::Injected);
         }
@@ -267,6 +328,9 @@ impl<'a> Loongson<'a> {
             return handler;
         };
         let cycles = self.profile.access_cycles(landing);
+        if matches!(step, Step::Controller(_)) {
+            self.current.register_cycles += cycles;
+        }
         match landing {
             Landing::Memory | Landing::SharedPageLocked => self.current.guest_cycles += cycles,
             Landing::Kernel => self.current.exits += 1,
@@ -377,7 +441,10 @@ impl<'a> Loongson<'a> {
         total.guest_cycles += spent.guest_cycles;
         total.exits += spent.exits;
         total.userspace_exits += spent.userspace_exits;
+        total.crossings += spent.crossings;
+        total.register_cycles += spent.register_cycles;
         self.counts.completed += 1;
+        self.counts.first_completion.get_or_insert(self.now);
         self.counts.last_completion = self.now;
         self.busy = false;
         self.maybe_inject();
@@ -388,7 +455,14 @@ impl<'a> Loongson<'a> {
         let cycles = f64_of(counts.last_completion.max(1));
         let seconds = cycles / f64_of(self.profile.cpu_hz);
         let completed = f64_of(counts.completed.max(1));
-        let cycles_per_interrupt = cycles / completed;
+        // In the steady state, from one completion to the next (the first
+        // delivery may differ: at userspace it is the VMM's own).
+        let cycles_per_interrupt = match counts.first_completion {
+            Some(first) if counts.completed > 1 => {
+                f64_of(counts.last_completion - first) / f64_of(counts.completed - 1)
+            }
+            _ => cycles / completed,
+        };
         let exits_per_s = f64_of(counts.committed.exits) / seconds;
         // The device asserts its next event when it consumes one: one is
         // always outstanding at the end.
@@ -425,6 +499,7 @@ impl<'a> Loongson<'a> {
                 // The paper measures a million interrupts; the run
                 // completes fewer, each costing the same, and scales.
                 seconds_per_million: Some(cycles_per_interrupt * 1e6 / f64_of(self.profile.cpu_hz)),
+                register_access_share: Some(f64_of(counts.committed.register_cycles) / cycles),
                 ..WorkloadFigures::default()
             },
             interrupts: InterruptCounts {

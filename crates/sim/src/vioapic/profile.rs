@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::flow::{Landing, Step, FLOW};
+use super::flow::{controller_accesses, toggles_line, Landing, Step, FLOW};
 use crate::profile::ProfileError;
 
 /// Costs in cycles of the one core host and guest share.
@@ -15,7 +15,8 @@ pub struct VioapicCycles {
     /// One register access exiting to the controller in the kernel.
     pub kernel_access: u64,
     /// One register access exiting to the controller in the userspace VMM
-    /// (measured for a read; a write takes the same exit).
+    /// (measured for a read; a write takes the same exit, and one that
+    /// changes the line adds [`LoongsonProfile::vmm_crossing`]).
     pub userspace_access: u64,
     /// One whole interrupt with the controller in the userspace VMM: the
     /// injection, the handler and its accesses.
@@ -66,10 +67,17 @@ impl LoongsonProfile {
                 rule: "at most 1e10 cycles each",
             });
         }
+        if c.userspace_access < c.kernel_access {
+            return Err(ProfileError::Invalid {
+                field: "userspace_access",
+                rule: "at least kernel_access (the VMM's round trip adds to the kernel's)",
+            });
+        }
         if profile.derived_handler().is_none() {
             return Err(ProfileError::Invalid {
                 field: "userspace_response",
-                rule: "more than the injection and the flow's userspace accesses",
+                rule:
+                    "more than the injection, the flow's userspace accesses and the VMM's crossings",
             });
         }
         if !(1_000_000..=100_000_000_000).contains(&profile.cpu_hz) {
@@ -82,9 +90,10 @@ impl LoongsonProfile {
     }
 
     /// The handler's own instructions besides its register accesses: the
-    /// measured userspace response less the injection and the flow's
+    /// measured userspace response less the injection, the flow's
     /// accesses, every one of which (the device's read among them) exits
-    /// to the userspace VMM at that level.
+    /// to the userspace VMM at that level, and the VMM's second crossing
+    /// for each write that toggles the line (`flow::toggles_line`).
     pub fn handler_cycles(&self) -> u64 {
         // from_toml refuses a profile without one.
         self.derived_handler().unwrap_or_default()
@@ -96,9 +105,21 @@ impl LoongsonProfile {
             .iter()
             .map(|&step| u64::from(step != Step::Handler))
             .sum();
+        let crossings = controller_accesses().filter(|&a| toggles_line(a)).count() as u64;
         c.userspace_response
             .checked_sub(c.injection)?
-            .checked_sub(accesses * c.userspace_access)
+            .checked_sub(accesses * c.userspace_access)?
+            .checked_sub(crossings * self.vmm_crossing())
+    }
+
+    /// The VMM's own trip into the kernel and back (an ioctl telling KVM
+    /// to set or clear the vCPU's interrupt), derived as what an access
+    /// served in the userspace VMM costs beyond one served in the kernel:
+    /// KVM_RUN's return to the VMM and its re-entry, the same user-kernel
+    /// round trip.
+    pub fn vmm_crossing(&self) -> u64 {
+        let c = &self.cycles;
+        c.userspace_access.saturating_sub(c.kernel_access)
     }
 
     /// Cycles of one controller access landing at `landing`.
@@ -128,10 +149,15 @@ mod tests {
     }
 
     #[test]
-    fn the_handler_is_the_userspace_response_less_injection_and_nine_accesses() {
+    fn the_handler_is_the_userspace_response_less_injection_accesses_and_crossings() {
         let profile = LoongsonProfile::loongson_2019();
-        // 8 controller accesses and the device's read, each 6,886 cycles.
-        assert_eq!(profile.handler_cycles(), 91_769 - 3_217 - 9 * 6_886);
+        assert_eq!(profile.vmm_crossing(), 6_886 - 2_265);
+        // 8 controller accesses and the device's read, each 6,886 cycles;
+        // the mask and the unmask each cross once more.
+        assert_eq!(
+            profile.handler_cycles(),
+            91_769 - 3_217 - 9 * 6_886 - 2 * (6_886 - 2_265)
+        );
         let short =
             LOONGSON_2019_TOML.replace("userspace_response = 91769", "userspace_response = 60000");
         assert!(matches!(
@@ -153,6 +179,19 @@ mod tests {
             LoongsonProfile::from_toml(&huge),
             Err(ProfileError::Invalid {
                 field: "cycles",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_userspace_access_cheaper_than_the_kernels_is_refused() {
+        let cheap =
+            LOONGSON_2019_TOML.replace("userspace_access = 6886", "userspace_access = 2000");
+        assert!(matches!(
+            LoongsonProfile::from_toml(&cheap),
+            Err(ProfileError::Invalid {
+                field: "userspace_access",
                 ..
             })
         ));

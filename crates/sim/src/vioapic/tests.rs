@@ -1,5 +1,5 @@
 //! The Loongson VIOAPIC run's mechanisms, asserted on its counts.
-use super::flow::{trapped_accesses, Access};
+use super::flow::{controller_accesses, toggles_line, trapped_accesses, Access};
 use super::*;
 use crate::design::DesignKind;
 use crate::scenario::{builtin, RunGroup, Scenario};
@@ -53,13 +53,24 @@ fn pv_exits_less_per_interrupt_than_the_kernel_level_and_ro_page_between() {
     assert!(pv < ro_page && ro_page < kernel);
 }
 
+/// The VMM's crossings per interrupt at `level`: one per line-toggling
+/// write with the controller in userspace.
+fn crossings(level: VioapicLevel) -> u64 {
+    match level {
+        VioapicLevel::Userspace => {
+            controller_accesses().filter(|&a| toggles_line(a)).count() as u64
+        }
+        _ => 0,
+    }
+}
+
 #[test]
 fn an_interrupt_costs_injection_plus_its_steps_where_they_land() {
     let profile = LoongsonProfile::loongson_2019();
     for level in VioapicLevel::ALL {
         let mut machine = Loongson::new(level, &profile);
         let steps: u64 = FLOW.iter().map(|&step| machine.step_cycles(step)).sum();
-        let expected = profile.cycles.injection + steps;
+        let expected = profile.cycles.injection + steps + crossings(level) * profile.vmm_crossing();
         let result = run(level);
         assert_eq!(
             result.figures.cycles_per_interrupt,
@@ -178,5 +189,64 @@ fn the_builtin_scenario_runs_every_level_on_the_loongson_profile() {
     assert_eq!(
         result.profile, "loongson-2019",
         "an x86 profile does not apply"
+    );
+}
+
+#[test]
+fn a_userspace_write_that_changes_the_line_costs_a_second_crossing_the_kernels_does_not() {
+    let profile = LoongsonProfile::loongson_2019();
+    let mask_write = Step::Controller(Access {
+        kind: AccessKind::Write,
+        register: Register::Mask,
+    });
+    let ack = Step::Controller(Access {
+        kind: AccessKind::Write,
+        register: Register::Ack,
+    });
+    for level in [VioapicLevel::Userspace, VioapicLevel::Kernel] {
+        let mut machine = Loongson::new(level, &profile);
+        machine.start();
+        // The raise that delivered the first interrupt went through the VMM.
+        let userspace = level == VioapicLevel::Userspace;
+        assert_eq!(machine.current.crossings, u64::from(userspace), "{level:?}");
+        machine.mask_read = machine.read_mask();
+        machine.finish_step(mask_write);
+        assert_eq!(machine.output_changed(), userspace, "{level:?}: masking");
+        machine.finish_step(ack);
+        assert!(
+            !machine.output_changed(),
+            "{level:?}: the ACK leaves the line"
+        );
+    }
+}
+
+#[test]
+fn only_the_userspace_level_crosses_twice_per_interrupt() {
+    for level in VioapicLevel::ALL {
+        let result = run(level);
+        let profile = LoongsonProfile::loongson_2019();
+        let mut machine = Loongson::new(level, &profile);
+        let steps: u64 = FLOW.iter().map(|&step| machine.step_cycles(step)).sum();
+        let crossing_cycles =
+            result.figures.cycles_per_interrupt.unwrap() - f64_of(profile.cycles.injection + steps);
+        assert!(
+            (crossing_cycles - f64_of(crossings(level) * profile.vmm_crossing())).abs() < 1e-6,
+            "{level:?}: {crossing_cycles}"
+        );
+    }
+    assert_eq!(crossings(VioapicLevel::Userspace), 2);
+}
+
+#[test]
+fn register_accesses_are_most_of_the_userspace_response_and_shrink_by_level() {
+    // The study: the response dominates an interrupt's cost, and most of
+    // it is the guest's accesses to the controller's registers.
+    let profile = LoongsonProfile::loongson_2019();
+    let shares = VioapicLevel::ALL.map(|level| run(level).figures.register_access_share.unwrap());
+    let userspace_response = 1.0 - f64_of(profile.cycles.injection) / 91_769.0;
+    assert!(shares[0] > userspace_response / 2.0, "{shares:?}");
+    assert!(
+        shares.windows(2).all(|pair| pair[1] < pair[0]),
+        "{shares:?}"
     );
 }

@@ -15,6 +15,7 @@ use crate::machine::{
 };
 use crate::metrics::ExitReason;
 use crate::rng::Rng;
+use crate::scenario::IdleMode;
 
 /// Round robin: the first vCPU after `current` in `runqueue` that is
 /// `runnable`, wrapping around; None when that is `current` itself.
@@ -243,6 +244,13 @@ impl Hypervisor {
         }
         self.vcpu_woken(vcpu, ledger);
         let core = self.vcpus[vcpu].home_core;
+        if self.idle == IdleMode::AdaptiveHaltPoll {
+            let v = &mut self.vcpus[vcpu];
+            let block_ns = now.saturating_sub(v.halted_at);
+            let rules = &self.profile.halt_polling;
+            v.poll_window
+                .after_block(block_ns, self.halt_poll_ns, rules);
+        }
         self.vcpus[vcpu].state = VcpuState::Running;
         if self.cores[core].current != Some(vcpu) {
             self.vcpus[vcpu].state = VcpuState::Runnable;
@@ -255,13 +263,19 @@ impl Hypervisor {
         }
     }
 
-    /// Waking a sleeping vCPU thread, unless the host is still halt-polling.
+    /// Waking a sleeping vCPU thread; or, while the host still polls it,
+    /// ending the poll and re-entering (`halt_polling.wakeup_ns`).
     pub(super) fn wakeup_cost(&self, core: usize, now: u64) -> u64 {
-        if now < self.cores[core].halt_poll_until {
-            0
+        if self.polling(core, now) {
+            self.profile.halt_polling.wakeup_ns
         } else {
             self.profile.host_ns.wakeup
         }
+    }
+
+    /// The host halt-polls `core`'s vCPU at `now`.
+    pub(super) fn polling(&self, core: usize, now: u64) -> bool {
+        now < self.cores[core].halt_poll_until
     }
 
     /// The guest executes HLT on `vcpu`; `lapic` is its core's.
@@ -310,12 +324,14 @@ impl Hypervisor {
             return;
         }
         self.vcpus[vcpu].state = VcpuState::Halted;
+        self.vcpus[vcpu].halted_at = now;
         self.vcpu_blocked(vcpu, ledger);
-        self.cores[core].halt_poll_until = if self.halt_poll {
-            now + self.profile.host_ns.halt_poll
-        } else {
-            0
+        let window = match self.idle {
+            IdleMode::HaltPoll => self.halt_poll_ns,
+            IdleMode::AdaptiveHaltPoll => self.vcpus[vcpu].poll_window.ns,
+            IdleMode::Poll | IdleMode::Hlt => 0,
         };
+        self.cores[core].halt_poll_until = if window > 0 { now + window } else { 0 };
         if self.cores[core].runqueue.len() > 1 {
             self.cores[core].slice_due = true;
         }

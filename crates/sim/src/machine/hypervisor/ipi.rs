@@ -97,23 +97,25 @@ impl Hypervisor {
         }
     }
 
-    /// The sender's time in `kvm_vcpu_kick` for `target` at `now`: the
-    /// IPI's send, and for a target whose thread sleeps in `schedule()`
-    /// (halted, not halt-polling) its wake-up from the sender
-    /// (`try_to_wake_up`), which takes the target core's runqueue lock:
-    /// one cache line from that core, over the interconnect (same-node or
-    /// cross-node).
+    /// The sender's time in `kvm_vcpu_kick` for `target` at `now`. For a
+    /// target whose thread sleeps in `schedule()` (halted, past any
+    /// halt-polling window): its wake-up from the sender
+    /// (`try_to_wake_up`), which takes the target core's runqueue lock
+    /// (one cache line from that core, over the interconnect, same-node or
+    /// cross-node) and sends the IPI. For a target the host halt-polls: no
+    /// IPI and no wake-up (it is neither in guest mode nor on its wait
+    /// queue); the pending bit the sender sets is a line the poller holds.
+    /// Otherwise the IPI's send.
     pub(super) fn kick_ns(&self, from: usize, target: usize, now: u64) -> u64 {
         let core = self.vcpus[target].home_core;
-        let asleep = self.vcpus[target].state == VcpuState::Halted
-            && self.cores[core].mode == Mode::Idle
-            && now >= self.cores[core].halt_poll_until;
-        let wake = if asleep {
-            self.topology.interconnect_ns(from, core)
-        } else {
-            0
-        };
-        self.profile.host_ns.send_ipi + wake
+        let halted =
+            self.vcpus[target].state == VcpuState::Halted && self.cores[core].mode == Mode::Idle;
+        let line = self.topology.interconnect_ns(from, core);
+        match (halted, self.polling(core, now)) {
+            (true, true) => line,
+            (true, false) => self.profile.host_ns.send_ipi + line,
+            (false, _) => self.profile.host_ns.send_ipi,
+        }
     }
 
     /// A virtio notify: a port write that exits under every hypervisor,

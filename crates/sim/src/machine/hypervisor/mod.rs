@@ -9,13 +9,15 @@
 //! Its parts: exits, VM entry and scheduling (`exits`); physical delivery
 //! at a core, guest mode or not (`delivery`); virtual interrupts
 //! (`injection`); the guest's LAPIC timer and the host's tick (`timers`);
-//! hardware posting (`posting`); the guest's IPIs (`ipi`). It drives the
+//! hardware posting (`posting`); the guest's IPIs (`ipi`); KVM's adaptive
+//! halt polling (`halt_poll`). It drives the
 //! platform's LAPICs and IOMMU table through the `&mut` it is handed, and
 //! lists what another part must do (a handler to start, the guest to run
 //! on) as effects.
 
 mod delivery;
 mod exits;
+mod halt_poll;
 mod injection;
 mod ipi;
 mod posting;
@@ -125,6 +127,10 @@ struct VirtCpu {
     pv_eoi: PvEoiState,
     state: VcpuState,
     halt_requested: bool,
+    /// When it last halted in the host (its block's start).
+    halted_at: u64,
+    /// Its adaptive halt-polling window.
+    poll_window: halt_poll::PollWindow,
 }
 
 /// A queue pair's VF vectors' host vectors, on its owner's home core.
@@ -145,7 +151,10 @@ pub(super) struct Hypervisor {
     profile: CostProfile,
     /// The profile's exit service-time shape, ready to draw.
     exit_times: Sampler,
-    halt_poll: bool,
+    /// What an idle vCPU does, and the most the host polls one
+    /// (`halt_poll_ns`).
+    idle: IdleMode,
+    halt_poll_ns: u64,
 }
 
 /// VF host vectors are allocated per core from here up, as Linux's
@@ -206,6 +215,8 @@ impl Hypervisor {
                     pv_eoi: design.pv_eoi.state(spec.group.pv_eoi),
                     state: VcpuState::Runnable,
                     halt_requested: false,
+                    halted_at: 0,
+                    poll_window: halt_poll::PollWindow::default(),
                 }
             })
             .collect();
@@ -234,7 +245,8 @@ impl Hypervisor {
             pairs,
             profile: profile.clone(),
             exit_times: profile.service_time.exit.sampler(),
-            halt_poll: spec.group.idle == IdleMode::HaltPoll,
+            idle: spec.group.idle,
+            halt_poll_ns: spec.group.halt_poll_ns.unwrap_or(profile.host_ns.halt_poll),
         }
     }
 

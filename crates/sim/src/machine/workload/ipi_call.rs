@@ -1,11 +1,14 @@
 //! The IPI paper's benchmark: vCPU 0 calls a function on other vCPUs and
 //! spins until every callee has run it (Linux's smp_call_function_single
-//! and _many with wait), call after call. The caller's ICR writes exit
-//! under every hypervisor here; in x2APIC cluster mode one write reaches
-//! the targets of one cluster of 16 logical IDs (SDM 10.12.10), so a call
-//! to all CPUs makes one write per cluster. A callee acknowledges (EOI)
-//! first, runs the function and releases the caller's lock, whose cache
-//! line reaches the caller over the interconnect.
+//! and _many with wait), call after call. In x2APIC physical mode (Linux's
+//! in a KVM guest without interrupt remapping) `__x2apic_send_IPI_mask`
+//! writes the ICR once per target, so a call to all CPUs is N-1 ICR
+//! writes back to back, each its own exit where they trap; in cluster mode
+//! one write reaches the targets of one cluster of 16 logical IDs (SDM
+//! 10.12.10), one write per cluster, and KVM still kicks each target in
+//! turn inside that write's exit (`hypervisor::ipi`). A callee
+//! acknowledges (EOI) first, runs the function and releases the caller's
+//! lock, whose cache line reaches the caller over the interconnect.
 
 use dirq_arch::interrupt::{DeliveryMode, Destination};
 use dirq_arch::lapic::x2apic_icr;
@@ -17,6 +20,7 @@ use crate::machine::guest::{Step, Work};
 use crate::machine::ledger::Counters;
 use crate::machine::{index_u32, GUEST_IPI_VECTOR};
 use crate::metrics::{Throughput, ThroughputUnit, WorkloadFigures};
+use crate::scenario::X2apicMode;
 
 /// vCPU 0's loop: one call, its ICR writes, the wait.
 const IPI_CALLER: &[Step] = &[
@@ -60,30 +64,43 @@ struct Call {
     done: bool,
 }
 
-/// ipi-call's own state: whom a call calls, and per VM its caller's call
-/// in flight.
-#[derive(Debug, Default)]
+/// ipi-call's own state: whom a call calls and how the guest addresses
+/// them, and per VM its caller's call in flight.
+#[derive(Debug)]
 pub(super) struct IpiCall {
-    /// The callees' x2APIC logical IDs, their indices in the VM (the
-    /// scenario's call targets, the same in every VM).
+    /// The callees' x2APIC IDs, their indices in the VM (the scenario's
+    /// call targets, the same in every VM).
     callees: Vec<u32>,
+    mode: X2apicMode,
     calls: Vec<Call>,
 }
 
 impl IpiCall {
-    pub(super) fn new(vms: usize, callees: Vec<u32>) -> Self {
+    pub(super) fn new(vms: usize, callees: Vec<u32>, mode: X2apicMode) -> Self {
         IpiCall {
             callees,
+            mode,
             calls: vec![Call::default(); vms],
         }
     }
 
-    /// The call's next ICR write by `vm`'s caller `vcpu`: one x2APIC
-    /// logical write to the unsent callees of the next cluster (SDM
-    /// 10.12.10.2: cluster in bits 31:16, member bitmap in 15:0). None once
-    /// every callee was written to.
+    /// The call's next ICR write by `vm`'s caller `vcpu`, None once every
+    /// callee was written to: in physical mode to the next callee's APIC
+    /// ID; in cluster mode one logical write to the unsent callees of the
+    /// next cluster (SDM 10.12.10.2: cluster in bits 31:16, member bitmap
+    /// in 15:0).
     fn write_next_icr(&mut self, vm: usize, vcpu: usize) -> Option<Effect> {
         let call = &mut self.calls[vm];
+        if self.mode == X2apicMode::Physical {
+            let callee = *call.unsent.first()?;
+            call.unsent.remove(0);
+            let icr = x2apic_icr(
+                GUEST_IPI_VECTOR,
+                DeliveryMode::Fixed,
+                Destination::Physical(callee),
+            );
+            return Some(Effect::WriteIcr { vcpu, icr });
+        }
         let cluster = call.unsent.first()? / X2APIC_CLUSTER_SIZE;
         let (batch, rest): (Vec<u32>, Vec<u32>) = std::mem::take(&mut call.unsent)
             .into_iter()
@@ -210,6 +227,31 @@ mod tests {
     use crate::machine::fixture::scheduled;
     use crate::scenario::WorkloadKind;
 
+    fn physical(apic_id: u32) -> Effect {
+        Effect::WriteIcr {
+            vcpu: 0,
+            icr: x2apic_icr(
+                GUEST_IPI_VECTOR,
+                DeliveryMode::Fixed,
+                Destination::Physical(apic_id),
+            ),
+        }
+    }
+
+    /// Every ICR write of one call by vCPU 0.
+    fn all_writes(call: &mut IpiCall, bench: &mut Bench) -> Vec<Effect> {
+        step(call, bench, 0, WorkloadStep::Begin);
+        let mut writes = Vec::new();
+        loop {
+            let (_, fx) = step(call, bench, 0, WorkloadStep::Send);
+            writes.extend(fx);
+            if step(call, bench, 0, WorkloadStep::SendMore).0 != StepOutcome::Back {
+                break;
+            }
+        }
+        writes
+    }
+
     fn write(cluster: u32, members: u32) -> Effect {
         Effect::WriteIcr {
             vcpu: 0,
@@ -233,25 +275,27 @@ mod tests {
     #[test]
     fn a_call_to_all_makes_one_icr_write_per_x2apic_cluster() {
         let mut bench = Bench::new(&one_vm(WorkloadKind::IpiCall, 40));
-        let mut call = IpiCall::new(1, (1..40).collect());
-        step(&mut call, &mut bench, 0, WorkloadStep::Begin);
-        let mut writes = Vec::new();
-        loop {
-            let (_, fx) = step(&mut call, &mut bench, 0, WorkloadStep::Send);
-            writes.extend(fx);
-            if step(&mut call, &mut bench, 0, WorkloadStep::SendMore).0 != StepOutcome::Back {
-                break;
-            }
-        }
+        let mut call = IpiCall::new(1, (1..40).collect(), X2apicMode::Cluster);
         // Logical IDs 1-15, 16-31, 32-39.
-        assert_eq!(writes, [write(0, 0xFFFE), write(1, 0xFFFF), write(2, 0xFF)]);
+        assert_eq!(
+            all_writes(&mut call, &mut bench),
+            [write(0, 0xFFFE), write(1, 0xFFFF), write(2, 0xFF)]
+        );
+    }
+
+    #[test]
+    fn a_call_to_all_in_physical_mode_writes_the_icr_once_per_callee_in_order() {
+        let mut bench = Bench::new(&one_vm(WorkloadKind::IpiCall, 40));
+        let mut call = IpiCall::new(1, (1..40).collect(), X2apicMode::Physical);
+        let expected: Vec<Effect> = (1..40).map(physical).collect();
+        assert_eq!(all_writes(&mut call, &mut bench), expected);
     }
 
     #[test]
     fn a_call_completes_when_every_write_is_made_and_every_reached_callee_ran() {
         // Callees 1 and 17: one write to each x2APIC cluster.
         let mut bench = Bench::new(&one_vm(WorkloadKind::IpiCall, 18));
-        let mut call = IpiCall::new(1, vec![1, 17]);
+        let mut call = IpiCall::new(1, vec![1, 17], X2apicMode::Cluster);
         bench.now = 100;
         step(&mut call, &mut bench, 0, WorkloadStep::Begin);
         assert_eq!(

@@ -68,6 +68,7 @@ pub(super) fn for_run(
         WorkloadKind::IpiCall => Box::new(ipi_call::IpiCall::new(
             topology.vm_count(),
             spec.group.call_targets(),
+            spec.group.x2apic,
         )),
         WorkloadKind::Memcached | WorkloadKind::Apache => {
             Box::new(servers::Servers::new(spec, profile, topology))
