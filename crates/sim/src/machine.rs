@@ -427,9 +427,6 @@ impl Machine {
             Effect::Sent { pair } => {
                 with_inputs!(self, |inputs| self.guest.sent(pair, &mut inputs, fx))
             }
-            Effect::NapiComplete { pair } => {
-                self.platform.napi_complete(pair, now, &mut self.ledger, fx)
-            }
             Effect::TxReaped { pair } => self.platform.tx_reaped(pair, now, &mut self.ledger, fx),
             Effect::Poke(vcpu) => {
                 self.guest.suspend(vcpu, now, fx);

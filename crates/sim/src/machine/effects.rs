@@ -91,11 +91,6 @@ pub(super) enum Effect {
         pair: usize,
         job: BackendJob,
     },
-    /// The VF queue's NAPI poll is over: unmask, signal what it left
-    /// behind.
-    NapiComplete {
-        pair: usize,
-    },
     /// The guest's transmit poll reaped the completions and re-armed the
     /// transmit event queue (`tx_completion`).
     TxReaped {
