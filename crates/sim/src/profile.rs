@@ -176,6 +176,31 @@ pub struct DesignWorkNs {
     pub timer_injection: u64,
 }
 
+/// A virtio-blk read through QEMU's user space and the guest's block
+/// layer (`machine::platform::virtio_blk`), ns. Each QEMU thread's
+/// wake-up is `host_ns.virtio_backend_wakeup`, the ramdisk's copy
+/// `host_ns.ramdisk_read`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VirtioBlkNs {
+    /// Guest CPU: the read's system call and the block layer down to
+    /// virtio-blk's request on the ring, before the notify.
+    pub guest_submit: u64,
+    /// QEMU's main loop takes the notified request to its AIO thread
+    /// pool (`virtio_blk_handle_output`, `bdrv_aio_readv`).
+    pub dispatch: u64,
+    /// The AIO thread's `preadv` on the host's ramdisk besides the copy:
+    /// the system call and the direct-I/O path.
+    pub pread: u64,
+    /// QEMU's main loop completes the read (`virtio_blk_req_complete`:
+    /// the used ring, the MSI sent into KVM).
+    pub complete: u64,
+    /// Guest CPU after the interrupt's entry: virtio-blk's and the block
+    /// layer's completion, the reader's wake-up and its return to user
+    /// space.
+    pub guest_complete: u64,
+}
+
 /// The host's NUMA interconnect: how long one message between two cores
 /// takes (an IPI reaching its target once sent, or the cache line a
 /// waiting caller polls), ns.
@@ -264,6 +289,10 @@ pub struct CostProfile {
     /// Absent: IPIs arrive at once.
     #[serde(default)]
     pub numa_ns: NumaNs,
+    /// Absent: a virtio-blk read costs only QEMU's wake-ups and the
+    /// ramdisk's copy.
+    #[serde(default)]
+    pub virtio_blk_ns: VirtioBlkNs,
     pub network: NetworkCosts,
     pub workloads: WorkloadCosts,
 }
@@ -400,6 +429,7 @@ impl CostProfile {
             "guest_housekeeping",
             "design_work_ns",
             "numa_ns",
+            "virtio_blk_ns",
             "network",
             "workloads",
         ] {

@@ -91,6 +91,10 @@ pub(super) enum Effect {
         pair: usize,
         job: BackendJob,
     },
+    /// `pair`'s guest hands its virtio-blk a read (QEMU's, `virtio_blk`).
+    BlockRead {
+        pair: usize,
+    },
     /// The guest's transmit poll reaped the completions and re-armed the
     /// transmit event queue (`tx_completion`).
     TxReaped {

@@ -26,7 +26,7 @@ use super::{
     GUEST_VF_TX_VECTOR, GUEST_VF_VECTOR, GUEST_VIRTIO_VECTOR,
 };
 use crate::metrics::{Throughput, WorkloadFigures};
-use crate::profile::{CostProfile, GuestHousekeeping, GuestNs, IdleExitsPerS};
+use crate::profile::{CostProfile, GuestHousekeeping, GuestNs, IdleExitsPerS, VirtioBlkNs};
 use crate::rng::Rng;
 use crate::scenario::RunSpec;
 use crate::service::Sampler;
@@ -108,6 +108,7 @@ struct Costs {
     guest_ns: GuestNs,
     housekeeping: GuestHousekeeping,
     idle_exits_per_s: IdleExitsPerS,
+    virtio_blk: VirtioBlkNs,
     /// Its service times' shape, ready to draw.
     sampler: Sampler,
 }
@@ -195,6 +196,7 @@ impl Guest {
                 guest_ns: profile.guest_ns.clone(),
                 housekeeping: profile.guest_housekeeping.clone(),
                 idle_exits_per_s: profile.idle_exits_per_s.clone(),
+                virtio_blk: profile.virtio_blk_ns.clone(),
                 sampler: profile.service_time.guest.sampler(),
             },
         }
@@ -282,6 +284,8 @@ impl Guest {
             Work::TimerToUserRest => guest.timer_irq_to_user.saturating_sub(guest.irq_entry),
             Work::Request => guest.request_work,
             Work::IrqsOffSection => self.costs.housekeeping.irqs_off_ns,
+            Work::BlockSubmit => self.costs.virtio_blk.guest_submit,
+            Work::BlockComplete => self.costs.virtio_blk.guest_complete,
         };
         self.costs.sampler.draw(mean, rng)
     }

@@ -283,8 +283,10 @@ pub(super) enum WorkloadStep {
     Complete,
     /// Record what just completed (a request's, an IPI's latency).
     Record,
-    /// Submit the next request.
+    /// Submit the next request: its clock starts.
     Submit,
+    /// Hand the submitted request to the device and notify it.
+    Notify,
 }
 
 /// What a workload's step does to its guest.
