@@ -317,6 +317,9 @@ impl Platform {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::design::DesignKind;
+    use crate::machine::fixture::{listed, Setting};
+    use crate::scenario::{Transport, WorkloadKind};
 
     const RX: (usize, BackendJob) = (0, BackendJob::RxPacket);
     const TX: (usize, BackendJob) = (0, BackendJob::Tx);
@@ -358,6 +361,36 @@ mod tests {
         vhost.add(TX.0, TX.1);
         assert_eq!(vhost.next_buffer(), Some(TX), "RX requeued at the tail");
         assert_eq!(vhost.next_buffer(), Some(RX));
+    }
+
+    #[test]
+    fn buffers_the_guest_adds_while_the_tx_pass_is_due_kick_no_exit() {
+        let setting = Setting::group(DesignKind::Vanilla, WorkloadKind::Memcached, |group| {
+            group.transport = Transport::Pv;
+        });
+        let mut platform = setting.platform();
+        let mut ledger = Ledger::new(&setting.topology, false);
+        assert!(platform.virtio_kick(0), "the worker sleeps: kick");
+        let fx = listed(|fx| platform.backend_start(0, BackendJob::Tx, 0, fx));
+        let [Effect::Schedule { at: first_done, .. }] = fx[..] else {
+            panic!("the worker wakes for its pass: {fx:?}");
+        };
+        assert!(!platform.virtio_kick(0), "avail_event passed: no kick");
+        let fx = listed(|fx| platform.backend_start(0, BackendJob::Tx, 100, fx));
+        assert!(fx.is_empty(), "the pass takes it, no wake-up: {fx:?}");
+        let fx = listed(|fx| platform.backend_done(0, BackendJob::Tx, first_done, &mut ledger, fx));
+        assert_eq!(fx[0], Effect::Sent { pair: 0 });
+        assert!(!platform.virtio_kick(0), "the pass goes on");
+        let Effect::Schedule {
+            at: second_done, ..
+        } = fx[1]
+        else {
+            panic!("the second buffer follows in the pass: {fx:?}");
+        };
+        let fx =
+            listed(|fx| platform.backend_done(0, BackendJob::Tx, second_done, &mut ledger, fx));
+        assert_eq!(fx, [Effect::Sent { pair: 0 }], "the ring is empty: sleeps");
+        assert!(platform.virtio_kick(0), "notifications re-enabled: kick");
     }
 
     #[test]
