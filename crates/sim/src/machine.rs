@@ -166,6 +166,10 @@ enum Event {
         pair: u32,
         job: BackendJob,
     },
+    /// QEMU's virtio-blk sends the MSI of a read (`platform::virtio_blk`).
+    BlockReadDone {
+        pair: u32,
+    },
     HostDone {
         core: u32,
     },
@@ -424,11 +428,9 @@ impl Machine {
             }
             Effect::VfSent { pair, start, bytes } => self.platform.vf_sent(pair, start, bytes, fx),
             Effect::BackendStart { pair, job } => self.platform.backend_start(pair, job, now, fx),
+            Effect::BlockRead { pair } => self.platform.block_read(pair, now, fx),
             Effect::Sent { pair } => {
                 with_inputs!(self, |inputs| self.guest.sent(pair, &mut inputs, fx))
-            }
-            Effect::NapiComplete { pair } => {
-                self.platform.napi_complete(pair, now, &mut self.ledger, fx)
             }
             Effect::TxReaped { pair } => self.platform.tx_reaped(pair, now, &mut self.ledger, fx),
             Effect::Poke(vcpu) => {
@@ -511,6 +513,10 @@ impl Machine {
             Event::BackendDone { pair, job } => {
                 self.platform
                     .backend_done(pair as usize, job, now, &mut self.ledger, fx)
+            }
+            Event::BlockReadDone { pair } => {
+                self.platform
+                    .block_read_done(pair as usize, now, &mut self.ledger, fx)
             }
             Event::HostDone { core } => {
                 let core = core as usize;

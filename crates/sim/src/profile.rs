@@ -211,6 +211,31 @@ impl Default for HaltPolling {
     }
 }
 
+/// A virtio-blk read through QEMU's user space and the guest's block
+/// layer (`machine::platform::virtio_blk`), ns. Each QEMU thread's
+/// wake-up is `host_ns.virtio_backend_wakeup`, the ramdisk's copy
+/// `host_ns.ramdisk_read`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VirtioBlkNs {
+    /// Guest CPU: the read's system call and the block layer down to
+    /// virtio-blk's request on the ring, before the notify.
+    pub guest_submit: u64,
+    /// QEMU's main loop takes the notified request to its AIO thread
+    /// pool (`virtio_blk_handle_output`, `bdrv_aio_readv`).
+    pub dispatch: u64,
+    /// The AIO thread's `preadv` on the host's ramdisk besides the copy:
+    /// the system call and the direct-I/O path.
+    pub pread: u64,
+    /// QEMU's main loop completes the read (`virtio_blk_req_complete`:
+    /// the used ring, the MSI sent into KVM).
+    pub complete: u64,
+    /// Guest CPU after the interrupt's entry: virtio-blk's and the block
+    /// layer's completion, the reader's wake-up and its return to user
+    /// space.
+    pub guest_complete: u64,
+}
+
 /// The host's NUMA interconnect: how long one message between two cores
 /// takes (an IPI reaching its target once sent, or the cache line a
 /// waiting caller polls), ns.
@@ -302,6 +327,10 @@ pub struct CostProfile {
     /// Absent: KVM's defaults, a free polled wake-up.
     #[serde(default)]
     pub halt_polling: HaltPolling,
+    /// Absent: a virtio-blk read costs only QEMU's wake-ups and the
+    /// ramdisk's copy.
+    #[serde(default)]
+    pub virtio_blk_ns: VirtioBlkNs,
     pub network: NetworkCosts,
     pub workloads: WorkloadCosts,
 }
@@ -439,6 +468,7 @@ impl CostProfile {
             "design_work_ns",
             "numa_ns",
             "halt_polling",
+            "virtio_blk_ns",
             "network",
             "workloads",
         ] {

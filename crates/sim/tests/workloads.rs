@@ -52,8 +52,11 @@ fn tcp_throughput_never_exceeds_the_link() {
     assert!(gbit <= link, "{gbit} > {link} Gbit/s");
 }
 
+/// A poll that used its weight is polled again without an interrupt
+/// (Linux's `net_rx_action`): the weight cuts a queue's polls, not its
+/// interrupts.
 #[test]
-fn lowering_napis_weight_raises_the_interrupt_rate() {
+fn lowering_napis_weight_leaves_the_interrupt_rate() {
     let raised = |weight: u32| {
         one(
             20,
@@ -70,7 +73,9 @@ fn lowering_napis_weight_raises_the_interrupt_rate() {
         .interrupts
         .raised
     };
-    assert!(raised(4) > raised(64));
+    let (small, default) = (raised(4), raised(64));
+    assert!(default > 100, "{default}");
+    assert_eq!(small, default);
 }
 
 /// A vanilla whileloop whose background receive comes over virtio at

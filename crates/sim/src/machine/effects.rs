@@ -91,9 +91,8 @@ pub(super) enum Effect {
         pair: usize,
         job: BackendJob,
     },
-    /// The VF queue's NAPI poll is over: unmask, signal what it left
-    /// behind.
-    NapiComplete {
+    /// `pair`'s guest hands its virtio-blk a read (QEMU's, `virtio_blk`).
+    BlockRead {
         pair: usize,
     },
     /// The guest's transmit poll reaped the completions and re-armed the

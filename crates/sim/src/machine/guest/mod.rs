@@ -26,7 +26,7 @@ use super::{
     GUEST_VF_TX_VECTOR, GUEST_VF_VECTOR, GUEST_VIRTIO_VECTOR,
 };
 use crate::metrics::{Throughput, WorkloadFigures};
-use crate::profile::{CostProfile, GuestHousekeeping, GuestNs, IdleExitsPerS};
+use crate::profile::{CostProfile, GuestHousekeeping, GuestNs, IdleExitsPerS, VirtioBlkNs};
 use crate::rng::Rng;
 use crate::scenario::RunSpec;
 use crate::service::Sampler;
@@ -108,6 +108,7 @@ struct Costs {
     guest_ns: GuestNs,
     housekeeping: GuestHousekeeping,
     idle_exits_per_s: IdleExitsPerS,
+    virtio_blk: VirtioBlkNs,
     /// Its service times' shape, ready to draw.
     sampler: Sampler,
 }
@@ -195,6 +196,7 @@ impl Guest {
                 guest_ns: profile.guest_ns.clone(),
                 housekeeping: profile.guest_housekeeping.clone(),
                 idle_exits_per_s: profile.idle_exits_per_s.clone(),
+                virtio_blk: profile.virtio_blk_ns.clone(),
                 sampler: profile.service_time.guest.sampler(),
             },
         }
@@ -282,6 +284,8 @@ impl Guest {
             Work::TimerToUserRest => guest.timer_irq_to_user.saturating_sub(guest.irq_entry),
             Work::Request => guest.request_work,
             Work::IrqsOffSection => self.costs.housekeeping.irqs_off_ns,
+            Work::BlockSubmit => self.costs.virtio_blk.guest_submit,
+            Work::BlockComplete => self.costs.virtio_blk.guest_complete,
         };
         self.costs.sampler.draw(mean, rng)
     }
@@ -387,16 +391,10 @@ impl Guest {
                         self.advance(vcpu);
                         continue;
                     }
-                    // The poll used its weight.
-                    if ring == Ring::Virtio {
-                        self.napi[pair][napi_index(ring)].start_poll();
-                        self.poll_again(vcpu);
-                        continue;
-                    }
-                    self.advance(vcpu);
-                    fx.push(Effect::NapiComplete { pair });
-                    fx.push(Effect::RunGuest(vcpu));
-                    return;
+                    // The poll used its weight: polled again (`napi`).
+                    self.napi[pair][napi_index(ring)].start_poll();
+                    self.poll_again(vcpu);
+                    continue;
                 }
                 Step::Eoi => {
                     // The EOI ends in a delivery attempt, which runs the
@@ -517,7 +515,7 @@ impl Guest {
                 let left = ins.around.take(pair, ring, 1);
                 let napi = &mut self.napi[pair][napi_index(ring)];
                 napi.took();
-                let last_in_poll = !napi.may_take(left);
+                let napi_completes = left == 0;
                 ins.ledger.counters.packets_processed += 1;
                 if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
                     top.remaining = None;
@@ -527,7 +525,7 @@ impl Guest {
                         vcpu,
                         pair,
                         ring,
-                        last_in_poll,
+                        napi_completes,
                     };
                     self.with_workload(ins, |workload, ctx| workload.packet_taken(taken, ctx, fx));
                 }
@@ -546,9 +544,8 @@ impl Guest {
         }
     }
 
-    /// virtio-net's poll that used its weight returns without completing
-    /// NAPI (`virtnet_poll`), so the softirq polls it again: no unmask,
-    /// no interrupt (Linux 3.6 drivers/net/virtio_net.c).
+    /// A poll that used its weight returns without completing NAPI, so
+    /// the softirq polls it again: no unmask, no interrupt (`napi`).
     fn poll_again(&mut self, vcpu: usize) {
         if let Some(top) = self.vcpus[vcpu].frames.last_mut() {
             if let Some(poll) = top
@@ -728,6 +725,7 @@ mod tests {
     use crate::design::DesignKind;
     use crate::machine::fixture::{scheduled, GuestBench, Setting};
     use crate::metrics::Invariant;
+    use crate::scenario::WorkloadKind;
 
     fn step_end_at(at: u64) -> Effect {
         scheduled(at, Event::GuestStep { vcpu: 0 })
@@ -794,6 +792,48 @@ mod tests {
             g.run(0, ins, fx);
         });
         assert_eq!(fx, [Effect::Cancel(Event::GuestStep { vcpu: 0 })]);
+    }
+
+    #[test]
+    fn a_poll_that_used_its_weight_is_polled_again_with_the_queue_masked() {
+        let setting = Setting::group(DesignKind::Vanilla, WorkloadKind::UdpRx, |group| {
+            group.napi_weight = Some(2);
+        });
+        let (mut guest, mut bench) = (setting.guest(), GuestBench::new(&setting));
+        let vf = (0, Ring::Vf);
+        bench.around.rings.insert(vf, 5);
+        let mut fx = bench.listed(&mut guest, |g, ins, fx| {
+            g.deliver(0, GUEST_VF_VECTOR, ins, fx)
+        });
+        // The handler runs on: each timed step ends, each effect handed
+        // over is taken as done.
+        let (mut steps, mut polled) = (0, false);
+        while !polled || bench.around.masked.contains(&vf) {
+            let timed = fx.iter().any(|effect| {
+                matches!(
+                    effect,
+                    Effect::Schedule {
+                        event: Event::GuestStep { .. },
+                        ..
+                    }
+                )
+            });
+            fx = if timed {
+                bench.listed(&mut guest, |g, ins, fx| g.finish_step(0, ins, fx))
+            } else {
+                bench.listed(&mut guest, |g, ins, fx| g.run(0, ins, fx))
+            };
+            let masked = bench.around.masked.contains(&vf);
+            if polled && bench.around.rings[&vf] > 0 {
+                assert!(masked, "unmasked with frames left");
+            }
+            polled |= masked;
+            steps += 1;
+            assert!(steps < 100, "the handler never ends: {fx:?}");
+        }
+        // Three polls (2, 2, 1) within the one interrupt's handler.
+        assert_eq!(bench.around.rings[&vf], 0);
+        assert_eq!(bench.ledger.counters.packets_processed, 5);
     }
 
     #[test]

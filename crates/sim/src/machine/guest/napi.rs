@@ -1,16 +1,22 @@
-//! The guest's NAPI (Linux net/core/dev.c, `napi_poll`): the receive
-//! interrupt masks the queue and schedules a poll; a poll takes at most the
-//! device's weight of packets. A poll that takes fewer than its weight
-//! drained the ring: the driver completes NAPI and unmasks the interrupt.
+//! The guest's NAPI (Linux 3.6 net/core/dev.c, `net_rx_action`): the
+//! receive interrupt masks the queue and schedules a poll; a poll takes at
+//! most the device's weight of packets. A poll that takes fewer than its
+//! weight drained the ring: the driver completes NAPI and unmasks the
+//! interrupt (ixgbevf's `ixgbevf_poll`, be2net's `be_poll_rx`,
+//! virtio-net's `virtnet_poll`).
 //!
-//! ASSUMED, as the DID paper reads it (a lower weight, more interrupts): a
-//! poll that used its whole weight also completes and unmasks, and the
-//! driver re-arms the queue with a software-triggered interrupt for the
-//! packets it left (an EICS write, as ixgbe's `ixgbe_irq_rearm_queues`
-//! does), which the NIC's throttling does not delay; Linux's own re-poll
-//! from the softirq without a new interrupt is not modelled for the VF.
-//! virtio-net's poll, whose driver source is the testbed's, does re-poll
-//! (the guest's `UnmaskRx` polls again).
+//! A poll that used its whole weight returns it without completing NAPI
+//! (ixgbevf: "If all work not completed, return budget and keep polling";
+//! be2net: "continue with interrupts disabled"), and `net_rx_action` moves
+//! it to the tail of the poll list (`work == weight`) and polls it again:
+//! the interrupt stays masked, and no interrupt comes for what it left.
+//! A lower weight only cuts the queue's polls into smaller ones.
+//! `net_rx_action` also stops after `netdev_budget` (300) packets or two
+//! jiffies and raises its softirq again, which `__do_softirq` restarts up
+//! to ten times before handing it to ksoftirqd: not modelled, the polls
+//! go on until the ring is empty (ASSUMED: a closed loop's ring never
+//! holds the 3,000 frames of ten restarts; a flood can starve the guest's
+//! task, which ksoftirqd's fair share would not).
 
 /// One queue's NAPI context.
 #[derive(Clone, Copy, Debug)]

@@ -14,6 +14,10 @@ pub(in crate::machine) enum Work {
     Request,
     /// A housekeeping section with interrupts disabled.
     IrqsOffSection,
+    /// A block read's way down the guest's block layer to virtio-blk.
+    BlockSubmit,
+    /// A block read's completion, from its interrupt to the reader.
+    BlockComplete,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

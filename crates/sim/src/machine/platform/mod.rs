@@ -1,9 +1,9 @@
 //! The platform: the physical machine under the hypervisor and its
 //! guests. It owns every core's LAPIC, the IOMMU and its interrupt
 //! remapping table, the SR-IOV NIC's queue pairs (`nic`, with their
-//! throttles, `itr`, and transmit event queues, `tx_completion`) and each
+//! throttles, `itr`, and transmit event queues, `tx_completion`), each
 //! VM's vhost-net worker with the host NIC its PV peers' frames come
-//! through (`vhost`).
+//! through (`vhost`), and its virtio-blk back end in QEMU (`virtio_blk`).
 //!
 //! Its methods take the time, the run's [`Ledger`] (every interrupt
 //! raised or merged is the checker's) and the effect list: what the
@@ -16,6 +16,7 @@ mod itr;
 mod nic;
 mod tx_completion;
 mod vhost;
+mod virtio_blk;
 
 use dirq_arch::bus;
 use dirq_arch::interrupt::{DeliveryMode, TriggerMode};
@@ -54,6 +55,7 @@ pub(super) struct Platform {
     traffic: Traffic,
     net: Network,
     vhost_costs: vhost::Costs,
+    blk_costs: virtio_blk::Costs,
 }
 
 impl Platform {
@@ -85,6 +87,7 @@ impl Platform {
             traffic,
             net: Network::new(profile, &spec.group, traffic.pv_peer_on_wire),
             vhost_costs: vhost::Costs::of(profile),
+            blk_costs: virtio_blk::Costs::of(profile),
         }
     }
 

@@ -326,23 +326,6 @@ impl Platform {
         });
         self.fire_vf_msi(pair, VfVector::Rx, now, ledger, fx);
     }
-
-    /// The VF queue's NAPI poll is over: unmask the queue, and signal at
-    /// once for what the poll left behind. (virtio-net's poll never
-    /// completes with packets left: the guest polls on.)
-    pub(in crate::machine) fn napi_complete(
-        &mut self,
-        pair: usize,
-        now: u64,
-        ledger: &mut Ledger,
-        fx: &mut Effects,
-    ) {
-        let rx = &mut self.pairs[pair].vf;
-        rx.unmask();
-        if rx.ring > 0 {
-            self.fire_vf_now(pair, now, ledger, fx);
-        }
-    }
 }
 
 #[cfg(test)]

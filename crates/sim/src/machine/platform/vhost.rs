@@ -42,7 +42,7 @@ use super::nic::{Coalescing, Ring};
 use super::Platform;
 use crate::machine::effects::{Effect, Effects};
 use crate::machine::ledger::Ledger;
-use crate::machine::{index_u32, Event, GUEST_VIRTIO_VECTOR};
+use crate::machine::{index_u32, Event};
 use crate::profile::CostProfile;
 
 /// vhost-net's byte budget of one pass before it requeues its work
@@ -62,7 +62,6 @@ pub(in crate::machine) enum BackendJob {
     /// A buffer the guest sends (a response, an answer, an ACK): the
     /// workload's peer has it once vhost passed it on.
     Tx,
-    BlockRead,
 }
 
 /// vhost's costs, fixed for the run.
@@ -70,7 +69,6 @@ pub(in crate::machine) enum BackendJob {
 pub(super) struct Costs {
     per_request: u64,
     wakeup: u64,
-    ramdisk_read: u64,
     bridge_one_way: u64,
 }
 
@@ -80,7 +78,6 @@ impl Costs {
         Costs {
             per_request: host.virtio_backend_per_request,
             wakeup: host.virtio_backend_wakeup,
-            ramdisk_read: host.ramdisk_read,
             bridge_one_way: profile.network.bridge_one_way,
         }
     }
@@ -91,7 +88,6 @@ impl Costs {
 pub(super) enum Virtqueue {
     Rx,
     Tx,
-    Block,
 }
 
 impl Virtqueue {
@@ -99,7 +95,6 @@ impl Virtqueue {
         match job {
             BackendJob::RxPacket => Virtqueue::Rx,
             BackendJob::Tx => Virtqueue::Tx,
-            BackendJob::BlockRead => Virtqueue::Block,
         }
     }
 
@@ -120,7 +115,7 @@ pub(super) struct Vhost {
     work_list: VecDeque<Virtqueue>,
     /// Each queue's buffers no pass has taken yet, oldest first, with the
     /// queue pair they came from.
-    waiting: [VecDeque<(usize, BackendJob)>; 3],
+    waiting: [VecDeque<(usize, BackendJob)>; 2],
     /// Whether the guest's next TX buffer kicks: a TX pass ended since
     /// the last kick.
     tx_notify: bool,
@@ -198,13 +193,6 @@ impl Vhost {
     /// Whether the guest adding a TX buffer now must kick.
     pub(super) fn tx_notify_enabled(&self) -> bool {
         self.tx_notify
-    }
-}
-
-impl BackendJob {
-    /// Whether the job is a guest TX buffer (the TX ring's notifications).
-    fn is_guest_tx(self) -> bool {
-        Virtqueue::of(self) == Virtqueue::Tx
     }
 }
 
@@ -287,26 +275,23 @@ impl Platform {
         match job {
             BackendJob::RxPacket => self.traffic.frame_bytes,
             BackendJob::Tx => self.traffic.tx_bytes,
-            BackendJob::BlockRead => 0,
         }
     }
 
-    /// vhost's work for one buffer in a pass: its own, the copy, a block
-    /// read's ramdisk, and for a guest TX buffer the host's bridge, which
-    /// `tun_get_user`'s `netif_rx_ni` runs on vhost's thread.
+    /// vhost's work for one buffer in a pass: its own, the copy, and for
+    /// a guest TX buffer the host's bridge, which `tun_get_user`'s
+    /// `netif_rx_ni` runs on vhost's thread.
     fn backend_service_ns(&self, job: BackendJob) -> u64 {
         let costs = &self.vhost_costs;
         let own = costs.per_request + self.net.copy_ns(self.backend_bytes(job));
         match job {
-            BackendJob::BlockRead => own + costs.ramdisk_read,
-            _ if job.is_guest_tx() => own + costs.bridge_one_way,
-            _ => own,
+            BackendJob::Tx => own + costs.bridge_one_way,
+            BackendJob::RxPacket => own,
         }
     }
 
     /// vhost used a buffer: its effect (a frame for the guest's ring, a
-    /// guest buffer past the host, a block read done), then the worker's
-    /// pass goes on.
+    /// guest buffer past the host), then the worker's pass goes on.
     pub(in crate::machine) fn backend_done(
         &mut self,
         pair: usize,
@@ -315,19 +300,11 @@ impl Platform {
         ledger: &mut Ledger,
         fx: &mut Effects,
     ) {
-        let vm = self.pairs[pair].vm;
         match job {
             BackendJob::RxPacket => self.rx_packet(pair, Ring::Virtio, now, ledger, fx),
             BackendJob::Tx => fx.push(Effect::Sent { pair }),
-            BackendJob::BlockRead => {
-                ledger.raise(vm, GUEST_VIRTIO_VECTOR, now);
-                fx.push(Effect::SignalVirtual {
-                    vcpu: self.pairs[pair].owner,
-                    vector: GUEST_VIRTIO_VECTOR,
-                });
-            }
         }
-        self.vhost_take_next(vm, now, fx);
+        self.vhost_take_next(self.pairs[pair].vm, now, fx);
     }
 
     /// Whether the guest adding a buffer to `vm`'s virtio TX ring must
@@ -340,6 +317,9 @@ impl Platform {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::design::DesignKind;
+    use crate::machine::fixture::{listed, Setting};
+    use crate::scenario::{Transport, WorkloadKind};
 
     const RX: (usize, BackendJob) = (0, BackendJob::RxPacket);
     const TX: (usize, BackendJob) = (0, BackendJob::Tx);
@@ -381,6 +361,36 @@ mod tests {
         vhost.add(TX.0, TX.1);
         assert_eq!(vhost.next_buffer(), Some(TX), "RX requeued at the tail");
         assert_eq!(vhost.next_buffer(), Some(RX));
+    }
+
+    #[test]
+    fn buffers_the_guest_adds_while_the_tx_pass_is_due_kick_no_exit() {
+        let setting = Setting::group(DesignKind::Vanilla, WorkloadKind::Memcached, |group| {
+            group.transport = Transport::Pv;
+        });
+        let mut platform = setting.platform();
+        let mut ledger = Ledger::new(&setting.topology, false);
+        assert!(platform.virtio_kick(0), "the worker sleeps: kick");
+        let fx = listed(|fx| platform.backend_start(0, BackendJob::Tx, 0, fx));
+        let [Effect::Schedule { at: first_done, .. }] = fx[..] else {
+            panic!("the worker wakes for its pass: {fx:?}");
+        };
+        assert!(!platform.virtio_kick(0), "avail_event passed: no kick");
+        let fx = listed(|fx| platform.backend_start(0, BackendJob::Tx, 100, fx));
+        assert!(fx.is_empty(), "the pass takes it, no wake-up: {fx:?}");
+        let fx = listed(|fx| platform.backend_done(0, BackendJob::Tx, first_done, &mut ledger, fx));
+        assert_eq!(fx[0], Effect::Sent { pair: 0 });
+        assert!(!platform.virtio_kick(0), "the pass goes on");
+        let Effect::Schedule {
+            at: second_done, ..
+        } = fx[1]
+        else {
+            panic!("the second buffer follows in the pass: {fx:?}");
+        };
+        let fx =
+            listed(|fx| platform.backend_done(0, BackendJob::Tx, second_done, &mut ledger, fx));
+        assert_eq!(fx, [Effect::Sent { pair: 0 }], "the ring is empty: sleeps");
+        assert!(platform.virtio_kick(0), "notifications re-enabled: kick");
     }
 
     #[test]

@@ -132,8 +132,8 @@ pub(super) trait Workload {
         None
     }
 
-    /// NAPI on `vcpu` took a packet from `pair`'s `ring`; `last_in_poll`
-    /// when the poll takes no more.
+    /// NAPI on `vcpu` took a packet from `pair`'s `ring`; `napi_completes`
+    /// when the ring is empty after it.
     fn packet_taken(&mut self, _taken: Taken, _ctx: &mut Ctx, _fx: &mut Effects) {}
 
     /// vhost passed one of `pair`'s guest's TX buffers on: it is past the
@@ -160,8 +160,11 @@ pub(super) struct Taken {
     pub(super) vcpu: usize,
     pub(super) pair: usize,
     pub(super) ring: Ring,
-    /// The poll takes no more (GRO flushes).
-    pub(super) last_in_poll: bool,
+    /// The ring is empty after it: NAPI completes and GRO flushes. A poll
+    /// that used its weight is polled again and keeps its GRO list (Linux
+    /// 3.6's `net_rx_action` flushes nothing on a re-poll; the flush there,
+    /// `napi_gro_flush` on `work == weight`, came with 3.7).
+    pub(super) napi_completes: bool,
 }
 
 /// What a workload is handed at each call: the time, the run's random
@@ -281,8 +284,10 @@ pub(super) enum WorkloadStep {
     Complete,
     /// Record what just completed (a request's, an IPI's latency).
     Record,
-    /// Submit the next request.
+    /// Submit the next request: its clock starts.
     Submit,
+    /// Hand the submitted request to the device and notify it.
+    Notify,
 }
 
 /// What a workload's step does to its guest.

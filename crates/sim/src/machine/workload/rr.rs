@@ -206,7 +206,7 @@ mod tests {
             vcpu: 0,
             pair: 0,
             ring: Ring::Virtio,
-            last_in_poll: true,
+            napi_completes: true,
         };
         let fx = bench.listed(|ctx, fx| remote.packet_taken(taken, ctx, fx));
         let to_vhost = Effect::BackendStart {

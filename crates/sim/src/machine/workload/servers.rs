@@ -567,7 +567,7 @@ mod tests {
             vcpu: 0,
             pair: 0,
             ring: Ring::Vf,
-            last_in_poll: true,
+            napi_completes: true,
         };
         let fx = bench.listed(|ctx, fx| apache.on_event(segment(Segment::Syn), ctx, fx));
         let to_vf = Effect::RxPacket {

@@ -213,7 +213,7 @@ impl Workload for Streams {
             // iperf's guest acknowledges each GRO batch; over the VF its
             // ACK's completion is the VF's.
             End::Receiver => {
-                let Some(bytes) = self.flows[pair].received(taken.last_in_poll) else {
+                let Some(bytes) = self.flows[pair].received(taken.napi_completes) else {
                     return;
                 };
                 let via = match ring {
@@ -296,7 +296,7 @@ mod tests {
             vcpu: 0,
             pair: 0,
             ring: Ring::Vf,
-            last_in_poll: true,
+            napi_completes: true,
         };
         let fx = bench.listed(|ctx, fx| iperf.packet_taken(taken, ctx, fx));
         let on_wire = iperf.link.wire_one_way_ns + iperf.net.frame_wire_ns(ACK_BYTES);

@@ -92,13 +92,13 @@ impl TcpFlow {
         self.acked_bytes += bytes;
     }
 
-    /// The receiver takes a segment; `last_in_poll` when the ring holds no
-    /// more (GRO flushes at the end of a poll). Returns the bytes an ACK
+    /// The receiver takes a segment; `napi_completes` when the ring holds
+    /// no more (GRO flushes when NAPI completes). Returns the bytes an ACK
     /// now covers, if the segment closed a GRO batch.
-    pub(super) fn received(&mut self, last_in_poll: bool) -> Option<u64> {
+    pub(super) fn received(&mut self, napi_completes: bool) -> Option<u64> {
         self.unacked += self.segment_bytes;
         self.gro_frames += 1;
-        if self.gro_frames < self.gro_max_frames && !last_in_poll {
+        if self.gro_frames < self.gro_max_frames && !napi_completes {
             return None;
         }
         self.gro_frames = 0;
