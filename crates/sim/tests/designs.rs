@@ -261,6 +261,30 @@ fn the_guest_tick_costs_vanilla_an_exit_a_timer_write_and_an_eoi() {
     assert_eq!(did.exits_per_s, 0.0);
 }
 
+/// The B2BUA's timer process ticks 16 times a second: under vanilla KVM
+/// each tick re-arms the timer with a TMICT write that exits (beside the
+/// EOI every handled interrupt writes); DID passes both through.
+#[test]
+fn the_b2buas_timer_ticks_write_tmict_through_an_exit_under_vanilla_only() {
+    let result = run_quiet(
+        r#"
+        duration_ms = 12000
+        [[runs]]
+        workload = "sip"
+        designs = ["vanilla", "did"]
+    "#,
+    );
+    let [vanilla, did] = [&result.runs[0], &result.runs[1]];
+    let seconds = 12.0;
+    let msr_writes = exits(vanilla, VmxExit::MsrWrite) * seconds;
+    let eois = f64_of(vanilla.interrupts.handled);
+    let timer_writes = (msr_writes - eois) / seconds;
+    assert!((15.0..=16.5).contains(&timer_writes), "{timer_writes}/s");
+    assert_eq!(exits(did, VmxExit::MsrWrite), 0.0);
+    assert_clean(vanilla);
+    assert_clean(did);
+}
+
 #[test]
 fn ipi_idle_modes_trade_halt_exits() {
     let result = run_quiet(
