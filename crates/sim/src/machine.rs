@@ -689,14 +689,19 @@ impl Machine {
     }
 
     /// `core` enters its vCPU's guest, which starts the handler of what
-    /// the entry injects, then may take what is pending.
+    /// the entry injects, then may take what is pending; after an exit (the
+    /// host ran there) the guest's next work pays the exit's indirect cost.
     fn enter_guest(&mut self, core: usize, fx: &mut Effects) {
+        let from_host = self.hypervisor.mode(core) == Mode::Host;
         let Some((vcpu, injected)) = self
             .hypervisor
             .enter_guest(core, self.now, &mut self.ledger)
         else {
             return;
         };
+        if from_host {
+            self.guest.reentered(vcpu);
+        }
         if let Some(vector) = injected {
             with_inputs!(self, |inputs| self.guest.deliver(
                 vcpu,

@@ -94,6 +94,11 @@ pub struct HostNs {
     /// One 4 KB read from the fio disk, a ramdisk read with the page cache
     /// bypassed (O_DIRECT): the copy out of the ramdisk's pages.
     pub ramdisk_read: u64,
+    /// An exit's indirect cost (the ELI study's term): after re-entry the
+    /// guest's next work runs this much longer while it refills the cache
+    /// lines the host's exit path displaced (absent: 0).
+    #[serde(default)]
+    pub exit_indirect: u64,
 }
 
 /// Guest-side work, ns of guest CPU time.
@@ -130,6 +135,21 @@ pub struct IdleExitsPerS {
 #[serde(deny_unknown_fields)]
 pub struct HostTick {
     /// Ticks per second (the host kernel's HZ); 0: no tick modelled.
+    pub hz: u64,
+    /// The tick's own work on its core beyond taking the interrupt:
+    /// `update_process_times` (`scheduler_tick`, `run_local_timers`,
+    /// `rcu_check_callbacks`) and the timer and RCU softirqs `irq_exit`
+    /// then runs, ns (absent: 0).
+    #[serde(default)]
+    pub work_ns: u64,
+}
+
+/// The guest kernel's periodic tick, on a vCPU whose guest keeps it (a
+/// timer thread at most one jiffy apart holds it off NO_HZ idle).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestTick {
+    /// Ticks per second (the guest kernel's HZ); 0: no tick modelled.
     pub hz: u64,
 }
 
@@ -315,6 +335,9 @@ pub struct CostProfile {
     /// Absent: no host tick.
     #[serde(default)]
     pub host_tick: HostTick,
+    /// Absent: no guest tick.
+    #[serde(default)]
+    pub guest_tick: GuestTick,
     /// Needed when `idle_exits_per_s` is not 0.
     #[serde(default)]
     pub guest_housekeeping: GuestHousekeeping,
@@ -359,7 +382,7 @@ pub struct WorkloadCosts {
 pub const MAX_COST_NS: u64 = 1_000_000_000;
 /// The most background exits per second per vCPU (one per microsecond).
 pub const MAX_IDLE_EXITS_PER_S: f64 = 1e6;
-/// The fastest host tick a profile may give.
+/// The fastest host (or guest) tick a profile may give.
 pub const MAX_HOST_TICK_HZ: u64 = 10_000;
 
 /// The `did-2015` profile text, embedded so the binary needs no data files.
@@ -458,11 +481,18 @@ impl CostProfile {
                 rule: "at most 10000",
             });
         }
+        if self.guest_tick.hz > MAX_HOST_TICK_HZ {
+            return Err(ProfileError::Invalid {
+                field: "guest_tick.hz",
+                rule: "at most 10000",
+            });
+        }
         // Every cost, by its TOML path.
         let costs = serde_json::to_value(self)?;
         for section in [
             "exit_service_ns",
             "host_ns",
+            "host_tick",
             "guest_ns",
             "guest_housekeeping",
             "design_work_ns",

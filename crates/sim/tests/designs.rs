@@ -14,13 +14,14 @@ fn scenario(body: &str) -> Scenario {
 }
 
 /// The did-2015 profile without the idle VM's background exits and the
-/// host's tick, so that every exit counted comes from the mechanism under
-/// test.
+/// host's and the guest's ticks, so that every exit counted comes from the
+/// mechanism under test.
 fn quiet_profile() -> CostProfile {
     let mut profile = CostProfile::did_2015();
     profile.idle_exits_per_s.io_instruction = 0.0;
     profile.idle_exits_per_s.ept_violation = 0.0;
     profile.host_tick.hz = 0;
+    profile.guest_tick.hz = 0;
     profile
 }
 
@@ -232,6 +233,56 @@ fn cyclictest_timer_exits_under_vanilla_not_under_did() {
     let latency = |run: &RunResult| run.latency_ns.as_ref().expect("latency").mean;
     assert!(latency(vanilla) > latency(did));
     assert!(latency(did) >= latency(bare));
+}
+
+/// The guest's tick shares cyclictest's LAPIC timer: under vanilla each
+/// tick is one more host timer exit, TMICT write and EOI; under DID none.
+#[test]
+fn the_guest_tick_costs_vanilla_an_exit_a_timer_write_and_an_eoi() {
+    let mut profile = quiet_profile();
+    profile.guest_tick.hz = 250;
+    let body = r#"
+        [[runs]]
+        workload = "cyclictest"
+        designs = ["vanilla", "did"]
+    "#;
+    let result = run_with(&scenario(body), profile, false).result;
+    let [vanilla, did] = [&result.runs[0], &result.runs[1]];
+    let samples = f64_of(vanilla.latency_ns.as_ref().expect("latency").samples);
+    let external = exits(vanilla, VmxExit::ExternalInterrupt);
+    // At most one interrupt per thread expiry and per tick; fewer only
+    // where the two fall due in one handler.
+    let ticks = external - samples;
+    assert!(
+        (200.0..=250.0).contains(&ticks),
+        "{ticks} tick interrupts/s"
+    );
+    assert_eq!(exits(vanilla, VmxExit::MsrWrite), 2.0 * external);
+    assert_eq!(did.exits_per_s, 0.0);
+}
+
+/// The B2BUA's timer process ticks 16 times a second: under vanilla KVM
+/// each tick re-arms the timer with a TMICT write that exits (beside the
+/// EOI every handled interrupt writes); DID passes both through.
+#[test]
+fn the_b2buas_timer_ticks_write_tmict_through_an_exit_under_vanilla_only() {
+    let result = run_quiet(
+        r#"
+        duration_ms = 12000
+        [[runs]]
+        workload = "sip"
+        designs = ["vanilla", "did"]
+    "#,
+    );
+    let [vanilla, did] = [&result.runs[0], &result.runs[1]];
+    let seconds = 12.0;
+    let msr_writes = exits(vanilla, VmxExit::MsrWrite) * seconds;
+    let eois = f64_of(vanilla.interrupts.handled);
+    let timer_writes = (msr_writes - eois) / seconds;
+    assert!((15.0..=16.5).contains(&timer_writes), "{timer_writes}/s");
+    assert_eq!(exits(did, VmxExit::MsrWrite), 0.0);
+    assert_clean(vanilla);
+    assert_clean(did);
 }
 
 #[test]

@@ -44,7 +44,8 @@ struct Twin {
 
 /// The costs of one real path. Our guest test kernel has no background
 /// device or paging activity, so the idle VM's exits (a property of the
-/// guest OS in did-2015) are zero. With the userspace irqchip every
+/// guest OS in did-2015) are zero, and no periodic tick of its own (its
+/// timer fires only when a bench arms it), so no guest tick. With the userspace irqchip every
 /// interrupt-controller exit is served by the VMM: a userspace exit; a
 /// kick (the VMM's signal to a running vCPU) costs what the probe's
 /// userspace-LAPIC IPI floors say it takes from a busy vCPU, and a halted
@@ -53,6 +54,7 @@ fn path_profile(base: &CostProfile, costs: &HostCosts, config: &BenchConfig) -> 
     let mut profile = base.clone();
     profile.idle_exits_per_s.io_instruction = 0.0;
     profile.idle_exits_per_s.ept_violation = 0.0;
+    profile.guest_tick.hz = 0;
     if config.common.irqchip == Irqchip::Userspace {
         let userspace = round_u64(costs.userspace_exit.ns);
         let service = &mut profile.exit_service_ns;

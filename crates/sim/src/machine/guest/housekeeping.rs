@@ -4,12 +4,21 @@
 //! rates, each in a section with interrupts disabled: a timer expiring in
 //! the section waits for it, and one expiring during the access's exit
 //! lands while the core is in host mode.
+//!
+//! The passes are timer-wheel work (ASSUMED: the idle VM's port I/O and
+//! EPT-faulting accesses come from periodic kernel timers, such as the
+//! clocksource watchdog reading the ACPI PM timer's port). On a vCPU whose
+//! guest keeps its tick (`timer_thread`), a pass due waits for the next
+//! tick and runs in its timer softirq (`run_timer_softirq`, raised by the
+//! tick's `run_local_timers`), which `irq_exit` runs before the return to
+//! a thread the same interrupt woke: what ties the housekeeping's exits,
+//! and the host-mode time they bring, to the guest's timer.
 
 use dirq_stats::{f64_of, round_u64};
 
 use super::{Frame, Guest, Step, Work};
 use crate::machine::effects::{Effect, Effects};
-use crate::machine::{index_u32, Event};
+use crate::machine::{index_u32, Event, GUEST_TIMER_VECTOR};
 use crate::metrics::ExitReason;
 use crate::rng::Rng;
 
@@ -111,10 +120,11 @@ impl Guest {
         let io = self.accesses_per_pass(io_rate, rng);
         let ept = self.accesses_per_pass(ept_rate, rng);
         let pass_running = !self.vcpus[vcpu].housekeeping.is_empty();
+        let waits_for_tick = self.timer_threads.guest_ticks(vcpu);
         let pass = &mut self.vcpus[vcpu].housekeeping;
         pass.io += io;
         pass.ept += ept;
-        if pass_running || pass.is_empty() {
+        if pass_running || pass.is_empty() || waits_for_tick {
             return;
         }
         if halted && !hlt_exits {
@@ -137,6 +147,22 @@ impl Guest {
             fx.push(Effect::Wake(vcpu));
         } else if on_top {
             fx.push(Effect::RunGuest(vcpu));
+        }
+    }
+
+    /// The timer handler's `irq_exit` on `vcpu`: if the guest's tick
+    /// expired, its timer softirq runs the pass waiting for it, above the
+    /// handler and before the return to the task (unless a pass already
+    /// runs there, which takes the new accesses).
+    pub(super) fn tick_softirq(&mut self, vcpu: usize) {
+        if !self.timer_threads.take_tick_due(vcpu) {
+            return;
+        }
+        let v = &mut self.vcpus[vcpu];
+        let running = v.frames.iter().any(|frame| frame.program == HOUSEKEEPING);
+        if !v.housekeeping.is_empty() && !running {
+            let softirq = Frame::softirq(HOUSEKEEPING, GUEST_TIMER_VECTOR, v.interruptible);
+            v.frames.push(softirq);
         }
     }
 

@@ -35,7 +35,7 @@ use housekeeping::Accesses;
 use napi::Napi;
 use programs::TX_HANDLER;
 pub(super) use programs::{Handlers, Step, TimerWrite, Work, PLAIN_HANDLER, RX_EACH_HANDLER, SPIN};
-use timer_thread::{TimerThreads, TIMER_HANDLER, TIMER_THREAD};
+use timer_thread::{TimerThreads, TIMER_HANDLER, TIMER_THREAD, TIMER_THREAD_PERIOD_NS};
 
 /// What the guest touches outside itself: its queue pairs' rings (the
 /// drivers read them and write their interrupt masks) and whether a vCPU
@@ -85,6 +85,21 @@ impl Frame {
             saved_interruptible: true,
         }
     }
+
+    /// A softirq `program` run at the `irq_exit` of `vector`'s handler,
+    /// whose interrupt flag was `interruptible`: interrupt context, not a
+    /// task, so a thread that it or a nested handler wakes waits for it;
+    /// the handler's EOI is already written.
+    pub(super) fn softirq(program: &'static [Step], vector: u8, interruptible: bool) -> Frame {
+        Frame {
+            program,
+            pc: 0,
+            remaining: None,
+            vector: Some(vector),
+            eoi_done: true,
+            saved_interruptible: interruptible,
+        }
+    }
 }
 
 /// One vCPU as its guest sees it.
@@ -101,6 +116,9 @@ struct GuestCpu {
     pair: usize,
     /// The accesses the running housekeeping pass has still to make.
     housekeeping: Accesses,
+    /// Guest time the next timed step loses refilling what the last
+    /// exit's host path displaced (the exit's indirect cost).
+    refill_ns: u64,
 }
 
 /// The guest's costs, fixed for the run.
@@ -109,6 +127,8 @@ struct Costs {
     housekeeping: GuestHousekeeping,
     idle_exits_per_s: IdleExitsPerS,
     virtio_blk: VirtioBlkNs,
+    /// An exit's indirect cost to the guest's next work.
+    exit_indirect: u64,
     /// Its service times' shape, ready to draw.
     sampler: Sampler,
 }
@@ -167,6 +187,7 @@ impl Guest {
                     spin_ns: 0,
                     pair: topology.pair_of(vcpu),
                     housekeeping: Accesses::default(),
+                    refill_ns: 0,
                 }
             })
             .collect();
@@ -187,7 +208,13 @@ impl Guest {
                 ];
                 topology.pair_count()
             ],
-            timer_threads: TimerThreads::new(topology.vcpu_count()),
+            timer_threads: TimerThreads::new(
+                topology.vcpu_count(),
+                profile.guest_tick.hz,
+                workload
+                    .timer_thread_period_ns()
+                    .unwrap_or(TIMER_THREAD_PERIOD_NS),
+            ),
             handlers,
             workload,
             nested_interrupts: spec.group.nested_interrupts,
@@ -197,6 +224,7 @@ impl Guest {
                 housekeeping: profile.guest_housekeeping.clone(),
                 idle_exits_per_s: profile.idle_exits_per_s.clone(),
                 virtio_blk: profile.virtio_blk_ns.clone(),
+                exit_indirect: profile.host_ns.exit_indirect,
                 sampler: profile.service_time.guest.sampler(),
             },
         }
@@ -252,6 +280,14 @@ impl Guest {
         });
         // The CPU clears IF on delivery; a nesting guest sets it again.
         v.interruptible = self.nested_interrupts;
+    }
+
+    /// `vcpu` re-enters guest mode after the host ran on its core: its next
+    /// work pays the exit's indirect cost (the ELI study's cache and TLB
+    /// pollution). Lines displaced by two exits in a row are refilled once,
+    /// so the debt is set, not added.
+    pub(super) fn reentered(&mut self, vcpu: usize) {
+        self.vcpus[vcpu].refill_ns = self.costs.exit_indirect;
     }
 
     /// Stops the clock of the step in progress (exit or nested interrupt).
@@ -451,6 +487,11 @@ impl Guest {
                     self.advance(vcpu);
                     continue;
                 }
+                Step::TickSoftirq => {
+                    self.advance(vcpu);
+                    self.tick_softirq(vcpu);
+                    continue;
+                }
                 Step::TimerThreadReadsClock => {
                     self.advance(vcpu);
                     if let Some(latency) = self.timer_threads.latency(vcpu, now) {
@@ -472,15 +513,20 @@ impl Guest {
         }
     }
 
-    /// `vcpu` spins from `now` until something pokes it.
+    /// `vcpu` spins from `now` until something pokes it (a spin loop has
+    /// no work to slow: it refills what an exit displaced for free).
     fn spin(&mut self, vcpu: usize, now: u64) {
         let v = &mut self.vcpus[vcpu];
+        v.refill_ns = 0;
         v.spin_since = Some(now);
         v.step_running = true;
     }
 
+    /// Starts (or resumes) `vcpu`'s timed step with `remaining` ns to go,
+    /// plus what the guest still owes the last exit's refill.
     fn start_timed(&mut self, vcpu: usize, remaining: u64, now: u64, fx: &mut Effects) {
         let v = &mut self.vcpus[vcpu];
+        let remaining = remaining + std::mem::take(&mut v.refill_ns);
         if let Some(frame) = v.frames.last_mut() {
             frame.remaining = Some(remaining);
         }
@@ -765,6 +811,69 @@ mod tests {
         bench.now = 10_000;
         let fx = bench.listed(&mut guest, |g, ins, fx| g.run(0, ins, fx));
         assert_eq!(fx, [step_end_at(10_000 + entry - after)]);
+    }
+
+    #[test]
+    fn the_first_work_after_an_exit_pays_the_refill_once() {
+        let setting = Setting::single(DesignKind::Vanilla);
+        let (mut guest, mut bench) = (setting.guest(), GuestBench::new(&setting));
+        let (entry, refill) = (
+            setting.profile.guest_ns.irq_entry,
+            setting.profile.host_ns.exit_indirect,
+        );
+        assert!(refill > 0);
+        guest.reentered(0);
+        bench.now = 1_000;
+        let fx = bench.listed(&mut guest, |g, ins, fx| {
+            g.deliver(0, GUEST_TIMER_VECTOR, ins, fx);
+            g.run(0, ins, fx);
+        });
+        assert!(fx.contains(&step_end_at(1_000 + entry + refill)), "{fx:?}");
+        bench.listed(&mut guest, |g, ins, fx| g.finish_step(0, ins, fx));
+        guest.eoi(0);
+        // Paid: the next handler's entry runs at its own length.
+        bench.now = 10_000;
+        let fx = bench.listed(&mut guest, |g, ins, fx| {
+            g.deliver(0, GUEST_VF_VECTOR, ins, fx);
+            g.run(0, ins, fx);
+        });
+        assert!(fx.contains(&step_end_at(10_000 + entry)), "{fx:?}");
+    }
+
+    #[test]
+    fn a_ticking_vcpus_housekeeping_waits_for_the_ticks_softirq() {
+        use crate::machine::fixture::listed;
+        let setting = Setting::single(DesignKind::Did);
+        let mut guest = setting.guest();
+        assert!(setting.profile.guest_tick.hz > 0);
+        let mut rng = Rng::new(1);
+        guest.arm_timer_thread(0, &mut rng);
+        assert!(guest.timer_threads.guest_ticks(0));
+        let fx = listed(|fx| guest.housekeeping_due(0, false, false, 0, &mut rng, fx));
+        let only_next_pass = fx.iter().all(|effect| {
+            matches!(
+                effect,
+                Effect::Schedule {
+                    event: Event::Housekeeping { .. },
+                    ..
+                }
+            )
+        });
+        assert!(only_next_pass, "{fx:?}");
+        assert_eq!(guest.vcpus[0].frames.len(), 1, "no pass yet");
+        assert!(!guest.vcpus[0].housekeeping.is_empty());
+        // A handler that found no tick runs no softirq.
+        guest.tick_softirq(0);
+        assert_eq!(guest.vcpus[0].frames.len(), 1);
+        // The handler's re-arm finds the tick expired: its softirq runs
+        // the pass on top of the handler, before any woken thread.
+        guest.timer_deadline(0, TimerWrite::NextTick, 10_000_000);
+        guest.tick_softirq(0);
+        let top = guest.vcpus[0].frames.last().expect("a frame");
+        assert_eq!(top.program, housekeeping::HOUSEKEEPING);
+        // Once: the next softirq without a tick adds nothing.
+        guest.tick_softirq(0);
+        assert_eq!(guest.vcpus[0].frames.len(), 2);
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub(in crate::machine) enum Step {
     WakeTimerThread,
     /// The timer thread reads the clock: the workload hears how late.
     TimerThreadReadsClock,
+    /// The timer handler's `irq_exit`: if the guest's tick expired, its
+    /// timer softirq runs the housekeeping pass that waits for it.
+    TickSoftirq,
     Halt,
     Iret,
     /// A step of the run's workload.

@@ -91,9 +91,9 @@ struct HostCore {
     /// this many (the exit that brought the core here already paid).
     free_host_irqs: u32,
     slice_due: bool,
-    /// Host work the guest timer owes before the next entry: KVM's
-    /// hrtimer callback, kick and injection for the timers that expired
-    /// here.
+    /// Host work the timers that fired here owe before the next entry:
+    /// KVM's hrtimer callback, kick and injection for each guest timer
+    /// that expired, and the host tick's own work.
     timer_work_ns: u64,
     /// Host halt polling: a wake-up before this time needs no sleep/wake.
     halt_poll_until: u64,

@@ -304,8 +304,10 @@ impl Hypervisor {
     }
 
     /// The host's tick on `core` at `now`: a host timer interrupt, unless
-    /// the core sleeps (NO_HZ idle).
-    pub(in crate::machine) fn host_tick(&self, core: usize, now: u64, fx: &mut Effects) {
+    /// the core sleeps (NO_HZ idle). Its handler does the tick's own work
+    /// on the core before the next entry (Linux 3.6's `tick_sched_timer`:
+    /// `update_process_times`, then the softirqs it raised at `irq_exit`).
+    pub(in crate::machine) fn host_tick(&mut self, core: usize, now: u64, fx: &mut Effects) {
         let next = now + self.tick_period_ns();
         fx.schedule(
             next,
@@ -314,6 +316,7 @@ impl Hypervisor {
             },
         );
         if self.cores[core].mode != Mode::Idle {
+            self.cores[core].timer_work_ns += self.profile.host_tick.work_ns;
             fx.push(Effect::DeliverPhysical {
                 core,
                 vector: HOST_TIMER_VECTOR,
@@ -437,6 +440,14 @@ mod tests {
         let fx = listed(|fx| host.hypervisor.host_tick(1, 0, fx));
         let vector = HOST_TIMER_VECTOR;
         assert_eq!(fx, [next, Effect::DeliverPhysical { core: 1, vector }]);
+        // The tick's own work keeps the host busy before the next entry.
+        let work = setting.profile.host_tick.work_ns;
+        assert!(work > 0);
+        host.exits(0, ExitReason::ExternalInterrupt);
+        let (hypervisor, platform, ledger) =
+            (&mut host.hypervisor, &mut host.platform, &mut host.ledger);
+        let fx = listed(|fx| hypervisor.finish_host_work(1, 0, 0, platform, ledger, fx));
+        assert_eq!(fx, [scheduled(work, Event::HostDone { core: 1 })]);
         // HLT exits; the host finds nothing pending and the core sleeps.
         host.call(1, |hv, lapic, ledger, _, fx| {
             hv.guest_halt(0, lapic, ledger, fx)

@@ -98,6 +98,11 @@ pub(super) trait Workload {
         false
     }
 
+    /// Its timer thread's period, if not cyclictest's 1 kHz.
+    fn timer_thread_period_ns(&self) -> Option<u64> {
+        None
+    }
+
     /// Its first events in `vm`, whose queue-pair owners are `owners`.
     fn start(&mut self, _vm: usize, _owners: &[usize], _ctx: &mut Ctx, _fx: &mut Effects) {}
 

@@ -45,6 +45,16 @@ const T2_NS: u64 = 4_000_000_000;
 /// Timer B: the INVITE transaction gives up after 64 T1 (and a UAS stops
 /// retransmitting its 200 OK as late, 13.3.1.4).
 const TIMER_B_NS: u64 = 64 * T1_NS;
+/// The B2BUA's timer process ticks 16 times a second (ASSUMED: the study
+/// does not name its B2BUA; the SER family's core timer ticks at
+/// `TIMER_TICKS_HZ`, 16, in Kamailio's timer_ticks.h): each tick is a
+/// guest timer expiry that wakes the process to run the transaction
+/// timers due (RFC 3261 17.1.1.2's A and B for the INVITE it relays to
+/// the UAS, 17.1.2.2's E, F and K for the BYE). None of them retransmits
+/// here: the UAS answers at once and nothing on that leg is lost; what
+/// they cost is the tick itself, under vanilla KVM a TMICT write exit, a
+/// host timer exit with its injection and an EOI exit.
+const B2BUA_TIMER_TICK_NS: u64 = 1_000_000_000 / 16;
 /// The call-placing rate and hold time of the DID paper's SIPp run.
 const CALLS_PER_S: u64 = 100;
 const HOLD_NS: u64 = 10_000_000_000;
@@ -556,6 +566,15 @@ impl Workload for Sip {
             frame_bytes: SIP_MESSAGE_BYTES,
             ..Traffic::default()
         }
+    }
+
+    /// The B2BUA's timer process, its transaction timers' tick.
+    fn runs_timer_thread(&self) -> bool {
+        true
+    }
+
+    fn timer_thread_period_ns(&self) -> Option<u64> {
+        Some(B2BUA_TIMER_TICK_NS)
     }
 
     /// SIPp starts over the VM's first queue pair (a VoIP run has one VM).
