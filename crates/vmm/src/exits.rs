@@ -190,6 +190,10 @@ crate::config::named_enum!(
         InsnEmulation = "insn_emulation",
         IoExits = "io_exits",
         IrqExits = "irq_exits",
+        /// Interrupts KVM injected into the vCPU, whoever raised them (the
+        /// VMM's KVM_INTERRUPT, its irqchip, an IPI); not those APICv or
+        /// AVIC post without an injection.
+        IrqInjections = "irq_injections",
         IrqWindowExits = "irq_window_exits",
         /// MMIO accesses KVM passes to userspace.
         MmioExits = "mmio_exits",
@@ -224,6 +228,7 @@ impl KvmStat {
             | KvmStat::RequestIrqExits
             | KvmStat::SignalExits
             | KvmStat::InsnEmulation
+            | KvmStat::IrqInjections
             | KvmStat::PfTaken
             | KvmStat::HaltAttemptedPoll
             | KvmStat::HaltPollFailNs
@@ -238,9 +243,12 @@ impl KvmStat {
     /// Whether [`ExitSummary::by_reason`] keeps the statistic: those that
     /// count exits by category and the exit-related events KVM counts
     /// besides (emulations, halt polls and wake-ups; not the total, not
-    /// page faults).
+    /// page faults, not injections).
     fn is_exit_category(self) -> bool {
-        !matches!(self, KvmStat::Exits | KvmStat::PfTaken)
+        !matches!(
+            self,
+            KvmStat::Exits | KvmStat::PfTaken | KvmStat::IrqInjections
+        )
     }
 }
 
@@ -335,6 +343,29 @@ pub struct ExitSnapshot {
     cpu_ns: Vec<u64>,
     run_delay_ns: Vec<u64>,
     kicks: Vec<u64>,
+}
+
+impl ExitSnapshot {
+    /// A snapshot of KVM's counters alone, one map per vCPU (tests).
+    #[cfg(test)]
+    pub(crate) fn of_kvm(kernel: Vec<Counters>) -> Self {
+        ExitSnapshot {
+            userspace: kernel.iter().map(|_| UserspaceCounts::new()).collect(),
+            userspace_times: Vec::new(),
+            cpu_ns: kernel.iter().map(|_| 0).collect(),
+            run_delay_ns: kernel.iter().map(|_| 0).collect(),
+            kicks: kernel.iter().map(|_| 0).collect(),
+            kernel,
+        }
+    }
+
+    /// KVM's count of `stat` on each vCPU since it was created.
+    pub fn kvm_stat(&self, stat: KvmStat) -> Vec<u64> {
+        self.kernel
+            .iter()
+            .map(|counters| counters.get(stat.name()).copied().unwrap_or(0))
+            .collect()
+    }
 }
 
 /// How long one kind of userspace exit kept the VMM, over a window.

@@ -18,21 +18,21 @@ use crate::boot::{self, BootError, CpuidOptions};
 use crate::bus::{Bus, DeviceError};
 use crate::config::params::IpiParams;
 use crate::config::{
-    ApicMode, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip, Pin, Watchdog,
-    MAX_TIMEOUT_MS,
+    ApicMode, Bench, BenchConfig, BenchParams, GuestExec, GuestIdle, IrqSource, Irqchip, Pin,
+    Watchdog, MAX_TIMEOUT_MS,
 };
 use crate::devices::control::{ControlPort, NoopPort, REGISTER32_PORTS};
 use crate::devices::msi_device::{DeviceEnv, MsiDeviceError};
 use crate::devices::serial::{Serial, SERIAL_PORTS};
-use crate::exec::{ExecError, ExecEvidence, HostExec, VcpuExecStats};
-use crate::exits::{ExitAccounting, ExitSnapshot, ExitSummary, KvmStat};
+use crate::exec::{ExecError, ExecEvidence, HostExec, VcpuExecStats, NATIVE_MIN_EXITS};
+use crate::exits::{ExitAccounting, ExitSnapshot, ExitSummary, ExitsError, KvmStat, UserspaceExit};
 use crate::interrupt::{
     self, fixed_msi, DeviceLine, InterruptController, InterruptError, InterruptSink, Kicker, Path,
     Setup, APIC_TIMER_HZ,
 };
 use crate::memory::{self, GuestMemory, MemoryError};
 use crate::placement::{Placement, PlacementError};
-use crate::results::beyond_window;
+use crate::results::{below_resolution, beyond_window, Evidence};
 use crate::run_control::{GuestEnd, RunControl, Window};
 use crate::stats::{StatsError, StatsFd};
 use crate::trace::{RunTrace, TraceRecorder, TracedSink, Tracing};
@@ -110,6 +110,17 @@ pub enum MachineError {
         feature: &'static str,
         why: &'static str,
     },
+    #[error(transparent)]
+    Exits(#[from] ExitsError),
+    #[error("vCPU {cpu}, which the {bench} bench leaves halted, made {exits} exits of its own in the measured window ({detail}): another vCPU interfered, so the bench's figures are not its own")]
+    Interference {
+        cpu: usize,
+        bench: Bench,
+        exits: u64,
+        detail: String,
+    },
+    #[error("the guest closed its measured window {window_ns} ns after opening it, with no exit on any vCPU in between: it measured nothing there")]
+    EmptyWindow { window_ns: u64 },
 }
 
 /// How the guest actually executed, and why it differs from what was
@@ -117,9 +128,14 @@ pub enum MachineError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExecOutcome {
     pub guest_exec: GuestExec,
-    /// Set when native mode was asked for and some vCPU stayed emulated.
+    /// Set when native mode was asked for and some vCPU stayed emulated,
+    /// or when KVM's counts were too few to tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// The mode is the guest's word alone: the window was too short for
+    /// KVM's counts to tell native execution from emulation.
+    #[serde(default)]
+    pub unconfirmed: bool,
 }
 
 /// The host side of a benchmark: runs on its own thread while the guest runs.
@@ -130,6 +146,8 @@ pub struct MachineFacts {
     pub exec: ExecOutcome,
     pub placement: Placement,
     pub console: String,
+    /// What the VMM saw of the run, which the guest's figures must fit.
+    pub evidence: Evidence,
 }
 
 /// What one boot produced.
@@ -219,6 +237,8 @@ struct Assembled<'c> {
     vcpus: Vec<Vcpu>,
     guest_exec: GuestExec,
     tsc_khz: u64,
+    /// KVM's `irq_injections` counts every delivery on this host.
+    injections_counted: bool,
     watchdog: Watchdog,
     plumbing: RunPlumbing,
     bus: Arc<Bus>,
@@ -422,6 +442,7 @@ struct Stopped<'c, T> {
     _vm: Arc<Vm>,
     guest_exec: GuestExec,
     tsc_khz: u64,
+    injections_counted: bool,
     watchdog: Watchdog,
     plumbing: RunPlumbing,
     recorder: Option<Arc<TraceRecorder>>,
@@ -515,6 +536,7 @@ impl<'c> Assembled<'c> {
             vcpus,
             guest_exec,
             tsc_khz,
+            injections_counted: host.injections_count_every_delivery(),
             watchdog,
             plumbing,
             bus: Arc::new(bus),
@@ -537,6 +559,7 @@ impl<'c> Assembled<'c> {
             vcpus,
             guest_exec,
             tsc_khz,
+            injections_counted,
             watchdog,
             plumbing,
             bus,
@@ -592,6 +615,7 @@ impl<'c> Assembled<'c> {
             _vm: vm,
             guest_exec,
             tsc_khz,
+            injections_counted,
             watchdog,
             plumbing,
             recorder,
@@ -632,6 +656,15 @@ impl<T> Stopped<'_, T> {
                 threads: hung.join(", "),
             });
         }
+        // The counters as the run left them, the whole VM's exits: the
+        // window's end if it never closed, and every interrupt KVM injected.
+        let lifetime = self.plumbing.accounting.snapshot()?;
+        // Another vCPU's meddling explains what the bench then saw (a lost
+        // or doubled interrupt, a storm, a stall): it is named first.
+        if let Some(window) = self.plumbing.control.window() {
+            let end = window.end.as_ref().map_or(&lifetime, |(_, end)| end);
+            check_idle_vcpus(self.config.bench(), &window.start.1, end)?;
+        }
         // A lost or doubled interrupt is the device's verdict: it names the
         // cause better than the watchdog that the lost interrupt then trips.
         let device = match self.device {
@@ -662,10 +695,17 @@ impl<T> Stopped<'_, T> {
         let Some((_, end)) = &window.end else {
             return Err(MachineError::Protocol("closing its measured window"));
         };
+        if self.config.bench().has_figures() {
+            check_window_not_empty(&window, end)?;
+        }
+        let evidence = evidence(
+            &window,
+            end,
+            &lifetime,
+            self.tsc_khz,
+            self.injections_counted,
+        );
         let stats = window_exec_stats(&window.start.1, end);
-        let lifetime = self.plumbing.accounting.snapshot().map_err(
-            |crate::exits::ExitsError::Stats { source, .. }| MachineError::Stats(source),
-        )?;
         let (exec, samples) = check_claims(
             self.config,
             &shared,
@@ -682,6 +722,7 @@ impl<T> Stopped<'_, T> {
                 exec,
                 placement: Arc::unwrap_or_clone(self.plumbing.placement),
                 console,
+                evidence,
             },
             shared,
             samples,
@@ -691,6 +732,29 @@ impl<T> Stopped<'_, T> {
             device,
             trace: self.recorder.map(|recorder| recorder.finish()),
         })
+    }
+}
+
+/// What the VMM saw of the window (`start` to `end`) and of the whole run
+/// (`lifetime`, the counters as it left them), with the TSC rate it gave the
+/// guest; injections only where they count every delivery.
+fn evidence(
+    window: &Window,
+    end: &ExitSnapshot,
+    lifetime: &ExitSnapshot,
+    tsc_khz: u64,
+    injections_counted: bool,
+) -> Evidence {
+    let exits = ExitSummary::between(&window.start.1, end, crate::bench::WINDOW_MARKER_EXITS);
+    let io = UserspaceExit::Io;
+    Evidence {
+        window_ns: window_ns(window),
+        tsc_khz,
+        injected: injections_counted.then(|| lifetime.kvm_stat(KvmStat::IrqInjections)),
+        port_exits: exits.userspace_by_reason.get(&io).copied().unwrap_or(0),
+        port_exit_vmm_min_ns: exits.userspace_time.get(&io).map(|time| time.min_ns),
+        kernel_exits: exits.kernel,
+        pit: None,
     }
 }
 
@@ -891,6 +955,7 @@ fn exec_outcome(
         return Ok(ExecOutcome {
             guest_exec: asked,
             warning: None,
+            unconfirmed: false,
         });
     }
     for (cpu, stats) in stats.iter().enumerate() {
@@ -908,19 +973,112 @@ fn exec_outcome(
         .filter(|&cpu| !claims_native(cpu))
         .map(|cpu| cpu.to_string())
         .collect();
-    if asked == GuestExec::Emulated || refused.is_empty() {
+    if asked == GuestExec::Emulated {
         return Ok(ExecOutcome {
             guest_exec: asked,
             warning: None,
+            unconfirmed: false,
         });
     }
+    if !refused.is_empty() {
+        return Ok(ExecOutcome {
+            guest_exec: GuestExec::Emulated,
+            warning: Some(format!(
+                "kvm_pvm refused native mode on vCPU {}: the run fell back to emulation",
+                refused.join(", ")
+            )),
+            unconfirmed: false,
+        });
+    }
+    // Every vCPU claims native, none is contradicted: KVM must also have
+    // seen one of them run natively, or the mode is the guest's word.
+    if stats
+        .iter()
+        .any(|stats| stats.evidence() == ExecEvidence::Native)
+    {
+        return Ok(ExecOutcome {
+            guest_exec: GuestExec::Native,
+            warning: None,
+            unconfirmed: false,
+        });
+    }
+    let counts: Vec<String> = stats
+        .iter()
+        .enumerate()
+        .map(|(cpu, stats)| {
+            format!(
+                "vCPU {cpu}: {} exits, {} emulated instructions",
+                stats.exits, stats.insn_emulation
+            )
+        })
+        .collect();
     Ok(ExecOutcome {
-        guest_exec: GuestExec::Emulated,
+        guest_exec: GuestExec::Native,
         warning: Some(format!(
-            "kvm_pvm refused native mode on vCPU {}: the run fell back to emulation",
-            refused.join(", ")
+            "the measured window is too short for KVM's counts to tell native execution from emulation ({}; it takes {NATIVE_MIN_EXITS} exits on one vCPU): native is the guest's claim",
+            counts.join("; ")
         )),
+        unconfirmed: true,
     })
+}
+
+/// Refuses a run in which a vCPU the bench leaves halted trapped during
+/// the window: beyond the host's interrupts and the VMM's kicks, which
+/// find a halted vCPU as well, every exit is the guest's doing there.
+fn check_idle_vcpus(
+    bench: Bench,
+    start: &ExitSnapshot,
+    end: &ExitSnapshot,
+) -> Result<(), MachineError> {
+    if !bench.runs_on_vcpu0_alone() {
+        return Ok(());
+    }
+    let window = ExitSummary::between(start, end, 0);
+    for vcpu in window.per_vcpu.iter().skip(1) {
+        let stats = &vcpu.kvm_stats;
+        let not_its_own = stats.get(KvmStat::IrqExits) + stats.get(KvmStat::SignalExits);
+        let exits = vcpu.total.saturating_sub(not_its_own);
+        let emulated = stats.get(KvmStat::InsnEmulation);
+        if exits == 0 && emulated == 0 {
+            continue;
+        }
+        let mut detail: Vec<String> = stats
+            .read
+            .iter()
+            .filter(|(stat, _)| {
+                !matches!(
+                    stat,
+                    KvmStat::Exits | KvmStat::IrqExits | KvmStat::SignalExits
+                )
+            })
+            .map(|(stat, count)| format!("{stat} {count}"))
+            .collect();
+        detail.extend(
+            vcpu.userspace_by_reason
+                .iter()
+                .map(|(reason, count)| format!("{count} returned to the VMM as {reason}")),
+        );
+        return Err(MachineError::Interference {
+            cpu: vcpu.cpu,
+            bench,
+            exits,
+            detail: detail.join(", "),
+        });
+    }
+    Ok(())
+}
+
+/// Every bench's measured events trap on every backend dirq runs on (an
+/// interrupt, a port access, a timer, a halt): a window with no exit at
+/// all, its END marker aside, was closed before anything was measured.
+fn check_window_not_empty(window: &Window, end: &ExitSnapshot) -> Result<(), MachineError> {
+    let exits = ExitSummary::between(&window.start.1, end, crate::bench::WINDOW_MARKER_EXITS);
+    if exits.total == 0 {
+        return Err(MachineError::EmptyWindow {
+            window_ns: window_ns(window),
+        });
+    }
+    Ok(())
 }
 
 /// Each vCPU's exits and emulated instructions between `start` and `end`.
@@ -1026,11 +1184,14 @@ pub(crate) fn window_ns(window: &Window) -> u64 {
     })
 }
 
-/// Every sample was timed inside the window, so none can be longer.
+/// Every sample was timed inside the window, so none can be longer, and
+/// between two TSC reads, so none can be shorter than reading the TSC.
 fn check_samples_fit(samples: &[u64], tsc_khz: u64, window_ns: u64) -> Result<(), MachineError> {
     for (index, &cycles) in samples.iter().enumerate() {
         let ns = cycles_to_ns(cycles, tsc_khz);
-        if let Some(rule) = beyond_window(f64_of(ns), f64_of(window_ns)) {
+        let rule =
+            beyond_window(f64_of(ns), f64_of(window_ns)).or_else(|| below_resolution(cycles));
+        if let Some(rule) = rule {
             return Err(MachineError::SampleBeyondWindow {
                 index,
                 cycles,
@@ -1176,5 +1337,92 @@ mod tests {
         assert!(fell_back.warning.expect("says why").contains("vCPU 1"));
         let emulated = exec_outcome(GuestExec::Emulated, 0, &[EMULATED, IDLE]).expect("asked");
         assert_eq!(emulated.guest_exec, GuestExec::Emulated);
+        assert!(!native.unconfirmed && !fell_back.unconfirmed && !emulated.unconfirmed);
+    }
+
+    fn kvm(vcpus: &[&[(&str, u64)]]) -> ExitSnapshot {
+        ExitSnapshot::of_kvm(
+            vcpus
+                .iter()
+                .map(|stats| {
+                    stats
+                        .iter()
+                        .map(|(name, n)| (name.to_string(), *n))
+                        .collect()
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_vcpu_the_bench_leaves_halted_that_traps_in_the_window_is_named() {
+        let start = kvm(&[&[("exits", 10)], &[("exits", 3), ("irq_exits", 1)]]);
+        // vCPU 1 took two host interrupts and a kick: not its doing.
+        let quiet = kvm(&[
+            &[("exits", 900)],
+            &[("exits", 6), ("irq_exits", 3), ("signal_exits", 1)],
+        ]);
+        check_idle_vcpus(Bench::TimerLatency, &start, &quiet).expect("idle");
+        // vCPU 1 sent IPIs: exits of its own, and emulated instructions.
+        let storm = kvm(&[
+            &[("exits", 900)],
+            &[
+                ("exits", 5_006),
+                ("irq_exits", 3),
+                ("insn_emulation", 5_000),
+            ],
+        ]);
+        let err = check_idle_vcpus(Bench::Vioapic, &start, &storm).expect_err("interfered");
+        let message = err.to_string();
+        assert!(
+            message.starts_with(
+                "vCPU 1, which the vioapic bench leaves halted, made 5001 exits of its own in the measured window (insn_emulation 5000)"
+            ),
+            "{message}"
+        );
+        // The ipi bench gives vCPU 1 work of its own.
+        check_idle_vcpus(Bench::Ipi, &start, &storm).expect("its responder");
+    }
+
+    #[test]
+    fn a_window_with_no_exit_but_its_end_measured_nothing() {
+        let start = kvm(&[&[("exits", 10)], &[("exits", 3)]]);
+        let at_once = Window {
+            start: (Instant::now(), start.clone()),
+            end: None,
+        };
+        let only_end = kvm(&[&[("exits", 11)], &[("exits", 3)]]);
+        let err = check_window_not_empty(&at_once, &only_end).expect_err("empty");
+        assert!(
+            err.to_string()
+                .ends_with("with no exit on any vCPU in between: it measured nothing there"),
+            "{err}"
+        );
+        let worked = kvm(&[&[("exits", 12)], &[("exits", 3)]]);
+        check_window_not_empty(&at_once, &worked).expect("one exit of the bench's");
+    }
+
+    #[test]
+    fn a_window_too_short_to_tell_leaves_native_as_the_guests_claim() {
+        let barely = VcpuExecStats {
+            exits: 3,
+            insn_emulation: 2,
+        };
+        let outcome = exec_outcome(GuestExec::Native, 0b11, &[barely, IDLE]).expect("not refuted");
+        assert_eq!(outcome.guest_exec, GuestExec::Native);
+        assert!(outcome.unconfirmed);
+        let warning = outcome.warning.expect("says so");
+        assert!(
+            warning.contains("too short for KVM's counts to tell")
+                && warning.contains("vCPU 0: 3 exits, 2 emulated instructions")
+                && warning.ends_with("native is the guest's claim"),
+            "{warning}"
+        );
+        // Ten interrupts under the emulator: refused, however short.
+        let short_emulated = VcpuExecStats {
+            exits: 35,
+            insn_emulation: 640,
+        };
+        assert!(exec_outcome(GuestExec::Native, 0b11, &[short_emulated, IDLE]).is_err());
     }
 }

@@ -458,12 +458,14 @@ mod tests {
                 exec: ExecOutcome {
                     guest_exec: GuestExec::Hardware,
                     warning: None,
+                    unconfirmed: false,
                 },
                 placement: Placement {
                     host_cpus: vec![0, 1],
                     vcpu_cpus: vec![1],
                 },
                 console: String::new(),
+                evidence: dirq_vmm::results::Evidence::default(),
             },
         );
         let mut parsed: RealRun =

@@ -58,7 +58,9 @@ pub(super) fn run(
     if case == HostileCase::ForgedExitCost {
         let (_, forged) = exit_cost_figures(&output);
         forged.check(&Observed {
-            window_ns: duration_s * 1e9,
+            evidence: &output.facts.evidence,
+            config,
+            interrupts: 0,
         })?;
     }
     if case.expect() == Expect::Refuses {

@@ -208,6 +208,39 @@ named_enum!(
         SerialByteFromVcpu1 = "serial-byte-from-vcpu1",
         TripleFaultVcpu1MidIpi = "triple-fault-vcpu1-mid-ipi",
         TripleFaultAfterWindow = "triple-fault-after-window",
+        WindowAtOnceVioapic = "window-at-once-vioapic",
+        WindowAtOnceIoBatch = "window-at-once-io-batch",
+        WindowAtOnceIrqLatency = "window-at-once-irq-latency",
+        WindowAtOnceHaltWakeup = "window-at-once-halt-wakeup",
+        IpiStormVioapic = "ipi-storm-vioapic",
+        IpiStormIrqLatency = "ipi-storm-irq-latency",
+        IpiStormTimerLatency = "ipi-storm-timer-latency",
+        IpiStormWhileloop = "ipi-storm-whileloop",
+        IpiStormTick = "ipi-storm-tick",
+        IpiStormExitCost = "ipi-storm-exit-cost",
+        IpiStormHaltWakeup = "ipi-storm-halt-wakeup",
+        IpiStormIoBatch = "ipi-storm-io-batch",
+        PitSameReloadFromVcpu1 = "pit-same-reload-from-vcpu1",
+        NativeClaimShortWindow = "native-claim-short-window",
+        ForgedShareAboveOneWhileloop = "forged-share-above-one-whileloop",
+        ForgedShareAboveOneTick = "forged-share-above-one-tick",
+        ForgedLostPerInterruptTiny = "forged-lost-per-interrupt-tiny",
+        ForgedLostPerInterruptHuge = "forged-lost-per-interrupt-huge",
+        ForgedVioapicRate = "forged-vioapic-rate",
+        ForgedRegisterReads = "forged-register-reads",
+        ForgedSpurious = "forged-spurious",
+        ForgedMaskToggles = "forged-mask-toggles",
+        ForgedHandledZeroVioapic = "forged-handled-zero-vioapic",
+        ForgedCommandsRate = "forged-commands-rate",
+        ForgedTickRate = "forged-tick-rate",
+        ForgedTickCount = "forged-tick-count",
+        ForgedUserspaceExitTotal = "forged-userspace-exit-total",
+        ForgedUserspaceExitTiny = "forged-userspace-exit-tiny",
+        ForgedKernelExitP50 = "forged-kernel-exit-p50",
+        ForgedSendP50Tiny = "forged-send-p50-tiny",
+        SamplesZeroTimerLatency = "samples-zero-timer-latency",
+        SamplesOneCycleIpi = "samples-one-cycle-ipi",
+        SamplesZeroExitCost = "samples-zero-exit-cost",
     }
 );
 
@@ -609,6 +642,19 @@ impl Bench {
             Bench::HaltWakeup => crate::abi::BENCH_HALT_WAKEUP,
             Bench::Hostile => crate::abi::BENCH_HOSTILE,
         }
+    }
+
+    /// Whether the guest runs the bench on vCPU 0 alone, the other vCPUs
+    /// halted through the measured window (only ipi and hostile give them
+    /// work).
+    pub fn runs_on_vcpu0_alone(self) -> bool {
+        !matches!(self, Bench::Ipi | Bench::Hostile)
+    }
+
+    /// Whether the bench reports figures of its own (all but hostile and
+    /// fault, which end with a verdict).
+    pub fn has_figures(self) -> bool {
+        !matches!(self, Bench::Hostile | Bench::Fault)
     }
 
     /// Whether the bench exists to handle interrupts: a run of it that
