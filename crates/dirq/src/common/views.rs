@@ -288,6 +288,9 @@ pub struct RealRun {
     /// and the probe's floor for that state.
     #[serde(default)]
     pub target: Option<Target>,
+    /// The figures that are the guest's claim, by their JSON names.
+    #[serde(default)]
+    pub guest_claims: Vec<String>,
 }
 
 impl From<&RunReport> for RealRun {
@@ -319,6 +322,7 @@ impl From<&RunReport> for RealRun {
                 .map(|latency| latency.histogram.clone())
                 .unwrap_or_default(),
             target: report.target,
+            guest_claims: report.guest_claims.clone(),
         }
     }
 }
