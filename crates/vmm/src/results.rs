@@ -748,8 +748,9 @@ impl WhileloopResult {
         rules.at_most("interrupts", f64_of(handled), f64_of(raised), || {
             format!("the VMM's device raised {raised} interrupts")
         })?;
+        // A mean of what chunks took beyond an undisturbed one, not one
+        // timed event: it may honestly read 0, so no resolution bound.
         if let Some(ns) = self.lost_per_interrupt_ns {
-            rules.timed("lost_per_interrupt_ns", ns)?;
             rules.each_of("lost_per_interrupt_ns", ns, handled, "handled interrupts")?;
         }
         Ok(())
@@ -1214,8 +1215,11 @@ mod tests {
                 .contains("800 handled interrupts of 49650839 ns"),
             "{err}"
         );
-        let err = check(&whileloop(0.9, Some(0.27)), &config, 800).expect_err("tiny");
-        assert!(err.to_string().contains("resolution"), "{err}");
+        // A mean of chunks' excess, not one timed event: an honest run
+        // with no chunk slowed reads 0, below any resolution.
+        for tiny in [0.0, 0.27] {
+            check(&whileloop(0.9, Some(tiny)), &config, 800).expect("a mean may be tiny");
+        }
         // Fewer than KVM injected (1,000), more than the device raised.
         let err = check(&whileloop(0.9, None), &config, 901).expect_err("unraised");
         assert!(
