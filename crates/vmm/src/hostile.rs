@@ -9,7 +9,8 @@ use std::str::FromStr;
 
 use crate::config::params::HostileParams;
 use crate::config::{
-    ApicMode, AttackCase, Bench, BenchConfig, BenchParams, CommonSettings, ConfigError, HostileCase,
+    ApicMode, AttackCase, Bench, BenchConfig, BenchParams, CommonSettings, ConfigError,
+    HostileCase, Named,
 };
 
 /// The watchdog of a case that must survive.

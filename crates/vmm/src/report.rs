@@ -8,7 +8,7 @@ use std::fmt;
 use dirq_stats::{f64_of, ratio};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Bench, BenchConfig, BenchParams, GuestExec, GuestIdle, HaltMode};
+use crate::config::{Bench, BenchConfig, BenchParams, GuestExec, GuestIdle, HaltMode, Named};
 use crate::exits::{ExitSummary, ExitTime, KvmStat, UserspaceExit, VmxExit};
 use crate::machine::MachineFacts;
 use crate::placement::Placement;

@@ -964,6 +964,7 @@ impl TickResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Named;
 
     fn every_variant() -> Vec<BenchResult> {
         vec![

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use dirq_stats::{f64_of, ratio};
 
-use dirq_vmm::config::{Bench, BenchParams, GuestIdle};
+use dirq_vmm::config::{Bench, BenchParams, GuestIdle, Named};
 use dirq_vmm::exits::{KvmStat, VmxExit};
 use dirq_vmm::probe::Floors;
 
