@@ -5,6 +5,7 @@
  * each: refuse it naming the cause, or survive it with correct output.
  */
 #include "attack.h"
+#include "apic.h"
 #include "irq.h"
 #include "kernel.h"
 #include "x86.h"
@@ -36,6 +37,21 @@ static void pause_for(u64 pauses)
 {
     for (u64 i = 0; i < pauses; i++)
         cpu_relax();
+}
+
+/* Programs channel 0 with `reload`, again every `period_us` until the
+ * window closes (0: once): the same reload restarts the count each time. */
+static void pit_reload(u64 reload, u64 period_us)
+{
+    u64 until = give_up_tsc();
+    do {
+        outb(PIT_CONTROL, PIT_CH0_RATE_GENERATOR);
+        outb(PIT_CHANNEL0, (u8)reload);
+        outb(PIT_CHANNEL0, (u8)(reload >> 8));
+        u64 next = rdtsc() + ns_to_tsc(period_us * 1000);
+        while (period_us && rdtsc() < next)
+            cpu_relax();
+    } while (period_us && window_state != WINDOW_CLOSED && rdtsc() < until);
 }
 
 static void port_write(u16 port, u64 size)
@@ -82,9 +98,11 @@ static void attack(void)
                 control((enum dirq_control)(commands & 0xff));
         break;
     case DIRQ_ATTACK_PIT_RELOAD:
-        outb(PIT_CONTROL, PIT_CH0_RATE_GENERATOR);
-        outb(PIT_CHANNEL0, (u8)arg0);
-        outb(PIT_CHANNEL0, (u8)(arg0 >> 8));
+        pit_reload(arg0, arg1);
+        break;
+    case DIRQ_ATTACK_IPI_STORM:
+        for (u64 i = 0; i < arg1; i++)
+            apic_send_ipi(0, (u8)arg0);
         break;
     case DIRQ_ATTACK_PV_LOCK_CHURN:
         pv_lock_churn(arg0, arg1);
@@ -95,6 +113,8 @@ static void attack(void)
     case DIRQ_ATTACK_TRIPLE_FAULT:
         triple_fault();
         break;
+    case DIRQ_ATTACK_STAY_EMULATED:
+        break; /* done at boot: exec_mode_enter never switched */
     }
 }
 

@@ -35,7 +35,8 @@ void exec_mode_enter(u32 cpu)
 {
     if (shared->guest_exec != DIRQ_EXEC_PVM_NATIVE)
         return;
-    if (shared->bench == DIRQ_BENCH_HOSTILE && shared->args[0] == DIRQ_HOSTILE_FORGED_NATIVE_CLAIM) {
+    int attacked = shared->attack == DIRQ_ATTACK_STAY_EMULATED && shared->attack_cpu == cpu;
+    if (attacked || (shared->bench == DIRQ_BENCH_HOSTILE && shared->args[0] == DIRQ_HOSTILE_FORGED_NATIVE_CLAIM)) {
         /* The attack: stay emulated and claim native mode. */
         __atomic_or_fetch(&shared->native_cpus, 1ul << cpu, __ATOMIC_SEQ_CST);
         return;

@@ -245,10 +245,13 @@ enum dirq_attack {
     DIRQ_ATTACK_POKE = 1,         /* the u64 at shared-page offset args[0] = args[1] */
     DIRQ_ATTACK_FILL_SAMPLES = 2, /* every sample written so far = args[0] */
     DIRQ_ATTACK_CONTROL = 3,      /* control commands: each non-zero byte of args[0], lowest first */
-    DIRQ_ATTACK_PIT_RELOAD = 4,   /* PIT channel 0 as a rate generator, reload args[0] */
+    DIRQ_ATTACK_PIT_RELOAD = 4,   /* PIT channel 0 as a rate generator, reload args[0]; again
+                                   * every args[1] us until the window closes (0: once) */
     DIRQ_ATTACK_PV_LOCK_CHURN = 5, /* until the window closes: hold the PV lock args[0] pauses, free args[1] */
     DIRQ_ATTACK_PORT_WRITE = 6,   /* an args[1]-byte write (1, 2 or 4) of 0 to port args[0] */
     DIRQ_ATTACK_TRIPLE_FAULT = 7,
+    DIRQ_ATTACK_IPI_STORM = 8,    /* args[1] fixed IPIs of vector args[0] to APIC ID 0, back to back */
+    DIRQ_ATTACK_STAY_EMULATED = 9, /* attack_cpu never enters native mode, yet claims it (at boot) */
 };
 
 enum dirq_attack_when {

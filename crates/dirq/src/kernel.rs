@@ -10,6 +10,8 @@ use dirq_vmm::config::{HaltMode, Irqchip, Pin};
 use dirq_vmm::multiboot::{self, KernelConfig, KernelEnd, KernelOutcome};
 use dirq_vmm::report::text_table;
 
+use crate::input::InputKind;
+
 /// A --kernel run's watchdog when --timeout is not given.
 pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
 /// kvm-unit-tests' convention: `exit(0)` writes 0, QEMU exits with 1.
@@ -32,17 +34,19 @@ pub struct KernelRun {
 impl KernelRun {
     /// Reads the files and checks the timeout.
     pub fn config(&self) -> anyhow::Result<KernelConfig> {
-        let read = |path: &PathBuf| {
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
-        };
+        let read = |path: &PathBuf, kind| crate::input::read(path, kind);
         let timeout_s = self.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
         if !(0.001..=3600.0).contains(&timeout_s) {
             anyhow::bail!("--timeout must be between 0.001 and 3600 seconds, got {timeout_s}");
         }
         Ok(KernelConfig {
-            kernel: read(&self.kernel)?,
+            kernel: read(&self.kernel, InputKind::Kernel)?,
             cmdline: multiboot_cmdline(&self.kernel, &self.cmdline),
-            module: self.initrd.as_ref().map(read).transpose()?,
+            module: self
+                .initrd
+                .as_ref()
+                .map(|path| read(path, InputKind::Initrd))
+                .transpose()?,
             irqchip: self.irqchip,
             halt: self.halt,
             vcpus: self.vcpus,

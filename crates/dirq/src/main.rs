@@ -21,6 +21,7 @@ macro_rules! diag {
 mod calibrate;
 mod common;
 mod conformance;
+mod input;
 mod kernel;
 mod observe;
 mod output;

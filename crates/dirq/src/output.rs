@@ -1,6 +1,9 @@
 //! Writing what dirq produces: checked before the work that produces it,
 //! and written atomically (a temporary file beside the target, renamed
-//! over it), so a failed write never leaves a truncated file behind.
+//! over it), so a failed write never leaves a truncated file behind. Only
+//! a new path or a regular file is ever replaced: a rename over a device,
+//! a FIFO or a symbolic link would replace it (as root, `--trace
+//! /dev/null` would replace /dev/null), so those are refused.
 //! Standard output fails as an ordinary error (a full disk, a file-size
 //! limit), never as `print!`'s panic.
 
@@ -15,8 +18,8 @@ pub enum OutputError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{} is a directory, not a file", path.display())]
-    IsDirectory { path: PathBuf },
+    #[error("{} is {what}: dirq writes only a new file or over a regular file, and would replace it", path.display())]
+    NotRegular { path: PathBuf, what: &'static str },
     #[error("cannot write to standard output")]
     Stdout(#[source] std::io::Error),
 }
@@ -39,31 +42,53 @@ fn temporary(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Refuses a `path` that exists and is not a regular file (the link
+/// itself, not what it points to: a rename replaces the link).
+fn check_replaceable(path: &Path) -> Result<(), OutputError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(metadata) if !metadata.is_file() => Err(OutputError::NotRegular {
+            path: path.to_path_buf(),
+            what: crate::input::describe_file_type(metadata.file_type()),
+        }),
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(OutputError::Write {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Creates the temporary file, never through a file or link already there.
+fn create_temporary(temporary: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(temporary)
+}
+
 /// Whether `path` could be written, found out before any work by creating
 /// (and removing) its temporary file.
 pub fn check_writable(path: &Path) -> Result<(), OutputError> {
-    if path.is_dir() {
-        return Err(OutputError::IsDirectory {
-            path: path.to_path_buf(),
-        });
-    }
+    check_replaceable(path)?;
     let probe = temporary(path);
     let fail = |source| OutputError::Write {
         path: path.to_path_buf(),
         source,
     };
-    std::fs::File::create(&probe).map_err(fail)?;
+    create_temporary(&probe).map_err(fail)?;
     std::fs::remove_file(&probe).map_err(fail)
 }
 
 /// Writes `bytes` to `path` all at once or not at all.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+    check_replaceable(path)?;
     let temporary = temporary(path);
     let fail = |source| OutputError::Write {
         path: path.to_path_buf(),
         source,
     };
-    let written = std::fs::File::create(&temporary)
+    let written = create_temporary(&temporary)
         .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
         .and_then(|()| std::fs::rename(&temporary, path));
     if written.is_err() {
@@ -89,11 +114,51 @@ mod tests {
         assert_eq!(std::fs::read_dir(&dir).expect("listed").count(), 1);
         assert!(matches!(
             check_writable(&dir),
-            Err(OutputError::IsDirectory { .. })
+            Err(OutputError::NotRegular {
+                what: "a directory",
+                ..
+            })
         ));
         let missing = dir.join("no-such-dir").join("x.json");
         assert!(check_writable(&missing).is_err());
         assert!(write_atomic(&missing, b"x").is_err());
+        std::fs::remove_dir_all(&dir).expect("cleaned up");
+    }
+
+    #[test]
+    fn a_device_a_fifo_or_a_link_is_never_replaced() {
+        let dir = std::env::temp_dir().join(format!("dirq-special-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let fifo = dir.join("fifo.json");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("a path");
+        // SAFETY: mkfifo reads one NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let target = dir.join("target.json");
+        std::fs::write(&target, b"kept").expect("written");
+        let link = dir.join("link.json");
+        std::os::unix::fs::symlink(&target, &link).expect("linked");
+        for (path, what) in [
+            (Path::new("/dev/null"), "a character device"),
+            (fifo.as_path(), "a FIFO"),
+            (link.as_path(), "a symbolic link"),
+        ] {
+            let err = check_writable(path).expect_err("refused before any work");
+            assert!(
+                matches!(err, OutputError::NotRegular { what: w, .. } if w == what),
+                "{err}"
+            );
+            let err = write_atomic(path, b"x").expect_err("refused");
+            assert!(err.to_string().contains(what), "{err}");
+        }
+        let file_type = |path: &Path| std::fs::symlink_metadata(path).expect("there").file_type();
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&file_type(&fifo)));
+        assert!(file_type(&link).is_symlink());
+        assert_eq!(std::fs::read(&target).expect("kept"), b"kept");
+        // A temporary file planted as a link is not written through either.
+        let out = dir.join("out.json");
+        std::os::unix::fs::symlink(&target, temporary(&out)).expect("planted");
+        assert!(write_atomic(&out, b"x").is_err());
+        assert_eq!(std::fs::read(&target).expect("kept"), b"kept");
         std::fs::remove_dir_all(&dir).expect("cleaned up");
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{Context, Result};
-use dirq_vmm::config::GuestExec;
+use dirq_vmm::config::{GuestExec, Named};
 use dirq_vmm::probe::ProbeReport;
 use dirq_vmm::RunReport;
 

@@ -9,7 +9,7 @@ use dirq_vmm::bench;
 use dirq_vmm::config::BenchParams;
 use dirq_vmm::config::{
     self, ApicMode, Bench, BenchConfig, ConfigError, FaultKind, GuestExec, GuestIdle, HaltMode,
-    Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, Param, Pin, TimerMode, VioapicLevel,
+    Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, Named, Param, Pin, TimerMode, VioapicLevel,
 };
 use dirq_vmm::hostile::Case;
 use dirq_vmm::report::{text_table, LatencySummary, RunReport};

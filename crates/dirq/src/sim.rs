@@ -6,6 +6,8 @@ mod shard;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+
+use crate::input::InputKind;
 use dirq_sim::scenario::{self, Scenario};
 use dirq_sim::shard::{Shard, SweepShape};
 use dirq_sim::{CostProfile, RunOptions, RunResult, ScenarioResult};
@@ -99,8 +101,7 @@ pub fn execute(args: Args) -> anyhow::Result<()> {
     }
     let profile = match &args.profile {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read profile {}", path.display()))?;
+            let text = crate::input::read_text(path, InputKind::Profile)?;
             Some(CostProfile::from_toml(&text).with_context(|| format!("in {}", path.display()))?)
         }
         None => None,
@@ -233,7 +234,8 @@ fn resolve(name: &str) -> anyhow::Result<Scenario> {
     }
     let path = Path::new(name);
     if path.exists() {
-        return Ok(scenario::load(path)?);
+        let text = crate::input::read_text(path, InputKind::Scenario)?;
+        return Scenario::from_toml(&text).with_context(|| format!("in {}", path.display()));
     }
     anyhow::bail!(
         "{name:?} is neither a built-in scenario ({}) nor an existing file",

@@ -3,7 +3,7 @@
 
 use std::process::{Command, Output};
 
-use dirq_vmm::config::{AttackCase, HostileCase};
+use dirq_vmm::config::{AttackCase, HostileCase, Named};
 use dirq_vmm::hostile::{Case, Expect};
 
 fn dirq(args: &[&str]) -> Output {

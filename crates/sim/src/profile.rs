@@ -22,11 +22,6 @@ pub enum ProfileError {
     CostTooLarge { field: String, value: u64 },
     #[error("cost profile cannot be checked")]
     Unreadable(#[from] serde_json::Error),
-    #[error("cannot read cost profile {path}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
 }
 
 /// Exit-to-re-entry service time per exit reason, ns.

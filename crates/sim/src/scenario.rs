@@ -25,7 +25,6 @@
 //! by design; each run's `params` in the results names the value it ran.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -57,11 +56,6 @@ pub use workload::{
 pub enum ScenarioError {
     #[error("no built-in scenario named {0:?} (see `dirq sim --list`)")]
     UnknownBuiltin(String),
-    #[error("cannot read scenario file {path}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
     #[error("cannot parse scenario")]
     Parse(#[from] toml::de::Error),
     #[error("invalid scenario")]
@@ -575,15 +569,6 @@ impl Scenario {
         }
         specs
     }
-}
-
-/// A scenario from a TOML file.
-pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
-    Scenario::from_toml(&text)
 }
 
 #[cfg(test)]

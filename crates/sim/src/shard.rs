@@ -14,6 +14,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::metrics::{ThroughputUnit, WorkloadFigures};
 use crate::{run_selected, RunOptions, RunResult, Scenario, ScenarioResult, SimError};
 
 /// One of `count` disjoint parts of a sweep; `index` counts from 1, as
@@ -139,8 +140,10 @@ pub struct SweepHeader {
     pub scenarios: Vec<SweepScenario>,
 }
 
-/// One run of a part, with its index in the whole sweep.
+/// One run of a part, with its index in the whole sweep. Nothing else:
+/// a field no part is written with is refused, not ignored.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ShardRun {
     pub index: usize,
     pub run: RunResult,
@@ -236,8 +239,30 @@ pub enum MergeError {
         first: String,
         second: String,
     },
-    #[error("shards missing: {} of {count}", list(missing))]
-    Missing { missing: Vec<u32>, count: u32 },
+    #[error("shards missing: {}{} of {count}", list(first), more_missing(first, *missing))]
+    Missing {
+        /// The lowest missing shards, at most [`LISTED_MISSING`].
+        first: Vec<u32>,
+        /// How many are missing in all.
+        missing: u32,
+        count: u32,
+    },
+    #[error("{first} says its sweep has {claimed} runs, but its {count} shards hold {given} in all (a part truncated, or a header edited)")]
+    RunCount {
+        first: String,
+        /// The header's runs, summed without overflow.
+        claimed: u128,
+        count: u32,
+        given: usize,
+    },
+    #[error("{part} holds run {index} with {figure} = {value}, which no run can have: {rule}")]
+    Implausible {
+        part: String,
+        index: usize,
+        figure: String,
+        value: String,
+        rule: &'static str,
+    },
     #[error("{part} (shard {shard}) holds run {index}, which is not that shard's")]
     ForeignRun {
         part: String,
@@ -246,12 +271,6 @@ pub enum MergeError {
     },
     #[error("{part} holds run {index} twice")]
     RunTwice { part: String, index: usize },
-    #[error("{part} (shard {shard}) lacks run {index} (truncated?)")]
-    MissingRun {
-        part: String,
-        shard: Shard,
-        index: usize,
-    },
 }
 
 /// The part of a sweep's header two parts disagree on.
@@ -279,6 +298,17 @@ fn list(numbers: &[u32]) -> String {
     text.join(", ")
 }
 
+/// The missing shards a merge error lists by number.
+pub const LISTED_MISSING: usize = 10;
+
+/// How many more are missing than the list shows, in words.
+fn more_missing(first: &[u32], missing: u32) -> String {
+    match (missing as usize).checked_sub(first.len()) {
+        Some(0) | None => String::new(),
+        Some(more) => format!(" and {more} more"),
+    }
+}
+
 /// The whole sweep, put back together.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Merged {
@@ -289,6 +319,12 @@ pub struct Merged {
 
 /// Merges the parts of one sweep, each with a label (its file name) for
 /// the errors: every shard exactly once, every run of each exactly once.
+///
+/// Everything a part claims is checked before it is used: its header
+/// against the first part's, its shard against the others', the runs the
+/// sweep claims against the runs the parts hold (before any allocation
+/// sized by a claim), and every run's figures as [`implausible_figure`]
+/// checks a run's own output.
 pub fn merge(parts: Vec<(String, ShardPart)>) -> Result<Merged, MergeError> {
     let Some((first_label, first)) = parts.first() else {
         return Err(MergeError::NoParts);
@@ -296,23 +332,48 @@ pub fn merge(parts: Vec<(String, ShardPart)>) -> Result<Merged, MergeError> {
     let (count, header) = (first.shard.count(), first.sweep.clone());
     let first_label = first_label.clone();
     let mut seen: BTreeMap<u32, String> = BTreeMap::new();
-    let mut runs: Vec<Option<RunResult>> = Vec::new();
-    let total: usize = header.scenarios.iter().map(|scenario| scenario.runs).sum();
-    runs.resize(total, None);
-    for (label, part) in parts {
-        check_same_sweep(&label, &part, &first_label, count, &header)?;
+    for (label, part) in &parts {
+        check_same_sweep(label, part, &first_label, count, &header)?;
         if let Some(first) = seen.insert(part.shard.index(), label.clone()) {
             return Err(MergeError::Overlap {
                 shard: part.shard,
                 first,
-                second: label,
+                second: label.clone(),
             });
         }
-        place_runs(&label, part, &mut runs)?;
     }
-    let missing: Vec<u32> = (1..=count).filter(|i| !seen.contains_key(i)).collect();
-    if !missing.is_empty() {
-        return Err(MergeError::Missing { missing, count });
+    // Distinct shards of 1..=count: fewer than count means some are
+    // missing, and the lowest are found within a few more than seen's.
+    if seen.len() < count as usize {
+        let first = (1..=count)
+            .filter(|index| !seen.contains_key(index))
+            .take(LISTED_MISSING)
+            .collect();
+        return Err(MergeError::Missing {
+            first,
+            missing: count - u32::try_from(seen.len()).unwrap_or(count),
+            count,
+        });
+    }
+    let claimed: u128 = header
+        .scenarios
+        .iter()
+        .map(|scenario| scenario.runs as u128)
+        .sum();
+    let given: usize = parts.iter().map(|(_, part)| part.runs.len()).sum();
+    // More runs given than claimed cannot all find a slot of their own:
+    // placing them names the foreign or doubled one.
+    if claimed > given as u128 {
+        return Err(MergeError::RunCount {
+            first: first_label,
+            claimed,
+            count,
+            given,
+        });
+    }
+    let mut runs: Vec<Option<RunResult>> = vec![None; usize::try_from(claimed).unwrap_or(given)];
+    for (label, part) in parts {
+        place_runs(&label, part, &mut runs)?;
     }
     let mut runs = runs.into_iter();
     let results = header
@@ -366,8 +427,8 @@ fn check_same_sweep(
     })
 }
 
-/// Puts a part's runs in their slots: each one the shard's, each once,
-/// and none of the shard's missing.
+/// Puts a part's runs in their slots: each one the shard's, each once
+/// (with as many runs as the sweep claims, none is then missing).
 fn place_runs(
     label: &str,
     part: ShardPart,
@@ -375,6 +436,15 @@ fn place_runs(
 ) -> Result<(), MergeError> {
     let shard = part.shard;
     for ShardRun { index, run } in part.runs {
+        if let Some((figure, value, rule)) = implausible_figure(&run) {
+            return Err(MergeError::Implausible {
+                part: label.to_string(),
+                index,
+                figure,
+                value,
+                rule,
+            });
+        }
         let slot = runs
             .get_mut(index)
             .filter(|_| shard.holds(index))
@@ -390,14 +460,111 @@ fn place_runs(
             });
         }
     }
-    match (0..runs.len()).find(|&index| shard.holds(index) && runs[index].is_none()) {
-        Some(index) => Err(MergeError::MissingRun {
-            part: label.to_string(),
-            shard,
-            index,
-        }),
-        None => Ok(()),
+    Ok(())
+}
+
+/// A figure no simulated run can report, by its JSON name, with its
+/// value and the rule it breaks; `None` for a run whose figures are all
+/// possible. The simulator's own runs pass it (a test below holds every
+/// run of a built-in scenario to it), so a part that fails it was edited.
+pub fn implausible_figure(run: &RunResult) -> Option<(String, String, &'static str)> {
+    let refuse = |figure: &str, value: String, rule| Some((figure.to_string(), value, rule));
+    let mut rates: Vec<(String, f64)> = vec![
+        ("exits_per_s".into(), run.exits_per_s),
+        ("interrupts_per_s".into(), run.interrupts_per_s),
+        ("wall_s".into(), run.wall_s),
+    ];
+    rates.extend(
+        run.exits_by_reason_per_s
+            .iter()
+            .map(|(reason, rate)| (format!("exits_by_reason_per_s.{reason}"), *rate)),
+    );
+    rates.extend(workload_figures(&run.figures));
+    if let Some(throughput) = &run.throughput {
+        rates.push(("throughput.value".into(), throughput.value));
     }
+    for (figure, value) in &rates {
+        if !value.is_finite() || *value < 0.0 {
+            return refuse(
+                figure,
+                format!("{value:?}"),
+                "a count, rate or time is finite and not negative",
+            );
+        }
+    }
+    let shares = [
+        ("time_in_guest", run.time_in_guest),
+        ("cpu_busy", run.cpu_busy),
+    ];
+    for (figure, share) in shares {
+        if !(0.0..=1.0).contains(&share) {
+            return refuse(
+                figure,
+                format!("{share:?}"),
+                "a share of the time is between 0 and 1",
+            );
+        }
+    }
+    // Both are rounded from one sum: equal shares may differ in the last digit.
+    if run.time_in_guest > run.cpu_busy * (1.0 + 1e-9) {
+        return refuse(
+            "time_in_guest",
+            run.time_in_guest.to_string(),
+            "time in the guest is part of the busy time (cpu_busy)",
+        );
+    }
+    // Each reason's rate is rounded; together they are the total.
+    let by_reason: f64 = run.exits_by_reason_per_s.values().sum();
+    let rounding = dirq_stats::f64_of(run.exits_by_reason_per_s.len() as u64);
+    if by_reason > run.exits_per_s * (1.0 + 1e-9) + rounding {
+        return refuse(
+            "exits_by_reason_per_s",
+            by_reason.to_string(),
+            "the exits by reason add up to more than exits_per_s",
+        );
+    }
+    if let Some(throughput) = &run.throughput {
+        if throughput.unit == ThroughputUnit::LoopShare && throughput.value > 1.0 {
+            return refuse(
+                "throughput.value",
+                throughput.value.to_string(),
+                "a share of the core is at most 1",
+            );
+        }
+    }
+    let counts = &run.interrupts;
+    let accounted = [counts.handled, counts.coalesced, counts.pending_at_end]
+        .iter()
+        .try_fold(0u64, |sum, &count| sum.checked_add(count));
+    if accounted.is_none_or(|accounted| accounted > counts.raised) {
+        return refuse(
+            "interrupts.handled",
+            counts.handled.to_string(),
+            "interrupts handled, coalesced and pending add up to more than were raised",
+        );
+    }
+    if let Some(rule) = run
+        .latency_ns
+        .as_ref()
+        .and_then(|latency| latency.inconsistency())
+    {
+        return refuse("latency_ns", "(summary)".into(), rule);
+    }
+    None
+}
+
+/// The workload's own figures that are present, by JSON name.
+fn workload_figures(figures: &WorkloadFigures) -> Vec<(String, f64)> {
+    let named = [
+        ("cycles_per_interrupt", figures.cycles_per_interrupt),
+        ("seconds_per_million", figures.seconds_per_million),
+        ("total_s", figures.total_s),
+        ("call_rate", figures.call_rate),
+    ];
+    named
+        .into_iter()
+        .filter_map(|(name, value)| Some((name.to_string(), value?)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -100,7 +100,7 @@ fn parts_that_do_not_make_one_sweep_are_refused_by_name() {
     assert_eq!(merge(Vec::new()), Err(MergeError::NoParts));
     assert!(matches!(
         merge(vec![first.clone()]),
-        Err(MergeError::Missing { ref missing, count: 2 }) if missing == &[2]
+        Err(MergeError::Missing { ref first, missing: 1, count: 2 }) if first == &[2]
     ));
     assert!(matches!(
         merge(vec![first.clone(), first.clone(), second.clone()]),
@@ -132,7 +132,7 @@ fn parts_that_do_not_make_one_sweep_are_refused_by_name() {
     truncated.1.runs.pop();
     assert!(matches!(
         merge(vec![first.clone(), truncated]),
-        Err(MergeError::MissingRun { .. })
+        Err(MergeError::RunCount { .. })
     ));
     let mut foreign = second.clone();
     foreign.1.runs.push(first.1.runs[0].clone());
@@ -146,4 +146,62 @@ fn parts_that_do_not_make_one_sweep_are_refused_by_name() {
         merge(vec![first, doubled]),
         Err(MergeError::RunTwice { .. })
     ));
+}
+
+#[test]
+fn claims_of_more_runs_or_shards_than_the_parts_hold_are_refused_before_allocating() {
+    let scenarios: Vec<Scenario> = scenarios().into_iter().take(2).collect();
+    let two = parts(&scenarios, SweepShape::All, 2);
+    let held: usize = two.iter().map(|(_, part)| part.runs.len()).sum();
+    for claimed in [1_000_000_000, usize::MAX] {
+        let mut forged = two.clone();
+        for (_, part) in &mut forged {
+            part.sweep.scenarios[0].runs = claimed;
+        }
+        let refused = merge(forged);
+        assert!(
+            matches!(refused, Err(MergeError::RunCount { given, .. }) if given == held),
+            "{refused:?}"
+        );
+    }
+    // A part claiming to be one of u32::MAX shards: refused at once,
+    // listing the first missing shards, not all four billion.
+    let mut one_of_many = two[0].clone();
+    one_of_many.1.shard = Shard::new(1, u32::MAX).expect("valid");
+    let refused = merge(vec![one_of_many]).expect_err("missing shards");
+    assert_eq!(
+        refused.to_string(),
+        "shards missing: 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 4294967284 more of 4294967295"
+    );
+}
+
+#[test]
+fn a_run_with_a_figure_no_run_can_have_is_refused_naming_it() {
+    let scenarios: Vec<Scenario> = scenarios().into_iter().take(2).collect();
+    let two = parts(&scenarios, SweepShape::All, 2);
+    let forge = |edit: fn(&mut dirq_sim::RunResult)| {
+        let mut forged = two.clone();
+        edit(&mut forged[1].1.runs[0].run);
+        merge(forged).expect_err("refused").to_string()
+    };
+    let refused = forge(|run| run.time_in_guest = 7.5);
+    assert!(
+        refused.contains(
+            "time_in_guest = 7.5, which no run can have: a share of the time is between 0 and 1"
+        ),
+        "{refused}"
+    );
+    assert!(forge(|run| run.exits_per_s = -1e308).contains("exits_per_s = -1e308"));
+    assert!(forge(|run| run.interrupts_per_s = f64::NAN).contains("interrupts_per_s = NaN"));
+    assert!(forge(|run| run.interrupts.handled = u64::MAX).contains("interrupts.handled"));
+    let latency = forge(|run| {
+        run.latency_ns = dirq_stats::LatencySummary::from_samples_ns(&[5, 9, 12]);
+        if let Some(latency) = &mut run.latency_ns {
+            latency.p50 = u64::MAX;
+        }
+    });
+    assert!(
+        latency.contains("min <= p50 <= p90 <= p99 <= max"),
+        "{latency}"
+    );
 }

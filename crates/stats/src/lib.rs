@@ -93,12 +93,59 @@ impl LatencySummary {
             histogram: buckets,
         })
     }
+
+    /// What makes this summary impossible for any set of samples, if
+    /// anything does: a summary read from a file is checked before use.
+    pub fn inconsistency(&self) -> Option<&'static str> {
+        let order = [self.min, self.p50, self.p90, self.p99, self.max];
+        let bucketed = self
+            .histogram
+            .iter()
+            .try_fold(0u64, |sum, bucket| sum.checked_add(bucket.count));
+        if self.samples == 0 {
+            Some("a summary of no samples")
+        } else if order.windows(2).any(|pair| pair[0] > pair[1]) {
+            Some("min <= p50 <= p90 <= p99 <= max does not hold")
+        } else if !(f64_of(self.min)..=f64_of(self.max)).contains(&self.mean) {
+            Some("the mean is not between min and max")
+        } else if !self.histogram.is_empty() && bucketed != Some(self.samples) {
+            Some("the histogram's buckets do not hold every sample once")
+        } else if self
+            .histogram
+            .windows(2)
+            .any(|pair| pair[0].le_ns >= pair[1].le_ns)
+        {
+            Some("the histogram's buckets are not in ascending order")
+        } else {
+            None
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_summary_of_samples_is_consistent_and_a_forged_one_is_not() {
+        let samples: Vec<u64> = (1..=500).map(|i| i * 37).collect();
+        let summary = LatencySummary::from_samples_ns(&samples).expect("non-empty");
+        assert_eq!(summary.inconsistency(), None);
+        let forged = |edit: fn(&mut LatencySummary)| {
+            let mut forged = summary.clone();
+            edit(&mut forged);
+            forged.inconsistency()
+        };
+        assert!(forged(|s| s.min = s.max + 1).is_some());
+        assert!(forged(|s| s.p50 = u64::MAX).is_some());
+        assert!(forged(|s| s.mean = f64::NAN).is_some());
+        assert!(forged(|s| s.mean = -1.0).is_some());
+        assert!(forged(|s| s.samples = 0).is_some());
+        assert!(forged(|s| s.samples += 1).is_some());
+        assert!(forged(|s| s.histogram[0].count = u64::MAX).is_some());
+        assert!(forged(|s| s.histogram.swap(0, 1)).is_some());
+    }
 
     #[test]
     fn nothing_to_summarize_is_none() {

@@ -87,6 +87,8 @@ pub const ATTACK_PIT_RELOAD: u32 = 4;
 pub const ATTACK_PV_LOCK_CHURN: u32 = 5;
 pub const ATTACK_PORT_WRITE: u32 = 6;
 pub const ATTACK_TRIPLE_FAULT: u32 = 7;
+pub const ATTACK_IPI_STORM: u32 = 8;
+pub const ATTACK_STAY_EMULATED: u32 = 9;
 pub const ATTACK_BEFORE: u32 = 1;
 pub const ATTACK_DURING: u32 = 2;
 pub const ATTACK_AFTER: u32 = 3;
@@ -98,6 +100,8 @@ pub const FAILURE_ABI_MISMATCH: u32 = 4;
 pub const FAILURE_HYPERCALL_REFUSED: u32 = 5;
 
 pub const VECTOR_DEVICE: u8 = 0x40;
+pub const VECTOR_TIMER: u8 = 0x41;
+pub const VECTOR_TICK: u8 = 0x44;
 
 pub const RESULT_EXIT_COST_ITERATIONS: usize = 0;
 pub const RESULT_EXIT_COST_USERSPACE_CYCLES: usize = 1;

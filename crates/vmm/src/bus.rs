@@ -1,5 +1,5 @@
 //! The bus: routes the guest's port, MMIO and MSR accesses to the devices
-//! that own them, and replays I/O batches. Both `devices` and `interrupt`
+//! that own them. Both `devices` and `interrupt`
 //! put devices on it; it knows neither: a device's own error travels as
 //! the source of `DeviceError::Model`.
 
@@ -7,10 +7,6 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use dirq_arch::bits::low_u32;
-use vm_memory::{Bytes, GuestAddress};
-
-use crate::abi::{IO_BATCH_ENTRY_SIZE, IO_BATCH_HEADER_SIZE, IO_BATCH_MAX};
-use crate::memory::GuestMemory;
 
 /// Which way an access goes, for messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -112,53 +108,12 @@ pub enum BusError {
         #[source]
         source: DeviceError,
     },
-    #[error("guest's I/O batch at {gpa:#x}")]
-    IoBatch {
-        gpa: u64,
-        #[source]
-        source: IoBatchError,
-    },
     #[error("{device}")]
     Device {
         device: &'static str,
         #[source]
         source: DeviceError,
     },
-}
-
-/// What is wrong with a guest's I/O batch: nothing of it is replayed then.
-#[derive(Debug, thiserror::Error)]
-pub enum IoBatchError {
-    #[error("its {len} bytes are not all in guest RAM")]
-    OutsideRam { len: usize },
-    #[error("it holds {count} writes, at most {IO_BATCH_MAX} fit")]
-    TooMany { count: u32 },
-    #[error("its header's reserved word is {0:#x}, not 0")]
-    ReservedHeader(u32),
-    #[error("entry {index}: reserved byte is {value:#x}, not 0 (a batch holds port writes only)")]
-    ReservedByte { index: usize, value: u8 },
-    #[error("entry {index}: size {size}, not 1, 2 or 4")]
-    BadSize { index: usize, size: u8 },
-    #[error("entry {index}: value {value:#x} does not fit its {size} bytes")]
-    ValueTooWide { index: usize, value: u32, size: u8 },
-    #[error("entry {index}: port {port:#x} rings the doorbell itself")]
-    Nested { index: usize, port: u16 },
-    #[error("entry {index}: its {size}-byte write at port {port:#x} runs past the end of the {device}'s ports")]
-    PortsStraddled {
-        index: usize,
-        port: u16,
-        size: u8,
-        device: &'static str,
-    },
-    #[error("entry {index}: port {port:#x} is owned by no device")]
-    UnownedPort { index: usize, port: u16 },
-}
-
-/// One validated entry of an I/O batch.
-struct BatchWrite {
-    port: u16,
-    bytes: [u8; 4],
-    size: usize,
 }
 
 /// A device on the I/O port bus. `offset` is relative to its base port.
@@ -208,7 +163,6 @@ pub struct Bus {
     mmio: Vec<(Range<u64>, Arc<dyn MmioDevice>)>,
     banked_mmio: Vec<Arc<dyn BankedMmio>>,
     msr: Vec<(Range<u32>, Arc<dyn MsrDevice>)>,
-    io_batch: Option<(u16, GuestMemory)>,
     /// Set for guests that probe for hardware (`OpenBus`); dirq's own
     /// guest owns every address it touches, so there an unowned access
     /// ends the run.
@@ -368,104 +322,12 @@ impl Bus {
         S::dispatch(device, cpu, at - range.start, access).map_err(wrap(name))
     }
 
-    /// Makes a 32-bit write to `port` a doorbell (mechanisms.md section 8):
-    /// its value is the guest-physical address of a `struct dirq_io_batch`
-    /// (a count, then port, size and value per write) whose port writes the
-    /// bus replays in order, as if the guest had made them: N exits become one.
-    pub fn enable_io_batch(&mut self, port: u16, memory: GuestMemory) {
-        self.io_batch = Some((port, memory));
-    }
-
-    /// Validates the whole batch, then replays it: a bad entry anywhere
-    /// refuses the batch before any of its writes took effect.
-    fn replay_io_batch(&self, cpu: usize, gpa: u64, memory: &GuestMemory) -> Result<(), BusError> {
-        let fail = |source| BusError::IoBatch { gpa, source };
-        let writes = self.read_io_batch(gpa, memory).map_err(fail)?;
-        for write in writes {
-            self.pio_write(cpu, write.port, &write.bytes[..write.size])?;
-        }
-        Ok(())
-    }
-
-    fn read_io_batch(
-        &self,
-        gpa: u64,
-        memory: &GuestMemory,
-    ) -> Result<Vec<BatchWrite>, IoBatchError> {
-        let read = |len: usize| {
-            let mut bytes = vec![0u8; len];
-            memory
-                .read_slice(&mut bytes, GuestAddress(gpa))
-                .map(|()| bytes)
-                .map_err(|_| IoBatchError::OutsideRam { len })
-        };
-        let header = read(IO_BATCH_HEADER_SIZE)?;
-        let word = |at: usize| {
-            u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
-        };
-        let count = word(0);
-        if count as usize > IO_BATCH_MAX {
-            return Err(IoBatchError::TooMany { count });
-        }
-        if word(4) != 0 {
-            return Err(IoBatchError::ReservedHeader(word(4)));
-        }
-        let batch = read(IO_BATCH_HEADER_SIZE + count as usize * IO_BATCH_ENTRY_SIZE)?;
-        batch[IO_BATCH_HEADER_SIZE..]
-            .chunks_exact(IO_BATCH_ENTRY_SIZE)
-            .enumerate()
-            .map(|(index, entry)| self.check_batch_entry(index, entry))
-            .collect()
-    }
-
-    fn check_batch_entry(&self, index: usize, entry: &[u8]) -> Result<BatchWrite, IoBatchError> {
-        let port = u16::from_le_bytes([entry[0], entry[1]]);
-        let (size, reserved) = (entry[2], entry[3]);
-        let bytes = [entry[4], entry[5], entry[6], entry[7]];
-        let value = u32::from_le_bytes(bytes);
-        if reserved != 0 {
-            return Err(IoBatchError::ReservedByte {
-                index,
-                value: reserved,
-            });
-        }
-        if !matches!(size, 1 | 2 | 4) {
-            return Err(IoBatchError::BadSize { index, size });
-        }
-        if size < 4 && value >> (8 * u32::from(size)) != 0 {
-            return Err(IoBatchError::ValueTooWide { index, value, size });
-        }
-        if self
-            .io_batch
-            .as_ref()
-            .is_some_and(|(doorbell, _)| *doorbell == port)
-        {
-            return Err(IoBatchError::Nested { index, port });
-        }
-        let Some((range, device)) = find(&self.pio, port) else {
-            return Err(IoBatchError::UnownedPort { index, port });
-        };
-        if check_fits(Space::Pio, range, port, usize::from(size), device.name()).is_err() {
-            return Err(IoBatchError::PortsStraddled {
-                index,
-                port,
-                size,
-                device: device.name(),
-            });
-        }
-        Ok(BatchWrite {
-            port,
-            bytes,
-            size: usize::from(size),
-        })
+    /// The device that owns `port`, with its ports.
+    pub fn pio_device(&self, port: u16) -> Option<(&Range<u16>, &Arc<dyn PioDevice>)> {
+        find(&self.pio, port)
     }
 
     pub fn pio_write(&self, cpu: usize, port: u16, data: &[u8]) -> Result<(), BusError> {
-        if let Some((doorbell, memory)) = &self.io_batch {
-            if port == *doorbell && data.len() == 4 {
-                return self.replay_io_batch(cpu, le_value(data), memory);
-            }
-        }
         self.access::<PortSpace>(cpu, port, Access::Write(data))
     }
 
@@ -636,7 +498,7 @@ address_space!(
 
 /// Refuses an access that starts in a device's range and runs past its
 /// end: what lies beyond is not the device's to serve.
-fn check_fits<K: Copy + Into<u64>>(
+pub(crate) fn check_fits<K: Copy + Into<u64>>(
     space: Space,
     range: &Range<K>,
     at: K,
@@ -919,109 +781,6 @@ mod tests {
                 (mmio(Direction::Write), 2),
             ]
         );
-    }
-
-    /// A bus with a recorder on 0x1f0-0x1f7 and the doorbell on 0xfc.
-    fn doorbell_bus() -> (GuestMemory, Arc<Recorder>, Bus) {
-        let memory = crate::memory::create_guest_memory().expect("guest RAM");
-        let device = Arc::new(Recorder::default());
-        let mut bus = Bus::default();
-        bus.add_pio(0x1f0..0x1f8, device.clone());
-        bus.enable_io_batch(0xfc, memory.clone());
-        (memory, device, bus)
-    }
-
-    #[test]
-    fn io_batch_doorbell_replays_the_guests_writes_in_order() {
-        let (memory, device, bus) = doorbell_bus();
-        let batch = 0x5000u64;
-        let entries: [(u16, u8, u32); 3] = [(0x1f2, 1, 8), (0x1f3, 2, 0x1234), (0x1f7, 1, 0x34)];
-        memory
-            .write_obj(
-                u32::try_from(entries.len()).expect("3 entries"),
-                GuestAddress(batch),
-            )
-            .expect("header");
-        for (index, (port, size, value)) in entries.iter().enumerate() {
-            let mut entry = [0u8; 8];
-            entry[..2].copy_from_slice(&port.to_le_bytes());
-            entry[2] = *size;
-            entry[4..].copy_from_slice(&value.to_le_bytes());
-            memory
-                .write_slice(&entry, GuestAddress(batch + 8 + 8 * index as u64))
-                .expect("entry");
-        }
-        bus.pio_write(0, 0xfc, &low_u32(batch).to_le_bytes())
-            .expect("doorbell");
-        assert_eq!(
-            *device.0.lock().expect("not poisoned"),
-            vec![(2, 8), (3, 0x1234), (7, 0x34)]
-        );
-        // A batch that rings the doorbell again is refused, not recursed into.
-        memory
-            .write_slice(&[0xfc, 0, 4, 0], GuestAddress(batch + 8))
-            .expect("entry");
-        let err = bus
-            .pio_write(0, 0xfc, &low_u32(batch).to_le_bytes())
-            .expect_err("nested doorbell");
-        assert!(
-            matches!(
-                err,
-                BusError::IoBatch {
-                    source: IoBatchError::Nested {
-                        index: 0,
-                        port: 0xfc
-                    },
-                    ..
-                }
-            ),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn a_bad_io_batch_entry_is_named_and_nothing_of_the_batch_runs() {
-        let (memory, device, bus) = doorbell_bus();
-        let batch = 0x5000u64;
-        let good = [0xf2, 0x01, 1, 0, 8, 0, 0, 0];
-        for (bad, message) in [
-            (
-                [0xf3, 0x01, 1, 0xff, 0, 0, 0, 0],
-                "entry 1: reserved byte is 0xff",
-            ),
-            ([0xf3, 0x01, 3, 0, 0, 0, 0, 0], "entry 1: size 3"),
-            (
-                [0xf3, 0x01, 1, 0, 0, 1, 0, 0],
-                "entry 1: value 0x100 does not fit",
-            ),
-            (
-                [0x34, 0x12, 1, 0, 0, 0, 0, 0],
-                "entry 1: port 0x1234 is owned by no device",
-            ),
-        ] {
-            memory.write_obj(2u32, GuestAddress(batch)).expect("header");
-            memory
-                .write_slice(&[good, bad].concat(), GuestAddress(batch + 8))
-                .expect("entries");
-            let err = bus
-                .pio_write(0, 0xfc, &low_u32(batch).to_le_bytes())
-                .expect_err("bad entry");
-            let BusError::IoBatch { source, .. } = &err else {
-                panic!("{err}");
-            };
-            assert!(source.to_string().starts_with(message), "{source}");
-        }
-        assert!(device.0.lock().expect("not poisoned").is_empty());
-        let err = bus
-            .pio_write(0, 0xfc, &0x00ff_fffcu32.to_le_bytes())
-            .expect_err("straddles the end of RAM");
-        assert!(matches!(
-            err,
-            BusError::IoBatch {
-                source: IoBatchError::OutsideRam { .. },
-                ..
-            }
-        ));
     }
 
     #[test]

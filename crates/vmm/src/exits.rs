@@ -10,26 +10,50 @@ use dirq_stats::{f64_of, round_u64};
 use hdrhistogram::Histogram;
 
 use serde::{Deserialize, Serialize};
+use strum::{Display, EnumString, IntoStaticStr, VariantArray};
 
+use crate::config::{ConfigError, Named};
 use crate::interrupt::Kicker;
 use crate::stats::{self, Counters, StatsError, StatsFd};
 
-crate::config::named_enum!(
-    /// Why KVM_RUN returned to the VMM, named as KVM's `KVM_EXIT_*` reason.
-    UserspaceExit, "userspace exit", {
-        Io = "io",
-        Mmio = "mmio",
-        MsrRead = "msr_read",
-        MsrWrite = "msr_write",
-        IrqWindow = "irq_window",
-        Hlt = "hlt",
-        /// A signal (the VMM kicking its own vCPU) interrupted KVM_RUN.
-        Interrupted = "intr",
-        Hypercall = "hypercall",
-        IoapicEoi = "ioapic_eoi",
-        Other = "other",
-    }
-);
+/// Why KVM_RUN returned to the VMM, named as KVM's `KVM_EXIT_*` reason.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case", parse_err_ty = ConfigError, parse_err_fn = UserspaceExit::unknown)]
+pub enum UserspaceExit {
+    Io,
+    Mmio,
+    MsrRead,
+    MsrWrite,
+    IrqWindow,
+    Hlt,
+    /// A signal (the VMM kicking its own vCPU) interrupted KVM_RUN.
+    #[serde(rename = "intr")]
+    #[strum(serialize = "intr")]
+    Interrupted,
+    Hypercall,
+    IoapicEoi,
+    Other,
+}
+
+impl Named for UserspaceExit {
+    const WHAT: &'static str = "userspace exit";
+}
 
 /// The longest userspace exit a histogram holds: a minute (a HLT the VMM
 /// sleeps through can be long).
@@ -159,50 +183,74 @@ impl ExitCounters {
 
 pub use dirq_arch::exit::VmxExit;
 
-crate::config::named_enum!(
-    /// The KVM per-vCPU statistics dirq reads (x86's `struct kvm_vcpu_stat`,
-    /// named as the binary stats fd names them).
-    KvmStat, "KVM statistic", {
-        // In name order, so that maps keyed by statistic serialize in the
-        // kernel's (alphabetical) order.
-        /// Every exit from guest mode.
-        Exits = "exits",
-        /// HLTs before which KVM polled for a wake-up (halt polling).
-        HaltAttemptedPoll = "halt_attempted_poll",
-        HaltExits = "halt_exits",
-        /// Time spent in polls that ended without a wake-up (ns; KVM's
-        /// halt_poll_fail_hist holds the same polls by length).
-        HaltPollFailNs = "halt_poll_fail_ns",
-        /// Polls cut short because the poll window changed meanwhile.
-        HaltPollInvalid = "halt_poll_invalid",
-        /// Time spent in polls that caught a wake-up (ns; as
-        /// halt_poll_success_hist).
-        HaltPollSuccessNs = "halt_poll_success_ns",
-        /// Polls that caught a wake-up before the vCPU thread slept.
-        HaltSuccessfulPoll = "halt_successful_poll",
-        /// Time the vCPU thread slept in HLT (ns; as halt_wait_hist).
-        HaltWaitNs = "halt_wait_ns",
-        /// HLTs that ended in the vCPU thread's sleep and wake-up.
-        HaltWakeup = "halt_wakeup",
-        Hypercalls = "hypercalls",
-        /// Instructions KVM emulated: every guest instruction under
-        /// kvm_pvm's emulator, only the trapped ones in its native mode.
-        InsnEmulation = "insn_emulation",
-        IoExits = "io_exits",
-        IrqExits = "irq_exits",
-        IrqWindowExits = "irq_window_exits",
-        /// MMIO accesses KVM passes to userspace.
-        MmioExits = "mmio_exits",
-        NmiWindowExits = "nmi_window_exits",
-        /// Guest page faults KVM handled.
-        PfTaken = "pf_taken",
-        /// Returns to userspace that the VMM's request for an interrupt
-        /// window caused.
-        RequestIrqExits = "request_irq_exits",
-        /// Returns to userspace that a signal caused.
-        SignalExits = "signal_exits",
-    }
-);
+/// The KVM per-vCPU statistics dirq reads (x86's `struct kvm_vcpu_stat`,
+/// named as the binary stats fd names them).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case", parse_err_ty = ConfigError, parse_err_fn = KvmStat::unknown)]
+pub enum KvmStat {
+    // In name order, so that maps keyed by statistic serialize in the
+    // kernel's (alphabetical) order.
+    /// Every exit from guest mode.
+    Exits,
+    /// HLTs before which KVM polled for a wake-up (halt polling).
+    HaltAttemptedPoll,
+    HaltExits,
+    /// Time spent in polls that ended without a wake-up (ns; KVM's
+    /// halt_poll_fail_hist holds the same polls by length).
+    HaltPollFailNs,
+    /// Polls cut short because the poll window changed meanwhile.
+    HaltPollInvalid,
+    /// Time spent in polls that caught a wake-up (ns; as
+    /// halt_poll_success_hist).
+    HaltPollSuccessNs,
+    /// Polls that caught a wake-up before the vCPU thread slept.
+    HaltSuccessfulPoll,
+    /// Time the vCPU thread slept in HLT (ns; as halt_wait_hist).
+    HaltWaitNs,
+    /// HLTs that ended in the vCPU thread's sleep and wake-up.
+    HaltWakeup,
+    Hypercalls,
+    /// Instructions KVM emulated: every guest instruction under
+    /// kvm_pvm's emulator, only the trapped ones in its native mode.
+    InsnEmulation,
+    IoExits,
+    IrqExits,
+    /// Interrupts KVM injected into the vCPU, whoever raised them (the
+    /// VMM's KVM_INTERRUPT, its irqchip, an IPI); not those APICv or
+    /// AVIC post without an injection.
+    IrqInjections,
+    IrqWindowExits,
+    /// MMIO accesses KVM passes to userspace.
+    MmioExits,
+    NmiWindowExits,
+    /// Guest page faults KVM handled.
+    PfTaken,
+    /// Returns to userspace that the VMM's request for an interrupt
+    /// window caused.
+    RequestIrqExits,
+    /// Returns to userspace that a signal caused.
+    SignalExits,
+}
+
+impl Named for KvmStat {
+    const WHAT: &'static str = "KVM statistic";
+}
 
 impl KvmStat {
     /// The VM exit the statistic counts. The others count no exit of their
@@ -224,6 +272,7 @@ impl KvmStat {
             | KvmStat::RequestIrqExits
             | KvmStat::SignalExits
             | KvmStat::InsnEmulation
+            | KvmStat::IrqInjections
             | KvmStat::PfTaken
             | KvmStat::HaltAttemptedPoll
             | KvmStat::HaltPollFailNs
@@ -238,9 +287,12 @@ impl KvmStat {
     /// Whether [`ExitSummary::by_reason`] keeps the statistic: those that
     /// count exits by category and the exit-related events KVM counts
     /// besides (emulations, halt polls and wake-ups; not the total, not
-    /// page faults).
+    /// page faults, not injections).
     fn is_exit_category(self) -> bool {
-        !matches!(self, KvmStat::Exits | KvmStat::PfTaken)
+        !matches!(
+            self,
+            KvmStat::Exits | KvmStat::PfTaken | KvmStat::IrqInjections
+        )
     }
 }
 
@@ -335,6 +387,29 @@ pub struct ExitSnapshot {
     cpu_ns: Vec<u64>,
     run_delay_ns: Vec<u64>,
     kicks: Vec<u64>,
+}
+
+impl ExitSnapshot {
+    /// A snapshot of KVM's counters alone, one map per vCPU (tests).
+    #[cfg(test)]
+    pub(crate) fn of_kvm(kernel: Vec<Counters>) -> Self {
+        ExitSnapshot {
+            userspace: kernel.iter().map(|_| UserspaceCounts::new()).collect(),
+            userspace_times: Vec::new(),
+            cpu_ns: kernel.iter().map(|_| 0).collect(),
+            run_delay_ns: kernel.iter().map(|_| 0).collect(),
+            kicks: kernel.iter().map(|_| 0).collect(),
+            kernel,
+        }
+    }
+
+    /// KVM's count of `stat` on each vCPU since it was created.
+    pub fn kvm_stat(&self, stat: KvmStat) -> Vec<u64> {
+        self.kernel
+            .iter()
+            .map(|counters| counters.get(stat.name()).copied().unwrap_or(0))
+            .collect()
+    }
 }
 
 /// How long one kind of userspace exit kept the VMM, over a window.

@@ -9,7 +9,8 @@ use std::str::FromStr;
 
 use crate::config::params::HostileParams;
 use crate::config::{
-    ApicMode, AttackCase, Bench, BenchConfig, BenchParams, CommonSettings, ConfigError, HostileCase,
+    ApicMode, AttackCase, Bench, BenchConfig, BenchParams, CommonSettings, ConfigError,
+    HostileCase, Named,
 };
 
 /// The watchdog of a case that must survive.
@@ -233,6 +234,14 @@ impl Case {
         }
     }
 
+    /// The figures a case that survives must report as the guest's claim.
+    pub fn marked_claims(self) -> &'static [&'static str] {
+        match self {
+            Case::Hostile(_) => &[],
+            Case::Attack(case) => case.marked_claims(),
+        }
+    }
+
     /// The run that mounts the attack.
     pub fn config(self) -> BenchConfig {
         match self {
@@ -275,9 +284,15 @@ impl FromStr for Case {
 pub fn list() -> String {
     Case::all()
         .map(|case| {
-            let outcome = match case.expect() {
-                Expect::Refuses => format!("refused naming: {}", case.causes().join(" | ")),
-                Expect::Survives => "completes, its figures checked".into(),
+            let outcome = match (case.expect(), case.marked_claims()) {
+                (Expect::Refuses, _) => {
+                    format!("refused naming: {}", case.causes().join(" | "))
+                }
+                (Expect::Survives, []) => "completes, its figures checked".into(),
+                (Expect::Survives, claims) => format!(
+                    "completes, its figures checked, reporting {} as the guest's claim",
+                    claims.join(", ")
+                ),
             };
             format!(
                 "{:<32} {:<8}  {}; {outcome}\n",

@@ -16,7 +16,7 @@ use crate::bench::{self, BenchError};
 use crate::config::params::{ExitCostParams, IpiParams, IrqLatencyParams};
 use crate::config::{
     Bench, BenchConfig, BenchParams, CommonSettings, GuestExec, GuestIdle, Inject, IpiMeasure,
-    Irqchip,
+    Irqchip, Named,
 };
 use crate::exec::{kvm_backend, ExecError, HostExec};
 use crate::host_load::{HostLoad, HostNoise, LoadMonitor, NoiseReason};

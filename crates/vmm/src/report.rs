@@ -8,13 +8,20 @@ use std::fmt;
 use dirq_stats::{f64_of, ratio};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Bench, BenchConfig, BenchParams, GuestExec, GuestIdle, HaltMode};
+use crate::config::{Bench, BenchConfig, BenchParams, GuestExec, GuestIdle, HaltMode, Named};
 use crate::exits::{ExitSummary, ExitTime, KvmStat, UserspaceExit, VmxExit};
 use crate::machine::MachineFacts;
 use crate::placement::Placement;
 use crate::probe::Floor;
 
 pub use crate::results::BenchResult;
+use crate::results::Evidence;
+
+/// The claims list's names for the latency samples and the execution mode.
+pub const LATENCY_NS: &str = "latency_ns";
+pub const GUEST_EXEC: &str = "guest_exec";
+/// How the text output marks a figure that is the guest's claim.
+pub const CLAIM_MARK: &str = "(the guest's claim)";
 pub use dirq_stats::{Bucket, LatencySummary};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -57,6 +64,16 @@ pub struct RunReport {
     /// irq-latency: where its interrupts found the vCPU taking them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Target>,
+    /// What the VMM itself saw of the run: the evidence the guest's
+    /// figures were checked against.
+    #[serde(default)]
+    pub evidence: Evidence,
+    /// The figures that are the guest's claim (by their JSON names, with
+    /// `latency_ns` for samples the guest timed and `guest_exec` for a
+    /// mode KVM's counts could not confirm): held to the VMM's evidence on
+    /// one side at most, so a false value within bounds would pass.
+    #[serde(default)]
+    pub guest_claims: Vec<String>,
     /// The guest's serial console.
     #[serde(skip)]
     pub console: String,
@@ -194,6 +211,18 @@ impl RunReport {
         machine: MachineFacts,
     ) -> Self {
         debug_assert_eq!(results.bench(), config.bench());
+        let mut guest_claims: Vec<String> = results
+            .claims(config)
+            .into_iter()
+            .map(String::from)
+            .collect();
+        // The samples the guest timed itself; irq-latency's are the VMM's.
+        if latency_ns.is_some() && config.params.expected_samples() > 0 {
+            guest_claims.push(LATENCY_NS.into());
+        }
+        if machine.exec.unconfirmed {
+            guest_claims.push(GUEST_EXEC.into());
+        }
         let insn_emulation = exits
             .by_reason
             .get(&KvmStat::InsnEmulation)
@@ -229,12 +258,28 @@ impl RunReport {
             commands: None,
             saturated,
             target,
+            evidence: machine.evidence,
+            guest_claims,
             console: machine.console,
         }
     }
 
+    /// Whether `figure` (a JSON name) is the guest's claim.
+    pub fn is_claim(&self, figure: &str) -> bool {
+        self.guest_claims.iter().any(|claim| claim == figure)
+    }
+
     pub fn bench(&self) -> Bench {
         self.results.bench()
+    }
+
+    /// " (the guest's claim)" after a figure that is one, else nothing.
+    fn mark(&self, figure: &str) -> String {
+        if self.is_claim(figure) {
+            format!(" {CLAIM_MARK}")
+        } else {
+            String::new()
+        }
     }
 
     /// The flags that chose the path, in `dirq run` syntax.
@@ -380,8 +425,11 @@ impl fmt::Display for RunReport {
         writeln!(f, "{}  {}", self.bench(), self.path())?;
         writeln!(
             f,
-            "guest {}: insn_emulation {:.1} per interrupt, {:.0} per s",
-            self.guest_exec, self.insn_emulation_per_interrupt, self.insn_emulation_per_s
+            "guest {}{}: insn_emulation {:.1} per interrupt, {:.0} per s",
+            self.guest_exec,
+            self.mark(GUEST_EXEC),
+            self.insn_emulation_per_interrupt,
+            self.insn_emulation_per_s
         )?;
         if let Some(warning) = &self.exec_warning {
             writeln!(f, "WARNING: {warning}")?;
@@ -474,7 +522,8 @@ impl fmt::Display for RunReport {
         if let Some(latency) = &self.latency_ns {
             writeln!(
                 f,
-                "latency (us): samples {}  min {:.2}  avg {:.2}  p50 {:.2}  p99 {:.2}  max {:.2}",
+                "latency (us){}: samples {}  min {:.2}  avg {:.2}  p50 {:.2}  p99 {:.2}  max {:.2}",
+                self.mark(LATENCY_NS),
                 latency.samples,
                 f64_of(latency.min) / 1e3,
                 latency.mean / 1e3,
@@ -484,7 +533,13 @@ impl fmt::Display for RunReport {
             )?;
         }
         for (name, value) in &self.results.figures() {
-            writeln!(f, "{name}: {value:.4}")?;
+            writeln!(f, "{name}: {value:.4}{}", self.mark(name))?;
+        }
+        if !self.guest_claims.is_empty() {
+            writeln!(
+                f,
+                "{CLAIM_MARK}: measured by the guest alone and held to the VMM's evidence on one side at most (docs/hostile.md)"
+            )?;
         }
         Ok(())
     }

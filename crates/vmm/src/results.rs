@@ -10,9 +10,10 @@ use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use dirq_stats::f64_of;
+use dirq_stats::{f64_of, ratio};
 
-use crate::config::Bench;
+use crate::bench::cycles_to_ns;
+use crate::config::{Bench, BenchConfig, BenchParams, VioapicLevel};
 
 /// Defines `BenchResult`, one variant per bench that reports, named as
 /// `Bench`'s variant, the bench of each, and a reader per bench
@@ -127,11 +128,44 @@ impl BenchResult {
     }
 }
 
-/// What the VMM itself observed of a run: the guest's figures must fit it.
-#[derive(Clone, Copy, Debug)]
-pub struct Observed {
-    /// Host time from the guest's START to its END.
-    pub window_ns: f64,
+/// What the VMM itself saw of a run, beside what the guest wrote: every
+/// figure the guest reports is held to it (docs/hostile.md lists each
+/// figure with its evidence and bounds). `dirq run --json` prints it as
+/// `evidence`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Host time from the guest's START to its END, by the VMM's clock.
+    pub window_ns: u64,
+    /// The guest TSC's rate, as the host set it (KVM_GET_TSC_KHZ): what
+    /// turns the guest's cycles into time.
+    pub tsc_khz: u64,
+    /// KVM's `irq_injections` of each vCPU over the whole run: no handler
+    /// runs without one. `None` where APICv or AVIC deliver interrupts
+    /// without an injection KVM counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub injected: Option<Vec<u64>>,
+    /// Port accesses that exited to the VMM in the window (END's aside).
+    pub port_exits: u64,
+    /// The least time the VMM spent on one of them (from KVM_RUN's return
+    /// to the next KVM_RUN): part of every such exit the guest times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_exit_vmm_min_ns: Option<u64>,
+    /// Exits KVM handled without the VMM in the window.
+    pub kernel_exits: u64,
+    /// tick: what the VMM's PIT did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pit: Option<PitEvidence>,
+}
+
+/// The tick bench's PIT, as the VMM ran it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PitEvidence {
+    /// IRQ0 edges the VMM's timer thread raised over the run.
+    pub irqs: u64,
+    /// Of them, those raised while the window was open.
+    pub irqs_in_window: u64,
+    /// Channel 0's rate as last programmed (scaled), in Hz.
+    pub hz: f64,
 }
 
 /// How far a duration the guest timed with its TSC may exceed the window
@@ -140,11 +174,33 @@ pub struct Observed {
 /// off by orders of magnitude, not by this.
 pub const GUEST_CLOCK_SLACK: f64 = 2.0;
 
+/// The fewest TSC cycles between the two reads that time any event: the
+/// RDTSC instruction alone takes longer (18 cycles and more on every x86
+/// core in Agner Fog's instruction tables), so a shorter time was not
+/// measured. The platform's resolution, whatever the host's speed.
+pub const MIN_TIMED_CYCLES: u64 = 16;
+
+/// How far above 1 a share of the CPU may read from timing noise alone:
+/// the baseline keeps only undisturbed chunks, yet a short or emulated
+/// loop on a loaded host reads well above it (measured: 2.7 for a 5 ms
+/// emulated whileloop at load 9). Ten times faster than alone is not
+/// noise; below that the share is the guest's claim.
+pub const SHARE_NOISE: f64 = 9.0;
+
 /// Why a guest-timed duration of `ns` cannot have fit a `window_ns` window, if it cannot.
 pub fn beyond_window(ns: f64, window_ns: f64) -> Option<String> {
     (ns > window_ns * GUEST_CLOCK_SLACK).then(|| {
         format!(
             "longer than the whole measured window ({window_ns:.0} ns from START to END, timed by the VMM; the guest's clock may run up to {GUEST_CLOCK_SLACK}x)"
+        )
+    })
+}
+
+/// Why `cycles` is too short to have been measured, if it is.
+pub fn below_resolution(cycles: u64) -> Option<String> {
+    (cycles < MIN_TIMED_CYCLES).then(|| {
+        format!(
+            "shorter than the platform's resolution ({MIN_TIMED_CYCLES} TSC cycles: reading the TSC alone takes longer)"
         )
     })
 }
@@ -159,10 +215,20 @@ pub struct Implausible {
     pub rule: String,
 }
 
+/// What one run's figures are held to: the VMM's evidence and the run's
+/// configuration.
+pub struct Observed<'a> {
+    pub evidence: &'a Evidence,
+    pub config: &'a BenchConfig,
+    /// The interrupts the guest says it handled, all vCPUs (itself held
+    /// to `evidence.injected`).
+    pub interrupts: u64,
+}
+
 /// Checks one bench's figures against what the VMM observed.
 struct Rules<'a> {
     bench: Bench,
-    observed: &'a Observed,
+    observed: &'a Observed<'a>,
 }
 
 impl Rules<'_> {
@@ -173,6 +239,19 @@ impl Rules<'_> {
             value: value.to_string(),
             rule,
         }
+    }
+
+    fn window_ns(&self) -> f64 {
+        f64_of(self.observed.evidence.window_ns)
+    }
+
+    /// The platform's resolution in ns at the guest TSC's rate, rounded
+    /// down as the guest's cycles are.
+    fn resolution_ns(&self) -> f64 {
+        f64_of(cycles_to_ns(
+            MIN_TIMED_CYCLES,
+            self.observed.evidence.tsc_khz,
+        ))
     }
 
     /// A count of what the bench exists to measure: zero measured nothing.
@@ -200,20 +279,163 @@ impl Rules<'_> {
         Ok(())
     }
 
+    /// `value` is at most `bound`, which `evidence` says.
+    fn at_most(
+        &self,
+        figure: &'static str,
+        value: f64,
+        bound: f64,
+        evidence: impl FnOnce() -> String,
+    ) -> Result<(), Implausible> {
+        self.finite(figure, value)?;
+        if value > bound {
+            return Err(self.refuse(figure, value, evidence()));
+        }
+        Ok(())
+    }
+
+    /// `value` is at least `bound`, which `evidence` says.
+    fn at_least(
+        &self,
+        figure: &'static str,
+        value: f64,
+        bound: f64,
+        evidence: impl FnOnce() -> String,
+    ) -> Result<(), Implausible> {
+        self.finite(figure, value)?;
+        if value < bound {
+            return Err(self.refuse(figure, value, evidence()));
+        }
+        Ok(())
+    }
+
     /// A duration timed inside the window: no longer than the window.
     fn within_window(&self, figure: &'static str, ns: f64) -> Result<(), Implausible> {
         self.finite(figure, ns)?;
-        match beyond_window(ns, self.observed.window_ns) {
+        match beyond_window(ns, self.window_ns()) {
             Some(rule) => Err(self.refuse(figure, ns, rule)),
             None => Ok(()),
         }
     }
 
-    /// A duration timed inside the window, of something that took time.
+    /// One event the guest timed: no shorter than the platform's
+    /// resolution, no longer than the window.
     fn timed(&self, figure: &'static str, ns: f64) -> Result<(), Implausible> {
-        self.positive(figure, ns)?;
-        self.within_window(figure, ns)
+        self.within_window(figure, ns)?;
+        let resolution = self.resolution_ns();
+        self.at_least(figure, ns, resolution, || {
+            format!(
+                "shorter than the platform's resolution ({MIN_TIMED_CYCLES} TSC cycles, {resolution:.0} ns at the {} kHz the host gave the guest's TSC)",
+                self.observed.evidence.tsc_khz
+            )
+        })
     }
+
+    /// `events` events of `ns` each, all inside the window: together no
+    /// longer than it (per event, no more than the window over the events).
+    fn each_of(
+        &self,
+        figure: &'static str,
+        ns: f64,
+        events: u64,
+        what: &str,
+    ) -> Result<(), Implausible> {
+        let window = self.window_ns();
+        let bound = window * GUEST_CLOCK_SLACK / f64_of(events.max(1));
+        self.at_most(figure, ns, bound, || {
+            format!(
+                "{events} {what} of {ns:.0} ns each take {:.0} ns, longer than the whole measured window ({window:.0} ns from START to END, timed by the VMM; the guest's clock may run up to {GUEST_CLOCK_SLACK}x)",
+                ns * f64_of(events)
+            )
+        })
+    }
+
+    /// A rate of `events` over a span the guest timed that is most of the
+    /// window (its loop is all the window holds): within the clock's slack
+    /// of `events` over the window the VMM timed.
+    fn rate_over_window(
+        &self,
+        figure: &'static str,
+        per_s: f64,
+        events: u64,
+        what: &str,
+    ) -> Result<(), Implausible> {
+        let window_s = self.window_ns() / 1e9;
+        let vmm_rate = f64_of(events) / window_s;
+        let rule = |side: &str| {
+            format!(
+                "{events} {what} in the {window_s:.3} s the VMM timed from START to END are {vmm_rate:.0}/s; the guest's rate may be {side} by at most {GUEST_CLOCK_SLACK}x"
+            )
+        };
+        self.at_most(figure, per_s, vmm_rate * GUEST_CLOCK_SLACK, || {
+            rule("higher")
+        })?;
+        self.at_least(figure, per_s, vmm_rate / GUEST_CLOCK_SLACK, || {
+            rule("lower")
+        })
+    }
+
+    /// A share of the CPU: above 0, at most 1 but for timing noise.
+    fn share(&self, figure: &'static str, share: f64) -> Result<(), Implausible> {
+        self.positive(figure, share)?;
+        self.at_most(figure, share, 1.0 + SHARE_NOISE, || {
+            format!(
+                "a share of the CPU is at most 1 (with {SHARE_NOISE} for the loop's timing noise)"
+            )
+        })
+    }
+
+    /// Interrupts KVM injected into `cpu` over the run, where it counts them all.
+    fn injected(&self, cpu: usize) -> Option<u64> {
+        let injected = self.observed.evidence.injected.as_ref()?;
+        Some(injected.get(cpu).copied().unwrap_or(0))
+    }
+
+    /// A count of interrupts `cpu` handled: no more than KVM injected.
+    fn handled_by(
+        &self,
+        figure: &'static str,
+        cpu: usize,
+        handled: u64,
+    ) -> Result<(), Implausible> {
+        let Some(injected) = self.injected(cpu) else {
+            return Ok(());
+        };
+        self.at_most(figure, f64_of(handled), f64_of(injected), || {
+            format!("KVM injected {injected} interrupts into vCPU {cpu} over the whole run, and no handler runs without one")
+        })
+    }
+
+    /// EOIs skipped on PV EOI's word: at most one per interrupt handled.
+    fn pv_eoi_skips(&self, skips: u64) -> Result<(), Implausible> {
+        let handled = self.observed.interrupts;
+        self.at_most("pv_eoi_skips", f64_of(skips), f64_of(handled), || {
+            format!("an EOI is skipped for an interrupt handled, and the guest handled {handled}")
+        })
+    }
+}
+
+/// The vioapic bench's parameters, for its checks.
+fn vioapic_params<'a>(rules: &'a Rules) -> Option<&'a crate::config::params::VioapicParams> {
+    match &rules.observed.config.params {
+        BenchParams::Vioapic(params) => Some(params),
+        _ => None,
+    }
+}
+
+/// Whether every register access of the guest's sequence exits to the
+/// VMM's controller, one sequence per event: the userspace level outside
+/// the race test (ro-page posts its MASK write, pv keeps it in memory, the
+/// kernel's IOAPIC never reaches the VMM, the race test adds toggles).
+fn every_access_trapped(params: &crate::config::params::VioapicParams) -> bool {
+    params.vioapic == VioapicLevel::Userspace && !params.vioapic_race
+}
+
+/// The run's count of events (`--count`), for the benches that take one.
+fn count_of(config: &BenchConfig) -> u64 {
+    let mut asked = crate::abi::SharedPage::default();
+    config.params.boot(&mut asked);
+    asked.count
 }
 
 impl BenchResult {
@@ -224,6 +446,15 @@ impl BenchResult {
             bench: self.bench(),
             observed,
         };
+        // Every handler ran for an interrupt KVM injected.
+        if let Some(injected) = &observed.evidence.injected {
+            let injected = injected
+                .iter()
+                .fold(0u64, |sum, &count| sum.saturating_add(count));
+            rules.at_most("interrupts", f64_of(observed.interrupts), f64_of(injected), || {
+                format!("KVM injected {injected} interrupts into the vCPUs over the whole run, and no handler runs without one")
+            })?;
+        }
         match self {
             BenchResult::Ipi(ipi) => ipi.check(&rules),
             BenchResult::Whileloop(whileloop) => whileloop.check(&rules),
@@ -231,10 +462,71 @@ impl BenchResult {
             BenchResult::Vioapic(vioapic) => vioapic.check(&rules),
             BenchResult::IoBatch(io_batch) => io_batch.check(&rules),
             BenchResult::Tick(tick) => tick.check(&rules),
+            BenchResult::IrqLatency(counts)
+            | BenchResult::TimerLatency(counts)
+            | BenchResult::HaltWakeup(counts) => rules.pv_eoi_skips(counts.pv_eoi_skips),
+            BenchResult::Hostile(_) => Ok(()),
+        }
+    }
+
+    /// The figures that are the guest's claim: measured by the guest alone,
+    /// and bounded by the VMM's evidence on one side at most, so that a
+    /// false value inside the bounds cannot be told from a true one. In
+    /// `dirq run --json` they are listed under `guest_claims`.
+    pub fn claims(&self, config: &BenchConfig) -> Vec<&'static str> {
+        match self {
             BenchResult::IrqLatency(_)
             | BenchResult::TimerLatency(_)
-            | BenchResult::HaltWakeup(_)
-            | BenchResult::Hostile(_) => Ok(()),
+            | BenchResult::HaltWakeup(_) => {
+                vec!["pv_eoi_skips"]
+            }
+            BenchResult::Ipi(ipi) => {
+                let mut claims = vec!["pv_eoi_skips"];
+                if ipi.send_p50_ns.is_some() {
+                    claims.push("send_p50_ns");
+                }
+                if ipi.target_gap_p50_ns.is_some() {
+                    claims.extend(["target_gap_p50_ns", "target_gaps"]);
+                }
+                claims
+            }
+            BenchResult::Whileloop(whileloop) => {
+                let mut claims = vec![
+                    "iterations",
+                    "loaded_iterations",
+                    "baseline_ns",
+                    "guest_share",
+                ];
+                if whileloop.lost_per_interrupt_ns.is_some() {
+                    claims.push("lost_per_interrupt_ns");
+                }
+                claims
+            }
+            BenchResult::ExitCost(_) => {
+                vec!["kernel_exit_ns", "kernel_exit_p50_ns", "pv_eoi_skips"]
+            }
+            BenchResult::Vioapic(_) => {
+                let BenchParams::Vioapic(params) = &config.params else {
+                    return Vec::new();
+                };
+                let mut claims = vec!["spurious"];
+                if !every_access_trapped(params) {
+                    claims.extend([
+                        "register_reads_per_interrupt",
+                        "register_writes_per_interrupt",
+                    ]);
+                }
+                if params.vioapic_race {
+                    claims.push("mask_toggles");
+                }
+                claims
+            }
+            // A tick the guest was slow to take merges into the next (a
+            // loaded host took a fifth of the PIT's edges): no lower bound.
+            BenchResult::Tick(_) => {
+                vec!["timer_interrupts", "timer_interrupts_per_s", "guest_share"]
+            }
+            BenchResult::IoBatch(_) | BenchResult::Hostile(_) => Vec::new(),
         }
     }
 }
@@ -413,28 +705,53 @@ pub struct VioapicResult {
 
 impl IpiResult {
     fn check(&self, rules: &Rules) -> Result<(), Implausible> {
-        let timed = [
-            ("send_p50_ns", self.send_p50_ns),
-            ("target_gap_p50_ns", self.target_gap_p50_ns),
-        ];
-        for (figure, ns) in timed {
-            if let Some(ns) = ns {
-                rules.within_window(figure, f64_of(ns))?;
-            }
+        for (cpu, &handled) in self.handled.0.iter().enumerate() {
+            rules.handled_by("ipis_to_vcpu", cpu, handled)?;
         }
-        Ok(())
+        if let Some(ns) = self.send_p50_ns {
+            rules.timed("send_p50_ns", f64_of(ns))?;
+        }
+        if let Some(ns) = self.target_gap_p50_ns {
+            rules.timed("target_gap_p50_ns", f64_of(ns))?;
+        }
+        if let Some(gaps) = self.target_gaps {
+            // A gap is timed around a ping the target handled.
+            let pinged: u64 = self.handled.0.iter().skip(1).sum();
+            rules.at_most("target_gaps", f64_of(gaps), f64_of(pinged), || {
+                format!("a gap is timed around a ping, and the targets handled {pinged}")
+            })?;
+        }
+        rules.pv_eoi_skips(self.pv_eoi_skips)
     }
 }
 
 impl WhileloopResult {
     fn check(&self, rules: &Rules) -> Result<(), Implausible> {
+        // The headline first: a share of the CPU cannot pass 1.
+        rules.share("guest_share", self.guest_share)?;
         rules.measured("iterations", self.iterations)?;
         rules.measured("loaded_iterations", self.loaded_iterations)?;
-        rules.timed("baseline_ns", f64_of(self.baseline_ns))?;
+        let iterations = self.iterations;
+        rules.at_most(
+            "loaded_iterations",
+            f64_of(self.loaded_iterations),
+            f64_of(iterations),
+            || format!("the loaded loop stops at the baseline's {iterations} iterations"),
+        )?;
         rules.timed("loaded_ns", f64_of(self.loaded_ns))?;
-        rules.positive("guest_share", self.guest_share)?;
+        // The baseline loop stops on its clock's check, which a slow
+        // (emulated, loaded) guest makes late: no tighter than the window.
+        rules.timed("baseline_ns", f64_of(self.baseline_ns))?;
+        // The device raised every interrupt the guest can have handled.
+        let raised = self.raised;
+        let handled = rules.observed.interrupts;
+        rules.at_most("interrupts", f64_of(handled), f64_of(raised), || {
+            format!("the VMM's device raised {raised} interrupts")
+        })?;
+        // A mean of what chunks took beyond an undisturbed one, not one
+        // timed event: it may honestly read 0, so no resolution bound.
         if let Some(ns) = self.lost_per_interrupt_ns {
-            rules.within_window("lost_per_interrupt_ns", ns)?;
+            rules.each_of("lost_per_interrupt_ns", ns, handled, "handled interrupts")?;
         }
         Ok(())
     }
@@ -442,24 +759,173 @@ impl WhileloopResult {
 
 impl ExitCostResult {
     fn check(&self, rules: &Rules) -> Result<(), Implausible> {
-        rules.timed("userspace_exit_ns", self.userspace_exit_ns)?;
+        let evidence = rules.observed.evidence;
+        let count = count_of(rules.observed.config);
+        // Each timed exit happened: the VMM served the port exits, KVM
+        // counted the in-kernel ones.
+        let served = evidence.port_exits;
+        rules.at_least("userspace_exit_ns", f64_of(served), f64_of(count), || {
+            format!("the guest timed {count} exits to the VMM, but the VMM served {served} in the window")
+        })?;
+        let kernel = evidence.kernel_exits;
+        rules.at_least("kernel_exit_ns", f64_of(kernel), f64_of(count), || {
+            format!("the guest timed {count} exits handled in KVM, but KVM counted {kernel} in the window")
+        })?;
+        let userspace = [
+            ("userspace_exit_ns", self.userspace_exit_ns),
+            ("userspace_exit_p50_ns", f64_of(self.userspace_exit_p50_ns)),
+        ];
+        for (figure, ns) in userspace {
+            rules.timed(figure, ns)?;
+            if let Some(vmm_ns) = evidence.port_exit_vmm_min_ns {
+                let floor = f64_of(vmm_ns) / GUEST_CLOCK_SLACK;
+                rules.at_least(figure, ns, floor, || {
+                    format!("the VMM alone spent at least {vmm_ns} ns on each exit to it in the window, and every such exit the guest times holds that part (its clock may run {GUEST_CLOCK_SLACK}x slow)")
+                })?;
+            }
+        }
+        rules.each_of(
+            "userspace_exit_ns",
+            self.userspace_exit_ns,
+            count,
+            "exits to the VMM",
+        )?;
         rules.timed("kernel_exit_ns", self.kernel_exit_ns)?;
-        rules.timed("userspace_exit_p50_ns", f64_of(self.userspace_exit_p50_ns))?;
-        rules.timed("kernel_exit_p50_ns", f64_of(self.kernel_exit_p50_ns))
+        rules.each_of(
+            "kernel_exit_ns",
+            self.kernel_exit_ns,
+            count,
+            "exits handled in KVM",
+        )?;
+        rules.timed("kernel_exit_p50_ns", f64_of(self.kernel_exit_p50_ns))?;
+        // At least half the exits take the median or more: it is at most
+        // twice the mean (a bucket's midpoint, and the clock, given slack).
+        let medians = [
+            (
+                "userspace_exit_p50_ns",
+                self.userspace_exit_p50_ns,
+                self.userspace_exit_ns,
+            ),
+            (
+                "kernel_exit_p50_ns",
+                self.kernel_exit_p50_ns,
+                self.kernel_exit_ns,
+            ),
+        ];
+        for (figure, p50, mean) in medians {
+            rules.at_most(figure, f64_of(p50), 2.0 * mean * GUEST_CLOCK_SLACK, || {
+                format!("at least half the exits take the median or more, so it is at most twice their mean ({mean:.0} ns)")
+            })?;
+        }
+        rules.pv_eoi_skips(self.pv_eoi_skips)
     }
 }
 
 impl VioapicResult {
     fn check(&self, rules: &Rules) -> Result<(), Implausible> {
         rules.measured("events", self.events)?;
-        rules.positive("interrupts_per_s", self.interrupts_per_s)?;
-        rules.finite("host_cycles_per_interrupt", self.host_cycles_per_interrupt)
+        let events = self.events;
+        rules.rate_over_window(
+            "interrupts_per_s",
+            self.interrupts_per_s,
+            events,
+            "device events",
+        )?;
+        // The same span in cycles, per event.
+        let evidence = rules.observed.evidence;
+        let window_cycles = f64_of(evidence.window_ns) * f64_of(evidence.tsc_khz) / 1e6;
+        let per_event = window_cycles / f64_of(events);
+        let cycles_rule = |side: &str| {
+            format!("the window the VMM timed holds {per_event:.0} TSC cycles per event; the guest's may be {side} by at most {GUEST_CLOCK_SLACK}x")
+        };
+        rules.at_most(
+            "host_cycles_per_interrupt",
+            self.host_cycles_per_interrupt,
+            per_event * GUEST_CLOCK_SLACK,
+            || cycles_rule("more"),
+        )?;
+        rules.at_least(
+            "host_cycles_per_interrupt",
+            self.host_cycles_per_interrupt,
+            per_event / GUEST_CLOCK_SLACK,
+            || cycles_rule("fewer"),
+        )?;
+        let Some(params) = vioapic_params(rules) else {
+            return Ok(());
+        };
+        // Outside the race test each event is serviced by an interrupt.
+        let handled = rules.observed.interrupts;
+        if !params.vioapic_race && handled < events {
+            return Err(rules.refuse(
+                "interrupts",
+                handled,
+                format!(
+                    "the guest serviced {events} device events, each in an interrupt's handler"
+                ),
+            ));
+        }
+        // Where every access of the sequence exits, the VMM served them.
+        if every_access_trapped(params) {
+            let trapped = |figure, per_interrupt: u64, served: u64| {
+                rules.at_most(figure, f64_of(per_interrupt), ratio(served, events), || {
+                    format!("over {events} events the VMM served {served} (every one exits at the {} level)", params.vioapic)
+                })
+            };
+            trapped(
+                "register_reads_per_interrupt",
+                self.register_reads_per_interrupt,
+                self.trapped_reads,
+            )?;
+            trapped(
+                "register_writes_per_interrupt",
+                self.register_writes_per_interrupt,
+                self.trapped_writes,
+            )?;
+        }
+        // Every access, trapped or not, takes time inside the window.
+        let accesses = self
+            .register_reads_per_interrupt
+            .saturating_add(self.register_writes_per_interrupt);
+        let most = window_cycles * GUEST_CLOCK_SLACK / f64_of(MIN_TIMED_CYCLES) / f64_of(events);
+        rules.at_most("register_reads_per_interrupt", f64_of(accesses), most, || {
+            format!("{accesses} register accesses per interrupt over {events} events cannot fit the window at {MIN_TIMED_CYCLES} TSC cycles or more each")
+        })?;
+        // A spurious interrupt is one the guest handled: KVM injected it,
+        // beside one per event serviced (the race test's guest also finds
+        // events without an interrupt).
+        if let (Some(injected), Some(params)) = (rules.injected(0), vioapic_params(rules)) {
+            let serviced = if params.vioapic_race { 0 } else { events };
+            let room = injected.saturating_sub(serviced);
+            rules.at_most("spurious", f64_of(self.spurious), f64_of(room), || {
+                format!("KVM injected {injected} interrupts into vCPU 0 over the whole run, {serviced} of them for the events serviced")
+            })?;
+        }
+        let toggles = self.mask_toggles;
+        if params.vioapic_race {
+            if params.vioapic == VioapicLevel::Userspace {
+                let writes = self.trapped_writes;
+                rules.at_most("mask_toggles", f64_of(toggles) * 2.0, f64_of(writes), || {
+                    format!("{toggles} mask/unmask pairs are twice as many register writes, and the VMM served {writes}")
+                })?;
+            }
+        } else {
+            rules.at_most("mask_toggles", f64_of(toggles), 0.0, || {
+                "the guest toggles the mask only in the race test (--race), which this run is not".into()
+            })?;
+        }
+        Ok(())
     }
 }
 
 impl IoBatchResult {
     fn check(&self, rules: &Rules) -> Result<(), Implausible> {
-        rules.positive("commands_per_s", self.commands_per_s)?;
+        let commands = count_of(rules.observed.config);
+        rules.rate_over_window(
+            "commands_per_s",
+            self.commands_per_s,
+            commands,
+            "disk commands",
+        )?;
         rules.finite("exits_per_command", self.exits_per_command)?;
         rules.finite(
             "userspace_exits_per_command",
@@ -470,16 +936,35 @@ impl IoBatchResult {
 
 impl TickResult {
     fn check(&self, rules: &Rules) -> Result<(), Implausible> {
+        rules.share("guest_share", self.guest_share)?;
         rules.measured("timer_interrupts", self.timer_interrupts)?;
         rules.positive("timer_interrupts_per_s", self.timer_interrupts_per_s)?;
         rules.finite("exits_per_s", self.exits_per_s)?;
-        rules.positive("guest_share", self.guest_share)
+        rules.handled_by("timer_interrupts", 0, self.timer_interrupts)?;
+        let Some(pit) = rules.observed.evidence.pit else {
+            return Ok(());
+        };
+        let ticks = self.timer_interrupts;
+        rules.at_most("timer_interrupts", f64_of(ticks), f64_of(pit.irqs), || {
+            format!(
+                "the VMM's PIT raised {} IRQ0 edges over the whole run",
+                pit.irqs
+            )
+        })?;
+        let hz = pit.hz;
+        rules.at_most(
+            "timer_interrupts_per_s",
+            self.timer_interrupts_per_s,
+            hz * GUEST_CLOCK_SLACK,
+            || format!("the PIT, as programmed, fires {hz:.1} times a second; the guest's clock may run up to {GUEST_CLOCK_SLACK}x"),
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Named;
 
     fn every_variant() -> Vec<BenchResult> {
         vec![
@@ -592,18 +1077,57 @@ mod tests {
         assert_eq!(BenchResult::Hostile(NoFigures {}).figures().len(), 0);
     }
 
-    const SECOND: Observed = Observed { window_ns: 1e9 };
+    /// A second's window at 1 GHz (a cycle is a nanosecond), 1,000
+    /// injections into vCPU 0, 500 port exits the VMM took 400 ns or more
+    /// on, 2,000 exits in KVM.
+    fn second() -> Evidence {
+        Evidence {
+            window_ns: 1_000_000_000,
+            tsc_khz: 1_000_000,
+            injected: Some(vec![1_000, 0]),
+            port_exits: 500,
+            port_exit_vmm_min_ns: Some(400),
+            kernel_exits: 2_000,
+            pit: None,
+        }
+    }
+
+    fn check(
+        result: &BenchResult,
+        config: &BenchConfig,
+        interrupts: u64,
+    ) -> Result<(), Implausible> {
+        result.check(&Observed {
+            evidence: &second(),
+            config,
+            interrupts,
+        })
+    }
+
+    fn counted(bench: Bench, count: u64) -> BenchConfig {
+        let mut config = BenchConfig::new(bench);
+        let _ = config.params.set(crate::config::Param::Count(count));
+        config
+    }
+
+    fn honest_cost() -> ExitCostResult {
+        ExitCostResult {
+            userspace_exit_ns: 30_000.0,
+            kernel_exit_ns: 2_100.0,
+            userspace_exit_p50_ns: 29_000,
+            kernel_exit_p50_ns: 2_000,
+            pv_eoi_skips: 0,
+        }
+    }
 
     #[test]
     fn forged_figures_are_refused_naming_figure_and_rule() {
+        let exit_cost = counted(Bench::ExitCost, 500);
         let huge = BenchResult::ExitCost(ExitCostResult {
             userspace_exit_ns: 7_094_901_566_811_366.0,
-            kernel_exit_ns: 2_000.0,
-            userspace_exit_p50_ns: 30_000,
-            kernel_exit_p50_ns: 2_000,
-            pv_eoi_skips: 0,
+            ..honest_cost()
         });
-        let err = huge.check(&SECOND).expect_err("longer than the window");
+        let err = check(&huge, &exit_cost, 0).expect_err("longer than the window");
         assert_eq!(
             err.to_string(),
             "exit-cost: the guest reported userspace_exit_ns = 7094901566811366, which is impossible: \
@@ -615,35 +1139,188 @@ mod tests {
             interrupts_per_s: f64::INFINITY,
             ..VioapicResult::default()
         });
-        let err = inf.check(&SECOND).expect_err("infinite");
+        let err = check(&inf, &counted(Bench::Vioapic, 10), 10).expect_err("infinite");
         assert!(err.to_string().contains("interrupts_per_s = inf"), "{err}");
         assert!(err.to_string().contains("not a finite number"), "{err}");
-        let zero_share = BenchResult::Whileloop(WhileloopResult {
-            raised: 5,
-            iterations: 100,
-            loaded_iterations: 50,
-            baseline_ns: 1_000,
-            loaded_ns: 2_000,
-            guest_share: 0.0,
-            lost_per_interrupt_ns: None,
+        let no_ticks = BenchResult::Tick(TickResult {
+            guest_share: 0.5,
+            ..TickResult::default()
         });
-        let err = zero_share.check(&SECOND).expect_err("nothing kept");
-        assert!(err.to_string().contains("guest_share = 0"), "{err}");
-        let no_ticks = BenchResult::Tick(TickResult::default());
-        let err = no_ticks.check(&SECOND).expect_err("measured nothing");
+        let err = check(&no_ticks, &BenchConfig::new(Bench::Tick), 0).expect_err("nothing");
         assert!(err.to_string().contains("timer_interrupts = 0"), "{err}");
     }
 
     #[test]
-    fn figures_a_run_could_have_measured_pass() {
-        let cost = BenchResult::ExitCost(ExitCostResult {
-            userspace_exit_ns: 30_000.0,
-            kernel_exit_ns: 2_100.0,
-            userspace_exit_p50_ns: 29_000,
-            kernel_exit_p50_ns: 2_000,
-            pv_eoi_skips: 0,
+    fn each_exit_fits_the_window_and_holds_the_vmms_own_part() {
+        let config = counted(Bench::ExitCost, 500);
+        let cost = |edit: fn(&mut ExitCostResult)| {
+            let mut cost = honest_cost();
+            edit(&mut cost);
+            check(&BenchResult::ExitCost(cost), &config, 0).map_err(|err| err.to_string())
+        };
+        cost(|_| ()).expect("plausible");
+        // 500 exits of 96 ms: each fits the window, together 48 of them.
+        let total = cost(|c| c.userspace_exit_ns = 96_000_000.0).expect_err("too long together");
+        assert!(
+            total.contains("500 exits to the VMM of 96000000 ns each"),
+            "{total}"
+        );
+        // Below what the VMM alone spent on each, above the resolution.
+        let cheap = cost(|c| c.userspace_exit_ns = 100.0).expect_err("cheaper than the VMM");
+        assert!(
+            cheap.contains("the VMM alone spent at least 400 ns"),
+            "{cheap}"
+        );
+        let tiny = cost(|c| c.kernel_exit_p50_ns = 3).expect_err("below resolution");
+        assert!(
+            tiny.contains("shorter than the platform's resolution (16 TSC cycles"),
+            "{tiny}"
+        );
+        let median =
+            cost(|c| c.kernel_exit_p50_ns = 100_000).expect_err("median past twice the mean");
+        assert!(median.contains("at most twice their mean"), "{median}");
+        // More exits timed than the VMM and KVM saw.
+        let more = counted(Bench::ExitCost, 600);
+        let err = check(&BenchResult::ExitCost(honest_cost()), &more, 0).expect_err("unserved");
+        assert!(
+            err.to_string()
+                .contains("but the VMM served 500 in the window"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn shares_rates_and_counts_stay_within_what_the_vmm_saw() {
+        let whileloop = |share: f64, lost: Option<f64>| {
+            BenchResult::Whileloop(WhileloopResult {
+                raised: 900,
+                iterations: 100,
+                loaded_iterations: 90,
+                baseline_ns: 400_000_000,
+                loaded_ns: 500_000_000,
+                guest_share: share,
+                lost_per_interrupt_ns: lost,
+            })
+        };
+        let config = BenchConfig::new(Bench::Whileloop);
+        check(&whileloop(0.9, Some(20_000.0)), &config, 800).expect("plausible");
+        check(&whileloop(1.05, None), &config, 800).expect("noise above 1");
+        let err = check(&whileloop(47_255_366.0, None), &config, 800).expect_err("share > 1");
+        assert!(
+            err.to_string().contains("a share of the CPU is at most 1"),
+            "{err}"
+        );
+        let err = check(&whileloop(0.9, Some(49_650_839.0)), &config, 800).expect_err("loss");
+        assert!(
+            err.to_string()
+                .contains("800 handled interrupts of 49650839 ns"),
+            "{err}"
+        );
+        // A mean of chunks' excess, not one timed event: an honest run
+        // with no chunk slowed reads 0, below any resolution.
+        for tiny in [0.0, 0.27] {
+            check(&whileloop(0.9, Some(tiny)), &config, 800).expect("a mean may be tiny");
+        }
+        // Fewer than KVM injected (1,000), more than the device raised.
+        let err = check(&whileloop(0.9, None), &config, 901).expect_err("unraised");
+        assert!(
+            err.to_string().contains("the VMM's device raised 900"),
+            "{err}"
+        );
+
+        let vioapic = |edit: fn(&mut VioapicResult)| {
+            let mut result = VioapicResult {
+                events: 500,
+                interrupts_per_s: 520.0,
+                host_cycles_per_interrupt: 1_900_000.0,
+                register_reads_per_interrupt: 4,
+                register_writes_per_interrupt: 2,
+                trapped_reads: 2_000,
+                trapped_writes: 1_002,
+                spurious: 0,
+                mask_toggles: 0,
+            };
+            edit(&mut result);
+            check(
+                &BenchResult::Vioapic(result),
+                &counted(Bench::Vioapic, 500),
+                500,
+            )
+            .map_err(|err| err.to_string())
+        };
+        vioapic(|_| ()).expect("plausible");
+        let rate = vioapic(|r| r.interrupts_per_s = 4.9e9).expect_err("rate");
+        assert!(
+            rate.contains("500 device events in the 1.000 s the VMM timed"),
+            "{rate}"
+        );
+        let reads = vioapic(|r| r.register_reads_per_interrupt = u64::MAX).expect_err("reads");
+        assert!(reads.contains("the VMM served 2000"), "{reads}");
+        let spurious = vioapic(|r| r.spurious = 501).expect_err("spurious");
+        assert!(
+            spurious.contains("KVM injected 1000 interrupts into vCPU 0"),
+            "{spurious}"
+        );
+        let toggles = vioapic(|r| r.mask_toggles = 1).expect_err("no race");
+        assert!(toggles.contains("only in the race test"), "{toggles}");
+
+        let io_batch = BenchResult::IoBatch(IoBatchResult {
+            commands_per_s: 2.45e9,
+            ..IoBatchResult::default()
         });
-        cost.check(&SECOND).expect("plausible");
+        let err = check(&io_batch, &counted(Bench::IoBatch, 500), 0).expect_err("rate");
+        assert!(
+            err.to_string().contains("500 disk commands in the 1.000 s"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_tick_is_held_to_the_pit_the_vmm_ran() {
+        let tick = |ticks: u64, per_s: f64| {
+            BenchResult::Tick(TickResult {
+                timer_interrupts: ticks,
+                timer_interrupts_per_s: per_s,
+                exits_per_s: 3_000.0,
+                guest_share: 0.8,
+                guest_reload: 1_193,
+                max_count_read: 1_000,
+                effective_reload: 1_193,
+            })
+        };
+        let mut evidence = second();
+        evidence.pit = Some(PitEvidence {
+            irqs: 520,
+            irqs_in_window: 500,
+            hz: 1_000.2,
+        });
+        let config = BenchConfig::new(Bench::Tick);
+        let check = |result: &BenchResult| {
+            result
+                .check(&Observed {
+                    evidence: &evidence,
+                    config: &config,
+                    interrupts: 0,
+                })
+                .map_err(|err| err.to_string())
+        };
+        check(&tick(480, 960.0)).expect("plausible");
+        let rate = check(&tick(480, 2.5e8)).expect_err("faster than the PIT");
+        assert!(
+            rate.contains("the PIT, as programmed, fires 1000.2 times a second"),
+            "{rate}"
+        );
+        let many = check(&tick(900, 960.0)).expect_err("more than injected or raised");
+        assert!(
+            many.contains("KVM injected") || many.contains("the VMM's PIT raised"),
+            "{many}"
+        );
+        // Ticks merge on a loaded host: fewer is no forgery.
+        check(&tick(100, 960.0)).expect("merged ticks");
+    }
+
+    #[test]
+    fn figures_a_run_could_have_measured_pass() {
         let whileloop = BenchResult::Whileloop(WhileloopResult {
             raised: 5,
             iterations: 100,
@@ -653,10 +1330,39 @@ mod tests {
             guest_share: 0.9,
             lost_per_interrupt_ns: Some(20.0),
         });
-        whileloop.check(&SECOND).expect("plausible");
-        BenchResult::TimerLatency(PvEoiCount::default())
-            .check(&SECOND)
-            .expect("nothing of its own to check");
+        check(&whileloop, &BenchConfig::new(Bench::Whileloop), 5).expect("plausible");
+        check(
+            &BenchResult::TimerLatency(PvEoiCount::default()),
+            &BenchConfig::new(Bench::TimerLatency),
+            500,
+        )
+        .expect("nothing of its own to check");
+        let skips = BenchResult::TimerLatency(PvEoiCount { pv_eoi_skips: 501 });
+        assert!(check(&skips, &BenchConfig::new(Bench::TimerLatency), 500).is_err());
+    }
+
+    #[test]
+    fn claims_are_the_figures_no_evidence_bounds_from_below() {
+        let cost = BenchResult::ExitCost(ExitCostResult::default());
+        assert_eq!(
+            cost.claims(&BenchConfig::new(Bench::ExitCost)),
+            ["kernel_exit_ns", "kernel_exit_p50_ns", "pv_eoi_skips"]
+        );
+        let vioapic = BenchResult::Vioapic(VioapicResult::default());
+        assert_eq!(
+            vioapic.claims(&BenchConfig::new(Bench::Vioapic)),
+            ["spurious"]
+        );
+        let mut pv = BenchConfig::new(Bench::Vioapic);
+        pv.params
+            .set(crate::config::Param::Vioapic(VioapicLevel::Pv))
+            .expect("a level");
+        assert!(vioapic
+            .claims(&pv)
+            .contains(&"register_reads_per_interrupt"));
+        assert!(BenchResult::IoBatch(IoBatchResult::default())
+            .claims(&BenchConfig::new(Bench::IoBatch))
+            .is_empty());
     }
 
     #[test]

@@ -100,6 +100,14 @@ impl RunControl {
         state.window.is_some() && !self.should_stop()
     }
 
+    /// Whether the measured window is open: started and not yet ended.
+    pub fn window_open(&self) -> bool {
+        self.lock()
+            .window
+            .as_ref()
+            .is_some_and(|window| window.end.is_none())
+    }
+
     /// Whether the guest closed the measured window.
     pub fn window_closed(&self) -> bool {
         self.lock()

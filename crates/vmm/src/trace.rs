@@ -10,6 +10,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use crate::config::Named;
 use crate::exits::{ExitAccounting, KvmStat, KvmStats, UserspaceExit};
 use crate::interrupt::{InterruptError, InterruptSink};
 

@@ -12,6 +12,7 @@ use dirq_vmm::bus::Bus;
 use dirq_vmm::bus::MmioDevice;
 use dirq_vmm::config::{HaltMode, Irqchip};
 use dirq_vmm::devices::event_source::PendingEvents;
+use dirq_vmm::devices::io_batch::IoBatchDoorbell;
 use dirq_vmm::devices::pit;
 use dirq_vmm::devices::serial::{Serial, CONSOLE_LIMIT, SERIAL_PORTS};
 use dirq_vmm::devices::task_file::{self, TaskFile};
@@ -111,21 +112,27 @@ fn machine() -> (Bus, Arc<Serial>, GuestMemory) {
     let clock = GuestTscClock::new(0, GuestTscClock::host_tsc(), 1_000_000);
     let chip = UserspaceIrqchip::new(VCPUS, APIC_TIMER_HZ, clock, Arc::new(Kicker::default()), 46)
         .expect("LAPICs");
+    let disk = Arc::new(TaskFile::default());
+    let timer = Arc::new(pit::PitDevice::new(1).expect("PIT"));
     let mut bus = Bus::default();
-    bus.add_pio(
-        abi::PORT_SERIAL..abi::PORT_SERIAL + SERIAL_PORTS,
-        serial.clone(),
-    );
-    bus.add_pio(
-        abi::PORT_TASK_FILE..abi::PORT_TASK_FILE + task_file::PORTS,
-        Arc::new(TaskFile::default()),
-    );
-    bus.add_pio(
-        dirq_arch::pit::PORT_CHANNEL0..dirq_arch::pit::PORT_CHANNEL0 + pit::PORTS,
-        Arc::new(pit::PitDevice::new(1).expect("PIT")),
-    );
+    // The doorbell replays its batches to every port device here.
+    let mut batch_targets = Bus::default();
+    for ports in [&mut bus, &mut batch_targets] {
+        ports.add_pio(
+            abi::PORT_SERIAL..abi::PORT_SERIAL + SERIAL_PORTS,
+            serial.clone(),
+        );
+        ports.add_pio(
+            abi::PORT_TASK_FILE..abi::PORT_TASK_FILE + task_file::PORTS,
+            disk.clone(),
+        );
+        ports.add_pio(
+            dirq_arch::pit::PORT_CHANNEL0..dirq_arch::pit::PORT_CHANNEL0 + pit::PORTS,
+            timer.clone(),
+        );
+    }
     chip.attach(&mut bus);
-    bus.enable_io_batch(abi::PORT_IO_BATCH, memory.clone());
+    IoBatchDoorbell::new(abi::PORT_IO_BATCH, memory.clone(), batch_targets).attach(&mut bus);
     (bus, serial, memory)
 }
 

@@ -65,6 +65,14 @@ fn every_hostile_case_ends_as_declared() {
                         "{case}: {samples} samples reported, {asked} asked for"
                     ));
                 }
+                for figure in case.marked_claims() {
+                    if !report.is_claim(figure) {
+                        wrong.push(format!(
+                            "{case}: {figure} not reported as the guest's claim ({:?})",
+                            report.guest_claims
+                        ));
+                    }
+                }
                 if report.console.len() > CONSOLE_LIMIT + CONSOLE_NOTE {
                     wrong.push(format!(
                         "{case}: console grew to {} bytes",

@@ -110,6 +110,18 @@ impl RealCase {
         })
     }
 
+    /// The figures (JSON names) some repeat reported as the guest's claim.
+    pub fn claims(&self) -> Vec<&str> {
+        let mut claims: Vec<&str> = self
+            .repeats
+            .iter()
+            .flat_map(|r| r.run.guest_claims.iter().map(String::as_str))
+            .collect();
+        claims.sort_unstable();
+        claims.dedup();
+        claims
+    }
+
     pub fn cpu_cores(&self) -> Option<Spread> {
         self.spread(|r| Some(r.cpu_cores))
     }

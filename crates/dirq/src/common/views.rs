@@ -288,6 +288,9 @@ pub struct RealRun {
     /// and the probe's floor for that state.
     #[serde(default)]
     pub target: Option<Target>,
+    /// The figures that are the guest's claim, by their JSON names.
+    #[serde(default)]
+    pub guest_claims: Vec<String>,
 }
 
 impl From<&RunReport> for RealRun {
@@ -319,6 +322,7 @@ impl From<&RunReport> for RealRun {
                 .map(|latency| latency.histogram.clone())
                 .unwrap_or_default(),
             target: report.target,
+            guest_claims: report.guest_claims.clone(),
         }
     }
 }
@@ -458,12 +462,14 @@ mod tests {
                 exec: ExecOutcome {
                     guest_exec: GuestExec::Hardware,
                     warning: None,
+                    unconfirmed: false,
                 },
                 placement: Placement {
                     host_cpus: vec![0, 1],
                     vcpu_cpus: vec![1],
                 },
                 console: String::new(),
+                evidence: dirq_vmm::results::Evidence::default(),
             },
         );
         let mut parsed: RealRun =

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 
 use crate::common::meta::{self, SOURCE_COMMIT};
+use crate::input::InputKind;
 
 /// Merge the parts of a sharded sweep into the JSON one process prints.
 #[derive(clap::Args)]
@@ -32,6 +33,8 @@ pub struct MergeArgs {
 /// What `--shard` prints: the metadata, then the part.
 #[derive(Deserialize)]
 struct PartFile {
+    /// A part of another schema names its fields otherwise.
+    schema_version: u32,
     #[serde(with = "time::serde::rfc3339")]
     started: OffsetDateTime,
     #[serde(flatten)]
@@ -68,14 +71,21 @@ pub fn execute_merge(args: MergeArgs) -> anyhow::Result<()> {
     let mut parts = Vec::with_capacity(args.files.len());
     let mut started: Option<OffsetDateTime> = None;
     for path in &args.files {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = crate::input::read_text(path, InputKind::ShardPart)?;
         let file: PartFile = serde_json::from_str(&text).with_context(|| {
             format!(
                 "{} is not a part written by `dirq sim --shard`",
                 path.display()
             )
         })?;
+        if file.schema_version != meta::SCHEMA_VERSION {
+            anyhow::bail!(
+                "{} is a part of schema version {}; this dirq reads version {}",
+                path.display(),
+                file.schema_version,
+                meta::SCHEMA_VERSION
+            );
+        }
         started = Some(started.map_or(file.started, |earliest| earliest.min(file.started)));
         parts.push((path.display().to_string(), file.part));
     }

@@ -4,9 +4,11 @@
 use super::vioapic::{attach_controller, start_back_to_back, Controller, KernelLine};
 use super::{exit_cost_figures, window_exits, BenchError};
 use crate::abi;
+use crate::bus::Bus;
 use crate::config::params::{HostileParams, VioapicParams};
 use crate::config::Bench;
 use crate::config::{BenchConfig, HostileCase, VioapicLevel};
+use crate::devices::io_batch::IoBatchDoorbell;
 use crate::devices::msi_device::{self, DeviceEnv};
 use crate::hostile::{Expect, Target};
 use crate::machine::{self, Attach, DeviceThread, Extensions};
@@ -29,10 +31,10 @@ pub(super) fn run(
     let controller = Controller::new();
     let kernel_line = KernelLine::new();
     let attach = |attach: &mut Attach| match case.target() {
+        // Every batch the cases ring is refused before any write replays.
         Target::Doorbell => {
-            attach
-                .bus
-                .enable_io_batch(abi::PORT_IO_BATCH, attach.memory.clone());
+            IoBatchDoorbell::new(abi::PORT_IO_BATCH, attach.memory.clone(), Bus::default())
+                .attach(attach.bus);
             Ok(())
         }
         Target::PvVioapic => attach_controller(attach, &vioapic, &controller, &kernel_line),
@@ -58,7 +60,9 @@ pub(super) fn run(
     if case == HostileCase::ForgedExitCost {
         let (_, forged) = exit_cost_figures(&output);
         forged.check(&Observed {
-            window_ns: duration_s * 1e9,
+            evidence: &output.facts.evidence,
+            config,
+            interrupts: 0,
         })?;
     }
     if case.expect() == Expect::Refuses {

@@ -1,7 +1,8 @@
 //! `dirq run io-batch`: coalescing consecutive port I/O (mechanisms.md
 //! section 8). The guest (guest/bench_io_batch.c) issues disk commands of 11
 //! port writes to an ATA task file, one exit each, or records them and
-//! rings one doorbell that the VMM's bus replays.
+//! rings one doorbell that the VMM's doorbell device replays
+//! (`devices::io_batch`).
 
 use std::sync::Arc;
 
@@ -9,9 +10,11 @@ use dirq_stats::{f64_of, ratio};
 
 use super::{cycles_to_seconds, window_exits, BenchError};
 use crate::abi;
+use crate::bus::Bus;
 use crate::config::params::IoBatchParams;
 use crate::config::Bench;
 use crate::config::BenchConfig;
+use crate::devices::io_batch::IoBatchDoorbell;
 use crate::devices::task_file::{self, TaskFile};
 use crate::machine::{self, Attach, Extensions};
 use crate::report::RunReport;
@@ -27,15 +30,15 @@ pub(super) fn run(
     echo_console: bool,
 ) -> Result<RunReport, BenchError> {
     let disk = Arc::new(TaskFile::default());
+    let disk_ports = abi::PORT_TASK_FILE..abi::PORT_TASK_FILE + task_file::PORTS;
     let attach = |attach: &mut Attach| {
-        attach.bus.add_pio(
-            abi::PORT_TASK_FILE..abi::PORT_TASK_FILE + task_file::PORTS,
-            disk.clone(),
-        );
+        attach.bus.add_pio(disk_ports.clone(), disk.clone());
         if params.io_batch {
-            attach
-                .bus
-                .enable_io_batch(abi::PORT_IO_BATCH, attach.memory.clone());
+            // The batches replay to the disk, the only device they write.
+            let mut disk_only = Bus::default();
+            disk_only.add_pio(disk_ports.clone(), disk.clone());
+            IoBatchDoorbell::new(abi::PORT_IO_BATCH, attach.memory.clone(), disk_only)
+                .attach(attach.bus);
         }
         Ok(())
     };

@@ -24,7 +24,7 @@ use crate::results::{
 };
 
 /// The guest's END marker exits once inside the window; it is not the bench's.
-const WINDOW_MARKER_EXITS: u64 = 1;
+pub(crate) const WINDOW_MARKER_EXITS: u64 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -81,7 +81,9 @@ fn check_report(report: &RunReport) -> Result<(), BenchError> {
         });
     }
     report.results.check(&Observed {
-        window_ns: report.duration_s * 1e9,
+        evidence: &report.evidence,
+        config: &report.config,
+        interrupts: report.interrupts,
     })?;
     Ok(())
 }

@@ -110,7 +110,7 @@ pub(super) fn run(
         max_count_read: max_read,
         effective_reload: u64::from(pit.reload_count()) * u64::from(params.tick_scale),
     });
-    Ok(RunReport::new(
+    let mut report = RunReport::new(
         config,
         ticks,
         exits,
@@ -118,5 +118,7 @@ pub(super) fn run(
         duration_s,
         results,
         output.facts,
-    ))
+    );
+    report.evidence.pit = Some(pit.evidence(params.tick_scale));
+    Ok(report)
 }

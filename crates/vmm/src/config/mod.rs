@@ -10,6 +10,7 @@ use std::time::Duration;
 pub use dirq_arch::vioapic::VioapicLevel;
 use dirq_stats::{f64_of, round_u64};
 use serde::{Deserialize, Serialize};
+use strum::{Display, EnumString, IntoStaticStr, VariantArray};
 
 pub mod params;
 
@@ -49,284 +50,583 @@ fn names(benches: &[Bench]) -> String {
     names.join(", ")
 }
 
-/// Defines a string-valued enum: `FromStr`, `Display`, serde as the string,
-/// each value's name written once.
-macro_rules! named_enum {
-    ($(#[$meta:meta])* $name:ident, $what:literal, { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(
-            Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
-            ::serde::Serialize, ::serde::Deserialize,
-        )]
-        pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
+/// An enum of the configuration (and of exits and control commands) whose
+/// values are named by strings in flags, JSON and output: strum derives
+/// the names (`Display`, `FromStr`, `IntoStaticStr`, `VariantArray`),
+/// serde spells them alike (a test holds the two together), and an unknown
+/// name is refused listing the known ones.
+pub trait Named: Copy + Into<&'static str> + strum::VariantArray + 'static {
+    /// What a value is, for the refusal of an unknown name.
+    const WHAT: &'static str;
+    /// Every value, in declaration order.
+    const ALL: &'static [Self] = Self::VARIANTS;
+
+    fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// Every value's name, comma-separated.
+    fn names() -> String {
+        Self::ALL
+            .iter()
+            .map(|value| value.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The refusal of an unknown name (strum's `parse_err_fn`).
+    fn unknown(value: &str) -> ConfigError {
+        ConfigError::UnknownValue {
+            what: Self::WHAT,
+            value: value.to_string(),
+            expected: Self::names(),
         }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            /// Every value's name, comma-separated.
-            pub fn names() -> String {
-                Self::ALL.iter().map(|value| value.name()).collect::<Vec<_>>().join(", ")
-            }
-
-            pub fn name(self) -> &'static str {
-                match self { $($name::$variant => $text),+ }
-            }
-        }
-
-        impl ::std::fmt::Display for $name {
-            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-
-        impl ::std::str::FromStr for $name {
-            type Err = $crate::config::ConfigError;
-            fn from_str(value: &str) -> Result<Self, $crate::config::ConfigError> {
-                match value {
-                    $($text => Ok($name::$variant),)+
-                    _ => Err($crate::config::ConfigError::UnknownValue {
-                        what: $what,
-                        value: value.to_string(),
-                        expected: $name::names(),
-                    }),
-                }
-            }
-        }
-    };
+    }
 }
 
-pub(crate) use named_enum;
+/// The benchmark the guest runs.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = Bench::unknown)]
+pub enum Bench {
+    /// A device thread raises MSIs; the round trip to the guest's ack.
+    IrqLatency,
+    /// The guest's LAPIC timer: how late each expiry is handled.
+    TimerLatency,
+    /// vCPU 0 and vCPU 1 ping-pong IPIs.
+    Ipi,
+    /// A compute loop's slowdown under an interrupt load.
+    Whileloop,
+    /// One userspace exit and one in-kernel exit, timed (`dirq probe`).
+    ExitCost,
+    /// The guest misbehaves on purpose (see `FaultKind`).
+    Fault,
+    /// Level-triggered device interrupts through an I/O interrupt
+    /// controller at one of four levels (`VioapicLevel`), back to back.
+    Vioapic,
+    /// Disk commands of 11 port writes each, or one doorbell per command.
+    IoBatch,
+    /// A compute loop under the guest's 1000 Hz PIT tick, optionally
+    /// slowed by the VMM (`--tick-scale`).
+    Tick,
+    /// A self-IPI sent between enabling interrupts and HLT must wake
+    /// the halt (the lost-wake-up window of kvm_pvm's native mode).
+    HaltWakeup,
+    /// Guest code that attacks the VMM (`HostileCase`): the VMM must
+    /// refuse it with a message naming the cause, or survive it.
+    Hostile,
+}
 
-named_enum!(
-    /// The benchmark the guest runs.
-    Bench, "bench", {
-        /// A device thread raises MSIs; the round trip to the guest's ack.
-        IrqLatency = "irq-latency",
-        /// The guest's LAPIC timer: how late each expiry is handled.
-        TimerLatency = "timer-latency",
-        /// vCPU 0 and vCPU 1 ping-pong IPIs.
-        Ipi = "ipi",
-        /// A compute loop's slowdown under an interrupt load.
-        Whileloop = "whileloop",
-        /// One userspace exit and one in-kernel exit, timed (`dirq probe`).
-        ExitCost = "exit-cost",
-        /// The guest misbehaves on purpose (see `FaultKind`).
-        Fault = "fault",
-        /// Level-triggered device interrupts through an I/O interrupt
-        /// controller at one of four levels (`VioapicLevel`), back to back.
-        Vioapic = "vioapic",
-        /// Disk commands of 11 port writes each, or one doorbell per command.
-        IoBatch = "io-batch",
-        /// A compute loop under the guest's 1000 Hz PIT tick, optionally
-        /// slowed by the VMM (`--tick-scale`).
-        Tick = "tick",
-        /// A self-IPI sent between enabling interrupts and HLT must wake
-        /// the halt (the lost-wake-up window of kvm_pvm's native mode).
-        HaltWakeup = "halt-wakeup",
-        /// Guest code that attacks the VMM (`HostileCase`): the VMM must
-        /// refuse it with a message naming the cause, or survive it.
-        Hostile = "hostile",
-    }
-);
+impl Named for Bench {
+    const WHAT: &'static str = "bench";
+}
 
-named_enum!(
-    /// The attack of the `hostile` bench (crates/vmm/src/hostile.rs says
-    /// what the VMM must do with each; guest/bench_hostile.c does it).
-    HostileCase, "hostile case", {
-        TripleFaultVcpu0 = "triple-fault-vcpu0",
-        TripleFaultVcpu1 = "triple-fault-vcpu1",
-        InterruptsOffForever = "interrupts-off-forever",
-        EoiStormX2apic = "eoi-storm-x2apic",
-        EoiStormMmio = "eoi-storm-mmio",
-        UnownedPort = "unowned-port",
-        UnownedMmio = "unowned-mmio",
-        UnownedMsr = "unowned-msr",
-        DoorbellOutsideRam = "doorbell-outside-ram",
-        DoorbellStraddlesRamEnd = "doorbell-straddles-ram-end",
-        DoorbellHugeCount = "doorbell-huge-count",
-        DoorbellBadSize = "doorbell-bad-size",
-        DoorbellReservedByte = "doorbell-reserved-byte",
-        DoorbellUnownedPort = "doorbell-unowned-port",
-        DoorbellNested = "doorbell-nested",
-        PvLockHeldForever = "pv-lock-held-forever",
-        PvLockHeldThenUnmask = "pv-lock-held-then-unmask",
-        PvLockGarbage = "pv-lock-garbage",
-        PvPageCorrupt = "pv-page-corrupt",
-        UnknownHypercall = "unknown-hypercall",
-        SerialFloodLines = "serial-flood-lines",
-        SerialFloodNoNewline = "serial-flood-no-newline",
-        SerialEscapes = "serial-escapes",
-        InitSipiVcpu1 = "init-sipi-vcpu1",
-        ForgedAck = "forged-ack",
-        TprBlocksAll = "tpr-blocks-all",
-        PeriodicTimerCount1 = "periodic-timer-count-1",
-        ForgedSampleCount = "forged-sample-count",
-        ForgedNativeClaim = "forged-native-claim",
-        SamplesMax = "samples-max",
-        FewerSamples = "fewer-samples",
-        EmptyWindow = "empty-window",
-        DoneFromVcpu1 = "done-from-vcpu1",
-        StartTwice = "start-twice",
-        ForgedExitCost = "forged-exit-cost",
-    }
-);
+/// The attack of the `hostile` bench (crates/vmm/src/hostile.rs says
+/// what the VMM must do with each; guest/bench_hostile.c does it).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = HostileCase::unknown)]
+pub enum HostileCase {
+    TripleFaultVcpu0,
+    TripleFaultVcpu1,
+    InterruptsOffForever,
+    EoiStormX2apic,
+    EoiStormMmio,
+    UnownedPort,
+    UnownedMmio,
+    UnownedMsr,
+    DoorbellOutsideRam,
+    DoorbellStraddlesRamEnd,
+    DoorbellHugeCount,
+    DoorbellBadSize,
+    DoorbellReservedByte,
+    DoorbellUnownedPort,
+    DoorbellNested,
+    PvLockHeldForever,
+    PvLockHeldThenUnmask,
+    PvLockGarbage,
+    PvPageCorrupt,
+    UnknownHypercall,
+    SerialFloodLines,
+    SerialFloodNoNewline,
+    SerialEscapes,
+    InitSipiVcpu1,
+    ForgedAck,
+    TprBlocksAll,
+    #[serde(rename = "periodic-timer-count-1")]
+    #[strum(serialize = "periodic-timer-count-1")]
+    PeriodicTimerCount1,
+    ForgedSampleCount,
+    ForgedNativeClaim,
+    SamplesMax,
+    FewerSamples,
+    EmptyWindow,
+    DoneFromVcpu1,
+    StartTwice,
+    ForgedExitCost,
+}
 
-named_enum!(
-    /// An attack mounted through a real bench's guest (guest/attack.c):
-    /// what each does and what the VMM must do with it is in
-    /// `crate::attack`.
-    AttackCase, "attack case", {
-        NativeClaimUnasked = "native-claim-unasked",
-        SamplesOverCount = "samples-over-count",
-        SamplesUnderCount = "samples-under-count",
-        SamplesCountMax = "samples-count-max",
-        SamplesCountZero = "samples-count-zero",
-        SamplesValuesMax = "samples-values-max",
-        SamplesCountFromVcpu1 = "samples-count-from-vcpu1",
-        SamplesInWhileloop = "samples-in-whileloop",
-        WindowAtOnceTimerLatency = "window-at-once-timer-latency",
-        WindowAtOnceIpi = "window-at-once-ipi",
-        WindowAtOnceExitCost = "window-at-once-exit-cost",
-        WindowAtOnceTick = "window-at-once-tick",
-        WindowAtOnceWhileloop = "window-at-once-whileloop",
-        DoneFromVcpu1MidRun = "done-from-vcpu1-mid-run",
-        StartTwiceMidRun = "start-twice-mid-run",
-        EndTwice = "end-twice",
-        DoneBeforeEnd = "done-before-end",
-        EndFromVcpu1After = "end-from-vcpu1-after",
-        ForgedInfRate = "forged-inf-rate",
-        ForgedUserspaceExitNs = "forged-userspace-exit-ns",
-        ForgedGuestShareZero = "forged-guest-share-zero",
-        ForgedHandled = "forged-handled",
-        PitReprogrammedFromVcpu1 = "pit-reprogrammed-from-vcpu1",
-        PitProgrammedBeforeByVcpu1 = "pit-programmed-before-by-vcpu1",
-        PvLockChurnFromVcpu1 = "pv-lock-churn-from-vcpu1",
-        SerialStraddlesRangeEnd = "serial-straddles-range-end",
-        ControlPortByteWrite = "control-port-byte-write",
-        SerialByteFromVcpu1 = "serial-byte-from-vcpu1",
-        TripleFaultVcpu1MidIpi = "triple-fault-vcpu1-mid-ipi",
-        TripleFaultAfterWindow = "triple-fault-after-window",
-    }
-);
+impl Named for HostileCase {
+    const WHAT: &'static str = "hostile case";
+}
 
-named_enum!(
-    /// Whom the ipi bench's CPU 0 pings.
-    IpiKind, "ipi kind", {
-        /// CPU 1 only.
-        Unicast = "unicast",
-        /// Every other CPU at once (ICR shorthand all-excluding-self).
-        Broadcast = "broadcast",
-    }
-);
+/// An attack mounted through a real bench's guest (guest/attack.c):
+/// what each does and what the VMM must do with it is in
+/// `crate::attack`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = AttackCase::unknown)]
+pub enum AttackCase {
+    NativeClaimUnasked,
+    SamplesOverCount,
+    SamplesUnderCount,
+    SamplesCountMax,
+    SamplesCountZero,
+    SamplesValuesMax,
+    SamplesCountFromVcpu1,
+    SamplesInWhileloop,
+    WindowAtOnceTimerLatency,
+    WindowAtOnceIpi,
+    WindowAtOnceExitCost,
+    WindowAtOnceTick,
+    WindowAtOnceWhileloop,
+    DoneFromVcpu1MidRun,
+    StartTwiceMidRun,
+    EndTwice,
+    DoneBeforeEnd,
+    EndFromVcpu1After,
+    ForgedInfRate,
+    ForgedUserspaceExitNs,
+    ForgedGuestShareZero,
+    ForgedHandled,
+    PitReprogrammedFromVcpu1,
+    PitProgrammedBeforeByVcpu1,
+    PvLockChurnFromVcpu1,
+    SerialStraddlesRangeEnd,
+    ControlPortByteWrite,
+    SerialByteFromVcpu1,
+    TripleFaultVcpu1MidIpi,
+    TripleFaultAfterWindow,
+    WindowAtOnceVioapic,
+    WindowAtOnceIoBatch,
+    WindowAtOnceIrqLatency,
+    WindowAtOnceHaltWakeup,
+    IpiStormVioapic,
+    IpiStormIrqLatency,
+    IpiStormTimerLatency,
+    IpiStormWhileloop,
+    IpiStormTick,
+    IpiStormExitCost,
+    IpiStormHaltWakeup,
+    IpiStormIoBatch,
+    PitSameReloadFromVcpu1,
+    NativeClaimShortWindow,
+    ForgedShareAboveOneWhileloop,
+    ForgedShareAboveOneTick,
+    ForgedLostPerInterruptTiny,
+    ForgedLostPerInterruptHuge,
+    ForgedVioapicRate,
+    ForgedRegisterReads,
+    ForgedSpurious,
+    ForgedMaskToggles,
+    ForgedHandledZeroVioapic,
+    ForgedCommandsRate,
+    ForgedTickRate,
+    ForgedTickCount,
+    ForgedUserspaceExitTotal,
+    ForgedUserspaceExitTiny,
+    ForgedKernelExitP50,
+    ForgedSendP50Tiny,
+    SamplesZeroTimerLatency,
+    SamplesOneCycleIpi,
+    SamplesZeroExitCost,
+}
 
-named_enum!(
-    /// What one ipi sample times.
-    IpiMeasure, "ipi measure", {
-        /// Ping sent to the last pong handled back on CPU 0.
-        RoundTrip = "round-trip",
-        /// Ping sent to the pinged handler's entry (`dirq probe`'s floor).
-        OneWay = "one-way",
-    }
-);
+impl Named for AttackCase {
+    const WHAT: &'static str = "attack case";
+}
 
-named_enum!(
-    /// Who emulates the interrupt controllers.
-    Irqchip, "irqchip", {
-        /// No KVM irqchip: dirq's LAPIC/IOAPIC models in this process.
-        Userspace = "userspace",
-        /// KVM's in-kernel LAPIC, IOAPIC and PIC.
-        Kernel = "kernel",
-        /// KVM's in-kernel LAPIC, dirq's IOAPIC model in this process.
-        Split = "split",
-    }
-);
+/// Whom the ipi bench's CPU 0 pings.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = IpiKind::unknown)]
+pub enum IpiKind {
+    /// CPU 1 only.
+    Unicast,
+    /// Every other CPU at once (ICR shorthand all-excluding-self).
+    Broadcast,
+}
 
-named_enum!(
-    /// How a device thread's interrupt reaches the vCPU.
-    Inject, "inject", {
-        /// The VMM injects it (KVM_SIGNAL_MSI, or KVM_INTERRUPT in userspace mode).
-        Vcpu = "vcpu",
-        /// An irqfd bound to an MSI route: the kernel delivers it.
-        Irqfd = "irqfd",
-    }
-);
+impl Named for IpiKind {
+    const WHAT: &'static str = "ipi kind";
+}
 
-named_enum!(
-    /// What the irq-latency device is wired to.
-    IrqSource, "interrupt source", {
-        /// It sends MSIs straight to the LAPIC.
-        Msi = "msi",
-        /// It pulses IOAPIC input 10, which the guest routes to its vector.
-        Ioapic = "ioapic",
-    }
-);
+/// What one ipi sample times.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = IpiMeasure::unknown)]
+pub enum IpiMeasure {
+    /// Ping sent to the last pong handled back on CPU 0.
+    RoundTrip,
+    /// Ping sent to the pinged handler's entry (`dirq probe`'s floor).
+    OneWay,
+}
 
-named_enum!(
-    /// How the guest talks to its LAPIC.
-    ApicMode, "apic mode", {
-        Xapic = "xapic",
-        X2apic = "x2apic",
-    }
-);
+impl Named for IpiMeasure {
+    const WHAT: &'static str = "ipi measure";
+}
 
-named_enum!(
-    /// What the guest does while it waits for the next event.
-    GuestIdle, "guest idle", {
-        Halt = "halt",
-        Busy = "busy",
-    }
-);
+/// Who emulates the interrupt controllers.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = Irqchip::unknown)]
+pub enum Irqchip {
+    /// No KVM irqchip: dirq's LAPIC/IOAPIC models in this process.
+    Userspace,
+    /// KVM's in-kernel LAPIC, IOAPIC and PIC.
+    Kernel,
+    /// KVM's in-kernel LAPIC, dirq's IOAPIC model in this process.
+    Split,
+}
 
-named_enum!(
-    /// The LAPIC timer mode of `timer-latency`.
-    TimerMode, "timer mode", {
-        Oneshot = "oneshot",
-        TscDeadline = "tsc-deadline",
-    }
-);
+impl Named for Irqchip {
+    const WHAT: &'static str = "irqchip";
+}
 
-named_enum!(
-    /// How the guest's instructions execute. The VMM decides it from the
-    /// host side (`exec::HostExec`); the guest is told, never probes.
-    GuestExec, "guest execution mode", {
-        /// kvm_pvm's native mode: the guest runs on the CPU in ring 3 and
-        /// only privileged operations trap.
-        Native = "native",
-        /// kvm_pvm's instruction emulator runs every guest instruction.
-        Emulated = "emulated",
-        /// Hardware virtualization (VT-x/SVM): an ordinary x86 guest.
-        Hardware = "hardware",
-    }
-);
+/// How a device thread's interrupt reaches the vCPU.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = Inject::unknown)]
+pub enum Inject {
+    /// The VMM injects it (KVM_SIGNAL_MSI, or KVM_INTERRUPT in userspace mode).
+    Vcpu,
+    /// An irqfd bound to an MSI route: the kernel delivers it.
+    Irqfd,
+}
 
-named_enum!(
-    /// The misbehaviour of the `fault` bench.
-    FaultKind, "fault", {
-        /// An exception with no IDT: KVM_EXIT_SHUTDOWN.
-        TripleFault = "triple-fault",
-        /// Spins with interrupts off; only the watchdog ends it.
-        Hang = "hang",
-        /// An `out` to a port no device owns.
-        UnownedPort = "unowned-port",
-        /// A read of an address no RAM or device backs.
-        UnownedMmio = "unowned-mmio",
-        /// `ud2`: the guest's own exception handler reports it.
-        Exception = "exception",
-    }
-);
+impl Named for Inject {
+    const WHAT: &'static str = "inject";
+}
 
-named_enum!(
-    /// Where the vCPU threads run (`placement::Placement`).
-    Pin, "pinning", {
-        /// Each vCPU on a host CPU of its own, when there are enough.
-        Spread = "spread",
-        /// Every vCPU thread on the first host CPU this process may use:
-        /// a slow host's cross-vCPU interrupts (the scheduler's tick) on any host.
-        OneCore = "one-core",
-    }
-);
+/// What the irq-latency device is wired to.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = IrqSource::unknown)]
+pub enum IrqSource {
+    /// It sends MSIs straight to the LAPIC.
+    Msi,
+    /// It pulses IOAPIC input 10, which the guest routes to its vector.
+    Ioapic,
+}
+
+impl Named for IrqSource {
+    const WHAT: &'static str = "interrupt source";
+}
+
+/// How the guest talks to its LAPIC.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = ApicMode::unknown)]
+pub enum ApicMode {
+    Xapic,
+    X2apic,
+}
+
+impl Named for ApicMode {
+    const WHAT: &'static str = "apic mode";
+}
+
+/// What the guest does while it waits for the next event.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = GuestIdle::unknown)]
+pub enum GuestIdle {
+    Halt,
+    Busy,
+}
+
+impl Named for GuestIdle {
+    const WHAT: &'static str = "guest idle";
+}
+
+/// The LAPIC timer mode of `timer-latency`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = TimerMode::unknown)]
+pub enum TimerMode {
+    Oneshot,
+    TscDeadline,
+}
+
+impl Named for TimerMode {
+    const WHAT: &'static str = "timer mode";
+}
+
+/// How the guest's instructions execute. The VMM decides it from the
+/// host side (`exec::HostExec`); the guest is told, never probes.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = GuestExec::unknown)]
+pub enum GuestExec {
+    /// kvm_pvm's native mode: the guest runs on the CPU in ring 3 and
+    /// only privileged operations trap.
+    Native,
+    /// kvm_pvm's instruction emulator runs every guest instruction.
+    Emulated,
+    /// Hardware virtualization (VT-x/SVM): an ordinary x86 guest.
+    Hardware,
+}
+
+impl Named for GuestExec {
+    const WHAT: &'static str = "guest execution mode";
+}
+
+/// The misbehaviour of the `fault` bench.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = FaultKind::unknown)]
+pub enum FaultKind {
+    /// An exception with no IDT: KVM_EXIT_SHUTDOWN.
+    TripleFault,
+    /// Spins with interrupts off; only the watchdog ends it.
+    Hang,
+    /// An `out` to a port no device owns.
+    UnownedPort,
+    /// A read of an address no RAM or device backs.
+    UnownedMmio,
+    /// `ud2`: the guest's own exception handler reports it.
+    Exception,
+}
+
+impl Named for FaultKind {
+    const WHAT: &'static str = "fault";
+}
+
+/// Where the vCPU threads run (`placement::Placement`).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", parse_err_ty = ConfigError, parse_err_fn = Pin::unknown)]
+pub enum Pin {
+    /// Each vCPU on a host CPU of its own, when there are enough.
+    Spread,
+    /// Every vCPU thread on the first host CPU this process may use:
+    /// a slow host's cross-vCPU interrupts (the scheduler's tick) on any host.
+    OneCore,
+}
+
+impl Named for Pin {
+    const WHAT: &'static str = "pinning";
+}
 
 impl Pin {
     fn spread() -> Self {
@@ -611,6 +911,19 @@ impl Bench {
         }
     }
 
+    /// Whether the guest runs the bench on vCPU 0 alone, the other vCPUs
+    /// halted through the measured window (only ipi and hostile give them
+    /// work).
+    pub fn runs_on_vcpu0_alone(self) -> bool {
+        !matches!(self, Bench::Ipi | Bench::Hostile)
+    }
+
+    /// Whether the bench reports figures of its own (all but hostile and
+    /// fault, which end with a verdict).
+    pub fn has_figures(self) -> bool {
+        !matches!(self, Bench::Hostile | Bench::Fault)
+    }
+
     /// Whether the bench exists to handle interrupts: a run of it that
     /// handled none measured nothing.
     pub fn handles_interrupts(self) -> bool {
@@ -671,14 +984,47 @@ mod tests {
         assert!("sleep".parse::<HaltMode>().is_err());
     }
 
+    /// Every value of `T` is named alike by strum and serde, and parses
+    /// back from its name.
+    fn assert_named_alike<T>()
+    where
+        T: Named + FromStr<Err = ConfigError> + Serialize + serde::de::DeserializeOwned,
+        T: fmt::Display + fmt::Debug + PartialEq,
+    {
+        for &value in T::ALL {
+            let name = value.name();
+            assert_eq!(value.to_string(), name);
+            assert_eq!(name.parse::<T>().expect("own name parses"), value);
+            let json = serde_json::to_string(&value).expect("serializes");
+            assert_eq!(json, format!("\"{name}\""), "{value:?}");
+            assert_eq!(serde_json::from_str::<T>(&json).expect("reads"), value);
+        }
+    }
+
     #[test]
     fn named_enums_round_trip_through_their_names() {
-        for bench in Bench::ALL {
-            assert_eq!(
-                bench.name().parse::<Bench>().expect("own name parses"),
-                *bench
-            );
-        }
+        assert_named_alike::<Bench>();
+        assert_named_alike::<HostileCase>();
+        assert_named_alike::<AttackCase>();
+        assert_named_alike::<IpiKind>();
+        assert_named_alike::<IpiMeasure>();
+        assert_named_alike::<Irqchip>();
+        assert_named_alike::<Inject>();
+        assert_named_alike::<IrqSource>();
+        assert_named_alike::<ApicMode>();
+        assert_named_alike::<GuestIdle>();
+        assert_named_alike::<TimerMode>();
+        assert_named_alike::<GuestExec>();
+        assert_named_alike::<FaultKind>();
+        assert_named_alike::<Pin>();
+        assert_named_alike::<crate::exits::UserspaceExit>();
+        assert_named_alike::<crate::exits::KvmStat>();
+        assert_named_alike::<crate::devices::control::ControlCommand>();
+        assert_eq!(
+            HostileCase::PeriodicTimerCount1.name(),
+            "periodic-timer-count-1"
+        );
+        assert_eq!(crate::exits::UserspaceExit::Interrupted.name(), "intr");
         let err = "fastest".parse::<Irqchip>().expect_err("unknown value");
         assert!(
             err.to_string().contains("userspace, kernel, split)"),

@@ -14,6 +14,7 @@ use super::{
     Inject, IpiKind, IpiMeasure, IrqSource, Irqchip, TimerMode, VioapicLevel,
 };
 use crate::abi::{self, SharedPage};
+use crate::config::Named;
 
 /// The fastest device `--rate`: one interrupt per microsecond, already
 /// beyond what one exit costs on any host dirq runs on.

@@ -5,8 +5,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use serde::{Deserialize, Serialize};
+use strum::{Display, EnumString, IntoStaticStr, VariantArray};
+
 use crate::abi;
 use crate::bus::{check_access_size, le_u32, DeviceError, Direction, PioDevice};
+use crate::config::{ConfigError, Named};
 use crate::exits::{ExitAccounting, ExitSnapshot};
 use crate::run_control::{GuestEnd, PhaseError, RunControl};
 
@@ -18,15 +22,35 @@ pub const REGISTER32_PORTS: u16 = 4;
 /// its window (any vCPU may report a failure).
 pub const BENCH_VCPU: usize = 0;
 
-crate::config::named_enum!(
-    /// A command the guest writes to the control port.
-    ControlCommand, "control command", {
-        Start = "START",
-        End = "END",
-        Done = "DONE",
-        Failed = "FAILED",
-    }
-);
+/// A command the guest writes to the control port.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "UPPERCASE")]
+#[strum(serialize_all = "UPPERCASE", parse_err_ty = ConfigError, parse_err_fn = ControlCommand::unknown)]
+pub enum ControlCommand {
+    Start,
+    End,
+    Done,
+    Failed,
+}
+
+impl Named for ControlCommand {
+    const WHAT: &'static str = "control command";
+}
 
 impl ControlCommand {
     fn from_abi(command: u32) -> Option<Self> {

@@ -7,6 +7,7 @@ pub mod control;
 pub mod debug_exit;
 pub mod event_source;
 pub mod fw_cfg;
+pub mod io_batch;
 pub mod msi_device;
 pub mod pic_masks;
 pub mod pit;
@@ -21,6 +22,7 @@ use crate::bus::device_model_errors;
 device_model_errors!(
     vioapic::PvLockError,
     control::ControlError,
+    io_batch::DoorbellError,
     dirq_arch::ioapic::IoapicError,
     dirq_arch::vioapic::VioapicError,
     dirq_arch::pit::PitError,

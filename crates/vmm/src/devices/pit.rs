@@ -9,9 +9,11 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use dirq_arch::clock::Clock;
-use dirq_arch::pit::{Pit, PitError, PORT_CHANNEL0};
+use dirq_arch::pit::{Pit, PitError, PIT_FREQUENCY_HZ, PORT_CHANNEL0};
+use dirq_stats::ratio;
 
 use crate::bus::{check_access_size, fill_le, le_u8, DeviceError, Direction, PioDevice};
+use crate::results::PitEvidence;
 use crate::run_control::RunControl;
 
 pub const PORTS: u16 = 4;
@@ -35,6 +37,10 @@ pub struct PitDevice {
     /// The vCPUs that wrote the PIT's ports, bit n for vCPU n: a guest
     /// that reprograms it from another vCPU is named.
     writers: AtomicU64,
+    /// IRQ0 edges raised, in all and while the window was open: what the
+    /// guest's count of ticks is held to.
+    irqs: AtomicU64,
+    irqs_in_window: AtomicU64,
 }
 
 impl PitDevice {
@@ -47,7 +53,19 @@ impl PitDevice {
             clock: MonotonicClock(Instant::now()),
             reprogrammed: Condvar::new(),
             writers: AtomicU64::new(0),
+            irqs: AtomicU64::new(0),
+            irqs_in_window: AtomicU64::new(0),
         })
+    }
+
+    /// What the PIT did, as the guest's figures are held to it.
+    pub fn evidence(&self, reload_scale: u32) -> PitEvidence {
+        let effective = u64::from(self.reload_count()) * u64::from(reload_scale.max(1));
+        PitEvidence {
+            irqs: self.irqs.load(Ordering::Relaxed),
+            irqs_in_window: self.irqs_in_window.load(Ordering::Relaxed),
+            hz: ratio(PIT_FREQUENCY_HZ, effective.max(1)),
+        }
     }
 
     /// The vCPUs that wrote the PIT's ports, in order.
@@ -82,6 +100,10 @@ impl PitDevice {
                     if pit.expire(&self.clock) {
                         drop(pit);
                         irq0()?;
+                        self.irqs.fetch_add(1, Ordering::Relaxed);
+                        if control.window_open() {
+                            self.irqs_in_window.fetch_add(1, Ordering::Relaxed);
+                        }
                         pit = self.lock();
                     }
                     continue;

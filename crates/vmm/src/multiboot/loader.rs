@@ -4,7 +4,7 @@
 //! `%ebx` on entry.
 
 use dirq_arch::bits::low_u32;
-use goblin::elf::{program_header::PT_LOAD, Elf};
+use goblin::elf::{program_header::PT_LOAD, Elf, ProgramHeader};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend as _};
 
 use crate::memory::GuestMemory;
@@ -64,6 +64,10 @@ pub enum LoaderError {
     },
     #[error("the kernel's entry point {0:#x} is above 4 GiB: Multiboot enters in 32-bit mode")]
     EntryAbove4G(u64),
+    #[error("the kernel has no loadable segment (no PT_LOAD with bytes in the file): it would boot into empty RAM")]
+    NoLoadableSegment,
+    #[error("the kernel's entry point {0:#x} lies in none of its loaded segments' bytes: it would run empty RAM")]
+    EntryOutsideSegments(u64),
     #[error("the module ({len} bytes) does not fit in RAM after the kernel (which ends at {kernel_end:#x})")]
     ModuleTooLarge { len: usize, kernel_end: u64 },
     #[error("the command lines take {0} bytes; the boot information page holds {max}", max = BOOT_INFO_SIZE - STRINGS_OFFSET)]
@@ -119,12 +123,31 @@ pub fn load(
 ) -> Result<Loaded, LoaderError> {
     header_flags(image)?;
     let elf = Elf::parse(image).map_err(LoaderError::Elf)?;
+    // Up front: a kernel with nothing to load, or an entry in no loaded
+    // byte, would run zeroed RAM until the watchdog.
+    let loadable: Vec<(usize, &ProgramHeader)> = elf
+        .program_headers
+        .iter()
+        .enumerate()
+        .filter(|(_, segment)| segment.p_type == PT_LOAD && segment.p_filesz > 0)
+        .collect();
+    if loadable.is_empty() {
+        return Err(LoaderError::NoLoadableSegment);
+    }
+    let entry_loaded = loadable.iter().any(|(_, segment)| {
+        (segment.p_paddr..segment.p_paddr.saturating_add(segment.p_filesz)).contains(&elf.entry)
+    });
+    if !entry_loaded {
+        return Err(LoaderError::EntryOutsideSegments(elf.entry));
+    }
     let ram = memory.last_addr().0 + 1;
     let mut kernel_end = 0u64;
-    for (index, segment) in elf.program_headers.iter().enumerate() {
-        if segment.p_type != PT_LOAD {
-            continue;
-        }
+    for (index, segment) in elf
+        .program_headers
+        .iter()
+        .enumerate()
+        .filter(|(_, segment)| segment.p_type == PT_LOAD)
+    {
         let outside = LoaderError::SegmentOutside {
             index,
             start: segment.p_paddr,
@@ -341,6 +364,38 @@ mod tests {
             load(&ram(), &truncated, "", None),
             Err(LoaderError::SegmentOutside { .. })
         ));
+    }
+
+    #[test]
+    fn a_kernel_with_nothing_to_load_or_entering_outside_it_is_refused() {
+        const PHDR: usize = 52;
+        let mut image = multiboot_elf32(&CODE);
+        image[PHDR..PHDR + 4].copy_from_slice(&4u32.to_le_bytes()); // PT_NOTE
+        assert!(matches!(
+            load(&ram(), &image, "", None),
+            Err(LoaderError::NoLoadableSegment)
+        ));
+        let mut image = multiboot_elf32(&CODE);
+        image[PHDR + 16..PHDR + 20].copy_from_slice(&0u32.to_le_bytes()); // p_filesz
+        assert!(matches!(
+            load(&ram(), &image, "", None),
+            Err(LoaderError::NoLoadableSegment)
+        ));
+        let mut image = multiboot_elf32(&CODE);
+        let beyond = TINY_KERNEL_GPA + 0x10_0000;
+        image[24..28].copy_from_slice(&beyond.to_le_bytes()); // e_entry
+        let err = load(&ram(), &image, "", None).expect_err("entry in no segment");
+        assert!(
+            matches!(err, LoaderError::EntryOutsideSegments(entry) if entry == u64::from(beyond))
+        );
+        // Nothing was written: the refusal comes before the load.
+        let memory = ram();
+        let _ = load(&memory, &image, "", None);
+        let mut code = [0u8; 2];
+        memory
+            .read_slice(&mut code, GuestAddress(u64::from(TINY_KERNEL_GPA) + 96))
+            .expect("in RAM");
+        assert_eq!(code, [0, 0]);
     }
 
     #[test]

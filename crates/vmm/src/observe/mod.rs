@@ -30,6 +30,7 @@ use kvm_stats::{Readings, StatsOrigin, VmStats};
 use trace::{monotonic_ns, TraceError, TraceSession, Tracefs};
 use vm::{Pidfd, VmError, VmId, VmInfo};
 
+use crate::config::Named;
 use crate::exits::KvmStat;
 
 /// What to watch.

@@ -12,7 +12,7 @@ use super::Settings;
 use crate::bench::{BenchError, BEST_PATH_HALT_POLL_NS};
 use crate::config::params::IpiParams;
 use crate::config::{
-    Bench, BenchConfig, BenchParams, CommonSettings, GuestIdle, HaltMode, IpiKind,
+    Bench, BenchConfig, BenchParams, CommonSettings, GuestIdle, HaltMode, IpiKind, Named,
 };
 use crate::report::{LatencySummary, RunReport};
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use dirq_sim::design::DesignKind;
 use dirq_stats::f64_of;
-use dirq_vmm::config::{BenchConfig, BenchParams, GuestExec, GuestIdle, Irqchip};
+use dirq_vmm::config::{BenchConfig, BenchParams, GuestExec, GuestIdle, Irqchip, Named};
 use dirq_vmm::exits::VmxExit;
 use dirq_vmm::probe::ProbeReport;
 use serde::Serialize;

@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use dirq_sim::trace::TraceEvent;
 use dirq_sim::CostProfile;
 use dirq_stats::f64_of;
-use dirq_vmm::config::BenchParams;
+use dirq_vmm::config::{BenchParams, Named};
 use dirq_vmm::exits::{KvmStat, VmxExit};
 use dirq_vmm::trace::{Ack, KvmRun, RunTrace, Tracing};
 

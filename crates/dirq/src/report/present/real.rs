@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use dirq_stats::{f64_of, ratio};
 
-use dirq_vmm::config::{Bench, BenchParams, GuestIdle};
+use dirq_vmm::config::{Bench, BenchParams, GuestIdle, Named};
 use dirq_vmm::exits::{KvmStat, VmxExit};
 use dirq_vmm::probe::Floors;
 
@@ -26,10 +26,32 @@ use crate::report::present::data::{
     Unit,
 };
 use crate::report::present::page::Part;
+use dirq_vmm::report::LATENCY_NS;
+
+/// `guest_share`'s JSON name, as the guest's claims list it.
+const GUEST_SHARE: &str = "guest_share";
 
 /// Time in guest above 100% cannot be true.
 fn impossible_share(spread: &Spread) -> bool {
     spread.max > 1.0
+}
+
+/// A caption's sentence naming the paths whose `figure` (a JSON name) is
+/// the guest's claim, or nothing where none is.
+fn claim_note(cases: &[&RealCase], figure: &str, what: &str) -> String {
+    let claimed: Vec<&str> = cases
+        .iter()
+        .filter(|case| case.claims().contains(&figure))
+        .map(|case| case.label.as_str())
+        .collect();
+    if claimed.is_empty() {
+        return String::new();
+    }
+    format!(
+        " The {what} of {} are the guest's claim: timed by the guest alone, and held to what \
+         the VMM saw on one side at most (docs/hostile.md).",
+        claimed.join(", ")
+    )
 }
 
 fn commands(cases: &[&RealCase]) -> Vec<String> {
@@ -452,8 +474,9 @@ fn latency_figure(id: &str, title: &str, cases: &[&RealCase]) -> Option<Figure> 
              from their buckets (5% wide); x is the percentile on a log scale of 1/(1 - p), so \
              50%, 90%, 99% and 99.9% are equally spaced. Each line stops where fewer than \
              {TAIL_SAMPLES} of its samples lie beyond: the tail past it is not resolved (the \
-             table's max is one sample). {}",
-            repeats_text(cases)
+             table's max is one sample). {}{}",
+            repeats_text(cases),
+            claim_note(cases, LATENCY_NS, "latencies")
         ),
         commands: commands(cases),
         chart,
@@ -508,8 +531,9 @@ fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
         title: "ipi: round-trip latency against host CPU burned, per halt mode".into(),
         caption: format!(
             "vCPU 0 and vCPU 1 ping-pong IPIs; CPU burned is the vCPU threads' CPU time \
-             (user + system) over the run's wall time. {}",
-            repeats_text(cases)
+             (user + system) over the run's wall time. {}{}",
+            repeats_text(cases),
+            claim_note(cases, LATENCY_NS, "round trips")
         ),
         commands: commands(cases),
         chart,
@@ -554,8 +578,9 @@ fn whileloop_figure(cases: &[&RealCase]) -> Option<Figure> {
     }
     let mut caption = format!(
         "The guest times a fixed loop without interrupts, then under the device's interrupt \
-         rate; time in guest is the ratio. {}",
-        repeats_text(cases)
+         rate; time in guest is the ratio. {}{}",
+        repeats_text(cases),
+        claim_note(cases, GUEST_SHARE, "times in guest")
     );
     if impossible > 0 {
         caption.push_str(&format!(
@@ -595,6 +620,7 @@ fn runs_table(cases: &[RealCase]) -> Table {
             "p50 (us)",
             "time in guest",
             "CPU (cores)",
+            "the guest's claims",
         ]
         .map(String::from)
         .to_vec(),
@@ -623,6 +649,7 @@ fn runs_table(cases: &[RealCase]) -> Table {
                         Cell::spread(case.p50().map(spread_us), Unit::Us),
                         Cell::spread(share, Unit::Fraction),
                         Cell::spread(case.cpu_cores(), Unit::Cores),
+                        Cell::text(case.claims().join(", ")),
                     ],
                     share.is_some_and(|s| impossible_share(&s)),
                 )
@@ -777,6 +804,38 @@ mod tests {
         assert!(table.rows[3].flagged);
         assert!(!table.rows[0].flagged);
         assert!(section.figures[4].caption.contains("above 100%"));
+        // No run reported a figure as the guest's claim: nothing says so.
+        assert!(section
+            .figures
+            .iter()
+            .all(|figure| !figure.caption.contains("the guest's claim")));
+        assert_eq!(table.rows[0].cells[10], "");
+    }
+
+    #[test]
+    fn a_figure_that_is_the_guests_claim_is_marked_where_it_is_shown() {
+        let mut timer = case(
+            "timer-latency",
+            "lapic",
+            100,
+            serde_json::json!({"OTHER": 200}),
+        );
+        let mut whileloop = case(
+            "whileloop",
+            "kernel",
+            100,
+            serde_json::json!({"OTHER": 200}),
+        );
+        timer.repeats[0].run.guest_claims = vec![LATENCY_NS.into()];
+        whileloop.repeats[1].run.guest_claims = vec![GUEST_SHARE.into(), "iterations".into()];
+        let section = real_section(&[timer, whileloop], None);
+        let says = |text: &str| section.figures.iter().any(|f| f.caption.contains(text));
+        assert!(says("The latencies of lapic are the guest's claim"));
+        assert!(says("The times in guest of kernel are the guest's claim"));
+        let table = &section.tables[0];
+        assert_eq!(table.columns[10], "the guest's claims");
+        assert_eq!(table.rows[0].cells[10], LATENCY_NS);
+        assert_eq!(table.rows[1].cells[10], "guest_share, iterations");
     }
 
     #[test]
