@@ -389,7 +389,12 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
             bar,
         )
     });
-    let checks = checks::check(&half.cases, &twins, statistic);
+    let checks = checks::check(
+        &half.cases,
+        &twins,
+        statistic,
+        half.probe.as_ref().map(|probe| &probe.floors),
+    );
     for failure in &checks.failures {
         steps.fail(Step::ModelChecks, failure.clone());
     }

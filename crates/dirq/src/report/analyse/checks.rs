@@ -8,7 +8,7 @@ use dirq_sim::design::DesignKind;
 use dirq_stats::f64_of;
 use dirq_vmm::config::{BenchConfig, BenchParams, GuestExec, GuestIdle, Irqchip, Named};
 use dirq_vmm::exits::VmxExit;
-use dirq_vmm::probe::ProbeReport;
+use dirq_vmm::probe::{Floors, ProbeReport};
 use serde::Serialize;
 
 use super::misses::{explain, MissExplained, TwinRates};
@@ -275,7 +275,12 @@ pub struct ModelChecks {
 /// Compares each real case with its vanilla twin, explains every miss,
 /// and keeps the extrapolated twins' figures; `twins` holds one entry per
 /// case, in order.
-pub fn check(cases: &[RealCase], twins: &[CaseTwin], statistic: ExitStatistic) -> ModelChecks {
+pub fn check(
+    cases: &[RealCase],
+    twins: &[CaseTwin],
+    statistic: ExitStatistic,
+    floors: Option<&Floors>,
+) -> ModelChecks {
     let mut checks = ModelChecks {
         comparisons: Vec::new(),
         unmodelled: Vec::new(),
@@ -321,7 +326,7 @@ pub fn check(cases: &[RealCase], twins: &[CaseTwin], statistic: ExitStatistic) -
                     comparisons
                         .iter()
                         .filter(|c| !c.within_tolerance)
-                        .map(|c| explain(case, &predicted, c)),
+                        .map(|c| explain(case, &predicted, c, floors)),
                 );
                 checks.comparisons.extend(comparisons);
             }
@@ -381,7 +386,7 @@ mod tests {
             1,
             &ProgressBar::hidden(),
         );
-        check(cases, &twins, statistic)
+        check(cases, &twins, statistic, None)
     }
 
     #[test]
@@ -439,6 +444,7 @@ mod tests {
                 std::slice::from_ref(&case),
                 &twins,
                 ExitStatistic::EveryExit,
+                None,
             );
             assert!(checks.unmodelled.is_empty());
             checks
@@ -556,7 +562,7 @@ mod tests {
             ],
             extrapolated: true,
         }];
-        let checks = check(&[timer_case(3.0)], &twins, ExitStatistic::EveryExit);
+        let checks = check(&[timer_case(3.0)], &twins, ExitStatistic::EveryExit, None);
         let [exits] = checks.comparisons.as_slice() else {
             panic!("only exits are compared: {:?}", checks.comparisons);
         };
@@ -582,7 +588,7 @@ mod tests {
             }],
             extrapolated: false,
         }];
-        let checks = check(&[timer_case(3.0)], &twins, ExitStatistic::EveryExit);
+        let checks = check(&[timer_case(3.0)], &twins, ExitStatistic::EveryExit, None);
         assert!(checks.comparisons[0].within_tolerance);
         assert!(checks.misses.is_empty() && checks.extrapolation.is_empty());
 
@@ -590,6 +596,7 @@ mod tests {
             &[timer_case(3.0)],
             &[CaseTwin::Unmodelled(NoTwin::Shape)],
             ExitStatistic::EveryExit,
+            None,
         );
         assert!(unmodelled.comparisons.is_empty());
         assert!(unmodelled.unmodelled[0].reason.contains("shape"));

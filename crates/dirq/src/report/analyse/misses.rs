@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 
 use dirq_stats::f64_of;
+use dirq_vmm::config::BenchParams;
 use dirq_vmm::exits::{KvmStat, VmxExit};
+use dirq_vmm::probe::Floors;
 use serde::Serialize;
 
 use crate::common::real::RealCase;
@@ -223,9 +225,37 @@ fn cpu_per_interrupt(
     Some(text)
 }
 
+/// An IPI into a vCPU that never halted, against the probe's busy-IPI
+/// floor: that floor times this very path end to end, while the twin adds
+/// up its parts one after another (the sender's ICR exit, the send, the
+/// target's kick exit, its entry), each a floor of its own, where on two
+/// CPUs they overlap.
+fn composed_ipi(
+    case: &RealCase,
+    floors: Option<&Floors>,
+    comparison: &Comparison,
+) -> Option<String> {
+    let floor_ns = floors.map(|floors| floors.ipi_busy_p50_ns)?;
+    let into_running = matches!(case.config.params, BenchParams::Ipi(_)) && !case.saw_hlt_exits();
+    (into_running && floor_ns > 0.0 && comparison.predicted > comparison.measured).then(|| {
+        format!(
+            "the probe's busy-IPI floor, this path timed end to end, reads {:.1} us; the twin \
+             charges its parts in sequence (the sender's ICR exit, the send, the target's kick \
+             exit, its entry), which on two CPUs overlap",
+            floor_ns / 1e3
+        )
+    })
+}
+
 /// Why `comparison` (a miss of `case` against its twin, which predicted
-/// `predicted`) missed, from the counters of both.
-pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) -> MissExplained {
+/// `predicted`) missed, from the counters of both and the probe's
+/// `floors` where it ran.
+pub fn explain(
+    case: &RealCase,
+    predicted: &TwinRates,
+    comparison: &Comparison,
+    floors: Option<&Floors>,
+) -> MissExplained {
     let mut why = Vec::new();
     let load = Load::of(case);
     let twin_handled_per_s = predicted.seconds_per_interrupt.map(|per| 1.0 / per);
@@ -280,7 +310,10 @@ pub fn explain(case: &RealCase, predicted: &TwinRates, comparison: &Comparison) 
             by_reason(&predicted.exits_per_interrupt_by_reason)
         )),
         Metric::LostPerInterruptNs => why.extend(load.as_ref().and_then(Load::vmm_time)),
-        Metric::LatencyP50Ns => why.extend(wake_path(case)),
+        Metric::LatencyP50Ns => {
+            why.extend(wake_path(case));
+            why.extend(composed_ipi(case, floors, comparison));
+        }
         Metric::HostCpuCores => why.extend(
             load.as_ref()
                 .and_then(|load| cpu_per_interrupt(case, load, twin_handled_per_s, comparison)),
@@ -369,7 +402,13 @@ mod tests {
     #[test]
     fn a_saturated_run_says_how_much_merged_and_what_each_interrupt_cost() {
         let case = whileloop_case(20_000, 10_000, 0.2);
-        let why = explain(&case, &twin(10_000), &miss(Metric::TimeInGuest, 0.2, 0.4)).why;
+        let why = explain(
+            &case,
+            &twin(10_000),
+            &miss(Metric::TimeInGuest, 0.2, 0.4),
+            None,
+        )
+        .why;
         assert!(
             why.contains("raised 20000/s and the guest handled 10000/s (the twin 10000/s)"),
             "{why}"
@@ -393,6 +432,7 @@ mod tests {
             &case,
             &twin(10_000),
             &miss(Metric::ExitsPerInterrupt, 3.0, 4.0),
+            None,
         );
         assert!(!exits.why.contains("saturated"), "{}", exits.why);
         assert!(
@@ -405,7 +445,12 @@ mod tests {
             "{}",
             exits.why
         );
-        let share = explain(&case, &twin(10_000), &miss(Metric::TimeInGuest, 0.01, 0.0));
+        let share = explain(
+            &case,
+            &twin(10_000),
+            &miss(Metric::TimeInGuest, 0.01, 0.0),
+            None,
+        );
         assert!(share.why.contains("noise"), "{}", share.why);
     }
 
@@ -419,6 +464,7 @@ mod tests {
             &case,
             &twin(10_000),
             &miss(Metric::HostCpuCores, 0.25, 0.16),
+            None,
         )
         .why;
         assert!(
@@ -433,15 +479,41 @@ mod tests {
             &case,
             &twin(10_000),
             &miss(Metric::HostCpuCores, 0.16, 0.25),
+            None,
         )
         .why;
         assert!(!over.contains("woke"), "{over}");
     }
 
     #[test]
+    fn an_ipi_into_a_running_vcpu_stands_beside_the_floor_that_times_it_whole() {
+        let mut case = whileloop_case(10_000, 10_000, 0.5);
+        case.config = BenchConfig::new(Bench::Ipi);
+        let floors = Floors {
+            ipi_busy_p50_ns: 21_800.0,
+            ..Floors::default()
+        };
+        let slow_twin = miss(Metric::LatencyP50Ns, 21.3, 32.1);
+        let why = explain(&case, &twin(10_000), &slow_twin, Some(&floors));
+        assert!(why.why.contains("busy-IPI floor"), "{}", why.why);
+        assert!(why.why.contains("reads 21.8 us"), "{}", why.why);
+        assert!(why.explained);
+        // A vCPU that halted is the wake path's to explain, not this.
+        case.repeats[0].run.exits.by_category = BTreeMap::from([(VmxExit::Hlt, 10_000)]);
+        let halted = explain(&case, &twin(10_000), &slow_twin, Some(&floors)).why;
+        assert!(!halted.contains("busy-IPI floor"), "{halted}");
+    }
+
+    #[test]
     fn every_miss_names_a_cost_and_a_host_wait_is_named_where_it_is_paid() {
         let mut case = whileloop_case(10_000, 10_000, 0.5);
-        let quiet = explain(&case, &twin(10_000), &miss(Metric::LatencyP50Ns, 9.0, 16.0)).why;
+        let quiet = explain(
+            &case,
+            &twin(10_000),
+            &miss(Metric::LatencyP50Ns, 9.0, 16.0),
+            None,
+        )
+        .why;
         assert!(!quiet.contains("no cause"), "{quiet}");
         assert!(quiet.contains("the same events"), "{quiet}");
         // 0.05 s waited over 10,000 interrupts: 5 us each.
@@ -453,7 +525,13 @@ mod tests {
         );
         case.repeats[0].run.exits.by_reason =
             BTreeMap::from([(halts, 10_000), (polled, 7_500), (slept, 2_500)]);
-        let busy = explain(&case, &twin(10_000), &miss(Metric::LatencyP50Ns, 9.0, 16.0)).why;
+        let busy = explain(
+            &case,
+            &twin(10_000),
+            &miss(Metric::LatencyP50Ns, 9.0, 16.0),
+            None,
+        )
+        .why;
         assert!(
             busy.contains("waited 5.0 us per handled interrupt"),
             "{busy}"
