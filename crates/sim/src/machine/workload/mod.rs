@@ -194,10 +194,11 @@ pub(super) trait MachineState {
 }
 
 impl Ctx<'_> {
-    /// Schedules `event` after an exponential gap of mean 1/`rate_per_s`
-    /// (the next arrival of a Poisson process), unless the rate is zero.
-    pub(super) fn schedule_poisson(
+    /// Schedules `event` as the next arrival of a source at `rate_per_s`
+    /// spaced as `arrivals` says, unless the rate is zero.
+    pub(super) fn schedule_arrival(
         &mut self,
+        arrivals: Arrivals,
         rate_per_s: f64,
         event: impl Into<super::Event>,
         fx: &mut Effects,
@@ -205,7 +206,7 @@ impl Ctx<'_> {
         if rate_per_s <= 0.0 {
             return;
         }
-        let gap = self.rng.exponential_ns(1e9 / rate_per_s);
+        let gap = arrivals.gap_ns(rate_per_s, self.rng);
         fx.schedule(self.now + gap, event);
     }
 }

@@ -25,7 +25,7 @@ use crate::machine::topology::Topology;
 use crate::machine::{index_u32, Ring};
 use crate::metrics::{Throughput, ThroughputUnit};
 use crate::profile::CostProfile;
-use crate::scenario::{RunSpec, Transport, WorkloadKind};
+use crate::scenario::{Arrivals, RunSpec, Transport, WorkloadKind};
 
 /// The server application, the guest's background task.
 const SERVER: &[Step] = &[Step::Workload(WorkloadStep::App)];
@@ -242,7 +242,8 @@ impl Servers {
 
     fn schedule_offered(&self, vm: usize, ctx: &mut Ctx, fx: &mut Effects) {
         let rate = f64_of(self.offered_per_s.unwrap_or(0));
-        ctx.schedule_poisson(rate, ClientEvent::Offer { vm: index_u32(vm) }, fx);
+        let offer = ClientEvent::Offer { vm: index_u32(vm) };
+        ctx.schedule_arrival(Arrivals::Poisson, rate, offer, fx);
     }
 
     /// The guest's stack work for the segment NAPI takes next from `pair`:

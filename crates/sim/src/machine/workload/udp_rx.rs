@@ -76,10 +76,8 @@ impl Workload for UdpRx {
         for &owner in owners {
             let pair = index_u32(ctx.topology.pair_of(owner));
             for &ring in self.rings {
-                if self.rate_pps > 0.0 {
-                    let gap = self.arrivals.gap_ns(self.rate_pps, ctx.rng);
-                    fx.schedule(ctx.now + gap, Event::PacketArrival { pair, ring });
-                }
+                let first = Event::PacketArrival { pair, ring };
+                ctx.schedule_arrival(self.arrivals, self.rate_pps, first, fx);
             }
         }
     }
