@@ -43,7 +43,7 @@ pub fn format_value(value: f64) -> String {
         return "n/a".into();
     }
     let magnitude = value.abs();
-    if magnitude >= 1_000.0 {
+    let text = if magnitude >= 1_000.0 {
         compact_number(value)
     } else if magnitude >= 100.0 || value == 0.0 {
         format!("{value:.0}")
@@ -51,6 +51,11 @@ pub fn format_value(value: f64) -> String {
         format!("{value:.1}")
     } else {
         format!("{value:.2}")
+    };
+    // A value that rounds to zero has no sign to show: "-0.00" reads as a loss.
+    match text.strip_prefix('-') {
+        Some(unsigned) if unsigned.chars().all(|c| c == '0' || c == '.') => unsigned.to_owned(),
+        _ => text,
     }
 }
 
@@ -70,5 +75,14 @@ mod tests {
         assert_eq!(compact_number(28_000.0), "28K");
         assert_eq!(compact_number(2_340_000.0), "2.34M");
         assert_eq!(compact_number(-3_000.0), "-3K");
+    }
+
+    #[test]
+    fn values_that_round_to_zero_lose_their_sign() {
+        assert_eq!(format_value(-0.001), "0.00");
+        assert_eq!(format_value(-0.0), "0");
+        assert_eq!(format_value(-0.004), "0.00");
+        assert_eq!(format_value(-0.006), "-0.01");
+        assert_eq!(format_value(-12.5), "-12.5");
     }
 }
