@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use dirq_stats::f64_of;
-use dirq_vmm::config::BenchParams;
+use dirq_vmm::config::{BenchParams, Irqchip};
 use dirq_vmm::exits::{KvmStat, VmxExit};
 use dirq_vmm::probe::Floors;
 use serde::Serialize;
@@ -247,6 +247,38 @@ fn composed_ipi(
     })
 }
 
+/// A busy in-kernel-LAPIC vCPU's loss per device interrupt against the
+/// kick the twin charges for it. No floor times that kick: the calibration
+/// derives it (`calibrate::costs`, `external_interrupt`) as what an IPI
+/// takes from a busy target less its handler's pong and a self-IPI (the
+/// EOI and the entry), a difference of three floors whose errors add. The
+/// run's own loss less the same self-IPI gives the kick it implies.
+fn derived_kick(
+    case: &RealCase,
+    floors: Option<&Floors>,
+    comparison: &Comparison,
+) -> Option<String> {
+    let floors = floors.filter(|floors| floors.ipi_busy_target_ns > 0.0)?;
+    let in_kernel_lapic = case.config.common.irqchip != Irqchip::Userspace;
+    if !in_kernel_lapic || case.saw_hlt_exits() {
+        return None;
+    }
+    let entry_and_eoi_ns = floors.self_ipi_p50_ns;
+    let charged_ns = floors.ipi_busy_target_ns - floors.ipi_busy_send_ns - entry_and_eoi_ns;
+    let implied_ns = comparison.measured - entry_and_eoi_ns;
+    Some(format!(
+        "the twin charges the kick that interrupts a busy vCPU {:.1} us, which no floor times: \
+         the calibration derives it as an IPI's cost to a busy target ({:.1} us) less its \
+         pong's send ({:.1} us) and a self-IPI's EOI and entry ({:.1} us), whose errors add; \
+         this run's loss per interrupt less that self-IPI leaves {:.1} us for it",
+        charged_ns / 1e3,
+        floors.ipi_busy_target_ns / 1e3,
+        floors.ipi_busy_send_ns / 1e3,
+        entry_and_eoi_ns / 1e3,
+        implied_ns / 1e3
+    ))
+}
+
 /// Why `comparison` (a miss of `case` against its twin, which predicted
 /// `predicted`) missed, from the counters of both and the probe's
 /// `floors` where it ran.
@@ -309,7 +341,10 @@ pub fn explain(
             by_reason(&measured_by_reason(case)),
             by_reason(&predicted.exits_per_interrupt_by_reason)
         )),
-        Metric::LostPerInterruptNs => why.extend(load.as_ref().and_then(Load::vmm_time)),
+        Metric::LostPerInterruptNs => {
+            why.extend(load.as_ref().and_then(Load::vmm_time));
+            why.extend(derived_kick(case, floors, comparison));
+        }
         Metric::LatencyP50Ns => {
             why.extend(wake_path(case));
             why.extend(composed_ipi(case, floors, comparison));
@@ -502,6 +537,36 @@ mod tests {
         case.repeats[0].run.exits.by_category = BTreeMap::from([(VmxExit::Hlt, 10_000)]);
         let halted = explain(&case, &twin(10_000), &slow_twin, Some(&floors)).why;
         assert!(!halted.contains("busy-IPI floor"), "{halted}");
+    }
+
+    #[test]
+    fn a_busy_kernel_loss_stands_beside_the_kick_the_calibration_derives() {
+        let case = whileloop_case(10_000, 10_000, 0.5);
+        let floors = Floors {
+            ipi_busy_target_ns: 40_000.0,
+            ipi_busy_send_ns: 9_000.0,
+            self_ipi_p50_ns: 12_000.0,
+            ..Floors::default()
+        };
+        // The twin's kick: 40 - 9 - 12 = 19 us; the run's 25 us less the
+        // self-IPI's 12 leaves 13.
+        let miss = miss(Metric::LostPerInterruptNs, 25_000.0, 31_000.0);
+        let why = explain(&case, &twin(10_000), &miss, Some(&floors));
+        assert!(why.explained, "{}", why.why);
+        assert!(
+            why.why.contains("kick that interrupts a busy vCPU 19.0 us"),
+            "{}",
+            why.why
+        );
+        assert!(why.why.contains("leaves 13.0 us for it"), "{}", why.why);
+        // dirq's userspace LAPIC kicks by a signal: not this derivation.
+        let mut userspace = case.clone();
+        userspace.config.common.irqchip = Irqchip::Userspace;
+        let other = explain(&userspace, &twin(10_000), &miss, Some(&floors)).why;
+        assert!(!other.contains("kick that interrupts"), "{other}");
+        // Without the probe's target floor there is nothing to set beside it.
+        let unprobed = explain(&case, &twin(10_000), &miss, None).why;
+        assert!(!unprobed.contains("kick that interrupts"), "{unprobed}");
     }
 
     #[test]
