@@ -8,6 +8,12 @@
 //! 200 OK end the call. A call's setup latency runs from the UAC's first
 //! INVITE to its 200 OK.
 //!
+//! The B2BUA serves its socket in arrival order on the guest's vCPU, so a
+//! busy one delays the messages behind: an INVITE whose 100 Trying leaves
+//! more than T1 after the UAC sent it makes the UAC send it again, and the
+//! B2BUA serves that retransmission too, answering it from its INVITE
+//! server transaction (RFC 3261 17.2.1) without relaying it.
+//!
 //! SIP's timers retransmit what is lost: the UAC's timer A (RFC 3261
 //! 17.1.1.2) sends an INVITE with no provisional or final response again
 //! after T1 = 500 ms, then after twice as long each time, until timer B
@@ -158,6 +164,24 @@ pub(in crate::machine) struct SipMessage {
     pub(super) kind: SipKind,
 }
 
+/// The B2BUA's INVITE server transaction towards the UAC, which answers a
+/// retransmitted INVITE itself (RFC 3261 17.2.1: in the Proceeding state
+/// it sends again the latest provisional response and passes nothing to
+/// its core, so nothing goes on to the UAS; RFC 6026 7.1: once the 2xx has
+/// gone, the Accepted state absorbs it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum InviteServer {
+    /// No INVITE of the call has reached the B2BUA yet.
+    #[default]
+    Absent,
+    /// Proceeding, its latest response 100 Trying.
+    Trying,
+    /// Proceeding, its latest response the UAS's 180 Ringing relayed.
+    Ringing,
+    /// Accepted: the UAS's 200 OK relayed.
+    Accepted,
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Call {
     invite_at: u64,
@@ -168,6 +192,8 @@ struct Call {
     ringing: bool,
     /// The UAS answered and when: its 200 OK goes again until the ACK.
     answered_at: Option<u64>,
+    /// The B2BUA's INVITE server transaction.
+    invite_server: InviteServer,
     /// The B2BUA has the UAC's ACK: it acknowledges a repeated 200 OK
     /// itself.
     acked_by_uac: bool,
@@ -415,28 +441,50 @@ impl Sip {
     }
 
     /// The B2BUA has handled a message on `vcpu` at `now`: it relays it
-    /// (through the VF's doorbell, no exit; or a virtio kick, PV).
+    /// (through the VF's doorbell, no exit; or a virtio kick, PV), or
+    /// its INVITE server transaction answers a retransmitted INVITE.
     fn handled(&mut self, vcpu: usize, now: u64, fx: &mut Effects) {
         let Some(SipMessage { call, kind }) = self.serving.take() else {
             return;
         };
-        if self.link.ring == Ring::Virtio {
+        let to_peer = now + self.link.one_way_ns;
+        let kicks = self.link.ring == Ring::Virtio;
+        let Some(state) = self.calls.get_mut(call as usize) else {
+            return;
+        };
+        // RFC 6026 7.1: after the 200 OK a retransmitted INVITE is
+        // absorbed; nothing goes out.
+        if kind == SipKind::Invite && state.invite_server == InviteServer::Accepted {
+            return;
+        }
+        if kicks {
             fx.push(Effect::VirtioKick(vcpu));
         }
-        let to_peer = now + self.link.one_way_ns;
-        let acked_by_uac = self
-            .calls
-            .get(call as usize)
-            .is_some_and(|state| state.acked_by_uac);
         match kind {
-            // 100 Trying to the UAC; the INVITE to the UAS.
+            // 100 Trying to the UAC and the INVITE to the UAS for a new
+            // INVITE; for a retransmission the latest provisional
+            // response again (100 Trying is the UAC's event of kind
+            // Invite).
             SipKind::Invite => {
-                fx.schedule(to_peer, SipEvent::Uac { call, kind });
-                fx.schedule(to_peer, SipEvent::Uas { call, kind });
+                let provisional = match state.invite_server {
+                    InviteServer::Ringing => SipKind::Ringing,
+                    _ => SipKind::Invite,
+                };
+                fx.schedule(
+                    to_peer,
+                    SipEvent::Uac {
+                        call,
+                        kind: provisional,
+                    },
+                );
+                if state.invite_server == InviteServer::Absent {
+                    state.invite_server = InviteServer::Trying;
+                    fx.schedule(to_peer, SipEvent::Uas { call, kind });
+                }
             }
             // A repeated 200 OK after the UAC's ACK: the B2BUA, which
             // holds the dialog, acknowledges it itself.
-            SipKind::InviteOk if acked_by_uac => fx.schedule(
+            SipKind::InviteOk if state.acked_by_uac => fx.schedule(
                 to_peer,
                 SipEvent::Uas {
                     call,
@@ -444,13 +492,16 @@ impl Sip {
                 },
             ),
             SipKind::Ringing | SipKind::InviteOk | SipKind::ByeOk => {
+                state.invite_server = match (kind, state.invite_server) {
+                    (SipKind::InviteOk, _) => InviteServer::Accepted,
+                    (SipKind::Ringing, InviteServer::Trying) => InviteServer::Ringing,
+                    (_, server) => server,
+                };
                 fx.schedule(to_peer, SipEvent::Uac { call, kind })
             }
             SipKind::Ack | SipKind::Bye => {
                 if kind == SipKind::Ack {
-                    if let Some(state) = self.calls.get_mut(call as usize) {
-                        state.acked_by_uac = true;
-                    }
+                    state.acked_by_uac = true;
                 }
                 fx.schedule(to_peer, SipEvent::Uas { call, kind });
             }
@@ -748,6 +799,34 @@ mod tests {
             kind: SipKind::Ack,
         };
         assert_eq!(relayed(&mut sip, ok), [scheduled(ONE_WAY_NS, ack)]);
+    }
+
+    #[test]
+    fn a_retransmitted_invite_gets_the_latest_provisional_response_and_goes_no_further() {
+        let mut sip = sip(Ring::Vf, 1);
+        let served = |sip: &mut Sip, kind| {
+            listed(|fx| sip.handle(arrival(0, kind), 0, false, fx));
+            sip.socket_takes();
+            assert!(sip.take());
+            listed(|fx| sip.handled(0, 0, fx))
+        };
+        let to_uac = |kind| scheduled(ONE_WAY_NS, SipEvent::Uac { call: 0, kind });
+        let invite = SipKind::Invite;
+        assert_eq!(
+            served(&mut sip, invite).len(),
+            2,
+            "100 Trying and the relay"
+        );
+        // RFC 3261 17.2.1, Proceeding: 100 Trying again, the UAS untouched.
+        assert_eq!(served(&mut sip, invite), [to_uac(invite)]);
+        assert_eq!(
+            served(&mut sip, SipKind::Ringing),
+            [to_uac(SipKind::Ringing)]
+        );
+        assert_eq!(served(&mut sip, invite), [to_uac(SipKind::Ringing)]);
+        served(&mut sip, SipKind::InviteOk);
+        // RFC 6026 7.1, Accepted: absorbed.
+        assert!(served(&mut sip, invite).is_empty());
     }
 
     #[test]
