@@ -731,6 +731,15 @@ mod tests {
         SipEvent::Arrival { call, kind }
     }
 
+    /// Call 0's message of `kind` reaches the B2BUA, which serves it: what
+    /// it sends.
+    fn served(sip: &mut Sip, kind: SipKind) -> Vec<Effect> {
+        listed(|fx| sip.handle(arrival(0, kind), 0, false, fx));
+        sip.socket_takes();
+        assert!(sip.take());
+        listed(|fx| sip.handled(0, 0, fx))
+    }
+
     #[test]
     fn a_message_that_finds_the_ring_full_is_lost_and_one_that_fits_is_queued() {
         let mut sip = sip(Ring::Vf, 1);
@@ -781,15 +790,9 @@ mod tests {
     #[test]
     fn the_b2bua_relays_an_invite_both_ways_and_a_repeated_ok_after_the_ack_itself() {
         let mut sip = sip(Ring::Vf, 1);
-        let relayed = |sip: &mut Sip, kind| {
-            listed(|fx| sip.handle(arrival(0, kind), 0, false, fx));
-            sip.socket_takes();
-            assert!(sip.take());
-            listed(|fx| sip.handled(0, 0, fx))
-        };
         let invite = SipKind::Invite;
         assert_eq!(
-            relayed(&mut sip, invite),
+            served(&mut sip, invite),
             [
                 scheduled(
                     ONE_WAY_NS,
@@ -809,24 +812,18 @@ mod tests {
         );
         let ok = SipKind::InviteOk;
         let ok_to_uac = scheduled(ONE_WAY_NS, SipEvent::Uac { call: 0, kind: ok });
-        assert_eq!(relayed(&mut sip, ok), [ok_to_uac]);
-        relayed(&mut sip, SipKind::Ack);
+        assert_eq!(served(&mut sip, ok), [ok_to_uac]);
+        served(&mut sip, SipKind::Ack);
         let ack = SipEvent::Uas {
             call: 0,
             kind: SipKind::Ack,
         };
-        assert_eq!(relayed(&mut sip, ok), [scheduled(ONE_WAY_NS, ack)]);
+        assert_eq!(served(&mut sip, ok), [scheduled(ONE_WAY_NS, ack)]);
     }
 
     #[test]
     fn a_retransmitted_invite_gets_the_latest_provisional_response_and_goes_no_further() {
         let mut sip = sip(Ring::Vf, 1);
-        let served = |sip: &mut Sip, kind| {
-            listed(|fx| sip.handle(arrival(0, kind), 0, false, fx));
-            sip.socket_takes();
-            assert!(sip.take());
-            listed(|fx| sip.handled(0, 0, fx))
-        };
         let to_uac = |kind| scheduled(ONE_WAY_NS, SipEvent::Uac { call: 0, kind });
         let invite = SipKind::Invite;
         assert_eq!(
