@@ -285,6 +285,82 @@ fn the_b2buas_timer_ticks_write_tmict_through_an_exit_under_vanilla_only() {
     assert_clean(did);
 }
 
+/// VoIP's 200 calls over 12 s on `designs`, the B2BUA's own work per
+/// message `sip_message_ns`.
+fn voip(designs: &str, sip_message_ns: u64) -> ScenarioResult {
+    let mut profile = quiet_profile();
+    profile.workloads.sip_message = sip_message_ns;
+    let body = format!(
+        r#"
+        duration_ms = 12000
+        [[runs]]
+        workload = "sip"
+        designs = [{designs}]
+    "#
+    );
+    run_with(&scenario(&body), profile, false).result
+}
+
+fn retransmissions(run: &RunResult) -> u64 {
+    run.figures.invite_retransmissions.expect("VoIP's figure")
+}
+
+fn setups(run: &RunResult, bucket: &str) -> u64 {
+    run.figures
+        .setup_ms_buckets
+        .as_ref()
+        .expect("VoIP's figure")[bucket]
+}
+
+/// A B2BUA past its capacity (5 ms a message, four per call set up at 100
+/// calls/s, twice its vCPU) queues the messages behind on its vCPU: INVITEs
+/// wait past T1 = 500 ms, the UAC sends them again (RFC 3261 17.1.1.2) and
+/// their calls leave the fast buckets. At the profile's work the only
+/// retransmissions are the bare testbed's losses.
+#[test]
+fn a_saturated_b2bua_queues_invites_past_t1_and_the_uac_sends_them_again() {
+    let light = voip(r#""bare""#, CostProfile::did_2015().workloads.sip_message);
+    let saturated = voip(r#""bare""#, 5_000_000);
+    let (light, saturated) = (&light.runs[0], &saturated.runs[0]);
+    assert!(retransmissions(light) <= 5, "{}", retransmissions(light));
+    assert!(setups(light, "<10") >= 180, "{:?}", light.figures);
+    assert!(
+        retransmissions(saturated) >= 50,
+        "{}",
+        retransmissions(saturated)
+    );
+    assert!(setups(saturated, ">200") >= 100, "{:?}", saturated.figures);
+}
+
+/// Under vanilla KVM each message the B2BUA receives and each timer tick
+/// costs exits that DID removes, and every exit is the VM's core's time
+/// spent in the host (the B2BUA spins between messages, so the core is
+/// busy either way): the same calls cost vanilla more of it.
+#[test]
+fn a_design_with_more_exits_per_message_spends_more_cpu_per_call() {
+    let result = voip(
+        r#""vanilla", "did""#,
+        CostProfile::did_2015().workloads.sip_message,
+    );
+    let [vanilla, did] = [&result.runs[0], &result.runs[1]];
+    let calls = |run: &RunResult| {
+        let buckets = run
+            .figures
+            .setup_ms_buckets
+            .as_ref()
+            .expect("VoIP's figure");
+        buckets.values().sum::<u64>()
+    };
+    assert_eq!(calls(vanilla), calls(did));
+    assert!(vanilla.exits_per_s > did.exits_per_s);
+    assert!(
+        vanilla.time_in_guest < did.time_in_guest,
+        "{} against {}",
+        vanilla.time_in_guest,
+        did.time_in_guest
+    );
+}
+
 #[test]
 fn ipi_idle_modes_trade_halt_exits() {
     let result = run_quiet(
