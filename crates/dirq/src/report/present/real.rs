@@ -54,8 +54,25 @@ fn claim_note(cases: &[&RealCase], figure: &str, what: &str) -> String {
     )
 }
 
-fn commands(cases: &[&RealCase]) -> Vec<String> {
-    cases.iter().map(|case| case.command.clone()).collect()
+/// A figure of the real runs `cases`, shown open, listing the commands
+/// that repeat them.
+fn cases_figure(
+    id: String,
+    title: String,
+    caption: String,
+    cases: &[&RealCase],
+    chart: Chart,
+    table: Table,
+) -> Figure {
+    Figure {
+        id,
+        title,
+        caption,
+        commands: cases.iter().map(|case| case.command.clone()).collect(),
+        chart,
+        table,
+        folded: false,
+    }
 }
 
 /// "3 runs each" or "one run each": how often the numbers were measured.
@@ -231,13 +248,13 @@ fn paths_figure(cases: &[&RealCase], floors: Option<&Floors>) -> Option<Figure> 
             .collect(),
         series,
     };
-    Some(Figure {
-        id: "real-irq-latency-paths".into(),
-        title: format!(
+    Some(cases_figure(
+        "real-irq-latency-paths".into(),
+        format!(
             "irq-latency ({}): p50 per interrupt path, into a running and a halted vCPU",
             pacing(cases)
         ),
-        caption: format!(
+        format!(
             "The device thread raises an MSI once the last was acknowledged ({}) and times \
              the round trip to the guest's acknowledgement; one colour per path in every \
              figure. Each row stands beside the probe's floor for the state it asked for (an IPI \
@@ -246,9 +263,9 @@ fn paths_figure(cases: &[&RealCase], floors: Option<&Floors>) -> Option<Figure> 
             pacing(cases),
             repeats_text(cases)
         ),
-        commands: commands(cases),
+        cases,
         chart,
-        table: Table {
+        Table {
             title: String::new(),
             columns: [
                 "path",
@@ -264,8 +281,7 @@ fn paths_figure(cases: &[&RealCase], floors: Option<&Floors>) -> Option<Figure> 
             rows,
             folded: false,
         },
-        folded: false,
-    })
+    ))
 }
 
 /// The KVM statistic a row of OTHER exits splits off: instructions KVM
@@ -397,21 +413,21 @@ fn exits_per_interrupt_figure(cases: &[&RealCase]) -> Option<Figure> {
     if !chart.has_data() {
         return None;
     }
-    Some(Figure {
-        id: "real-exits-per-interrupt".into(),
-        title: format!(
+    let table = exit_table("path", &chart, "exits/interrupt");
+    Some(cases_figure(
+        "real-exits-per-interrupt".into(),
+        format!(
             "irq-latency ({}): exits per interrupt by VMX reason, per path",
             pacing(cases)
         ),
-        caption: format!(
+        format!(
             "The exits of each run by reason, divided by the interrupts it delivered. {}",
             repeats_text(cases)
         ),
-        commands: commands(cases),
-        table: exit_table("path", &chart, "exits/interrupt"),
+        cases,
         chart,
-        folded: false,
-    })
+        table,
+    ))
 }
 
 /// Samples a percentile plot needs beyond a percentile to draw it.
@@ -466,10 +482,10 @@ fn latency_figure(id: &str, title: &str, cases: &[&RealCase]) -> Option<Figure> 
             .collect(),
         folded: false,
     };
-    Some(Figure {
-        id: id.into(),
-        title: title.into(),
-        caption: format!(
+    Some(cases_figure(
+        id.into(),
+        title.into(),
+        format!(
             "HdrHistogram's percentile plot: each line is every sample of the path's runs, \
              from their buckets (5% wide); x is the percentile on a log scale of 1/(1 - p), so \
              50%, 90%, 99% and 99.9% are equally spaced. Each line stops where fewer than \
@@ -478,11 +494,10 @@ fn latency_figure(id: &str, title: &str, cases: &[&RealCase]) -> Option<Figure> 
             repeats_text(cases),
             claim_note(cases, LATENCY_NS, "latencies")
         ),
-        commands: commands(cases),
+        cases,
         chart,
         table,
-        folded: false,
-    })
+    ))
 }
 
 fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
@@ -526,20 +541,19 @@ fn ipi_figure(cases: &[&RealCase]) -> Option<Figure> {
             .collect(),
         folded: false,
     };
-    Some(Figure {
-        id: "real-ipi-cpu".into(),
-        title: "ipi: round-trip latency against host CPU burned, per halt mode".into(),
-        caption: format!(
+    Some(cases_figure(
+        "real-ipi-cpu".into(),
+        "ipi: round-trip latency against host CPU burned, per halt mode".into(),
+        format!(
             "vCPU 0 and vCPU 1 ping-pong IPIs; CPU burned is the vCPU threads' CPU time \
              (user + system) over the run's wall time. {}{}",
             repeats_text(cases),
             claim_note(cases, LATENCY_NS, "round trips")
         ),
-        commands: commands(cases),
+        cases,
         chart,
         table,
-        folded: false,
-    })
+    ))
 }
 
 fn whileloop_figure(cases: &[&RealCase]) -> Option<Figure> {
@@ -589,15 +603,14 @@ fn whileloop_figure(cases: &[&RealCase]) -> Option<Figure> {
              alone), which is as large as the interrupts' cost at that rate."
         ));
     }
-    Some(Figure {
-        id: "real-whileloop-guest-time".into(),
-        title: "whileloop: time in guest against interrupt rate, per path".into(),
+    Some(cases_figure(
+        "real-whileloop-guest-time".into(),
+        "whileloop: time in guest against interrupt rate, per path".into(),
         caption,
-        commands: commands(cases),
+        cases,
         chart,
         table,
-        folded: false,
-    })
+    ))
 }
 
 impl RealCase {

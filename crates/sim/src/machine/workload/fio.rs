@@ -9,9 +9,7 @@
 //! spans the whole read system call: the way down the guest's block
 //! layer, the notify, the device, the interrupt and the way back up.
 
-use dirq_stats::f64_of;
-
-use super::{Ctx, Programs, SentTimes, StepOutcome, Workload, WorkloadStep};
+use super::{requests_per_s, Ctx, Programs, SentTimes, StepOutcome, Workload, WorkloadStep};
 use crate::machine::effects::{Effect, Effects};
 use crate::machine::guest::{Step, TimerWrite, Work};
 use crate::machine::ledger::Counters;
@@ -90,10 +88,7 @@ impl Workload for Fio {
     }
 
     fn throughput(&self, record: &Counters, seconds: f64) -> Option<Throughput> {
-        Some(Throughput {
-            value: f64_of(record.requests_done) / seconds,
-            unit: ThroughputUnit::Iops,
-        })
+        requests_per_s(record, seconds, ThroughputUnit::Iops)
     }
 }
 

@@ -12,9 +12,8 @@
 
 use dirq_arch::interrupt::{DeliveryMode, Destination};
 use dirq_arch::lapic::x2apic_icr;
-use dirq_stats::f64_of;
 
-use super::{Ctx, Programs, StepOutcome, Workload, WorkloadEvent, WorkloadStep};
+use super::{requests_per_s, Ctx, Programs, StepOutcome, Workload, WorkloadEvent, WorkloadStep};
 use crate::machine::effects::{Effect, Effects};
 use crate::machine::guest::{Step, Work};
 use crate::machine::ledger::Counters;
@@ -213,10 +212,7 @@ impl Workload for IpiCall {
     }
 
     fn throughput(&self, record: &Counters, seconds: f64) -> Option<Throughput> {
-        Some(Throughput {
-            value: f64_of(record.requests_done) / seconds,
-            unit: ThroughputUnit::CallsPerS,
-        })
+        requests_per_s(record, seconds, ThroughputUnit::CallsPerS)
     }
 }
 

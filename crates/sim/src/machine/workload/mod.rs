@@ -35,7 +35,7 @@ use super::guest::Step;
 use super::ledger::Counters;
 use super::topology::Topology;
 use super::Ring;
-use crate::metrics::{Throughput, WorkloadFigures};
+use crate::metrics::{Throughput, ThroughputUnit, WorkloadFigures};
 use crate::profile::CostProfile;
 use crate::rng::Rng;
 use crate::scenario::{Arrivals, RunSpec, WorkloadKind};
@@ -157,6 +157,15 @@ pub(super) trait Workload {
 
     /// Run parameters it adds to the result's `params` (what it lost).
     fn params(&self, _params: &mut BTreeMap<String, serde_json::Value>) {}
+}
+
+/// The throughput of a workload that counts completed requests: requests
+/// done per second of the run, in the `unit` its readers know them by.
+fn requests_per_s(record: &Counters, seconds: f64, unit: ThroughputUnit) -> Option<Throughput> {
+    Some(Throughput {
+        value: dirq_stats::f64_of(record.requests_done) / seconds,
+        unit,
+    })
 }
 
 /// A packet NAPI took.

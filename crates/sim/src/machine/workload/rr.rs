@@ -4,9 +4,7 @@
 //! trip; the workload reports it as its tool defines latency (NetPIPE's
 //! netperf-rr half the round trip, netperf's UDP_RR the whole).
 
-use dirq_stats::f64_of;
-
-use super::{Ctx, SentTimes, Taken, Traffic, Workload, WorkloadEvent};
+use super::{requests_per_s, Ctx, SentTimes, Taken, Traffic, Workload, WorkloadEvent};
 use crate::machine::effects::{Effect, Effects};
 use crate::machine::ledger::Counters;
 use crate::machine::network::Network;
@@ -143,10 +141,7 @@ impl Workload for Remote {
     }
 
     fn throughput(&self, record: &Counters, seconds: f64) -> Option<Throughput> {
-        Some(Throughput {
-            value: f64_of(record.requests_done) / seconds,
-            unit: ThroughputUnit::TransactionsPerS,
-        })
+        requests_per_s(record, seconds, ThroughputUnit::TransactionsPerS)
     }
 }
 
