@@ -15,7 +15,10 @@ use std::collections::VecDeque;
 use dirq_stats::f64_of;
 
 use super::http::{Apachebench, Segment, SegmentRing};
-use super::{Ctx, Programs, StepOutcome, Taken, Traffic, Workload, WorkloadEvent, WorkloadStep};
+use super::{
+    requests_per_s, Ctx, Programs, StepOutcome, Taken, Traffic, Workload, WorkloadEvent,
+    WorkloadStep,
+};
 use crate::machine::effects::{Effect, Effects};
 use crate::machine::guest::Step;
 use crate::machine::ledger::Counters;
@@ -438,10 +441,7 @@ impl Workload for Servers {
     }
 
     fn throughput(&self, record: &Counters, seconds: f64) -> Option<Throughput> {
-        Some(Throughput {
-            value: f64_of(record.requests_done) / seconds,
-            unit: ThroughputUnit::RequestsPerS,
-        })
+        requests_per_s(record, seconds, ThroughputUnit::RequestsPerS)
     }
 }
 
