@@ -536,7 +536,8 @@ impl AttackCase {
             // Once refused as "the run measured nothing".
             ForgedUserspaceExitTiny => &["exit-cost: the guest reported userspace_exit_ns = ", "the VMM alone spent at least"],
             ForgedSendP50Tiny => &["ipi: the guest reported send_p50_ns = 0, which is impossible: shorter than the platform's resolution"],
-            SamplesZeroTimerLatency | SamplesZeroExitCost => &["sample 0 is 0 TSC cycles (0 ns), shorter than the platform's resolution"],
+            SamplesZeroTimerLatency => &["is 0 TSC cycles (0 ns), the median, shorter than the platform's resolution"],
+            SamplesZeroExitCost => &["sample 0 is 0 TSC cycles (0 ns), shorter than the platform's resolution"],
             SamplesOneCycleIpi => &["sample 0 is 1 TSC cycles (0 ns), shorter than the platform's resolution"],
             SerialStraddlesRangeEnd => &["4-byte access at I/O port 0x3fe, which runs past the end of the serial's ports"],
             ControlPortByteWrite => &["1-byte write of the control port, which takes 4 bytes"],

@@ -179,7 +179,11 @@ pub fn check_claims(
         shared.samples_written,
         config.params.expected_samples(),
     )?;
-    check_samples_fit(&samples, observed.tsc_khz, observed.window_ns)?;
+    let timed_from = match config.bench() {
+        Bench::TimerLatency => TimedFrom::Deadline,
+        _ => TimedFrom::TscRead,
+    };
+    check_samples_fit(&samples, observed.tsc_khz, observed.window_ns, timed_from)?;
     Ok((exec, samples))
 }
 
@@ -403,20 +407,49 @@ fn window_ns(window: &Window) -> u64 {
     })
 }
 
+/// Where a bench's samples start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TimedFrom {
+    /// A TSC read: a sample spans two reads, never less than one takes.
+    TscRead,
+    /// A deadline the guest computed (timer-latency): KVM may fire a
+    /// TSC-deadline timer early (its `lapic_timer_advance`), and the guest
+    /// records such an expiry as 0, so only the median must span a read.
+    Deadline,
+}
+
 /// Every sample was timed inside the window, so none can be longer, and
-/// between two TSC reads, so none can be shorter than reading the TSC.
-fn check_samples_fit(samples: &[u64], tsc_khz: u64, window_ns: u64) -> Result<(), MachineError> {
+/// (`timed_from`) none, or not the median, can be shorter than reading the
+/// TSC.
+fn check_samples_fit(
+    samples: &[u64],
+    tsc_khz: u64,
+    window_ns: u64,
+    timed_from: TimedFrom,
+) -> Result<(), MachineError> {
+    let refuse = |index: usize, cycles: u64, rule: String| MachineError::SampleBeyondWindow {
+        index,
+        cycles,
+        ns: cycles_to_ns(cycles, tsc_khz),
+        rule,
+    };
     for (index, &cycles) in samples.iter().enumerate() {
         let ns = cycles_to_ns(cycles, tsc_khz);
-        let rule =
-            beyond_window(f64_of(ns), f64_of(window_ns)).or_else(|| below_resolution(cycles));
+        let rule = beyond_window(f64_of(ns), f64_of(window_ns)).or_else(|| match timed_from {
+            TimedFrom::TscRead => below_resolution(cycles),
+            TimedFrom::Deadline => None,
+        });
         if let Some(rule) = rule {
-            return Err(MachineError::SampleBeyondWindow {
-                index,
-                cycles,
-                ns,
-                rule,
-            });
+            return Err(refuse(index, cycles, rule));
+        }
+    }
+    if timed_from == TimedFrom::Deadline {
+        let mut sorted: Vec<(u64, usize)> = samples.iter().copied().zip(0..).collect();
+        sorted.sort_unstable();
+        if let Some(&(cycles, index)) = sorted.get(sorted.len() / 2) {
+            if let Some(rule) = below_resolution(cycles) {
+                return Err(refuse(index, cycles, format!("the median, {rule}")));
+            }
         }
     }
     Ok(())
@@ -486,6 +519,28 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
+
+    #[test]
+    fn an_early_timer_may_read_zero_but_not_for_the_median_and_a_timed_span_never() {
+        // 1 GHz TSC, a 1 s window: samples of 2,000 cycles are 2 us.
+        let one_early = [2_000, 0, 2_100, 1_900, 2_050];
+        check_samples_fit(&one_early, 1_000_000, 1_000_000_000, TimedFrom::Deadline)
+            .expect("one expiry at its deadline is honest");
+        let refused = check_samples_fit(&one_early, 1_000_000, 1_000_000_000, TimedFrom::TscRead)
+            .expect_err("a span between two TSC reads is never 0");
+        assert!(
+            refused.to_string().starts_with("sample 1 is 0 TSC cycles"),
+            "{refused}"
+        );
+        let mostly_early = [0, 0, 2_000, 0, 0];
+        let refused =
+            check_samples_fit(&mostly_early, 1_000_000, 1_000_000_000, TimedFrom::Deadline)
+                .expect_err("a timer that beats its deadline at the median is not KVM's");
+        assert!(
+            refused.to_string().contains("the median, shorter than"),
+            "{refused}"
+        );
+    }
 
     const NATIVE: VcpuExecStats = VcpuExecStats {
         exits: 1502,
