@@ -394,6 +394,7 @@ fn run_real_half(report: &mut ReportData, steps: &mut Steps, args: &Args) -> Rea
         &twins,
         statistic,
         half.probe.as_ref().map(|probe| &probe.floors),
+        Some(&calibration.costs),
     );
     for failure in &checks.failures {
         steps.fail(Step::ModelChecks, failure.clone());

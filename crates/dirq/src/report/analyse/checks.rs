@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::misses::{explain, MissExplained, TwinRates};
 use super::model::{Comparison, Metric};
+use crate::calibrate::costs::HostCosts;
 use crate::common::format::compact_number;
 use crate::common::plan::path_label;
 use crate::common::progress::StepFailure;
@@ -280,6 +281,7 @@ pub fn check(
     twins: &[CaseTwin],
     statistic: ExitStatistic,
     floors: Option<&Floors>,
+    costs: Option<&HostCosts>,
 ) -> ModelChecks {
     let mut checks = ModelChecks {
         comparisons: Vec::new(),
@@ -326,7 +328,7 @@ pub fn check(
                     comparisons
                         .iter()
                         .filter(|c| !c.within_tolerance)
-                        .map(|c| explain(case, &predicted, c, floors)),
+                        .map(|c| explain(case, &predicted, c, floors, costs)),
                 );
                 checks.comparisons.extend(comparisons);
             }
@@ -386,7 +388,7 @@ mod tests {
             1,
             &ProgressBar::hidden(),
         );
-        check(cases, &twins, statistic, None)
+        check(cases, &twins, statistic, None, None)
     }
 
     #[test]
@@ -444,6 +446,7 @@ mod tests {
                 std::slice::from_ref(&case),
                 &twins,
                 ExitStatistic::EveryExit,
+                None,
                 None,
             );
             assert!(checks.unmodelled.is_empty());
@@ -562,7 +565,13 @@ mod tests {
             ],
             extrapolated: true,
         }];
-        let checks = check(&[timer_case(3.0)], &twins, ExitStatistic::EveryExit, None);
+        let checks = check(
+            &[timer_case(3.0)],
+            &twins,
+            ExitStatistic::EveryExit,
+            None,
+            None,
+        );
         let [exits] = checks.comparisons.as_slice() else {
             panic!("only exits are compared: {:?}", checks.comparisons);
         };
@@ -588,7 +597,13 @@ mod tests {
             }],
             extrapolated: false,
         }];
-        let checks = check(&[timer_case(3.0)], &twins, ExitStatistic::EveryExit, None);
+        let checks = check(
+            &[timer_case(3.0)],
+            &twins,
+            ExitStatistic::EveryExit,
+            None,
+            None,
+        );
         assert!(checks.comparisons[0].within_tolerance);
         assert!(checks.misses.is_empty() && checks.extrapolation.is_empty());
 
@@ -596,6 +611,7 @@ mod tests {
             &[timer_case(3.0)],
             &[CaseTwin::Unmodelled(NoTwin::Shape)],
             ExitStatistic::EveryExit,
+            None,
             None,
         );
         assert!(unmodelled.comparisons.is_empty());

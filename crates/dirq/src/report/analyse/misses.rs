@@ -11,6 +11,7 @@ use dirq_vmm::exits::{KvmStat, VmxExit};
 use dirq_vmm::probe::Floors;
 use serde::Serialize;
 
+use crate::calibrate::costs::HostCosts;
 use crate::common::real::RealCase;
 use crate::report::analyse::model::{Comparison, Metric, TOLERANCE};
 
@@ -248,45 +249,43 @@ fn composed_ipi(
 }
 
 /// A busy in-kernel-LAPIC vCPU's loss per device interrupt against the
-/// kick the twin charges for it. No floor times that kick: the calibration
-/// derives it (`calibrate::costs`, `external_interrupt`) as what an IPI
-/// takes from a busy target less its handler's pong and a self-IPI (the
-/// EOI and the entry), a difference of three floors whose errors add. The
-/// run's own loss less the same self-IPI gives the kick it implies.
+/// kick the twin charges for it (`costs`, the calibration the twin ran
+/// with). No floor times that kick: the calibration derives it from three,
+/// whose errors add, and its provenance says how. The run's own loss less
+/// the EOI and the entry the twin charges gives the kick it implies.
 fn derived_kick(
     case: &RealCase,
-    floors: Option<&Floors>,
+    costs: Option<&HostCosts>,
     comparison: &Comparison,
 ) -> Option<String> {
-    let floors = floors.filter(|floors| floors.ipi_busy_target_ns > 0.0)?;
+    let costs = costs?;
     let in_kernel_lapic = case.config.common.irqchip != Irqchip::Userspace;
     if !in_kernel_lapic || case.saw_hlt_exits() {
         return None;
     }
-    let entry_and_eoi_ns = floors.self_ipi_p50_ns;
-    let charged_ns = floors.ipi_busy_target_ns - floors.ipi_busy_send_ns - entry_and_eoi_ns;
-    let implied_ns = comparison.measured - entry_and_eoi_ns;
+    let (eoi_ns, entry_ns) = (costs.eoi_kernel.ns, costs.irq_entry.ns);
+    let implied_ns = comparison.measured - eoi_ns - entry_ns;
     Some(format!(
-        "the twin charges the kick that interrupts a busy vCPU {:.1} us, which no floor times: \
-         the calibration derives it as an IPI's cost to a busy target ({:.1} us) less its \
-         pong's send ({:.1} us) and a self-IPI's EOI and entry ({:.1} us), whose errors add; \
-         this run's loss per interrupt less that self-IPI leaves {:.1} us for it",
-        charged_ns / 1e3,
-        floors.ipi_busy_target_ns / 1e3,
-        floors.ipi_busy_send_ns / 1e3,
-        entry_and_eoi_ns / 1e3,
+        "the twin charges the kick that interrupts a busy vCPU {:.1} us, which no floor times \
+         ({}); this run's loss per interrupt less the EOI ({:.1} us) and entry ({:.1} us) the \
+         twin charges leaves {:.1} us for it",
+        costs.external_interrupt.ns / 1e3,
+        costs.external_interrupt.provenance(),
+        eoi_ns / 1e3,
+        entry_ns / 1e3,
         implied_ns / 1e3
     ))
 }
 
 /// Why `comparison` (a miss of `case` against its twin, which predicted
-/// `predicted`) missed, from the counters of both and the probe's
-/// `floors` where it ran.
+/// `predicted`) missed, from the counters of both, the probe's `floors`
+/// and the calibrated `costs` the twin ran with, where they exist.
 pub fn explain(
     case: &RealCase,
     predicted: &TwinRates,
     comparison: &Comparison,
     floors: Option<&Floors>,
+    costs: Option<&HostCosts>,
 ) -> MissExplained {
     let mut why = Vec::new();
     let load = Load::of(case);
@@ -343,7 +342,7 @@ pub fn explain(
         )),
         Metric::LostPerInterruptNs => {
             why.extend(load.as_ref().and_then(Load::vmm_time));
-            why.extend(derived_kick(case, floors, comparison));
+            why.extend(derived_kick(case, costs, comparison));
         }
         Metric::LatencyP50Ns => {
             why.extend(wake_path(case));
@@ -377,6 +376,7 @@ pub fn explain(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::calibrate::costs::{derive_costs, Observations};
     use crate::common::real::Repeat;
     use crate::common::spread::Spread;
     use crate::report::collect::fixtures::real_run;
@@ -442,6 +442,7 @@ mod tests {
             &twin(10_000),
             &miss(Metric::TimeInGuest, 0.2, 0.4),
             None,
+            None,
         )
         .why;
         assert!(
@@ -468,6 +469,7 @@ mod tests {
             &twin(10_000),
             &miss(Metric::ExitsPerInterrupt, 3.0, 4.0),
             None,
+            None,
         );
         assert!(!exits.why.contains("saturated"), "{}", exits.why);
         assert!(
@@ -485,6 +487,7 @@ mod tests {
             &twin(10_000),
             &miss(Metric::TimeInGuest, 0.01, 0.0),
             None,
+            None,
         );
         assert!(share.why.contains("noise"), "{}", share.why);
     }
@@ -499,6 +502,7 @@ mod tests {
             &case,
             &twin(10_000),
             &miss(Metric::HostCpuCores, 0.25, 0.16),
+            None,
             None,
         )
         .why;
@@ -515,6 +519,7 @@ mod tests {
             &twin(10_000),
             &miss(Metric::HostCpuCores, 0.16, 0.25),
             None,
+            None,
         )
         .why;
         assert!(!over.contains("woke"), "{over}");
@@ -529,29 +534,30 @@ mod tests {
             ..Floors::default()
         };
         let slow_twin = miss(Metric::LatencyP50Ns, 21.3, 32.1);
-        let why = explain(&case, &twin(10_000), &slow_twin, Some(&floors));
+        let why = explain(&case, &twin(10_000), &slow_twin, Some(&floors), None);
         assert!(why.why.contains("busy-IPI floor"), "{}", why.why);
         assert!(why.why.contains("reads 21.8 us"), "{}", why.why);
         assert!(why.explained);
         // A vCPU that halted is the wake path's to explain, not this.
         case.repeats[0].run.exits.by_category = BTreeMap::from([(VmxExit::Hlt, 10_000)]);
-        let halted = explain(&case, &twin(10_000), &slow_twin, Some(&floors)).why;
+        let halted = explain(&case, &twin(10_000), &slow_twin, Some(&floors), None).why;
         assert!(!halted.contains("busy-IPI floor"), "{halted}");
     }
 
     #[test]
     fn a_busy_kernel_loss_stands_beside_the_kick_the_calibration_derives() {
         let case = whileloop_case(10_000, 10_000, 0.5);
-        let floors = Floors {
-            ipi_busy_target_ns: 40_000.0,
-            ipi_busy_send_ns: 9_000.0,
+        let costs = derive_costs(&Observations {
+            kernel_exit_ns: 6_000.0,
             self_ipi_p50_ns: 12_000.0,
-            ..Floors::default()
-        };
-        // The twin's kick: 40 - 9 - 12 = 19 us; the run's 25 us less the
-        // self-IPI's 12 leaves 13.
+            ipi_busy_target_ns: 40_000.0,
+            ipi_send_busy_ns: 9_000.0,
+            ..Observations::default()
+        });
+        // The twin's kick: 40 - 9 - 6 (EOI) - 6 (entry) = 19 us; the run's
+        // 25 us less that EOI and entry leaves 13.
         let miss = miss(Metric::LostPerInterruptNs, 25_000.0, 31_000.0);
-        let why = explain(&case, &twin(10_000), &miss, Some(&floors));
+        let why = explain(&case, &twin(10_000), &miss, None, Some(&costs));
         assert!(why.explained, "{}", why.why);
         assert!(
             why.why.contains("kick that interrupts a busy vCPU 19.0 us"),
@@ -562,11 +568,14 @@ mod tests {
         // dirq's userspace LAPIC kicks by a signal: not this derivation.
         let mut userspace = case.clone();
         userspace.config.common.irqchip = Irqchip::Userspace;
-        let other = explain(&userspace, &twin(10_000), &miss, Some(&floors)).why;
+        let other = explain(&userspace, &twin(10_000), &miss, None, Some(&costs)).why;
         assert!(!other.contains("kick that interrupts"), "{other}");
-        // Without the probe's target floor there is nothing to set beside it.
-        let unprobed = explain(&case, &twin(10_000), &miss, None).why;
-        assert!(!unprobed.contains("kick that interrupts"), "{unprobed}");
+        // Without a calibration there is nothing to set beside it.
+        let uncalibrated = explain(&case, &twin(10_000), &miss, None, None).why;
+        assert!(
+            !uncalibrated.contains("kick that interrupts"),
+            "{uncalibrated}"
+        );
     }
 
     #[test]
@@ -576,6 +585,7 @@ mod tests {
             &case,
             &twin(10_000),
             &miss(Metric::LatencyP50Ns, 9.0, 16.0),
+            None,
             None,
         )
         .why;
@@ -594,6 +604,7 @@ mod tests {
             &case,
             &twin(10_000),
             &miss(Metric::LatencyP50Ns, 9.0, 16.0),
+            None,
             None,
         )
         .why;
