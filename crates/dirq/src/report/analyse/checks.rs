@@ -533,6 +533,17 @@ mod tests {
 
     /// A vanilla twin handling 1 kHz over the twin's duration, taking
     /// `exits_per_interrupt` exits per interrupt (HLT and MSR writes).
+    /// The checks of one timer-latency case measured at 3 exits per interrupt.
+    fn timer_checks(twins: &[CaseTwin]) -> ModelChecks {
+        check(
+            &[timer_case(3.0)],
+            twins,
+            ExitStatistic::EveryExit,
+            None,
+            None,
+        )
+    }
+
     fn vanilla_twin(exits_per_interrupt: f64) -> SimRun {
         let handled = TWIN_DURATION_MS;
         serde_json::from_value(serde_json::json!({
@@ -565,13 +576,7 @@ mod tests {
             ],
             extrapolated: true,
         }];
-        let checks = check(
-            &[timer_case(3.0)],
-            &twins,
-            ExitStatistic::EveryExit,
-            None,
-            None,
-        );
+        let checks = timer_checks(&twins);
         let [exits] = checks.comparisons.as_slice() else {
             panic!("only exits are compared: {:?}", checks.comparisons);
         };
@@ -597,23 +602,11 @@ mod tests {
             }],
             extrapolated: false,
         }];
-        let checks = check(
-            &[timer_case(3.0)],
-            &twins,
-            ExitStatistic::EveryExit,
-            None,
-            None,
-        );
+        let checks = timer_checks(&twins);
         assert!(checks.comparisons[0].within_tolerance);
         assert!(checks.misses.is_empty() && checks.extrapolation.is_empty());
 
-        let unmodelled = check(
-            &[timer_case(3.0)],
-            &[CaseTwin::Unmodelled(NoTwin::Shape)],
-            ExitStatistic::EveryExit,
-            None,
-            None,
-        );
+        let unmodelled = timer_checks(&[CaseTwin::Unmodelled(NoTwin::Shape)]);
         assert!(unmodelled.comparisons.is_empty());
         assert!(unmodelled.unmodelled[0].reason.contains("shape"));
     }
