@@ -198,19 +198,8 @@ fn simulate(
     options: &RunOptions,
 ) -> Result<(RunResult, Option<Trace>), SimError> {
     let started = Instant::now();
-    let (spec, machine) = match spec.group.qos_p95_ms {
-        Some(target_ms) => qos::peak_rate(spec, target_ms, |spec| {
-            let mut machine = Machine::new(spec, profile, options.seed, options.trace)?;
-            machine.run();
-            Ok(machine)
-        })?,
-        None => {
-            let mut machine = Machine::new(spec, profile, options.seed, options.trace)?;
-            machine.run();
-            (spec.clone(), machine)
-        }
-    };
-    let (spec, mut machine) = (&spec, machine);
+    let mut machine = Machine::new(spec, profile, options.seed, options.trace)?;
+    machine.run();
     let mut run = summarize(spec, &machine);
     run.wall_s = started.elapsed().as_secs_f64();
     Ok((run, machine.take_trace()))
@@ -265,6 +254,10 @@ fn summarize(spec: &RunSpec, machine: &Machine) -> RunResult {
                 .has_guest_timer()
                 .then_some(counters.timer_irqs_in_host_mode),
             pv_eoi_skips: (!spec.group.pv_eoi.is_off()).then_some(counters.pv_eoi_skips),
+            qos: spec
+                .group
+                .qos_p95_ms
+                .map(|target_ms| qos::check(&counters.latencies, target_ms)),
             ..machine.workload_figures()
         },
         interrupts: InterruptCounts {

@@ -217,6 +217,19 @@ pub struct WorkloadFigures {
     /// PV EOI).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pv_eoi_skips: Option<u64>,
+    /// Servers with a QoS target: the closed loop's 95th percentile
+    /// against it (`crate::qos`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qos: Option<QosCheck>,
+}
+
+/// A run's request latencies against a QoS target: 95 % within it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QosCheck {
+    pub target_ms: u64,
+    /// None when no request was answered.
+    pub p95_ns: Option<u64>,
+    pub met: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

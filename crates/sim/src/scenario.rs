@@ -245,8 +245,8 @@ pub struct RunGroup {
     /// Concurrent client connections of a server workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clients: Option<u32>,
-    /// Report the peak request rate at which 95 % of requests finish
-    /// within this many ms, found by bisection over the offered load.
+    /// Check the clients' closed-loop rate against a QoS target: 95 % of
+    /// requests finish within this many ms (the run's `qos`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos_p95_ms: Option<u64>,
     /// One more parameter over a list: the group stands for one group per
@@ -296,9 +296,6 @@ pub struct RunSpec {
     pub group: RunGroup,
     pub nic: NicCoalescing,
     pub duration_ns: u64,
-    /// A server's offered load, requests/s (None: every client sends its
-    /// next request as soon as the previous one is answered).
-    pub offered_per_s: Option<u64>,
 }
 
 impl RunSpec {
@@ -562,7 +559,6 @@ impl Scenario {
                         group: group.clone(),
                         nic: self.nic,
                         duration_ns: self.duration_ms * 1_000_000,
-                        offered_per_s: None,
                     });
                 }
             }

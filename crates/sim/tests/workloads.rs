@@ -148,6 +148,41 @@ fn a_closed_loop_servers_rate_never_exceeds_its_cpu_budget() {
 }
 
 #[test]
+fn a_qos_target_checks_the_closed_loops_p95_and_never_moves_its_rate() {
+    // 200 connections back to back: Little's law puts the mean response
+    // near 200 / rate, over 1 ms at any rate the budget allows.
+    let run_with = |target_ms: u64| {
+        one(
+            20,
+            &format!(
+                r#"
+                [[runs]]
+                workload = "memcached"
+                designs = ["did"]
+                clients = 200
+                qos_p95_ms = {target_ms}
+            "#
+            ),
+        )
+    };
+    let (tight, loose) = (run_with(1), run_with(10));
+    let rate = throughput(&loose, ThroughputUnit::RequestsPerS);
+    assert_eq!(throughput(&tight, ThroughputUnit::RequestsPerS), rate);
+    let (tight_qos, loose_qos) = (
+        tight.figures.qos.expect("a QoS check"),
+        loose.figures.qos.expect("a QoS check"),
+    );
+    let p95_ns = loose_qos.p95_ns.expect("requests answered");
+    assert_eq!(tight_qos.p95_ns, Some(p95_ns));
+    assert!(p95_ns > 1_000_000 && p95_ns <= 10_000_000, "{p95_ns} ns");
+    assert!(!tight_qos.met && loose_qos.met);
+    assert!(
+        f64_of(p95_ns) >= 200.0 / rate * 1e9 * 0.5,
+        "{p95_ns} ns at {rate}/s"
+    );
+}
+
+#[test]
 fn a_pv_round_trip_grows_by_its_six_copies_of_the_message() {
     // The remote's read and write, vhost's two, the guest's two.
     let round_trip_ns = |bytes: u64| {

@@ -65,7 +65,6 @@ impl Setting {
             group,
             nic: NicCoalescing::FITTED,
             duration_ns: 10_000_000,
-            offered_per_s: None,
         })
     }
 

@@ -23,8 +23,6 @@ const IPERF_PPS: f64 = 1e6;
 const REQUESTS_PER_S: f64 = 1e5;
 /// A server's requests, with the interrupts and the TCP work around each.
 const SERVER_REQUESTS_PER_S: f64 = 3e5;
-/// Runs a server's QoS search takes at most (`crate::qos`).
-const QOS_RUNS: f64 = 10.0;
 /// The B2BUA's messages: five per call at 100 calls/s, and the INVITE's
 /// 100 Trying and answer on the way.
 const SIP_MESSAGES_PER_S: f64 = 1e3;
@@ -80,10 +78,7 @@ impl RunSpec {
             WorkloadKind::NetperfRr | WorkloadKind::UdpRr | WorkloadKind::Fio => {
                 REQUESTS_PER_S * owners
             }
-            // A server's QoS search runs it up to QOS_RUNS times.
-            WorkloadKind::Memcached | WorkloadKind::Apache => {
-                SERVER_REQUESTS_PER_S * owners * QOS_RUNS
-            }
+            WorkloadKind::Memcached | WorkloadKind::Apache => SERVER_REQUESTS_PER_S * owners,
             WorkloadKind::L2fwd => L2FWD_BURSTS_PER_S * owners,
             WorkloadKind::Sip => SIP_MESSAGES_PER_S,
             WorkloadKind::Ipi => f64_of(group.ipi_rate_per_s) * (vcpus - 1.0),

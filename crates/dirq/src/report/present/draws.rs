@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use dirq_sim::design::DesignKind;
+use dirq_sim::metrics::QosCheck;
 use dirq_sim::scenario::FigureKind;
 use dirq_stats::{f64_of, ratio};
 
@@ -686,7 +687,8 @@ fn table(columns: &[&str], rows: Vec<Vec<Cell>>) -> Table {
 
 /// Throughput as a share of the same workload's bare metal, one bar per
 /// run coloured by design; the table adds the throughput and, where the
-/// runs time requests, each one's p99 at its own load.
+/// runs time requests, each one's p99 at its own load, or its p95 where
+/// the runs check a QoS target.
 fn share_of_bare(drawn: &Drawn, runs: &[&DrawnRun]) -> Option<Figure> {
     let workload = |r: &DrawnRun| -> Option<String> {
         Some(r.run.params.get("workload")?.as_str()?.to_string())
@@ -698,6 +700,7 @@ fn share_of_bare(drawn: &Drawn, runs: &[&DrawnRun]) -> Option<Figure> {
             .filter(|bare| *bare > 0.0)
     };
     let timed = runs.iter().any(|r| r.run.latency_ns.is_some());
+    let qos: Vec<QosCheck> = runs.iter().filter_map(|r| r.run.paper.qos).collect();
     let mut bars = Vec::new();
     let mut rows = Vec::new();
     for r in runs {
@@ -718,7 +721,10 @@ fn share_of_bare(drawn: &Drawn, runs: &[&DrawnRun]) -> Option<Figure> {
             throughput_cell(r.run),
             Cell::maybe(share, Unit::Fraction),
         ];
-        if timed {
+        if !qos.is_empty() {
+            let p95 = r.run.paper.qos.and_then(|qos| qos.p95_ns);
+            row.push(Cell::maybe(p95.map(|ns| f64_of(ns) / 1e6), Unit::Count));
+        } else if timed {
             row.push(Cell::maybe(
                 r.run.latency_ns.as_ref().map(|l| ns_to_us(l.p99)),
                 Unit::Us,
@@ -730,7 +736,9 @@ fn share_of_bare(drawn: &Drawn, runs: &[&DrawnRun]) -> Option<Figure> {
         return None;
     }
     let mut columns = vec!["run", "throughput", "of bare metal"];
-    if timed {
+    if !qos.is_empty() {
+        columns.push("p95 (ms)");
+    } else if timed {
         columns.push("p99 at its own throughput (us)");
     }
     Some(Figure {
@@ -739,11 +747,14 @@ fn share_of_bare(drawn: &Drawn, runs: &[&DrawnRun]) -> Option<Figure> {
         caption: format!(
             "One bar per run, coloured by design: its throughput over bare metal's on the same \
              workload.{}{}",
-            if timed {
+            if !qos.is_empty() {
+                qos_note(&qos)
+            } else if timed {
                 " Each p99 is at that run's own throughput, so the p99s are at different loads \
                  and do not compare as latencies."
+                    .into()
             } else {
-                ""
+                String::new()
             },
             fitted_note(runs)
         ),
@@ -752,6 +763,26 @@ fn share_of_bare(drawn: &Drawn, runs: &[&DrawnRun]) -> Option<Figure> {
         table: table(&columns, rows),
         folded: false,
     })
+}
+
+/// What the QoS checks of a closed loop's runs say: the clients cannot
+/// offer less than their loop's rate, so a run's throughput is the QoS
+/// figure only where its p95 meets the target.
+fn qos_note(checks: &[QosCheck]) -> String {
+    let missed = checks.iter().filter(|qos| !qos.met).count();
+    let target = checks.first().map_or(0, |qos| qos.target_ms);
+    let verdict = if missed == 0 {
+        format!("all {} meet it", checks.len())
+    } else {
+        format!(
+            "{missed} of {} miss it, and their throughput is not a QoS figure",
+            checks.len()
+        )
+    };
+    format!(
+        " The clients are a closed loop that cannot offer less, so each throughput is its \
+         loop's rate, and each run's p95 is checked against the {target} ms target: {verdict}."
+    )
 }
 
 /// A setup bucket's lower bound in ms ("<10" is 0, ">200" is 200), to keep
@@ -1092,6 +1123,34 @@ mod tests {
                 SeriesKey::Design(DesignKind::Did)
             ],
             "one colour per design"
+        );
+    }
+
+    #[test]
+    fn a_closed_loops_qos_check_gives_the_p95_and_names_a_run_that_misses_it() {
+        let server = |requests: f64, p95_ns: u64, met: bool| {
+            json!({"throughput": {"value": requests, "unit": "requests/s"},
+                   "latency_ns": {"samples": 10, "mean": 1e6, "min": 1, "p50": 1_000_000,
+                                  "p90": 2_000_000, "p99": 30_000_000, "max": 40_000_000},
+                   "qos": {"target_ms": 10, "p95_ns": p95_ns, "met": met}})
+        };
+        let memcached = json!({"workload": "memcached"});
+        let (point, _) = point_of(
+            "[figure]\ndraw = \"share-of-bare\"\ntitle = \"Share\"\n",
+            vec![
+                run("bare", memcached.clone(), server(100.0, 2_000_000, true)),
+                run("vanilla", memcached, server(80.0, 12_000_000, false)),
+            ],
+        );
+        let figure = &point.figures[0];
+        assert_eq!(figure.table.columns[3], "p95 (ms)");
+        assert_eq!(texts(&figure.table, 3), ["2.00", "12.0"]);
+        assert!(
+            figure
+                .caption
+                .contains("against the 10 ms target: 1 of 2 miss it"),
+            "{}",
+            figure.caption
         );
     }
 

@@ -3,16 +3,13 @@
 //! send; with nothing to do it spins, as the testbeds' guests do
 //! (idle=poll). Requests arrive on the VM's first queue pair.
 //!
-//! The clients are closed-loop: each connection has at most one request
-//! outstanding; offered requests beyond that wait for a free connection,
-//! so a saturated server's clients slow down with it. They send back to
-//! back, or at an offered load (Poisson), each request timed from its
-//! offer. apache's requests over a VF each open a connection of their own
-//! (`http`).
+//! The clients are a closed loop, as memaslap's and apachebench's are:
+//! each connection has one request outstanding and sends the next as soon
+//! as its response comes, so a saturated server's clients slow down with
+//! it; each request is timed from its send (`crate::qos`). apache's
+//! requests over a VF each open a connection of their own (`http`).
 
 use std::collections::VecDeque;
-
-use dirq_stats::f64_of;
 
 use super::http::{Apachebench, Segment, SegmentRing};
 use super::{
@@ -28,7 +25,7 @@ use crate::machine::topology::Topology;
 use crate::machine::{index_u32, Ring};
 use crate::metrics::{Throughput, ThroughputUnit};
 use crate::profile::CostProfile;
-use crate::scenario::{Arrivals, RunSpec, Transport, WorkloadKind};
+use crate::scenario::{RunSpec, Transport, WorkloadKind};
 
 /// The server application, the guest's background task.
 const SERVER: &[Step] = &[Step::Workload(WorkloadStep::App)];
@@ -70,8 +67,6 @@ impl Service {
 /// The clients' events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(in crate::machine) enum ClientEvent {
-    /// A client offers a request (the offered load's Poisson arrivals).
-    Offer { vm: u32 },
     /// A request reaches the server's NIC, or vhost.
     RequestArrival { vm: u32 },
     /// The server's response reaches its client (apache: apachebench
@@ -86,9 +81,6 @@ pub(in crate::machine) enum ClientEvent {
 struct ClientLink {
     /// A request's way to the server, as one message.
     request_way_ns: u64,
-    /// With no offered load the clients send back to back: a freed
-    /// connection's next request leaves at once.
-    back_to_back: bool,
     /// apachebench's connection per request (apache over a VF).
     connection: Option<Apachebench>,
 }
@@ -98,10 +90,6 @@ struct ClientLink {
 struct ClientPool {
     link: ClientLink,
     connections: u32,
-    outstanding: u32,
-    /// When each offered request waiting for a free connection was
-    /// offered, oldest first: its response time counts from then.
-    waiting: VecDeque<u64>,
     /// Send times of the outstanding requests, oldest first (the server
     /// answers in order).
     sent: VecDeque<u64>,
@@ -116,31 +104,24 @@ impl ClientPool {
         }
     }
 
-    /// With no offered load, `vm`'s clients start at `now`: every
-    /// connection sends its first request.
-    fn start_back_to_back(&mut self, vm: usize, now: u64, fx: &mut Effects) {
+    /// `vm`'s clients start at `now`: every connection sends its first
+    /// request.
+    fn start(&mut self, vm: usize, now: u64, fx: &mut Effects) {
         for _ in 0..self.connections {
-            self.offered(vm, now, fx);
-        }
-    }
-
-    /// A client of `vm` offers a request at `now`: it leaves now if a
-    /// connection is free, else waits for one.
-    fn offered(&mut self, vm: usize, now: u64, fx: &mut Effects) {
-        if self.offer(now) {
+            self.sent.push_back(now);
             self.send(vm, now, fx);
         }
     }
 
-    /// The oldest request's response reached its client at `now`: a
-    /// request waiting for the freed connection leaves (or, back to back,
-    /// the next one). The response time of the answered request.
+    /// The oldest request's response reached its client at `now`: its
+    /// connection sends the next request at once. The response time of
+    /// the answered request (None for a response no request is waiting
+    /// for, which sends nothing).
     fn response_arrived(&mut self, vm: usize, now: u64, fx: &mut Effects) -> Option<u64> {
-        let (latency, next) = self.answered(now);
-        if next {
-            self.send(vm, now, fx);
-        }
-        latency
+        let sent = self.sent.pop_front()?;
+        self.sent.push_back(now);
+        self.send(vm, now, fx);
+        Some(now - sent)
     }
 
     /// A request of `vm`'s clients leaves at `now`: on a new connection,
@@ -155,37 +136,6 @@ impl ClientPool {
             now + self.link.request_way_ns,
             ClientEvent::RequestArrival { vm },
         );
-    }
-
-    /// A client offers a request at `now`: true if a connection is free
-    /// and it leaves now.
-    fn offer(&mut self, now: u64) -> bool {
-        if self.outstanding >= self.connections {
-            self.waiting.push_back(now);
-            return false;
-        }
-        self.outstanding += 1;
-        self.sent.push_back(now);
-        true
-    }
-
-    /// The oldest request's response came back at `now`: its response
-    /// time, and whether a request leaves now on the freed connection
-    /// (one was waiting, or back-to-back clients send at once).
-    fn answered(&mut self, now: u64) -> (Option<u64>, bool) {
-        let latency = self.sent.pop_front().map(|sent| now - sent);
-        self.outstanding = self.outstanding.saturating_sub(1);
-        let offered = if self.link.back_to_back {
-            Some(now)
-        } else {
-            self.waiting.pop_front()
-        };
-        let next = offered.is_some();
-        if let Some(offered) = offered {
-            self.outstanding += 1;
-            self.sent.push_back(offered);
-        }
-        (latency, next)
     }
 }
 
@@ -202,8 +152,6 @@ pub(super) struct Servers {
     connection: Option<Apachebench>,
     /// Concurrent client connections per VM.
     connections: u32,
-    /// The offered load, requests/s (None: back to back).
-    offered_per_s: Option<u64>,
     pools: Vec<ClientPool>,
     sockets: Vec<u32>,
     segments: Vec<SegmentRing>,
@@ -235,18 +183,11 @@ impl Servers {
             },
             connection,
             connections: spec.group.clients.unwrap_or(1),
-            offered_per_s: spec.offered_per_s,
             pools: vec![ClientPool::default(); topology.vm_count()],
             sockets: vec![0; topology.pair_count()],
             segments: vec![SegmentRing::new(); topology.pair_count()],
             net,
         }
-    }
-
-    fn schedule_offered(&self, vm: usize, ctx: &mut Ctx, fx: &mut Effects) {
-        let rate = f64_of(self.offered_per_s.unwrap_or(0));
-        let offer = ClientEvent::Offer { vm: index_u32(vm) };
-        ctx.schedule_arrival(Arrivals::Poisson, rate, offer, fx);
     }
 
     /// The guest's stack work for the segment NAPI takes next from `pair`:
@@ -307,19 +248,14 @@ impl Workload for Servers {
         }
     }
 
-    /// The clients start: at the offered load, or every connection at once.
+    /// The clients start: every connection at once.
     fn start(&mut self, vm: usize, _owners: &[usize], ctx: &mut Ctx, fx: &mut Effects) {
         let link = ClientLink {
             request_way_ns: self.net.one_way_ns(self.service.request_bytes),
-            back_to_back: self.offered_per_s.is_none(),
             connection: self.connection,
         };
         self.pools[vm] = ClientPool::new(self.connections, link);
-        if self.offered_per_s.is_some() {
-            self.schedule_offered(vm, ctx, fx);
-            return;
-        }
-        self.pools[vm].start_back_to_back(vm, ctx.now, fx);
+        self.pools[vm].start(vm, ctx.now, fx);
     }
 
     fn on_event(&mut self, event: WorkloadEvent, ctx: &mut Ctx, fx: &mut Effects) {
@@ -327,12 +263,6 @@ impl Workload for Servers {
             return;
         };
         match event {
-            // An offered request (Poisson at the offered load).
-            ClientEvent::Offer { vm } => {
-                let vm = vm as usize;
-                self.schedule_offered(vm, ctx, fx);
-                self.pools[vm].offered(vm, ctx.now, fx);
-            }
             ClientEvent::RequestArrival { vm } => fx.push(Effect::RxPacket {
                 pair: ctx.topology.first_pair(vm as usize),
                 ring: self.ring,
@@ -453,10 +383,9 @@ mod tests {
     /// Requests reach the server 3 us after they leave.
     const REQUEST_WAY_NS: u64 = 3_000;
 
-    fn pool(connections: u32, back_to_back: bool) -> ClientPool {
+    fn pool(connections: u32) -> ClientPool {
         let link = ClientLink {
             request_way_ns: REQUEST_WAY_NS,
-            back_to_back,
             connection: None,
         };
         ClientPool::new(connections, link)
@@ -467,34 +396,9 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_loop_keeps_at_most_one_request_per_connection() {
-        let mut pool = pool(2, false);
-        assert!(pool.offer(0));
-        assert!(pool.offer(10));
-        assert!(!pool.offer(20));
-        assert_eq!(pool.outstanding, 2);
-        // The oldest is answered first; the waiting request takes its
-        // connection, timed from its offer.
-        assert_eq!(pool.answered(100), (Some(100), true));
-        assert_eq!(pool.outstanding, 2);
-        assert_eq!(pool.answered(150), (Some(140), false));
-        assert_eq!(pool.sent.front(), Some(&20), "offered at 20, sent at 100");
-        assert_eq!(pool.answered(300), (Some(280), false));
-        assert_eq!(pool.outstanding, 0);
-    }
-
-    #[test]
-    fn back_to_back_clients_send_again_at_once() {
-        let mut pool = pool(1, true);
-        assert!(pool.offer(0));
-        assert_eq!(pool.answered(50), (Some(50), true));
-        assert_eq!(pool.answered(80), (Some(30), true));
-    }
-
-    #[test]
-    fn back_to_back_clients_start_every_connection_and_resend_on_a_response() {
-        let mut pool = pool(2, true);
-        let fx = listed(|fx| pool.start_back_to_back(1, 0, fx));
+    fn every_connection_starts_and_resends_on_its_response_timed_from_its_send() {
+        let mut pool = pool(2);
+        let fx = listed(|fx| pool.start(1, 0, fx));
         assert_eq!(
             fx,
             [request_at(REQUEST_WAY_NS, 1), request_at(REQUEST_WAY_NS, 1)]
@@ -507,23 +411,24 @@ mod tests {
             [request_at(20_000 + REQUEST_WAY_NS, 1)],
             "the next at once"
         );
+        // The second connection's first request, then the first's second,
+        // each timed from its own send.
+        let fx = listed(|fx| latency = pool.response_arrived(1, 25_000, fx));
+        assert_eq!(latency, Some(25_000));
+        assert_eq!(fx, [request_at(25_000 + REQUEST_WAY_NS, 1)]);
+        let fx = listed(|fx| latency = pool.response_arrived(1, 30_000, fx));
+        assert_eq!(latency, Some(10_000));
+        assert_eq!(fx, [request_at(30_000 + REQUEST_WAY_NS, 1)]);
+        assert_eq!(pool.sent.len(), 2, "one request outstanding per connection");
     }
 
     #[test]
-    fn an_offered_request_waits_for_a_connection_the_response_frees() {
-        let mut pool = pool(1, false);
-        let fx = listed(|fx| pool.offered(0, 100, fx));
-        assert_eq!(fx, [request_at(100 + REQUEST_WAY_NS, 0)]);
-        let fx = listed(|fx| pool.offered(0, 200, fx));
-        assert!(fx.is_empty(), "the one connection is busy: {fx:?}");
-        let mut latency = None;
-        let fx = listed(|fx| latency = pool.response_arrived(0, 10_100, fx));
-        assert_eq!(latency, Some(10_000));
-        assert_eq!(fx, [request_at(10_100 + REQUEST_WAY_NS, 0)]);
-        // The waiting request's time counts from its offer.
-        let fx = listed(|fx| latency = pool.response_arrived(0, 20_000, fx));
-        assert_eq!(latency, Some(19_800));
-        assert!(fx.is_empty(), "nothing more offered: {fx:?}");
+    fn a_response_no_request_waits_for_sends_nothing() {
+        let mut pool = pool(1);
+        let mut latency = Some(0);
+        let fx = listed(|fx| latency = pool.response_arrived(0, 5_000, fx));
+        assert_eq!(latency, None);
+        assert!(fx.is_empty(), "{fx:?}");
     }
 
     #[test]
@@ -535,7 +440,6 @@ mod tests {
         };
         let link = ClientLink {
             request_way_ns: REQUEST_WAY_NS,
-            back_to_back: true,
             connection: Some(connection),
         };
         let mut pool = ClientPool::new(1, link);
@@ -543,7 +447,7 @@ mod tests {
             let segment = Segment::Syn;
             scheduled(at, ClientEvent::ConnectionSegment { vm: 0, segment })
         };
-        let fx = listed(|fx| pool.start_back_to_back(0, 0, fx));
+        let fx = listed(|fx| pool.start(0, 0, fx));
         assert_eq!(fx, [syn(3_000)], "connect's send and the SYN's way");
         let fx = listed(|fx| pool.response_arrived(0, 50_000, fx));
         assert_eq!(fx, [syn(53_000)]);

@@ -97,7 +97,6 @@ pub(in crate::machine) fn spec(workload: WorkloadKind, group: RunGroup) -> RunSp
         group,
         nic: NicCoalescing::FITTED,
         duration_ns: 10_000_000,
-        offered_per_s: None,
     }
 }
 
