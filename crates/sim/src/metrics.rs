@@ -232,6 +232,14 @@ pub struct QosCheck {
     pub met: bool,
 }
 
+impl QosCheck {
+    /// Whether a 95th percentile of `p95_ns` (None: no request answered)
+    /// meets a target of `target_ms`.
+    pub fn meets(p95_ns: Option<u64>, target_ms: u64) -> bool {
+        p95_ns.is_some_and(|p95| p95 <= target_ms.saturating_mul(1_000_000))
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InterruptCounts {
     pub raised: u64,

@@ -26,7 +26,7 @@ pub(crate) fn check(latencies_ns: &[u64], target_ms: u64) -> QosCheck {
     QosCheck {
         target_ms,
         p95_ns,
-        met: p95_ns.is_some_and(|p95| p95 <= target_ms.saturating_mul(1_000_000)),
+        met: QosCheck::meets(p95_ns, target_ms),
     }
 }
 

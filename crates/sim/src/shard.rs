@@ -14,7 +14,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::metrics::{ThroughputUnit, WorkloadFigures};
+use crate::metrics::{QosCheck, ThroughputUnit, WorkloadFigures};
 use crate::{run_selected, RunOptions, RunResult, Scenario, ScenarioResult, SimError};
 
 /// One of `count` disjoint parts of a sweep; `index` counts from 1, as
@@ -542,6 +542,15 @@ pub fn implausible_figure(run: &RunResult) -> Option<(String, String, &'static s
             counts.handled.to_string(),
             "interrupts handled, coalesced and pending add up to more than were raised",
         );
+    }
+    if let Some(qos) = run.figures.qos {
+        if qos.met != QosCheck::meets(qos.p95_ns, qos.target_ms) {
+            return refuse(
+                "qos.met",
+                qos.met.to_string(),
+                "a QoS target is met exactly when the p95 is within it",
+            );
+        }
     }
     if let Some(rule) = run
         .latency_ns

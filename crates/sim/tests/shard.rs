@@ -2,6 +2,7 @@
 //! its JSON text, merge into exactly the results one process gives, for
 //! n = 1, 2 and 7, one scenario at a time and all of them as `--all`.
 
+use dirq_sim::metrics::QosCheck;
 use dirq_sim::scenario::{self, Scenario};
 use dirq_sim::shard::{merge, run_shard, MergeError, Shard, ShardPart, SweepShape};
 use dirq_sim::{run_scenario_on, RunOptions, ScenarioResult};
@@ -203,5 +204,16 @@ fn a_run_with_a_figure_no_run_can_have_is_refused_naming_it() {
     assert!(
         latency.contains("min <= p50 <= p90 <= p99 <= max"),
         "{latency}"
+    );
+    let qos = forge(|run| {
+        run.figures.qos = Some(QosCheck {
+            target_ms: 10,
+            p95_ns: Some(50_000_000),
+            met: true,
+        });
+    });
+    assert!(
+        qos.contains("qos.met = true, which no run can have"),
+        "{qos}"
     );
 }
