@@ -296,8 +296,21 @@ fn run_text(run: &RunResult) -> String {
             throughput.value, throughput.unit
         );
     }
-    // The figures of the paper the scenario reproduces, whichever it reports.
-    if let Ok(serde_json::Value::Object(paper)) = serde_json::to_value(&run.figures) {
+    if let Some(qos) = &run.figures.qos {
+        let p95 = qos
+            .p95_ns
+            .map_or_else(|| "no request answered".into(), |ns| format!("p95 {ns} ns"));
+        let verdict = if qos.met {
+            "met"
+        } else {
+            "missed (the closed loop cannot offer less)"
+        };
+        text += &format!("  QoS: {p95} against {} ms: {verdict}\n", qos.target_ms);
+    }
+    // The figures of the paper the scenario reproduces, whichever it
+    // reports (the QoS check has its line above).
+    if let Ok(serde_json::Value::Object(mut paper)) = serde_json::to_value(&run.figures) {
+        paper.remove("qos");
         if !paper.is_empty() {
             let figures: Vec<String> = paper
                 .iter()
