@@ -434,17 +434,23 @@ mod tests {
         Comparison::new("whileloop · userspace".into(), metric, spread, predicted)
     }
 
-    #[test]
-    fn a_saturated_run_says_how_much_merged_and_what_each_interrupt_cost() {
-        let case = whileloop_case(20_000, 10_000, 0.2);
-        let why = explain(
-            &case,
+    /// Why `case` missed its twin of 10,000 handled/s on `metric`, with
+    /// no probe floors or calibration to set beside it.
+    fn why_missed(case: &RealCase, metric: Metric, measured: f64, predicted: f64) -> String {
+        explain(
+            case,
             &twin(10_000),
-            &miss(Metric::TimeInGuest, 0.2, 0.4),
+            &miss(metric, measured, predicted),
             None,
             None,
         )
-        .why;
+        .why
+    }
+
+    #[test]
+    fn a_saturated_run_says_how_much_merged_and_what_each_interrupt_cost() {
+        let case = whileloop_case(20_000, 10_000, 0.2);
+        let why = why_missed(&case, Metric::TimeInGuest, 0.2, 0.4);
         assert!(
             why.contains("raised 20000/s and the guest handled 10000/s (the twin 10000/s)"),
             "{why}"
@@ -464,32 +470,15 @@ mod tests {
     #[test]
     fn an_exit_miss_lists_the_reasons_of_both_and_near_zero_shares_say_so() {
         let case = whileloop_case(10_000, 10_000, 0.01);
-        let exits = explain(
-            &case,
-            &twin(10_000),
-            &miss(Metric::ExitsPerInterrupt, 3.0, 4.0),
-            None,
-            None,
-        );
-        assert!(!exits.why.contains("saturated"), "{}", exits.why);
+        let exits = why_missed(&case, Metric::ExitsPerInterrupt, 3.0, 4.0);
+        assert!(!exits.contains("saturated"), "{exits}");
         assert!(
-            exits
-                .why
-                .contains("measured OTHER 2.00, INTERRUPT_WINDOW 1.00")
-                && exits
-                    .why
-                    .contains("twin EXTERNAL_INTERRUPT 1.00, MSR_WRITE 1.00"),
-            "{}",
-            exits.why
+            exits.contains("measured OTHER 2.00, INTERRUPT_WINDOW 1.00")
+                && exits.contains("twin EXTERNAL_INTERRUPT 1.00, MSR_WRITE 1.00"),
+            "{exits}"
         );
-        let share = explain(
-            &case,
-            &twin(10_000),
-            &miss(Metric::TimeInGuest, 0.01, 0.0),
-            None,
-            None,
-        );
-        assert!(share.why.contains("noise"), "{}", share.why);
+        let share = why_missed(&case, Metric::TimeInGuest, 0.01, 0.0);
+        assert!(share.contains("noise"), "{share}");
     }
 
     #[test]
@@ -498,14 +487,7 @@ mod tests {
         case.repeats[0].run.exits.by_reason = BTreeMap::from([(KvmStat::HaltWakeup, 9_000)]);
         // 0.25 cores over 10,000 handled/s is 25 us each; the twin 0.16
         // cores over its 10,000/s, 16 us.
-        let why = explain(
-            &case,
-            &twin(10_000),
-            &miss(Metric::HostCpuCores, 0.25, 0.16),
-            None,
-            None,
-        )
-        .why;
+        let why = why_missed(&case, Metric::HostCpuCores, 0.25, 0.16);
         assert!(
             why.contains(
                 "burned 25.0 us of host CPU per handled interrupt; the twin charges 16.0 us"
@@ -514,14 +496,7 @@ mod tests {
         );
         assert!(why.contains("0.90 per interrupt woke a vCPU"), "{why}");
         // A twin that charges more names no wake-up.
-        let over = explain(
-            &case,
-            &twin(10_000),
-            &miss(Metric::HostCpuCores, 0.16, 0.25),
-            None,
-            None,
-        )
-        .why;
+        let over = why_missed(&case, Metric::HostCpuCores, 0.16, 0.25);
         assert!(!over.contains("woke"), "{over}");
     }
 
@@ -581,14 +556,7 @@ mod tests {
     #[test]
     fn every_miss_names_a_cost_and_a_host_wait_is_named_where_it_is_paid() {
         let mut case = whileloop_case(10_000, 10_000, 0.5);
-        let quiet = explain(
-            &case,
-            &twin(10_000),
-            &miss(Metric::LatencyP50Ns, 9.0, 16.0),
-            None,
-            None,
-        )
-        .why;
+        let quiet = why_missed(&case, Metric::LatencyP50Ns, 9.0, 16.0);
         assert!(!quiet.contains("no cause"), "{quiet}");
         assert!(quiet.contains("the same events"), "{quiet}");
         // 0.05 s waited over 10,000 interrupts: 5 us each.
@@ -600,14 +568,7 @@ mod tests {
         );
         case.repeats[0].run.exits.by_reason =
             BTreeMap::from([(halts, 10_000), (polled, 7_500), (slept, 2_500)]);
-        let busy = explain(
-            &case,
-            &twin(10_000),
-            &miss(Metric::LatencyP50Ns, 9.0, 16.0),
-            None,
-            None,
-        )
-        .why;
+        let busy = why_missed(&case, Metric::LatencyP50Ns, 9.0, 16.0);
         assert!(
             busy.contains("waited 5.0 us per handled interrupt"),
             "{busy}"
