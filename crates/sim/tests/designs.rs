@@ -38,6 +38,19 @@ fn run_quiet(body: &str) -> ScenarioResult {
     run_with(&scenario(body), quiet_profile(), false).result
 }
 
+/// Two runs of `design` receiving UDP at `rate_pps`: through virtio, then
+/// through the VF.
+fn virtio_then_vf(design: &str, rate_pps: u64) -> String {
+    ["pv", "sriov"]
+        .map(|transport| {
+            format!(
+                "[[runs]]\nworkload = \"udp-rx\"\ntransport = \"{transport}\"\n\
+                 designs = [\"{design}\"]\nrates_pps = [{rate_pps}]\n"
+            )
+        })
+        .concat()
+}
+
 fn exits(run: &RunResult, reason: VmxExit) -> f64 {
     run.exits_by_reason_per_s[&reason]
 }
@@ -110,20 +123,7 @@ fn vanilla_sriov_interrupt_exits_extint_then_msrwr_for_the_eoi() {
 
 #[test]
 fn eli_virtual_interrupt_uses_injection_mode_until_its_eoi() {
-    let result = run_quiet(
-        r#"
-        [[runs]]
-        workload = "udp-rx"
-        transport = "pv"
-        designs = ["eli"]
-        rates_pps = [50000]
-        [[runs]]
-        workload = "udp-rx"
-        transport = "sriov"
-        designs = ["eli"]
-        rates_pps = [50000]
-    "#,
-    );
+    let result = run_quiet(&virtio_then_vf("eli", 50_000));
     let (virtual_run, direct_run) = (&result.runs[0], &result.runs[1]);
     // Virtual (virtio) interrupts: the host kick arrives through the shadow
     // IDT (#NP exit), and the EOI exits because the vCPU is in injection
@@ -160,20 +160,7 @@ fn eli_delivery_traps_every_eoi_but_delivers_directly() {
 
 #[test]
 fn apicv_posts_virtual_interrupts_and_virtualizes_their_eoi() {
-    let result = run_quiet(
-        r#"
-        [[runs]]
-        workload = "udp-rx"
-        transport = "pv"
-        designs = ["apicv"]
-        rates_pps = [100000]
-        [[runs]]
-        workload = "udp-rx"
-        transport = "sriov"
-        designs = ["apicv"]
-        rates_pps = [100000]
-    "#,
-    );
+    let result = run_quiet(&virtio_then_vf("apicv", 100_000));
     let (posted, assigned) = (&result.runs[0], &result.runs[1]);
     assert!(posted.interrupts.handled > 1000);
     assert_eq!(
