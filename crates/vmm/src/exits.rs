@@ -720,37 +720,36 @@ mod tests {
         pairs.iter().copied().collect()
     }
 
+    /// One vCPU's snapshot of `io` I/O and `hlt` HLT exits to userspace
+    /// among KVM's `exits`.
+    fn io_and_hlt(io: u64, hlt: u64, exits: u64) -> ExitSnapshot {
+        ExitSnapshot {
+            userspace: vec![userspace(&[
+                (UserspaceExit::Io, io),
+                (UserspaceExit::Hlt, hlt),
+            ])],
+            kernel: vec![counters(&[
+                ("exits", exits),
+                ("io_exits", io),
+                ("halt_exits", hlt),
+            ])],
+            ..ExitSnapshot::default()
+        }
+    }
+
     #[test]
     fn window_counts_exits_between_snapshots_without_the_end_marker() {
         let before = ExitSnapshot {
-            userspace: vec![userspace(&[
-                (UserspaceExit::Io, 5),
-                (UserspaceExit::Hlt, 1),
-            ])],
-            userspace_times: Vec::new(),
-            kernel: vec![counters(&[
-                ("exits", 10),
-                ("io_exits", 5),
-                ("halt_exits", 1),
-            ])],
             cpu_ns: vec![1_000_000_000],
             run_delay_ns: vec![100_000_000],
             kicks: vec![3],
+            ..io_and_hlt(5, 1, 10)
         };
         let after = ExitSnapshot {
-            userspace: vec![userspace(&[
-                (UserspaceExit::Io, 6),
-                (UserspaceExit::Hlt, 101),
-            ])],
-            userspace_times: Vec::new(),
-            kernel: vec![counters(&[
-                ("exits", 160),
-                ("io_exits", 6),
-                ("halt_exits", 101),
-            ])],
             cpu_ns: vec![1_250_000_000],
             run_delay_ns: vec![150_000_000],
             kicks: vec![8],
+            ..io_and_hlt(6, 101, 160)
         };
         let summary = ExitSummary::between(&before, &after, 1);
         assert_eq!(summary.userspace, 100);
@@ -775,19 +774,10 @@ mod tests {
 
         // The VM ran on after the window: 2 more I/O exits, 3 more HLTs.
         let lifetime = ExitSnapshot {
-            userspace: vec![userspace(&[
-                (UserspaceExit::Io, 8),
-                (UserspaceExit::Hlt, 104),
-            ])],
-            userspace_times: Vec::new(),
-            kernel: vec![counters(&[
-                ("exits", 170),
-                ("io_exits", 8),
-                ("halt_exits", 104),
-            ])],
             cpu_ns: vec![1_300_000_000],
             run_delay_ns: vec![60_000_000],
             kicks: vec![6],
+            ..io_and_hlt(8, 104, 170)
         };
         let outside = summary.with_lifetime(&lifetime).outside_window;
         // Boot's 5 I/O and 1 HLT, the marker, then 2 I/O and 3 HLT after.
