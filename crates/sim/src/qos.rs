@@ -12,6 +12,8 @@
 //! percentile misses says so (`QosCheck::met`), since the clients have no
 //! lower load to offer.
 
+use dirq_stats::nearest_rank;
+
 use crate::metrics::QosCheck;
 
 /// The check of `latencies_ns` (one per answered request) against
@@ -19,10 +21,7 @@ use crate::metrics::QosCheck;
 pub(crate) fn check(latencies_ns: &[u64], target_ms: u64) -> QosCheck {
     let mut sorted = latencies_ns.to_vec();
     sorted.sort_unstable();
-    let p95_ns = match sorted.len() {
-        0 => None,
-        n => Some(sorted[(n * 95).div_ceil(100) - 1]),
-    };
+    let p95_ns = nearest_rank(&sorted, 95);
     QosCheck {
         target_ms,
         p95_ns,

@@ -27,6 +27,15 @@ pub fn round_u64(value: f64) -> u64 {
     value.round() as u64
 }
 
+/// The nearest-rank `percent`ile of `sorted` (ascending): the smallest
+/// sample with at least `percent` % of the samples at or below it. None
+/// for no samples.
+pub fn nearest_rank(sorted: &[u64], percent: u64) -> Option<u64> {
+    let len = u64::try_from(sorted.len()).ok()?;
+    let rank = len.saturating_mul(percent.min(100)).div_ceil(100).max(1);
+    sorted.get(usize::try_from(rank).ok()? - 1).copied()
+}
+
 /// Log-spaced histogram buckets: the first ends at this many ns, each
 /// next one is 5% wider, so a CDF drawn from them is within 5% in latency.
 const FIRST_BUCKET_NS: u64 = 100;
@@ -62,14 +71,7 @@ impl LatencySummary {
         let mut sorted = samples.to_vec();
         sorted.sort_unstable();
         let (&min, &max) = (sorted.first()?, sorted.last()?);
-        // The nearest-rank percentile: the smallest sample with at least
-        // `fraction` of the samples at or below it.
         let len = sorted.len() as u64;
-        let at = |fraction: f64| {
-            let rank = round_u64((f64_of(len) * fraction).ceil());
-            sorted
-                [usize::try_from(rank).map_or(sorted.len(), |rank| rank.clamp(1, sorted.len())) - 1]
-        };
         let mut histogram = Histogram::<u64>::new_with_max(max.max(2), 3).ok()?;
         for &sample in &sorted {
             histogram.record(sample).ok()?;
@@ -86,9 +88,9 @@ impl LatencySummary {
             samples: len,
             mean: sorted.iter().map(|&ns| f64_of(ns)).sum::<f64>() / f64_of(len),
             min,
-            p50: at(0.50),
-            p90: at(0.90),
-            p99: at(0.99),
+            p50: nearest_rank(&sorted, 50)?,
+            p90: nearest_rank(&sorted, 90)?,
+            p99: nearest_rank(&sorted, 99)?,
             max,
             histogram: buckets,
         })
@@ -150,6 +152,16 @@ mod tests {
     #[test]
     fn nothing_to_summarize_is_none() {
         assert_eq!(LatencySummary::from_samples_ns(&[]), None);
+    }
+
+    #[test]
+    fn the_nearest_rank_is_the_smallest_sample_covering_the_share() {
+        let sorted: Vec<u64> = (1..=20).collect();
+        assert_eq!(nearest_rank(&sorted, 95), Some(19));
+        assert_eq!(nearest_rank(&sorted, 96), Some(20));
+        assert_eq!(nearest_rank(&sorted, 0), Some(1));
+        assert_eq!(nearest_rank(&[7], 50), Some(7));
+        assert_eq!(nearest_rank(&[], 95), None);
     }
 
     #[test]
