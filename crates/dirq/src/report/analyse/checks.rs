@@ -531,8 +531,6 @@ mod tests {
         assert_eq!(checks.extrapolation.len(), 4);
     }
 
-    /// A vanilla twin handling 1 kHz over the twin's duration, taking
-    /// `exits_per_interrupt` exits per interrupt (HLT and MSR writes).
     /// The checks of one timer-latency case measured at 3 exits per interrupt.
     fn timer_checks(twins: &[CaseTwin]) -> ModelChecks {
         check(
@@ -544,6 +542,8 @@ mod tests {
         )
     }
 
+    /// A vanilla twin handling 1 kHz over the twin's duration, taking
+    /// `exits_per_interrupt` exits per interrupt (HLT and MSR writes).
     fn vanilla_twin(exits_per_interrupt: f64) -> SimRun {
         let handled = TWIN_DURATION_MS;
         serde_json::from_value(serde_json::json!({
