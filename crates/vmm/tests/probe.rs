@@ -6,7 +6,7 @@ mod common;
 
 use common::one_vm_at_a_time;
 use dirq_vmm::host_load::{HostNoise, NoiseReason};
-use dirq_vmm::probe::{probe, Floor, ProbeReport};
+use dirq_vmm::probe::{probe, Floor, ProbeReport, BATCHES, MAX_BATCHES};
 use dirq_vmm::testing::require_kvm;
 
 /// The probe with every thread of it on host CPU 0: both vCPUs of the IPI
@@ -34,10 +34,15 @@ fn a_probe_on_one_host_cpu_finishes_and_says_its_ipi_floors_shared_it() {
         panic!("a shared core is noise: {report:?}");
     };
     assert!(reasons.contains(&NoiseReason::SharedCore), "{reasons:?}");
-    // Every floor measured is the median of its runs, inside their spread.
+    // Every floor measured is the median of its runs, inside their spread:
+    // seven runs, and up to MAX_BATCHES while a floor of its kind is not
+    // pinned down (on one shared CPU, whether it is depends on the host).
     for floor in [Floor::KernelExit, Floor::SelfIpi, Floor::IpiBusy] {
         let spread = &floors.spread[&floor];
-        assert_eq!(spread.batch_ns.len(), 7, "{floor:?}: {spread:?}");
+        assert!(
+            (BATCHES..=MAX_BATCHES).contains(&spread.batch_ns.len()),
+            "{floor:?}: {spread:?}"
+        );
         let median = floors.get(floor);
         assert!(
             spread.low_ns <= median && median <= spread.high_ns,
